@@ -1,0 +1,25 @@
+# strand: build and test entry points. `make test` is the README's test command
+# and what .ci/run calls.
+GO ?= go
+PKGS := ./...
+
+.PHONY: test unit lint infra-test build soak fmt
+
+test: lint unit infra-test
+
+lint:
+	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@echo "== go vet"; $(GO) vet $(PKGS)
+
+unit:
+	@echo "== go test"; $(GO) test -count=1 -timeout 20m $(PKGS)
+
+infra-test:
+	@if [ -f infra/go.mod ]; then echo "== infra"; $(MAKE) -C infra test; fi
+
+build:
+	$(GO) build -o bin/ ./cmd/... ./functions/...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

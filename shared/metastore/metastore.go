@@ -1,0 +1,204 @@
+package metastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	ErrNotFound = errors.New("metastore: not found")
+	ErrExists   = errors.New("metastore: already exists")
+	ErrConflict = errors.New("metastore: condition failed")
+	ErrInvalid  = errors.New("metastore: invalid argument")
+	// ErrUnavailable: throttled, timed out or down; nothing is known to have
+	// changed, and the caller may retry.
+	ErrUnavailable = errors.New("metastore: unavailable")
+)
+
+// Class is a stream's storage class, fixed for the stream's life.
+type Class uint8
+
+const (
+	Standard Class = 1
+	Express  Class = 2
+)
+
+func (c Class) String() string {
+	switch c {
+	case Standard:
+		return "standard"
+	case Express:
+		return "express"
+	}
+	return fmt.Sprintf("class(%d)", uint8(c))
+}
+
+// ParseClass parses "standard" or "express".
+func ParseClass(s string) (Class, error) {
+	switch s {
+	case "standard", "STANDARD", "Standard":
+		return Standard, nil
+	case "express", "EXPRESS", "Express":
+		return Express, nil
+	}
+	return 0, fmt.Errorf("%w: unknown class %q (want standard or express)", ErrInvalid, s)
+}
+
+// StreamState is a stream's lifecycle state.
+type StreamState uint8
+
+const (
+	StreamActive   StreamState = 1
+	StreamDeleting StreamState = 2
+)
+
+// Stream is the STREAM#<name>/META item.
+type Stream struct {
+	Name      string
+	ID        string // 32 lowercase hex digits (16 random bytes)
+	Class     Class
+	Star      string // leader star id
+	CreatedMs int64
+	// RetentionMs is the age after which settled data is trimmed; 0 keeps forever.
+	RetentionMs int64
+	State       StreamState
+}
+
+// Location is where one part of a ref's bytes lives.
+type Location struct {
+	// Settled is true for a settled object in the settled bucket, false for
+	// a transit segment in a chain slot (held by every bucket of the set).
+	Settled bool
+	Key     string // object key
+	Offset  int64  // object-absolute
+	Length  int64
+}
+
+// Ref is the SID#<id>/REF#<first-seq> item: a stream's seq range and the
+// byte ranges that hold it, in seq order.
+type Ref struct {
+	StreamID  string
+	FirstSeq  uint64
+	LastSeq   uint64 // inclusive
+	FirstTsMs int64
+	LastTsMs  int64
+	Bytes     int64
+	Locations []Location
+}
+
+// ChainID names one loglet: a star's chain of one class.
+type ChainID struct {
+	Star  string
+	Class Class
+}
+
+func (c ChainID) String() string { return c.Star + "/" + c.Class.String() }
+
+// Cursor is a position on a chain: the next slot to process in an epoch.
+// Cursors order by (Epoch, Slot).
+type Cursor struct {
+	Epoch uint64
+	Slot  uint64
+}
+
+// Less reports whether c is before d.
+func (c Cursor) Less(d Cursor) bool {
+	return c.Epoch < d.Epoch || (c.Epoch == d.Epoch && c.Slot < d.Slot)
+}
+
+func (c Cursor) String() string { return fmt.Sprintf("%d/%d", c.Epoch, c.Slot) }
+
+// CursorKind selects one of a head's cursors.
+type CursorKind uint8
+
+const (
+	Checkpoint CursorKind = 1 // absorbed into refs below this
+	Settled    CursorKind = 2 // settled into settled objects below this
+	Trimmed    CursorKind = 3 // deleted from the chain buckets below this
+)
+
+func (k CursorKind) String() string {
+	switch k {
+	case Checkpoint:
+		return "checkpoint"
+	case Settled:
+		return "settled"
+	case Trimmed:
+		return "trimmed"
+	}
+	return fmt.Sprintf("cursor(%d)", uint8(k))
+}
+
+// Head is the CHAIN#<star>#<class>/HEAD item.
+type Head struct {
+	Epoch      uint64 // current (latest minted) epoch
+	Checkpoint Cursor
+	Settled    Cursor
+	Trimmed    Cursor
+}
+
+// Cursor returns the cursor of kind k.
+func (h Head) Cursor(k CursorKind) Cursor {
+	switch k {
+	case Checkpoint:
+		return h.Checkpoint
+	case Settled:
+		return h.Settled
+	case Trimmed:
+		return h.Trimmed
+	}
+	panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
+}
+
+// EpochState is an epoch's lifecycle state.
+type EpochState uint8
+
+const (
+	EpochActive EpochState = 1 // its writer may be committing slots
+	EpochFenced EpochState = 2 // fenced: Cut is final
+)
+
+// Epoch is the CHAIN#<star>#<class>/EPOCH#<epoch> item.
+type Epoch struct {
+	Epoch   uint64
+	State   EpochState
+	K, W    int
+	Buckets []string
+	Window  int      // pipeline window: at most this many slots assigned and unreleased
+	Nonce   [16]byte // writer nonce of the epoch's writer
+	Cut     uint64   // first slot not committed; valid when State is EpochFenced
+}
+
+// Token is a hashed bearer token's grant.
+type Token struct {
+	Hash   string // sha256 hex of the secret
+	Prefix string // stream-name prefix it is scoped to ("" = all)
+	Ops    []string
+}
+
+// Store is the metastore contract. See the package documentation.
+type Store interface {
+	CreateStream(ctx context.Context, s Stream) (Stream, error)
+	GetStream(ctx context.Context, name string) (Stream, error)
+	ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error)
+	SetStreamState(ctx context.Context, name, id string, state StreamState) error
+	DeleteStream(ctx context.Context, name, id string) error
+
+	PutRefs(ctx context.Context, refs []Ref) error
+	QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error)
+	LastRef(ctx context.Context, streamID string) (Ref, error)
+	SwapRefs(ctx context.Context, old []Ref, repl Ref) error
+	DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error
+
+	GetHead(ctx context.Context, chain ChainID) (Head, error)
+	AdvanceCursor(ctx context.Context, chain ChainID, kind CursorKind, from, to Cursor) error
+
+	MintEpoch(ctx context.Context, chain ChainID, prev uint64, e Epoch) error
+	GetEpoch(ctx context.Context, chain ChainID, epoch uint64) (Epoch, error)
+	UpdateEpoch(ctx context.Context, chain ChainID, from EpochState, e Epoch) error
+
+	PutToken(ctx context.Context, t Token) error
+	GetToken(ctx context.Context, hash string) (Token, error)
+}

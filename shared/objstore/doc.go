@@ -1,0 +1,40 @@
+// Package objstore is strand's object-store contract: the one small interface
+// every protocol (commit, fence, walk, absorb, settle, trim, probe, reads)
+// uses to reach S3 Standard buckets, S3 Express One Zone directory buckets,
+// a local directory or memory.
+//
+// # Contract
+//
+// A Bucket is one bucket. A set of buckets (the K buckets of a class) is a
+// plain []Bucket owned by the caller.
+//
+//   - PutIfAbsent(key, body) writes body at key only if no object exists at
+//     key. It returns nil when this call created the object, ErrExists when an
+//     object was already there (whoever wrote it, possibly this caller on an
+//     earlier attempt whose answer was lost), and ErrAmbiguous when the outcome
+//     is unknown: the request may or may not have landed (a timeout after the
+//     request was sent, a reset connection). Callers resolve ErrAmbiguous by
+//     reading the object back (strand reads the envelope and compares the
+//     writer nonce). Exactly one of any number of concurrent PutIfAbsent calls
+//     on a new key returns nil. A created object is never torn: readers see
+//     all of body or nothing.
+//   - Get(key, off, n) returns n bytes from offset off. n < 0 means "to the
+//     end". A range that runs past the end returns the bytes that exist
+//     (short read, no error); an offset at or past the end of a non-empty
+//     object returns ErrRange; a missing key returns ErrNotFound.
+//   - Head(key) returns the object's size, or ErrNotFound.
+//   - Delete(key) removes the object; deleting a missing key is not an error
+//     (idempotent).
+//   - List(prefix) exists for tools and tests only. No protocol path lists:
+//     walks are point lookups at derivable keys.
+//
+// Errors are sentinels matched with errors.Is; implementations wrap them with
+// context (bucket, key). Adapters translate SDK errors at their boundary.
+//
+// # Implementations
+//
+// Memory (NewMem, here), a local directory (package objstore/dir), S3
+// (package objstore/s3obj) and a fault-injecting wrapper (WithFaults, here)
+// that wraps any of them. The conformance suite in objstore/objstoretest
+// runs against every one.
+package objstore
