@@ -1,0 +1,124 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Mem is an in-memory Bucket. It honours the contract exactly: one mutex
+// makes PutIfAbsent atomic, and bodies are copied on the way in and out so
+// no caller can alias stored bytes. It is the reference implementation the
+// others are compared with, and the fastest store for tests.
+type Mem struct {
+	name string
+
+	mu   sync.Mutex
+	objs map[string][]byte
+}
+
+var _ Bucket = (*Mem)(nil)
+
+// NewMem returns an empty in-memory bucket called name.
+func NewMem(name string) *Mem {
+	return &Mem{name: name, objs: make(map[string][]byte)}
+}
+
+// Name returns the bucket's name.
+func (m *Mem) Name() string { return m.name }
+
+// PutIfAbsent stores a copy of body at key unless key exists.
+func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put %s/%s: %w", m.name, key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.objs[key]; ok {
+		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists)
+	}
+	obj := make([]byte, len(body))
+	copy(obj, body)
+	m.objs[key] = obj
+	return nil
+}
+
+// Get returns a copy of n bytes of key from off (n < 0: to the end).
+func (m *Mem) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	obj, ok := m.objs[key]
+	if !ok {
+		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, ErrNotFound)
+	}
+	size := int64(len(obj))
+	if off < 0 || off > size || (off == size && size > 0) {
+		return nil, fmt.Errorf("get %s/%s at %d (size %d): %w", m.name, key, off, size, ErrRange)
+	}
+	end := size
+	if n >= 0 && n < size-off {
+		end = off + n
+	}
+	return slices.Clone(obj[off:end:end]), nil
+}
+
+// Head returns the size of key.
+func (m *Mem) Head(ctx context.Context, key string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("head %s/%s: %w", m.name, key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	obj, ok := m.objs[key]
+	if !ok {
+		return 0, fmt.Errorf("head %s/%s: %w", m.name, key, ErrNotFound)
+	}
+	return int64(len(obj)), nil
+}
+
+// Delete removes key. A missing key is not an error.
+func (m *Mem) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete %s/%s: %w", m.name, key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.objs, key)
+	return nil
+}
+
+// List returns the keys that start with prefix, in lexical order.
+func (m *Mem) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list %s/%s: %w", m.name, prefix, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []string
+	for k := range m.objs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// Keys returns every key in lexical order. A test helper: it takes no
+// context and cannot fail.
+func (m *Mem) Keys() []string {
+	keys, _ := m.List(context.Background(), "")
+	return keys
+}
+
+// Len returns the number of objects. A test helper.
+func (m *Mem) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.objs)
+}
