@@ -1,0 +1,92 @@
+// Package format is strand's on-object byte format: the 60-byte slot
+// envelope, records, per-stream segments, the transit bundle (a flight) with
+// its footer, and the settled object. docs/format.md is the same
+// specification in prose; the golden vectors in testdata/ pin it.
+//
+// These layouts and constants are part of the wire format: objects written
+// by one release are read by every later one. Do not change them; add a new
+// format version instead. All integers are big-endian. CRCs are CRC-32C
+// (Castagnoli).
+//
+// # Envelope (every slot object begins with it; exactly 60 bytes)
+//
+//	offset size field
+//	0      4    magic "STRN"
+//	4      2    format version (1)
+//	6      1    kind: 1 flight, 2 poison
+//	7      1    reserved, 0
+//	8      8    epoch
+//	16     8    slot sequence
+//	24     16   writer nonce
+//	40     8    object size in bytes, envelope included
+//	48     4    footer offset (object-absolute)
+//	52     4    footer length
+//	56     4    CRC-32C of bytes 0..55
+//
+// A poison is an envelope alone: size 60, footer offset 0 and length 0.
+//
+// # Record
+//
+//	0      4    length L of what follows (8 + 2 + headers + body)
+//	4      8    timestamp, milliseconds since the Unix epoch (int64)
+//	12     2    header count H
+//	            H times: 2 name length n, n bytes name, 4 value length v, v bytes value
+//	...         body: the remaining bytes of the record
+//
+// # Segment (one stream's records of one flight, self-checking)
+//
+//	0      16   stream id
+//	16     8    first seq
+//	24     4    record count
+//	28     4    records length R
+//	32     R    records, contiguous seqs from first seq, in arrival order
+//	32+R   4    CRC-32C of bytes 0..32+R-1
+//
+// # Flight (transit bundle)
+//
+//	0      60   envelope, kind flight
+//	60     ...  segments, one per stream, back to back
+//	F      ...  footer (F = envelope footer offset)
+//
+// Footer:
+//
+//	0      4    entry count N
+//	4      56*N entries, in segment order:
+//	              0  16 stream id
+//	             16   8 first seq
+//	             24   4 record count
+//	             28   4 segment offset (object-absolute)
+//	             32   4 segment length (header, records and CRC)
+//	             36   4 segment CRC (equal to the segment's own trailing CRC)
+//	             40   8 first record timestamp (ms)
+//	             48   8 last record timestamp (ms)
+//	4+56N  4    CRC-32C of the footer's bytes before it
+//
+// The footer ends the object: footer offset + footer length = object size.
+// A ref stores a segment's object-absolute offset and length, so reading a
+// stream's part of a flight is one ranged GET.
+//
+// # Settled object (one stream's contiguous records, in the settled bucket)
+//
+//	0      4    magic "STRS"
+//	4      2    format version (1)
+//	6      1    kind: 3 settled
+//	7      1    reserved, 0
+//	8      16   stream id
+//	24     8    first seq
+//	32     8    last seq
+//	40     8    first record timestamp (ms)
+//	48     8    last record timestamp (ms)
+//	56     4    segment length
+//	60     4    CRC-32C of bytes 0..59
+//	64     ...  one segment holding first seq..last seq
+//
+// # Limits
+//
+// A batch holds 1 to MaxBatchRecords records and at most MaxBatchBytes of
+// encoded records. Header names are at most 65535 bytes.
+//
+// Decoders never panic on any input; malformed input yields an error
+// matching one of the sentinels (ErrTruncated, ErrMagic, ErrVersion,
+// ErrKind, ErrCRC, ErrBounds, ErrMalformed).
+package format
