@@ -37,4 +37,17 @@
 // (package objstore/s3obj) and a fault-injecting wrapper (WithFaults, here)
 // that wraps any of them. The conformance suite in objstore/objstoretest
 // runs against every one.
+//
+// # Faults
+//
+// WithFaults(b, inj) passes every call through an Injector, configurable at
+// run time and seeded (NewInjector(seed)), so a failing simulation replays
+// from its seed. It can add latency drawn from a log-normal distribution
+// given by its p50 and p99 (through an injectable sleep, so simulations keep
+// their own clock), fail calls with ErrUnavailable at a rate or all of them
+// while the bucket is down, answer PutIfAbsent with ErrAmbiguous after the
+// write landed or without it, and corrupt reads (one bit flipped, or
+// truncated). Faults can be random or forced for the next n calls. It
+// counts calls per Op and calls an OnCall hook for every call, for traces.
+// With nothing configured it is transparent.
 package objstore

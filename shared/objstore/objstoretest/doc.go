@@ -20,6 +20,9 @@
 //   - Delete is idempotent, and a deleted key can be created again;
 //   - List by prefix returns matching keys in lexical (byte) order;
 //   - keys with slashes, an empty body, a 5 MiB body;
+//   - no key is used both as an object and as a directory of another key
+//     ("a" and "a/b"): S3 allows that, a filesystem store cannot, and
+//     strand's key layout never needs it, so the suite does not ask for it;
 //   - stored bodies are not aliased with the caller's slices;
 //   - a context that is already cancelled makes every operation fail, and a
 //     PutIfAbsent under it writes nothing.
