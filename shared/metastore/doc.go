@@ -12,7 +12,9 @@
 //	TOKEN#<sha256-hex>      META            Token: prefix and operations (hashed bearer tokens)
 //
 // Sequence numbers in sort keys are zero-padded to 20 decimal digits so that
-// lexical order is numeric order.
+// lexical order is numeric order. <class> is the class's name (standard,
+// express). The key helpers in keys.go (StreamPK, RefSK, ChainPK, EpochSK,
+// ...) build every key; the strings are part of the stored format.
 //
 // # Contract
 //
@@ -35,6 +37,56 @@
 //     the head's epoch is not prev, which means a successor exists.
 //     UpdateEpoch changes an epoch's state and cut by compare-and-set on its
 //     state.
+//
+// # Details every implementation shares
+//
+// Where the contract above is silent, these hold (the conformance suite
+// checks them, and keys.go has the helpers that enforce them):
+//
+//   - Arguments are checked before anything is written; a bad one is
+//     ErrInvalid and changes nothing (ValidateStream, ValidateRef,
+//     ValidatePutRefs, ValidateSwap, ValidateMint, ValidateAdvance,
+//     ValidateEpochUpdate, ValidateToken, ValidateLimit). Stream names are 1
+//     to MaxNameLen bytes of UTF-8 without control characters; stream ids are
+//     32 lowercase hex digits; star ids are non-empty without '#'; token
+//     hashes are 64 lowercase hex digits. Lookups of malformed keys are
+//     simply ErrNotFound.
+//   - Limits must be positive. ListStreams returns at most limit streams with
+//     name prefix `prefix` and name > startAfter, in name order; next is ""
+//     when the listing is done, otherwise the last name of a full page, to be
+//     passed as the next startAfter. An implementation may return a non-empty
+//     next when exactly limit streams remained; the following page is then
+//     empty with next "".
+//   - CreateStream takes a stream in state StreamActive. SetStreamState is
+//     ErrNotFound for a missing name and ErrConflict when the id differs;
+//     StreamDeleting is final (back to StreamActive is ErrConflict); setting
+//     the current state again is nil. DeleteStream of a missing name is nil
+//     and of another id (a recreated name) ErrConflict.
+//   - Refs: each has at least one location. PutRefs writes each ref
+//     unconditionally (a ref at the same key is overwritten); a batch must not
+//     hold two refs with the same key; the batch need not land atomically (a
+//     DynamoDB batch write does not), but an invalid batch writes nothing.
+//     A stream's refs never overlap: callers keep that (absorb writes
+//     disjoint ranges, SwapRefs replaces by their union), and QueryRefs may
+//     rely on it. QueryRefs has no page token: continue from the last ref's
+//     LastSeq+1. SwapRefs takes 1 to MaxSwapRefs old refs in seq order and
+//     adjacent, of repl's stream, with repl covering exactly their range
+//     (else ErrInvalid); equality of a stored ref is EqualRef (every field).
+//     repl is stored at old[0]'s key; the others are deleted.
+//   - MintEpoch needs e.Epoch > prev (numbers may skip, never repeat), e in
+//     state EpochActive with 1 <= W <= K, K buckets, Window >= 1 and Cut 0.
+//     A head missing with prev != 0 is ErrConflict. A later mint leaves the
+//     cursors where they are. AdvanceCursor on a chain never minted is
+//     ErrNotFound; cursors are independent of each other and of the head's
+//     epoch (the store does not order checkpoint >= settled >= trimmed: the
+//     protocols do).
+//   - UpdateEpoch writes only State and Cut of e (the other fields are
+//     fixed at mint); from must be EpochActive (a fenced epoch and its cut
+//     are final, so from EpochFenced is ErrInvalid); a missing epoch is
+//     ErrNotFound. PutToken overwrites.
+//   - Values are copied: a store keeps no reference to a caller's slices and
+//     returns none of its own. A canceled context fails the call before any
+//     change.
 //
 // Every implementation (memory here, metastore/bolt, metastore/dynamo)
 // passes the conformance suite in metastore/metastoretest.

@@ -1,0 +1,537 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+var (
+	itemsBucket   = []byte("items")
+	formatBucket  = []byte("format")
+	versionKey    = []byte("version")
+	formatVersion = []byte("1")
+)
+
+// lockTimeout bounds how long Open waits for another process's file lock.
+const lockTimeout = time.Second
+
+// Store is a metastore.Store in one bbolt file. It is safe for concurrent
+// use.
+type Store struct {
+	db *bbolt.DB
+}
+
+var _ metastore.Store = (*Store)(nil)
+
+// Open opens the store at path, creating the file if it does not exist.
+func Open(path string) (*Store, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("metastore/bolt: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		f, err := tx.CreateBucketIfNotExists(formatBucket)
+		if err != nil {
+			return err
+		}
+		switch v := f.Get(versionKey); {
+		case v == nil:
+			if err := f.Put(versionKey, formatVersion); err != nil {
+				return err
+			}
+		case !bytes.Equal(v, formatVersion):
+			return fmt.Errorf("format version %q, want %q", v, formatVersion)
+		}
+		_, err = tx.CreateBucketIfNotExists(itemsBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("metastore/bolt: open %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the file. Calls after Close fail.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("metastore/bolt: close: %w", err)
+	}
+	return nil
+}
+
+// Keys.
+
+func itemKey(pk, sk string) []byte { return []byte(pk + "\x00" + sk) }
+
+func streamKey(name string) []byte { return itemKey(metastore.StreamPK(name), metastore.MetaSK) }
+
+func refKey(id string, seq uint64) []byte { return itemKey(metastore.RefPK(id), metastore.RefSK(seq)) }
+
+// refPrefix is the key prefix of all of stream id's refs.
+func refPrefix(id string) []byte { return itemKey(metastore.RefPK(id), metastore.RefSKPrefix) }
+
+func headKey(c metastore.ChainID) []byte { return itemKey(metastore.ChainPK(c), metastore.HeadSK) }
+
+func epochKey(c metastore.ChainID, e uint64) []byte {
+	return itemKey(metastore.ChainPK(c), metastore.EpochSK(e))
+}
+
+func tokenKey(hash string) []byte { return itemKey(metastore.TokenPK(hash), metastore.MetaSK) }
+
+// Transactions.
+
+// view runs fn in a read transaction on the items bucket.
+func (s *Store) view(ctx context.Context, op string, fn func(b *bbolt.Bucket) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
+	}
+	if err := s.db.View(func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) }); err != nil {
+		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
+	}
+	return nil
+}
+
+// update runs fn in one write transaction on the items bucket: all of fn's
+// writes land, durably, or none do.
+func (s *Store) update(ctx context.Context, op string, fn func(b *bbolt.Bucket) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
+	}
+	if err := s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) }); err != nil {
+		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
+	}
+	return nil
+}
+
+// get decodes the item at key into v; found is false when there is none.
+func get(b *bbolt.Bucket, key []byte, v any) (found bool, err error) {
+	data := b.Get(key)
+	if data == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return true, fmt.Errorf("decode item %q: %w", key, err)
+	}
+	return true, nil
+}
+
+func put(b *bbolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode item %q: %w", key, err)
+	}
+	return b.Put(key, data)
+}
+
+// Streams.
+
+// CreateStream implements metastore.Store.
+func (s *Store) CreateStream(ctx context.Context, st metastore.Stream) (metastore.Stream, error) {
+	if err := metastore.ValidateStream(st); err != nil {
+		return metastore.Stream{}, err
+	}
+	var cur metastore.Stream
+	err := s.update(ctx, "create stream "+st.Name, func(b *bbolt.Bucket) error {
+		found, err := get(b, streamKey(st.Name), &cur)
+		if err != nil {
+			return err
+		}
+		if found {
+			return metastore.ErrExists
+		}
+		cur = st
+		return put(b, streamKey(st.Name), st)
+	})
+	if err != nil && !errors.Is(err, metastore.ErrExists) {
+		return metastore.Stream{}, err
+	}
+	return cur, err
+}
+
+// GetStream implements metastore.Store.
+func (s *Store) GetStream(ctx context.Context, name string) (metastore.Stream, error) {
+	var st metastore.Stream
+	err := s.view(ctx, "get stream "+name, func(b *bbolt.Bucket) error {
+		found, err := get(b, streamKey(name), &st)
+		if err == nil && !found {
+			err = metastore.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return metastore.Stream{}, err
+	}
+	return st, nil
+}
+
+// ListStreams implements metastore.Store.
+func (s *Store) ListStreams(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, "", err
+	}
+	var out []metastore.Stream
+	next := ""
+	err := s.view(ctx, "list streams", func(b *bbolt.Bucket) error {
+		keyPrefix := []byte(metastore.StreamPK(prefix))
+		seek := keyPrefix
+		if startAfter > prefix {
+			seek = []byte(metastore.StreamPK(startAfter))
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, keyPrefix); k, v = c.Next() {
+			pk, _, ok := strings.Cut(string(k), "\x00")
+			if !ok {
+				return fmt.Errorf("malformed key %q", k)
+			}
+			name := strings.TrimPrefix(pk, metastore.StreamPrefix)
+			if name <= startAfter {
+				continue
+			}
+			if len(out) == limit {
+				next = out[limit-1].Name
+				return nil
+			}
+			var st metastore.Stream
+			if err := json.Unmarshal(v, &st); err != nil {
+				return fmt.Errorf("decode item %q: %w", k, err)
+			}
+			out = append(out, st)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// SetStreamState implements metastore.Store.
+func (s *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
+	if err := metastore.ValidateStreamState(state); err != nil {
+		return err
+	}
+	return s.update(ctx, "set state of stream "+name, func(b *bbolt.Bucket) error {
+		var st metastore.Stream
+		found, err := get(b, streamKey(name), &st)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return metastore.ErrNotFound
+		case st.ID != id:
+			return fmt.Errorf("id is %s, not %s: %w", st.ID, id, metastore.ErrConflict)
+		case st.State == metastore.StreamDeleting && state != metastore.StreamDeleting:
+			return fmt.Errorf("deleting is final: %w", metastore.ErrConflict)
+		}
+		st.State = state
+		return put(b, streamKey(name), st)
+	})
+}
+
+// DeleteStream implements metastore.Store.
+func (s *Store) DeleteStream(ctx context.Context, name, id string) error {
+	return s.update(ctx, "delete stream "+name, func(b *bbolt.Bucket) error {
+		var st metastore.Stream
+		found, err := get(b, streamKey(name), &st)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return nil
+		case st.ID != id:
+			return fmt.Errorf("id is %s, not %s: %w", st.ID, id, metastore.ErrConflict)
+		}
+		return b.Delete(streamKey(name))
+	})
+}
+
+// Refs.
+
+// PutRefs implements metastore.Store.
+func (s *Store) PutRefs(ctx context.Context, refs []metastore.Ref) error {
+	if err := metastore.ValidatePutRefs(refs); err != nil {
+		return err
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	return s.update(ctx, fmt.Sprintf("put %d refs", len(refs)), func(b *bbolt.Bucket) error {
+		for _, r := range refs {
+			if err := put(b, refKey(r.StreamID, r.FirstSeq), r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// floor returns the last item whose key starts with prefix and is at or
+// before target (target starts with prefix), or nil.
+func floor(c *bbolt.Cursor, prefix, target []byte) (k, v []byte) {
+	k, v = c.Seek(target)
+	if k != nil && bytes.Equal(k, target) {
+		return k, v
+	}
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return nil, nil
+	}
+	return k, v
+}
+
+func decodeRef(k, v []byte) (metastore.Ref, error) {
+	var r metastore.Ref
+	if err := json.Unmarshal(v, &r); err != nil {
+		return metastore.Ref{}, fmt.Errorf("decode item %q: %w", k, err)
+	}
+	return r, nil
+}
+
+// QueryRefs implements metastore.Store. It relies on a stream's refs not
+// overlapping: the only ref that starts before fromSeq and may reach it is
+// the last one that starts at or before it.
+func (s *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	var out []metastore.Ref
+	err := s.view(ctx, "query refs of stream "+streamID, func(b *bbolt.Bucket) error {
+		prefix, from := refPrefix(streamID), refKey(streamID, fromSeq)
+		if k, v := floor(b.Cursor(), prefix, from); k != nil && !bytes.Equal(k, from) {
+			r, err := decodeRef(k, v)
+			if err != nil {
+				return err
+			}
+			if r.LastSeq >= fromSeq {
+				out = append(out, r)
+			}
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+			r, err := decodeRef(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LastRef implements metastore.Store.
+func (s *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
+	var r metastore.Ref
+	err := s.view(ctx, "last ref of stream "+streamID, func(b *bbolt.Bucket) error {
+		prefix := refPrefix(streamID)
+		// Above every 20-digit seq: '9' repeated is more than the largest uint64.
+		top := append(bytes.Clone(prefix), strings.Repeat("9", 20)...)
+		k, v := floor(b.Cursor(), prefix, top)
+		if k == nil {
+			return metastore.ErrNotFound
+		}
+		var err error
+		r, err = decodeRef(k, v)
+		return err
+	})
+	if err != nil {
+		return metastore.Ref{}, err
+	}
+	return r, nil
+}
+
+// SwapRefs implements metastore.Store.
+func (s *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {
+	if err := metastore.ValidateSwap(old, repl); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("swap %d refs of stream %s at %d-%d", len(old), repl.StreamID, repl.FirstSeq, repl.LastSeq)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		for _, o := range old {
+			var cur metastore.Ref
+			found, err := get(b, refKey(o.StreamID, o.FirstSeq), &cur)
+			if err != nil {
+				return err
+			}
+			if !found || !metastore.EqualRef(cur, o) {
+				return fmt.Errorf("ref at %d changed or gone: %w", o.FirstSeq, metastore.ErrConflict)
+			}
+		}
+		for _, o := range old[1:] {
+			if err := b.Delete(refKey(o.StreamID, o.FirstSeq)); err != nil {
+				return err
+			}
+		}
+		return put(b, refKey(repl.StreamID, repl.FirstSeq), repl)
+	})
+}
+
+// DeleteRefs implements metastore.Store.
+func (s *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+	if len(firstSeqs) == 0 {
+		return nil
+	}
+	return s.update(ctx, "delete refs of stream "+streamID, func(b *bbolt.Bucket) error {
+		for _, seq := range firstSeqs {
+			if err := b.Delete(refKey(streamID, seq)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Chains.
+
+// GetHead implements metastore.Store.
+func (s *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore.Head, error) {
+	var h metastore.Head
+	err := s.view(ctx, "get head of chain "+chain.String(), func(b *bbolt.Bucket) error {
+		found, err := get(b, headKey(chain), &h)
+		if err == nil && !found {
+			err = metastore.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return metastore.Head{}, err
+	}
+	return h, nil
+}
+
+// AdvanceCursor implements metastore.Store.
+func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind metastore.CursorKind, from, to metastore.Cursor) error {
+	if err := metastore.ValidateAdvance(kind, from, to); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("advance %s cursor of chain %s from %s to %s", kind, chain, from, to)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		var h metastore.Head
+		found, err := get(b, headKey(chain), &h)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return metastore.ErrNotFound
+		case h.Cursor(kind) != from:
+			return fmt.Errorf("it is at %s: %w", h.Cursor(kind), metastore.ErrConflict)
+		}
+		return put(b, headKey(chain), metastore.SetCursor(h, kind, to))
+	})
+}
+
+// MintEpoch implements metastore.Store.
+func (s *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uint64, e metastore.Epoch) error {
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidateMint(prev, e); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("mint epoch %d of chain %s after %d", e.Epoch, chain, prev)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		var h metastore.Head
+		found, err := get(b, headKey(chain), &h)
+		if err != nil {
+			return err
+		}
+		if h.Epoch != prev {
+			return fmt.Errorf("head is at %d: %w", h.Epoch, metastore.ErrConflict)
+		}
+		if b.Get(epochKey(chain, e.Epoch)) != nil {
+			return fmt.Errorf("epoch exists: %w", metastore.ErrConflict)
+		}
+		if found {
+			h.Epoch = e.Epoch
+		} else {
+			h = metastore.NewHead(e.Epoch)
+		}
+		if err := put(b, epochKey(chain, e.Epoch), e); err != nil {
+			return err
+		}
+		return put(b, headKey(chain), h)
+	})
+}
+
+// GetEpoch implements metastore.Store.
+func (s *Store) GetEpoch(ctx context.Context, chain metastore.ChainID, epoch uint64) (metastore.Epoch, error) {
+	var e metastore.Epoch
+	err := s.view(ctx, fmt.Sprintf("get epoch %d of chain %s", epoch, chain), func(b *bbolt.Bucket) error {
+		found, err := get(b, epochKey(chain, epoch), &e)
+		if err == nil && !found {
+			err = metastore.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return metastore.Epoch{}, err
+	}
+	return e, nil
+}
+
+// UpdateEpoch implements metastore.Store.
+func (s *Store) UpdateEpoch(ctx context.Context, chain metastore.ChainID, from metastore.EpochState, e metastore.Epoch) error {
+	if err := metastore.ValidateEpochUpdate(from, e); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("update epoch %d of chain %s", e.Epoch, chain)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		var cur metastore.Epoch
+		found, err := get(b, epochKey(chain, e.Epoch), &cur)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return metastore.ErrNotFound
+		case cur.State != from:
+			return fmt.Errorf("state is %d, not %d: %w", cur.State, from, metastore.ErrConflict)
+		}
+		cur.State, cur.Cut = e.State, e.Cut
+		return put(b, epochKey(chain, e.Epoch), cur)
+	})
+}
+
+// Tokens.
+
+// PutToken implements metastore.Store.
+func (s *Store) PutToken(ctx context.Context, t metastore.Token) error {
+	if err := metastore.ValidateToken(t); err != nil {
+		return err
+	}
+	return s.update(ctx, "put token", func(b *bbolt.Bucket) error {
+		return put(b, tokenKey(t.Hash), t)
+	})
+}
+
+// GetToken implements metastore.Store.
+func (s *Store) GetToken(ctx context.Context, hash string) (metastore.Token, error) {
+	var t metastore.Token
+	err := s.view(ctx, "get token", func(b *bbolt.Bucket) error {
+		found, err := get(b, tokenKey(hash), &t)
+		if err == nil && !found {
+			err = metastore.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return metastore.Token{}, err
+	}
+	return t, nil
+}

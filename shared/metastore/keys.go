@@ -1,0 +1,376 @@
+package metastore
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Item keys of the single-table layout (see the package documentation).
+// These strings are part of the stored format: do not change them.
+const (
+	StreamPrefix = "STREAM#" // PK prefix of stream items
+	RefPKPrefix  = "SID#"    // PK prefix of a stream's ref items
+	RefSKPrefix  = "REF#"    // SK prefix of ref items
+	ChainPrefix  = "CHAIN#"  // PK prefix of chain head and epoch items
+	EpochPrefix  = "EPOCH#"  // SK prefix of epoch items
+	TokenPrefix  = "TOKEN#"  // PK prefix of token items
+	MetaSK       = "META"    // SK of stream and token items
+	HeadSK       = "HEAD"    // SK of a chain's head item
+)
+
+// Limits every implementation enforces, so that callers see the same
+// ErrInvalid everywhere (the DynamoDB limits decide them).
+const (
+	// MaxNameLen is the longest stream name, in bytes.
+	MaxNameLen = 512
+	// MaxSwapRefs is the most refs one SwapRefs may replace: one DynamoDB
+	// transaction holds at most 100 items.
+	MaxSwapRefs = 100
+)
+
+// StreamPK is the partition key of stream name's META item.
+func StreamPK(name string) string { return StreamPrefix + name }
+
+// RefPK is the partition key of stream id's refs.
+func RefPK(streamID string) string { return RefPKPrefix + streamID }
+
+// RefSK is the sort key of the ref whose first seq is seq: "REF#" and the
+// seq zero-padded to 20 decimal digits, so lexical order is numeric order.
+func RefSK(seq uint64) string { return RefSKPrefix + pad20(seq) }
+
+// ParseRefSK is the inverse of RefSK.
+func ParseRefSK(sk string) (uint64, error) { return parseSeqSK(sk, RefSKPrefix) }
+
+// ChainPK is the partition key of a chain's head and epoch items:
+// "CHAIN#<star>#<class>" with the class's name (standard, express).
+func ChainPK(c ChainID) string { return ChainPrefix + c.Star + "#" + c.Class.String() }
+
+// EpochSK is the sort key of epoch e's item, zero-padded like RefSK.
+func EpochSK(e uint64) string { return EpochPrefix + pad20(e) }
+
+// ParseEpochSK is the inverse of EpochSK.
+func ParseEpochSK(sk string) (uint64, error) { return parseSeqSK(sk, EpochPrefix) }
+
+// TokenPK is the partition key of the token whose secret hashes to hash.
+func TokenPK(hash string) string { return TokenPrefix + hash }
+
+func pad20(n uint64) string { return fmt.Sprintf("%020d", n) }
+
+func parseSeqSK(sk, prefix string) (uint64, error) {
+	digits, ok := strings.CutPrefix(sk, prefix)
+	if !ok || len(digits) != 20 {
+		return 0, fmt.Errorf("%w: sort key %q is not %s<20 digits>", ErrInvalid, sk, prefix)
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: sort key %q: %v", ErrInvalid, sk, err)
+	}
+	return n, nil
+}
+
+// ValidateStreamName checks a stream name: 1 to MaxNameLen bytes of UTF-8
+// without control characters.
+func ValidateStreamName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty stream name", ErrInvalid)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: stream name longer than %d bytes", ErrInvalid, MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: stream name %q is not UTF-8", ErrInvalid, name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: stream name %q holds a control character", ErrInvalid, name)
+	}
+	return nil
+}
+
+// ValidateStreamID checks a stream id: 32 lowercase hex digits.
+func ValidateStreamID(id string) error {
+	if !isLowerHex(id, 32) {
+		return fmt.Errorf("%w: stream id %q is not 32 lowercase hex digits", ErrInvalid, id)
+	}
+	return nil
+}
+
+// ValidateStream checks a stream given to CreateStream: valid name and id,
+// a known class, a non-empty star without '#', non-negative times, and
+// State StreamActive (a stream is created active).
+func ValidateStream(s Stream) error {
+	if err := ValidateStreamName(s.Name); err != nil {
+		return err
+	}
+	if err := ValidateStreamID(s.ID); err != nil {
+		return err
+	}
+	if err := validateClass(s.Class); err != nil {
+		return err
+	}
+	if err := validateStar(s.Star); err != nil {
+		return err
+	}
+	if s.CreatedMs < 0 || s.RetentionMs < 0 {
+		return fmt.Errorf("%w: stream %q: negative created or retention time", ErrInvalid, s.Name)
+	}
+	if s.State != StreamActive {
+		return fmt.Errorf("%w: stream %q: created in state %d, want active", ErrInvalid, s.Name, s.State)
+	}
+	return nil
+}
+
+// ValidateStreamState checks that st is StreamActive or StreamDeleting.
+func ValidateStreamState(st StreamState) error {
+	if st != StreamActive && st != StreamDeleting {
+		return fmt.Errorf("%w: unknown stream state %d", ErrInvalid, st)
+	}
+	return nil
+}
+
+// ValidateLimit checks a page size: it must be positive.
+func ValidateLimit(limit int) error {
+	if limit <= 0 {
+		return fmt.Errorf("%w: limit %d, want > 0", ErrInvalid, limit)
+	}
+	return nil
+}
+
+// ValidateRef checks one ref: a valid stream id, FirstSeq <= LastSeq,
+// Bytes >= 0, and at least one location, each with a key and a non-negative
+// offset and length.
+func ValidateRef(r Ref) error {
+	if err := ValidateStreamID(r.StreamID); err != nil {
+		return err
+	}
+	if r.FirstSeq > r.LastSeq {
+		return fmt.Errorf("%w: ref %s: first seq %d after last seq %d", ErrInvalid, r.StreamID, r.FirstSeq, r.LastSeq)
+	}
+	if r.Bytes < 0 {
+		return fmt.Errorf("%w: ref %s@%d: negative bytes", ErrInvalid, r.StreamID, r.FirstSeq)
+	}
+	if len(r.Locations) == 0 {
+		return fmt.Errorf("%w: ref %s@%d: no locations", ErrInvalid, r.StreamID, r.FirstSeq)
+	}
+	for i, l := range r.Locations {
+		if l.Key == "" || l.Offset < 0 || l.Length < 0 {
+			return fmt.Errorf("%w: ref %s@%d: location %d: empty key or negative offset/length", ErrInvalid, r.StreamID, r.FirstSeq, i)
+		}
+	}
+	return nil
+}
+
+// ValidatePutRefs checks a PutRefs batch: every ref valid and no two refs
+// with the same stream id and first seq (DynamoDB refuses duplicate keys in
+// one batch).
+func ValidatePutRefs(refs []Ref) error {
+	type key struct {
+		id  string
+		seq uint64
+	}
+	seen := make(map[key]bool, len(refs))
+	for _, r := range refs {
+		if err := ValidateRef(r); err != nil {
+			return err
+		}
+		k := key{r.StreamID, r.FirstSeq}
+		if seen[k] {
+			return fmt.Errorf("%w: ref %s@%d given twice", ErrInvalid, r.StreamID, r.FirstSeq)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// ValidateSwap checks the arguments of SwapRefs: 1 to MaxSwapRefs old refs,
+// all valid and of repl's stream, in seq order and adjacent (each starts
+// right after the previous one ends), and repl valid and covering exactly
+// their union: repl.FirstSeq == old[0].FirstSeq and repl.LastSeq ==
+// old[len(old)-1].LastSeq.
+func ValidateSwap(old []Ref, repl Ref) error {
+	if len(old) == 0 || len(old) > MaxSwapRefs {
+		return fmt.Errorf("%w: swap of %d refs, want 1 to %d", ErrInvalid, len(old), MaxSwapRefs)
+	}
+	if err := ValidateRef(repl); err != nil {
+		return err
+	}
+	for i, r := range old {
+		if err := ValidateRef(r); err != nil {
+			return err
+		}
+		if r.StreamID != repl.StreamID {
+			return fmt.Errorf("%w: swap: ref of stream %s replaced by a ref of stream %s", ErrInvalid, r.StreamID, repl.StreamID)
+		}
+		if i > 0 && (old[i-1].LastSeq == ^uint64(0) || r.FirstSeq != old[i-1].LastSeq+1) {
+			return fmt.Errorf("%w: swap: ref at %d does not follow the ref ending at %d", ErrInvalid, r.FirstSeq, old[i-1].LastSeq)
+		}
+	}
+	if repl.FirstSeq != old[0].FirstSeq || repl.LastSeq != old[len(old)-1].LastSeq {
+		return fmt.Errorf("%w: swap: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
+			repl.FirstSeq, repl.LastSeq, old[0].FirstSeq, old[len(old)-1].LastSeq)
+	}
+	return nil
+}
+
+// EqualRef reports whether a and b are the same ref, field by field; nil and
+// empty Locations are equal. SwapRefs uses it to decide that a stored ref is
+// "still exactly as given".
+func EqualRef(a, b Ref) bool {
+	if a.StreamID != b.StreamID || a.FirstSeq != b.FirstSeq || a.LastSeq != b.LastSeq ||
+		a.FirstTsMs != b.FirstTsMs || a.LastTsMs != b.LastTsMs || a.Bytes != b.Bytes ||
+		len(a.Locations) != len(b.Locations) {
+		return false
+	}
+	for i := range a.Locations {
+		if a.Locations[i] != b.Locations[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateChain checks a chain id: a non-empty star without '#' and a known
+// class.
+func ValidateChain(c ChainID) error {
+	if err := validateStar(c.Star); err != nil {
+		return err
+	}
+	return validateClass(c.Class)
+}
+
+// ValidateCursorKind checks that k is Checkpoint, Settled or Trimmed.
+func ValidateCursorKind(k CursorKind) error {
+	if k != Checkpoint && k != Settled && k != Trimmed {
+		return fmt.Errorf("%w: unknown cursor kind %d", ErrInvalid, k)
+	}
+	return nil
+}
+
+// ValidateAdvance checks AdvanceCursor's arguments: a known kind and to
+// strictly after from.
+func ValidateAdvance(kind CursorKind, from, to Cursor) error {
+	if err := ValidateCursorKind(kind); err != nil {
+		return err
+	}
+	if !from.Less(to) {
+		return fmt.Errorf("%w: %s cursor move from %s to %s is not forward", ErrInvalid, kind, from, to)
+	}
+	return nil
+}
+
+// SetCursor returns h with its cursor of kind k set to c. It panics on an
+// unknown kind (check with ValidateCursorKind first).
+func SetCursor(h Head, k CursorKind, c Cursor) Head {
+	switch k {
+	case Checkpoint:
+		h.Checkpoint = c
+	case Settled:
+		h.Settled = c
+	case Trimmed:
+		h.Trimmed = c
+	default:
+		panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
+	}
+	return h
+}
+
+// NewHead is the head MintEpoch creates with a chain's first epoch: Epoch
+// is epoch and every cursor is at {epoch, 0}.
+func NewHead(epoch uint64) Head {
+	c := Cursor{Epoch: epoch, Slot: 0}
+	return Head{Epoch: epoch, Checkpoint: c, Settled: c, Trimmed: c}
+}
+
+// ValidateMint checks MintEpoch's arguments: e.Epoch > prev, State
+// EpochActive, 1 <= W <= K, K buckets (non-empty names), Window >= 1 and Cut
+// 0.
+func ValidateMint(prev uint64, e Epoch) error {
+	switch {
+	case e.Epoch <= prev:
+		return fmt.Errorf("%w: mint epoch %d after %d", ErrInvalid, e.Epoch, prev)
+	case e.State != EpochActive:
+		return fmt.Errorf("%w: epoch %d minted in state %d, want active", ErrInvalid, e.Epoch, e.State)
+	case e.K < 1 || e.W < 1 || e.W > e.K:
+		return fmt.Errorf("%w: epoch %d: K=%d W=%d, want 1 <= W <= K", ErrInvalid, e.Epoch, e.K, e.W)
+	case len(e.Buckets) != e.K:
+		return fmt.Errorf("%w: epoch %d: %d buckets for K=%d", ErrInvalid, e.Epoch, len(e.Buckets), e.K)
+	case e.Window < 1:
+		return fmt.Errorf("%w: epoch %d: window %d, want >= 1", ErrInvalid, e.Epoch, e.Window)
+	case e.Cut != 0:
+		return fmt.Errorf("%w: epoch %d minted with cut %d", ErrInvalid, e.Epoch, e.Cut)
+	}
+	for _, b := range e.Buckets {
+		if b == "" {
+			return fmt.Errorf("%w: epoch %d: empty bucket name", ErrInvalid, e.Epoch)
+		}
+	}
+	return nil
+}
+
+// ValidateEpochUpdate checks UpdateEpoch's states: only an active epoch is
+// updated (from must be EpochActive: a fenced epoch and its cut are final),
+// to EpochActive or EpochFenced.
+func ValidateEpochUpdate(from EpochState, e Epoch) error {
+	if from != EpochActive {
+		return fmt.Errorf("%w: epoch %d: update from state %d, only an active epoch changes", ErrInvalid, e.Epoch, from)
+	}
+	if e.State != EpochActive && e.State != EpochFenced {
+		return fmt.Errorf("%w: epoch %d: unknown state %d", ErrInvalid, e.Epoch, e.State)
+	}
+	return nil
+}
+
+// ValidateTokenHash checks a token hash: 64 lowercase hex digits (sha256).
+func ValidateTokenHash(hash string) error {
+	if !isLowerHex(hash, 64) {
+		return fmt.Errorf("%w: token hash %q is not 64 lowercase hex digits", ErrInvalid, hash)
+	}
+	return nil
+}
+
+// ValidateToken checks a token: a valid hash, a prefix that is "" or a
+// valid name prefix, and no empty operation names.
+func ValidateToken(t Token) error {
+	if err := ValidateTokenHash(t.Hash); err != nil {
+		return err
+	}
+	if t.Prefix != "" {
+		if err := ValidateStreamName(t.Prefix); err != nil {
+			return fmt.Errorf("token prefix: %w", err)
+		}
+	}
+	for _, op := range t.Ops {
+		if op == "" {
+			return fmt.Errorf("%w: token: empty operation name", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func validateClass(c Class) error {
+	if c != Standard && c != Express {
+		return fmt.Errorf("%w: unknown class %d", ErrInvalid, c)
+	}
+	return nil
+}
+
+func validateStar(star string) error {
+	if star == "" || strings.ContainsAny(star, "#") || !utf8.ValidString(star) ||
+		strings.IndexFunc(star, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: star id %q: want non-empty, no '#', no control characters", ErrInvalid, star)
+	}
+	return nil
+}
+
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,106 @@
+package metastore
+
+import (
+	"errors"
+	"sort"
+	"testing"
+)
+
+func TestSortKeys(t *testing.T) {
+	cases := []struct {
+		seq  uint64
+		want string
+	}{
+		{0, "REF#00000000000000000000"},
+		{42, "REF#00000000000000000042"},
+		{^uint64(0), "REF#18446744073709551615"},
+	}
+	for _, tc := range cases {
+		if got := RefSK(tc.seq); got != tc.want {
+			t.Errorf("RefSK(%d) = %q, want %q", tc.seq, got, tc.want)
+		}
+		if got, err := ParseRefSK(tc.want); err != nil || got != tc.seq {
+			t.Errorf("ParseRefSK(%q) = %d, %v", tc.want, got, err)
+		}
+	}
+	if got := EpochSK(7); got != "EPOCH#00000000000000000007" {
+		t.Errorf("EpochSK(7) = %q", got)
+	}
+	if got, err := ParseEpochSK(EpochSK(1 << 40)); err != nil || got != 1<<40 {
+		t.Errorf("ParseEpochSK round trip: %d, %v", got, err)
+	}
+	for _, bad := range []string{"", "REF#", "REF#42", "EPOCH#00000000000000000042", "REF#0000000000000000004x",
+		"REF#99999999999999999999", "REF#-0000000000000000042"} {
+		if _, err := ParseRefSK(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseRefSK(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+
+	// Lexical order of the keys is numeric order.
+	seqs := []uint64{0, 1, 9, 10, 99, 100, 1 << 32, 1<<63 - 1, 1 << 63, ^uint64(0)}
+	keys := make([]string, len(seqs))
+	for i, s := range seqs {
+		keys[i] = RefSK(s)
+	}
+	if !sort.StringsAreSorted(keys) {
+		t.Errorf("ref sort keys out of order: %v", keys)
+	}
+}
+
+func TestPartitionKeys(t *testing.T) {
+	for got, want := range map[string]string{
+		StreamPK("orders"): "STREAM#orders",
+		RefPK("ab"):        "SID#ab",
+		ChainPK(ChainID{Star: "s1", Class: Express}):  "CHAIN#s1#express",
+		ChainPK(ChainID{Star: "s1", Class: Standard}): "CHAIN#s1#standard",
+		TokenPK("ff"): "TOKEN#ff",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestEqualRef(t *testing.T) {
+	a := Ref{StreamID: "x", FirstSeq: 1, LastSeq: 2}
+	b := a
+	b.Locations = []Location{}
+	if !EqualRef(a, b) {
+		t.Error("nil and empty locations differ")
+	}
+	b.Locations = []Location{{Key: "k"}}
+	if EqualRef(a, b) {
+		t.Error("refs with different locations are equal")
+	}
+	a.Locations = []Location{{Key: "k"}}
+	if !EqualRef(a, b) {
+		t.Error("equal refs differ")
+	}
+	a.Locations[0].Settled = true
+	if EqualRef(a, b) {
+		t.Error("refs with different Settled are equal")
+	}
+}
+
+func TestValidateStreamName(t *testing.T) {
+	long := make([]byte, MaxNameLen+1)
+	for i := range long {
+		long[i] = 'a'
+	}
+	for name, ok := range map[string]bool{
+		"orders":                  true,
+		"app/orders.v2-eu_1":      true,
+		"ünïcode":                 true,
+		string(long[:MaxNameLen]): true,
+		"":                        false,
+		string(long):              false,
+		"a\nb":                    false,
+		"a\x00b":                  false,
+		"\xff":                    false,
+	} {
+		err := ValidateStreamName(name)
+		if ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("ValidateStreamName(%.20q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}

@@ -1,0 +1,414 @@
+package metastore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Mem is an in-memory Store: the reference implementation the conformance
+// suite runs first. One mutex serialises every call, so each method is
+// atomic; values are deep-copied on the way in and out, so callers never
+// share memory with the store. Its zero value is not usable: call NewMem.
+type Mem struct {
+	mu      sync.Mutex
+	streams map[string]Stream            // by name
+	refs    map[string]map[uint64]Ref    // by stream id, then first seq
+	heads   map[ChainID]Head             // by chain
+	epochs  map[ChainID]map[uint64]Epoch // by chain, then epoch
+	tokens  map[string]Token             // by hash
+}
+
+var _ Store = (*Mem)(nil)
+
+// NewMem returns an empty in-memory store.
+func NewMem() *Mem {
+	return &Mem{
+		streams: make(map[string]Stream),
+		refs:    make(map[string]map[uint64]Ref),
+		heads:   make(map[ChainID]Head),
+		epochs:  make(map[ChainID]map[uint64]Epoch),
+		tokens:  make(map[string]Token),
+	}
+}
+
+func ctxErr(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("metastore: %s: %w", op, err)
+	}
+	return nil
+}
+
+// CreateStream implements Store.
+func (m *Mem) CreateStream(ctx context.Context, s Stream) (Stream, error) {
+	if err := ctxErr(ctx, "create stream"); err != nil {
+		return Stream{}, err
+	}
+	if err := ValidateStream(s); err != nil {
+		return Stream{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.streams[s.Name]; ok {
+		return cur, fmt.Errorf("create stream %q: %w", s.Name, ErrExists)
+	}
+	m.streams[s.Name] = s
+	return s, nil
+}
+
+// GetStream implements Store.
+func (m *Mem) GetStream(ctx context.Context, name string) (Stream, error) {
+	if err := ctxErr(ctx, "get stream"); err != nil {
+		return Stream{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.streams[name]
+	if !ok {
+		return Stream{}, fmt.Errorf("stream %q: %w", name, ErrNotFound)
+	}
+	return s, nil
+}
+
+// ListStreams implements Store.
+func (m *Mem) ListStreams(ctx context.Context, prefix, startAfter string, limit int) ([]Stream, string, error) {
+	if err := ctxErr(ctx, "list streams"); err != nil {
+		return nil, "", err
+	}
+	if err := ValidateLimit(limit); err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	var names []string
+	for name := range m.streams {
+		if strings.HasPrefix(name, prefix) && name > startAfter {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	next := ""
+	if len(names) > limit {
+		names = names[:limit]
+		next = names[limit-1]
+	}
+	out := make([]Stream, len(names))
+	for i, name := range names {
+		out[i] = m.streams[name]
+	}
+	m.mu.Unlock()
+	return out, next, nil
+}
+
+// SetStreamState implements Store.
+func (m *Mem) SetStreamState(ctx context.Context, name, id string, state StreamState) error {
+	if err := ctxErr(ctx, "set stream state"); err != nil {
+		return err
+	}
+	if err := ValidateStreamState(state); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.streams[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("set state of stream %q: %w", name, ErrNotFound)
+	case s.ID != id:
+		return fmt.Errorf("set state of stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
+	case s.State == StreamDeleting && state != StreamDeleting:
+		return fmt.Errorf("set state of stream %q: deleting is final: %w", name, ErrConflict)
+	}
+	s.State = state
+	m.streams[name] = s
+	return nil
+}
+
+// DeleteStream implements Store.
+func (m *Mem) DeleteStream(ctx context.Context, name, id string) error {
+	if err := ctxErr(ctx, "delete stream"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.streams[name]
+	if !ok {
+		return nil
+	}
+	if s.ID != id {
+		return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
+	}
+	delete(m.streams, name)
+	return nil
+}
+
+// PutRefs implements Store.
+func (m *Mem) PutRefs(ctx context.Context, refs []Ref) error {
+	if err := ctxErr(ctx, "put refs"); err != nil {
+		return err
+	}
+	if err := ValidatePutRefs(refs); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range refs {
+		m.putRef(r)
+	}
+	return nil
+}
+
+func (m *Mem) putRef(r Ref) {
+	byseq := m.refs[r.StreamID]
+	if byseq == nil {
+		byseq = make(map[uint64]Ref)
+		m.refs[r.StreamID] = byseq
+	}
+	byseq[r.FirstSeq] = cloneRef(r)
+}
+
+// QueryRefs implements Store.
+func (m *Mem) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error) {
+	if err := ctxErr(ctx, "query refs"); err != nil {
+		return nil, err
+	}
+	if err := ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byseq := m.refs[streamID]
+	seqs := make([]uint64, 0, len(byseq))
+	for seq, r := range byseq {
+		if r.LastSeq >= fromSeq {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	if len(seqs) > limit {
+		seqs = seqs[:limit]
+	}
+	out := make([]Ref, len(seqs))
+	for i, seq := range seqs {
+		out[i] = cloneRef(byseq[seq])
+	}
+	return out, nil
+}
+
+// LastRef implements Store.
+func (m *Mem) LastRef(ctx context.Context, streamID string) (Ref, error) {
+	if err := ctxErr(ctx, "last ref"); err != nil {
+		return Ref{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var (
+		last  Ref
+		found bool
+	)
+	for seq, r := range m.refs[streamID] {
+		if !found || seq > last.FirstSeq {
+			last, found = r, true
+		}
+	}
+	if !found {
+		return Ref{}, fmt.Errorf("last ref of stream %s: %w", streamID, ErrNotFound)
+	}
+	return cloneRef(last), nil
+}
+
+// SwapRefs implements Store.
+func (m *Mem) SwapRefs(ctx context.Context, old []Ref, repl Ref) error {
+	if err := ctxErr(ctx, "swap refs"); err != nil {
+		return err
+	}
+	if err := ValidateSwap(old, repl); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byseq := m.refs[repl.StreamID]
+	for _, o := range old {
+		cur, ok := byseq[o.FirstSeq]
+		if !ok || !EqualRef(cur, o) {
+			return fmt.Errorf("swap refs of stream %s: ref at %d changed or gone: %w", o.StreamID, o.FirstSeq, ErrConflict)
+		}
+	}
+	for _, o := range old[1:] {
+		delete(byseq, o.FirstSeq)
+	}
+	m.putRef(repl)
+	return nil
+}
+
+// DeleteRefs implements Store.
+func (m *Mem) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+	if err := ctxErr(ctx, "delete refs"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byseq := m.refs[streamID]
+	for _, seq := range firstSeqs {
+		delete(byseq, seq)
+	}
+	if byseq != nil && len(byseq) == 0 {
+		delete(m.refs, streamID)
+	}
+	return nil
+}
+
+// GetHead implements Store.
+func (m *Mem) GetHead(ctx context.Context, chain ChainID) (Head, error) {
+	if err := ctxErr(ctx, "get head"); err != nil {
+		return Head{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	if !ok {
+		return Head{}, fmt.Errorf("head of chain %s: %w", chain, ErrNotFound)
+	}
+	return h, nil
+}
+
+// AdvanceCursor implements Store.
+func (m *Mem) AdvanceCursor(ctx context.Context, chain ChainID, kind CursorKind, from, to Cursor) error {
+	if err := ctxErr(ctx, "advance cursor"); err != nil {
+		return err
+	}
+	if err := ValidateAdvance(kind, from, to); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	if !ok {
+		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, ErrNotFound)
+	}
+	if cur := h.Cursor(kind); cur != from {
+		return fmt.Errorf("advance %s cursor of chain %s from %s: it is at %s: %w", kind, chain, from, cur, ErrConflict)
+	}
+	m.heads[chain] = SetCursor(h, kind, to)
+	return nil
+}
+
+// MintEpoch implements Store.
+func (m *Mem) MintEpoch(ctx context.Context, chain ChainID, prev uint64, e Epoch) error {
+	if err := ctxErr(ctx, "mint epoch"); err != nil {
+		return err
+	}
+	if err := ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := ValidateMint(prev, e); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	var cur uint64
+	if ok {
+		cur = h.Epoch
+	}
+	if cur != prev {
+		return fmt.Errorf("mint epoch %d of chain %s after %d: head is at %d: %w", e.Epoch, chain, prev, cur, ErrConflict)
+	}
+	byepoch := m.epochs[chain]
+	if byepoch == nil {
+		byepoch = make(map[uint64]Epoch)
+		m.epochs[chain] = byepoch
+	}
+	if _, exists := byepoch[e.Epoch]; exists {
+		return fmt.Errorf("mint epoch %d of chain %s: epoch exists: %w", e.Epoch, chain, ErrConflict)
+	}
+	byepoch[e.Epoch] = cloneEpoch(e)
+	if ok {
+		h.Epoch = e.Epoch
+	} else {
+		h = NewHead(e.Epoch)
+	}
+	m.heads[chain] = h
+	return nil
+}
+
+// GetEpoch implements Store.
+func (m *Mem) GetEpoch(ctx context.Context, chain ChainID, epoch uint64) (Epoch, error) {
+	if err := ctxErr(ctx, "get epoch"); err != nil {
+		return Epoch{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.epochs[chain][epoch]
+	if !ok {
+		return Epoch{}, fmt.Errorf("epoch %d of chain %s: %w", epoch, chain, ErrNotFound)
+	}
+	return cloneEpoch(e), nil
+}
+
+// UpdateEpoch implements Store.
+func (m *Mem) UpdateEpoch(ctx context.Context, chain ChainID, from EpochState, e Epoch) error {
+	if err := ctxErr(ctx, "update epoch"); err != nil {
+		return err
+	}
+	if err := ValidateEpochUpdate(from, e); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.epochs[chain][e.Epoch]
+	if !ok {
+		return fmt.Errorf("update epoch %d of chain %s: %w", e.Epoch, chain, ErrNotFound)
+	}
+	if cur.State != from {
+		return fmt.Errorf("update epoch %d of chain %s from state %d: it is in state %d: %w", e.Epoch, chain, from, cur.State, ErrConflict)
+	}
+	cur.State, cur.Cut = e.State, e.Cut
+	m.epochs[chain][e.Epoch] = cur
+	return nil
+}
+
+// PutToken implements Store.
+func (m *Mem) PutToken(ctx context.Context, t Token) error {
+	if err := ctxErr(ctx, "put token"); err != nil {
+		return err
+	}
+	if err := ValidateToken(t); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tokens[t.Hash] = cloneToken(t)
+	return nil
+}
+
+// GetToken implements Store.
+func (m *Mem) GetToken(ctx context.Context, hash string) (Token, error) {
+	if err := ctxErr(ctx, "get token"); err != nil {
+		return Token{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tokens[hash]
+	if !ok {
+		return Token{}, fmt.Errorf("token %.8s...: %w", hash, ErrNotFound)
+	}
+	return cloneToken(t), nil
+}
+
+func cloneRef(r Ref) Ref {
+	r.Locations = slices.Clone(r.Locations)
+	return r
+}
+
+func cloneEpoch(e Epoch) Epoch {
+	e.Buckets = slices.Clone(e.Buckets)
+	return e
+}
+
+func cloneToken(t Token) Token {
+	t.Ops = slices.Clone(t.Ops)
+	return t
+}

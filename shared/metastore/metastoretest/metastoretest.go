@@ -1,0 +1,1025 @@
+package metastoretest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Racers is how many goroutines each race test runs.
+const Racers = 32
+
+// Run runs the conformance suite against the stores open returns.
+func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s metastore.Store)
+	}{
+		{"CreateStream", testCreateStream},
+		{"CreateStreamInvalid", testCreateStreamInvalid},
+		{"GetStreamMissing", testGetStreamMissing},
+		{"ListStreams", testListStreams},
+		{"SetStreamState", testSetStreamState},
+		{"DeleteStream", testDeleteStream},
+		{"PutRefsIdempotent", testPutRefsIdempotent},
+		{"PutRefsInvalid", testPutRefsInvalid},
+		{"QueryRefsPaged", testQueryRefsPaged},
+		{"QueryRefsFromSeq", testQueryRefsFromSeq},
+		{"LastRef", testLastRef},
+		{"SwapRefs", testSwapRefs},
+		{"SwapRefsInvalid", testSwapRefsInvalid},
+		{"DeleteRefs", testDeleteRefs},
+		{"MintEpoch", testMintEpoch},
+		{"MintEpochInvalid", testMintEpochInvalid},
+		{"AdvanceCursor", testAdvanceCursor},
+		{"UpdateEpoch", testUpdateEpoch},
+		{"Tokens", testTokens},
+		{"NoAliasing", testNoAliasing},
+		{"CanceledContext", testCanceledContext},
+		{"RaceAdvanceCursor", testRaceAdvanceCursor},
+		{"RaceMintEpoch", testRaceMintEpoch},
+		{"RaceFirstMint", testRaceFirstMint},
+		{"RaceCreateStream", testRaceCreateStream},
+		{"RaceSwapRefs", testRaceSwapRefs},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			if s == nil {
+				t.Fatal("open returned a nil store")
+			}
+			tc.fn(t, s)
+		})
+	}
+}
+
+// Fixtures.
+
+func sid(n int) string { return fmt.Sprintf("%032x", n) }
+
+func hash(n int) string { return fmt.Sprintf("%064x", n) }
+
+func newStream(name string, n int) metastore.Stream {
+	return metastore.Stream{
+		Name:        name,
+		ID:          sid(n),
+		Class:       metastore.Standard,
+		Star:        "star-1",
+		CreatedMs:   1_700_000_000_000 + int64(n),
+		RetentionMs: 86_400_000,
+		State:       metastore.StreamActive,
+	}
+}
+
+// newRef is a ref of stream id over [first, last] with two locations.
+func newRef(id string, first, last uint64) metastore.Ref {
+	return metastore.Ref{
+		StreamID:  id,
+		FirstSeq:  first,
+		LastSeq:   last,
+		FirstTsMs: int64(first) * 10,
+		LastTsMs:  int64(last) * 10,
+		Bytes:     int64(last-first+1) * 100,
+		Locations: []metastore.Location{
+			{Settled: false, Key: fmt.Sprintf("chains/star-1/%020d/%020d", 1, first), Offset: 60, Length: 50},
+			{Settled: true, Key: fmt.Sprintf("streams/%s/%d-%d", id, first, last), Offset: 0, Length: int64(last-first+1)*100 - 50},
+		},
+	}
+}
+
+var chainA = metastore.ChainID{Star: "star-1", Class: metastore.Express}
+
+func newEpoch(n uint64) metastore.Epoch {
+	e := metastore.Epoch{
+		Epoch:   n,
+		State:   metastore.EpochActive,
+		K:       3,
+		W:       2,
+		Buckets: []string{"b-az1", "b-az2", "b-az3"},
+		Window:  8,
+	}
+	e.Nonce[0], e.Nonce[15] = byte(n), 0xa5
+	return e
+}
+
+// Assertions.
+
+func wantErr(t *testing.T, err, target error, what string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+func must(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func wantEqual(t *testing.T, got, want any, what string) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got  %+v\n want %+v", what, got, want)
+	}
+}
+
+func wantRefs(t *testing.T, got, want []metastore.Ref, what string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %d refs %v, want %d refs %v", what, len(got), spans(got), len(want), spans(want))
+	}
+	for i := range got {
+		if !metastore.EqualRef(got[i], want[i]) {
+			t.Fatalf("%s: ref %d:\n got  %+v\n want %+v", what, i, got[i], want[i])
+		}
+	}
+}
+
+func spans(refs []metastore.Ref) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = fmt.Sprintf("%d-%d", r.FirstSeq, r.LastSeq)
+	}
+	return out
+}
+
+func allRefs(t *testing.T, s metastore.Store, id string) []metastore.Ref {
+	t.Helper()
+	refs, err := s.QueryRefs(t.Context(), id, 0, 1000)
+	must(t, err, "query all refs")
+	return refs
+}
+
+// race runs fn(i) for i in [0, Racers) concurrently, all released at once,
+// and returns their errors by i.
+func race(fn func(i int) error) []error {
+	errs := make([]error, Racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range Racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// oneWinner checks that exactly one error is nil and every other one is
+// loser, and returns the winner's index.
+func oneWinner(t *testing.T, errs []error, loser error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("racers %d and %d both won", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, loser):
+			t.Fatalf("racer %d: got error %v, want nil or %v", i, err, loser)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no racer won: %v", errs[0])
+	}
+	return winner
+}
+
+// Streams.
+
+func testCreateStream(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a := newStream("orders", 1)
+	got, err := s.CreateStream(ctx, a)
+	must(t, err, "create")
+	wantEqual(t, got, a, "created stream")
+	got, err = s.GetStream(ctx, "orders")
+	must(t, err, "get")
+	wantEqual(t, got, a, "stored stream")
+
+	// Create-if-absent: a second create (another id, another class) returns
+	// ErrExists and the stream that is there, and changes nothing.
+	b := newStream("orders", 2)
+	b.Class = metastore.Express
+	got, err = s.CreateStream(ctx, b)
+	wantErr(t, err, metastore.ErrExists, "second create")
+	wantEqual(t, got, a, "stream returned with ErrExists")
+	// Creating exactly the same stream again is ErrExists too.
+	got, err = s.CreateStream(ctx, a)
+	wantErr(t, err, metastore.ErrExists, "identical second create")
+	wantEqual(t, got, a, "stream returned with ErrExists")
+	got, err = s.GetStream(ctx, "orders")
+	must(t, err, "get after second create")
+	wantEqual(t, got, a, "stored stream after second create")
+}
+
+func testCreateStreamInvalid(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	mod := func(f func(*metastore.Stream)) metastore.Stream {
+		st := newStream("bad", 1)
+		f(&st)
+		return st
+	}
+	cases := map[string]metastore.Stream{
+		"empty name":      mod(func(s *metastore.Stream) { s.Name = "" }),
+		"control char":    mod(func(s *metastore.Stream) { s.Name = "bad\x00" }),
+		"short id":        mod(func(s *metastore.Stream) { s.ID = "abc" }),
+		"uppercase id":    mod(func(s *metastore.Stream) { s.ID = "ABCDEF0123456789ABCDEF0123456789" }),
+		"no class":        mod(func(s *metastore.Stream) { s.Class = 0 }),
+		"empty star":      mod(func(s *metastore.Stream) { s.Star = "" }),
+		"star with #":     mod(func(s *metastore.Stream) { s.Star = "a#b" }),
+		"state deleting":  mod(func(s *metastore.Stream) { s.State = metastore.StreamDeleting }),
+		"state zero":      mod(func(s *metastore.Stream) { s.State = 0 }),
+		"negative retain": mod(func(s *metastore.Stream) { s.RetentionMs = -1 }),
+	}
+	for what, st := range cases {
+		_, err := s.CreateStream(ctx, st)
+		wantErr(t, err, metastore.ErrInvalid, what)
+		if st.Name != "" {
+			_, err = s.GetStream(ctx, st.Name)
+			wantErr(t, err, metastore.ErrNotFound, what+": get after refused create")
+		}
+	}
+}
+
+func testGetStreamMissing(t *testing.T, s metastore.Store) {
+	_, err := s.GetStream(t.Context(), "nope")
+	wantErr(t, err, metastore.ErrNotFound, "get missing stream")
+}
+
+func testListStreams(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	const n, page = 25, 7
+	var want []string
+	// Create in an order that is not name order.
+	for i := range n {
+		j := (i * 11) % n
+		name := fmt.Sprintf("app/s%02d", j)
+		_, err := s.CreateStream(ctx, newStream(name, 100+j))
+		must(t, err, "create "+name)
+	}
+	for i := range n {
+		want = append(want, fmt.Sprintf("app/s%02d", i))
+	}
+	for i, name := range []string{"ap", "apq", "app", "zzz/x"} { // outside the prefix "app/"
+		_, err := s.CreateStream(ctx, newStream(name, 200+i))
+		must(t, err, "create "+name)
+	}
+
+	list := func(prefix, startAfter string) []string {
+		t.Helper()
+		var names []string
+		for pages := 0; ; pages++ {
+			if pages > n {
+				t.Fatalf("list %q: more than %d pages", prefix, n)
+			}
+			got, next, err := s.ListStreams(ctx, prefix, startAfter, page)
+			must(t, err, "list")
+			if len(got) > page {
+				t.Fatalf("list %q after %q: %d streams in a page of %d", prefix, startAfter, len(got), page)
+			}
+			for _, st := range got {
+				names = append(names, st.Name)
+			}
+			if next == "" {
+				return names
+			}
+			// A page that says more may follow is full and ends at next.
+			if len(got) != page || got[len(got)-1].Name != next {
+				t.Fatalf("list %q after %q: %d streams with next %q", prefix, startAfter, len(got), next)
+			}
+			startAfter = next
+		}
+	}
+
+	wantEqual(t, list("app/", ""), want, "paged list of app/")
+	wantEqual(t, list("app/", "app/s10"), want[11:], "list of app/ after app/s10")
+	wantEqual(t, list("app/", "a"), want, "list of app/ after a name before the prefix")
+	wantEqual(t, list("app/", "app/s24"), []string(nil), "list after the last")
+	wantEqual(t, list("app/", "b"), []string(nil), "list after a name past the prefix")
+	wantEqual(t, list("nothing/", ""), []string(nil), "list of an unused prefix")
+	all := list("", "")
+	if len(all) != n+4 {
+		t.Fatalf("list all: %d streams, want %d", len(all), n+4)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i-1] >= all[i] {
+			t.Fatalf("list all: %q before %q", all[i-1], all[i])
+		}
+	}
+
+	// Streams come back whole.
+	got, _, err := s.ListStreams(ctx, "app/s03", "", 1)
+	must(t, err, "list one")
+	wantEqual(t, got, []metastore.Stream{newStream("app/s03", 103)}, "listed stream")
+
+	for _, limit := range []int{0, -1} {
+		_, _, err := s.ListStreams(ctx, "", "", limit)
+		wantErr(t, err, metastore.ErrInvalid, fmt.Sprintf("list with limit %d", limit))
+	}
+}
+
+func testSetStreamState(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a := newStream("orders", 1)
+	_, err := s.CreateStream(ctx, a)
+	must(t, err, "create")
+
+	wantErr(t, s.SetStreamState(ctx, "missing", sid(1), metastore.StreamDeleting), metastore.ErrNotFound, "set state of missing stream")
+	wantErr(t, s.SetStreamState(ctx, "orders", sid(2), metastore.StreamDeleting), metastore.ErrConflict, "set state with wrong id")
+	wantErr(t, s.SetStreamState(ctx, "orders", sid(1), 9), metastore.ErrInvalid, "set unknown state")
+	got, err := s.GetStream(ctx, "orders")
+	must(t, err, "get")
+	wantEqual(t, got, a, "stream after refused state changes")
+
+	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamActive), "set active on active")
+	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamDeleting), "set deleting")
+	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamDeleting), "set deleting again")
+	want := a
+	want.State = metastore.StreamDeleting
+	got, err = s.GetStream(ctx, "orders")
+	must(t, err, "get")
+	wantEqual(t, got, want, "stream after set deleting")
+
+	// Deleting is final.
+	wantErr(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamActive), metastore.ErrConflict, "undelete")
+	got, err = s.GetStream(ctx, "orders")
+	must(t, err, "get")
+	wantEqual(t, got, want, "stream after refused undelete")
+}
+
+func testDeleteStream(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	_, err := s.CreateStream(ctx, newStream("orders", 1))
+	must(t, err, "create")
+
+	must(t, s.DeleteStream(ctx, "missing", sid(1)), "delete missing stream")
+	wantErr(t, s.DeleteStream(ctx, "orders", sid(2)), metastore.ErrConflict, "delete with wrong id")
+	_, err = s.GetStream(ctx, "orders")
+	must(t, err, "get after refused delete")
+
+	must(t, s.DeleteStream(ctx, "orders", sid(1)), "delete")
+	_, err = s.GetStream(ctx, "orders")
+	wantErr(t, err, metastore.ErrNotFound, "get deleted")
+	must(t, s.DeleteStream(ctx, "orders", sid(1)), "delete again")
+
+	// The name is free again, under a new id.
+	b := newStream("orders", 2)
+	got, err := s.CreateStream(ctx, b)
+	must(t, err, "recreate")
+	wantEqual(t, got, b, "recreated")
+	got, err = s.GetStream(ctx, "orders")
+	must(t, err, "get recreated")
+	wantEqual(t, got, b, "recreated stream")
+	// A stale delete of the old incarnation leaves the new one alone.
+	wantErr(t, s.DeleteStream(ctx, "orders", sid(1)), metastore.ErrConflict, "stale delete")
+}
+
+// Refs.
+
+func testPutRefsIdempotent(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	r := newRef(sid(1), 0, 9)
+	must(t, s.PutRefs(ctx, []metastore.Ref{r}), "put")
+	must(t, s.PutRefs(ctx, []metastore.Ref{r}), "put again")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r}, "refs after two puts")
+	last, err := s.LastRef(ctx, sid(1))
+	must(t, err, "last ref")
+	wantRefs(t, []metastore.Ref{last}, []metastore.Ref{r}, "last ref")
+
+	must(t, s.PutRefs(ctx, nil), "put no refs")
+
+	// A put at the same key overwrites (last writer wins).
+	r2 := r
+	r2.LastSeq, r2.Bytes = 4, 123
+	r2.Locations = r.Locations[:1]
+	must(t, s.PutRefs(ctx, []metastore.Ref{r2}), "overwrite")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r2}, "refs after overwrite")
+
+	// Refs of another stream are apart.
+	o := newRef(sid(2), 0, 9)
+	must(t, s.PutRefs(ctx, []metastore.Ref{o}), "put other stream")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r2}, "refs of stream 1")
+	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "refs of stream 2")
+}
+
+func testPutRefsInvalid(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	good := newRef(sid(1), 0, 9)
+	mod := func(f func(*metastore.Ref)) metastore.Ref {
+		r := newRef(sid(1), 10, 19)
+		f(&r)
+		return r
+	}
+	cases := map[string][]metastore.Ref{
+		"bad stream id":   {good, mod(func(r *metastore.Ref) { r.StreamID = "x" })},
+		"first > last":    {good, mod(func(r *metastore.Ref) { r.FirstSeq = 20 })},
+		"no locations":    {good, mod(func(r *metastore.Ref) { r.Locations = nil })},
+		"empty key":       {good, mod(func(r *metastore.Ref) { r.Locations[0].Key = "" })},
+		"negative offset": {good, mod(func(r *metastore.Ref) { r.Locations[1].Offset = -1 })},
+		"negative bytes":  {good, mod(func(r *metastore.Ref) { r.Bytes = -1 })},
+		"duplicate key":   {good, mod(func(r *metastore.Ref) { r.FirstSeq = 0 })},
+	}
+	for what, refs := range cases {
+		wantErr(t, s.PutRefs(ctx, refs), metastore.ErrInvalid, what)
+		// A refused batch writes nothing, not even its valid refs.
+		wantRefs(t, allRefs(t, s, sid(1)), nil, what+": refs after refused put")
+	}
+}
+
+func testQueryRefsPaged(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	const n = 150
+	var want []metastore.Ref
+	for i := range uint64(n) {
+		want = append(want, newRef(sid(1), i*10, i*10+9))
+	}
+	// Put in batches, out of order, with another stream's refs interleaved.
+	for _, b := range [][2]int{{100, 150}, {0, 50}, {50, 100}} {
+		batch := append([]metastore.Ref(nil), want[b[0]:b[1]]...)
+		batch = append(batch, newRef(sid(2), uint64(b[0])*10, uint64(b[0])*10+9))
+		must(t, s.PutRefs(ctx, batch), "put batch")
+	}
+
+	// Page through by fromSeq = last.LastSeq+1.
+	var got []metastore.Ref
+	from := uint64(0)
+	for pages := 0; ; pages++ {
+		if pages > n {
+			t.Fatal("query: too many pages")
+		}
+		page, err := s.QueryRefs(ctx, sid(1), from, 40)
+		must(t, err, "query")
+		if len(page) > 40 {
+			t.Fatalf("query: %d refs for limit 40", len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		from = page[len(page)-1].LastSeq + 1
+	}
+	wantRefs(t, got, want, "paged refs")
+
+	page, err := s.QueryRefs(ctx, sid(1), 0, 40)
+	must(t, err, "query first page")
+	wantRefs(t, page, want[:40], "first page")
+	page, err = s.QueryRefs(ctx, sid(1), 1234, 3)
+	must(t, err, "query in the middle")
+	wantRefs(t, page, want[123:126], "page from 1234")
+	page, err = s.QueryRefs(ctx, sid(1), 0, 1000)
+	must(t, err, "query all")
+	wantRefs(t, page, want, "all refs in one call")
+
+	for _, limit := range []int{0, -1} {
+		_, err := s.QueryRefs(ctx, sid(1), 0, limit)
+		wantErr(t, err, metastore.ErrInvalid, fmt.Sprintf("query with limit %d", limit))
+	}
+}
+
+func testQueryRefsFromSeq(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a, b, c := newRef(sid(1), 5, 9), newRef(sid(1), 20, 29), newRef(sid(1), 30, 30)
+	must(t, s.PutRefs(ctx, []metastore.Ref{c, a, b}), "put")
+	all := []metastore.Ref{a, b, c}
+	cases := []struct {
+		from uint64
+		want []metastore.Ref
+	}{
+		{0, all},          // before the first ref
+		{5, all},          // at a ref's first seq
+		{9, all},          // at a ref's last seq
+		{10, all[1:]},     // in a gap
+		{25, all[1:]},     // inside a ref
+		{29, all[1:]},     // at a ref's last seq
+		{30, all[2:]},     // a one-seq ref
+		{31, nil},         // past the end
+		{^uint64(0), nil}, // far past the end
+	}
+	for _, tc := range cases {
+		got, err := s.QueryRefs(ctx, sid(1), tc.from, 10)
+		must(t, err, "query")
+		wantRefs(t, got, tc.want, fmt.Sprintf("refs from %d", tc.from))
+	}
+	got, err := s.QueryRefs(ctx, sid(9), 0, 10)
+	must(t, err, "query stream without refs")
+	wantRefs(t, got, nil, "refs of stream without refs")
+
+	// Seqs near the top of the range sort numerically.
+	top := newRef(sid(3), ^uint64(0)-9, ^uint64(0))
+	low := newRef(sid(3), 0, 99)
+	mid := newRef(sid(3), 1<<40, 1<<40+5)
+	must(t, s.PutRefs(ctx, []metastore.Ref{top, low, mid}), "put extreme refs")
+	wantRefs(t, allRefs(t, s, sid(3)), []metastore.Ref{low, mid, top}, "extreme refs")
+	last, err := s.LastRef(ctx, sid(3))
+	must(t, err, "last ref")
+	wantRefs(t, []metastore.Ref{last}, []metastore.Ref{top}, "last extreme ref")
+}
+
+func testLastRef(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	_, err := s.LastRef(ctx, sid(1))
+	wantErr(t, err, metastore.ErrNotFound, "last ref of stream without refs")
+
+	var refs []metastore.Ref
+	for i := range uint64(12) {
+		refs = append(refs, newRef(sid(1), i*100, i*100+99))
+	}
+	must(t, s.PutRefs(ctx, refs[6:]), "put high")
+	must(t, s.PutRefs(ctx, refs[:6]), "put low")
+	must(t, s.PutRefs(ctx, []metastore.Ref{newRef(sid(2), 5000, 5001)}), "put other stream")
+	last, err := s.LastRef(ctx, sid(1))
+	must(t, err, "last ref")
+	wantRefs(t, []metastore.Ref{last}, refs[11:], "last ref")
+
+	must(t, s.DeleteRefs(ctx, sid(1), []uint64{1100}), "delete last")
+	last, err = s.LastRef(ctx, sid(1))
+	must(t, err, "last ref after delete")
+	wantRefs(t, []metastore.Ref{last}, refs[10:11], "last ref after delete")
+}
+
+func testSwapRefs(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a, b, c, d := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29), newRef(sid(1), 30, 39)
+	must(t, s.PutRefs(ctx, []metastore.Ref{a, b, c, d}), "put")
+	other := newRef(sid(2), 0, 9)
+	must(t, s.PutRefs(ctx, []metastore.Ref{other}), "put other stream")
+
+	r := newRef(sid(1), 0, 29)
+	r.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-29", Offset: 0, Length: 3000}}
+	must(t, s.SwapRefs(ctx, []metastore.Ref{a, b, c}, r), "swap")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r, d}, "refs after swap")
+
+	// The same swap again: the old refs are gone.
+	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{a, b, c}, r), metastore.ErrConflict, "second identical swap")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r, d}, "refs after second swap")
+
+	// An old ref that differs from the stored one, in any field, fails the
+	// whole swap and changes nothing.
+	whole := newRef(sid(1), 0, 39)
+	variants := map[string]func(*metastore.Ref){
+		"bytes":    func(x *metastore.Ref) { x.Bytes++ },
+		"last ts":  func(x *metastore.Ref) { x.LastTsMs++ },
+		"location": func(x *metastore.Ref) { x.Locations = []metastore.Location{x.Locations[0], x.Locations[0]} },
+		"offset": func(x *metastore.Ref) {
+			x.Locations = append([]metastore.Location(nil), x.Locations...)
+			x.Locations[0].Offset++
+		},
+		"settled": func(x *metastore.Ref) {
+			x.Locations = append([]metastore.Location(nil), x.Locations...)
+			x.Locations[0].Settled = !x.Locations[0].Settled
+		},
+	}
+	for what, f := range variants {
+		d2 := d
+		f(&d2)
+		wantErr(t, s.SwapRefs(ctx, []metastore.Ref{r, d2}, whole), metastore.ErrConflict, "swap with stale "+what)
+		wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r, d}, "refs after swap with stale "+what)
+	}
+	// An old ref that is missing fails too.
+	e := newRef(sid(1), 40, 49)
+	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{r, d, e}, newRef(sid(1), 0, 49)), metastore.ErrConflict, "swap with a missing ref")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r, d}, "refs after swap with a missing ref")
+
+	// Swapping the covering ref and the next one works, and leaves the other
+	// stream alone.
+	must(t, s.SwapRefs(ctx, []metastore.Ref{r, d}, whole), "second swap")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{whole}, "refs after second swap")
+	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{other}, "other stream's refs")
+
+	// A one-ref swap rewrites a ref in place (e.g. to point at a settled
+	// object).
+	settled := whole
+	settled.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-39", Length: 4000}}
+	must(t, s.SwapRefs(ctx, []metastore.Ref{whole}, settled), "one-ref swap")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{settled}, "refs after one-ref swap")
+}
+
+func testSwapRefsInvalid(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a, b, c := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
+	must(t, s.PutRefs(ctx, []metastore.Ref{a, b, c}), "put")
+	bad := newRef(sid(1), 0, 9)
+	bad.Locations = nil
+	tooMany := make([]metastore.Ref, metastore.MaxSwapRefs+1)
+	for i := range tooMany {
+		tooMany[i] = newRef(sid(1), uint64(i), uint64(i))
+	}
+	cases := []struct {
+		what string
+		old  []metastore.Ref
+		repl metastore.Ref
+	}{
+		{"no old refs", nil, newRef(sid(1), 0, 9)},
+		{"repl short", []metastore.Ref{a, b, c}, newRef(sid(1), 0, 28)},
+		{"repl long", []metastore.Ref{a, b, c}, newRef(sid(1), 0, 30)},
+		{"repl starts late", []metastore.Ref{a, b}, newRef(sid(1), 1, 19)},
+		{"gap in old", []metastore.Ref{a, c}, newRef(sid(1), 0, 29)},
+		{"old out of order", []metastore.Ref{b, a}, newRef(sid(1), 0, 19)},
+		{"old repeated", []metastore.Ref{a, a}, newRef(sid(1), 0, 9)},
+		{"repl of another stream", []metastore.Ref{a, b}, newRef(sid(2), 0, 19)},
+		{"invalid repl", []metastore.Ref{a}, bad},
+		{"too many old refs", tooMany, newRef(sid(1), 0, metastore.MaxSwapRefs)},
+	}
+	for _, tc := range cases {
+		wantErr(t, s.SwapRefs(ctx, tc.old, tc.repl), metastore.ErrInvalid, tc.what)
+		wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{a, b, c}, tc.what+": refs after refused swap")
+	}
+}
+
+func testDeleteRefs(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a, b, c := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
+	o := newRef(sid(2), 0, 9)
+	must(t, s.PutRefs(ctx, []metastore.Ref{a, b, c, o}), "put")
+	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after delete")
+	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete again")
+	must(t, s.DeleteRefs(ctx, sid(1), []uint64{5, 999}), "delete keys that never were")
+	must(t, s.DeleteRefs(ctx, sid(1), nil), "delete nothing")
+	must(t, s.DeleteRefs(ctx, sid(7), []uint64{0}), "delete in a stream without refs")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after idempotent deletes")
+	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "other stream's refs")
+	must(t, s.DeleteRefs(ctx, sid(1), []uint64{10}), "delete the last one")
+	_, err := s.LastRef(ctx, sid(1))
+	wantErr(t, err, metastore.ErrNotFound, "last ref after deleting all")
+}
+
+// Chains.
+
+func testMintEpoch(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	_, err := s.GetHead(ctx, chainA)
+	wantErr(t, err, metastore.ErrNotFound, "head before the first mint")
+	_, err = s.GetEpoch(ctx, chainA, 5)
+	wantErr(t, err, metastore.ErrNotFound, "epoch before the first mint")
+	wantErr(t, s.MintEpoch(ctx, chainA, 4, newEpoch(5)), metastore.ErrConflict, "mint with prev 4 on no head")
+	_, err = s.GetHead(ctx, chainA)
+	wantErr(t, err, metastore.ErrNotFound, "head after refused mint")
+
+	// The first mint creates the head, all cursors at the epoch's slot 0.
+	e5 := newEpoch(5)
+	must(t, s.MintEpoch(ctx, chainA, 0, e5), "first mint")
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	c := metastore.Cursor{Epoch: 5, Slot: 0}
+	wantEqual(t, h, metastore.Head{Epoch: 5, Checkpoint: c, Settled: c, Trimmed: c}, "head after first mint")
+	got, err := s.GetEpoch(ctx, chainA, 5)
+	must(t, err, "get epoch")
+	wantEqual(t, got, e5, "minted epoch")
+
+	// Wrong prev: a successor exists (or the caller is confused).
+	for _, prev := range []uint64{0, 4} {
+		wantErr(t, s.MintEpoch(ctx, chainA, prev, newEpoch(6)), metastore.ErrConflict, fmt.Sprintf("mint with prev %d", prev))
+	}
+	_, err = s.GetEpoch(ctx, chainA, 6)
+	wantErr(t, err, metastore.ErrNotFound, "epoch of a refused mint")
+
+	// Cursors carry over a mint.
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, c, metastore.Cursor{Epoch: 5, Slot: 7}), "advance checkpoint")
+	e6 := newEpoch(6)
+	must(t, s.MintEpoch(ctx, chainA, 5, e6), "mint 6")
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.Head{Epoch: 6, Checkpoint: metastore.Cursor{Epoch: 5, Slot: 7}, Settled: c, Trimmed: c}, "head after mint 6")
+	got, err = s.GetEpoch(ctx, chainA, 5)
+	must(t, err, "get epoch 5")
+	wantEqual(t, got, e5, "epoch 5 after mint 6")
+	got, err = s.GetEpoch(ctx, chainA, 6)
+	must(t, err, "get epoch 6")
+	wantEqual(t, got, e6, "epoch 6")
+	wantErr(t, s.MintEpoch(ctx, chainA, 5, newEpoch(7)), metastore.ErrConflict, "mint after a stale prev")
+
+	// Epochs may skip numbers; they only grow.
+	must(t, s.MintEpoch(ctx, chainA, 6, newEpoch(10)), "mint 10 after 6")
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	if h.Epoch != 10 {
+		t.Fatalf("head epoch %d after mint 10", h.Epoch)
+	}
+
+	// Chains are apart: same star, other class; other star, same class.
+	for _, other := range []metastore.ChainID{{Star: "star-1", Class: metastore.Standard}, {Star: "star-2", Class: metastore.Express}} {
+		_, err = s.GetHead(ctx, other)
+		wantErr(t, err, metastore.ErrNotFound, "head of chain "+other.String())
+		_, err = s.GetEpoch(ctx, other, 5)
+		wantErr(t, err, metastore.ErrNotFound, "epoch 5 of chain "+other.String())
+		must(t, s.MintEpoch(ctx, other, 0, newEpoch(1)), "first mint of "+other.String())
+		h, err = s.GetHead(ctx, other)
+		must(t, err, "head of "+other.String())
+		if h.Epoch != 1 {
+			t.Fatalf("head of %s: epoch %d, want 1", other, h.Epoch)
+		}
+	}
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	if h.Epoch != 10 {
+		t.Fatalf("head epoch %d after other chains' mints", h.Epoch)
+	}
+}
+
+func testMintEpochInvalid(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	mod := func(n uint64, f func(*metastore.Epoch)) metastore.Epoch {
+		e := newEpoch(n)
+		f(&e)
+		return e
+	}
+	cases := []struct {
+		what  string
+		chain metastore.ChainID
+		prev  uint64
+		e     metastore.Epoch
+	}{
+		{"epoch 0", chainA, 0, newEpoch(0)},
+		{"epoch equal to prev", chainA, 3, newEpoch(3)},
+		{"epoch before prev", chainA, 3, newEpoch(2)},
+		{"fenced", chainA, 0, mod(1, func(e *metastore.Epoch) { e.State = metastore.EpochFenced })},
+		{"W > K", chainA, 0, mod(1, func(e *metastore.Epoch) { e.W = 4 })},
+		{"W = 0", chainA, 0, mod(1, func(e *metastore.Epoch) { e.W = 0 })},
+		{"buckets != K", chainA, 0, mod(1, func(e *metastore.Epoch) { e.Buckets = e.Buckets[:2] })},
+		{"empty bucket", chainA, 0, mod(1, func(e *metastore.Epoch) { e.Buckets = []string{"a", "", "c"} })},
+		{"window 0", chainA, 0, mod(1, func(e *metastore.Epoch) { e.Window = 0 })},
+		{"cut set", chainA, 0, mod(1, func(e *metastore.Epoch) { e.Cut = 3 })},
+		{"empty star", metastore.ChainID{Class: metastore.Express}, 0, newEpoch(1)},
+		{"star with #", metastore.ChainID{Star: "a#b", Class: metastore.Express}, 0, newEpoch(1)},
+		{"no class", metastore.ChainID{Star: "star-1"}, 0, newEpoch(1)},
+	}
+	for _, tc := range cases {
+		wantErr(t, s.MintEpoch(ctx, tc.chain, tc.prev, tc.e), metastore.ErrInvalid, tc.what)
+		_, err := s.GetHead(ctx, tc.chain)
+		wantErr(t, err, metastore.ErrNotFound, tc.what+": head after refused mint")
+	}
+}
+
+func testAdvanceCursor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 1)), metastore.ErrNotFound, "advance before mint")
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
+
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 3)), "advance checkpoint")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 4)), metastore.ErrConflict, "advance from a stale cursor")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 5), at(1, 6)), metastore.ErrConflict, "advance from a cursor ahead")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 3), at(1, 3)), metastore.ErrInvalid, "advance to the same cursor")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 3), at(1, 2)), metastore.ErrInvalid, "advance backward")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 3), at(0, 9)), metastore.ErrInvalid, "advance to an earlier epoch")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, 0, at(1, 3), at(1, 4)), metastore.ErrInvalid, "advance unknown cursor kind")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, 9, at(1, 3), at(1, 4)), metastore.ErrInvalid, "advance unknown cursor kind")
+
+	// Cursors are independent: each CAS looks at its own cursor only.
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, at(1, 0), at(1, 2)), "advance settled")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Trimmed, at(1, 0), at(1, 1)), "advance trimmed")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 3), at(2, 0)), "advance checkpoint into the next epoch")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, at(1, 0), at(1, 1)), metastore.ErrConflict, "stale settled")
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.Head{Epoch: 1, Checkpoint: at(2, 0), Settled: at(1, 2), Trimmed: at(1, 1)}, "head after advances")
+	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed} {
+		from := h.Cursor(k)
+		to := at(from.Epoch, from.Slot+10)
+		must(t, s.AdvanceCursor(ctx, chainA, k, from, to), "advance "+k.String())
+		h2, err := s.GetHead(ctx, chainA)
+		must(t, err, "head")
+		wantEqual(t, h2, metastore.SetCursor(h, k, to), "head after advancing "+k.String())
+		h = h2
+	}
+}
+
+func testUpdateEpoch(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	e := newEpoch(3)
+	wantErr(t, s.UpdateEpoch(ctx, chainA, metastore.EpochActive, metastore.Epoch{Epoch: 3, State: metastore.EpochFenced, Cut: 1}),
+		metastore.ErrNotFound, "update before mint")
+	must(t, s.MintEpoch(ctx, chainA, 0, e), "mint")
+	wantErr(t, s.UpdateEpoch(ctx, chainA, metastore.EpochActive, metastore.Epoch{Epoch: 4, State: metastore.EpochFenced}),
+		metastore.ErrNotFound, "update missing epoch")
+	wantErr(t, s.UpdateEpoch(ctx, chainA, metastore.EpochActive, metastore.Epoch{Epoch: 3, State: 9}),
+		metastore.ErrInvalid, "update to unknown state")
+	got, err := s.GetEpoch(ctx, chainA, 3)
+	must(t, err, "get")
+	wantEqual(t, got, e, "epoch after refused updates")
+
+	// Fence: only State and Cut are taken from the argument; the rest of the
+	// epoch stays as minted.
+	must(t, s.UpdateEpoch(ctx, chainA, metastore.EpochActive, metastore.Epoch{Epoch: 3, State: metastore.EpochFenced, Cut: 17, K: 9, Window: 1}), "fence")
+	want := e
+	want.State, want.Cut = metastore.EpochFenced, 17
+	got, err = s.GetEpoch(ctx, chainA, 3)
+	must(t, err, "get")
+	wantEqual(t, got, want, "fenced epoch")
+
+	// A second fencer loses the CAS, and sees the first one's cut.
+	wantErr(t, s.UpdateEpoch(ctx, chainA, metastore.EpochActive, metastore.Epoch{Epoch: 3, State: metastore.EpochFenced, Cut: 18}),
+		metastore.ErrConflict, "second fence")
+	// A fenced epoch is final.
+	wantErr(t, s.UpdateEpoch(ctx, chainA, metastore.EpochFenced, metastore.Epoch{Epoch: 3, State: metastore.EpochActive}),
+		metastore.ErrInvalid, "unfence")
+	wantErr(t, s.UpdateEpoch(ctx, chainA, metastore.EpochFenced, metastore.Epoch{Epoch: 3, State: metastore.EpochFenced, Cut: 20}),
+		metastore.ErrInvalid, "recut")
+	got, err = s.GetEpoch(ctx, chainA, 3)
+	must(t, err, "get")
+	wantEqual(t, got, want, "fenced epoch after refused updates")
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	if h.Epoch != 3 {
+		t.Fatalf("head epoch %d after fencing, want 3 (fencing does not mint)", h.Epoch)
+	}
+}
+
+// Tokens.
+
+func testTokens(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	_, err := s.GetToken(ctx, hash(1))
+	wantErr(t, err, metastore.ErrNotFound, "missing token")
+	tok := metastore.Token{Hash: hash(1), Prefix: "app/", Ops: []string{"append", "read"}}
+	must(t, s.PutToken(ctx, tok), "put")
+	got, err := s.GetToken(ctx, hash(1))
+	must(t, err, "get")
+	wantEqual(t, got, tok, "token")
+
+	// Put overwrites: it is how grants change.
+	tok2 := metastore.Token{Hash: hash(1), Ops: []string{"admin"}}
+	must(t, s.PutToken(ctx, tok2), "overwrite")
+	must(t, s.PutToken(ctx, tok2), "overwrite again")
+	got, err = s.GetToken(ctx, hash(1))
+	must(t, err, "get")
+	wantEqual(t, got, tok2, "overwritten token")
+	_, err = s.GetToken(ctx, hash(2))
+	wantErr(t, err, metastore.ErrNotFound, "other token")
+
+	for what, bad := range map[string]metastore.Token{
+		"short hash":     {Hash: "abc", Ops: []string{"read"}},
+		"uppercase hash": {Hash: fmt.Sprintf("%064X", 0xabc), Ops: []string{"read"}},
+		"empty op":       {Hash: hash(3), Ops: []string{""}},
+	} {
+		wantErr(t, s.PutToken(ctx, bad), metastore.ErrInvalid, what)
+	}
+	_, err = s.GetToken(ctx, hash(3))
+	wantErr(t, err, metastore.ErrNotFound, "token of a refused put")
+}
+
+// testNoAliasing checks that the store keeps no reference to the caller's
+// slices, and hands out none of its own.
+func testNoAliasing(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	r := newRef(sid(1), 0, 9)
+	want := newRef(sid(1), 0, 9)
+	must(t, s.PutRefs(ctx, []metastore.Ref{r}), "put ref")
+	r.Locations[0].Key = "mutated by the caller"
+	got := allRefs(t, s, sid(1))
+	wantRefs(t, got, []metastore.Ref{want}, "ref after the caller mutated its input")
+	got[0].Locations[1].Length = 1
+	last, err := s.LastRef(ctx, sid(1))
+	must(t, err, "last ref")
+	last.Locations[0].Offset = 1
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{want}, "ref after the caller mutated outputs")
+
+	e := newEpoch(1)
+	must(t, s.MintEpoch(ctx, chainA, 0, e), "mint")
+	e.Buckets[0] = "mutated"
+	ge, err := s.GetEpoch(ctx, chainA, 1)
+	must(t, err, "get epoch")
+	wantEqual(t, ge, newEpoch(1), "epoch after the caller mutated its input")
+	ge.Buckets[1] = "mutated"
+	ge, err = s.GetEpoch(ctx, chainA, 1)
+	must(t, err, "get epoch")
+	wantEqual(t, ge, newEpoch(1), "epoch after the caller mutated an output")
+
+	tok := metastore.Token{Hash: hash(1), Ops: []string{"read"}}
+	must(t, s.PutToken(ctx, tok), "put token")
+	tok.Ops[0] = "admin"
+	gt, err := s.GetToken(ctx, hash(1))
+	must(t, err, "get token")
+	wantEqual(t, gt.Ops, []string{"read"}, "token ops after the caller mutated its input")
+	gt.Ops[0] = "admin"
+	gt, err = s.GetToken(ctx, hash(1))
+	must(t, err, "get token")
+	wantEqual(t, gt.Ops, []string{"read"}, "token ops after the caller mutated an output")
+}
+
+func testCanceledContext(t *testing.T, s metastore.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.CreateStream(ctx, newStream("orders", 1))
+	if err == nil {
+		t.Fatal("create with a canceled context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, metastore.ErrUnavailable) {
+		t.Fatalf("create with a canceled context: %v, want context.Canceled or ErrUnavailable", err)
+	}
+	if err := s.MintEpoch(ctx, chainA, 0, newEpoch(1)); err == nil {
+		t.Fatal("mint with a canceled context succeeded")
+	}
+	_, err = s.GetStream(t.Context(), "orders")
+	wantErr(t, err, metastore.ErrNotFound, "stream of a canceled create")
+	_, err = s.GetHead(t.Context(), chainA)
+	wantErr(t, err, metastore.ErrNotFound, "head of a canceled mint")
+}
+
+// Races.
+
+func testRaceAdvanceCursor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
+	from := metastore.Cursor{Epoch: 1, Slot: 0}
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, from, metastore.Cursor{Epoch: 1, Slot: 1}), "advance settled")
+	errs := race(func(i int) error {
+		return s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, from, metastore.Cursor{Epoch: 1, Slot: uint64(i + 1)})
+	})
+	w := oneWinner(t, errs, metastore.ErrConflict)
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.Head{
+		Epoch:      1,
+		Checkpoint: metastore.Cursor{Epoch: 1, Slot: uint64(w + 1)},
+		Settled:    metastore.Cursor{Epoch: 1, Slot: 1},
+		Trimmed:    from,
+	}, "head after the race")
+}
+
+func testRaceMintEpoch(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(4)), "mint")
+	mk := func(i int) metastore.Epoch {
+		e := newEpoch(5)
+		e.Nonce[1], e.Window = byte(i), 1+i
+		return e
+	}
+	errs := race(func(i int) error { return s.MintEpoch(ctx, chainA, 4, mk(i)) })
+	w := oneWinner(t, errs, metastore.ErrConflict)
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	if h.Epoch != 5 {
+		t.Fatalf("head epoch %d after the race, want 5", h.Epoch)
+	}
+	e, err := s.GetEpoch(ctx, chainA, 5)
+	must(t, err, "get epoch")
+	wantEqual(t, e, mk(w), "the winner's epoch")
+}
+
+func testRaceFirstMint(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	errs := race(func(i int) error { return s.MintEpoch(ctx, chainA, 0, newEpoch(uint64(i+1))) })
+	w := oneWinner(t, errs, metastore.ErrConflict)
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.NewHead(uint64(w+1)), "head after the race")
+	for i := range Racers {
+		_, err := s.GetEpoch(ctx, chainA, uint64(i+1))
+		if i == w {
+			must(t, err, "the winner's epoch")
+		} else {
+			wantErr(t, err, metastore.ErrNotFound, fmt.Sprintf("loser %d's epoch", i))
+		}
+	}
+}
+
+func testRaceCreateStream(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	got := make([]metastore.Stream, Racers)
+	errs := race(func(i int) error {
+		var err error
+		got[i], err = s.CreateStream(ctx, newStream("orders", i+1))
+		return err
+	})
+	w := oneWinner(t, errs, metastore.ErrExists)
+	for i := range Racers {
+		if got[i] != newStream("orders", w+1) {
+			t.Fatalf("racer %d got stream %+v, want the winner's (%s)", i, got[i], sid(w+1))
+		}
+	}
+	st, err := s.GetStream(ctx, "orders")
+	must(t, err, "get")
+	wantEqual(t, st, newStream("orders", w+1), "stored stream")
+}
+
+func testRaceSwapRefs(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	var old []metastore.Ref
+	for i := range uint64(4) {
+		old = append(old, newRef(sid(1), i*10, i*10+9))
+	}
+	must(t, s.PutRefs(ctx, old), "put")
+	mk := func(i int) metastore.Ref {
+		r := newRef(sid(1), 0, 39)
+		r.Bytes = int64(1000 + i)
+		return r
+	}
+	errs := race(func(i int) error { return s.SwapRefs(ctx, old, mk(i)) })
+	w := oneWinner(t, errs, metastore.ErrConflict)
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{mk(w)}, "refs after the race")
+}
