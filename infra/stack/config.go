@@ -1,0 +1,318 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Context keys read from cdk.json or `cdk synth -c key=value`. Every key has
+// a default (DefaultConfig) so a bare `cdk synth` works.
+const (
+	CtxRegion                 = "strand:region"
+	CtxAccount                = "strand:account"
+	CtxExpressAZs             = "strand:expressAzs"
+	CtxStarCount              = "strand:starCount"
+	CtxMemoryBufferMiB        = "strand:memoryBufferMiB"
+	CtxExpressMemoryBufferMiB = "strand:expressMemoryBufferMiB"
+	CtxTaskCPU                = "strand:taskCpu"
+	CtxTaskMemoryMiB          = "strand:taskMemoryMiB"
+	CtxRetentionDays          = "strand:retentionDays"
+	CtxDeletionProtection     = "strand:deletionProtection"
+	CtxBucketPrefix           = "strand:bucketPrefix"
+	CtxNatGateways            = "strand:natGateways"
+	CtxPublicAPI              = "strand:publicApi"
+	CtxAlarmEmail             = "strand:alarmEmail"
+)
+
+// ContextKeys lists every key FromContext reads, in documentation order.
+var ContextKeys = []string{
+	CtxRegion, CtxAccount, CtxExpressAZs, CtxStarCount, CtxMemoryBufferMiB,
+	CtxExpressMemoryBufferMiB, CtxTaskCPU, CtxTaskMemoryMiB, CtxRetentionDays,
+	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
+}
+
+// ErrConfig is returned (wrapped) for any invalid context value.
+var ErrConfig = errors.New("infra: invalid config")
+
+// Config is everything the stack is parameterised by.
+type Config struct {
+	// Region the stack deploys to; the Express AZ ids must be in it.
+	Region string
+	// Account is optional; empty means "the CLI's current account".
+	Account string
+	// ExpressAZs are the three availability-zone ids (e.g. use1-az4) of the
+	// Express set, one directory bucket each.
+	ExpressAZs []string
+	// StarCount is the number of stars (star-0 .. star-N-1), one Fargate
+	// service each.
+	StarCount int
+	// MemoryBufferMiB and ExpressMemoryBufferMiB are the star's pool budgets
+	// (--s3-memory-buffer-mib, --s3-express-memory-buffer-mib).
+	MemoryBufferMiB        int
+	ExpressMemoryBufferMiB int
+	// TaskCPU (units of 1/1024 vCPU) and TaskMemoryMiB size each star task.
+	// TaskMemoryMiB 0 means "smallest valid size that fits the budgets".
+	TaskCPU       int
+	TaskMemoryMiB int
+	// RetentionDays is the CloudWatch Logs retention of every log group.
+	RetentionDays int
+	// DeletionProtection turns on DynamoDB deletion protection and retains
+	// the table and buckets when the stack is deleted.
+	DeletionProtection bool
+	// BucketPrefix prefixes directory bucket names
+	// (<prefix>-<account>--<azid>--x-s3).
+	BucketPrefix string
+	// NatGateways: 0 puts star tasks in public subnets with public IPs (no
+	// NAT cost); >0 puts them in private subnets behind that many NATs.
+	NatGateways int
+	// PublicAPI makes the API load balancer internet-facing.
+	PublicAPI bool
+	// AlarmEmail, if set, subscribes an address to the alarm topic.
+	AlarmEmail string
+}
+
+// StarOverheadMiB is the task memory reserved beyond the two pool budgets
+// (Go runtime, flight index, read buffers, sidecar-free container).
+const StarOverheadMiB = 512
+
+// DefaultConfig is the configuration used for every key the context does
+// not set. us-east-1 AZ ids use1-az4/5/6 host S3 Express One Zone.
+func DefaultConfig() Config {
+	return Config{
+		Region:                 "us-east-1",
+		ExpressAZs:             []string{"use1-az4", "use1-az5", "use1-az6"},
+		StarCount:              1,
+		MemoryBufferMiB:        256,
+		ExpressMemoryBufferMiB: 32,
+		TaskCPU:                1024,
+		RetentionDays:          30,
+		DeletionProtection:     true,
+		BucketPrefix:           "strand",
+		NatGateways:            1,
+	}
+}
+
+// Lookup returns the raw context value for a key, or nil when unset. It is
+// satisfied by a closure over constructs.Node.TryGetContext.
+type Lookup func(key string) any
+
+// FromContext builds a validated Config from context values over the
+// defaults. Values may be native JSON types (from cdk.json) or strings (from
+// `-c key=value`).
+func FromContext(get Lookup) (Config, error) {
+	c := DefaultConfig()
+	var err error
+	str := func(key string, dst *string) {
+		if v := get(key); v != nil && err == nil {
+			*dst = strings.TrimSpace(fmt.Sprint(v))
+		}
+	}
+	num := func(key string, dst *int) {
+		v := get(key)
+		if v == nil || err != nil {
+			return
+		}
+		switch x := v.(type) {
+		case float64:
+			if x != float64(int(x)) {
+				err = fmt.Errorf("%w: %s=%v is not an integer", ErrConfig, key, v)
+				return
+			}
+			*dst = int(x)
+		case int:
+			*dst = x
+		default:
+			n, perr := strconv.Atoi(strings.TrimSpace(fmt.Sprint(v)))
+			if perr != nil {
+				err = fmt.Errorf("%w: %s=%v is not an integer", ErrConfig, key, v)
+				return
+			}
+			*dst = n
+		}
+	}
+	boolean := func(key string, dst *bool) {
+		v := get(key)
+		if v == nil || err != nil {
+			return
+		}
+		if b, ok := v.(bool); ok {
+			*dst = b
+			return
+		}
+		b, perr := strconv.ParseBool(strings.TrimSpace(fmt.Sprint(v)))
+		if perr != nil {
+			err = fmt.Errorf("%w: %s=%v is not a boolean", ErrConfig, key, v)
+			return
+		}
+		*dst = b
+	}
+	str(CtxRegion, &c.Region)
+	str(CtxAccount, &c.Account)
+	if v := get(CtxExpressAZs); v != nil {
+		c.ExpressAZs = nil
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				c.ExpressAZs = append(c.ExpressAZs, strings.TrimSpace(fmt.Sprint(e)))
+			}
+		case []string:
+			c.ExpressAZs = append(c.ExpressAZs, x...)
+		default:
+			for _, e := range strings.Split(fmt.Sprint(v), ",") {
+				c.ExpressAZs = append(c.ExpressAZs, strings.TrimSpace(e))
+			}
+		}
+	}
+	num(CtxStarCount, &c.StarCount)
+	num(CtxMemoryBufferMiB, &c.MemoryBufferMiB)
+	num(CtxExpressMemoryBufferMiB, &c.ExpressMemoryBufferMiB)
+	num(CtxTaskCPU, &c.TaskCPU)
+	num(CtxTaskMemoryMiB, &c.TaskMemoryMiB)
+	num(CtxRetentionDays, &c.RetentionDays)
+	boolean(CtxDeletionProtection, &c.DeletionProtection)
+	str(CtxBucketPrefix, &c.BucketPrefix)
+	num(CtxNatGateways, &c.NatGateways)
+	boolean(CtxPublicAPI, &c.PublicAPI)
+	str(CtxAlarmEmail, &c.AlarmEmail)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var (
+	azIDRe   = regexp.MustCompile(`^[a-z]{2,}[0-9]+-az[0-9]+$`)
+	regionRe = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	prefixRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
+)
+
+// LogRetentionDays are the values CloudWatch Logs accepts.
+var LogRetentionDays = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+
+// Validate checks every field and fills TaskMemoryMiB when it is 0.
+func (c *Config) Validate() error {
+	if !regionRe.MatchString(c.Region) {
+		return fmt.Errorf("%w: %s=%q is not a region name", ErrConfig, CtxRegion, c.Region)
+	}
+	if len(c.ExpressAZs) != 3 {
+		return fmt.Errorf("%w: %s needs exactly 3 AZ ids, got %d", ErrConfig, CtxExpressAZs, len(c.ExpressAZs))
+	}
+	for i, az := range c.ExpressAZs {
+		if !azIDRe.MatchString(az) {
+			return fmt.Errorf("%w: %s[%d]=%q is not an AZ id like use1-az4", ErrConfig, CtxExpressAZs, i, az)
+		}
+		if slices.Contains(c.ExpressAZs[:i], az) {
+			return fmt.Errorf("%w: %s lists %q twice; the Express set needs three distinct zones", ErrConfig, CtxExpressAZs, az)
+		}
+	}
+	if c.StarCount < 1 || c.StarCount > MaxStars {
+		return fmt.Errorf("%w: %s=%d must be in 1..%d (one load balancer listener each)", ErrConfig, CtxStarCount, c.StarCount, MaxStars)
+	}
+	if c.MemoryBufferMiB < 1 {
+		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxMemoryBufferMiB, c.MemoryBufferMiB)
+	}
+	if c.ExpressMemoryBufferMiB < 1 {
+		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxExpressMemoryBufferMiB, c.ExpressMemoryBufferMiB)
+	}
+	need := c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB
+	if c.TaskMemoryMiB == 0 {
+		m, err := SmallestFargateMemory(c.TaskCPU, need)
+		if err != nil {
+			return err
+		}
+		c.TaskMemoryMiB = m
+	}
+	if !ValidFargateSize(c.TaskCPU, c.TaskMemoryMiB) {
+		return fmt.Errorf("%w: %s=%d with %s=%d is not a Fargate task size", ErrConfig, CtxTaskCPU, c.TaskCPU, CtxTaskMemoryMiB, c.TaskMemoryMiB)
+	}
+	if c.TaskMemoryMiB < need {
+		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead",
+			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB)
+	}
+	if !slices.Contains(LogRetentionDays, c.RetentionDays) {
+		return fmt.Errorf("%w: %s=%d is not a CloudWatch Logs retention (%v)", ErrConfig, CtxRetentionDays, c.RetentionDays, LogRetentionDays)
+	}
+	if !prefixRe.MatchString(c.BucketPrefix) {
+		return fmt.Errorf("%w: %s=%q must be 1-20 of [a-z0-9-], starting alphanumeric", ErrConfig, CtxBucketPrefix, c.BucketPrefix)
+	}
+	if c.NatGateways < 0 || c.NatGateways > 3 {
+		return fmt.Errorf("%w: %s=%d must be in 0..3", ErrConfig, CtxNatGateways, c.NatGateways)
+	}
+	if c.AlarmEmail != "" && !strings.Contains(c.AlarmEmail, "@") {
+		return fmt.Errorf("%w: %s=%q is not an e-mail address", ErrConfig, CtxAlarmEmail, c.AlarmEmail)
+	}
+	return nil
+}
+
+// fargateMemory returns the memory sizes (MiB) Fargate allows for a CPU
+// value (Linux tasks), or nil for an unsupported CPU value.
+func fargateMemory(cpu int) []int {
+	span := func(lo, hi int) []int {
+		var out []int
+		for m := lo; m <= hi; m += 1024 {
+			out = append(out, m)
+		}
+		return out
+	}
+	switch cpu {
+	case 256:
+		return []int{512, 1024, 2048}
+	case 512:
+		return span(1024, 4096)
+	case 1024:
+		return span(2048, 8192)
+	case 2048:
+		return span(4096, 16384)
+	case 4096:
+		return span(8192, 30720)
+	case 8192:
+		return span(16384, 61440)
+	case 16384:
+		return span(32768, 122880)
+	}
+	return nil
+}
+
+// ValidFargateSize reports whether cpu/memory is a Fargate task size.
+func ValidFargateSize(cpu, memMiB int) bool {
+	return slices.Contains(fargateMemory(cpu), memMiB)
+}
+
+// SmallestFargateMemory returns the smallest valid memory for cpu that is
+// at least need MiB.
+func SmallestFargateMemory(cpu, need int) (int, error) {
+	sizes := fargateMemory(cpu)
+	if sizes == nil {
+		return 0, fmt.Errorf("%w: %s=%d is not a Fargate CPU value (256, 512, 1024, 2048, 4096, 8192, 16384)", ErrConfig, CtxTaskCPU, cpu)
+	}
+	for _, m := range sizes {
+		if m >= need {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %d MiB does not fit a task with %s=%d (max %d MiB); raise the CPU", ErrConfig, need, CtxTaskCPU, cpu, sizes[len(sizes)-1])
+}
+
+// StarID returns the stable id of star i.
+func StarID(i int) string { return fmt.Sprintf("star-%d", i) }
+
+// APIPort and AdminPort are the star's listening ports (see DESIGN.md).
+const (
+	APIPort   = 4780
+	AdminPort = 9090
+)
+
+// StarListenerPort is the load balancer port that reaches only star i; the
+// shared APIPort listener reaches any star.
+func StarListenerPort(i int) int { return APIPort + 1 + i }
+
+// MaxStars keeps one listener per star plus the shared one within a
+// Network Load Balancer's 50 listeners.
+const MaxStars = 48

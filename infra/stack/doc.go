@@ -1,0 +1,28 @@
+// Package stack is strand's AWS deployment as CDK constructs, one per
+// concern:
+//
+//   - Storage: the Express set (three S3 Express One Zone directory buckets,
+//     one per availability zone id, named <prefix>-<account>--<azid>--x-s3),
+//     the Standard chain bucket and the settled bucket. All are encrypted
+//     (SSE-S3), block public access, deny non-TLS requests by bucket policy
+//     and abort incomplete multipart uploads after a day. Nothing expires
+//     data by lifecycle: trim is the only deleter.
+//   - Metastore: the one DynamoDB table (PK/SK strings, on demand,
+//     point-in-time recovery, deletion protection per config).
+//   - Star: a VPC with S3, S3 Express and DynamoDB gateway endpoints, an ECS
+//     cluster, one Fargate service (desired count 1) per star id, and a
+//     Network Load Balancer: port 4780 reaches any star, port 4781+i only
+//     star-i (a stream's leader). TCP passthrough keeps HTTP/2 (gRPC and
+//     Connect streaming) end to end.
+//   - Settlement: the release queue (FIFO, a message group per chain) that
+//     triggers absorb, the fence-event queue that triggers probe, a
+//     dead-letter queue each, partial-batch responses, and schedules that
+//     sweep absorb, settle, trim and probe. Lambdas are provided.al2023 on
+//     arm64 with a bootstrap from infra/build/<name>.
+//   - Operations: alarms on backlog age (never rate), stalls by cause, DLQ
+//     depth, Lambda errors and stopped stars, an SNS topic, a dashboard.
+//
+// IAM is least privilege: every identity policy names its actions (no
+// wildcard action) and resources; directory-bucket readers get ReadOnly
+// sessions. Config comes from CDK context keys (strand:*) over defaults.
+package stack

@@ -1,0 +1,164 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// StallCauses are the diagnosed causes a star reports with each budget
+// stall (seed/write-path.md): one alarm each.
+var StallCauses = []string{"absorb_lagging", "metastore_slow", "epoch_settling"}
+
+// Star metrics (namespace MetricsNamespace) the alarms read; the star
+// publishes them (PutMetricData or embedded metric format logs).
+const (
+	// MetricBacklogAge: age in seconds of the oldest released, unabsorbed
+	// flight of the star; dimension Star.
+	MetricBacklogAge = "BacklogAgeSeconds"
+	// MetricStalls: count of budget stalls; dimension Cause.
+	MetricStalls = "Stalls"
+)
+
+// Alarm thresholds. Backlog is alerted on age, never on rate.
+const (
+	releaseAgeAlarmSeconds = 300
+	fenceAgeAlarmSeconds   = 3600
+	starBacklogAlarmSecs   = 120
+)
+
+// Operations holds the alarms, their topic and the dashboard.
+type Operations struct {
+	constructs.Construct
+	Topic     awssns.Topic
+	Alarms    []awscloudwatch.Alarm
+	Dashboard awscloudwatch.Dashboard
+}
+
+// NewOperations creates alarms on backlog age (SQS and the stars' own),
+// stalls by cause, DLQ depth, Lambda errors and stars not running, all
+// notifying one SNS topic, and a dashboard of the same signals.
+func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settlement, star *Star) *Operations {
+	o := &Operations{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+	o.Topic = awssns.NewTopic(o.Construct, jsii.String("Alarms"), &awssns.TopicProps{EnforceSSL: jsii.Bool(true)})
+	if cfg.AlarmEmail != "" {
+		o.Topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
+	}
+	action := awscloudwatchactions.NewSnsAction(o.Topic)
+	stackName := *awscdk.Stack_Of(o.Construct).StackName()
+	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, periods int, missing awscloudwatch.TreatMissingData) awscloudwatch.Alarm {
+		a := awscloudwatch.NewAlarm(o.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmName:          jsii.String(stackName + "-" + id),
+			AlarmDescription:   jsii.String(desc),
+			Metric:             m,
+			Threshold:          jsii.Number(threshold),
+			ComparisonOperator: op,
+			EvaluationPeriods:  jsii.Number(periods),
+			DatapointsToAlarm:  jsii.Number(periods),
+			TreatMissingData:   missing,
+		})
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+		o.Alarms = append(o.Alarms, a)
+		return a
+	}
+	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
+	ge := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	notBreaching := awscloudwatch.TreatMissingData_NOT_BREACHING
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	five := awscdk.Duration_Minutes(jsii.Number(5))
+
+	// Backlog age: the oldest release event nobody absorbed, the oldest
+	// fence event nobody probed, and each star's own oldest unabsorbed
+	// flight (the budget that stalls producers).
+	releaseAge := se.ReleaseQueue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")})
+	alarm("ReleaseBacklogAge", fmt.Sprintf("Oldest release event older than %ds: absorb is not keeping up (backlog age, not rate)", releaseAgeAlarmSeconds),
+		releaseAge, releaseAgeAlarmSeconds, gt, 3, notBreaching)
+	fenceAge := se.FenceQueue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Maximum")})
+	alarm("FenceBacklogAge", fmt.Sprintf("Oldest fence event older than %ds: probe is not collecting garbage", fenceAgeAlarmSeconds),
+		fenceAge, fenceAgeAlarmSeconds, gt, 1, notBreaching)
+	var starBacklog, stalls []awscloudwatch.IMetric
+	for i := range cfg.StarCount {
+		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(MetricBacklogAge),
+			DimensionsMap: &map[string]*string{"Star": jsii.String(StarID(i))},
+			Period:        minute, Statistic: jsii.String("Maximum"),
+		})
+		starBacklog = append(starBacklog, m)
+		alarm(fmt.Sprintf("Star%dBacklogAge", i), fmt.Sprintf("%s: oldest unabsorbed flight older than %ds", StarID(i), starBacklogAlarmSecs),
+			m, starBacklogAlarmSecs, gt, 3, notBreaching)
+		cpu := star.Services[i].MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("SampleCount")})
+		alarm(fmt.Sprintf("Star%dNotRunning", i), StarID(i)+": no running task reported CPU for 3 minutes",
+			cpu, 1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, 3, awscloudwatch.TreatMissingData_BREACHING)
+	}
+	// Stalls by cause: any budget stall is abnormal and names its cause.
+	for _, cause := range StallCauses {
+		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(MetricStalls),
+			DimensionsMap: &map[string]*string{"Cause": jsii.String(cause)},
+			Period:        five, Statistic: jsii.String("Sum"),
+		})
+		stalls = append(stalls, m)
+		alarm("Stall-"+cause, "Producers stalled at the backlog budget, cause "+cause, m, 1, ge, 1, notBreaching)
+	}
+	// DLQ depth: a message there is an event the functions gave up on.
+	var dlqs []awscloudwatch.IMetric
+	for _, q := range []struct {
+		id  string
+		dlq awssqs.Queue
+	}{{"ReleaseDLQDepth", se.ReleaseDLQ}, {"FenceDLQDepth", se.FenceDLQ}} {
+		m := q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")})
+		dlqs = append(dlqs, m)
+		alarm(q.id, "Messages in a dead-letter queue: inspect and redrive", m, 0, gt, 1, notBreaching)
+	}
+	// Lambda errors.
+	var errs, durations []awscloudwatch.IMetric
+	for _, name := range FunctionNames {
+		fn := se.Functions[name]
+		m := fn.MetricErrors(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Sum")})
+		errs = append(errs, m)
+		durations = append(durations, fn.MetricDuration(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("p99")}))
+		alarm("LambdaErrors-"+name, "The "+name+" Lambda is failing", m, 1, ge, 2, notBreaching)
+	}
+
+	o.Dashboard = awscloudwatch.NewDashboard(o.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(stackName),
+	})
+	graph := func(title string, left []awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &left, Width: jsii.Number(12), Height: jsii.Number(6),
+		})
+	}
+	var cpu, mem []awscloudwatch.IMetric
+	for _, svc := range star.Services {
+		cpu = append(cpu, svc.MetricCpuUtilization(nil))
+		mem = append(mem, svc.MetricMemoryUtilization(nil))
+	}
+	o.Dashboard.AddWidgets(
+		graph("Backlog age: release queue (s)", []awscloudwatch.IMetric{releaseAge}),
+		graph("Backlog age: stars (s)", starBacklog),
+	)
+	o.Dashboard.AddWidgets(graph("Stalls by cause", stalls), graph("DLQ depth", dlqs))
+	o.Dashboard.AddWidgets(graph("Lambda errors", errs), graph("Lambda duration p99", durations))
+	o.Dashboard.AddWidgets(graph("Star CPU %", cpu), graph("Star memory %", mem))
+	o.Dashboard.AddWidgets(awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+		Title: jsii.String("Alarms"), Alarms: alarmRefs(o.Alarms), Width: jsii.Number(24),
+	}))
+	return o
+}
+
+func alarmRefs(as []awscloudwatch.Alarm) *[]interfacesawscloudwatch.IAlarmRef {
+	out := make([]interfacesawscloudwatch.IAlarmRef, len(as))
+	for i, a := range as {
+		out[i] = a
+	}
+	return &out
+}

@@ -1,0 +1,223 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// FunctionNames are the settlement Lambdas, each built from functions/<name>.
+var FunctionNames = []string{"absorb", "settle", "trim", "probe"}
+
+// fnSpec sizes one Lambda and its sweep schedule (plain numbers: no jsii
+// values may be created at package initialisation).
+type fnSpec struct {
+	memoryMiB    int
+	timeoutSecs  int
+	sweepMinutes int
+}
+
+var fnSpecs = map[string]fnSpec{
+	"absorb": {memoryMiB: 512, timeoutSecs: 60, sweepMinutes: 1},
+	"settle": {memoryMiB: 1024, timeoutSecs: 300, sweepMinutes: 5},
+	"trim":   {memoryMiB: 256, timeoutSecs: 300, sweepMinutes: 15},
+	"probe":  {memoryMiB: 256, timeoutSecs: 300, sweepMinutes: 60},
+}
+
+// maxReceives is how often a message is retried before its DLQ takes it.
+const maxReceives = 5
+
+// Settlement is the event-driven back end: the release queue (FIFO, one
+// message group per chain) feeding absorb, the fence-event queue feeding
+// probe, a dead-letter queue for each, the four Lambdas and their sweeps.
+type Settlement struct {
+	constructs.Construct
+	ReleaseQueue    awssqs.Queue
+	ReleaseDLQ      awssqs.Queue
+	FenceQueue      awssqs.Queue
+	FenceDLQ        awssqs.Queue
+	Functions       map[string]awslambda.Function
+	Roles           map[string]awsiam.Role
+	EventSourceMaps map[string]awslambdaeventsources.SqsEventSource
+}
+
+// AssetDir returns infra/build/<name> under repoRoot, creating it with a
+// README placeholder (and a loud warning) when the bootstrap was not built,
+// so that synthesis never fails on a missing function.
+func AssetDir(repoRoot, name string) (string, error) {
+	dir := filepath.Join(repoRoot, "infra", "build", name)
+	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create asset dir for %s: %w", name, err)
+	}
+	readme := filepath.Join(dir, "README")
+	if _, err := os.Stat(readme); err != nil {
+		msg := fmt.Sprintf("placeholder: functions/%s has not been built into bootstrap (run `make -C infra build`).\n"+
+			"A stack deployed from this asset has a Lambda that cannot start.\n", name)
+		if err := os.WriteFile(readme, []byte(msg), 0o644); err != nil {
+			return "", fmt.Errorf("write placeholder for %s: %w", name, err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "WARNING: %s has no bootstrap; the %s Lambda asset is a PLACEHOLDER and will not run\n", dir, name)
+	return dir, nil
+}
+
+// NewSettlement creates queues, Lambdas, triggers, schedules and the
+// functions' least-privilege roles.
+func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot string, st *Storage, ms *Metastore) (*Settlement, error) {
+	s := &Settlement{
+		Construct:       constructs.NewConstruct(scope, jsii.String(id)),
+		Functions:       map[string]awslambda.Function{},
+		Roles:           map[string]awsiam.Role{},
+		EventSourceMaps: map[string]awslambdaeventsources.SqsEventSource{},
+	}
+	retention := awscdk.Duration_Days(jsii.Number(14))
+	s.ReleaseDLQ = awssqs.NewQueue(s.Construct, jsii.String("ReleaseDLQ"), &awssqs.QueueProps{
+		Fifo:            jsii.Bool(true),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: retention,
+	})
+	s.ReleaseQueue = awssqs.NewQueue(s.Construct, jsii.String("Release"), &awssqs.QueueProps{
+		Fifo: jsii.Bool(true),
+		// Release events are unique per (chain, head); content dedup makes a
+		// re-sent identical event harmless even without a dedup id.
+		ContentBasedDeduplication: jsii.Bool(true),
+		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:                jsii.Bool(true),
+		// AWS recommends six times the consumer's timeout.
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * fnSpecs["absorb"].timeoutSecs)),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.ReleaseDLQ, MaxReceiveCount: jsii.Number(maxReceives)},
+	})
+	s.FenceDLQ = awssqs.NewQueue(s.Construct, jsii.String("FenceDLQ"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: retention,
+	})
+	s.FenceQueue = awssqs.NewQueue(s.Construct, jsii.String("Fence"), &awssqs.QueueProps{
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * fnSpecs["probe"].timeoutSecs)),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.FenceDLQ, MaxReceiveCount: jsii.Number(maxReceives)},
+	})
+
+	var stars []string
+	for i := range cfg.StarCount {
+		stars = append(stars, StarID(i))
+	}
+	env := map[string]*string{
+		"STRAND_TABLE":           ms.Table.TableName(),
+		"STRAND_EXPRESS_BUCKETS": awscdk.Fn_Join(jsii.String(","), &st.ExpressNames),
+		"STRAND_STANDARD_BUCKET": st.Chain.BucketName(),
+		"STRAND_SETTLED_BUCKET":  st.Settled.BucketName(),
+		"STRAND_STARS":           jsii.String(strings.Join(stars, ",")),
+	}
+
+	grants := map[string]*access{}
+	// absorb: reads slots, writes refs and the checkpoint.
+	a := &access{}
+	a.expressSession(st, true)
+	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
+	a.table(ms, tableRead, tableWrite)
+	grants["absorb"] = a
+	// settle: reads slots, writes settled objects, swaps refs.
+	a = &access{}
+	a.expressSession(st, true)
+	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
+	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:PutObject")
+	a.table(ms, tableRead, tableWrite)
+	grants["settle"] = a
+	// trim: deletes settled slots and, on retention or stream deletion,
+	// settled objects and refs.
+	a = &access{}
+	a.expressSession(st, false)
+	a.objects(st.Chain.BucketArn(), ChainPrefix, false, "s3:DeleteObject")
+	a.objects(st.Settled.BucketArn(), SettledPrefix, false, "s3:DeleteObject")
+	a.table(ms, tableRead, tableWrite, tableScan)
+	grants["trim"] = a
+	// probe: reads and deletes garbage copies above a cut; lists settled
+	// objects to find those no ref points to (it does not delete them).
+	a = &access{}
+	a.expressSession(st, false)
+	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
+	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
+	a.table(ms, tableRead, tableScan)
+	grants["probe"] = a
+
+	for _, name := range FunctionNames {
+		spec := fnSpecs[name]
+		dir, err := AssetDir(repoRoot, name)
+		if err != nil {
+			return nil, err
+		}
+		title := strings.ToUpper(name[:1]) + name[1:]
+		logs := awslogs.NewLogGroup(s.Construct, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
+			LogGroupName:  jsii.String("/aws/lambda/" + *awscdk.Stack_Of(s.Construct).StackName() + "-" + name),
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		logs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
+		role := awsiam.NewRole(s.Construct, jsii.String(title+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("strand " + name + " Lambda: least privilege"),
+		})
+		// Logging to its own group only (instead of the managed basic
+		// execution policy, which allows every log group).
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+			Resources: jsii.Strings(*logs.LogGroupArn()),
+		}))
+		grants[name].applyTo(role)
+		fn := awslambda.NewFunction(s.Construct, jsii.String(title), &awslambda.FunctionProps{
+			FunctionName: jsii.String(*awscdk.Stack_Of(s.Construct).StackName() + "-" + name),
+			Description:  jsii.String("strand " + name + " (functions/" + name + ")"),
+			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture: awslambda.Architecture_ARM_64(),
+			Handler:      jsii.String("bootstrap"),
+			Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
+			MemorySize:   jsii.Number(spec.memoryMiB),
+			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.timeoutSecs)),
+			Role:         role,
+			LogGroup:     logs,
+			Environment:  &env,
+			// Sweeps and SQS deliveries are retried by their sources; async
+			// invocations (the schedule) get one retry.
+			RetryAttempts: jsii.Number(1),
+		})
+		s.Functions[name] = fn
+		s.Roles[name] = role
+		rule := awsevents.NewRule(s.Construct, jsii.String(title+"Sweep"), &awsevents.RuleProps{
+			Description: jsii.String("strand " + name + " sweep"),
+			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(spec.sweepMinutes))),
+		})
+		rule.AddTarget(awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
+			Event: awsevents.RuleTargetInput_FromObject(map[string]any{"source": "strand.sweep", "function": name}),
+		}))
+	}
+	// absorb: woken by each release (one message group per chain, so a
+	// chain's releases are absorbed in order and never concurrently).
+	s.EventSourceMaps["absorb"] = awslambdaeventsources.NewSqsEventSource(s.ReleaseQueue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
+	})
+	s.Functions["absorb"].AddEventSource(s.EventSourceMaps["absorb"])
+	s.EventSourceMaps["probe"] = awslambdaeventsources.NewSqsEventSource(s.FenceQueue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
+	})
+	s.Functions["probe"].AddEventSource(s.EventSourceMaps["probe"])
+	return s, nil
+}

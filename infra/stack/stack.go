@@ -1,0 +1,107 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Strand is the whole deployment, one construct per concern.
+type Strand struct {
+	awscdk.Stack
+	Config     Config
+	Storage    *Storage
+	Metastore  *Metastore
+	Settlement *Settlement
+	Star       *Star
+	Operations *Operations
+}
+
+// NewStrand builds the stack. repoRoot is the repository checkout (assets:
+// infra/build/<fn>, the star's Dockerfile).
+func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot string) (*Strand, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	env := &awscdk.Environment{Region: jsii.String(cfg.Region)}
+	if cfg.Account != "" {
+		env.Account = jsii.String(cfg.Account)
+	}
+	s := &Strand{Config: cfg}
+	s.Stack = awscdk.NewStack(scope, jsii.String(id), &awscdk.StackProps{
+		Env:         env,
+		Description: jsii.String("strand: durable ordered streams on S3 Express One Zone, S3 and DynamoDB"),
+	})
+	// Cost allocation tag on everything that takes tags (these two types
+	// do not, per the CloudFormation schema cfn-lint checks against).
+	awscdk.Tags_Of(s.Stack).Add(jsii.String("app"), jsii.String("strand"), &awscdk.TagProps{
+		ExcludeResourceTypes: jsii.Strings("AWS::ElasticLoadBalancingV2::Listener", "AWS::CloudWatch::Dashboard"),
+	})
+	s.Storage = NewStorage(s.Stack, "Storage", cfg)
+	s.Metastore = NewMetastore(s.Stack, "Metastore", cfg)
+	var err error
+	s.Settlement, err = NewSettlement(s.Stack, "Settlement", cfg, repoRoot, s.Storage, s.Metastore)
+	if err != nil {
+		return nil, err
+	}
+	s.Star = NewStar(s.Stack, "Star", cfg, repoRoot, s.Storage, s.Metastore, s.Settlement)
+	s.Operations = NewOperations(s.Stack, "Operations", cfg, s.Settlement, s.Star)
+
+	out := func(id string, v *string, desc string) {
+		awscdk.NewCfnOutput(s.Stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+	}
+	out("ApiEndpoint", s.Star.LoadBalancer.LoadBalancerDnsName(),
+		fmt.Sprintf("API load balancer: port %d reaches any star, port %d+i only star-i", APIPort, APIPort+1))
+	out("TableName", s.Metastore.Table.TableName(), "metastore table")
+	out("ExpressBuckets", awscdk.Fn_Join(jsii.String(","), &s.Storage.ExpressNames), "Express set (directory buckets)")
+	out("StandardBucket", s.Storage.Chain.BucketName(), "Standard chain bucket")
+	out("SettledBucket", s.Storage.Settled.BucketName(), "settled bucket")
+	out("ReleaseQueueUrl", s.Settlement.ReleaseQueue.QueueUrl(), "release queue (FIFO)")
+	out("AlarmTopicArn", s.Operations.Topic.TopicArn(), "alarm notifications")
+	return s, nil
+}
+
+// ErrNoRepoRoot is returned when no ancestor directory holds infra/go.mod.
+var ErrNoRepoRoot = errors.New("infra: repository root not found")
+
+// FindRepoRoot walks up from dir to the directory that holds infra/go.mod.
+func FindRepoRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "infra", "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%w above %s", ErrNoRepoRoot, dir)
+		}
+	}
+}
+
+// SetupEnv sets, unless already set, the environment the jsii runtime
+// reads: its package cache under infra/.cache (not the home folder) and
+// the silenced end-of-life warning for the machine's Node 20. Call it
+// before the first CDK call.
+func SetupEnv(repoRoot string) error {
+	defaults := map[string]string{
+		"JSII_RUNTIME_PACKAGE_CACHE_ROOT":               filepath.Join(repoRoot, "infra", ".cache", "jsii"),
+		"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+		"JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION":    "1",
+	}
+	for k, v := range defaults {
+		if os.Getenv(k) != "" {
+			continue
+		}
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("set %s: %w", k, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	elbv2 "github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// StarDockerfile is the star's Dockerfile relative to the repository root;
+// FallbackDockerfile (in infra/) is used, with a warning, while it does not
+// exist yet.
+const (
+	StarDockerfile     = "functions/star/Dockerfile"
+	FallbackDockerfile = "infra/star.Dockerfile"
+)
+
+// MetricsNamespace is the CloudWatch namespace the star publishes to (see
+// docs/deploy.md, "Metrics contract").
+const MetricsNamespace = "Strand"
+
+// imageExcludes keep the build context (the repository root) small and the
+// asset hash independent of build outputs and caches.
+var imageExcludes = []string{
+	".git", "cdk.out", "bin", "strand-data", ".cache",
+	"infra/node_modules", "infra/.cache", "infra/build", "infra/cdk.out",
+	"**/node_modules", "**/*.test",
+}
+
+// Star is the long-running tier: VPC (with S3, S3 Express and DynamoDB
+// gateway endpoints), ECS cluster, one Fargate service per star and the
+// Network Load Balancer in front of the API.
+type Star struct {
+	constructs.Construct
+	Vpc           awsec2.Vpc
+	Cluster       awsecs.Cluster
+	TaskRole      awsiam.Role
+	ExecutionRole awsiam.Role
+	Services      []awsecs.FargateService
+	LoadBalancer  elbv2.NetworkLoadBalancer
+	Logs          awslogs.LogGroup
+}
+
+// NewStar creates the star tier. The image is built (at deploy time, not
+// at synth) from the repository root with functions/star/Dockerfile.
+func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string, st *Storage, ms *Metastore, se *Settlement) *Star {
+	s := &Star{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+
+	subnets := []*awsec2.SubnetConfiguration{{
+		Name: jsii.String("public"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24),
+	}}
+	taskSubnets := awsec2.SubnetType_PUBLIC
+	if cfg.NatGateways > 0 {
+		subnets = append(subnets, &awsec2.SubnetConfiguration{
+			Name: jsii.String("private"), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(22),
+		})
+		taskSubnets = awsec2.SubnetType_PRIVATE_WITH_EGRESS
+	}
+	s.Vpc = awsec2.NewVpc(s.Construct, jsii.String("Vpc"), &awsec2.VpcProps{
+		MaxAzs:              jsii.Number(3),
+		NatGateways:         jsii.Number(cfg.NatGateways),
+		SubnetConfiguration: &subnets,
+		// The default security group is used by nothing here; restricting
+		// it would add a custom-resource Lambda.
+		RestrictDefaultSecurityGroup: jsii.Bool(false),
+		// Object and table traffic stays on the AWS network and skips the
+		// NAT's per-GB charge.
+		GatewayEndpoints: &map[string]*awsec2.GatewayVpcEndpointOptions{
+			"S3":        {Service: awsec2.GatewayVpcEndpointAwsService_S3()},
+			"S3Express": {Service: awsec2.GatewayVpcEndpointAwsService_S3_EXPRESS()},
+			"DynamoDB":  {Service: awsec2.GatewayVpcEndpointAwsService_DYNAMODB()},
+		},
+	})
+	s.Cluster = awsecs.NewCluster(s.Construct, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: s.Vpc})
+
+	s.Logs = awslogs.NewLogGroup(s.Construct, jsii.String("Logs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	s.Logs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
+
+	s.TaskRole = awsiam.NewRole(s.Construct, jsii.String("TaskRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
+		Description: jsii.String("strand star task: least privilege"),
+	})
+	a := &access{}
+	// Chains: the star writes slots (PutObject If-None-Match), reads them
+	// back (ambiguous PUTs, fences, reads) and proves conditional writes
+	// at start-up; ReadWrite sessions on the Express set.
+	a.expressSession(st, false)
+	a.objects(st.Chain.BucketArn(), "", true, "s3:GetObject", "s3:PutObject")
+	// Reads of settled data.
+	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
+	a.table(ms, tableRead, tableWrite, tableScan)
+	a.allow([]string{"sqs:SendMessage"}, []*string{se.ReleaseQueue.QueueArn(), se.FenceQueue.QueueArn()}, nil)
+	a.allow([]string{"cloudwatch:PutMetricData"}, []*string{jsii.String("*")},
+		map[string]any{"StringEquals": map[string]any{"cloudwatch:namespace": MetricsNamespace}})
+	a.applyTo(s.TaskRole)
+	s.ExecutionRole = awsiam.NewRole(s.Construct, jsii.String("ExecutionRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
+		Description: jsii.String("strand star task execution (image pull, logs)"),
+	})
+
+	dockerfile := StarDockerfile
+	if _, err := os.Stat(filepath.Join(repoRoot, StarDockerfile)); err != nil {
+		dockerfile = FallbackDockerfile
+		fmt.Fprintf(os.Stderr, "WARNING: %s does not exist; the star image uses the FALLBACK %s\n", StarDockerfile, FallbackDockerfile)
+		awscdk.Annotations_Of(s.Construct).AddWarningV2(jsii.String("strand:star-dockerfile"),
+			jsii.String(StarDockerfile+" is missing; the star image is built from "+FallbackDockerfile), nil)
+	}
+	image := awsecrassets.NewDockerImageAsset(s.Construct, jsii.String("Image"), &awsecrassets.DockerImageAssetProps{
+		Directory: jsii.String(repoRoot),
+		File:      jsii.String(dockerfile),
+		Platform:  awsecrassets.Platform_LINUX_ARM64(),
+		Exclude:   jsii.Strings(imageExcludes...),
+	})
+
+	lbSubnets := taskSubnets
+	if cfg.PublicAPI {
+		lbSubnets = awsec2.SubnetType_PUBLIC
+	}
+	lbSG := awsec2.NewSecurityGroup(s.Construct, jsii.String("ApiSG"), &awsec2.SecurityGroupProps{
+		Vpc: s.Vpc, Description: jsii.String("strand API load balancer"), AllowAllOutbound: jsii.Bool(false),
+	})
+	s.LoadBalancer = elbv2.NewNetworkLoadBalancer(s.Construct, jsii.String("Api"), &elbv2.NetworkLoadBalancerProps{
+		Vpc:            s.Vpc,
+		InternetFacing: jsii.Bool(cfg.PublicAPI),
+		// A star runs in one zone; every LB node must reach it.
+		CrossZoneEnabled: jsii.Bool(true),
+		VpcSubnets:       &awsec2.SubnetSelection{SubnetType: lbSubnets},
+		SecurityGroups:   &[]awsec2.ISecurityGroup{lbSG},
+	})
+	clients := awsec2.Peer_Ipv4(s.Vpc.VpcCidrBlock())
+	if cfg.PublicAPI {
+		clients = awsec2.Peer_AnyIpv4()
+	}
+	taskSG := awsec2.NewSecurityGroup(s.Construct, jsii.String("TaskSG"), &awsec2.SecurityGroupProps{
+		Vpc: s.Vpc, Description: jsii.String("strand star tasks"), AllowAllOutbound: jsii.Bool(true),
+	})
+	for _, port := range []int{APIPort, AdminPort} {
+		taskSG.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String(fmt.Sprintf("from the API load balancer, port %d", port)), nil)
+		lbSG.AddEgressRule(taskSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String(fmt.Sprintf("to star tasks, port %d", port)), nil)
+	}
+	health := &elbv2.HealthCheck{
+		Protocol:                elbv2.Protocol_HTTP,
+		Port:                    jsii.String(strconv.Itoa(AdminPort)),
+		Path:                    jsii.String("/healthz"),
+		Interval:                awscdk.Duration_Seconds(jsii.Number(10)),
+		HealthyThresholdCount:   jsii.Number(2),
+		UnhealthyThresholdCount: jsii.Number(3),
+	}
+	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), &elbv2.BaseNetworkListenerProps{
+		Port: jsii.Number(APIPort), Protocol: elbv2.Protocol_TCP,
+	})
+	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
+	var anyTargets []elbv2.INetworkLoadBalancerTarget
+
+	expressBuckets := awscdk.Fn_Join(jsii.String(","), &st.ExpressNames)
+	for i := range cfg.StarCount {
+		star := StarID(i)
+		td := awsecs.NewFargateTaskDefinition(s.Construct, jsii.String(fmt.Sprintf("Task%d", i)), &awsecs.FargateTaskDefinitionProps{
+			Family:         jsii.String(*awscdk.Stack_Of(s.Construct).StackName() + "-" + star),
+			Cpu:            jsii.Number(cfg.TaskCPU),
+			MemoryLimitMiB: jsii.Number(cfg.TaskMemoryMiB),
+			TaskRole:       s.TaskRole,
+			ExecutionRole:  s.ExecutionRole,
+			RuntimePlatform: &awsecs.RuntimePlatform{
+				CpuArchitecture:       awsecs.CpuArchitecture_ARM64(),
+				OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
+			},
+		})
+		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
+			ContainerName: jsii.String("star"),
+			Image:         awsecs.ContainerImage_FromDockerImageAsset(image),
+			// Appended to the image's ENTRYPOINT (the star binary).
+			Command: jsii.Strings(
+				fmt.Sprintf("--s3-memory-buffer-mib=%d", cfg.MemoryBufferMiB),
+				fmt.Sprintf("--s3-express-memory-buffer-mib=%d", cfg.ExpressMemoryBufferMiB),
+			),
+			Environment: &map[string]*string{
+				"STRAND_STAR_ID":           jsii.String(star),
+				"STRAND_TABLE":             ms.Table.TableName(),
+				"STRAND_EXPRESS_BUCKETS":   expressBuckets,
+				"STRAND_STANDARD_BUCKET":   st.Chain.BucketName(),
+				"STRAND_SETTLED_BUCKET":    st.Settled.BucketName(),
+				"STRAND_RELEASE_QUEUE_URL": se.ReleaseQueue.QueueUrl(),
+				"STRAND_FENCE_QUEUE_URL":   se.FenceQueue.QueueUrl(),
+				"STRAND_METRICS_NAMESPACE": jsii.String(MetricsNamespace),
+			},
+			PortMappings: &[]*awsecs.PortMapping{
+				{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
+				{ContainerPort: jsii.Number(AdminPort), Name: jsii.String("admin")},
+			},
+			Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
+				LogGroup: s.Logs, StreamPrefix: jsii.String(star),
+			}),
+			// Time to drain the pool and ack in-flight slots on SIGTERM.
+			StopTimeout: awscdk.Duration_Seconds(jsii.Number(120)),
+			Essential:   jsii.Bool(true),
+		})
+		svc := awsecs.NewFargateService(s.Construct, jsii.String(fmt.Sprintf("Service%d", i)), &awsecs.FargateServiceProps{
+			Cluster:        s.Cluster,
+			ServiceName:    jsii.String(star),
+			TaskDefinition: td,
+			DesiredCount:   jsii.Number(1),
+			// One leader per star id: stop the old task before starting the
+			// new one. Fencing makes an overlap safe, not useful.
+			MinHealthyPercent:      jsii.Number(0),
+			MaxHealthyPercent:      jsii.Number(100),
+			CircuitBreaker:         &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
+			AssignPublicIp:         jsii.Bool(cfg.NatGateways == 0),
+			VpcSubnets:             &awsec2.SubnetSelection{SubnetType: taskSubnets},
+			SecurityGroups:         &[]awsec2.ISecurityGroup{taskSG},
+			HealthCheckGracePeriod: awscdk.Duration_Seconds(jsii.Number(120)),
+			PlatformVersion:        awsecs.FargatePlatformVersion_LATEST,
+		})
+		target := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
+			ContainerName: jsii.String("star"), ContainerPort: jsii.Number(APIPort),
+		})
+		anyTargets = append(anyTargets, target)
+		port := StarListenerPort(i)
+		l := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("Star%d", i)), &elbv2.BaseNetworkListenerProps{
+			Port: jsii.Number(port), Protocol: elbv2.Protocol_TCP,
+		})
+		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(port)), jsii.String("API, "+star), nil)
+		l.AddTargets(jsii.String(fmt.Sprintf("Star%dTargets", i)), &elbv2.AddNetworkTargetsProps{
+			Port:                jsii.Number(APIPort),
+			Protocol:            elbv2.Protocol_TCP,
+			Targets:             &[]elbv2.INetworkLoadBalancerTarget{target},
+			HealthCheck:         health,
+			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+		})
+		s.Services = append(s.Services, svc)
+	}
+	anyStar.AddTargets(jsii.String("AnyStarTargets"), &elbv2.AddNetworkTargetsProps{
+		Port:                jsii.Number(APIPort),
+		Protocol:            elbv2.Protocol_TCP,
+		Targets:             &anyTargets,
+		HealthCheck:         health,
+		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+	})
+	return s
+}

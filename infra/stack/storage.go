@@ -1,0 +1,124 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3express"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Storage is every bucket strand writes: the Express set (three S3 Express
+// One Zone directory buckets, one per zone), the Standard chain bucket and
+// the Standard settled bucket.
+type Storage struct {
+	constructs.Construct
+	// Express are the directory buckets of the Express set, in the order of
+	// Config.ExpressAZs; ExpressNames and ExpressArns match them.
+	Express      []awss3express.CfnDirectoryBucket
+	ExpressNames []*string
+	ExpressArns  []*string
+	// Chain is the Standard chain bucket (K=W=1 by default).
+	Chain awss3.Bucket
+	// Settled holds settled objects (streams/<id>/<first>-<last>).
+	Settled awss3.Bucket
+}
+
+// Key prefixes strand uses in each bucket (DESIGN.md, "Object format").
+const (
+	ChainPrefix   = "chains/"
+	SettledPrefix = "streams/"
+)
+
+// abortUploadsDays bounds how long an aborted multipart upload is billed.
+const abortUploadsDays = 1
+
+// ExpressBucketName is the name of the directory bucket in zone azID:
+// <prefix>-<account>--<azid>--x-s3 (the suffix is required by S3).
+func ExpressBucketName(prefix, azID string) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String(prefix + "-"), awscdk.Aws_ACCOUNT_ID(), jsii.String("--" + azID + "--x-s3"),
+	})
+}
+
+// NewStorage creates the buckets. Every bucket is encrypted (SSE-S3),
+// blocks public access (directory buckets always do), refuses non-TLS
+// requests by bucket policy, and aborts incomplete multipart uploads after
+// a day. No lifecycle rule expires data: trim is the only deleter.
+func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
+	s := &Storage{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+	removal := awscdk.RemovalPolicy_DESTROY
+	if cfg.DeletionProtection {
+		removal = awscdk.RemovalPolicy_RETAIN
+	}
+	for i, az := range cfg.ExpressAZs {
+		name := ExpressBucketName(cfg.BucketPrefix, az)
+		b := awss3express.NewCfnDirectoryBucket(s.Construct, jsii.String(fmt.Sprintf("Express%d", i)), &awss3express.CfnDirectoryBucketProps{
+			BucketName:     name,
+			DataRedundancy: jsii.String("SingleAvailabilityZone"),
+			LocationName:   jsii.String(az),
+			BucketEncryption: &awss3express.CfnDirectoryBucket_BucketEncryptionProperty{
+				ServerSideEncryptionConfiguration: &[]any{
+					&awss3express.CfnDirectoryBucket_ServerSideEncryptionRuleProperty{
+						ServerSideEncryptionByDefault: &awss3express.CfnDirectoryBucket_ServerSideEncryptionByDefaultProperty{
+							SseAlgorithm: jsii.String("AES256"),
+						},
+					},
+				},
+			},
+			LifecycleConfiguration: &awss3express.CfnDirectoryBucket_LifecycleConfigurationProperty{
+				Rules: &[]any{
+					&awss3express.CfnDirectoryBucket_RuleProperty{
+						Id:     jsii.String("abort-incomplete-uploads"),
+						Status: jsii.String("Enabled"),
+						AbortIncompleteMultipartUpload: &awss3express.CfnDirectoryBucket_AbortIncompleteMultipartUploadProperty{
+							DaysAfterInitiation: jsii.Number(abortUploadsDays),
+						},
+					},
+				},
+			},
+		})
+		b.ApplyRemovalPolicy(removal, nil)
+		// Directory buckets authorize data access through CreateSession;
+		// denying every s3express action without TLS covers them all. A
+		// Deny may use a wildcard: it only takes permissions away.
+		awss3express.NewCfnBucketPolicy(s.Construct, jsii.String(fmt.Sprintf("Express%dTLSOnly", i)), &awss3express.CfnBucketPolicyProps{
+			Bucket: b.Ref(),
+			PolicyDocument: map[string]any{
+				"Version": "2012-10-17",
+				"Statement": []any{map[string]any{
+					"Sid":       "DenyInsecureTransport",
+					"Effect":    "Deny",
+					"Principal": map[string]any{"AWS": "*"},
+					"Action":    "s3express:*",
+					"Resource":  b.AttrArn(),
+					"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+				}},
+			},
+		})
+		s.Express = append(s.Express, b)
+		s.ExpressNames = append(s.ExpressNames, b.Ref())
+		s.ExpressArns = append(s.ExpressArns, b.AttrArn())
+	}
+	standard := func(id string) awss3.Bucket {
+		return awss3.NewBucket(s.Construct, jsii.String(id), &awss3.BucketProps{
+			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+			Encryption:        awss3.BucketEncryption_S3_MANAGED,
+			EnforceSSL:        jsii.Bool(true),
+			MinimumTLSVersion: jsii.Number(1.2),
+			ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+			Versioned:         jsii.Bool(false),
+			RemovalPolicy:     removal,
+			LifecycleRules: &[]*awss3.LifecycleRule{{
+				Id:                                  jsii.String("abort-incomplete-uploads"),
+				Enabled:                             jsii.Bool(true),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(abortUploadsDays)),
+			}},
+		})
+	}
+	s.Chain = standard("Chain")
+	s.Settled = standard("Settled")
+	return s
+}
