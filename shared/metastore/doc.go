@@ -7,7 +7,7 @@
 //	PK                      SK              holds
 //	STREAM#<name>           META            Stream: id, class, leader star, created, retention, state
 //	SID#<id>                REF#<first-seq> Ref: seq range, timestamps, bytes, locations
-//	CHAIN#<star>#<class>    HEAD            Head: current epoch, checkpoint/settled/trimmed cursors
+//	CHAIN#<star>#<class>    HEAD            Head: current epoch, checkpoint/settled/trimmed cursors, absorb lease
 //	CHAIN#<star>#<class>    EPOCH#<epoch>   Epoch: state, K, W, buckets, window, nonce, cut
 //	TOKEN#<sha256-hex>      META            Token: prefix and operations (hashed bearer tokens)
 //
@@ -22,8 +22,9 @@
 //     stream returned); GetStream returns ErrNotFound; ListStreams pages in
 //     name order; SetStreamState moves a stream (matched by name and id) to a
 //     new state; DeleteStream removes the META item (idempotent).
-//   - Refs: PutRefs is idempotent (writing the same ref twice leaves one
-//     identical item). QueryRefs returns, in seq order, the refs of a stream
+//   - Refs: PutRefs writes the refs of one absorb pass, only while that
+//     pass holds the chain's absorb lease (see below), and is idempotent
+//     (writing the same ref twice leaves one identical item). QueryRefs returns, in seq order, the refs of a stream
 //     whose range ends at or after fromSeq. LastRef returns the ref with the
 //     highest first seq. SwapRefs atomically replaces old refs (which must
 //     still be exactly as given, or ErrConflict) with one new ref covering
@@ -32,6 +33,29 @@
 //     AdvanceCursor moves one cursor forward by compare-and-set: ErrConflict
 //     when the stored cursor is not `from`, ErrInvalid when `to` is not after
 //     `from`. Cursors never move backward.
+//   - Absorb lease: an absorb pass [from, to) is a lease recorded on the
+//     head as Head.Absorbing = to (zero: no pass in progress).
+//     BeginAbsorb(chain, from, to) takes it by compare-and-set: when the
+//     checkpoint is `from` and Absorbing is zero or already `to`
+//     (idempotent) it sets Absorbing = to and returns the head; when the
+//     checkpoint is `from` but another pass holds the lease it returns
+//     ErrConflict together with the current head, and the caller completes
+//     THAT pass [from, head.Absorbing) instead of its own, so every pass
+//     from one checkpoint covers the same slots and writes identical refs;
+//     when the checkpoint is not `from`, ErrConflict (with the head). `to`
+//     must be after `from` (ErrInvalid); ErrNotFound before the first mint.
+//     PutRefs(chain, pass, refs) writes each ref on the condition that
+//     Absorbing == pass, and is ErrConflict otherwise (the pass is stale or
+//     already completed: the part that was refused wrote nothing).
+//     AdvanceCursor(Checkpoint, from, to) completes the pass: while a lease
+//     is held it succeeds only with to == Absorbing, and it clears
+//     Absorbing in the same atomic step, so a stale copy of a completed
+//     pass can never write a ref again (not over a ref settle has since
+//     swapped to a settled object). Without a lease the checkpoint moves as
+//     any cursor does (absorb uses that to step from one epoch's cut to the
+//     next epoch). Settled and Trimmed ignore the lease, and MintEpoch
+//     leaves it as it is. No lease target is ever reused: targets are after
+//     the checkpoint, which only grows.
 //   - Epochs: MintEpoch atomically writes the epoch record and moves the head
 //     from prev to e.Epoch (creating the head when prev is 0): ErrConflict if
 //     the head's epoch is not prev, which means a successor exists.
@@ -45,8 +69,10 @@
 //
 //   - Arguments are checked before anything is written; a bad one is
 //     ErrInvalid and changes nothing (ValidateStream, ValidateRef,
-//     ValidatePutRefs, ValidateSwap, ValidateMint, ValidateAdvance,
-//     ValidateEpochUpdate, ValidateToken, ValidateLimit). Stream names are 1
+//     ValidatePutRefs, ValidatePass, ValidateSwap, ValidateMint,
+//     ValidateAdvance, ValidateBeginAbsorb, ValidateEpochUpdate,
+//     ValidateToken, ValidateLimit). The compare-and-set decisions on a
+//     head are BeginAbsorbOn, AdvanceOn and PassCurrent. Stream names are 1
 //     to MaxNameLen bytes of UTF-8 without control characters; stream ids are
 //     32 lowercase hex digits; star ids are non-empty without '#'; token
 //     hashes are 64 lowercase hex digits. Lookups of malformed keys are
@@ -62,10 +88,15 @@
 //     StreamDeleting is final (back to StreamActive is ErrConflict); setting
 //     the current state again is nil. DeleteStream of a missing name is nil
 //     and of another id (a recreated name) ErrConflict.
-//   - Refs: each has at least one location. PutRefs writes each ref
-//     unconditionally (a ref at the same key is overwritten); a batch must not
-//     hold two refs with the same key; the batch need not land atomically (a
-//     DynamoDB batch write does not), but an invalid batch writes nothing.
+//   - Refs: each has at least one location. PutRefs overwrites a ref at the
+//     same key (subject only to the lease); a batch must not hold two refs
+//     with the same key; its pass is never the zero Cursor (ErrInvalid); an
+//     empty batch is nil and checks nothing. A batch of any size is taken;
+//     it need not land atomically: DynamoDB splits it into transactions of
+//     one condition check on the head and up to MaxPutRefsPerTx puts, each
+//     landing whole or not at all, while memory and bolt write it in one
+//     step. An invalid batch writes nothing. A ref on a chain never minted
+//     is ErrConflict (there is no lease).
 //     A stream's refs never overlap: callers keep that (absorb writes
 //     disjoint ranges, SwapRefs replaces by their union), and QueryRefs may
 //     rely on it. QueryRefs has no page token: continue from the last ref's

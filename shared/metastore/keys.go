@@ -29,6 +29,9 @@ const (
 	// MaxSwapRefs is the most refs one SwapRefs may replace: one DynamoDB
 	// transaction holds at most 100 items.
 	MaxSwapRefs = 100
+	// MaxPutRefsPerTx is how many refs one DynamoDB transaction of PutRefs
+	// writes: 100 items, one of them the condition check on the head.
+	MaxPutRefsPerTx = 99
 )
 
 // StreamPK is the partition key of stream name's META item.
@@ -254,6 +257,67 @@ func ValidateAdvance(kind CursorKind, from, to Cursor) error {
 	}
 	if !from.Less(to) {
 		return fmt.Errorf("%w: %s cursor move from %s to %s is not forward", ErrInvalid, kind, from, to)
+	}
+	return nil
+}
+
+// ValidatePass checks the pass argument of PutRefs: a lease target, which
+// is never the zero Cursor.
+func ValidatePass(pass Cursor) error {
+	if pass.IsZero() {
+		return fmt.Errorf("%w: put refs outside an absorb pass (zero pass cursor)", ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateBeginAbsorb checks BeginAbsorb's arguments: to strictly after
+// from.
+func ValidateBeginAbsorb(from, to Cursor) error {
+	if !from.Less(to) {
+		return fmt.Errorf("%w: absorb pass from %s to %s is not forward", ErrInvalid, from, to)
+	}
+	return nil
+}
+
+// BeginAbsorbOn is BeginAbsorb's decision on the stored head h: the head to
+// store, or ErrConflict (the checkpoint is not from, or another pass from
+// it holds the lease; the caller reads h.Absorbing to complete that pass).
+// Arguments must be valid (ValidateBeginAbsorb). Implementations that hold
+// the head under a lock use it; DynamoDB states it as a condition.
+func BeginAbsorbOn(h Head, from, to Cursor) (Head, error) {
+	switch {
+	case h.Checkpoint != from:
+		return h, fmt.Errorf("begin absorb from %s: checkpoint is at %s: %w", from, h.Checkpoint, ErrConflict)
+	case !h.Absorbing.IsZero() && h.Absorbing != to:
+		return h, fmt.Errorf("begin absorb %s-%s: pass to %s holds the lease: %w", from, to, h.Absorbing, ErrConflict)
+	}
+	h.Absorbing = to
+	return h, nil
+}
+
+// AdvanceOn is AdvanceCursor's decision on the stored head h: the head to
+// store, or ErrConflict. The cursor of kind must be at from. For the
+// checkpoint, a pass that holds the lease must be the one completing:
+// Absorbing must be zero or to, and the move clears it. Arguments must be
+// valid (ValidateAdvance).
+func AdvanceOn(h Head, kind CursorKind, from, to Cursor) (Head, error) {
+	if cur := h.Cursor(kind); cur != from {
+		return h, fmt.Errorf("advance %s cursor from %s: it is at %s: %w", kind, from, cur, ErrConflict)
+	}
+	if kind == Checkpoint {
+		if !h.Absorbing.IsZero() && h.Absorbing != to {
+			return h, fmt.Errorf("advance checkpoint from %s to %s: pass to %s holds the lease: %w", from, to, h.Absorbing, ErrConflict)
+		}
+		h.Absorbing = Cursor{}
+	}
+	return SetCursor(h, kind, to), nil
+}
+
+// PassCurrent reports whether h lets pass write refs: ErrConflict unless
+// h.Absorbing == pass.
+func PassCurrent(h Head, pass Cursor) error {
+	if h.Absorbing != pass {
+		return fmt.Errorf("put refs of pass to %s: the lease is %s (zero: no pass): %w", pass, h.Absorbing, ErrConflict)
 	}
 	return nil
 }

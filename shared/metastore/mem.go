@@ -144,16 +144,33 @@ func (m *Mem) DeleteStream(ctx context.Context, name, id string) error {
 	return nil
 }
 
-// PutRefs implements Store.
-func (m *Mem) PutRefs(ctx context.Context, refs []Ref) error {
+// PutRefs implements Store. The whole batch lands atomically, under the
+// lease check.
+func (m *Mem) PutRefs(ctx context.Context, chain ChainID, pass Cursor, refs []Ref) error {
 	if err := ctxErr(ctx, "put refs"); err != nil {
+		return err
+	}
+	if err := ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := ValidatePass(pass); err != nil {
 		return err
 	}
 	if err := ValidatePutRefs(refs); err != nil {
 		return err
 	}
+	if len(refs) == 0 {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	if !ok {
+		return fmt.Errorf("put refs of chain %s: no head: %w", chain, ErrConflict)
+	}
+	if err := PassCurrent(h, pass); err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
+	}
 	for _, r := range refs {
 		m.putRef(r)
 	}
@@ -288,11 +305,34 @@ func (m *Mem) AdvanceCursor(ctx context.Context, chain ChainID, kind CursorKind,
 	if !ok {
 		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, ErrNotFound)
 	}
-	if cur := h.Cursor(kind); cur != from {
-		return fmt.Errorf("advance %s cursor of chain %s from %s: it is at %s: %w", kind, chain, from, cur, ErrConflict)
+	h, err := AdvanceOn(h, kind, from, to)
+	if err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
 	}
-	m.heads[chain] = SetCursor(h, kind, to)
+	m.heads[chain] = h
 	return nil
+}
+
+// BeginAbsorb implements Store.
+func (m *Mem) BeginAbsorb(ctx context.Context, chain ChainID, from, to Cursor) (Head, error) {
+	if err := ctxErr(ctx, "begin absorb"); err != nil {
+		return Head{}, err
+	}
+	if err := ValidateBeginAbsorb(from, to); err != nil {
+		return Head{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	if !ok {
+		return Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, ErrNotFound)
+	}
+	h, err := BeginAbsorbOn(h, from, to)
+	if err != nil {
+		return h, fmt.Errorf("chain %s: %w", chain, err)
+	}
+	m.heads[chain] = h
+	return h, nil
 }
 
 // MintEpoch implements Store.

@@ -110,6 +110,10 @@ func (c Cursor) Less(d Cursor) bool {
 
 func (c Cursor) String() string { return fmt.Sprintf("%d/%d", c.Epoch, c.Slot) }
 
+// IsZero reports whether c is the zero Cursor (as Head.Absorbing: no pass
+// in progress). No lease target is ever zero: a target is after a cursor.
+func (c Cursor) IsZero() bool { return c == Cursor{} }
+
 // CursorKind selects one of a head's cursors.
 type CursorKind uint8
 
@@ -137,6 +141,11 @@ type Head struct {
 	Checkpoint Cursor
 	Settled    Cursor
 	Trimmed    Cursor
+	// Absorbing is the target of the absorb pass in progress: the pass
+	// [Checkpoint, Absorbing) holds the lease (BeginAbsorb), and only it may
+	// write refs (PutRefs) or move the checkpoint (AdvanceCursor). The zero
+	// Cursor means no pass is in progress.
+	Absorbing Cursor
 }
 
 // Cursor returns the cursor of kind k.
@@ -186,13 +195,14 @@ type Store interface {
 	SetStreamState(ctx context.Context, name, id string, state StreamState) error
 	DeleteStream(ctx context.Context, name, id string) error
 
-	PutRefs(ctx context.Context, refs []Ref) error
+	PutRefs(ctx context.Context, chain ChainID, pass Cursor, refs []Ref) error
 	QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error)
 	LastRef(ctx context.Context, streamID string) (Ref, error)
 	SwapRefs(ctx context.Context, old []Ref, repl Ref) error
 	DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error
 
 	GetHead(ctx context.Context, chain ChainID) (Head, error)
+	BeginAbsorb(ctx context.Context, chain ChainID, from, to Cursor) (Head, error)
 	AdvanceCursor(ctx context.Context, chain ChainID, kind CursorKind, from, to Cursor) error
 
 	MintEpoch(ctx context.Context, chain ChainID, prev uint64, e Epoch) error

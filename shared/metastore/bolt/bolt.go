@@ -257,15 +257,34 @@ func (s *Store) DeleteStream(ctx context.Context, name, id string) error {
 
 // Refs.
 
-// PutRefs implements metastore.Store.
-func (s *Store) PutRefs(ctx context.Context, refs []metastore.Ref) error {
+// PutRefs implements metastore.Store. The lease check and every write run
+// in one transaction, so the batch lands whole or not at all.
+func (s *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass metastore.Cursor, refs []metastore.Ref) error {
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidatePass(pass); err != nil {
+		return err
+	}
 	if err := metastore.ValidatePutRefs(refs); err != nil {
 		return err
 	}
 	if len(refs) == 0 {
 		return nil
 	}
-	return s.update(ctx, fmt.Sprintf("put %d refs", len(refs)), func(b *bbolt.Bucket) error {
+	op := fmt.Sprintf("put %d refs of pass to %s on chain %s", len(refs), pass, chain)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		var h metastore.Head
+		found, err := get(b, headKey(chain), &h)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return fmt.Errorf("no head: %w", metastore.ErrConflict)
+		}
+		if err := metastore.PassCurrent(h, pass); err != nil {
+			return err
+		}
 		for _, r := range refs {
 			if err := put(b, refKey(r.StreamID, r.FirstSeq), r); err != nil {
 				return err
@@ -430,11 +449,40 @@ func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind
 			return err
 		case !found:
 			return metastore.ErrNotFound
-		case h.Cursor(kind) != from:
-			return fmt.Errorf("it is at %s: %w", h.Cursor(kind), metastore.ErrConflict)
 		}
-		return put(b, headKey(chain), metastore.SetCursor(h, kind, to))
+		h, err = metastore.AdvanceOn(h, kind, from, to)
+		if err != nil {
+			return err
+		}
+		return put(b, headKey(chain), h)
 	})
+}
+
+// BeginAbsorb implements metastore.Store.
+func (s *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from, to metastore.Cursor) (metastore.Head, error) {
+	if err := metastore.ValidateBeginAbsorb(from, to); err != nil {
+		return metastore.Head{}, err
+	}
+	var h metastore.Head
+	op := fmt.Sprintf("begin absorb %s-%s on chain %s", from, to, chain)
+	err := s.update(ctx, op, func(b *bbolt.Bucket) error {
+		found, err := get(b, headKey(chain), &h)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return metastore.ErrNotFound
+		}
+		h, err = metastore.BeginAbsorbOn(h, from, to)
+		if err != nil {
+			return err
+		}
+		return put(b, headKey(chain), h)
+	})
+	if err != nil && !errors.Is(err, metastore.ErrConflict) {
+		return metastore.Head{}, err
+	}
+	return h, err
 }
 
 // MintEpoch implements metastore.Store.

@@ -43,9 +43,17 @@ func TestReopen(t *testing.T) {
 	tok := metastore.Token{Hash: "00000000000000000000000000000000000000000000000000000000000000ff", Prefix: "o", Ops: []string{"read"}}
 	steps := []error{
 		func() error { _, err := s.CreateStream(ctx, st); return err }(),
-		s.PutRefs(ctx, []metastore.Ref{ref}),
 		s.MintEpoch(ctx, chain, 0, ep),
+		func() error {
+			_, err := s.BeginAbsorb(ctx, chain, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 5})
+			return err
+		}(),
+		s.PutRefs(ctx, chain, metastore.Cursor{Epoch: 1, Slot: 5}, []metastore.Ref{ref}),
 		s.AdvanceCursor(ctx, chain, metastore.Checkpoint, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 5}),
+		func() error {
+			_, err := s.BeginAbsorb(ctx, chain, metastore.Cursor{Epoch: 1, Slot: 5}, metastore.Cursor{Epoch: 1, Slot: 9})
+			return err
+		}(),
 		s.PutToken(ctx, tok),
 	}
 	for i, err := range steps {
@@ -73,6 +81,7 @@ func TestReopen(t *testing.T) {
 	}
 	want := metastore.NewHead(1)
 	want.Checkpoint.Slot = 5
+	want.Absorbing = metastore.Cursor{Epoch: 1, Slot: 9}
 	if got, err := s.GetHead(ctx, chain); err != nil || got != want {
 		t.Fatalf("head after reopen: %+v, %v", got, err)
 	}

@@ -46,6 +46,10 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"RaceFirstMint", testRaceFirstMint},
 		{"RaceCreateStream", testRaceCreateStream},
 		{"RaceSwapRefs", testRaceSwapRefs},
+		{"AbsorbLease", testAbsorbLease},
+		{"PutRefsNeedsLease", testPutRefsNeedsLease},
+		{"StalePassRefused", testStalePassRefused},
+		{"RaceBeginAbsorb", testRaceBeginAbsorb},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +97,27 @@ func newRef(id string, first, last uint64) metastore.Ref {
 }
 
 var chainA = metastore.ChainID{Star: "star-1", Class: metastore.Express}
+
+// refChain is the chain under whose absorb lease the ref tests write.
+var refChain = metastore.ChainID{Star: "star-refs", Class: metastore.Standard}
+
+// putRefs writes refs the way an absorb pass does: under the lease of a
+// pass on refChain, minting the chain and taking the lease on first use.
+func putRefs(t *testing.T, s metastore.Store, refs []metastore.Ref) error {
+	t.Helper()
+	ctx := t.Context()
+	h, err := s.GetHead(ctx, refChain)
+	if errors.Is(err, metastore.ErrNotFound) {
+		must(t, s.MintEpoch(ctx, refChain, 0, newEpoch(1)), "mint the ref chain")
+		h, err = s.GetHead(ctx, refChain)
+	}
+	must(t, err, "head of the ref chain")
+	if h.Absorbing.IsZero() {
+		h, err = s.BeginAbsorb(ctx, refChain, h.Checkpoint, metastore.Cursor{Epoch: h.Checkpoint.Epoch, Slot: h.Checkpoint.Slot + 1000})
+		must(t, err, "lease on the ref chain")
+	}
+	return s.PutRefs(ctx, refChain, h.Absorbing, refs)
+}
 
 func newEpoch(n uint64) metastore.Epoch {
 	e := metastore.Epoch{
@@ -392,31 +417,30 @@ func testDeleteStream(t *testing.T, s metastore.Store) {
 func testPutRefsIdempotent(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	r := newRef(sid(1), 0, 9)
-	must(t, s.PutRefs(ctx, []metastore.Ref{r}), "put")
-	must(t, s.PutRefs(ctx, []metastore.Ref{r}), "put again")
+	must(t, putRefs(t, s, []metastore.Ref{r}), "put")
+	must(t, putRefs(t, s, []metastore.Ref{r}), "put again")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r}, "refs after two puts")
 	last, err := s.LastRef(ctx, sid(1))
 	must(t, err, "last ref")
 	wantRefs(t, []metastore.Ref{last}, []metastore.Ref{r}, "last ref")
 
-	must(t, s.PutRefs(ctx, nil), "put no refs")
+	must(t, putRefs(t, s, nil), "put no refs")
 
 	// A put at the same key overwrites (last writer wins).
 	r2 := r
 	r2.LastSeq, r2.Bytes = 4, 123
 	r2.Locations = r.Locations[:1]
-	must(t, s.PutRefs(ctx, []metastore.Ref{r2}), "overwrite")
+	must(t, putRefs(t, s, []metastore.Ref{r2}), "overwrite")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r2}, "refs after overwrite")
 
 	// Refs of another stream are apart.
 	o := newRef(sid(2), 0, 9)
-	must(t, s.PutRefs(ctx, []metastore.Ref{o}), "put other stream")
+	must(t, putRefs(t, s, []metastore.Ref{o}), "put other stream")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{r2}, "refs of stream 1")
 	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "refs of stream 2")
 }
 
 func testPutRefsInvalid(t *testing.T, s metastore.Store) {
-	ctx := t.Context()
 	good := newRef(sid(1), 0, 9)
 	mod := func(f func(*metastore.Ref)) metastore.Ref {
 		r := newRef(sid(1), 10, 19)
@@ -433,7 +457,7 @@ func testPutRefsInvalid(t *testing.T, s metastore.Store) {
 		"duplicate key":   {good, mod(func(r *metastore.Ref) { r.FirstSeq = 0 })},
 	}
 	for what, refs := range cases {
-		wantErr(t, s.PutRefs(ctx, refs), metastore.ErrInvalid, what)
+		wantErr(t, putRefs(t, s, refs), metastore.ErrInvalid, what)
 		// A refused batch writes nothing, not even its valid refs.
 		wantRefs(t, allRefs(t, s, sid(1)), nil, what+": refs after refused put")
 	}
@@ -450,7 +474,7 @@ func testQueryRefsPaged(t *testing.T, s metastore.Store) {
 	for _, b := range [][2]int{{100, 150}, {0, 50}, {50, 100}} {
 		batch := append([]metastore.Ref(nil), want[b[0]:b[1]]...)
 		batch = append(batch, newRef(sid(2), uint64(b[0])*10, uint64(b[0])*10+9))
-		must(t, s.PutRefs(ctx, batch), "put batch")
+		must(t, putRefs(t, s, batch), "put batch")
 	}
 
 	// Page through by fromSeq = last.LastSeq+1.
@@ -492,7 +516,7 @@ func testQueryRefsPaged(t *testing.T, s metastore.Store) {
 func testQueryRefsFromSeq(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	a, b, c := newRef(sid(1), 5, 9), newRef(sid(1), 20, 29), newRef(sid(1), 30, 30)
-	must(t, s.PutRefs(ctx, []metastore.Ref{c, a, b}), "put")
+	must(t, putRefs(t, s, []metastore.Ref{c, a, b}), "put")
 	all := []metastore.Ref{a, b, c}
 	cases := []struct {
 		from uint64
@@ -521,7 +545,7 @@ func testQueryRefsFromSeq(t *testing.T, s metastore.Store) {
 	top := newRef(sid(3), ^uint64(0)-9, ^uint64(0))
 	low := newRef(sid(3), 0, 99)
 	mid := newRef(sid(3), 1<<40, 1<<40+5)
-	must(t, s.PutRefs(ctx, []metastore.Ref{top, low, mid}), "put extreme refs")
+	must(t, putRefs(t, s, []metastore.Ref{top, low, mid}), "put extreme refs")
 	wantRefs(t, allRefs(t, s, sid(3)), []metastore.Ref{low, mid, top}, "extreme refs")
 	last, err := s.LastRef(ctx, sid(3))
 	must(t, err, "last ref")
@@ -537,9 +561,9 @@ func testLastRef(t *testing.T, s metastore.Store) {
 	for i := range uint64(12) {
 		refs = append(refs, newRef(sid(1), i*100, i*100+99))
 	}
-	must(t, s.PutRefs(ctx, refs[6:]), "put high")
-	must(t, s.PutRefs(ctx, refs[:6]), "put low")
-	must(t, s.PutRefs(ctx, []metastore.Ref{newRef(sid(2), 5000, 5001)}), "put other stream")
+	must(t, putRefs(t, s, refs[6:]), "put high")
+	must(t, putRefs(t, s, refs[:6]), "put low")
+	must(t, putRefs(t, s, []metastore.Ref{newRef(sid(2), 5000, 5001)}), "put other stream")
 	last, err := s.LastRef(ctx, sid(1))
 	must(t, err, "last ref")
 	wantRefs(t, []metastore.Ref{last}, refs[11:], "last ref")
@@ -553,9 +577,9 @@ func testLastRef(t *testing.T, s metastore.Store) {
 func testSwapRefs(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	a, b, c, d := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29), newRef(sid(1), 30, 39)
-	must(t, s.PutRefs(ctx, []metastore.Ref{a, b, c, d}), "put")
+	must(t, putRefs(t, s, []metastore.Ref{a, b, c, d}), "put")
 	other := newRef(sid(2), 0, 9)
-	must(t, s.PutRefs(ctx, []metastore.Ref{other}), "put other stream")
+	must(t, putRefs(t, s, []metastore.Ref{other}), "put other stream")
 
 	r := newRef(sid(1), 0, 29)
 	r.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-29", Offset: 0, Length: 3000}}
@@ -610,7 +634,7 @@ func testSwapRefs(t *testing.T, s metastore.Store) {
 func testSwapRefsInvalid(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	a, b, c := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
-	must(t, s.PutRefs(ctx, []metastore.Ref{a, b, c}), "put")
+	must(t, putRefs(t, s, []metastore.Ref{a, b, c}), "put")
 	bad := newRef(sid(1), 0, 9)
 	bad.Locations = nil
 	tooMany := make([]metastore.Ref, metastore.MaxSwapRefs+1)
@@ -643,7 +667,7 @@ func testDeleteRefs(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	a, b, c := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
 	o := newRef(sid(2), 0, 9)
-	must(t, s.PutRefs(ctx, []metastore.Ref{a, b, c, o}), "put")
+	must(t, putRefs(t, s, []metastore.Ref{a, b, c, o}), "put")
 	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after delete")
 	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete again")
@@ -878,7 +902,7 @@ func testNoAliasing(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	r := newRef(sid(1), 0, 9)
 	want := newRef(sid(1), 0, 9)
-	must(t, s.PutRefs(ctx, []metastore.Ref{r}), "put ref")
+	must(t, putRefs(t, s, []metastore.Ref{r}), "put ref")
 	r.Locations[0].Key = "mutated by the caller"
 	got := allRefs(t, s, sid(1))
 	wantRefs(t, got, []metastore.Ref{want}, "ref after the caller mutated its input")
@@ -1013,7 +1037,7 @@ func testRaceSwapRefs(t *testing.T, s metastore.Store) {
 	for i := range uint64(4) {
 		old = append(old, newRef(sid(1), i*10, i*10+9))
 	}
-	must(t, s.PutRefs(ctx, old), "put")
+	must(t, putRefs(t, s, old), "put")
 	mk := func(i int) metastore.Ref {
 		r := newRef(sid(1), 0, 39)
 		r.Bytes = int64(1000 + i)
@@ -1022,4 +1046,191 @@ func testRaceSwapRefs(t *testing.T, s metastore.Store) {
 	errs := race(func(i int) error { return s.SwapRefs(ctx, old, mk(i)) })
 	w := oneWinner(t, errs, metastore.ErrConflict)
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{mk(w)}, "refs after the race")
+}
+
+// Absorb leases.
+
+func at(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
+
+func head(t *testing.T, s metastore.Store, c metastore.ChainID) metastore.Head {
+	t.Helper()
+	h, err := s.GetHead(t.Context(), c)
+	must(t, err, "head of "+c.String())
+	return h
+}
+
+func testAbsorbLease(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	_, err := s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, 4))
+	wantErr(t, err, metastore.ErrNotFound, "begin absorb before mint")
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
+	h0 := head(t, s, chainA)
+	if !h0.Absorbing.IsZero() {
+		t.Fatalf("head after mint: absorbing %s, want zero", h0.Absorbing)
+	}
+
+	for what, tc := range map[string][2]metastore.Cursor{
+		"empty pass":        {at(1, 0), at(1, 0)},
+		"backward pass":     {at(1, 3), at(1, 2)},
+		"pass to epoch 0":   {at(1, 0), at(0, 9)},
+		"pass to zero":      {at(1, 0), {}},
+		"pass from nowhere": {{}, {}},
+	} {
+		_, err := s.BeginAbsorb(ctx, chainA, tc[0], tc[1])
+		wantErr(t, err, metastore.ErrInvalid, what)
+	}
+	h, err := s.BeginAbsorb(ctx, chainA, at(1, 2), at(1, 4))
+	wantErr(t, err, metastore.ErrConflict, "begin absorb from a cursor that is not the checkpoint")
+	wantEqual(t, h, h0, "head returned with the conflict")
+	wantEqual(t, head(t, s, chainA), h0, "head after refused leases")
+
+	// The lease is taken, and taking it again for the same target is
+	// idempotent (a redelivered pass).
+	want := h0
+	want.Absorbing = at(1, 4)
+	for i := range 2 {
+		h, err = s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, 4))
+		must(t, err, fmt.Sprintf("begin absorb %d", i))
+		wantEqual(t, h, want, "head returned by begin absorb")
+	}
+	wantEqual(t, head(t, s, chainA), want, "head with the lease")
+
+	// Another pass from the same checkpoint learns the lease holder.
+	h, err = s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, 9))
+	wantErr(t, err, metastore.ErrConflict, "begin absorb to another target")
+	wantEqual(t, h, want, "head returned to the losing pass")
+
+	// Only the lease holder writes refs.
+	a := newRef(sid(1), 0, 9)
+	must(t, s.PutRefs(ctx, chainA, at(1, 4), []metastore.Ref{a}), "put refs under the lease")
+	must(t, s.PutRefs(ctx, chainA, at(1, 4), []metastore.Ref{a}), "put the same refs again")
+	b := newRef(sid(1), 10, 19)
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 9), []metastore.Ref{b}), metastore.ErrConflict, "put refs of a pass without the lease")
+	wantErr(t, s.PutRefs(ctx, chainA, metastore.Cursor{}, []metastore.Ref{b}), metastore.ErrInvalid, "put refs with a zero pass")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{a}, "refs after the refused puts")
+
+	// The checkpoint moves only to the lease's target while it is held.
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 9)), metastore.ErrConflict, "advance past the lease")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 2)), metastore.ErrConflict, "advance short of the lease")
+	// Settled and trimmed ignore the lease and keep it.
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, at(1, 0), at(1, 1)), "advance settled during a pass")
+	want.Settled = at(1, 1)
+	wantEqual(t, head(t, s, chainA), want, "head after advancing settled")
+	// A mint keeps it too.
+	must(t, s.MintEpoch(ctx, chainA, 1, newEpoch(2)), "mint 2 during a pass")
+	want.Epoch = 2
+	wantEqual(t, head(t, s, chainA), want, "head after mint")
+
+	// Completing the pass clears the lease.
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 4)), "complete the pass")
+	want.Checkpoint, want.Absorbing = at(1, 4), metastore.Cursor{}
+	wantEqual(t, head(t, s, chainA), want, "head after the pass")
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 4), []metastore.Ref{b}), metastore.ErrConflict, "put refs of a completed pass")
+	_, err = s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, 4))
+	wantErr(t, err, metastore.ErrConflict, "begin a completed pass again")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{a}, "refs after the pass")
+
+	// Without a lease the checkpoint moves freely (an epoch boundary), and
+	// an empty batch of refs checks and writes nothing.
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 4), at(2, 0)), "advance to the next epoch")
+	must(t, s.PutRefs(ctx, chainA, at(9, 9), nil), "put no refs")
+	h, err = s.BeginAbsorb(ctx, chainA, at(2, 0), at(2, 3))
+	must(t, err, "begin absorb in epoch 2")
+	want.Checkpoint, want.Absorbing = at(2, 0), at(2, 3)
+	wantEqual(t, h, want, "head of the pass in epoch 2")
+}
+
+func testPutRefsNeedsLease(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	r := newRef(sid(1), 0, 9)
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 4), []metastore.Ref{r}), metastore.ErrConflict, "put refs on a chain never minted")
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 4), []metastore.Ref{r}), metastore.ErrConflict, "put refs with no pass in progress")
+	wantErr(t, s.PutRefs(ctx, metastore.ChainID{Star: "a#b", Class: metastore.Express}, at(1, 4), []metastore.Ref{r}),
+		metastore.ErrInvalid, "put refs on an invalid chain")
+	// Another chain's lease is no lease for this one.
+	other := metastore.ChainID{Star: "star-1", Class: metastore.Standard}
+	must(t, s.MintEpoch(ctx, other, 0, newEpoch(1)), "mint other")
+	_, err := s.BeginAbsorb(ctx, other, at(1, 0), at(1, 4))
+	must(t, err, "lease on the other chain")
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 4), []metastore.Ref{r}), metastore.ErrConflict, "put refs under another chain's lease")
+	wantRefs(t, allRefs(t, s, sid(1)), nil, "refs after refused puts")
+	// A batch larger than one DynamoDB transaction lands whole.
+	var many []metastore.Ref
+	for i := range uint64(250) {
+		many = append(many, newRef(sid(2), i*10, i*10+9))
+	}
+	must(t, s.PutRefs(ctx, other, at(1, 4), many), "put 250 refs")
+	wantRefs(t, allRefs(t, s, sid(2)), many, "250 refs")
+}
+
+// testStalePassRefused is the race the lease closes: a pass that stalls
+// after its refs were written, completed by another copy, settled and then
+// rewritten by the stale copy would point the settled range back at slots
+// trim is free to delete.
+func testStalePassRefused(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
+	transit := newRef(sid(1), 0, 9)
+	transit.Locations = transit.Locations[:1]
+	_, err := s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, 5))
+	must(t, err, "begin pass")
+	must(t, s.PutRefs(ctx, chainA, at(1, 5), []metastore.Ref{transit}), "pass writes its refs")
+	// The pass stalls here. A redelivered copy completes the same pass.
+	h, err := s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, 7))
+	wantErr(t, err, metastore.ErrConflict, "the copy's own target")
+	if h.Absorbing != at(1, 5) {
+		t.Fatalf("the copy learned lease %s, want 1/5", h.Absorbing)
+	}
+	must(t, s.PutRefs(ctx, chainA, h.Absorbing, []metastore.Ref{transit}), "the copy writes identical refs")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), h.Absorbing), "the copy completes the pass")
+	// Settle swaps the ref to a settled object.
+	settled := transit
+	settled.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-9", Offset: 64, Length: 1000}}
+	must(t, s.SwapRefs(ctx, []metastore.Ref{transit}, settled), "settle")
+	// The stale pass wakes up: its writes and its CAS are refused.
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 5), []metastore.Ref{transit}), metastore.ErrConflict, "stale pass rewrites its refs")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 5)), metastore.ErrConflict, "stale pass advances")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{settled}, "refs after the stale pass")
+	// Even once the next pass holds a lease.
+	_, err = s.BeginAbsorb(ctx, chainA, at(1, 5), at(1, 8))
+	must(t, err, "next pass")
+	wantErr(t, s.PutRefs(ctx, chainA, at(1, 5), []metastore.Ref{transit}), metastore.ErrConflict, "stale pass during the next pass")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{settled}, "refs after the stale pass")
+}
+
+func testRaceBeginAbsorb(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
+	heads := make([]metastore.Head, Racers)
+	errs := race(func(i int) error {
+		var err error
+		heads[i], err = s.BeginAbsorb(ctx, chainA, at(1, 0), at(1, uint64(i+1)))
+		return err
+	})
+	w := oneWinner(t, errs, metastore.ErrConflict)
+	target := at(1, uint64(w+1))
+	for i, h := range heads {
+		if h.Absorbing != target || h.Checkpoint != at(1, 0) {
+			t.Fatalf("racer %d (winner %d) saw head %+v, want the lease to %s", i, w, h, target)
+		}
+	}
+	if h := head(t, s, chainA); h.Absorbing != target {
+		t.Fatalf("stored lease %s, want %s", h.Absorbing, target)
+	}
+	// Every loser completes the winner's pass: the same begin succeeds.
+	errs = race(func(i int) error {
+		_, err := s.BeginAbsorb(ctx, chainA, at(1, 0), heads[i].Absorbing)
+		return err
+	})
+	for i, err := range errs {
+		must(t, err, fmt.Sprintf("racer %d joining the pass", i))
+	}
+	errs = race(func(i int) error {
+		return s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), heads[i].Absorbing)
+	})
+	oneWinner(t, errs, metastore.ErrConflict)
+	if h := head(t, s, chainA); h.Checkpoint != target || !h.Absorbing.IsZero() {
+		t.Fatalf("head after the pass %+v, want checkpoint %s and no lease", h, target)
+	}
 }
