@@ -1,0 +1,172 @@
+package star
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metrics"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// ClassConfig configures one class's loglet.
+type ClassConfig struct {
+	// BucketNames is the bucket set (K = its length). Buckets are the opened
+	// buckets, in the same order; the caller builds them from the names.
+	BucketNames []string
+	Buckets     []objstore.Bucket
+	// W is the number of copies that commit a slot.
+	W int
+	// MemoryBufferMiB bounds the pool (admitted, uncut batches).
+	MemoryBufferMiB int
+	// ParallelUploads is the pipeline window: slots assigned and unreleased.
+	ParallelUploads int
+	// FlushDeadline: the pool's oldest byte waits at most this long before a cut.
+	FlushDeadline time.Duration
+	// FlightKiB is the target (and maximum, but for one oversized batch)
+	// flight size.
+	FlightKiB int
+	// CommitDeadline: a flight that cannot reach W copies in this long halts
+	// the epoch.
+	CommitDeadline time.Duration
+}
+
+// Enabled reports whether the class has a bucket set.
+func (c ClassConfig) Enabled() bool { return len(c.Buckets) > 0 }
+
+// Config configures a star.
+type Config struct {
+	StarID         string
+	Standard       ClassConfig
+	Express        ClassConfig
+	BacklogFlights int // released-but-unabsorbed flights, per loglet
+
+	Clock   clock.Clock  // nil: the real clock
+	Rand    io.Reader    // nonces; nil: crypto/rand
+	Logger  *slog.Logger // nil: discard
+	Metrics *metrics.Registry
+}
+
+// Defaults returns the documented defaults (buckets left empty).
+func Defaults() Config {
+	return Config{
+		StarID: "star-0",
+		Standard: ClassConfig{
+			W: 1, MemoryBufferMiB: 256, ParallelUploads: 16,
+			FlushDeadline: 50 * time.Millisecond, FlightKiB: 8192, CommitDeadline: 10 * time.Second,
+		},
+		Express: ClassConfig{
+			W: 2, MemoryBufferMiB: 32, ParallelUploads: 32,
+			FlushDeadline: 4 * time.Millisecond, FlightKiB: 1024, CommitDeadline: 2 * time.Second,
+		},
+		BacklogFlights: 1024,
+	}
+}
+
+// BindFlags registers the star's flags on fs with c's values as defaults.
+// Every flag can also be set by environment: --s3-parallel-uploads is
+// STRAND_S3_PARALLEL_UPLOADS (see ApplyEnv).
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.StarID, "star-id", c.StarID, "this star's stable id (star-0, star-1, ...)")
+	fs.IntVar(&c.Standard.MemoryBufferMiB, "s3-memory-buffer-mib", c.Standard.MemoryBufferMiB, "Standard pool budget in MiB: admission blocks at it")
+	fs.IntVar(&c.Express.MemoryBufferMiB, "s3-express-memory-buffer-mib", c.Express.MemoryBufferMiB, "Express pool budget in MiB: admission blocks at it")
+	fs.IntVar(&c.Standard.ParallelUploads, "s3-parallel-uploads", c.Standard.ParallelUploads, "Standard pipeline window: slots assigned but not yet released")
+	fs.IntVar(&c.Express.ParallelUploads, "s3-express-parallel-uploads", c.Express.ParallelUploads, "Express pipeline window: slots assigned but not yet released")
+	fs.IntVar(&c.BacklogFlights, "s3-chain-backlog-flights", c.BacklogFlights, "released-but-unabsorbed flights per loglet before publishes block")
+	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
+	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
+	fs.IntVar(&c.Standard.FlightKiB, "s3-flight-kib", c.Standard.FlightKiB, "Standard target flight size in KiB")
+	fs.IntVar(&c.Express.FlightKiB, "s3-express-flight-kib", c.Express.FlightKiB, "Express target flight size in KiB")
+	fs.DurationVar(&c.Standard.CommitDeadline, "s3-commit-deadline", c.Standard.CommitDeadline, "Standard: a flight not at W copies by then halts the epoch")
+	fs.DurationVar(&c.Express.CommitDeadline, "s3-express-commit-deadline", c.Express.CommitDeadline, "Express: a flight not at W copies by then halts the epoch")
+	fs.IntVar(&c.Standard.W, "s3-write-quorum", c.Standard.W, "Standard: copies that commit a slot (W)")
+	fs.IntVar(&c.Express.W, "s3-express-write-quorum", c.Express.W, "Express: copies that commit a slot (W)")
+	fs.Func("s3-buckets", "Standard chain bucket set, comma-separated (K = count; default K=1)", listFlag(&c.Standard.BucketNames))
+	fs.Func("s3-express-buckets", "Express chain bucket set, comma-separated directory buckets (K = count; default K=3)", listFlag(&c.Express.BucketNames))
+}
+
+func listFlag(dst *[]string) func(string) error {
+	return func(s string) error {
+		*dst = nil
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				*dst = append(*dst, p)
+			}
+		}
+		return nil
+	}
+}
+
+// ApplyEnv sets every flag of fs that was not given on the command line
+// from its environment variable: STRAND_ + the flag name upper-cased with
+// dashes as underscores. Call it after fs.Parse.
+func ApplyEnv(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		env := "STRAND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// Validate checks the configuration and says what to fix.
+func (c Config) Validate() error {
+	if c.StarID == "" || strings.ContainsAny(c.StarID, "/# \t") {
+		return fmt.Errorf("star: star id %q must be non-empty without '/', '#' or spaces", c.StarID)
+	}
+	if !c.Standard.Enabled() && !c.Express.Enabled() {
+		return fmt.Errorf("star: no bucket set: give --s3-buckets and/or --s3-express-buckets")
+	}
+	if c.BacklogFlights < 1 {
+		return fmt.Errorf("star: --s3-chain-backlog-flights must be at least 1, got %d", c.BacklogFlights)
+	}
+	for _, cc := range []struct {
+		name string
+		c    ClassConfig
+	}{{"standard", c.Standard}, {"express", c.Express}} {
+		if !cc.c.Enabled() {
+			continue
+		}
+		k := len(cc.c.Buckets)
+		if len(cc.c.BucketNames) != 0 && len(cc.c.BucketNames) != k {
+			return fmt.Errorf("star: %s: %d bucket names but %d buckets", cc.name, len(cc.c.BucketNames), k)
+		}
+		if cc.c.W < 1 || cc.c.W > k {
+			return fmt.Errorf("star: %s: write quorum W=%d must be between 1 and K=%d", cc.name, cc.c.W, k)
+		}
+		if cc.c.MemoryBufferMiB < 1 || cc.c.ParallelUploads < 1 || cc.c.FlightKiB < 1 {
+			return fmt.Errorf("star: %s: memory buffer (%d MiB), parallel uploads (%d) and flight size (%d KiB) must be positive",
+				cc.name, cc.c.MemoryBufferMiB, cc.c.ParallelUploads, cc.c.FlightKiB)
+		}
+		if cc.c.FlushDeadline <= 0 || cc.c.CommitDeadline <= 0 {
+			return fmt.Errorf("star: %s: flush and commit deadlines must be positive", cc.name)
+		}
+	}
+	return nil
+}
+
+func (c Config) class(cl metastore.Class) ClassConfig {
+	if cl == metastore.Express {
+		return c.Express
+	}
+	return c.Standard
+}
+
+// itoa is strconv.Itoa, kept short for metric labels.
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,64 @@
+// Package star is the write core of one star (the ECS task): it sequences
+// appends, pools them, cuts flights, commits each flight to its chain slot
+// in every bucket of the class's set with a conditional PUT, and releases
+// acknowledgements in slot order. It implements the normative write path
+// (../shared/seed/write-path.md in the design notes; docs/design in the repo).
+//
+// # From append to ack
+//
+//  1. Submit validates the batch (1..1000 records, at most 1 MiB encoded),
+//     encodes it, and admits it to its class's loglet: admission waits while
+//     the pool is at its budget (--s3-memory-buffer-mib, Express
+//     --s3-express-memory-buffer-mib), honouring the caller's context. Under
+//     the loglet lock the sequencer checks match_seq_num (a miss rejects
+//     only that batch with *SeqMismatchError carrying the tail), assigns the
+//     next contiguous seqs, clamps timestamps to be non-decreasing per stream
+//     (0 means "now"), and appends the batch to the pool FIFO.
+//  2. One flusher per loglet cuts the pool into a flight when the pool holds
+//     a target flight of bytes, when its oldest byte is as old as the flush
+//     deadline, or when admission is blocked, and claims the flight's slot
+//     inline: cut order is slot order. Claiming waits while the pipeline
+//     window (--s3-parallel-uploads) is full or the backlog budget
+//     (--s3-chain-backlog-flights, counting released-unabsorbed plus
+//     in-flight flights) is reached; a backlog stall is counted and logged
+//     with its diagnosed cause (absorb_lagging, metastore_slow,
+//     epoch_settling).
+//  3. The flight is rendered once as a transit bundle (one segment per
+//     stream, in order of first arrival) and written with PutIfAbsent to
+//     chains/<star>/<epoch>/<slot> in every bucket in parallel. A copy that
+//     fails transiently is retried until the commit deadline. ErrExists or
+//     ErrAmbiguous is resolved by reading the envelope back: our epoch, slot
+//     and nonce mean the copy is ours (a ghost PUT). At W confirms the slot
+//     is durable; stragglers finish in the background.
+//  4. Acks release strictly in slot order (the pure core in order.go), each
+//     carrying the batch's first and last seq and the stream's tail. A
+//     released ack is never disowned. Released flights stay in the flight
+//     index until the absorb's checkpoint passes them (Absorbed).
+//  5. After each release a notifier tells the Waker the released head
+//     (coalesced), off the ack path.
+//
+// Nothing between admission and ack calls the metastore.
+//
+// # Halts, recovery and takeover
+//
+// A foreign occupant in one of our slots (a fencer's poison, junk) or a
+// flight that cannot reach W copies by its commit deadline halts the epoch:
+// no ack at or past the first unreleased slot releases in it. With a Fencer
+// configured, the star then recovers in-process: it fences its own epoch
+// from its first unreleased slot (the cut is the first slot not committed),
+// records the cut, mints epoch+1 by CAS, acks late the flights below the
+// cut, and republishes the rest into the new epoch's first slots with the
+// same seqs. Losing the mint means a successor exists: the loglet sheds
+// leadership, and pending batches fail with ErrNotLeader.
+//
+// Start proves every bucket enforces put-if-absent, then, per loglet, mints
+// epoch 1 for a new chain or takes over an existing one: fence the last
+// epoch from its checkpoint, record the cut, absorb up to it (Absorber), and
+// mint the next epoch. Stream tails are then recovered from refs by the
+// caller (Open with StreamInfo).
+//
+// # Time and randomness
+//
+// The star reads time only through Config.Clock and draws nonces only from
+// Config.Rand, so a seeded simulation replays exactly.
+package star

@@ -1,0 +1,268 @@
+package star
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Fencer is the chain backend the star needs to fence an epoch: classify
+// slots from `from` upward, poison the first one that is not committed, and
+// return it (the cut). shared/chain.Set implements it.
+type Fencer interface {
+	Fence(ctx context.Context, epoch, from uint64, nonce format.Nonce) (cut uint64, err error)
+}
+
+// Absorber brings a chain's checkpoint up to `to` (absorbing every committed
+// slot below it into refs). The star calls it during takeover, before it
+// mints its epoch, so that every stream's tail can be recovered from refs.
+type Absorber interface {
+	AbsorbTo(ctx context.Context, chain metastore.ChainID, to metastore.Cursor) error
+}
+
+// lead takes the leadership of the loglet: mint the first epoch, or take
+// over from the previous one (fence it, absorb up to its cut, mint the next).
+func (l *loglet) lead(ctx context.Context) error {
+	meta := l.s.meta
+	for attempt := 0; attempt < 3; attempt++ {
+		head, err := meta.GetHead(ctx, l.chain)
+		prev := uint64(0)
+		switch {
+		case errors.Is(err, metastore.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("star: %s: read chain head: %w", l.chain, err)
+		default:
+			if err := l.takeover(ctx, head); err != nil {
+				return err
+			}
+			prev = head.Epoch
+		}
+		nonce, err := l.s.newNonce()
+		if err != nil {
+			return err
+		}
+		e := l.epochRecord(prev+1, nonce)
+		err = meta.MintEpoch(ctx, l.chain, prev, e)
+		if errors.Is(err, metastore.ErrConflict) {
+			// Another star minted first: it leads unless we take over again.
+			l.s.log.Warn("epoch mint lost a race; taking over again", "chain", l.chain.String(), "epoch", e.Epoch)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("star: %s: mint epoch %d: %w", l.chain, e.Epoch, err)
+		}
+		l.mu.Lock()
+		l.epoch, l.nonce = e.Epoch, nonce
+		l.ord = newOrder(0, l.cfg.ParallelUploads)
+		l.mu.Unlock()
+		l.s.log.Info("leading chain", "chain", l.chain.String(), "epoch", e.Epoch, "K", len(l.cfg.Buckets), "W", l.cfg.W)
+		return nil
+	}
+	return fmt.Errorf("star: %s: %w: lost the epoch mint three times to another star", l.chain, ErrNotLeader)
+}
+
+func (l *loglet) epochRecord(epoch uint64, nonce format.Nonce) metastore.Epoch {
+	names := l.cfg.BucketNames
+	if len(names) == 0 {
+		for _, b := range l.cfg.Buckets {
+			names = append(names, b.Name())
+		}
+	}
+	return metastore.Epoch{Epoch: epoch, State: metastore.EpochActive, K: len(l.cfg.Buckets), W: l.cfg.W,
+		Buckets: slices.Clone(names), Window: l.cfg.ParallelUploads, Nonce: nonce}
+}
+
+// takeover fences the head's epoch, records its cut, and absorbs up to it.
+func (l *loglet) takeover(ctx context.Context, head metastore.Head) error {
+	cut, err := l.fenceAndRecord(ctx, head.Epoch, head.Checkpoint)
+	if err != nil {
+		return err
+	}
+	if l.s.absorber != nil {
+		if err := l.s.absorber.AbsorbTo(ctx, l.chain, metastore.Cursor{Epoch: head.Epoch, Slot: cut}); err != nil {
+			return fmt.Errorf("star: %s: absorb epoch %d up to its cut %d before serving: %w", l.chain, head.Epoch, cut, err)
+		}
+	}
+	return nil
+}
+
+// fenceAndRecord fences epoch from the checkpoint (or slot 0) and records
+// the cut on the epoch record. Two fencers compute the same cut.
+func (l *loglet) fenceAndRecord(ctx context.Context, epoch uint64, checkpoint metastore.Cursor) (uint64, error) {
+	rec, err := l.s.meta.GetEpoch(ctx, l.chain, epoch)
+	if err != nil {
+		return 0, fmt.Errorf("star: %s: read epoch %d: %w", l.chain, epoch, err)
+	}
+	if rec.State == metastore.EpochFenced {
+		return rec.Cut, nil
+	}
+	if l.s.fencer == nil {
+		return 0, fmt.Errorf("star: %s: epoch %d needs a fence but the star has no fencer", l.chain, epoch)
+	}
+	from := uint64(0)
+	if checkpoint.Epoch == epoch {
+		from = checkpoint.Slot
+	}
+	nonce, err := l.s.newNonce()
+	if err != nil {
+		return 0, err
+	}
+	cut, err := l.s.fencer(l).Fence(ctx, epoch, from, nonce)
+	if err != nil {
+		return 0, fmt.Errorf("star: %s: fence epoch %d: %w", l.chain, epoch, err)
+	}
+	rec.State, rec.Cut = metastore.EpochFenced, cut
+	if err := l.s.meta.UpdateEpoch(ctx, l.chain, metastore.EpochActive, rec); err != nil {
+		if !errors.Is(err, metastore.ErrConflict) && !errors.Is(err, metastore.ErrInvalid) {
+			return 0, fmt.Errorf("star: %s: record cut %d of epoch %d: %w", l.chain, cut, epoch, err)
+		}
+		again, gerr := l.s.meta.GetEpoch(ctx, l.chain, epoch)
+		if gerr != nil {
+			return 0, fmt.Errorf("star: %s: re-read epoch %d: %w", l.chain, epoch, gerr)
+		}
+		if again.State != metastore.EpochFenced || again.Cut != cut {
+			panic(fmt.Sprintf("star: %s: two fencers of epoch %d disagree on the cut: %d and %d", l.chain, epoch, cut, again.Cut))
+		}
+	}
+	l.s.log.Info("fenced epoch", "chain", l.chain.String(), "epoch", epoch, "cut", cut)
+	return cut, nil
+}
+
+// recoverFrom is the star's answer to its own halt: fence the epoch, mint
+// the next, ack late what the fence found committed, republish the rest.
+// Producers see latency, not errors. Losing the mint means a successor
+// exists: the loglet sheds leadership.
+func (l *loglet) recoverFrom(ctx context.Context, epoch uint64) {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		err := l.tryRecover(ctx, epoch)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, ErrNotLeader) {
+			l.shed(err)
+			return
+		}
+		l.s.log.Error("epoch recovery failed; retrying", "chain", l.chain.String(), "epoch", epoch, "attempt", attempt, "err", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.s.clk.After(backoff):
+		}
+		backoff = min(backoff*2, 5000*time.Millisecond)
+	}
+}
+
+func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
+	l.mu.Lock()
+	if l.epoch != epoch || l.halted == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	base := l.ord.base
+	l.mu.Unlock()
+	cut, err := l.fenceAndRecord(ctx, epoch, metastore.Cursor{Epoch: epoch, Slot: base})
+	if err != nil {
+		return err
+	}
+	nonce, err := l.s.newNonce()
+	if err != nil {
+		return err
+	}
+	rec := l.epochRecord(epoch+1, nonce)
+	if err := l.s.meta.MintEpoch(ctx, l.chain, epoch, rec); err != nil {
+		if errors.Is(err, metastore.ErrConflict) {
+			l.lateAcks(epoch, cut)
+			return fmt.Errorf("star: %s: epoch %d has a successor: %w", l.chain, epoch, ErrNotLeader)
+		}
+		return fmt.Errorf("star: %s: mint epoch %d: %w", l.chain, epoch+1, err)
+	}
+	l.mu.Lock()
+	now := l.s.clk.Now()
+	l.releaseBelow(cut, now)
+	var rest []*flight
+	for s := cut; s < l.ord.next; s++ {
+		if f := l.inflight[s]; f != nil {
+			rest = append(rest, f)
+		}
+	}
+	l.epoch, l.nonce = epoch+1, nonce
+	l.ord = newOrder(0, l.cfg.ParallelUploads)
+	l.inflight = map[uint64]*flight{}
+	var again []*flight
+	for _, old := range rest {
+		nf := &flight{epoch: l.epoch, slot: l.ord.claim(), batches: old.batches, bytes: old.bytes, cutAt: now, builder: format.NewBuilder()}
+		l.inflight[nf.slot] = nf
+		again = append(again, nf)
+	}
+	l.halted = nil
+	l.broadcast()
+	l.mu.Unlock()
+	l.s.log.Info("epoch recovered", "chain", l.chain.String(), "halted_epoch", epoch, "cut", cut, "acked_late", cut-base, "republished", len(again), "epoch", epoch+1)
+	for _, nf := range again {
+		nf.obj = render(nf.builder, nf.epoch, nf.slot, nonce, nf.batches)
+		go l.commit(ctx, nf)
+	}
+	l.notify()
+	return nil
+}
+
+// releaseBelow acks, in order, the in-flight flights of the current epoch
+// below cut: the fence found them committed. Called with l.mu held.
+func (l *loglet) releaseBelow(cut uint64, now time.Time) {
+	for s := l.ord.base; s < cut && s < l.ord.next; s++ {
+		f := l.inflight[s]
+		delete(l.inflight, s)
+		if f != nil {
+			f.durable = true
+			l.release(f, now)
+		}
+	}
+}
+
+// lateAcks acks what the fence found committed when a successor exists.
+func (l *loglet) lateAcks(epoch, cut uint64) {
+	l.mu.Lock()
+	if l.epoch == epoch {
+		l.releaseBelow(cut, l.s.clk.Now())
+		l.broadcast()
+	}
+	l.mu.Unlock()
+	l.notify()
+}
+
+// shed gives up the loglet: a successor leads. Pending batches that did not
+// commit fail with ErrNotLeader; nothing acked is affected.
+func (l *loglet) shed(why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deposed != nil {
+		return
+	}
+	l.deposed = why
+	l.s.log.Error("leadership lost: a successor leads this chain", "chain", l.chain.String(), "err", why.Error())
+	for _, b := range l.pool {
+		b.finish(Ack{}, why)
+	}
+	l.pool, l.poolBytes = nil, 0
+	for s, f := range l.inflight {
+		for _, b := range f.batches {
+			b.finish(Ack{}, why)
+		}
+		delete(l.inflight, s)
+	}
+	l.broadcast()
+}
+
+// notify wakes the release notifier.
+func (l *loglet) notify() {
+	select {
+	case l.relSignal <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,513 @@
+package star
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"sync"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metrics"
+)
+
+// batch is one admitted append.
+type batch struct {
+	st      *stream
+	recs    int
+	size    int    // encoded bytes
+	enc     []byte // encoded records
+	first   uint64
+	firstTs int64
+	lastTs  int64
+	at      time.Time // admission time
+
+	ack  Ack
+	err  error
+	done chan struct{}
+}
+
+func newBatch(st *stream, recs []format.Record, size int, nowMs int64) *batch {
+	b := &batch{st: st, recs: len(recs), size: size, enc: make([]byte, 0, size), done: make(chan struct{})}
+	for _, r := range recs {
+		if r.TimestampMs == 0 {
+			r.TimestampMs = nowMs
+		}
+		b.enc = format.AppendRecord(b.enc, r)
+	}
+	return b
+}
+
+// clampTimestamps makes the batch's timestamps non-decreasing from floor
+// (the stream's last timestamp), rewriting the encoded records in place, and
+// returns the last timestamp.
+func (b *batch) clampTimestamps(floor int64) int64 {
+	for off := 0; off < len(b.enc); {
+		n := int(binary.BigEndian.Uint32(b.enc[off:]))
+		ts := format.RecordTimestamp(b.enc[off:])
+		if ts < floor {
+			binary.BigEndian.PutUint64(b.enc[off+4:], uint64(floor))
+			ts = floor
+		}
+		if off == 0 {
+			b.firstTs = ts
+		}
+		floor = ts
+		off += 4 + n
+	}
+	b.lastTs = floor
+	return floor
+}
+
+func (b *batch) finish(a Ack, err error) {
+	b.ack, b.err = a, err
+	close(b.done)
+}
+
+// flight is what the flusher cut: one slot, one transit bundle.
+type flight struct {
+	epoch   uint64
+	slot    uint64
+	batches []*batch
+	bytes   int
+	builder *format.Builder
+	obj     []byte
+	cutAt   time.Time
+	durable bool
+	relAt   time.Time
+	// The builder (and obj) go back to the free list only when every copy's
+	// upload has finished and the flight left the flight index.
+	uploaded, absorbed bool
+}
+
+// loglet is one class's chain on this star: pool, flusher, commit, release.
+type loglet struct {
+	s     *Star
+	class metastore.Class
+	cfg   ClassConfig
+	chain metastore.ChainID
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every state change
+	epoch   uint64
+	nonce   format.Nonce
+	// pool: admitted, uncut batches, FIFO
+	pool      []*batch
+	poolBytes int
+	budget    int
+	// pipeline
+	ord      *order
+	inflight map[uint64]*flight
+	// flight index: released, unabsorbed flights in slot order
+	released  []*flight
+	relBytes  int
+	halted    error
+	closed    bool
+	stall     string // current stall cause, "" when not stalled
+	builders  []*format.Builder
+	relSignal chan struct{} // wakes the notifier
+	deposed   error         // set when a successor exists: nothing more is served
+	runCtx    context.Context
+
+	m logletMetrics
+}
+
+type logletMetrics struct {
+	appends, records, bytes, flights *metrics.Counter
+	ackLatency, putLatency           *metrics.Histogram
+	stalls                           map[string]*metrics.Counter
+	halts                            *metrics.Counter
+	bucketPut                        []*metrics.Histogram
+}
+
+// Stall causes, as exported in strand_backlog_stalls_total{cause=...}.
+const (
+	StallAbsorbLagging = "absorb_lagging"
+	StallMetastoreSlow = "metastore_slow"
+	StallEpochSettling = "epoch_settling"
+)
+
+func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
+	l := &loglet{
+		s: s, class: cl, cfg: cfg,
+		chain:     metastore.ChainID{Star: s.cfg.StarID, Class: cl},
+		changed:   make(chan struct{}),
+		budget:    cfg.MemoryBufferMiB << 20,
+		inflight:  map[uint64]*flight{},
+		relSignal: make(chan struct{}, 1),
+	}
+	r, c := s.reg, cl.String()
+	l.m = logletMetrics{
+		appends:    r.Counter("strand_appends_total", "Batches acknowledged.", "class", c),
+		records:    r.Counter("strand_records_total", "Records acknowledged.", "class", c),
+		bytes:      r.Counter("strand_bytes_total", "Encoded record bytes acknowledged.", "class", c),
+		flights:    r.Counter("strand_flights_total", "Flights released.", "class", c),
+		ackLatency: r.Histogram("strand_ack_seconds", "Admission to ack latency.", metrics.LatencyBuckets, "class", c),
+		putLatency: r.Histogram("strand_commit_seconds", "Cut to W confirms.", metrics.LatencyBuckets, "class", c),
+		halts:      r.Counter("strand_epoch_halts_total", "Epoch halts.", "class", c),
+		stalls:     map[string]*metrics.Counter{},
+	}
+	for _, cause := range []string{StallAbsorbLagging, StallMetastoreSlow, StallEpochSettling} {
+		l.m.stalls[cause] = r.Counter("strand_backlog_stalls_total", "Publishes blocked at the backlog budget, by diagnosed cause.", "class", c, "cause", cause)
+	}
+	for i, b := range cfg.Buckets {
+		l.m.bucketPut = append(l.m.bucketPut, r.Histogram("strand_put_seconds", "Slot PUT latency per bucket.", metrics.LatencyBuckets, "class", c, "bucket", itoa(i)+":"+b.Name()))
+	}
+	r.GaugeFunc("strand_pool_bytes", "Admitted, uncut bytes.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(l.poolBytes) }, "class", c)
+	r.GaugeFunc("strand_window_slots", "Slots assigned and unreleased.", func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.ord == nil {
+			return 0
+		}
+		return float64(l.ord.pending())
+	}, "class", c)
+	r.GaugeFunc("strand_backlog_flights", "Released, unabsorbed flights.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(len(l.released)) }, "class", c)
+	r.GaugeFunc("strand_backlog_age_seconds", "Age of the oldest released, unabsorbed flight.", func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.released) == 0 {
+			return 0
+		}
+		return s.clk.Now().Sub(l.released[0].relAt).Seconds()
+	}, "class", c)
+	return l
+}
+
+func (l *loglet) broadcast() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// wait releases l.mu until the state changes, the timer fires, or ctx ends.
+// Called with l.mu held; returns with it held.
+func (l *loglet) wait(ctx context.Context, timer <-chan time.Time) error {
+	ch := l.changed
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-timer:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// admit sequences b and queues it, blocking while the pool is at its budget.
+func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if l.closed {
+			return ErrClosed
+		}
+		if l.deposed != nil {
+			return l.deposed
+		}
+		if l.poolBytes == 0 || l.poolBytes+b.size <= l.budget {
+			break
+		}
+		if err := l.wait(ctx, nil); err != nil {
+			return fmt.Errorf("star: admission waiting for pool budget: %w", err)
+		}
+	}
+	st := b.st
+	if match != nil && *match != st.next {
+		return &SeqMismatchError{Expected: *match, Tail: st.next}
+	}
+	b.first = st.next
+	st.next += uint64(b.recs)
+	st.lastTs = b.clampTimestamps(st.lastTs)
+	b.at = l.s.clk.Now()
+	l.pool = append(l.pool, b)
+	l.poolBytes += b.size
+	if len(l.pool) == 1 || l.poolBytes >= l.cfg.FlightKiB<<10 {
+		l.broadcast()
+	}
+	return nil
+}
+
+// backlogFull reports whether claiming another slot would exceed the
+// backlog budget: released-unabsorbed plus in-flight flights.
+func (l *loglet) backlogFull() bool {
+	return len(l.released)+l.ord.pending() >= l.s.cfg.BacklogFlights
+}
+
+// flusher is the loglet's one cutting loop: it cuts the pool into flights and
+// claims each flight's slot inline, so cut order is slot order.
+func (l *loglet) flusher(ctx context.Context) {
+	target := l.cfg.FlightKiB << 10
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		// 1. Wait for something worth cutting.
+		for {
+			if l.closed || l.deposed != nil || ctx.Err() != nil {
+				return
+			}
+			if l.halted != nil {
+				if l.wait(ctx, nil) != nil {
+					return
+				}
+				continue
+			}
+			if len(l.pool) > 0 {
+				age := l.s.clk.Now().Sub(l.pool[0].at)
+				if l.poolBytes >= target || age >= l.cfg.FlushDeadline || l.poolBytes+l.pool[0].size > l.budget {
+					break
+				}
+				if l.wait(ctx, l.s.clk.After(l.cfg.FlushDeadline-age)) != nil {
+					return
+				}
+				continue
+			}
+			if l.wait(ctx, nil) != nil {
+				return
+			}
+		}
+		// 2. Wait for a slot: the pipeline window and the backlog budget.
+		stalled := false
+		for l.halted == nil && !l.closed && (l.ord.full() || l.backlogFull()) {
+			if l.backlogFull() && !l.ord.full() && !stalled {
+				stalled = true
+				l.stall = l.diagnose()
+				l.m.stalls[l.stall].Inc()
+				l.s.log.Warn("backlog budget reached: publishes blocked", "chain", l.chain.String(), "cause", l.stall,
+					"backlog_flights", len(l.released), "in_flight", l.ord.pending(), "budget", l.s.cfg.BacklogFlights)
+			}
+			if l.wait(ctx, nil) != nil {
+				return
+			}
+		}
+		if stalled {
+			l.s.log.Info("backlog stall cleared", "chain", l.chain.String(), "cause", l.stall)
+			l.stall = ""
+		}
+		if l.halted != nil || l.closed || len(l.pool) == 0 {
+			continue
+		}
+		// 3. Cut and claim, inline.
+		f := &flight{cutAt: l.s.clk.Now(), epoch: l.epoch}
+		n := 0
+		for n < len(l.pool) && (n == 0 || f.bytes+l.pool[n].size <= target) {
+			f.bytes += l.pool[n].size
+			n++
+		}
+		f.batches = append(f.batches, l.pool[:n]...)
+		clear(l.pool[:n])
+		l.pool = l.pool[n:]
+		l.poolBytes -= f.bytes
+		f.slot = l.ord.claim()
+		l.inflight[f.slot] = f
+		nonce := l.nonce
+		f.builder = l.takeBuilder()
+		l.broadcast() // pool space freed
+		// 4. Render once, outside the lock; commit in the background.
+		l.mu.Unlock()
+		f.obj = render(f.builder, f.epoch, f.slot, nonce, f.batches)
+		go l.commit(ctx, f)
+		l.mu.Lock()
+	}
+}
+
+// diagnose names why the backlog is full. Called with l.mu held.
+func (l *loglet) diagnose() string {
+	if l.s.absorbHealth != nil {
+		if h := l.s.absorbHealth(l.chain); h.MetastoreSlow {
+			return StallMetastoreSlow
+		}
+	}
+	if l.halted != nil {
+		return StallEpochSettling
+	}
+	return StallAbsorbLagging
+}
+
+// uploaded records that every copy's upload of f has finished.
+func (l *loglet) uploaded(f *flight) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f.uploaded = true
+	l.recycle(f)
+}
+
+// recycle returns f's builder to the free list once nothing reads its bytes.
+// Called with l.mu held.
+func (l *loglet) recycle(f *flight) {
+	if f.uploaded && f.absorbed && f.builder != nil {
+		l.builders = append(l.builders, f.builder)
+		f.builder, f.obj = nil, nil
+	}
+}
+
+func (l *loglet) takeBuilder() *format.Builder {
+	if n := len(l.builders); n > 0 {
+		b := l.builders[n-1]
+		l.builders = l.builders[:n-1]
+		return b
+	}
+	return format.NewBuilder()
+}
+
+// render groups a flight's batches into one segment per stream, in order of
+// each stream's first arrival, each stream's batches in arrival (= seq) order.
+func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches []*batch) []byte {
+	b.Reset(epoch, slot, nonce)
+	done := make(map[*stream]bool, 8)
+	for i, first := range batches {
+		if done[first.st] {
+			continue
+		}
+		done[first.st] = true
+		b.BeginSegment(first.st.id, first.first)
+		for _, bt := range batches[i:] {
+			if bt.st == first.st {
+				b.AddRecords(bt.enc, bt.recs, bt.firstTs, bt.lastTs)
+			}
+		}
+		b.EndSegment()
+	}
+	return b.Finish()
+}
+
+// markDurable records that f reached W copies and releases, in slot order,
+// every flight that can now release.
+func (l *loglet) markDurable(f *flight) {
+	l.mu.Lock()
+	if l.halted != nil || l.closed || f.durable || f.epoch != l.epoch || l.inflight[f.slot] != f {
+		// A halted epoch releases nothing more here; recovery acks what the
+		// fence finds committed.
+		f.durable = true
+		l.mu.Unlock()
+		return
+	}
+	f.durable = true
+	from, to := l.ord.markDurable(f.slot)
+	var rel []*flight
+	for s := from; s < to; s++ {
+		rf := l.inflight[s]
+		delete(l.inflight, s)
+		rel = append(rel, rf)
+	}
+	now := l.s.clk.Now()
+	for _, rf := range rel {
+		l.release(rf, now)
+	}
+	if len(rel) > 0 {
+		l.broadcast()
+	}
+	l.mu.Unlock()
+	if len(rel) > 0 {
+		l.notify()
+	}
+}
+
+// release acks a flight's batches and moves it into the flight index.
+// Called with l.mu held, in slot order.
+func (l *loglet) release(f *flight, now time.Time) {
+	f.relAt = now
+	for _, b := range f.batches {
+		st := b.st
+		st.ackedNext = b.first + uint64(b.recs)
+		st.ackedTs = b.lastTs
+	}
+	for _, b := range f.batches {
+		b.finish(Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1, Tail: b.st.ackedNext, LastTsMs: b.st.ackedTs,
+			FirstTsMs: b.firstTs, EndTsMs: b.lastTs}, nil)
+		l.m.appends.Inc()
+		l.m.records.Add(uint64(b.recs))
+		l.m.bytes.Add(uint64(b.size))
+		l.m.ackLatency.Observe(now.Sub(b.at).Seconds())
+	}
+	l.m.flights.Inc()
+	l.released = append(l.released, f)
+	l.relBytes += len(f.obj)
+}
+
+// absorbed drops flights below the checkpoint from the flight index.
+func (l *loglet) absorbed(cur metastore.Cursor) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for n < len(l.released) {
+		f := l.released[n]
+		if !(metastore.Cursor{Epoch: f.epoch, Slot: f.slot}).Less(cur) {
+			break
+		}
+		l.relBytes -= len(f.obj)
+		f.absorbed = true
+		l.recycle(f)
+		n++
+	}
+	if n > 0 {
+		clear(l.released[:n])
+		l.released = l.released[n:]
+		l.broadcast()
+	}
+}
+
+// notifier publishes coalesced release events to the waker.
+func (l *loglet) notifier(ctx context.Context) {
+	var last metastore.Cursor
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.relSignal:
+		}
+		l.mu.Lock()
+		head := metastore.Cursor{Epoch: l.epoch, Slot: l.ord.base}
+		l.mu.Unlock()
+		if head != last && l.s.waker != nil {
+			l.s.waker.Released(ctx, l.chain, head)
+			last = head
+		}
+	}
+}
+
+// halt stops the epoch: nothing at or past the first unreleased slot will
+// release in it.
+func (l *loglet) halt(epoch uint64, why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.halted != nil || epoch != l.epoch {
+		return
+	}
+	l.halted = why
+	l.m.halts.Inc()
+	l.s.log.Error("epoch halted: acks stop until recovery", "chain", l.chain.String(), "epoch", epoch, "reason", why.Error())
+	l.broadcast()
+	if l.s.onHalt != nil {
+		go l.s.onHalt(l.chain, epoch, why)
+	}
+	if l.s.fencer != nil && l.runCtx != nil {
+		go l.recoverFrom(l.runCtx, epoch)
+	}
+}
+
+func (l *loglet) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	for _, b := range l.pool {
+		b.finish(Ack{}, ErrClosed)
+	}
+	l.pool, l.poolBytes = nil, 0
+	for _, f := range l.inflight {
+		for _, b := range f.batches {
+			select {
+			case <-b.done:
+			default:
+				b.finish(Ack{}, ErrClosed)
+			}
+		}
+	}
+	l.broadcast()
+}

@@ -1,0 +1,365 @@
+package star
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metrics"
+)
+
+// Errors returned to producers.
+var (
+	ErrUnknownStream = errors.New("star: stream not open on this star")
+	ErrNotLeader     = errors.New("star: not leader")
+	ErrClosed        = errors.New("star: closed")
+	ErrNotStarted    = errors.New("star: not started")
+)
+
+// SeqMismatchError rejects one batch whose match_seq_num missed; it carries
+// the stream's current tail (the next seq to be assigned).
+type SeqMismatchError struct {
+	Expected uint64
+	Tail     uint64
+}
+
+func (e *SeqMismatchError) Error() string {
+	return fmt.Sprintf("star: match_seq_num %d does not match the tail %d", e.Expected, e.Tail)
+}
+
+// Ack is what a producer gets back once its batch is durable: the batch's
+// first and last seq, and the stream's acknowledged tail (next seq) and last
+// timestamp after this release.
+type Ack struct {
+	FirstSeq  uint64
+	LastSeq   uint64
+	Tail      uint64
+	LastTsMs  int64
+	EndTsMs   int64 // timestamp of the batch's last record
+	FirstTsMs int64
+}
+
+// Waker is told after every release that the chain's released head moved,
+// so the absorb can run (SQS in AWS, an in-process call in strand dev). It
+// is called from a background goroutine with coalesced heads, never on the
+// ack path; it must not block for long.
+type Waker interface {
+	Released(ctx context.Context, chain metastore.ChainID, head metastore.Cursor)
+}
+
+// StreamInfo opens a stream on the star: its id, class, and its tail as
+// recovered from the metastore (next seq and last timestamp).
+type StreamInfo struct {
+	ID       format.StreamID
+	Class    metastore.Class
+	Next     uint64
+	LastTsMs int64
+}
+
+type stream struct {
+	id    format.StreamID
+	class metastore.Class
+	l     *loglet
+	// guarded by l.mu
+	next      uint64 // next seq to assign
+	lastTs    int64  // last assigned timestamp
+	ackedNext uint64 // acknowledged tail
+	ackedTs   int64
+}
+
+// Star is one star's write core: sequencer, pools, flushers, commit and
+// ordered release, per class loglet. See doc.go.
+type Star struct {
+	cfg   Config
+	clk   clock.Clock
+	rand  io.Reader
+	log   *slog.Logger
+	meta  metastore.Store
+	waker Waker
+	reg   *metrics.Registry
+
+	// absorbHealth, if set, reports the absorb's view of the metastore for
+	// stall diagnosis; onHalt, if set, is told of every epoch halt.
+	absorbHealth func(metastore.ChainID) AbsorbHealth
+	onHalt       func(chain metastore.ChainID, epoch uint64, why error)
+	// fencer builds the chain backend of a loglet; absorber catches a chain
+	// up during takeover. Both optional (see Options).
+	fencer   func(*loglet) Fencer
+	absorber Absorber
+
+	mu      sync.RWMutex
+	streams map[format.StreamID]*stream
+	loglets map[metastore.Class]*loglet
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Options are the star's optional collaborators.
+type Options struct {
+	// Waker is told of every release (nil: nobody).
+	Waker Waker
+	// NewFencer builds the fencer of a loglet's bucket set; needed for
+	// takeover and halt recovery.
+	NewFencer func(star string, set ClassConfig) Fencer
+	// Absorber catches a chain up to a predecessor's cut during takeover.
+	Absorber Absorber
+}
+
+// New builds a star. meta is used at start-up (epochs, takeover) and
+// during recovery, never between admission and ack.
+func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
+	waker := opt.Waker
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Star{
+		cfg:     cfg,
+		clk:     clock.OrReal(cfg.Clock),
+		rand:    cfg.Rand,
+		log:     cfg.Logger,
+		meta:    meta,
+		waker:   waker,
+		reg:     cfg.Metrics,
+		streams: map[format.StreamID]*stream{},
+		loglets: map[metastore.Class]*loglet{},
+	}
+	if opt.NewFencer != nil {
+		s.fencer = func(l *loglet) Fencer { return opt.NewFencer(cfg.StarID, l.cfg) }
+	}
+	s.absorber = opt.Absorber
+	if s.rand == nil {
+		s.rand = crand.Reader
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.reg == nil {
+		s.reg = metrics.NewRegistry()
+	}
+	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
+		if cc := cfg.class(cl); cc.Enabled() {
+			s.loglets[cl] = newLoglet(s, cl, cc)
+		}
+	}
+	return s, nil
+}
+
+// Metrics is the star's metrics registry.
+func (s *Star) Metrics() *metrics.Registry { return s.reg }
+
+// ID is the star's id.
+func (s *Star) ID() string { return s.cfg.StarID }
+
+func (s *Star) newNonce() (format.Nonce, error) {
+	var n format.Nonce
+	if _, err := io.ReadFull(s.rand, n[:]); err != nil {
+		return n, fmt.Errorf("star: draw writer nonce: %w", err)
+	}
+	return n, nil
+}
+
+// Open makes a stream appendable on this star with its recovered tail. It
+// is idempotent: opening an open stream keeps its live state.
+func (s *Star) Open(info StreamInfo) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.streams[info.ID]; ok {
+		return nil
+	}
+	l := s.loglets[info.Class]
+	if l == nil {
+		return fmt.Errorf("star: stream %s is %s, but this star has no %s bucket set", info.ID, info.Class, info.Class)
+	}
+	s.streams[info.ID] = &stream{id: info.ID, class: info.Class, l: l, next: info.Next, lastTs: info.LastTsMs, ackedNext: info.Next, ackedTs: info.LastTsMs}
+	return nil
+}
+
+// Close forgets a stream (after deletion). Batches already admitted still
+// commit.
+func (s *Star) Forget(id format.StreamID) {
+	s.mu.Lock()
+	delete(s.streams, id)
+	s.mu.Unlock()
+}
+
+func (s *Star) stream(id format.StreamID) (*stream, error) {
+	s.mu.RLock()
+	st := s.streams[id]
+	started := s.started
+	s.mu.RUnlock()
+	if !started {
+		return nil, ErrNotStarted
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+	}
+	return st, nil
+}
+
+// AppendOptions qualify one append.
+type AppendOptions struct {
+	// MatchSeq, if set, must equal the stream's tail (next seq) at
+	// sequencing, or the batch is rejected with *SeqMismatchError.
+	MatchSeq *uint64
+}
+
+// Pending is an admitted batch waiting for its ack.
+type Pending struct{ b *batch }
+
+// Wait blocks until the batch is acknowledged (or the context ends: the
+// batch may still commit).
+func (p *Pending) Wait(ctx context.Context) (Ack, error) {
+	select {
+	case <-p.b.done:
+		return p.b.ack, p.b.err
+	case <-ctx.Done():
+		return Ack{}, ctx.Err()
+	}
+}
+
+// Done is closed when the batch is acknowledged or failed.
+func (p *Pending) Done() <-chan struct{} { return p.b.done }
+
+// Result is the ack or error, valid after Done is closed.
+func (p *Pending) Result() (Ack, error) { return p.b.ack, p.b.err }
+
+// Submit admits a batch: validates it, waits for pool budget (honouring
+// ctx), sequences it, and queues it for the flusher. It returns once the
+// batch is admitted; the ack comes through Pending. Acks of one stream's
+// batches release in admission order.
+func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Record, opt AppendOptions) (*Pending, error) {
+	st, err := s.stream(id)
+	if err != nil {
+		return nil, err
+	}
+	size, err := format.ValidateBatch(recs)
+	if err != nil {
+		return nil, err
+	}
+	b := newBatch(st, recs, size, s.clk.Now().UnixMilli())
+	if err := st.l.admit(ctx, b, opt.MatchSeq); err != nil {
+		return nil, err
+	}
+	return &Pending{b: b}, nil
+}
+
+// Append admits a batch and waits for its ack.
+func (s *Star) Append(ctx context.Context, id format.StreamID, recs []format.Record, opt AppendOptions) (Ack, error) {
+	p, err := s.Submit(ctx, id, recs, opt)
+	if err != nil {
+		return Ack{}, err
+	}
+	return p.Wait(ctx)
+}
+
+// Tail returns a stream's acknowledged tail: the next seq, and the last
+// acknowledged record's timestamp.
+func (s *Star) Tail(id format.StreamID) (next uint64, lastTsMs int64, err error) {
+	s.mu.RLock()
+	st := s.streams[id]
+	s.mu.RUnlock()
+	if st == nil {
+		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+	}
+	st.l.mu.Lock()
+	defer st.l.mu.Unlock()
+	return st.ackedNext, st.ackedTs, nil
+}
+
+// Start proves every bucket enforces put-if-absent, takes the leadership of
+// each loglet (minting an epoch, taking over from a predecessor when there
+// is one), and starts the flushers. It returns once the star can serve.
+func (s *Star) Start(ctx context.Context) error {
+	for cl, l := range s.loglets {
+		for i, b := range l.cfg.Buckets {
+			if err := ProveConditionalWrites(ctx, b, s.cfg.StarID, s.rand); err != nil {
+				return fmt.Errorf("star: %s bucket %d (%s): %w", cl, i, b.Name(), err)
+			}
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for _, l := range s.loglets {
+		if err := l.lead(ctx); err != nil {
+			cancel()
+			return err
+		}
+	}
+	for _, l := range s.loglets {
+		l.mu.Lock()
+		l.runCtx = runCtx
+		l.mu.Unlock()
+		s.wg.Add(2)
+		go func() { defer s.wg.Done(); l.flusher(runCtx) }()
+		go func() { defer s.wg.Done(); l.notifier(runCtx) }()
+	}
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
+	s.log.Info("star started", "star", s.cfg.StarID)
+	return nil
+}
+
+// Close stops the flushers. Admitted batches that are not yet acked fail
+// with ErrClosed; nothing acked is affected.
+func (s *Star) Close() {
+	s.mu.Lock()
+	s.started = false
+	s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	for _, l := range s.loglets {
+		l.close()
+	}
+	s.wg.Wait()
+}
+
+// AbsorbHealth is the absorb's report used to diagnose backlog stalls.
+type AbsorbHealth struct {
+	// MetastoreSlow: the absorb's recent metastore calls were throttled,
+	// failed or slow.
+	MetastoreSlow bool
+}
+
+// SetAbsorbHealth installs the function the star asks when its backlog is
+// full, to name the stall's cause. Call before Start.
+func (s *Star) SetAbsorbHealth(f func(metastore.ChainID) AbsorbHealth) { s.absorbHealth = f }
+
+// Loglet state for observers (absorb, reads, metrics).
+
+// Chains lists the star's loglets.
+func (s *Star) Chains() []metastore.ChainID {
+	var out []metastore.ChainID
+	for cl := range s.loglets {
+		out = append(out, metastore.ChainID{Star: s.cfg.StarID, Class: cl})
+	}
+	return out
+}
+
+// Absorbed tells the star that the chain's checkpoint reached cur: flights
+// below it leave the flight index and free their backlog tokens.
+func (s *Star) Absorbed(chain metastore.ChainID, cur metastore.Cursor) {
+	if l := s.loglets[chain.Class]; l != nil && chain.Star == s.cfg.StarID {
+		l.absorbed(cur)
+	}
+}
+
+// Released returns the chain's released head: the epoch and the first slot
+// not yet released.
+func (s *Star) Released(chain metastore.ChainID) metastore.Cursor {
+	if l := s.loglets[chain.Class]; l != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return metastore.Cursor{Epoch: l.epoch, Slot: l.ord.base}
+	}
+	return metastore.Cursor{}
+}
