@@ -26,7 +26,9 @@ type family struct {
 	items           map[string]writer // by rendered label set
 }
 
-type writer interface{ write(w io.Writer, name, labels string) }
+type writer interface {
+	write(w io.Writer, name, labels string)
+}
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{series: map[string]*family{}} }

@@ -98,7 +98,9 @@ func (h *harness) open(class metastore.Class, n int) []format.StreamID {
 	return ids
 }
 
-func body(stream, producer, n int) []byte { return fmt.Appendf(nil, "s%d-p%d-n%d", stream, producer, n) }
+func body(stream, producer, n int) []byte {
+	return fmt.Appendf(nil, "s%d-p%d-n%d", stream, producer, n)
+}
 
 func recs(n int, mk func(i int) []byte) []format.Record {
 	out := make([]format.Record, n)
