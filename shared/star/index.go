@@ -1,0 +1,78 @@
+package star
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/strandlog/strand/shared/format"
+)
+
+// SeqRecord is a record with its seq number.
+type SeqRecord struct {
+	Seq uint64
+	format.Record
+}
+
+// ReadIndex serves a stream's tail window from the flight index: acked
+// records with seq >= from, in seq order, up to maxRecords records and
+// maxBytes encoded bytes (at least one record when any is available). low
+// is the lowest seq of this stream the index holds (or the acked tail if it
+// holds none): records below low have been absorbed and must be read from
+// refs, which are guaranteed to cover them. Records alias star memory that
+// is never modified; callers must not modify them.
+func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes int) (recs []SeqRecord, low uint64, err error) {
+	s.mu.RLock()
+	st := s.streams[id]
+	s.mu.RUnlock()
+	if st == nil {
+		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+	}
+	l := st.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	low = st.ackedNext
+	size := 0
+	for _, f := range l.released {
+		for _, b := range f.batches {
+			if b.st != st {
+				continue
+			}
+			low = min(low, b.first)
+			end := b.first + uint64(b.recs)
+			if end <= from || len(recs) >= maxRecords || (size >= maxBytes && len(recs) > 0) {
+				continue
+			}
+			seq := b.first
+			for off := 0; off < len(b.enc) && len(recs) < maxRecords; seq++ {
+				n := 4 + int(binary.BigEndian.Uint32(b.enc[off:]))
+				if seq >= from {
+					if size+n > maxBytes && len(recs) > 0 {
+						break
+					}
+					rs, err := format.DecodeRecords(b.enc[off:off+n], 1)
+					if err != nil {
+						panic(fmt.Sprintf("star: flight index holds an undecodable record: %v", err))
+					}
+					recs = append(recs, SeqRecord{Seq: seq, Record: rs[0]})
+					size += n
+				}
+				off += n
+			}
+		}
+	}
+	return recs, low, nil
+}
+
+// Watch returns a stream's acked tail and a channel closed at the loglet's
+// next state change (a release among others), for read sessions that tail.
+func (s *Star) Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, err error) {
+	s.mu.RLock()
+	st := s.streams[id]
+	s.mu.RUnlock()
+	if st == nil {
+		return 0, nil, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+	}
+	st.l.mu.Lock()
+	defer st.l.mu.Unlock()
+	return st.ackedNext, st.l.changed, nil
+}
