@@ -1,0 +1,262 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// GetHead reads the chain's HEAD item.
+func (st *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore.Head, error) {
+	m, err := st.getItem(ctx, metastore.ChainPK(chain), metastore.HeadSK)
+	if err != nil {
+		return metastore.Head{}, fmt.Errorf("head of chain %s in %s: %w", chain, st.table, err)
+	}
+	if m == nil {
+		return metastore.Head{}, fmt.Errorf("head of chain %s: %w", chain, metastore.ErrNotFound)
+	}
+	return decodeHead(m)
+}
+
+// AdvanceCursor sets one cursor of the HEAD item to `to` on condition that
+// it is `from` (compare-and-set), in a one-item transaction. Moving the
+// checkpoint also requires that no other pass holds the absorb lease
+// (Absorbing is 0/0 or `to`) and clears the lease.
+func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind metastore.CursorKind, from, to metastore.Cursor) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("advance cursor: %w", err)
+	}
+	if err := metastore.ValidateAdvance(kind, from, to); err != nil {
+		return err
+	}
+	ea, sa := cursorAttrs(kind)
+	pk := metastore.ChainPK(chain)
+	names := map[string]string{"#pk": attrPK, "#e": ea, "#s": sa}
+	vals := map[string]types.AttributeValue{
+		":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot),
+	}
+	update := "SET #e = :te, #s = :ts"
+	cond := "attribute_exists(#pk) AND #e = :fe AND #s = :fs"
+	if kind == metastore.Checkpoint {
+		names["#ae"], names["#as"] = attrAbsorbingEpoch, attrAbsorbingSlot
+		vals[":zero"] = nu(0)
+		update += ", #ae = :zero, #as = :zero"
+		cond += " AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"
+	}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
+		TableName:                           aws.String(st.table),
+		Key:                                 key(pk, metastore.HeadSK),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}})
+	if err != nil {
+		return fmt.Errorf("advance %s cursor of chain %s in %s: %w", kind, chain, st.table, err)
+	}
+	if reasons == nil {
+		return nil
+	}
+	old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK)
+	if err != nil {
+		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, err)
+	}
+	if old == nil {
+		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, metastore.ErrNotFound)
+	}
+	h, err := decodeHead(old)
+	if err != nil {
+		return err
+	}
+	if _, err := metastore.AdvanceOn(h, kind, from, to); err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
+	}
+	return fmt.Errorf("advance %s cursor of chain %s from %s: condition failed: %w", kind, chain, from, metastore.ErrConflict)
+}
+
+// BeginAbsorb takes the absorb lease for the pass [from, to): one
+// UpdateItem that sets Absorbing to `to` on condition that the checkpoint is
+// `from` and Absorbing is 0/0 or already `to`. The condition accepts its own
+// effect, so the SDK's retry after a lost answer is harmless. It returns
+// the head as stored after the update; on ErrConflict, the head the
+// condition saw.
+func (st *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from, to metastore.Cursor) (metastore.Head, error) {
+	if err := ctxErr(ctx); err != nil {
+		return metastore.Head{}, fmt.Errorf("begin absorb: %w", err)
+	}
+	if err := metastore.ValidateBeginAbsorb(from, to); err != nil {
+		return metastore.Head{}, err
+	}
+	ce, cs := cursorAttrs(metastore.Checkpoint)
+	pk := metastore.ChainPK(chain)
+	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(st.table),
+		Key:                 key(pk, metastore.HeadSK),
+		UpdateExpression:    aws.String("SET #ae = :te, #as = :ts"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #ce = :fe AND #cs = :fs AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": attrPK, "#ce": ce, "#cs": cs, "#ae": attrAbsorbingEpoch, "#as": attrAbsorbingSlot,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot), ":zero": nu(0),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return decodeHead(out.Attributes)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return metastore.Head{}, fmt.Errorf("begin absorb %s-%s on chain %s in %s: %w", from, to, chain, st.table, translate(err))
+	}
+	old, err := st.oldItem(ctx, types.CancellationReason{Item: ccf.Item}, pk, metastore.HeadSK)
+	if err != nil {
+		return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, err)
+	}
+	if old == nil {
+		return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, metastore.ErrNotFound)
+	}
+	h, err := decodeHead(old)
+	if err != nil {
+		return metastore.Head{}, err
+	}
+	if _, err := metastore.BeginAbsorbOn(h, from, to); err != nil {
+		return h, fmt.Errorf("chain %s: %w", chain, err)
+	}
+	return h, fmt.Errorf("begin absorb %s-%s on chain %s: condition failed: %w", from, to, chain, metastore.ErrConflict)
+}
+
+// MintEpoch writes the EPOCH item (if absent) and moves the HEAD item from
+// prev to e.Epoch (creating it, all cursors at {e.Epoch, 0}, when prev is 0
+// and no head exists) in one transaction.
+func (st *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uint64, e metastore.Epoch) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("mint epoch: %w", err)
+	}
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidateMint(prev, e); err != nil {
+		return err
+	}
+	var head types.TransactWriteItem
+	if prev == 0 {
+		head = types.TransactWriteItem{Put: &types.Put{
+			TableName:                aws.String(st.table),
+			Item:                     headAttrs(chain, metastore.NewHead(e.Epoch)),
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		}}
+	} else {
+		head = types.TransactWriteItem{Update: &types.Update{
+			TableName:                 aws.String(st.table),
+			Key:                       key(metastore.ChainPK(chain), metastore.HeadSK),
+			UpdateExpression:          aws.String("SET #e = :e"),
+			ConditionExpression:       aws.String("attribute_exists(#pk) AND #e = :prev"),
+			ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#e": attrEpoch},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":e": nu(e.Epoch), ":prev": nu(prev)},
+		}}
+	}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{
+		head,
+		{Put: &types.Put{
+			TableName:                aws.String(st.table),
+			Item:                     epochAttrs(chain, e),
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("mint epoch %d of chain %s in %s: %w", e.Epoch, chain, st.table, err)
+	}
+	if reasons != nil {
+		what := "the head is not at the previous epoch"
+		if condFailed(reasons)[0] == 1 {
+			what = "the epoch exists"
+		}
+		return fmt.Errorf("mint epoch %d of chain %s after %d: %s: %w", e.Epoch, chain, prev, what, metastore.ErrConflict)
+	}
+	return nil
+}
+
+// GetEpoch reads the chain's EPOCH item.
+func (st *Store) GetEpoch(ctx context.Context, chain metastore.ChainID, epoch uint64) (metastore.Epoch, error) {
+	m, err := st.getItem(ctx, metastore.ChainPK(chain), metastore.EpochSK(epoch))
+	if err != nil {
+		return metastore.Epoch{}, fmt.Errorf("epoch %d of chain %s in %s: %w", epoch, chain, st.table, err)
+	}
+	if m == nil {
+		return metastore.Epoch{}, fmt.Errorf("epoch %d of chain %s: %w", epoch, chain, metastore.ErrNotFound)
+	}
+	return decodeEpoch(m)
+}
+
+// UpdateEpoch sets State and Cut of the EPOCH item on condition that its
+// state is `from`, in a one-item transaction.
+func (st *Store) UpdateEpoch(ctx context.Context, chain metastore.ChainID, from metastore.EpochState, e metastore.Epoch) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("update epoch: %w", err)
+	}
+	if err := metastore.ValidateEpochUpdate(from, e); err != nil {
+		return err
+	}
+	pk, sk := metastore.ChainPK(chain), metastore.EpochSK(e.Epoch)
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
+		TableName:                           aws.String(st.table),
+		Key:                                 key(pk, sk),
+		UpdateExpression:                    aws.String("SET #state = :state, #cut = :cut"),
+		ConditionExpression:                 aws.String("attribute_exists(#pk) AND #state = :from"),
+		ExpressionAttributeNames:            map[string]string{"#pk": attrPK, "#state": attrState, "#cut": attrCut},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":state": nu(uint64(e.State)), ":cut": nu(e.Cut), ":from": nu(uint64(from))},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}})
+	if err != nil {
+		return fmt.Errorf("update epoch %d of chain %s in %s: %w", e.Epoch, chain, st.table, err)
+	}
+	if reasons == nil {
+		return nil
+	}
+	old, err := st.oldItem(ctx, reasons[0], pk, sk)
+	if err != nil {
+		return fmt.Errorf("update epoch %d of chain %s: %w", e.Epoch, chain, err)
+	}
+	if old == nil {
+		return fmt.Errorf("update epoch %d of chain %s: %w", e.Epoch, chain, metastore.ErrNotFound)
+	}
+	return fmt.Errorf("update epoch %d of chain %s from state %d: %w", e.Epoch, chain, from, metastore.ErrConflict)
+}
+
+// PutToken writes the TOKEN item, replacing any grant at the same hash.
+func (st *Store) PutToken(ctx context.Context, t metastore.Token) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("put token: %w", err)
+	}
+	if err := metastore.ValidateToken(t); err != nil {
+		return err
+	}
+	reqs := []types.WriteRequest{{PutRequest: &types.PutRequest{Item: tokenAttrs(t)}}}
+	if err := st.batchWrite(ctx, reqs); err != nil {
+		return fmt.Errorf("put token %.8s... to %s: %w", t.Hash, st.table, err)
+	}
+	return nil
+}
+
+// GetToken reads the TOKEN item.
+func (st *Store) GetToken(ctx context.Context, hash string) (metastore.Token, error) {
+	m, err := st.getItem(ctx, metastore.TokenPK(hash), metastore.MetaSK)
+	if err != nil {
+		return metastore.Token{}, fmt.Errorf("token %.8s... in %s: %w", hash, st.table, err)
+	}
+	if m == nil {
+		return metastore.Token{}, fmt.Errorf("token %.8s...: %w", hash, metastore.ErrNotFound)
+	}
+	return decodeToken(m)
+}

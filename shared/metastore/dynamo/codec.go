@@ -1,0 +1,376 @@
+package dynamo
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Attribute names. They are part of the stored format (see doc.go): do not
+// change them.
+const (
+	attrPK = "PK"
+	attrSK = "SK"
+
+	// Stream (STREAM#<name>/META and its listing item STREAMS/<name>).
+	attrName        = "Name"
+	attrID          = "ID"
+	attrClass       = "Class"
+	attrStar        = "Star"
+	attrCreatedMs   = "CreatedMs"
+	attrRetentionMs = "RetentionMs"
+	attrState       = "State"
+
+	// Ref (SID#<id>/REF#<first-seq>).
+	attrStreamID  = "StreamID"
+	attrFirstSeq  = "FirstSeq"
+	attrLastSeq   = "LastSeq"
+	attrFirstTsMs = "FirstTsMs"
+	attrLastTsMs  = "LastTsMs"
+	attrBytes     = "Bytes"
+	attrLocations = "Locations"
+	attrSum       = "Sum"
+	// Location map keys.
+	attrSettled = "Settled"
+	attrKey     = "Key"
+	attrOffset  = "Offset"
+	attrLength  = "Length"
+
+	// Head (CHAIN#<star>#<class>/HEAD); the cursors are <Kind>Epoch and
+	// <Kind>Slot (cursorAttrs), the absorb lease target AbsorbingEpoch and
+	// AbsorbingSlot (0/0: no pass).
+	attrEpoch          = "Epoch"
+	attrAbsorbingEpoch = "AbsorbingEpoch"
+	attrAbsorbingSlot  = "AbsorbingSlot"
+
+	// Epoch (CHAIN#<star>#<class>/EPOCH#<epoch>); also attrEpoch, attrState.
+	attrK       = "K"
+	attrW       = "W"
+	attrBuckets = "Buckets"
+	attrWindow  = "Window"
+	attrNonce   = "Nonce"
+	attrCut     = "Cut"
+
+	// Token (TOKEN#<hash>/META).
+	attrHash   = "Hash"
+	attrPrefix = "Prefix"
+	attrOps    = "Ops"
+)
+
+// ListPK is the partition key of the stream listing items: one item per
+// stream, SK = the stream's name, written and deleted in the same
+// transaction as the stream's META item, so ListStreams is a Query.
+const ListPK = "STREAMS"
+
+// cursorAttrs names the epoch and slot attributes of a head's cursor.
+func cursorAttrs(k metastore.CursorKind) (epoch, slot string) {
+	n := k.String() // checkpoint, settled, trimmed
+	n = string(n[0]-'a'+'A') + n[1:]
+	return n + "Epoch", n + "Slot"
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func nu(v uint64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatUint(v, 10)}
+}
+func ni(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func strList(v []string) types.AttributeValue {
+	l := make([]types.AttributeValue, len(v))
+	for i, x := range v {
+		l[i] = s(x)
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s(pk), attrSK: s(sk)}
+}
+
+// item is a stored item being decoded; the first error sticks.
+type item struct {
+	m   map[string]types.AttributeValue
+	err error
+}
+
+func (it *item) fail(name, want string) {
+	if it.err == nil {
+		pk, _ := it.m[attrPK].(*types.AttributeValueMemberS)
+		sk, _ := it.m[attrSK].(*types.AttributeValueMemberS)
+		var p, q string
+		if pk != nil {
+			p = pk.Value
+		}
+		if sk != nil {
+			q = sk.Value
+		}
+		it.err = fmt.Errorf("dynamo: item %s/%s: attribute %s: want %s", p, q, name, want)
+	}
+}
+
+func (it *item) str(name string) string {
+	v, ok := it.m[name].(*types.AttributeValueMemberS)
+	if !ok {
+		it.fail(name, "a string")
+		return ""
+	}
+	return v.Value
+}
+
+func (it *item) u64(name string) uint64 {
+	v, ok := it.m[name].(*types.AttributeValueMemberN)
+	if !ok {
+		it.fail(name, "a number")
+		return 0
+	}
+	n, err := strconv.ParseUint(v.Value, 10, 64)
+	if err != nil {
+		it.fail(name, "an unsigned 64-bit integer")
+	}
+	return n
+}
+
+func (it *item) i64(name string) int64 {
+	v, ok := it.m[name].(*types.AttributeValueMemberN)
+	if !ok {
+		it.fail(name, "a number")
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		it.fail(name, "a 64-bit integer")
+	}
+	return n
+}
+
+func (it *item) small(name string) int {
+	n := it.i64(name)
+	if n < -1<<31 || n > 1<<31-1 {
+		it.fail(name, "a 32-bit integer")
+	}
+	return int(n)
+}
+
+func (it *item) u8(name string) uint8 {
+	n := it.u64(name)
+	if n > 255 {
+		it.fail(name, "a byte")
+	}
+	return uint8(n)
+}
+
+func (it *item) list(name string) []types.AttributeValue {
+	v, ok := it.m[name].(*types.AttributeValueMemberL)
+	if !ok {
+		it.fail(name, "a list")
+		return nil
+	}
+	return v.Value
+}
+
+func (it *item) strs(name string) []string {
+	l := it.list(name)
+	if len(l) == 0 {
+		return nil
+	}
+	out := make([]string, len(l))
+	for i, x := range l {
+		v, ok := x.(*types.AttributeValueMemberS)
+		if !ok {
+			it.fail(name, "a list of strings")
+			return nil
+		}
+		out[i] = v.Value
+	}
+	return out
+}
+
+// Streams.
+
+func streamAttrs(pk, sk string, st metastore.Stream) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK:          s(pk),
+		attrSK:          s(sk),
+		attrName:        s(st.Name),
+		attrID:          s(st.ID),
+		attrClass:       nu(uint64(st.Class)),
+		attrStar:        s(st.Star),
+		attrCreatedMs:   ni(st.CreatedMs),
+		attrRetentionMs: ni(st.RetentionMs),
+		attrState:       nu(uint64(st.State)),
+	}
+}
+
+func decodeStream(m map[string]types.AttributeValue) (metastore.Stream, error) {
+	it := &item{m: m}
+	st := metastore.Stream{
+		Name:        it.str(attrName),
+		ID:          it.str(attrID),
+		Class:       metastore.Class(it.u8(attrClass)),
+		Star:        it.str(attrStar),
+		CreatedMs:   it.i64(attrCreatedMs),
+		RetentionMs: it.i64(attrRetentionMs),
+		State:       metastore.StreamState(it.u8(attrState)),
+	}
+	return st, it.err
+}
+
+// Refs.
+
+// refSum is the SHA-256 of a canonical encoding of every field of r. The
+// Sum attribute lets SwapRefs require, in one condition, that a stored ref is
+// still exactly as the caller gave it.
+func refSum(r metastore.Ref) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "ref/1|%q|%d|%d|%d|%d|%d|%d", r.StreamID, r.FirstSeq, r.LastSeq, r.FirstTsMs, r.LastTsMs, r.Bytes, len(r.Locations))
+	for _, l := range r.Locations {
+		fmt.Fprintf(h, "|%t|%q|%d|%d", l.Settled, l.Key, l.Offset, l.Length)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
+	locs := make([]types.AttributeValue, len(r.Locations))
+	for i, l := range r.Locations {
+		locs[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			attrSettled: &types.AttributeValueMemberBOOL{Value: l.Settled},
+			attrKey:     s(l.Key),
+			attrOffset:  ni(l.Offset),
+			attrLength:  ni(l.Length),
+		}}
+	}
+	return map[string]types.AttributeValue{
+		attrPK:        s(metastore.RefPK(r.StreamID)),
+		attrSK:        s(metastore.RefSK(r.FirstSeq)),
+		attrStreamID:  s(r.StreamID),
+		attrFirstSeq:  nu(r.FirstSeq),
+		attrLastSeq:   nu(r.LastSeq),
+		attrFirstTsMs: ni(r.FirstTsMs),
+		attrLastTsMs:  ni(r.LastTsMs),
+		attrBytes:     ni(r.Bytes),
+		attrLocations: &types.AttributeValueMemberL{Value: locs},
+		attrSum:       s(refSum(r)),
+	}
+}
+
+func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
+	it := &item{m: m}
+	r := metastore.Ref{
+		StreamID:  it.str(attrStreamID),
+		FirstSeq:  it.u64(attrFirstSeq),
+		LastSeq:   it.u64(attrLastSeq),
+		FirstTsMs: it.i64(attrFirstTsMs),
+		LastTsMs:  it.i64(attrLastTsMs),
+		Bytes:     it.i64(attrBytes),
+	}
+	for _, x := range it.list(attrLocations) {
+		lm, ok := x.(*types.AttributeValueMemberM)
+		if !ok {
+			it.fail(attrLocations, "a list of maps")
+			break
+		}
+		li := &item{m: lm.Value}
+		settled, ok := lm.Value[attrSettled].(*types.AttributeValueMemberBOOL)
+		if !ok {
+			li.fail(attrLocations+"."+attrSettled, "a boolean")
+		}
+		l := metastore.Location{Key: li.str(attrKey), Offset: li.i64(attrOffset), Length: li.i64(attrLength)}
+		if settled != nil {
+			l.Settled = settled.Value
+		}
+		if li.err != nil {
+			it.fail(attrLocations, "locations of {Settled, Key, Offset, Length}")
+			break
+		}
+		r.Locations = append(r.Locations, l)
+	}
+	return r, it.err
+}
+
+// Chains.
+
+func headAttrs(c metastore.ChainID, h metastore.Head) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		attrPK:    s(metastore.ChainPK(c)),
+		attrSK:    s(metastore.HeadSK),
+		attrEpoch: nu(h.Epoch),
+	}
+	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed} {
+		e, sl := cursorAttrs(k)
+		cur := h.Cursor(k)
+		m[e], m[sl] = nu(cur.Epoch), nu(cur.Slot)
+	}
+	m[attrAbsorbingEpoch], m[attrAbsorbingSlot] = nu(h.Absorbing.Epoch), nu(h.Absorbing.Slot)
+	return m
+}
+
+func decodeHead(m map[string]types.AttributeValue) (metastore.Head, error) {
+	it := &item{m: m}
+	h := metastore.Head{Epoch: it.u64(attrEpoch)}
+	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed} {
+		e, sl := cursorAttrs(k)
+		h = metastore.SetCursor(h, k, metastore.Cursor{Epoch: it.u64(e), Slot: it.u64(sl)})
+	}
+	h.Absorbing = metastore.Cursor{Epoch: it.u64(attrAbsorbingEpoch), Slot: it.u64(attrAbsorbingSlot)}
+	return h, it.err
+}
+
+func epochAttrs(c metastore.ChainID, e metastore.Epoch) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK:      s(metastore.ChainPK(c)),
+		attrSK:      s(metastore.EpochSK(e.Epoch)),
+		attrEpoch:   nu(e.Epoch),
+		attrState:   nu(uint64(e.State)),
+		attrK:       ni(int64(e.K)),
+		attrW:       ni(int64(e.W)),
+		attrBuckets: strList(e.Buckets),
+		attrWindow:  ni(int64(e.Window)),
+		attrNonce:   &types.AttributeValueMemberB{Value: e.Nonce[:]},
+		attrCut:     nu(e.Cut),
+	}
+}
+
+func decodeEpoch(m map[string]types.AttributeValue) (metastore.Epoch, error) {
+	it := &item{m: m}
+	e := metastore.Epoch{
+		Epoch:   it.u64(attrEpoch),
+		State:   metastore.EpochState(it.u8(attrState)),
+		K:       it.small(attrK),
+		W:       it.small(attrW),
+		Buckets: it.strs(attrBuckets),
+		Window:  it.small(attrWindow),
+		Cut:     it.u64(attrCut),
+	}
+	nonce, ok := m[attrNonce].(*types.AttributeValueMemberB)
+	if !ok || len(nonce.Value) != len(e.Nonce) {
+		it.fail(attrNonce, "16 bytes")
+	} else {
+		copy(e.Nonce[:], nonce.Value)
+	}
+	return e, it.err
+}
+
+// Tokens.
+
+func tokenAttrs(t metastore.Token) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK:     s(metastore.TokenPK(t.Hash)),
+		attrSK:     s(metastore.MetaSK),
+		attrHash:   s(t.Hash),
+		attrPrefix: s(t.Prefix),
+		attrOps:    strList(t.Ops),
+	}
+}
+
+func decodeToken(m map[string]types.AttributeValue) (metastore.Token, error) {
+	it := &item{m: m}
+	t := metastore.Token{Hash: it.str(attrHash), Prefix: it.str(attrPrefix), Ops: it.strs(attrOps)}
+	return t, it.err
+}

@@ -1,0 +1,113 @@
+// Package dynamo is the DynamoDB implementation of metastore.Store: one table
+// with a string partition key PK and a string sort key SK, laid out exactly
+// as the package documentation of metastore says, built with its key helpers
+// (StreamPK, RefPK/RefSK, ChainPK/HeadSK/EpochSK, TokenPK, MetaSK).
+//
+// # Items
+//
+//	PK                      SK                 attributes
+//	STREAM#<name>           META               Name ID Class Star CreatedMs RetentionMs State
+//	STREAMS                 <name>             the same (the listing item, below)
+//	SID#<id>                REF#<20 digits>    StreamID FirstSeq LastSeq FirstTsMs LastTsMs Bytes
+//	                                           Locations (L of M{Settled BOOL, Key S, Offset N, Length N}) Sum
+//	CHAIN#<star>#<class>    HEAD               Epoch CheckpointEpoch CheckpointSlot SettledEpoch SettledSlot
+//	                                           TrimmedEpoch TrimmedSlot AbsorbingEpoch AbsorbingSlot
+//	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
+//	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S)
+//
+// Numbers are N (decimal), enums their numeric values; <class> is the class
+// name (standard, express). Attribute names are part of the stored format:
+// do not change them. A ref's Sum is the SHA-256 (hex) of a canonical
+// encoding of all its fields; SwapRefs conditions on it to require that a
+// stored ref is still exactly as the caller gave it, in one comparison that
+// emulators and DynamoDB evaluate alike.
+//
+// Listing. ListStreams needs the streams in name order by prefix without a
+// scan, so CreateStream also writes a listing item, PK "STREAMS" and SK the
+// stream's name, holding a copy of the stream, in the same transaction as the
+// META item; SetStreamState updates both and DeleteStream deletes both, in one
+// transaction each. ListStreams is then a Query on PK "STREAMS" with
+// begins_with(SK, prefix) (or SK > startAfter), strongly consistent, reading
+// one item more than the page to know whether another page follows. The
+// chosen alternative to a Scan with a filter, which reads the whole table
+// (refs included) and comes back unordered. The listing partition is one hot
+// key for stream creation, which is rare. No GSI is needed.
+//
+// # Writes
+//
+// Every conditional write goes through TransactWriteItems, even a single
+// item (CreateStream, SetStreamState, DeleteStream, PutRefs, SwapRefs,
+// AdvanceCursor, MintEpoch, UpdateEpoch). The SDK sets a ClientRequestToken
+// once per call and reuses it on its own retries, so when an answer is lost
+// and the SDK retries, DynamoDB recognises the retry and reports success,
+// not a failed condition on our own write. BeginAbsorb is a plain
+// conditional UpdateItem returning the new head: its condition accepts its
+// own effect, so a retry is harmless there too. PutToken (an overwrite) and
+// DeleteRefs (idempotent deletes) use BatchWriteItem, resending unprocessed
+// items with backoff (BatchAttempts).
+//
+//   - CreateStream: Put META if attribute_not_exists(PK) with ALL_OLD on
+//     failure, plus Put of the listing item. A failed condition returns the
+//     old item: ErrExists with the stream that is there.
+//   - SetStreamState, DeleteStream: conditions on ID (and, unless the new
+//     state is deleting, State <> deleting) on both items.
+//   - PutRefs: a ConditionCheck that the HEAD's Absorbing is the pass, and up
+//     to 99 Puts per transaction (100 items at most). A larger batch takes
+//     several transactions, each atomic and each checked against the lease;
+//     if the lease is lost between two, the first stay written: they are the
+//     refs of that pass, which the pass holding the lease writes identically.
+//   - SwapRefs: Put of the replacement at old[0]'s key and Delete of the other
+//     old refs, each on condition Sum = the old ref's Sum; at most
+//     metastore.MaxSwapRefs (100) items, far under 4 MB.
+//   - MintEpoch: Put HEAD if absent (prev 0) or Update HEAD if Epoch = prev,
+//     and Put EPOCH if absent, in one transaction.
+//   - AdvanceCursor: Update of one cursor on condition that it is `from`;
+//     for the checkpoint also that Absorbing is 0/0 or `to`, and it clears
+//     Absorbing.
+//   - UpdateEpoch: Update of State and Cut on condition State = from.
+//
+// Reads are strongly consistent (GetItem and Query with ConsistentRead) and
+// paginate with ExclusiveStartKey until the limit is met.
+//
+// QueryRefs reads the last ref that starts before fromSeq (one item, backward)
+// and keeps it if it reaches fromSeq, then the refs that start at or after
+// fromSeq. This relies on a stream's refs not overlapping, which absorb and
+// settle maintain (SwapRefs replaces adjacent refs with one that covers
+// exactly their range); the general "every ref that ends at or after fromSeq"
+// would need a read of every earlier ref.
+//
+// # Errors
+//
+//	DynamoDB answer                                    error
+//	ConditionalCheckFailed (in a transaction or not)   ErrExists (CreateStream), ErrNotFound (the
+//	                                                   item was absent: SetStreamState, AdvanceCursor,
+//	                                                   BeginAbsorb, UpdateEpoch), else ErrConflict
+//	TransactionCanceled: TransactionConflict,          retried TxAttempts times with backoff
+//	  ThrottlingError, ProvisionedThroughputExceeded   (TxBackoff, doubling), then ErrUnavailable
+//	TransactionCanceled: ValidationError               ErrInvalid
+//	ProvisionedThroughputExceededException,            ErrUnavailable (after the SDK's own retries)
+//	  RequestLimitExceeded, ThrottlingException,
+//	  TransactionConflictException, 5xx
+//	no answer (timeout, reset, context ended)          ErrUnavailable, wrapping the context error
+//	ValidationException                                ErrInvalid
+//	ResourceNotFoundException and other errors         returned wrapped, no sentinel (configuration)
+//
+// Arguments are checked with the metastore validators before any request,
+// so invalid input is ErrInvalid everywhere. Which of ErrNotFound and
+// ErrConflict a failed condition means is decided from the item the
+// condition saw (ALL_OLD), or, when the service does not return it, a read
+// right after; that read never decides whether a write happened.
+//
+// ErrUnavailable after a write means nothing is known to have changed
+// (metastore's contract): the write may have landed. A caller that retries
+// with a new call and meets ErrConflict resolves it by reading (GetEpoch and
+// its nonce, GetHead).
+//
+// # Tests
+//
+// The package runs metastoretest.Run against DynamoDB on the emulator
+// (package emulator: single-threaded moto, or STRAND_AWS_ENDPOINT), a fresh
+// table per subtest, plus tests of the item layout, multi-transaction
+// PutRefs, CreateTable, and the error mapping through a proxy that answers
+// chosen requests with throttling, 5xx or TransactionConflict.
+package dynamo

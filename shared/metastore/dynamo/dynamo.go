@@ -1,0 +1,284 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// TxAttempts bounds the attempts of one transaction cancelled for a reason
+// that says nothing was written and a retry may succeed (TransactionConflict,
+// throttling); after the last it returns metastore.ErrUnavailable.
+const TxAttempts = 5
+
+// TxBackoff is the wait after the first such cancellation; it doubles.
+const TxBackoff = 20 * time.Millisecond
+
+// BatchAttempts bounds the BatchWriteItem calls PutRefs and DeleteRefs make
+// for one chunk while DynamoDB returns unprocessed items.
+const BatchAttempts = 8
+
+// Store is a metastore.Store in one DynamoDB table.
+type Store struct {
+	client *dynamodb.Client
+	table  string
+	sleep  func(ctx context.Context, d time.Duration) error
+}
+
+var _ metastore.Store = (*Store)(nil)
+
+// New returns the store in table, reached through client. It makes no
+// request; CreateTable creates the table for development and emulators.
+func New(client *dynamodb.Client, table string) *Store {
+	return &Store{client: client, table: table, sleep: sleepCtx}
+}
+
+// Table returns the table's name.
+func (st *Store) Table() string { return st.table }
+
+// CreateTable creates table with the store's key schema (PK string hash key,
+// SK string range key) and on-demand billing, and waits until it is ACTIVE.
+// A table that already exists is waited for and its key schema checked.
+// For development and emulators; production tables come from the
+// infrastructure stack.
+func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamo: create table %s: %w", table, translate(err))
+	}
+	w := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
+	})
+	out, err := w.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 5*time.Minute)
+	if err != nil {
+		return fmt.Errorf("dynamo: wait for table %s to be active: %w", table, translate(err))
+	}
+	return checkSchema(table, out.Table)
+}
+
+func checkSchema(table string, d *types.TableDescription) error {
+	if d == nil {
+		return fmt.Errorf("dynamo: table %s: no description", table)
+	}
+	want := map[string]types.KeyType{attrPK: types.KeyTypeHash, attrSK: types.KeyTypeRange}
+	if len(d.KeySchema) != len(want) {
+		return fmt.Errorf("dynamo: table %s: key schema %v, want PK (hash) and SK (range)", table, d.KeySchema)
+	}
+	for _, k := range d.KeySchema {
+		if want[aws.ToString(k.AttributeName)] != k.KeyType {
+			return fmt.Errorf("dynamo: table %s: key schema has %s as %s, want PK (hash) and SK (range)",
+				table, aws.ToString(k.AttributeName), k.KeyType)
+		}
+	}
+	for _, a := range d.AttributeDefinitions {
+		if n := aws.ToString(a.AttributeName); (n == attrPK || n == attrSK) && a.AttributeType != types.ScalarAttributeTypeS {
+			return fmt.Errorf("dynamo: table %s: key %s has type %s, want S", table, n, a.AttributeType)
+		}
+	}
+	return nil
+}
+
+// throttleCodes are the DynamoDB error codes for a refused request.
+var throttleCodes = map[string]bool{
+	"ProvisionedThroughputExceededException": true,
+	"RequestLimitExceeded":                   true,
+	"ThrottlingException":                    true,
+	"Throttling":                             true,
+	"LimitExceededException":                 true,
+	"TransactionInProgressException":         true,
+	"TransactionConflictException":           true,
+	"InternalServerError":                    true,
+	"ServiceUnavailable":                     true,
+}
+
+// translate maps an SDK error that is not a condition failure to the
+// metastore sentinels; see the package documentation.
+func translate(err error) error {
+	var status int
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code := ae.ErrorCode()
+		switch {
+		case throttleCodes[code] || status == 429 || status >= 500:
+			return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+		case code == "ValidationException":
+			return fmt.Errorf("%w: %w", metastore.ErrInvalid, err)
+		}
+		return err
+	}
+	if status >= 500 {
+		return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+	}
+	// No answer: timeouts, resets, a context that ended. The SDK has already
+	// retried what it retries.
+	return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+}
+
+// retryable reports whether a cancelled transaction wrote nothing for a
+// reason that may pass on a retry.
+func retryable(reasons []types.CancellationReason) bool {
+	some := false
+	for _, r := range reasons {
+		switch aws.ToString(r.Code) {
+		case "", "None":
+		case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			some = true
+		default:
+			return false
+		}
+	}
+	return some
+}
+
+// condFailed returns the indexes of the items whose condition failed.
+func condFailed(reasons []types.CancellationReason) []int {
+	var idx []int
+	for i, r := range reasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// transact runs one TransactWriteItems. It returns (nil, nil) when the
+// transaction was applied, (reasons, nil) when a condition failed (nothing
+// was written; reasons[i] belongs to items[i], with the old item when the
+// item asked for ALL_OLD), and (nil, err) otherwise, with err translated.
+//
+// The SDK fills ClientRequestToken once per call and reuses it on its own
+// retries, so a retry after a lost answer is idempotent: it reports success
+// instead of failing the condition on the transaction's own write.
+func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
+	wait := TxBackoff
+	for attempt := 1; ; attempt++ {
+		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return nil, nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return nil, translate(err)
+		}
+		if len(condFailed(tce.CancellationReasons)) > 0 {
+			return tce.CancellationReasons, nil
+		}
+		if !retryable(tce.CancellationReasons) {
+			for _, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ValidationError" {
+					return nil, fmt.Errorf("%w: %w", metastore.ErrInvalid, err)
+				}
+			}
+			return nil, err
+		}
+		if attempt >= TxAttempts {
+			return nil, fmt.Errorf("%w: transaction cancelled %d times: %w", metastore.ErrUnavailable, attempt, err)
+		}
+		if serr := st.sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("%w: %w", metastore.ErrUnavailable, serr)
+		}
+		wait *= 2
+	}
+}
+
+// getItem reads one item with a strongly consistent read; nil when absent.
+func (st *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(st.table),
+		Key:            key(pk, sk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return out.Item, nil
+}
+
+// batchWrite writes reqs (at most 25) with BatchWriteItem, resending the
+// unprocessed ones with backoff.
+func (st *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
+	wait := TxBackoff
+	for attempt := 1; len(reqs) > 0; attempt++ {
+		out, err := st.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{st.table: reqs},
+		})
+		if err != nil {
+			return translate(err)
+		}
+		reqs = out.UnprocessedItems[st.table]
+		if len(reqs) == 0 {
+			return nil
+		}
+		if attempt >= BatchAttempts {
+			return fmt.Errorf("%w: %d items still unprocessed after %d batch writes", metastore.ErrUnavailable, len(reqs), attempt)
+		}
+		if err := st.sleep(ctx, wait); err != nil {
+			return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+		}
+		wait = min(2*wait, time.Second)
+	}
+	return nil
+}
+
+// query runs a Query page by page until limit items (0: all) are collected.
+func (st *Store) query(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]map[string]types.AttributeValue, error) {
+	in.TableName = aws.String(st.table)
+	in.ConsistentRead = aws.Bool(true)
+	var items []map[string]types.AttributeValue
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(min(limit-len(items), 1000)))
+		}
+		out, err := st.client.Query(ctx, in)
+		if err != nil {
+			return nil, translate(err)
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(items) >= limit) {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,208 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// batchSize is BatchWriteItem's limit of requests per call.
+const batchSize = 25
+
+// maxTxRefs is how many refs one PutRefs transaction carries: DynamoDB's
+// 100 items less the lease check.
+const maxTxRefs = 99
+
+// PutRefs writes refs under the absorb lease: each transaction holds a
+// ConditionCheck that the chain's head has Absorbing == pass, and up to 99
+// Puts. Each Put replaces the item at its key, so writing the same refs
+// again leaves identical items. A batch of more than 99 refs takes several
+// transactions: each is atomic and checked against the lease, but a lease
+// lost between two of them leaves the first ones written (they are the
+// refs the pass computed; the pass that holds the lease writes the same
+// ones). The batch is validated whole before anything is written.
+func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass metastore.Cursor, refs []metastore.Ref) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("put refs: %w", err)
+	}
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidatePass(pass); err != nil {
+		return err
+	}
+	if err := metastore.ValidatePutRefs(refs); err != nil {
+		return err
+	}
+	pk := metastore.ChainPK(chain)
+	for chunk := range slices.Chunk(refs, maxTxRefs) {
+		items := make([]types.TransactWriteItem, 0, len(chunk)+1)
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                aws.String(st.table),
+			Key:                      key(pk, metastore.HeadSK),
+			ConditionExpression:      aws.String("attribute_exists(#pk) AND #ae = :pe AND #as = :ps"),
+			ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#ae": attrAbsorbingEpoch, "#as": attrAbsorbingSlot},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pe": nu(pass.Epoch), ":ps": nu(pass.Slot),
+			},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+		for _, r := range chunk {
+			items = append(items, types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(st.table),
+				Item:      refAttrs(r),
+			}})
+		}
+		reasons, err := st.transact(ctx, items)
+		if err != nil {
+			return fmt.Errorf("put %d refs of chain %s to %s: %w", len(refs), chain, st.table, err)
+		}
+		if reasons != nil {
+			lease := "no head"
+			if old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK); err == nil && old != nil {
+				if h, err := decodeHead(old); err == nil {
+					lease = h.Absorbing.String()
+				}
+			}
+			return fmt.Errorf("put refs of chain %s for pass to %s: the lease is %s (0/0: no pass): %w",
+				chain, pass, lease, metastore.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// QueryRefs returns up to limit refs of the stream whose range ends at or
+// after fromSeq, in seq order: the last ref that starts before fromSeq, if
+// it reaches fromSeq, then the refs that start at or after fromSeq. This
+// relies on a stream's refs not overlapping (see the package documentation).
+func (st *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	pk := metastore.RefPK(streamID)
+	var out []metastore.Ref
+	if fromSeq > 0 {
+		prev, err := st.query(ctx, &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+			ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(metastore.RefSK(0)), ":hi": s(metastore.RefSK(fromSeq - 1))},
+			ScanIndexForward:          aws.Bool(false),
+		}, 1)
+		if err != nil {
+			return nil, fmt.Errorf("query refs of stream %s from %d in %s: %w", streamID, fromSeq, st.table, err)
+		}
+		if len(prev) > 0 {
+			r, err := decodeRef(prev[0])
+			if err != nil {
+				return nil, err
+			}
+			if r.LastSeq >= fromSeq {
+				out = append(out, r)
+			}
+		}
+	}
+	if len(out) >= limit {
+		return out, nil
+	}
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(metastore.RefSK(fromSeq)), ":hi": s(metastore.RefSK(^uint64(0)))},
+	}, limit-len(out))
+	if err != nil {
+		return nil, fmt.Errorf("query refs of stream %s from %d in %s: %w", streamID, fromSeq, st.table, err)
+	}
+	for _, m := range items {
+		r, err := decodeRef(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// LastRef queries the stream's refs backward for the first one.
+func (st *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :ref)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(metastore.RefPK(streamID)), ":ref": s(metastore.RefSKPrefix)},
+		ScanIndexForward:          aws.Bool(false),
+	}, 1)
+	if err != nil {
+		return metastore.Ref{}, fmt.Errorf("last ref of stream %s in %s: %w", streamID, st.table, err)
+	}
+	if len(items) == 0 {
+		return metastore.Ref{}, fmt.Errorf("last ref of stream %s: %w", streamID, metastore.ErrNotFound)
+	}
+	return decodeRef(items[0])
+}
+
+// SwapRefs replaces old with repl in one transaction: a Put of repl at
+// old[0]'s key and a Delete of every other old ref, each conditioned on the
+// stored ref's Sum being the old ref's (the ref is still exactly as given).
+// At most metastore.MaxSwapRefs items: within DynamoDB's 100-item limit.
+func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("swap refs: %w", err)
+	}
+	if err := metastore.ValidateSwap(old, repl); err != nil {
+		return err
+	}
+	names := map[string]string{"#sum": attrSum}
+	items := make([]types.TransactWriteItem, len(old))
+	items[0] = types.TransactWriteItem{Put: &types.Put{
+		TableName:                 aws.String(st.table),
+		Item:                      refAttrs(repl),
+		ConditionExpression:       aws.String("#sum = :sum"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(old[0]))},
+	}}
+	for i, o := range old[1:] {
+		items[i+1] = types.TransactWriteItem{Delete: &types.Delete{
+			TableName:                 aws.String(st.table),
+			Key:                       key(metastore.RefPK(o.StreamID), metastore.RefSK(o.FirstSeq)),
+			ConditionExpression:       aws.String("#sum = :sum"),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(o))},
+		}}
+	}
+	reasons, err := st.transact(ctx, items)
+	if err != nil {
+		return fmt.Errorf("swap %d refs of stream %s in %s: %w", len(old), repl.StreamID, st.table, err)
+	}
+	if reasons != nil {
+		i := condFailed(reasons)[0]
+		return fmt.Errorf("swap refs of stream %s: ref at %d changed or gone: %w", repl.StreamID, old[i].FirstSeq, metastore.ErrConflict)
+	}
+	return nil
+}
+
+// DeleteRefs deletes the refs at firstSeqs with BatchWriteItem; missing
+// ones are no-ops.
+func (st *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("delete refs: %w", err)
+	}
+	seqs := slices.Clone(firstSeqs)
+	slices.Sort(seqs)
+	seqs = slices.Compact(seqs) // a batch may not name one key twice
+	pk := metastore.RefPK(streamID)
+	for chunk := range slices.Chunk(seqs, batchSize) {
+		reqs := make([]types.WriteRequest, len(chunk))
+		for i, seq := range chunk {
+			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(pk, metastore.RefSK(seq))}}
+		}
+		if err := st.batchWrite(ctx, reqs); err != nil {
+			return fmt.Errorf("delete %d refs of stream %s from %s: %w", len(seqs), streamID, st.table, err)
+		}
+	}
+	return nil
+}

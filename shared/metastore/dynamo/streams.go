@@ -1,0 +1,239 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// CreateStream writes the stream's META item and its listing item in one
+// transaction, if no META item exists. On ErrExists it returns the stream
+// that is there.
+func (st *Store) CreateStream(ctx context.Context, s metastore.Stream) (metastore.Stream, error) {
+	if err := ctxErr(ctx); err != nil {
+		return metastore.Stream{}, fmt.Errorf("create stream %q: %w", s.Name, err)
+	}
+	if err := metastore.ValidateStream(s); err != nil {
+		return metastore.Stream{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		reasons, err := st.transact(ctx, []types.TransactWriteItem{
+			{Put: &types.Put{
+				TableName:                           aws.String(st.table),
+				Item:                                streamAttrs(metastore.StreamPK(s.Name), metastore.MetaSK, s),
+				ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			}},
+			{Put: &types.Put{
+				TableName: aws.String(st.table),
+				Item:      streamAttrs(ListPK, s.Name, s),
+			}},
+		})
+		if err != nil {
+			return metastore.Stream{}, fmt.Errorf("create stream %q in %s: %w", s.Name, st.table, err)
+		}
+		if reasons == nil {
+			return s, nil
+		}
+		old := reasons[0].Item
+		if old == nil {
+			// The emulator did not return the old item: read it.
+			if old, err = st.getItem(ctx, metastore.StreamPK(s.Name), metastore.MetaSK); err != nil {
+				return metastore.Stream{}, fmt.Errorf("create stream %q: read the existing stream: %w", s.Name, err)
+			}
+		}
+		if old == nil {
+			if attempt >= TxAttempts {
+				return metastore.Stream{}, fmt.Errorf("create stream %q: created and deleted concurrently %d times: %w",
+					s.Name, attempt, metastore.ErrUnavailable)
+			}
+			continue // deleted in between: try again
+		}
+		cur, err := decodeStream(old)
+		if err != nil {
+			return metastore.Stream{}, err
+		}
+		return cur, fmt.Errorf("create stream %q: %w", s.Name, metastore.ErrExists)
+	}
+}
+
+// GetStream reads the stream's META item.
+func (st *Store) GetStream(ctx context.Context, name string) (metastore.Stream, error) {
+	m, err := st.getItem(ctx, metastore.StreamPK(name), metastore.MetaSK)
+	if err != nil {
+		return metastore.Stream{}, fmt.Errorf("get stream %q from %s: %w", name, st.table, err)
+	}
+	if m == nil {
+		return metastore.Stream{}, fmt.Errorf("stream %q: %w", name, metastore.ErrNotFound)
+	}
+	return decodeStream(m)
+}
+
+// ListStreams queries the listing items (PK STREAMS) in name order.
+func (st *Store) ListStreams(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, "", err
+	}
+	in := &dynamodb.QueryInput{
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(ListPK)},
+	}
+	switch {
+	case prefix == "" && startAfter == "":
+		in.KeyConditionExpression = aws.String("#pk = :pk")
+		delete(in.ExpressionAttributeNames, "#sk") // unused names are refused
+	case prefix == "":
+		in.KeyConditionExpression = aws.String("#pk = :pk AND #sk > :after")
+		in.ExpressionAttributeValues[":after"] = s(startAfter)
+	case startAfter < prefix:
+		in.KeyConditionExpression = aws.String("#pk = :pk AND begins_with(#sk, :prefix)")
+		in.ExpressionAttributeValues[":prefix"] = s(prefix)
+	case strings.HasPrefix(startAfter, prefix):
+		// startAfter lies inside the prefix's range, so it is a valid
+		// exclusive start key for the query (it need not exist).
+		in.KeyConditionExpression = aws.String("#pk = :pk AND begins_with(#sk, :prefix)")
+		in.ExpressionAttributeValues[":prefix"] = s(prefix)
+		in.ExclusiveStartKey = key(ListPK, startAfter)
+	default:
+		// startAfter is past every name with the prefix.
+		return nil, "", nil
+	}
+	// One more than asked, to know whether another page follows.
+	items, err := st.query(ctx, in, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list streams %q after %q in %s: %w", prefix, startAfter, st.table, err)
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	out := make([]metastore.Stream, len(items))
+	for i, m := range items {
+		if out[i], err = decodeStream(m); err != nil {
+			return nil, "", err
+		}
+	}
+	next := ""
+	if more {
+		next = out[len(out)-1].Name
+	}
+	return out, next, nil
+}
+
+// SetStreamState sets the state on the META item and the listing item in
+// one transaction, if the META item exists with the given id and, unless
+// the new state is StreamDeleting, is not deleting.
+func (st *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("set state of stream %q: %w", name, err)
+	}
+	if err := metastore.ValidateStreamState(state); err != nil {
+		return err
+	}
+	cond := "attribute_exists(#pk) AND #id = :id"
+	vals := map[string]types.AttributeValue{":id": s(id), ":state": nu(uint64(state))}
+	if state != metastore.StreamDeleting {
+		cond += " AND #state <> :deleting"
+		vals[":deleting"] = nu(uint64(metastore.StreamDeleting))
+	}
+	names := map[string]string{"#pk": attrPK, "#id": attrID, "#state": attrState}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName:                           aws.String(st.table),
+			Key:                                 key(metastore.StreamPK(name), metastore.MetaSK),
+			UpdateExpression:                    aws.String("SET #state = :state"),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Update: &types.Update{
+			TableName:                 aws.String(st.table),
+			Key:                       key(ListPK, name),
+			UpdateExpression:          aws.String("SET #state = :state"),
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("set state of stream %q in %s: %w", name, st.table, err)
+	}
+	if reasons == nil {
+		return nil
+	}
+	old, err := st.oldItem(ctx, reasons[0], metastore.StreamPK(name), metastore.MetaSK)
+	if err != nil {
+		return fmt.Errorf("set state of stream %q: %w", name, err)
+	}
+	if old == nil {
+		return fmt.Errorf("set state of stream %q: %w", name, metastore.ErrNotFound)
+	}
+	cur, err := decodeStream(old)
+	if err != nil {
+		return err
+	}
+	if cur.ID != id {
+		return fmt.Errorf("set state of stream %q: id is %s, not %s: %w", name, cur.ID, id, metastore.ErrConflict)
+	}
+	return fmt.Errorf("set state of stream %q: it is %d (deleting is final): %w", name, cur.State, metastore.ErrConflict)
+}
+
+// DeleteStream deletes the META item and the listing item in one
+// transaction, if the META item is absent or has the given id.
+func (st *Store) DeleteStream(ctx context.Context, name, id string) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("delete stream %q: %w", name, err)
+	}
+	cond := "attribute_not_exists(#pk) OR #id = :id"
+	names := map[string]string{"#pk": attrPK, "#id": attrID}
+	vals := map[string]types.AttributeValue{":id": s(id)}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{
+		{Delete: &types.Delete{
+			TableName:                           aws.String(st.table),
+			Key:                                 key(metastore.StreamPK(name), metastore.MetaSK),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Delete: &types.Delete{
+			TableName:                 aws.String(st.table),
+			Key:                       key(ListPK, name),
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("delete stream %q from %s: %w", name, st.table, err)
+	}
+	if reasons == nil {
+		return nil
+	}
+	cur := "another id"
+	if old := reasons[0].Item; old != nil {
+		if c, err := decodeStream(old); err == nil {
+			cur = c.ID
+		}
+	}
+	return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, cur, id, metastore.ErrConflict)
+}
+
+// oldItem returns the item a failed condition saw: from the cancellation
+// reason (ALL_OLD) when the service returned it, else read now (nil when
+// absent). DynamoDB returns no item when there was none; reading again
+// covers emulators that ignore ALL_OLD. The read only decides which error
+// to report (ErrNotFound or ErrConflict), never whether the write happened.
+func (st *Store) oldItem(ctx context.Context, r types.CancellationReason, pk, sk string) (map[string]types.AttributeValue, error) {
+	if r.Item != nil {
+		return r.Item, nil
+	}
+	return st.getItem(ctx, pk, sk)
+}
