@@ -12,7 +12,7 @@ import (
 
 // Table actions by use.
 var (
-	tableRead  = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
+	tableRead = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
 	// Transactions need no actions of their own: TransactWriteItems and
 	// TransactGetItems are authorized per item by these and tableRead's.
 	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}

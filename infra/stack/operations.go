@@ -15,17 +15,20 @@ import (
 )
 
 // StallCauses are the diagnosed causes a star reports with each budget
-// stall (seed/write-path.md): one alarm each.
+// stall (seed/write-path.md; shared/star's Stall* constants): one alarm each.
 var StallCauses = []string{"absorb_lagging", "metastore_slow", "epoch_settling"}
 
-// Star metrics (namespace MetricsNamespace) the alarms read; the star
-// publishes them (PutMetricData or embedded metric format logs).
+// Star metrics the alarms read. The star exports them in Prometheus form on
+// its admin port (shared/star); the CloudWatch agent sidecar scrapes them and
+// publishes them under MetricsNamespace with the dimensions below (see
+// agentConfig in star.go).
 const (
 	// MetricBacklogAge: age in seconds of the oldest released, unabsorbed
-	// flight of the star; dimension Star.
-	MetricBacklogAge = "BacklogAgeSeconds"
-	// MetricStalls: count of budget stalls; dimension Cause.
-	MetricStalls = "Stalls"
+	// flight (gauge); dimension star (maximum over classes).
+	MetricBacklogAge = "strand_backlog_age_seconds"
+	// MetricStalls: publishes blocked at the backlog budget (counter,
+	// published as deltas); dimension cause (sum over stars and classes).
+	MetricStalls = "strand_backlog_stalls_total"
 )
 
 // Alarm thresholds. Backlog is alerted on age, never on rate.
@@ -89,7 +92,7 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 	for i := range cfg.StarCount {
 		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(MetricBacklogAge),
-			DimensionsMap: &map[string]*string{"Star": jsii.String(StarID(i))},
+			DimensionsMap: &map[string]*string{"star": jsii.String(StarID(i))},
 			Period:        minute, Statistic: jsii.String("Maximum"),
 		})
 		starBacklog = append(starBacklog, m)
@@ -103,7 +106,7 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 	for _, cause := range StallCauses {
 		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(MetricStalls),
-			DimensionsMap: &map[string]*string{"Cause": jsii.String(cause)},
+			DimensionsMap: &map[string]*string{"cause": jsii.String(cause)},
 			Period:        five, Statistic: jsii.String("Sum"),
 		})
 		stalls = append(stalls, m)

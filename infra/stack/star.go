@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,9 +26,52 @@ const (
 	FallbackDockerfile = "infra/star.Dockerfile"
 )
 
-// MetricsNamespace is the CloudWatch namespace the star publishes to (see
-// docs/deploy.md, "Metrics contract").
+// MetricsNamespace is the CloudWatch namespace of the star's metrics (see
+// docs/deploy.md, "Metrics").
 const MetricsNamespace = "Strand"
+
+// AgentImage is the CloudWatch agent that scrapes the star's Prometheus
+// endpoint and publishes selected series as embedded-metric-format logs.
+const AgentImage = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:latest"
+
+// agentMemoryMiB is reserved for the agent sidecar out of the task memory.
+const agentMemoryMiB = 128
+
+// agentConfig returns the CloudWatch agent and Prometheus configuration
+// (JSON and YAML documents) for one star.
+func agentConfig(star, logGroup string) (cw, prom string) {
+	type obj = map[string]any
+	decl := func(dims [][]string, metric string) obj {
+		return obj{
+			"source_labels":    []string{"job"},
+			"label_matcher":    "^strand$",
+			"dimensions":       dims,
+			"metric_selectors": []string{"^" + metric + "$"},
+		}
+	}
+	doc := obj{"logs": obj{
+		"force_flush_interval": 15,
+		"metrics_collected": obj{"prometheus": obj{
+			"prometheus_config_path": "env:PROMETHEUS_CONFIG_CONTENT",
+			"log_group_name":         logGroup,
+			"emf_processor": obj{
+				"metric_namespace": MetricsNamespace,
+				"metric_declaration": []obj{
+					decl([][]string{{"star"}}, MetricBacklogAge),
+					decl([][]string{{"cause"}, {"star", "cause"}}, MetricStalls),
+				},
+			},
+		}},
+	}}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(fmt.Sprintf("infra: agent config does not marshal: %v", err)) // static data: a bug
+	}
+	prom = fmt.Sprintf("global:\n  scrape_interval: 30s\n  scrape_timeout: 10s\n"+
+		"scrape_configs:\n  - job_name: strand\n    static_configs:\n      - targets: ['localhost:%d']\n        labels:\n          star: %s\n",
+		AdminPort, star)
+	return string(b), prom
+}
 
 // imageExcludes keep the build context (the repository root) small and the
 // asset hash independent of build outputs and caches.
@@ -49,6 +93,7 @@ type Star struct {
 	Services      []awsecs.FargateService
 	LoadBalancer  elbv2.NetworkLoadBalancer
 	Logs          awslogs.LogGroup
+	MetricLogs    awslogs.LogGroup
 }
 
 // NewStar creates the star tier. The image is built (at deploy time, not
@@ -100,8 +145,10 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
 	a.table(ms, tableRead, tableWrite, tableScan)
 	a.allow([]string{"sqs:SendMessage"}, []*string{se.ReleaseQueue.QueueArn(), se.FenceQueue.QueueArn()}, nil)
-	a.allow([]string{"cloudwatch:PutMetricData"}, []*string{jsii.String("*")},
-		map[string]any{"StringEquals": map[string]any{"cloudwatch:namespace": MetricsNamespace}})
+	// The metrics sidecar writes embedded-metric-format logs to its group.
+	s.MetricLogs = awslogs.NewLogGroup(s.Construct, jsii.String("MetricLogs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	s.MetricLogs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
+	a.allow([]string{"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}, []*string{s.MetricLogs.LogGroupArn()}, nil)
 	a.applyTo(s.TaskRole)
 	s.ExecutionRole = awsiam.NewRole(s.Construct, jsii.String("ExecutionRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
@@ -192,7 +239,6 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 				"STRAND_SETTLED_BUCKET":    st.Settled.BucketName(),
 				"STRAND_RELEASE_QUEUE_URL": se.ReleaseQueue.QueueUrl(),
 				"STRAND_FENCE_QUEUE_URL":   se.FenceQueue.QueueUrl(),
-				"STRAND_METRICS_NAMESPACE": jsii.String(MetricsNamespace),
 			},
 			PortMappings: &[]*awsecs.PortMapping{
 				{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
@@ -204,6 +250,20 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			// Time to drain the pool and ack in-flight slots on SIGTERM.
 			StopTimeout: awscdk.Duration_Seconds(jsii.Number(120)),
 			Essential:   jsii.Bool(true),
+		})
+		cw, prom := agentConfig(star, *s.MetricLogs.LogGroupName())
+		td.AddContainer(jsii.String("metrics"), &awsecs.ContainerDefinitionOptions{
+			ContainerName:        jsii.String("cloudwatch-agent"),
+			Image:                awsecs.ContainerImage_FromRegistry(jsii.String(AgentImage), nil),
+			MemoryReservationMiB: jsii.Number(agentMemoryMiB),
+			Essential:            jsii.Bool(false),
+			Environment: &map[string]*string{
+				"CW_CONFIG_CONTENT":         jsii.String(cw),
+				"PROMETHEUS_CONFIG_CONTENT": jsii.String(prom),
+			},
+			Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
+				LogGroup: s.Logs, StreamPrefix: jsii.String(star + "-agent"),
+			}),
 		})
 		svc := awsecs.NewFargateService(s.Construct, jsii.String(fmt.Sprintf("Service%d", i)), &awsecs.FargateServiceProps{
 			Cluster:        s.Cluster,

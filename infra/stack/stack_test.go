@@ -1,0 +1,678 @@
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestMain(m *testing.M) {
+	wd, _ := os.Getwd()
+	root, err := FindRepoRoot(wd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	repoRoot = root
+	if err := SetupEnv(root); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	jsii.Close() // restart the kernel with the environment above
+	code := m.Run()
+	jsii.Close()
+	os.Exit(code)
+}
+
+var repoRoot string
+
+// synthesized is one synthesized stack, as the assertions library sees it
+// and as plain JSON to walk.
+type synthesized struct {
+	cfg  Config
+	tmpl assertions.Template
+	res  map[string]map[string]any // logical id -> resource
+}
+
+var (
+	synthMu sync.Mutex
+	synths  = map[string]*synthesized{}
+)
+
+// synth synthesizes the stack for context values once per test binary.
+func synth(t *testing.T, name string, values map[string]any) *synthesized {
+	t.Helper()
+	synthMu.Lock()
+	defer synthMu.Unlock()
+	if s := synths[name]; s != nil {
+		return s
+	}
+	cfg, err := FromContext(ctx(values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	st, err := NewStrand(app, "Strand", cfg, repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := assertions.Template_FromStack(st.Stack, nil)
+	raw, err := json.Marshal(tmpl.ToJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Resources map[string]map[string]any
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	s := &synthesized{cfg: cfg, tmpl: tmpl, res: doc.Resources}
+	synths[name] = s
+	return s
+}
+
+func defaults(t *testing.T) *synthesized { return synth(t, "defaults", nil) }
+
+func threeStars(t *testing.T) *synthesized {
+	return synth(t, "three", map[string]any{
+		CtxStarCount: float64(3), CtxDeletionProtection: false, CtxNatGateways: float64(0), CtxPublicAPI: true,
+	})
+}
+
+// assert runs an assertions-library check, turning its panic into a failure.
+func assert(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	f()
+}
+
+func (s *synthesized) ofType(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.res {
+		if r["Type"] == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+func props(r map[string]any) map[string]any { return r["Properties"].(map[string]any) }
+
+// js renders a value as JSON, for substring checks on intrinsic functions.
+func js(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestResourceCounts(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), threeStars(t)} {
+		n := s.cfg.StarCount
+		counts := map[string]int{
+			"AWS::S3Express::DirectoryBucket":           3,
+			"AWS::S3Express::BucketPolicy":              3,
+			"AWS::S3::Bucket":                           2,
+			"AWS::S3::BucketPolicy":                     2,
+			"AWS::DynamoDB::Table":                      1,
+			"AWS::Lambda::Function":                     4,
+			"AWS::Lambda::EventSourceMapping":           2,
+			"AWS::SQS::Queue":                           4,
+			"AWS::Events::Rule":                         4,
+			"AWS::ECS::Cluster":                         1,
+			"AWS::ECS::Service":                         n,
+			"AWS::ECS::TaskDefinition":                  n,
+			"AWS::ElasticLoadBalancingV2::LoadBalancer": 1,
+			"AWS::ElasticLoadBalancingV2::Listener":     n + 1,
+			"AWS::ElasticLoadBalancingV2::TargetGroup":  n + 1,
+			"AWS::EC2::VPC":                             1,
+			"AWS::EC2::VPCEndpoint":                     3,
+			"AWS::EC2::NatGateway":                      s.cfg.NatGateways,
+			// 2 queue ages + per star (backlog age, not running) + causes
+			// + 2 DLQs + 4 Lambdas
+			"AWS::CloudWatch::Alarm":     2 + 2*n + len(StallCauses) + 2 + 4,
+			"AWS::CloudWatch::Dashboard": 1,
+		}
+		for typ, want := range counts {
+			assert(t, fmt.Sprintf("%d stars: %s", n, typ), func() { s.tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(want)) })
+		}
+	}
+}
+
+func TestExpressSet(t *testing.T) {
+	s := defaults(t)
+	got := map[string]bool{}
+	for id, r := range s.ofType("AWS::S3Express::DirectoryBucket") {
+		p := props(r)
+		if p["DataRedundancy"] != "SingleAvailabilityZone" {
+			t.Errorf("%s: DataRedundancy %v", id, p["DataRedundancy"])
+		}
+		az := p["LocationName"].(string)
+		got[az] = true
+		if name := js(p["BucketName"]); !strings.Contains(name, "--"+az+"--x-s3") || !strings.Contains(name, "AWS::AccountId") {
+			t.Errorf("%s: name %s is not <prefix>-<account>--%s--x-s3", id, name, az)
+		}
+		if enc := js(p["BucketEncryption"]); !strings.Contains(enc, `"SSEAlgorithm":"AES256"`) {
+			t.Errorf("%s: encryption %s", id, enc)
+		}
+		if lc := js(p["LifecycleConfiguration"]); !strings.Contains(lc, `"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1}`) {
+			t.Errorf("%s: lifecycle %s", id, lc)
+		}
+		if r["DeletionPolicy"] != "Retain" {
+			t.Errorf("%s: deletion policy %v with deletion protection on", id, r["DeletionPolicy"])
+		}
+	}
+	for _, az := range s.cfg.ExpressAZs {
+		if !got[az] {
+			t.Errorf("no directory bucket in %s", az)
+		}
+	}
+}
+
+// tlsOnly reports whether a bucket policy document denies insecure transport.
+func tlsOnly(doc any) bool {
+	for _, st := range doc.(map[string]any)["Statement"].([]any) {
+		m := st.(map[string]any)
+		if m["Effect"] == "Deny" && strings.Contains(js(m["Condition"]), `"aws:SecureTransport":"false"`) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestBucketsPrivateEncryptedTLSOnly(t *testing.T) {
+	s := defaults(t)
+	for id, r := range s.ofType("AWS::S3::Bucket") {
+		p := props(r)
+		pab := p["PublicAccessBlockConfiguration"].(map[string]any)
+		for _, k := range []string{"BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"} {
+			if pab[k] != true {
+				t.Errorf("%s: %s = %v", id, k, pab[k])
+			}
+		}
+		if enc := js(p["BucketEncryption"]); !strings.Contains(enc, `"SSEAlgorithm":"AES256"`) {
+			t.Errorf("%s: encryption %s", id, enc)
+		}
+		if lc := js(p["LifecycleConfiguration"]); !strings.Contains(lc, `"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1}`) {
+			t.Errorf("%s: lifecycle %s", id, lc)
+		}
+		if lc := js(p["LifecycleConfiguration"]); strings.Contains(lc, "ExpirationInDays") {
+			t.Errorf("%s: a lifecycle rule expires data (trim is the only deleter): %s", id, lc)
+		}
+	}
+	// Every bucket, Standard and directory, has a TLS-only policy.
+	covered := map[string]bool{}
+	for _, typ := range []string{"AWS::S3::BucketPolicy", "AWS::S3Express::BucketPolicy"} {
+		for id, r := range s.ofType(typ) {
+			p := props(r)
+			if !tlsOnly(p["PolicyDocument"]) {
+				t.Errorf("%s: policy does not deny insecure transport", id)
+			}
+			covered[js(p["Bucket"])] = true
+		}
+	}
+	for _, typ := range []string{"AWS::S3::Bucket", "AWS::S3Express::DirectoryBucket"} {
+		for id := range s.ofType(typ) {
+			if !covered[js(map[string]any{"Ref": id})] {
+				t.Errorf("bucket %s has no TLS-only policy", id)
+			}
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	assert(t, "table", func() {
+		defaults(t).tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			"DeletionProtectionEnabled":        true,
+			"KeySchema": []any{
+				map[string]any{"AttributeName": "PK", "KeyType": "HASH"},
+				map[string]any{"AttributeName": "SK", "KeyType": "RANGE"},
+			},
+		})
+	})
+	for id, r := range defaults(t).ofType("AWS::DynamoDB::Table") {
+		if r["DeletionPolicy"] != "Retain" {
+			t.Errorf("%s: deletion policy %v", id, r["DeletionPolicy"])
+		}
+	}
+	// Deletion protection off: the table can be deleted with the stack.
+	for id, r := range threeStars(t).ofType("AWS::DynamoDB::Table") {
+		if props(r)["DeletionProtectionEnabled"] != false || r["DeletionPolicy"] != "Delete" {
+			t.Errorf("%s: protection %v policy %v, want off/Delete", id, props(r)["DeletionProtectionEnabled"], r["DeletionPolicy"])
+		}
+	}
+}
+
+func TestQueuesAndTriggers(t *testing.T) {
+	s := defaults(t)
+	queues := s.ofType("AWS::SQS::Queue")
+	var dlqs, mains int
+	for id, r := range queues {
+		p := props(r)
+		if p["SqsManagedSseEnabled"] != true {
+			t.Errorf("%s: not encrypted", id)
+		}
+		rp, ok := p["RedrivePolicy"].(map[string]any)
+		if !ok {
+			dlqs++
+			continue
+		}
+		mains++
+		target := rp["deadLetterTargetArn"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+		dlq, ok := queues[target]
+		if !ok {
+			t.Errorf("%s: DLQ %s is not a queue of the stack", id, target)
+			continue
+		}
+		if rp["maxReceiveCount"] != float64(maxReceives) {
+			t.Errorf("%s: maxReceiveCount %v", id, rp["maxReceiveCount"])
+		}
+		if props(dlq)["FifoQueue"] != p["FifoQueue"] {
+			t.Errorf("%s: FIFO %v but its DLQ %v", id, p["FifoQueue"], props(dlq)["FifoQueue"])
+		}
+	}
+	if mains != 2 || dlqs != 2 {
+		t.Errorf("%d queues with a DLQ and %d DLQs, want 2 and 2", mains, dlqs)
+	}
+	// The release queue is FIFO (message group per chain).
+	for id, r := range queues {
+		if strings.Contains(id, "Release") && !strings.Contains(id, "DLQ") && props(r)["FifoQueue"] != true {
+			t.Errorf("%s: release queue is not FIFO", id)
+		}
+	}
+	esms := s.ofType("AWS::Lambda::EventSourceMapping")
+	fns := map[string]bool{}
+	for id, r := range esms {
+		p := props(r)
+		if !slices.Contains(anyStrings(p["FunctionResponseTypes"]), "ReportBatchItemFailures") {
+			t.Errorf("%s: no partial-batch responses", id)
+		}
+		fns[js(p["FunctionName"])] = true
+	}
+	for _, name := range []string{"absorb", "probe"} {
+		found := false
+		for f := range fns {
+			if strings.Contains(strings.ToLower(f), "settlement"+name) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no SQS trigger for %s (mappings to %v)", name, fns)
+		}
+	}
+}
+
+func anyStrings(v any) []string {
+	var out []string
+	if l, ok := v.([]any); ok {
+		for _, e := range l {
+			out = append(out, fmt.Sprint(e))
+		}
+	} else if v != nil {
+		out = append(out, fmt.Sprint(v))
+	}
+	return out
+}
+
+func TestLambdas(t *testing.T) {
+	s := defaults(t)
+	fns := s.ofType("AWS::Lambda::Function")
+	for id, r := range fns {
+		p := props(r)
+		if p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" || js(p["Architectures"]) != `["arm64"]` {
+			t.Errorf("%s: runtime %v handler %v arch %v", id, p["Runtime"], p["Handler"], p["Architectures"])
+		}
+		env := js(p["Environment"])
+		for _, k := range []string{"STRAND_TABLE", "STRAND_EXPRESS_BUCKETS", "STRAND_STANDARD_BUCKET", "STRAND_SETTLED_BUCKET"} {
+			if !strings.Contains(env, k) {
+				t.Errorf("%s: no %s", id, k)
+			}
+		}
+	}
+	// One schedule per function.
+	targets := map[string]bool{}
+	for id, r := range s.ofType("AWS::Events::Rule") {
+		p := props(r)
+		if !strings.HasPrefix(fmt.Sprint(p["ScheduleExpression"]), "rate(") {
+			t.Errorf("%s: schedule %v", id, p["ScheduleExpression"])
+		}
+		for _, tg := range p["Targets"].([]any) {
+			targets[js(tg.(map[string]any)["Arn"])] = true
+		}
+	}
+	for id := range fns {
+		if !targets[js(map[string]any{"Fn::GetAtt": []any{id, "Arn"}})] {
+			t.Errorf("%s has no schedule", id)
+		}
+	}
+}
+
+// statements returns every statement of every AWS::IAM::Policy, with the
+// policy's logical id.
+func statements(s *synthesized) map[string][]map[string]any {
+	out := map[string][]map[string]any{}
+	for id, r := range s.ofType("AWS::IAM::Policy") {
+		for _, st := range props(r)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			out[id] = append(out[id], st.(map[string]any))
+		}
+	}
+	return out
+}
+
+func TestIAMNoWildcardActions(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), threeStars(t)} {
+		pols := statements(s)
+		if len(pols) < 6 {
+			t.Fatalf("found %d IAM policies, want one per function, task and execution role", len(pols))
+		}
+		for id, sts := range pols {
+			for _, st := range sts {
+				if st["Effect"] != "Allow" {
+					continue
+				}
+				actions := anyStrings(st["Action"])
+				for _, a := range actions {
+					if strings.Contains(a, "*") {
+						t.Errorf("%s: wildcard action %q", id, a)
+					}
+				}
+				// Resource "*" only where the action has no resource type.
+				if slices.Contains(anyStrings(st["Resource"]), "*") {
+					for _, a := range actions {
+						if a != "ecr:GetAuthorizationToken" {
+							t.Errorf("%s: %s on every resource", id, a)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// grants returns, for the policy whose id starts with prefix, every allowed
+// action mapped to the JSON of its resources and conditions.
+func grants(t *testing.T, s *synthesized, prefix string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for id, sts := range statements(s) {
+		if !strings.HasPrefix(id, prefix) {
+			continue
+		}
+		for _, st := range sts {
+			for _, a := range anyStrings(st["Action"]) {
+				out[a] = append(out[a], js(st["Resource"])+js(st["Condition"]))
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no policy %s*", prefix)
+	}
+	return out
+}
+
+func TestLeastPrivilege(t *testing.T) {
+	s := defaults(t)
+	has := func(g map[string][]string, action, substr string) bool {
+		for _, r := range g[action] {
+			if strings.Contains(r, substr) {
+				return true
+			}
+		}
+		return false
+	}
+	absorb := grants(t, s, "SettlementAbsorbRole")
+	settle := grants(t, s, "SettlementSettleRole")
+	trim := grants(t, s, "SettlementTrimRole")
+	probe := grants(t, s, "SettlementProbeRole")
+	task := grants(t, s, "StarTaskRole")
+
+	// Readers of the Express set get ReadOnly sessions; deleters and the
+	// writer get ReadWrite ones.
+	for name, g := range map[string]map[string][]string{"absorb": absorb, "settle": settle} {
+		if !has(g, "s3express:CreateSession", `"s3express:SessionMode":"ReadOnly"`) {
+			t.Errorf("%s: CreateSession not restricted to ReadOnly: %v", name, g["s3express:CreateSession"])
+		}
+		for _, a := range []string{"s3:DeleteObject", "dynamodb:Scan", "sqs:SendMessage"} {
+			if g[a] != nil {
+				t.Errorf("%s may %s", name, a)
+			}
+		}
+	}
+	for name, g := range map[string]map[string][]string{"trim": trim, "probe": probe, "star": task} {
+		if g["s3express:CreateSession"] == nil || has(g, "s3express:CreateSession", "ReadOnly") {
+			t.Errorf("%s: want a ReadWrite CreateSession, got %v", name, g["s3express:CreateSession"])
+		}
+	}
+	// Only settle writes settled objects; only the star writes chains.
+	if !has(settle, "s3:PutObject", "StorageSettled") || has(settle, "s3:PutObject", "StorageChain") {
+		t.Errorf("settle PutObject: %v", settle["s3:PutObject"])
+	}
+	if !has(task, "s3:PutObject", "StorageChain") || has(task, "s3:PutObject", "StorageSettled") {
+		t.Errorf("star PutObject: %v", task["s3:PutObject"])
+	}
+	for name, g := range map[string]map[string][]string{"absorb": absorb, "trim": trim, "probe": probe} {
+		if g["s3:PutObject"] != nil {
+			t.Errorf("%s may PutObject", name)
+		}
+	}
+	// trim deletes from the chain and settled buckets; probe only chains.
+	if !has(trim, "s3:DeleteObject", "StorageChain") || !has(trim, "s3:DeleteObject", "StorageSettled") {
+		t.Errorf("trim DeleteObject: %v", trim["s3:DeleteObject"])
+	}
+	if !has(probe, "s3:DeleteObject", "StorageChain") || has(probe, "s3:DeleteObject", "StorageSettled") {
+		t.Errorf("probe DeleteObject: %v", probe["s3:DeleteObject"])
+	}
+	// probe reads the table but never writes it.
+	for _, a := range tableWrite {
+		if probe[a] != nil {
+			t.Errorf("probe may %s", a)
+		}
+	}
+	// The star publishes releases and fences, and nothing else to SQS.
+	if !has(task, "sqs:SendMessage", "SettlementRelease") || !has(task, "sqs:SendMessage", "SettlementFence") {
+		t.Errorf("star SendMessage: %v", task["sqs:SendMessage"])
+	}
+	for a := range task {
+		if strings.HasPrefix(a, "sqs:") && a != "sqs:SendMessage" {
+			t.Errorf("star may %s", a)
+		}
+	}
+	// Functions log to their own group only.
+	if !has(absorb, "logs:PutLogEvents", "SettlementAbsorbLogs") || has(absorb, "logs:PutLogEvents", "SettlementSettleLogs") {
+		t.Errorf("absorb logs: %v", absorb["logs:PutLogEvents"])
+	}
+	// No function uses the managed basic execution policy (every log group).
+	for id, r := range s.ofType("AWS::IAM::Role") {
+		if p := props(r); p["ManagedPolicyArns"] != nil {
+			t.Errorf("%s has managed policies %v", id, p["ManagedPolicyArns"])
+		}
+	}
+}
+
+func TestStarServices(t *testing.T) {
+	s := threeStars(t)
+	services := s.ofType("AWS::ECS::Service")
+	if len(services) != s.cfg.StarCount {
+		t.Fatalf("%d Fargate services, want %d", len(services), s.cfg.StarCount)
+	}
+	seen := map[string]bool{}
+	for id, r := range services {
+		p := props(r)
+		if p["LaunchType"] != "FARGATE" || p["DesiredCount"] != float64(1) {
+			t.Errorf("%s: launch %v desired %v", id, p["LaunchType"], p["DesiredCount"])
+		}
+		dc := p["DeploymentConfiguration"].(map[string]any)
+		if dc["MaximumPercent"] != float64(100) || dc["MinimumHealthyPercent"] != float64(0) {
+			t.Errorf("%s: deployment %v: one task per star id at a time", id, dc)
+		}
+		if lbs := p["LoadBalancers"].([]any); len(lbs) != 2 {
+			t.Errorf("%s: %d target groups, want its own and the shared one", id, len(lbs))
+		}
+		seen[fmt.Sprint(p["ServiceName"])] = true
+	}
+	for i := range s.cfg.StarCount {
+		if !seen[StarID(i)] {
+			t.Errorf("no service %s", StarID(i))
+		}
+	}
+	ids := map[string]bool{}
+	for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+		p := props(r)
+		if js(p["RuntimePlatform"]) != `{"CpuArchitecture":"ARM64","OperatingSystemFamily":"LINUX"}` {
+			t.Errorf("%s: platform %v", id, p["RuntimePlatform"])
+		}
+		if p["Memory"] != fmt.Sprint(s.cfg.TaskMemoryMiB) || p["Cpu"] != fmt.Sprint(s.cfg.TaskCPU) {
+			t.Errorf("%s: cpu/memory %v/%v", id, p["Cpu"], p["Memory"])
+		}
+		var star map[string]any
+		for _, c := range p["ContainerDefinitions"].([]any) {
+			if c.(map[string]any)["Name"] == "star" {
+				star = c.(map[string]any)
+			}
+		}
+		if star == nil {
+			t.Fatalf("%s: no star container", id)
+		}
+		env := map[string]string{}
+		for _, e := range star["Environment"].([]any) {
+			env[e.(map[string]any)["Name"].(string)] = js(e.(map[string]any)["Value"])
+		}
+		for _, k := range []string{"STRAND_STAR_ID", "STRAND_TABLE", "STRAND_EXPRESS_BUCKETS", "STRAND_STANDARD_BUCKET", "STRAND_SETTLED_BUCKET", "STRAND_RELEASE_QUEUE_URL"} {
+			if env[k] == "" {
+				t.Errorf("%s: no %s", id, k)
+			}
+		}
+		ids[env["STRAND_STAR_ID"]] = true
+		cmd := js(star["Command"])
+		if !strings.Contains(cmd, "--s3-memory-buffer-mib=256") || !strings.Contains(cmd, "--s3-express-memory-buffer-mib=32") {
+			t.Errorf("%s: command %s", id, cmd)
+		}
+		if pm := js(star["PortMappings"]); !strings.Contains(pm, `"ContainerPort":4780`) || !strings.Contains(pm, `"ContainerPort":9090`) {
+			t.Errorf("%s: ports %s", id, pm)
+		}
+	}
+	if len(ids) != s.cfg.StarCount {
+		t.Errorf("star ids %v, want %d distinct", ids, s.cfg.StarCount)
+	}
+	// NLB: TCP listeners (HTTP/2 passes through), health on the admin port.
+	for id, r := range s.ofType("AWS::ElasticLoadBalancingV2::TargetGroup") {
+		p := props(r)
+		if p["Protocol"] != "TCP" || p["Port"] != float64(APIPort) || p["HealthCheckPort"] != "9090" || p["HealthCheckPath"] != "/healthz" {
+			t.Errorf("%s: %v", id, p)
+		}
+	}
+	assert(t, "load balancer", func() {
+		s.tmpl.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), map[string]any{
+			"Type": "network", "Scheme": "internet-facing",
+		})
+	})
+	assert(t, "internal by default", func() {
+		defaults(t).tmpl.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), map[string]any{
+			"Type": "network", "Scheme": "internal",
+		})
+	})
+	// Gateway endpoints for S3, S3 Express and DynamoDB.
+	var endpoints []string
+	for _, r := range s.ofType("AWS::EC2::VPCEndpoint") {
+		p := props(r)
+		if p["VpcEndpointType"] != "Gateway" {
+			t.Errorf("endpoint %v is not a gateway", p["ServiceName"])
+		}
+		endpoints = append(endpoints, js(p["ServiceName"]))
+	}
+	for _, svc := range []string{".s3\"", ".s3express\"", ".dynamodb\""} {
+		if !slices.ContainsFunc(endpoints, func(e string) bool { return strings.Contains(e, svc) }) {
+			t.Errorf("no %s gateway endpoint in %v", svc, endpoints)
+		}
+	}
+}
+
+func TestAlarms(t *testing.T) {
+	s := defaults(t)
+	alarms := s.ofType("AWS::CloudWatch::Alarm")
+	metrics := map[string][]map[string]any{}
+	for id, r := range alarms {
+		p := props(r)
+		if len(anyStrings(p["AlarmActions"])) == 0 {
+			t.Errorf("%s notifies nobody", id)
+		}
+		metrics[fmt.Sprint(p["MetricName"])] = append(metrics[fmt.Sprint(p["MetricName"])], p)
+	}
+	// Backlog age, never rate.
+	if len(metrics["ApproximateAgeOfOldestMessage"]) != 2 {
+		t.Errorf("queue age alarms: %d, want release and fence", len(metrics["ApproximateAgeOfOldestMessage"]))
+	}
+	for _, rate := range []string{"NumberOfMessagesSent", "NumberOfMessagesReceived", "ApproximateNumberOfMessagesNotVisible"} {
+		if metrics[rate] != nil {
+			t.Errorf("alarm on a rate metric %s", rate)
+		}
+	}
+	if got := len(metrics[MetricBacklogAge]); got != s.cfg.StarCount {
+		t.Errorf("star backlog age alarms: %d", got)
+	}
+	// Stalls: one alarm per cause, on the cause dimension.
+	causes := map[string]bool{}
+	for _, p := range metrics[MetricStalls] {
+		if p["Namespace"] != MetricsNamespace {
+			t.Errorf("stall alarm namespace %v", p["Namespace"])
+		}
+		for _, d := range p["Dimensions"].([]any) {
+			if d.(map[string]any)["Name"] == "cause" {
+				causes[fmt.Sprint(d.(map[string]any)["Value"])] = true
+			}
+		}
+	}
+	for _, c := range StallCauses {
+		if !causes[c] {
+			t.Errorf("no stall alarm for cause %s", c)
+		}
+	}
+	// DLQ depth on both DLQs.
+	dlqAlarms := 0
+	for _, p := range metrics["ApproximateNumberOfMessagesVisible"] {
+		if strings.Contains(js(p["Dimensions"]), "DLQ") && p["Threshold"] == float64(0) && p["ComparisonOperator"] == "GreaterThanThreshold" {
+			dlqAlarms++
+		}
+	}
+	if dlqAlarms != 2 {
+		t.Errorf("DLQ depth alarms: %d", dlqAlarms)
+	}
+	// Errors of every function.
+	fnAlarms := map[string]bool{}
+	for _, p := range metrics["Errors"] {
+		if p["Namespace"] == "AWS/Lambda" {
+			fnAlarms[js(p["Dimensions"])] = true
+		}
+	}
+	for id := range s.ofType("AWS::Lambda::Function") {
+		if !slices.ContainsFunc(keys(fnAlarms), func(d string) bool { return strings.Contains(d, `"Ref":"`+id+`"`) }) {
+			t.Errorf("no error alarm for %s", id)
+		}
+	}
+	for id, r := range s.ofType("AWS::CloudWatch::Dashboard") {
+		body := js(props(r)["DashboardBody"])
+		for _, want := range []string{"Backlog age", "Stalls by cause", "DLQ depth", "Lambda errors"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: dashboard lacks %q", id, want)
+			}
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
