@@ -14,6 +14,9 @@ import (
 
 // GetHead reads the chain's HEAD item.
 func (st *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore.Head, error) {
+	if metastore.ValidateChain(chain) != nil {
+		return metastore.Head{}, fmt.Errorf("head of chain %s: %w", chain, metastore.ErrNotFound)
+	}
 	m, err := st.getItem(ctx, metastore.ChainPK(chain), metastore.HeadSK)
 	if err != nil {
 		return metastore.Head{}, fmt.Errorf("head of chain %s in %s: %w", chain, st.table, err)
@@ -34,6 +37,9 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 	}
 	if err := metastore.ValidateAdvance(kind, from, to); err != nil {
 		return err
+	}
+	if metastore.ValidateChain(chain) != nil {
+		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, metastore.ErrNotFound)
 	}
 	ea, sa := cursorAttrs(kind)
 	pk := metastore.ChainPK(chain)
@@ -93,6 +99,9 @@ func (st *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from,
 	}
 	if err := metastore.ValidateBeginAbsorb(from, to); err != nil {
 		return metastore.Head{}, err
+	}
+	if metastore.ValidateChain(chain) != nil {
+		return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, metastore.ErrNotFound)
 	}
 	ce, cs := cursorAttrs(metastore.Checkpoint)
 	pk := metastore.ChainPK(chain)
@@ -189,6 +198,9 @@ func (st *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev ui
 
 // GetEpoch reads the chain's EPOCH item.
 func (st *Store) GetEpoch(ctx context.Context, chain metastore.ChainID, epoch uint64) (metastore.Epoch, error) {
+	if metastore.ValidateChain(chain) != nil {
+		return metastore.Epoch{}, fmt.Errorf("epoch %d of chain %s: %w", epoch, chain, metastore.ErrNotFound)
+	}
 	m, err := st.getItem(ctx, metastore.ChainPK(chain), metastore.EpochSK(epoch))
 	if err != nil {
 		return metastore.Epoch{}, fmt.Errorf("epoch %d of chain %s in %s: %w", epoch, chain, st.table, err)
@@ -207,6 +219,9 @@ func (st *Store) UpdateEpoch(ctx context.Context, chain metastore.ChainID, from 
 	}
 	if err := metastore.ValidateEpochUpdate(from, e); err != nil {
 		return err
+	}
+	if metastore.ValidateChain(chain) != nil {
+		return fmt.Errorf("update epoch %d of chain %s: %w", e.Epoch, chain, metastore.ErrNotFound)
 	}
 	pk, sk := metastore.ChainPK(chain), metastore.EpochSK(e.Epoch)
 	reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
@@ -251,6 +266,9 @@ func (st *Store) PutToken(ctx context.Context, t metastore.Token) error {
 
 // GetToken reads the TOKEN item.
 func (st *Store) GetToken(ctx context.Context, hash string) (metastore.Token, error) {
+	if metastore.ValidateTokenHash(hash) != nil {
+		return metastore.Token{}, fmt.Errorf("token %.8s...: %w", hash, metastore.ErrNotFound)
+	}
 	m, err := st.getItem(ctx, metastore.TokenPK(hash), metastore.MetaSK)
 	if err != nil {
 		return metastore.Token{}, fmt.Errorf("token %.8s... in %s: %w", hash, st.table, err)

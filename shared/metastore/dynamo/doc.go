@@ -93,7 +93,10 @@
 //	ResourceNotFoundException and other errors         returned wrapped, no sentinel (configuration)
 //
 // Arguments are checked with the metastore validators before any request,
-// so invalid input is ErrInvalid everywhere. Which of ErrNotFound and
+// so invalid input is ErrInvalid everywhere, and lookups of keys that no
+// write accepts (a malformed name, id, chain or hash) are answered
+// ErrNotFound (or nil, for deletes) without a request, as in memory: DynamoDB
+// would refuse some of them (an oversized key, invalid UTF-8) outright. Which of ErrNotFound and
 // ErrConflict a failed condition means is decided from the item the
 // condition saw (ALL_OLD), or, when the service does not return it, a read
 // right after; that read never decides whether a write happened.

@@ -22,6 +22,12 @@ const TxAttempts = 5
 // TxBackoff is the wait after the first such cancellation; it doubles.
 const TxBackoff = 20 * time.Millisecond
 
+// DynamoDB's key size limits, in bytes.
+const (
+	maxPKBytes = 2048
+	maxSKBytes = 1024
+)
+
 // BatchAttempts bounds the BatchWriteItem calls PutRefs and DeleteRefs make
 // for one chunk while DynamoDB returns unprocessed items.
 const BatchAttempts = 8
@@ -207,6 +213,9 @@ func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) 
 
 // getItem reads one item with a strongly consistent read; nil when absent.
 func (st *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
+	if len(pk) > maxPKBytes || len(sk) > maxSKBytes {
+		return nil, nil // no write can have stored it; DynamoDB would refuse the key
+	}
 	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(st.table),
 		Key:            key(pk, sk),

@@ -160,7 +160,7 @@ func TestPutRefsManyTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refs []metastore.Ref
-	for i := range uint64(2*maxTxRefs + 7) {
+	for i := range uint64(2*metastore.MaxPutRefsPerTx + 7) {
 		refs = append(refs, ref(sid(1), i*2, i*2+1))
 	}
 	if err := st.PutRefs(ctx, chain, pass, refs); err != nil {
@@ -313,5 +313,34 @@ func TestCreateStreamExistsWithoutOldItem(t *testing.T) {
 	got, err := New(clientFor(p.srv.URL, 1), table).CreateStream(ctx, b)
 	if !errors.Is(err, metastore.ErrExists) || got != a {
 		t.Fatalf("CreateStream over an existing stream: %+v, %v; want the existing stream and ErrExists", got, err)
+	}
+}
+
+// Lookups of keys no write accepts are ErrNotFound (or nil) without asking
+// DynamoDB, which would refuse an oversized key.
+func TestMalformedKeyLookups(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	long := strings.Repeat("x", 3000)
+	if _, err := st.GetStream(ctx, long); !errors.Is(err, metastore.ErrNotFound) {
+		t.Errorf("GetStream(3000-byte name): %v", err)
+	}
+	if _, err := st.GetStream(ctx, "bad\xff"); !errors.Is(err, metastore.ErrNotFound) {
+		t.Errorf("GetStream(invalid UTF-8): %v", err)
+	}
+	if err := st.DeleteStream(ctx, long, sid(1)); err != nil {
+		t.Errorf("DeleteStream(3000-byte name): %v", err)
+	}
+	if _, err := st.LastRef(ctx, long); !errors.Is(err, metastore.ErrNotFound) {
+		t.Errorf("LastRef(bad id): %v", err)
+	}
+	if refs, err := st.QueryRefs(ctx, long, 0, 10); err != nil || len(refs) != 0 {
+		t.Errorf("QueryRefs(bad id): %v, %v", refs, err)
+	}
+	if _, err := st.GetHead(ctx, metastore.ChainID{Star: long, Class: metastore.Standard}); !errors.Is(err, metastore.ErrNotFound) {
+		t.Errorf("GetHead(long star): %v", err)
+	}
+	if _, err := st.GetToken(ctx, long); !errors.Is(err, metastore.ErrNotFound) {
+		t.Errorf("GetToken(bad hash): %v", err)
 	}
 }

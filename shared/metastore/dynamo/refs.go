@@ -15,14 +15,10 @@ import (
 // batchSize is BatchWriteItem's limit of requests per call.
 const batchSize = 25
 
-// maxTxRefs is how many refs one PutRefs transaction carries: DynamoDB's
-// 100 items less the lease check.
-const maxTxRefs = 99
-
 // PutRefs writes refs under the absorb lease: each transaction holds a
-// ConditionCheck that the chain's head has Absorbing == pass, and up to 99
-// Puts. Each Put replaces the item at its key, so writing the same refs
-// again leaves identical items. A batch of more than 99 refs takes several
+// ConditionCheck that the chain's head has Absorbing == pass, and up to
+// metastore.MaxPutRefsPerTx (99) Puts. Each Put replaces the item at its key, so writing the same refs
+// again leaves identical items. A batch of more than that takes several
 // transactions: each is atomic and checked against the lease, but a lease
 // lost between two of them leaves the first ones written (they are the
 // refs the pass computed; the pass that holds the lease writes the same
@@ -41,7 +37,7 @@ func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass meta
 		return err
 	}
 	pk := metastore.ChainPK(chain)
-	for chunk := range slices.Chunk(refs, maxTxRefs) {
+	for chunk := range slices.Chunk(refs, metastore.MaxPutRefsPerTx) {
 		items := make([]types.TransactWriteItem, 0, len(chunk)+1)
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                aws.String(st.table),
@@ -84,6 +80,9 @@ func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass meta
 func (st *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
 	if err := metastore.ValidateLimit(limit); err != nil {
 		return nil, err
+	}
+	if metastore.ValidateStreamID(streamID) != nil {
+		return nil, nil // never stored
 	}
 	pk := metastore.RefPK(streamID)
 	var out []metastore.Ref
@@ -130,6 +129,9 @@ func (st *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64,
 
 // LastRef queries the stream's refs backward for the first one.
 func (st *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
+	if metastore.ValidateStreamID(streamID) != nil {
+		return metastore.Ref{}, fmt.Errorf("last ref of stream %q: %w", streamID, metastore.ErrNotFound)
+	}
 	items, err := st.query(ctx, &dynamodb.QueryInput{
 		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :ref)"),
 		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
@@ -190,6 +192,9 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 func (st *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("delete refs: %w", err)
+	}
+	if metastore.ValidateStreamID(streamID) != nil {
+		return nil // never stored
 	}
 	seqs := slices.Clone(firstSeqs)
 	slices.Sort(seqs)

@@ -65,6 +65,10 @@ func (st *Store) CreateStream(ctx context.Context, s metastore.Stream) (metastor
 
 // GetStream reads the stream's META item.
 func (st *Store) GetStream(ctx context.Context, name string) (metastore.Stream, error) {
+	if metastore.ValidateStreamName(name) != nil {
+		// Never stored; DynamoDB would refuse some such keys outright.
+		return metastore.Stream{}, fmt.Errorf("stream %q: %w", name, metastore.ErrNotFound)
+	}
 	m, err := st.getItem(ctx, metastore.StreamPK(name), metastore.MetaSK)
 	if err != nil {
 		return metastore.Stream{}, fmt.Errorf("get stream %q from %s: %w", name, st.table, err)
@@ -136,6 +140,9 @@ func (st *Store) SetStreamState(ctx context.Context, name, id string, state meta
 	if err := metastore.ValidateStreamState(state); err != nil {
 		return err
 	}
+	if metastore.ValidateStreamName(name) != nil {
+		return fmt.Errorf("set state of stream %q: %w", name, metastore.ErrNotFound)
+	}
 	cond := "attribute_exists(#pk) AND #id = :id"
 	vals := map[string]types.AttributeValue{":id": s(id), ":state": nu(uint64(state))}
 	if state != metastore.StreamDeleting {
@@ -190,6 +197,9 @@ func (st *Store) SetStreamState(ctx context.Context, name, id string, state meta
 func (st *Store) DeleteStream(ctx context.Context, name, id string) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("delete stream %q: %w", name, err)
+	}
+	if metastore.ValidateStreamName(name) != nil {
+		return nil // never stored
 	}
 	cond := "attribute_not_exists(#pk) OR #id = :id"
 	names := map[string]string{"#pk": attrPK, "#id": attrID}
