@@ -1,0 +1,293 @@
+package absorb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Defaults.
+const (
+	// DefaultMaxSlotsPerPass bounds the slots one pass covers, and so the
+	// locations of one ref (one per slot the stream rode): 512 locations
+	// keep a ref item far below DynamoDB's 400 KB.
+	DefaultMaxSlotsPerPass = 512
+	// DefaultMaxPassesPerRun bounds the passes of one Run.
+	DefaultMaxPassesPerRun = 16
+)
+
+// ErrGap: a stream's seqs are not contiguous across the slots of a pass. It
+// means the chain holds something the write path never should have written;
+// the pass stops before writing anything.
+var ErrGap = errors.New("absorb: stream seqs not contiguous")
+
+// Absorber turns committed chain slots into span refs and advances the
+// checkpoint. It is safe for concurrent use, and any number of copies may
+// run at once: see the package documentation.
+type Absorber struct {
+	Meta metastore.Store
+	Sets Sets
+	// MaxSlotsPerPass: 0 is DefaultMaxSlotsPerPass.
+	MaxSlotsPerPass int
+	// MaxPassesPerRun: 0 is DefaultMaxPassesPerRun.
+	MaxPassesPerRun int
+	// Log: nil is slog.Default().
+	Log *slog.Logger
+}
+
+func (a *Absorber) maxSlots() int {
+	if a.MaxSlotsPerPass > 0 {
+		return a.MaxSlotsPerPass
+	}
+	return DefaultMaxSlotsPerPass
+}
+
+func (a *Absorber) log() *slog.Logger {
+	if a.Log != nil {
+		return a.Log
+	}
+	return slog.Default()
+}
+
+// Result says what one pass did.
+type Result struct {
+	From, To metastore.Cursor // the checkpoint moved (or was found moved) from From to To
+	Slots    int              // slots walked
+	Refs     int              // refs written (one per stream)
+	Joined   bool             // completed another copy's pass (its lease) instead of its own
+	Epoch    bool             // an epoch step: from a cut to the next epoch
+	Lost     bool             // another copy completed the pass first
+}
+
+// Noop reports whether the pass found nothing to do.
+func (r Result) Noop() bool { return r.From == r.To }
+
+// Pass runs one absorb pass on chain. released is the chain's released head
+// from a release event (every slot of its epoch below it is committed); the
+// zero Cursor asks for a sweep, which absorbs up to the last slot it proves
+// committed (W flight copies). A pass covers at most MaxSlotsPerPass slots
+// of one epoch, or is an epoch step.
+func (a *Absorber) Pass(ctx context.Context, c metastore.ChainID, released metastore.Cursor) (Result, error) {
+	h, err := a.Meta.GetHead(ctx, c)
+	if err != nil {
+		return Result{}, fmt.Errorf("absorb %s: %w", c, err)
+	}
+	from := h.Checkpoint
+	res := Result{From: from, To: from}
+	if !h.Absorbing.IsZero() {
+		res.Joined = true
+		return a.complete(ctx, c, from, h.Absorbing, res)
+	}
+	set, err := a.Sets.For(c)
+	if err != nil {
+		return res, err
+	}
+	var end uint64
+	switch {
+	case from.Epoch < h.Epoch:
+		// The chain moved on to a later epoch: this one is fenced and its
+		// cut bounds it.
+		cut, exists, err := EpochCut(ctx, a.Meta, c, from.Epoch)
+		if err != nil {
+			return res, err
+		}
+		if !exists || from.Slot >= cut {
+			return a.epochStep(ctx, c, from, res)
+		}
+		end = cut
+		if released.Epoch == from.Epoch {
+			end = min(end, released.Slot)
+		}
+	case released.IsZero():
+		end, err = a.committed(ctx, set, from)
+		if err != nil {
+			return res, err
+		}
+	case released.Epoch == from.Epoch:
+		end = released.Slot
+	default:
+		// An event of another epoch than the checkpoint's (stale, or ahead
+		// of a head we read stale): nothing to do on its word.
+		return res, nil
+	}
+	end = min(end, from.Slot+uint64(a.maxSlots()))
+	if end <= from.Slot {
+		return res, nil
+	}
+	to := metastore.Cursor{Epoch: from.Epoch, Slot: end}
+	lease, err := a.Meta.BeginAbsorb(ctx, c, from, to)
+	switch {
+	case errors.Is(err, metastore.ErrConflict) && lease.Checkpoint == from && !lease.Absorbing.IsZero():
+		// Another copy holds the lease from this checkpoint: complete its
+		// pass, so that every pass from here writes the same refs.
+		res.Joined = true
+		to = lease.Absorbing
+	case errors.Is(err, metastore.ErrConflict):
+		// The checkpoint moved: another copy did the work.
+		res.Lost, res.To = true, lease.Checkpoint
+		return res, nil
+	case err != nil:
+		return res, fmt.Errorf("absorb %s: begin pass %s-%s: %w", c, from, to, err)
+	}
+	return a.complete(ctx, c, from, to, res)
+}
+
+// committed returns the end of the run of committed slots from `from`,
+// probing at most MaxSlotsPerPass slots: a slot is committed when W buckets
+// hold its flight. A committed slot is durable and never disowned, so a
+// sweep may absorb it before its ack is released.
+func (a *Absorber) committed(ctx context.Context, set chain.Set, from metastore.Cursor) (uint64, error) {
+	end := from.Slot
+	for range a.maxSlots() {
+		key := format.SlotKey(set.Star, from.Epoch, end)
+		states := make([]chain.State, set.K())
+		for i := range set.Buckets {
+			cp, err := set.ReadEnvelope(ctx, i, key)
+			if err != nil {
+				states[i] = chain.Unknown
+				continue
+			}
+			states[i] = cp.State
+		}
+		if chain.Classify(set.W, states) != chain.Committed {
+			break
+		}
+		end++
+	}
+	return end, nil
+}
+
+func (a *Absorber) epochStep(ctx context.Context, c metastore.ChainID, from metastore.Cursor, res Result) (Result, error) {
+	to := metastore.Cursor{Epoch: from.Epoch + 1}
+	res.Epoch = true
+	err := a.Meta.AdvanceCursor(ctx, c, metastore.Checkpoint, from, to)
+	if errors.Is(err, metastore.ErrConflict) {
+		res.Lost = true
+	} else if err != nil {
+		return res, fmt.Errorf("absorb %s: step checkpoint %s to %s: %w", c, from, to, err)
+	}
+	res.To = to
+	return res, nil
+}
+
+// complete runs the pass [from, to) that holds the lease: walk, write the
+// refs, move the checkpoint (which releases the lease).
+func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, res Result) (Result, error) {
+	set, err := a.Sets.For(c)
+	if err != nil {
+		return res, err
+	}
+	var slots []chain.Slot
+	err = set.Walk(ctx, from.Epoch, from.Slot, to.Slot, func(s chain.Slot) error {
+		slots = append(slots, s)
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
+	}
+	res.Slots = len(slots)
+	refs, err := BuildRefs(slots)
+	if err != nil {
+		return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
+	}
+	for chunk := range slices.Chunk(refs, metastore.MaxPutRefsPerTx) {
+		err := a.Meta.PutRefs(ctx, c, to, chunk)
+		if errors.Is(err, metastore.ErrConflict) {
+			// The pass is no longer current: another copy completed it.
+			res.Lost, res.To = true, to
+			return res, nil
+		}
+		if err != nil {
+			return res, fmt.Errorf("absorb %s: pass %s-%s: put refs: %w", c, from, to, err)
+		}
+		res.Refs += len(chunk)
+	}
+	err = a.Meta.AdvanceCursor(ctx, c, metastore.Checkpoint, from, to)
+	if errors.Is(err, metastore.ErrConflict) {
+		res.Lost = true
+	} else if err != nil {
+		return res, fmt.Errorf("absorb %s: pass %s-%s: advance checkpoint: %w", c, from, to, err)
+	}
+	res.To = to
+	a.log().Debug("absorb pass", "chain", c.String(), "from", from.String(), "to", to.String(),
+		"slots", res.Slots, "refs", res.Refs, "joined", res.Joined, "lost", res.Lost)
+	return res, nil
+}
+
+// BuildRefs turns the slots of one pass (in slot order) into one ref per
+// stream, sorted by stream id: the stream's seq range, timestamps, record
+// bytes, and one transit location per segment in slot order. It is pure and
+// deterministic: the same slots give the same refs, which is what makes a
+// rerun write identical items. A stream whose seqs do not continue from
+// one segment to the next is ErrGap.
+func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
+	byStream := make(map[format.StreamID]*metastore.Ref)
+	for _, s := range slots {
+		for _, e := range s.Entries {
+			loc := metastore.Location{Key: s.Key, Offset: int64(e.Offset), Length: int64(e.Length)}
+			recBytes := int64(e.Length) - int64(format.SegmentSize(0))
+			r := byStream[e.Stream]
+			if r == nil {
+				byStream[e.Stream] = &metastore.Ref{
+					StreamID:  e.Stream.String(),
+					FirstSeq:  e.FirstSeq,
+					LastSeq:   e.LastSeq(),
+					FirstTsMs: e.FirstTsMs,
+					LastTsMs:  e.LastTsMs,
+					Bytes:     recBytes,
+					Locations: []metastore.Location{loc},
+				}
+				continue
+			}
+			if r.LastSeq == ^uint64(0) || e.FirstSeq != r.LastSeq+1 {
+				return nil, fmt.Errorf("stream %s: segment at seq %d in %s follows seq %d: %w",
+					r.StreamID, e.FirstSeq, s.Key, r.LastSeq, ErrGap)
+			}
+			r.LastSeq = e.LastSeq()
+			r.LastTsMs = e.LastTsMs
+			r.Bytes += recBytes
+			r.Locations = append(r.Locations, loc)
+		}
+	}
+	refs := make([]metastore.Ref, 0, len(byStream))
+	for _, r := range byStream {
+		refs = append(refs, *r)
+	}
+	slices.SortFunc(refs, func(x, y metastore.Ref) int { return strings.Compare(x.StreamID, y.StreamID) })
+	return refs, nil
+}
+
+// Run runs passes on chain until the checkpoint reaches released (for a
+// sweep, the zero Cursor: until a pass finds nothing committed to take),
+// at most MaxPassesPerRun of them. It returns the checkpoint reached.
+func (a *Absorber) Run(ctx context.Context, c metastore.ChainID, released metastore.Cursor) (metastore.Cursor, error) {
+	n := a.MaxPassesPerRun
+	if n <= 0 {
+		n = DefaultMaxPassesPerRun
+	}
+	var at metastore.Cursor
+	for range n {
+		res, err := a.Pass(ctx, c, released)
+		if err != nil {
+			return res.To, err
+		}
+		at = res.To
+		if res.Noop() && !res.Lost {
+			return at, nil
+		}
+		if !released.IsZero() && !at.Less(released) {
+			return at, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return at, err
+		}
+	}
+	return at, nil
+}

@@ -1,0 +1,99 @@
+package absorb
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// Sets holds the bucket set of each class, from configuration. Star in the
+// sets is ignored: For fills it in from the chain.
+type Sets struct {
+	Standard chain.Set
+	Express  chain.Set
+}
+
+// For is chain's bucket set.
+func (s Sets) For(c metastore.ChainID) (chain.Set, error) {
+	var set chain.Set
+	switch c.Class {
+	case metastore.Standard:
+		set = s.Standard
+	case metastore.Express:
+		set = s.Express
+	default:
+		return chain.Set{}, fmt.Errorf("absorb: chain %s: unknown class", c)
+	}
+	set.Star = c.Star
+	if err := set.Validate(); err != nil {
+		return chain.Set{}, fmt.Errorf("absorb: bucket set of chain %s: %w", c, err)
+	}
+	return set, nil
+}
+
+// Step is one move of a cursor that follows another on a chain (the
+// settled cursor follows the checkpoint, the trimmed cursor the settled
+// one): process slots [First, End) of Epoch, then move the cursor from From
+// to To. An epoch step (First == End) only moves the cursor from an
+// epoch's cut to the next epoch's slot 0.
+type Step struct {
+	From, To   metastore.Cursor
+	Epoch      uint64
+	First, End uint64
+}
+
+// Empty reports whether there is nothing to do.
+func (s Step) Empty() bool { return s.From == s.To }
+
+// EpochCut returns the cut of epoch e of chain: the epoch must be fenced
+// (the chain has moved past it). exists is false when no epoch e was ever
+// minted (epoch numbers may skip): it has no slots.
+func EpochCut(ctx context.Context, meta metastore.Store, c metastore.ChainID, e uint64) (cut uint64, exists bool, err error) {
+	ep, err := meta.GetEpoch(ctx, c, e)
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("epoch %d of chain %s: %w", e, c, err)
+	case ep.State != metastore.EpochFenced:
+		return 0, true, fmt.Errorf("absorb: chain %s moved past epoch %d, which is not fenced: %w", c, e, ErrUnfenced)
+	}
+	return ep.Cut, true, nil
+}
+
+// ErrUnfenced: a later epoch exists but an earlier one was never fenced, so
+// its cut is unknown. Never normal: takeover fences before it mints.
+var ErrUnfenced = errors.New("absorb: superseded epoch not fenced")
+
+// Follow plans the next step of a cursor at from that follows upper (from
+// < upper moves it; the store's cursors only move forward), covering at
+// most max slots. Across an epoch boundary it reads the earlier epoch's cut.
+func Follow(ctx context.Context, meta metastore.Store, c metastore.ChainID, from, upper metastore.Cursor, max int) (Step, error) {
+	st := Step{From: from, To: from, Epoch: from.Epoch, First: from.Slot, End: from.Slot}
+	if !from.Less(upper) {
+		return st, nil
+	}
+	end := upper.Slot
+	if from.Epoch < upper.Epoch {
+		cut, exists, err := EpochCut(ctx, meta, c, from.Epoch)
+		if err != nil {
+			return st, err
+		}
+		if !exists || from.Slot >= cut {
+			st.To = metastore.Cursor{Epoch: from.Epoch + 1}
+			return st, nil
+		}
+		end = cut
+	}
+	end = min(end, from.Slot+uint64(max))
+	st.End = end
+	st.To = metastore.Cursor{Epoch: from.Epoch, Slot: end}
+	return st, nil
+}

@@ -1,0 +1,286 @@
+package metacount
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Op is one method of metastore.Store.
+type Op int
+
+// The operations, one per method of metastore.Store.
+const (
+	CreateStream Op = iota
+	GetStream
+	ListStreams
+	SetStreamState
+	DeleteStream
+	PutRefs
+	QueryRefs
+	LastRef
+	SwapRefs
+	DeleteRefs
+	GetHead
+	BeginAbsorb
+	AdvanceCursor
+	MintEpoch
+	GetEpoch
+	UpdateEpoch
+	PutToken
+	GetToken
+	numOps
+)
+
+var opNames = [numOps]string{
+	CreateStream:   "CreateStream",
+	GetStream:      "GetStream",
+	ListStreams:    "ListStreams",
+	SetStreamState: "SetStreamState",
+	DeleteStream:   "DeleteStream",
+	PutRefs:        "PutRefs",
+	QueryRefs:      "QueryRefs",
+	LastRef:        "LastRef",
+	SwapRefs:       "SwapRefs",
+	DeleteRefs:     "DeleteRefs",
+	GetHead:        "GetHead",
+	BeginAbsorb:    "BeginAbsorb",
+	AdvanceCursor:  "AdvanceCursor",
+	MintEpoch:      "MintEpoch",
+	GetEpoch:       "GetEpoch",
+	UpdateEpoch:    "UpdateEpoch",
+	PutToken:       "PutToken",
+	GetToken:       "GetToken",
+}
+
+var opWrites = [numOps]bool{
+	CreateStream:   true,
+	SetStreamState: true,
+	DeleteStream:   true,
+	PutRefs:        true,
+	SwapRefs:       true,
+	DeleteRefs:     true,
+	BeginAbsorb:    true,
+	AdvanceCursor:  true,
+	MintEpoch:      true,
+	UpdateEpoch:    true,
+	PutToken:       true,
+}
+
+func (o Op) String() string {
+	if o >= 0 && o < numOps {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// Write reports whether o changes the store (a conditional or plain write).
+func (o Op) Write() bool { return o >= 0 && o < numOps && opWrites[o] }
+
+// Store is a metastore.Store that counts every call, per method, and the
+// refs PutRefs writes (each one a DynamoDB item write), then delegates to
+// the wrapped store. Failed calls count too: they cost a request all the
+// same. It is safe for concurrent use.
+type Store struct {
+	s        metastore.Store
+	calls    [numOps]atomic.Int64
+	refItems atomic.Int64
+}
+
+var _ metastore.Store = (*Store)(nil)
+
+// New wraps s.
+func New(s metastore.Store) *Store { return &Store{s: s} }
+
+// Unwrap is the wrapped store.
+func (c *Store) Unwrap() metastore.Store { return c.s }
+
+// Counts is a snapshot of the counters.
+type Counts struct {
+	Calls [numOps]int64
+	// RefItems is how many refs PutRefs was given: the item writes it costs
+	// on DynamoDB (a transaction of n puts and one condition check is n+1
+	// item writes; the check is counted in Calls[PutRefs]).
+	RefItems int64
+}
+
+// Snapshot reads the counters.
+func (c *Store) Snapshot() Counts {
+	var out Counts
+	for i := range out.Calls {
+		out.Calls[i] = c.calls[i].Load()
+	}
+	out.RefItems = c.refItems.Load()
+	return out
+}
+
+// Reset zeroes the counters.
+func (c *Store) Reset() {
+	for i := range c.calls {
+		c.calls[i].Store(0)
+	}
+	c.refItems.Store(0)
+}
+
+// Of is the number of calls of o.
+func (n Counts) Of(o Op) int64 { return n.Calls[o] }
+
+// Total is the number of calls.
+func (n Counts) Total() int64 {
+	var t int64
+	for _, v := range n.Calls {
+		t += v
+	}
+	return t
+}
+
+// Writes is the number of calls that write.
+func (n Counts) Writes() int64 {
+	var t int64
+	for o, v := range n.Calls {
+		if Op(o).Write() {
+			t += v
+		}
+	}
+	return t
+}
+
+// Reads is the number of calls that only read.
+func (n Counts) Reads() int64 { return n.Total() - n.Writes() }
+
+// Sub is n minus m, counter by counter.
+func (n Counts) Sub(m Counts) Counts {
+	for i := range n.Calls {
+		n.Calls[i] -= m.Calls[i]
+	}
+	n.RefItems -= m.RefItems
+	return n
+}
+
+// String lists the non-zero counters, by name.
+func (n Counts) String() string {
+	var parts []string
+	for o, v := range n.Calls {
+		if v != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", Op(o), v))
+		}
+	}
+	sort.Strings(parts)
+	if n.RefItems != 0 {
+		parts = append(parts, fmt.Sprintf("refItems=%d", n.RefItems))
+	}
+	return strings.Join(parts, " ")
+}
+
+// CreateStream implements metastore.Store.
+func (c *Store) CreateStream(ctx context.Context, s metastore.Stream) (metastore.Stream, error) {
+	c.calls[CreateStream].Add(1)
+	return c.s.CreateStream(ctx, s)
+}
+
+// GetStream implements metastore.Store.
+func (c *Store) GetStream(ctx context.Context, name string) (metastore.Stream, error) {
+	c.calls[GetStream].Add(1)
+	return c.s.GetStream(ctx, name)
+}
+
+// ListStreams implements metastore.Store.
+func (c *Store) ListStreams(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	c.calls[ListStreams].Add(1)
+	return c.s.ListStreams(ctx, prefix, startAfter, limit)
+}
+
+// SetStreamState implements metastore.Store.
+func (c *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
+	c.calls[SetStreamState].Add(1)
+	return c.s.SetStreamState(ctx, name, id, state)
+}
+
+// DeleteStream implements metastore.Store.
+func (c *Store) DeleteStream(ctx context.Context, name, id string) error {
+	c.calls[DeleteStream].Add(1)
+	return c.s.DeleteStream(ctx, name, id)
+}
+
+// PutRefs implements metastore.Store.
+func (c *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass metastore.Cursor, refs []metastore.Ref) error {
+	c.calls[PutRefs].Add(1)
+	c.refItems.Add(int64(len(refs)))
+	return c.s.PutRefs(ctx, chain, pass, refs)
+}
+
+// QueryRefs implements metastore.Store.
+func (c *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	c.calls[QueryRefs].Add(1)
+	return c.s.QueryRefs(ctx, streamID, fromSeq, limit)
+}
+
+// LastRef implements metastore.Store.
+func (c *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
+	c.calls[LastRef].Add(1)
+	return c.s.LastRef(ctx, streamID)
+}
+
+// SwapRefs implements metastore.Store.
+func (c *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {
+	c.calls[SwapRefs].Add(1)
+	return c.s.SwapRefs(ctx, old, repl)
+}
+
+// DeleteRefs implements metastore.Store.
+func (c *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+	c.calls[DeleteRefs].Add(1)
+	return c.s.DeleteRefs(ctx, streamID, firstSeqs)
+}
+
+// GetHead implements metastore.Store.
+func (c *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore.Head, error) {
+	c.calls[GetHead].Add(1)
+	return c.s.GetHead(ctx, chain)
+}
+
+// BeginAbsorb implements metastore.Store.
+func (c *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from, to metastore.Cursor) (metastore.Head, error) {
+	c.calls[BeginAbsorb].Add(1)
+	return c.s.BeginAbsorb(ctx, chain, from, to)
+}
+
+// AdvanceCursor implements metastore.Store.
+func (c *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind metastore.CursorKind, from, to metastore.Cursor) error {
+	c.calls[AdvanceCursor].Add(1)
+	return c.s.AdvanceCursor(ctx, chain, kind, from, to)
+}
+
+// MintEpoch implements metastore.Store.
+func (c *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uint64, e metastore.Epoch) error {
+	c.calls[MintEpoch].Add(1)
+	return c.s.MintEpoch(ctx, chain, prev, e)
+}
+
+// GetEpoch implements metastore.Store.
+func (c *Store) GetEpoch(ctx context.Context, chain metastore.ChainID, epoch uint64) (metastore.Epoch, error) {
+	c.calls[GetEpoch].Add(1)
+	return c.s.GetEpoch(ctx, chain, epoch)
+}
+
+// UpdateEpoch implements metastore.Store.
+func (c *Store) UpdateEpoch(ctx context.Context, chain metastore.ChainID, from metastore.EpochState, e metastore.Epoch) error {
+	c.calls[UpdateEpoch].Add(1)
+	return c.s.UpdateEpoch(ctx, chain, from, e)
+}
+
+// PutToken implements metastore.Store.
+func (c *Store) PutToken(ctx context.Context, t metastore.Token) error {
+	c.calls[PutToken].Add(1)
+	return c.s.PutToken(ctx, t)
+}
+
+// GetToken implements metastore.Store.
+func (c *Store) GetToken(ctx context.Context, hash string) (metastore.Token, error) {
+	c.calls[GetToken].Add(1)
+	return c.s.GetToken(ctx, hash)
+}
