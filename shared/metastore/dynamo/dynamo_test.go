@@ -229,10 +229,10 @@ const txConflict = `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCance
 // retried; one that never clears ends in ErrUnavailable.
 func TestTransactionConflictRetried(t *testing.T) {
 	_, table := newTable(t)
-	conflicts := 2
+	var conflicts atomic.Int64 // the proxy's goroutines read it
+	conflicts.Store(2)
 	p := newDDBProxy(t, func(op string, n int) (int, string) {
-		if op == "TransactWriteItems" && conflicts > 0 {
-			conflicts--
+		if op == "TransactWriteItems" && conflicts.Add(-1) >= 0 {
 			return 400, txConflict
 		}
 		return 0, ""
@@ -251,7 +251,7 @@ func TestTransactionConflictRetried(t *testing.T) {
 		t.Fatalf("head after mint: %+v, %v", h, err)
 	}
 
-	conflicts = 1 << 30
+	conflicts.Store(1 << 30)
 	err := st.AdvanceCursor(ctx, chain, metastore.Trimmed, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 1})
 	if !errors.Is(err, metastore.ErrUnavailable) {
 		t.Fatalf("AdvanceCursor under endless conflicts: %v, want ErrUnavailable", err)
@@ -261,9 +261,13 @@ func TestTransactionConflictRetried(t *testing.T) {
 // Throttling and 5xx answers are ErrUnavailable; a missing table is not.
 func TestErrorMapping(t *testing.T) {
 	_, table := newTable(t)
-	answer := ""
-	status := 0
-	p := newDDBProxy(t, func(op string, n int) (int, string) { return status, answer })
+	type reply struct {
+		status int
+		body   string
+	}
+	var next atomic.Pointer[reply] // the proxy's goroutines read it
+	next.Store(&reply{})
+	p := newDDBProxy(t, func(op string, n int) (int, string) { r := next.Load(); return r.status, r.body })
 	st := New(clientFor(p.srv.URL, 1), table)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -276,7 +280,7 @@ func TestErrorMapping(t *testing.T) {
 		{500, "InternalServerError"},
 		{503, "ServiceUnavailable"},
 	} {
-		status, answer = tc.status, ddbError(tc.code)
+		next.Store(&reply{tc.status, ddbError(tc.code)})
 		if _, err := st.GetStream(ctx, "s"); !errors.Is(err, metastore.ErrUnavailable) {
 			t.Errorf("GetStream under %d %s: %v, want ErrUnavailable", tc.status, tc.code, err)
 		}
@@ -285,7 +289,6 @@ func TestErrorMapping(t *testing.T) {
 			t.Errorf("MintEpoch under %d %s: %v, want ErrUnavailable", tc.status, tc.code, err)
 		}
 	}
-	status = 0
 	missing := New(clientFor(emulator.Endpoint(t), 1), emulator.Name(t, "missing"))
 	_, err := missing.GetStream(ctx, "s")
 	if err == nil || errors.Is(err, metastore.ErrNotFound) || errors.Is(err, metastore.ErrUnavailable) {

@@ -299,10 +299,11 @@ func TestPutConflictBounded(t *testing.T) {
 // Throttling is ErrUnavailable (nothing written); a 500 on a PUT is
 // ErrAmbiguous (it may have been applied, and here it was).
 func TestPutStatusMapping(t *testing.T) {
-	mode := slowDown503
+	var mode atomic.Int64 // the proxy's goroutines read it
+	mode.Store(int64(slowDown503))
 	p := newFaultProxy(t, func(r *http.Request, n int) action {
 		if isPut(r) {
-			return mode
+			return action(mode.Load())
 		}
 		return forward
 	})
@@ -314,7 +315,7 @@ func TestPutStatusMapping(t *testing.T) {
 	if _, err := direct.Head(ctx, "slow"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("after 503: Head %v, want ErrNotFound", err)
 	}
-	mode = internal500
+	mode.Store(int64(internal500))
 	if err := b.PutIfAbsent(ctx, "five", []byte("x")); !errors.Is(err, objstore.ErrAmbiguous) {
 		t.Fatalf("500 InternalError after the write landed: got %v, want ErrAmbiguous", err)
 	}
