@@ -10,15 +10,13 @@ import (
 // (bucket, object prefix, table, queue). Directory buckets authorize object
 // calls through s3express:CreateSession; readers get ReadOnly sessions.
 
-// Table actions by use.
+// Table actions by use. No Scan: shared/metastore/dynamo lists streams by
+// a Query on its listing partition, and nothing else walks the table.
 var (
 	tableRead = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
 	// Transactions need no actions of their own: TransactWriteItems and
 	// TransactGetItems are authorized per item by these and tableRead's.
 	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-	// tableScan is for listing streams (ListStreams, retention sweeps and
-	// orphan search walk the STREAM# items).
-	tableScan = []string{"dynamodb:Scan"}
 )
 
 // access collects the statements of one principal.

@@ -147,7 +147,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.expressSession(st, false)
 	a.objects(st.Chain.BucketArn(), ChainPrefix, false, "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, false, "s3:DeleteObject")
-	a.table(ms, tableRead, tableWrite, tableScan)
+	a.table(ms, tableRead, tableWrite)
 	grants["trim"] = a
 	// probe: reads and deletes garbage copies above a cut; lists settled
 	// objects to find those no ref points to (it does not delete them).
@@ -155,7 +155,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.expressSession(st, false)
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
-	a.table(ms, tableRead, tableScan)
+	a.table(ms, tableRead)
 	grants["probe"] = a
 
 	for _, name := range FunctionNames {

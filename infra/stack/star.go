@@ -143,7 +143,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	a.objects(st.Chain.BucketArn(), "", true, "s3:GetObject", "s3:PutObject")
 	// Reads of settled data.
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
-	a.table(ms, tableRead, tableWrite, tableScan)
+	a.table(ms, tableRead, tableWrite)
 	a.allow([]string{"sqs:SendMessage"}, []*string{se.ReleaseQueue.QueueArn(), se.FenceQueue.QueueArn()}, nil)
 	// The metrics sidecar writes embedded-metric-format logs to its group.
 	s.MetricLogs = awslogs.NewLogGroup(s.Construct, jsii.String("MetricLogs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
