@@ -23,3 +23,11 @@ build:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# proto regenerates shared/api from proto/ with pinned buf and plugins
+# (fetched through the Go module proxy). The generated code is committed;
+# regenerating must give no diff.
+BUF_VERSION ?= v1.75.0
+.PHONY: proto
+proto:
+	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate
