@@ -1,0 +1,70 @@
+// Package absorb turns committed chain slots into span refs: for each pass
+// over a run of slots it writes one ref per stream (the stream's seq range
+// and the byte ranges of its segments in those slots) and advances the
+// chain's checkpoint by compare-and-set. The star observes the checkpoint,
+// frees backlog tokens and drops absorbed flights from its flight index.
+//
+// # Triggers
+//
+// Release events (Event; SQS FIFO, one message group per chain) carry the
+// star's released head: every slot of its epoch below it is committed. A
+// batch of events runs one Run per chain up to the highest head among its
+// messages (events coalesce; an old or repeated one is a cheap no-op). A
+// scheduled sweep runs every configured chain up to the last slot it can
+// prove committed (W flight copies, probed by envelope reads), which is
+// safe before the ack is released: a committed slot is never disowned.
+// Handler dispatches both, and a bare Event (direct invocation, strand
+// dev). SQS batches report failures per message (BatchItemFailures): a
+// malformed message, or every message of a chain whose run failed; never
+// the whole batch.
+//
+// # One pass, under a lease
+//
+// A pass is a lease recorded on the chain head (metastore.BeginAbsorb):
+//
+//  1. GetHead. If a pass already holds the lease (Head.Absorbing), complete
+//     that one: [Checkpoint, Absorbing).
+//  2. Otherwise choose to: in the checkpoint's epoch, up to the released
+//     head (or the committed run, for a sweep), at most MaxSlotsPerPass
+//     slots. If the checkpoint's epoch is behind the head's, that epoch is
+//     fenced (ErrUnfenced otherwise): absorb up to its cut, and once at the
+//     cut step the checkpoint to {epoch+1, 0} as its own move (an epoch
+//     number never minted has no slots). A pass never spans two epochs.
+//  3. BeginAbsorb(from, to). ErrConflict with the checkpoint still at from
+//     names the pass that holds the lease: complete it instead, so every
+//     pass from one checkpoint covers the same slots and writes identical
+//     refs. ErrConflict with the checkpoint moved: another copy did it.
+//  4. Walk the slots (chain.Walk: envelope and footer, point lookups) and
+//     BuildRefs: per stream, Locations are its segments in slot order
+//     (Settled false, Key format.SlotKey, object-absolute Offset and
+//     Length), FirstSeq/LastSeq and timestamps from the footer entries,
+//     Bytes the encoded record bytes. Seqs must be contiguous across the
+//     pass (ErrGap, loud, nothing written).
+//  5. PutRefs(chain, to, chunk) in chunks of MaxPutRefsPerTx, each
+//     conditioned on the lease: ErrConflict means the pass was completed by
+//     another copy, and this one stops.
+//  6. AdvanceCursor(Checkpoint, from, to), which also ends the lease.
+//
+// # Why it is safe
+//
+// At-least-once delivery, redelivery, reordering, a timeout in the middle
+// of a pass and copies running at once all reduce to: several runs of the
+// same pass [from, to), which write identical items, and one of which
+// moves the checkpoint. A crash between the refs and the checkpoint CAS
+// leaves the lease, which the next run completes. A stale copy of a
+// completed pass can write nothing: the lease ended with the checkpoint
+// CAS, so it cannot put a transit ref back over a ref settle has since
+// swapped to a settled object (whose slots trim then deletes). Cursors
+// only move forward.
+//
+// # Cost
+//
+// A pass costs GetHead, BeginAbsorb, one PutRefs per 99 streams (one
+// DynamoDB transaction each; the items written are one per stream) and
+// AdvanceCursor, however many slots and records it covers, plus a GetEpoch
+// at an epoch boundary. The metastore bill is therefore passes per second
+// times streams per pass, and passes per second are bounded by the event
+// rate (the star publishes at most one event per chain per publish
+// interval) and by one batch per chain at a time (SQS FIFO), never by the
+// append rate. See docs/settlement.md for measurements.
+package absorb

@@ -1,0 +1,67 @@
+// Package settle is the auditor: it moves absorbed stream data out of the
+// chain (interleaved transit bundles, short-lived, possibly Express-priced)
+// into per-stream settled objects in the Standard settled bucket
+// (contiguous, read-optimized), swaps the refs to them, and advances the
+// chain's settled cursor.
+//
+// # One step
+//
+// A Step takes the slots [Settled, min(Settled+MaxSlotsPerStep,
+// Checkpoint)) of one epoch (absorb.Follow: an epoch below the checkpoint's
+// ends at its fenced cut, and an epoch step moves the cursor from a cut to
+// the next epoch). It walks them (chain.Walk: envelope and footer, by point
+// lookups) to learn which streams rode them and their seq span, then for
+// each stream, in stream id order:
+//
+//  1. QueryRefs from the span's first seq - 1: the stream's unsettled refs
+//     in the span (every transit location must be a slot below the
+//     checkpoint read at the start of the step, else ErrNotAbsorbed: refs
+//     past the checkpoint belong to a pass that may still be rewritten),
+//     grouped into runs of adjacent refs, each with the settled ref just
+//     before it.
+//  2. Each run splits into groups of at most MaxSwapRefs-1 refs and
+//     MaxObjectBytes of records. A group's records are read segment by
+//     segment (transit: chain.ReadRange through the bucket set, the first
+//     copy whose segment CRC checks; settled: the settled bucket), checked
+//     against the ref (stream, contiguous seqs), and rendered as one settled
+//     object (format.AppendSettled) at format.SettledKey(stream, first,
+//     last).
+//  3. Merge small: if the ref before the first group is settled, one
+//     object, smaller than MergeBelowBytes (default 4 MiB) and the merged
+//     object stays under MaxObjectBytes, it is rewritten together with the
+//     group, so a stream's history is not thousands of tiny objects.
+//  4. PutIfAbsent the object; ErrExists or ErrAmbiguous reads it back and
+//     must find identical bytes (a rerun, or a copy racing: records never
+//     change, so a key's content is determined), else ErrForeign.
+//  5. SwapRefs(old refs -> one settled ref: Location{Settled, key, Offset
+//     64 (format.SettledHeaderSize), Length = the segment}); Bytes stays the
+//     record bytes. ErrConflict means another copy (or trim) changed them:
+//     re-read the stream and continue. After a swap that merged, the
+//     superseded small object is deleted (refs first: no ref ever points at
+//     a missing object; a reader that read the old ref just before gets
+//     ErrNotFound and re-queries). A crash between object write and swap,
+//     or a lost swap, leaves an orphan object that the garbage probe finds.
+//
+// Then AdvanceCursor(Settled) by CAS; ErrConflict means another copy moved
+// it first, which is fine: every copy computes the same work.
+//
+// # Safety
+//
+// The settled cursor moves over a slot only after every ref that points
+// into it has been swapped to a settled object, so trim (which deletes
+// slots below the settled cursor) never deletes bytes a ref needs. Settle
+// only swaps refs entirely below the checkpoint; absorb only writes refs
+// under its lease for slots at or past the checkpoint, and the checkpoint
+// CAS ends the lease atomically, so the two never write the same ref.
+// Redelivery, reordering, duplicate copies and a crash anywhere are safe:
+// each step recomputes from the metastore and the objects, object writes
+// are put-if-absent of determined content, and swaps and the cursor move
+// are conditional.
+//
+// # Cost
+//
+// Per step: GetHead, GetEpoch at an epoch boundary, per stream one
+// QueryRefs and one SwapRefs per group, and one AdvanceCursor: O(streams),
+// independent of how many slots or records the step covers. Settle runs on
+// a schedule (Handler: a scheduled event settles every configured chain).
+package settle

@@ -1,0 +1,409 @@
+package settle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// Defaults.
+const (
+	DefaultMergeBelowBytes = 4 << 20
+	DefaultMaxObjectBytes  = 64 << 20
+	DefaultMaxSlotsPerStep = 4096
+	DefaultMaxStepsPerRun  = 16
+	// swapRetries bounds how often one stream is re-read after a swap lost
+	// to another copy.
+	swapRetries = 4
+)
+
+// Errors.
+var (
+	// ErrNotAbsorbed: a ref in the settled range points at a slot at or past
+	// the checkpoint. The store's lease forbids it; never normal.
+	ErrNotAbsorbed = errors.New("settle: ref points past the checkpoint")
+	// ErrForeign: an object at a settled key holds other bytes than the
+	// settle computed for it. Never normal.
+	ErrForeign = errors.New("settle: foreign settled object")
+	// ErrMismatch: a segment does not hold what its ref says.
+	ErrMismatch = errors.New("settle: segment does not match its ref")
+)
+
+// Settler moves absorbed stream data from chain slots into per-stream
+// settled objects. Safe for concurrent use; copies may run at once.
+type Settler struct {
+	Meta    metastore.Store
+	Sets    absorb.Sets
+	Settled objstore.Bucket
+	// MergeBelowBytes: a stream's last settled object smaller than this
+	// (record bytes) is rewritten together with the stream's new data. 0 is
+	// DefaultMergeBelowBytes; < 0 never merges.
+	MergeBelowBytes int64
+	// MaxObjectBytes caps the record bytes of one settled object (0:
+	// DefaultMaxObjectBytes). A larger run of refs splits.
+	MaxObjectBytes int64
+	// MaxSlotsPerStep (0: DefaultMaxSlotsPerStep) and MaxStepsPerRun (0:
+	// DefaultMaxStepsPerRun) bound the work of one Step and one Run.
+	MaxSlotsPerStep int
+	MaxStepsPerRun  int
+	// Log: nil is slog.Default().
+	Log *slog.Logger
+}
+
+func (s *Settler) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+func orDefault[T int | int64](v, d T) T {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// Result says what one step did.
+type Result struct {
+	From, To metastore.Cursor // the settled cursor moved from From to To
+	Slots    int              // slots walked
+	Streams  int              // streams seen in them
+	Objects  int              // settled objects written (swaps won)
+	Merged   int              // of which merged a previous small object
+	Lost     bool             // another copy moved the cursor first
+}
+
+// Step settles the next range of absorbed slots of chain, [Settled, at most
+// MaxSlotsPerStep further, never past the checkpoint), and moves the
+// settled cursor over it; or, at an epoch's cut, steps to the next epoch.
+func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
+	h, err := s.Meta.GetHead(ctx, c)
+	if err != nil {
+		return Result{}, fmt.Errorf("settle %s: %w", c, err)
+	}
+	st, err := absorb.Follow(ctx, s.Meta, c, h.Settled, h.Checkpoint, orDefault(s.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
+	res := Result{From: st.From, To: st.From}
+	if err != nil || st.Empty() {
+		return res, err
+	}
+	if st.First < st.End {
+		set, err := s.Sets.For(c)
+		if err != nil {
+			return res, err
+		}
+		type span struct{ first, last uint64 }
+		spans := make(map[format.StreamID]*span)
+		err = set.Walk(ctx, st.Epoch, st.First, st.End, func(sl chain.Slot) error {
+			res.Slots++
+			for _, e := range sl.Entries {
+				if sp := spans[e.Stream]; sp == nil {
+					spans[e.Stream] = &span{e.FirstSeq, e.LastSeq()}
+				} else {
+					sp.first, sp.last = min(sp.first, e.FirstSeq), max(sp.last, e.LastSeq())
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("settle %s: %w", c, err)
+		}
+		res.Streams = len(spans)
+		for _, id := range slices.SortedFunc(maps.Keys(spans), func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }) {
+			sp := spans[id]
+			objs, merged, err := s.stream(ctx, set, id, sp.first, sp.last, h.Checkpoint)
+			if err != nil {
+				return res, fmt.Errorf("settle %s: stream %s: %w", c, id, err)
+			}
+			res.Objects += objs
+			res.Merged += merged
+		}
+	}
+	err = s.Meta.AdvanceCursor(ctx, c, metastore.Settled, st.From, st.To)
+	switch {
+	case errors.Is(err, metastore.ErrConflict):
+		res.Lost = true
+	case err != nil:
+		return res, fmt.Errorf("settle %s: advance settled cursor %s to %s: %w", c, st.From, st.To, err)
+	}
+	res.To = st.To
+	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
+		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged)
+	return res, nil
+}
+
+// Run steps chain until its settled cursor reaches the checkpoint, at most
+// MaxStepsPerRun steps. It returns the settled cursor reached.
+func (s *Settler) Run(ctx context.Context, c metastore.ChainID) (metastore.Cursor, error) {
+	var at metastore.Cursor
+	for range orDefault(s.MaxStepsPerRun, DefaultMaxStepsPerRun) {
+		res, err := s.Step(ctx, c)
+		if err != nil {
+			return res.To, err
+		}
+		at = res.To
+		if res.From == res.To {
+			return at, nil
+		}
+	}
+	return at, nil
+}
+
+// stream settles the unsettled refs of stream id that hold seqs in [first,
+// last], all below the checkpoint ck.
+func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID, first, last uint64, ck metastore.Cursor) (objects, merged int, err error) {
+	for range swapRetries {
+		refs, err := s.refs(ctx, id, first, last)
+		if err != nil {
+			return objects, merged, err
+		}
+		// Unsettled refs in range, as runs of adjacent refs, each with the
+		// settled ref just before it (the merge candidate), if any.
+		type run struct {
+			prev *metastore.Ref
+			refs []metastore.Ref
+		}
+		var runs []run
+		lastIn := -2 // index in refs of the last ref put in a run
+		for i, r := range refs {
+			if r.LastSeq < first || r.FirstSeq > last || settledOnly(r) {
+				continue
+			}
+			if err := absorbed(r, ck); err != nil {
+				return objects, merged, err
+			}
+			if lastIn == i-1 && refs[i-1].LastSeq+1 == r.FirstSeq {
+				runs[len(runs)-1].refs = append(runs[len(runs)-1].refs, r)
+				lastIn = i
+				continue
+			}
+			lastIn = i
+			var prev *metastore.Ref
+			if i > 0 && refs[i-1].LastSeq+1 == r.FirstSeq && settledOnly(refs[i-1]) {
+				prev = &refs[i-1]
+			}
+			runs = append(runs, run{prev: prev, refs: []metastore.Ref{r}})
+		}
+		lost := false
+	runs:
+		for _, rn := range runs {
+			for gi, g := range s.groups(rn.refs) {
+				old := g
+				prev := rn.prev
+				mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
+				if mergePrev {
+					old = append([]metastore.Ref{*prev}, g...)
+				}
+				obj, repl, err := s.build(ctx, set, id, old)
+				if err != nil {
+					return objects, merged, err
+				}
+				if err := s.put(ctx, repl.Locations[0].Key, obj); err != nil {
+					return objects, merged, err
+				}
+				err = s.Meta.SwapRefs(ctx, old, repl)
+				if errors.Is(err, metastore.ErrConflict) {
+					lost = true // another copy (or trim) changed them: re-read
+					break runs
+				}
+				if err != nil {
+					return objects, merged, fmt.Errorf("swap refs %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
+				}
+				objects++
+				if mergePrev {
+					merged++
+					// The merged object supersedes prev's. A reader holding the
+					// old ref re-queries on ErrNotFound; a crash here leaves an
+					// orphan for the garbage probe.
+					if k := prev.Locations[0].Key; k != repl.Locations[0].Key {
+						if err := s.Settled.Delete(ctx, k); err != nil {
+							s.log().Warn("settle: delete superseded settled object", "key", k, "err", err)
+						}
+					}
+				}
+			}
+		}
+		if !lost {
+			return objects, merged, nil
+		}
+	}
+	return objects, merged, fmt.Errorf("swaps kept losing after %d re-reads: %w", swapRetries, metastore.ErrConflict)
+}
+
+// refs returns stream id's refs that hold seqs in [first-1, last] (the one
+// ending at first-1 is the merge candidate), in seq order.
+func (s *Settler) refs(ctx context.Context, id format.StreamID, first, last uint64) ([]metastore.Ref, error) {
+	from := first
+	if from > 0 {
+		from--
+	}
+	var out []metastore.Ref
+	for {
+		page, err := s.Meta.QueryRefs(ctx, id.String(), from, 100)
+		if err != nil {
+			return nil, fmt.Errorf("query refs from %d: %w", from, err)
+		}
+		for _, r := range page {
+			if r.FirstSeq > last {
+				return out, nil
+			}
+			out = append(out, r)
+		}
+		if len(page) < 100 || page[len(page)-1].LastSeq == ^uint64(0) {
+			return out, nil
+		}
+		from = page[len(page)-1].LastSeq + 1
+	}
+}
+
+func settledOnly(r metastore.Ref) bool {
+	for _, l := range r.Locations {
+		if !l.Settled {
+			return false
+		}
+	}
+	return true
+}
+
+// absorbed checks that every transit location of r is below ck.
+func absorbed(r metastore.Ref, ck metastore.Cursor) error {
+	for _, l := range r.Locations {
+		if l.Settled {
+			continue
+		}
+		_, e, slot, ok := chain.ParseSlotKey(l.Key)
+		if !ok {
+			return fmt.Errorf("ref %s@%d: location key %q is not a slot: %w", r.StreamID, r.FirstSeq, l.Key, ErrMismatch)
+		}
+		if !(metastore.Cursor{Epoch: e, Slot: slot}).Less(ck) {
+			return fmt.Errorf("ref %s@%d: slot %d/%d, checkpoint %s: %w", r.StreamID, r.FirstSeq, e, slot, ck, ErrNotAbsorbed)
+		}
+	}
+	return nil
+}
+
+// groups splits adjacent refs into runs that each become one object: at
+// most MaxSwapRefs-1 refs (room for a merged predecessor) and
+// MaxObjectBytes of records.
+func (s *Settler) groups(refs []metastore.Ref) [][]metastore.Ref {
+	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	var out [][]metastore.Ref
+	var g []metastore.Ref
+	var n int64
+	for _, r := range refs {
+		if len(g) > 0 && (len(g) == metastore.MaxSwapRefs-1 || n+r.Bytes > maxBytes) {
+			out = append(out, g)
+			g, n = nil, 0
+		}
+		g = append(g, r)
+		n += r.Bytes
+	}
+	return append(out, g)
+}
+
+func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
+	below := orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes)
+	if below < 0 || len(prev.Locations) != 1 || !prev.Locations[0].Settled || prev.Bytes >= below {
+		return false
+	}
+	var n int64
+	for _, r := range g {
+		n += r.Bytes
+	}
+	return prev.Bytes+n <= orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+}
+
+// build renders the settled object that replaces old (adjacent refs of
+// stream id) and the ref that points at it.
+func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref) ([]byte, metastore.Ref, error) {
+	var chunks [][]byte
+	var recBytes int64
+	next := old[0].FirstSeq
+	for _, r := range old {
+		for _, l := range r.Locations {
+			seg, err := s.segment(ctx, set, l)
+			if err != nil {
+				return nil, metastore.Ref{}, fmt.Errorf("ref %d-%d: %w", r.FirstSeq, r.LastSeq, err)
+			}
+			info, recs, err := format.ParseSegment(seg)
+			if err != nil {
+				return nil, metastore.Ref{}, fmt.Errorf("ref %d-%d: %s: %w", r.FirstSeq, r.LastSeq, l.Key, err)
+			}
+			if info.Stream != id || info.FirstSeq != next {
+				return nil, metastore.Ref{}, fmt.Errorf("%s: segment of %s at %d, want %s at %d: %w", l.Key, info.Stream, info.FirstSeq, id, next, ErrMismatch)
+			}
+			next += uint64(info.Count)
+			chunks = append(chunks, recs)
+			recBytes += int64(len(recs))
+		}
+		if next != r.LastSeq+1 {
+			return nil, metastore.Ref{}, fmt.Errorf("ref %d-%d: segments end at %d: %w", r.FirstSeq, r.LastSeq, next-1, ErrMismatch)
+		}
+	}
+	first, last := old[0], old[len(old)-1]
+	h := format.SettledHeader{Stream: id, FirstSeq: first.FirstSeq, LastSeq: last.LastSeq, FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs}
+	obj := format.AppendSettled(nil, h, chunks...)
+	repl := metastore.Ref{
+		StreamID: id.String(), FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
+		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs, Bytes: recBytes,
+		Locations: []metastore.Location{{
+			Settled: true,
+			Key:     format.SettledKey(id, first.FirstSeq, last.LastSeq),
+			Offset:  format.SettledHeaderSize,
+			Length:  int64(len(obj) - format.SettledHeaderSize),
+		}},
+	}
+	return obj, repl, nil
+}
+
+func checkSegment(b []byte) error {
+	_, _, err := format.ParseSegment(b)
+	return err
+}
+
+// segment reads one location's segment: a settled one from the settled
+// bucket, a transit one from the first copy in the set that passes its CRC.
+func (s *Settler) segment(ctx context.Context, set chain.Set, l metastore.Location) ([]byte, error) {
+	if !l.Settled {
+		return set.ReadRange(ctx, l.Key, l.Offset, l.Length, checkSegment)
+	}
+	b, err := s.Settled.Get(ctx, l.Key, l.Offset, l.Length)
+	if err != nil {
+		return nil, fmt.Errorf("read settled %s: %w", l.Key, err)
+	}
+	if int64(len(b)) != l.Length {
+		return nil, fmt.Errorf("read settled %s: %d of %d bytes: %w", l.Key, len(b), l.Length, ErrMismatch)
+	}
+	return b, nil
+}
+
+// put writes a settled object. The key names the stream and seq range, and
+// records never change, so an object already there must hold the same
+// bytes: a rerun (or a racing copy) wrote it.
+func (s *Settler) put(ctx context.Context, key string, obj []byte) error {
+	err := s.Settled.PutIfAbsent(ctx, key, obj)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	got, gerr := s.Settled.Get(ctx, key, 0, -1)
+	if gerr != nil {
+		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
+	}
+	if !bytes.Equal(got, obj) {
+		return fmt.Errorf("%s holds %d other bytes (want %d): %w", key, len(got), len(obj), ErrForeign)
+	}
+	return nil
+}
