@@ -1,0 +1,270 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Op is an operation a token may be granted.
+type Op string
+
+const (
+	Read   Op = "read"
+	Append Op = "append"
+	Admin  Op = "admin"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnauthenticated: no token, a malformed one, or one not issued.
+	ErrUnauthenticated = errors.New("auth: missing or unknown bearer token")
+	// ErrDenied: the token does not grant this operation on this stream.
+	ErrDenied = errors.New("auth: permission denied")
+	// ErrInvalid: a bad operation name or prefix.
+	ErrInvalid = errors.New("auth: invalid argument")
+)
+
+// TokenPrefix starts every token.
+const TokenPrefix = "strand_"
+
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// ParseOps parses a comma-separated list of operations.
+func ParseOps(s string) ([]Op, error) {
+	var ops []Op
+	for _, p := range strings.Split(s, ",") {
+		switch op := Op(strings.TrimSpace(strings.ToLower(p))); op {
+		case Read, Append, Admin:
+			if !slices.Contains(ops, op) {
+				ops = append(ops, op)
+			}
+		case "":
+		default:
+			return nil, fmt.Errorf("%w: unknown operation %q (want read, append or admin)", ErrInvalid, p)
+		}
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("%w: no operation (want read, append and/or admin)", ErrInvalid)
+	}
+	return ops, nil
+}
+
+// Hash is the stored form of a token: SHA-256, lowercase hex.
+func Hash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// NewToken draws a token from rand (crypto/rand in production).
+func NewToken(rand io.Reader) (string, error) {
+	var b [32]byte
+	if _, err := io.ReadFull(rand, b[:]); err != nil {
+		return "", fmt.Errorf("auth: draw token: %w", err)
+	}
+	return TokenPrefix + strings.ToLower(b32.EncodeToString(b[:])), nil
+}
+
+// WellFormed reports whether s looks like a token (it may still be unknown).
+func WellFormed(s string) bool {
+	rest, ok := strings.CutPrefix(s, TokenPrefix)
+	if !ok || len(rest) != 52 {
+		return false
+	}
+	_, err := b32.DecodeString(strings.ToUpper(rest))
+	return err == nil
+}
+
+// Issue stores the grant of an existing token (its hash only).
+func Issue(ctx context.Context, meta metastore.Store, token, prefix string, ops []Op) error {
+	if !WellFormed(token) {
+		return fmt.Errorf("%w: a token is %s followed by 52 base32 characters", ErrInvalid, TokenPrefix)
+	}
+	if len(ops) == 0 {
+		return fmt.Errorf("%w: no operation", ErrInvalid)
+	}
+	t := metastore.Token{Hash: Hash(token), Prefix: prefix}
+	for _, op := range ops {
+		t.Ops = append(t.Ops, string(op))
+	}
+	if err := meta.PutToken(ctx, t); err != nil {
+		return fmt.Errorf("auth: store token: %w", err)
+	}
+	return nil
+}
+
+// Grant is what a token allows.
+type Grant struct {
+	Prefix string
+	Ops    []Op
+}
+
+// Can reports whether the grant covers op (admin covers every operation).
+func (g Grant) Can(op Op) bool {
+	return slices.Contains(g.Ops, op) || slices.Contains(g.Ops, Admin)
+}
+
+// Covers reports whether the grant reaches the stream name.
+func (g Grant) Covers(name string) bool { return strings.HasPrefix(name, g.Prefix) }
+
+// Allow checks op on stream name: nil, or an error wrapping ErrDenied that
+// says what is missing.
+func (g Grant) Allow(op Op, name string) error {
+	if !g.Can(op) {
+		return fmt.Errorf("%w: the token does not grant %q", ErrDenied, op)
+	}
+	if !g.Covers(name) {
+		return fmt.Errorf("%w: the token is scoped to streams starting with %q", ErrDenied, g.Prefix)
+	}
+	return nil
+}
+
+// Checker resolves tokens to grants through the metastore, caching grants
+// (and misses) for a short time so that a call costs no metastore read.
+type Checker struct {
+	Meta metastore.Store
+	// TTL is how long a looked-up grant is cached (0: 10 s). A revoked
+	// token keeps working at most this long.
+	TTL time.Duration
+	// Now is the clock for the cache (nil: time.Now).
+	Now func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	g   Grant
+	ok  bool
+	exp time.Time
+}
+
+// Check resolves a presented token.
+func (c *Checker) Check(ctx context.Context, token string) (Grant, error) {
+	if !WellFormed(token) {
+		return Grant{}, ErrUnauthenticated
+	}
+	h := Hash(token)
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	ttl := c.TTL
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	c.mu.Lock()
+	e, hit := c.cache[h]
+	c.mu.Unlock()
+	if hit && now().Before(e.exp) {
+		if !e.ok {
+			return Grant{}, ErrUnauthenticated
+		}
+		return e.g, nil
+	}
+	t, err := c.Meta.GetToken(ctx, h)
+	var g Grant
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+	case err != nil:
+		return Grant{}, fmt.Errorf("auth: look up token: %w", err)
+	default:
+		g.Prefix = t.Prefix
+		for _, op := range t.Ops {
+			g.Ops = append(g.Ops, Op(op))
+		}
+	}
+	c.mu.Lock()
+	if c.cache == nil {
+		c.cache = map[string]cached{}
+	}
+	if len(c.cache) > 10000 {
+		clear(c.cache)
+	}
+	c.cache[h] = cached{g: g, ok: err == nil, exp: now().Add(ttl)}
+	c.mu.Unlock()
+	if err != nil {
+		return Grant{}, ErrUnauthenticated
+	}
+	return g, nil
+}
+
+type grantKey struct{}
+
+// FromContext returns the grant the interceptor stored.
+func FromContext(ctx context.Context) (Grant, bool) {
+	g, ok := ctx.Value(grantKey{}).(Grant)
+	return g, ok
+}
+
+// WithGrant stores g in ctx (for the interceptor and tests).
+func WithGrant(ctx context.Context, g Grant) context.Context {
+	return context.WithValue(ctx, grantKey{}, g)
+}
+
+// bearer extracts the token from an Authorization header value.
+func bearer(h string) string {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+// Interceptor authenticates every unary and streaming call with c and stores
+// the grant in the context; a call without a valid token fails with
+// CodeUnauthenticated before the handler runs.
+func Interceptor(c *Checker) connect.Interceptor { return interceptor{c} }
+
+type interceptor struct{ c *Checker }
+
+func (i interceptor) authenticate(ctx context.Context, h string) (context.Context, error) {
+	g, err := i.c.Check(ctx, bearer(h))
+	if errors.Is(err, ErrUnauthenticated) {
+		return ctx, connect.NewError(connect.CodeUnauthenticated,
+			errors.New("auth: missing or unknown bearer token: send 'Authorization: Bearer strand_...' (strand dev prints one and writes it to DATA_DIR/token)"))
+	}
+	if err != nil {
+		return ctx, connect.NewError(connect.CodeUnavailable, err)
+	}
+	return WithGrant(ctx, g), nil
+}
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		ctx, err := i.authenticate(ctx, req.Header().Get("Authorization"))
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, err := i.authenticate(ctx, conn.RequestHeader().Get("Authorization"))
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}

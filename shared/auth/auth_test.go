@@ -1,0 +1,112 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+func TestTokenFormatAndHash(t *testing.T) {
+	tok, err := NewToken(bytes.NewReader(bytes.Repeat([]byte{7}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tok, TokenPrefix) || len(tok) != len(TokenPrefix)+52 || !WellFormed(tok) {
+		t.Fatalf("token %q is not well formed", tok)
+	}
+	for _, bad := range []string{"", "strand_", "Bearer x", tok[:len(tok)-1], strings.Replace(tok, "strand_", "strond_", 1), tok + "a"} {
+		if WellFormed(bad) {
+			t.Errorf("WellFormed(%q) = true", bad)
+		}
+	}
+	if h := Hash(tok); len(h) != 64 || h == tok || strings.Contains(h, tok) {
+		t.Fatalf("hash %q", h)
+	}
+	if _, err := NewToken(bytes.NewReader(nil)); err == nil {
+		t.Fatal("short randomness accepted")
+	}
+}
+
+func TestParseOps(t *testing.T) {
+	ops, err := ParseOps("read, APPEND,read")
+	if err != nil || len(ops) != 2 || ops[0] != Read || ops[1] != Append {
+		t.Fatalf("ops %v err %v", ops, err)
+	}
+	for _, bad := range []string{"", " , ", "write", "read,delete"} {
+		if _, err := ParseOps(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseOps(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestGrant(t *testing.T) {
+	g := Grant{Prefix: "logs/", Ops: []Op{Read}}
+	if err := g.Allow(Read, "logs/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Allow(Append, "logs/a"); !errors.Is(err, ErrDenied) {
+		t.Fatalf("append with a read token: %v", err)
+	}
+	if err := g.Allow(Read, "metrics/a"); !errors.Is(err, ErrDenied) {
+		t.Fatalf("read outside the prefix: %v", err)
+	}
+	admin := Grant{Ops: []Op{Admin}}
+	for _, op := range []Op{Read, Append, Admin} {
+		if err := admin.Allow(op, "anything"); err != nil {
+			t.Fatalf("admin %s: %v", op, err)
+		}
+	}
+}
+
+func TestCheckerStoresOnlyTheHash(t *testing.T) {
+	ctx := context.Background()
+	meta := metastore.NewMem()
+	tok, _ := NewToken(bytes.NewReader(bytes.Repeat([]byte{1}, 32)))
+	if err := Issue(ctx, meta, tok, "p/", []Op{Append}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := meta.GetToken(ctx, Hash(tok))
+	if err != nil || got.Prefix != "p/" || len(got.Ops) != 1 || got.Ops[0] != "append" {
+		t.Fatalf("stored %+v, %v", got, err)
+	}
+	if _, err := meta.GetToken(ctx, tok); err == nil {
+		t.Fatal("the secret itself is a key")
+	}
+	now := time.Unix(0, 0)
+	c := &Checker{Meta: meta, Now: func() time.Time { return now }}
+	g, err := c.Check(ctx, tok)
+	if err != nil || g.Prefix != "p/" || !g.Can(Append) || g.Can(Read) {
+		t.Fatalf("grant %+v, %v", g, err)
+	}
+	other, _ := NewToken(bytes.NewReader(bytes.Repeat([]byte{2}, 32)))
+	if _, err := c.Check(ctx, other); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("unknown token: %v", err)
+	}
+	// A miss is cached; once issued, the token works after the TTL.
+	if err := Issue(ctx, meta, other, "", []Op{Read}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Check(ctx, other); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("cached miss: %v", err)
+	}
+	now = now.Add(time.Minute)
+	if _, err := c.Check(ctx, other); err != nil {
+		t.Fatalf("after TTL: %v", err)
+	}
+	if _, err := c.Check(ctx, "not-a-token"); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatal("malformed token accepted")
+	}
+}
+
+func TestBearer(t *testing.T) {
+	for h, want := range map[string]string{"Bearer abc": "abc", "bearer  abc ": "abc", "Basic abc": "", "abc": "", "": ""} {
+		if got := bearer(h); got != want {
+			t.Errorf("bearer(%q) = %q, want %q", h, got, want)
+		}
+	}
+}
