@@ -1,0 +1,43 @@
+// Package read serves a stream's records: from a seq number, a timestamp or
+// an offset from the tail, with limits by count and bytes, clamped to the
+// acknowledged tail.
+//
+// # Where records come from
+//
+// The leader star's flight index (star.ReadIndex) holds the tail window:
+// every acked record from `low` up to the tail that the absorb has not yet
+// turned into refs. Everything below `low` is covered by refs
+// (metastore.QueryRefs), each a seq range and the byte ranges of segments
+// that hold it:
+//
+//   - a transit location (a segment in a chain slot) is one ranged GET that
+//     falls through the class's bucket set (chain.Set.ReadRange) until a
+//     copy answers and parses as a segment of this stream with a good CRC;
+//     a corrupt copy is skipped, never served;
+//   - a settled location is a ranged GET of the settled bucket, checked the
+//     same way (no other copy exists; a bad one is an error).
+//
+// A read asks the index first (its `low` tells where refs end), reads refs
+// for [from, low) and the index from there. A location that vanished
+// between the ref lookup and the GET (settle swapped the ref, trim deleted
+// the slot) is retried with fresh refs. Seqs below the first ref (trimmed
+// by retention) are skipped: the read starts at the oldest record kept.
+//
+// # Starts and limits
+//
+//	seq        from that seq
+//	timestamp  the first record with timestamp >= T (timestamps are
+//	           non-decreasing per stream; refs carry their first and last
+//	           timestamps, so whole refs before T are skipped unread)
+//	tail off.  from tail-n (0 when n > tail)
+//
+// A start past the tail reads nothing and reports the tail: that is not an
+// error. Limits bound the record count and the encoded bytes; a read
+// returns at least one record when one is available.
+//
+// # Sessions
+//
+// Session reads from a start and then tails: it waits on the star's change
+// channel (star.Watch) and sends records as they are acked, and sends a
+// heartbeat (no records, the tail) after each idle interval.
+package read

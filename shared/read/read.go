@@ -1,0 +1,417 @@
+package read
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/star"
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalid: a bad start or limit.
+	ErrInvalid = errors.New("read: invalid argument")
+	// ErrCorrupt: a settled object failed its check, or refs disagree with
+	// the data they point to. Never normal.
+	ErrCorrupt = errors.New("read: corrupt data")
+)
+
+// Default and maximum limits of one read.
+const (
+	MaxCount = 1000
+	MaxBytes = 1 << 20
+)
+
+// Index is what a read needs from the leader star (a *star.Star).
+type Index interface {
+	Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
+	ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes int) ([]star.SeqRecord, uint64, error)
+	Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, err error)
+}
+
+var _ Index = (*star.Star)(nil)
+
+// Reader serves reads of the streams its star leads.
+type Reader struct {
+	Star Index
+	Meta metastore.Store
+	// Sets are the chain bucket sets per class (transit locations).
+	Sets map[metastore.Class]chain.Set
+	// Settled is the settled bucket (nil: no settled locations expected).
+	Settled objstore.Bucket
+	// Clock times heartbeats (nil: the real clock).
+	Clock clock.Clock
+}
+
+// StartKind selects how a read's start is given.
+type StartKind uint8
+
+const (
+	FromSeq StartKind = iota
+	FromTimestamp
+	FromTailOffset
+)
+
+// Start is where a read begins.
+type Start struct {
+	Kind       StartKind
+	Seq        uint64
+	TsMs       int64
+	TailOffset uint64
+}
+
+// Limits bound a read. Zero fields take the defaults (MaxCount, MaxBytes).
+type Limits struct {
+	Count int
+	Bytes int
+}
+
+func (l Limits) norm() (Limits, error) {
+	if l.Count < 0 || l.Bytes < 0 {
+		return l, fmt.Errorf("%w: negative limit (count %d, bytes %d)", ErrInvalid, l.Count, l.Bytes)
+	}
+	if l.Count == 0 || l.Count > MaxCount {
+		l.Count = MaxCount
+	}
+	if l.Bytes == 0 || l.Bytes > MaxBytes {
+		l.Bytes = MaxBytes
+	}
+	return l, nil
+}
+
+// Result is one read's records and the stream's tail when it was served.
+type Result struct {
+	Records  []star.SeqRecord
+	Tail     uint64
+	LastTsMs int64
+	// Next is where a following read continues: after the last record
+	// returned or skipped by the timestamp filter.
+	Next uint64
+}
+
+// Read reads st from start within lim (see the package documentation).
+func (r *Reader) Read(ctx context.Context, st metastore.Stream, start Start, lim Limits) (Result, error) {
+	lim, err := lim.norm()
+	if err != nil {
+		return Result{}, err
+	}
+	id, err := format.ParseStreamID(st.ID)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %w", st.Name, err)
+	}
+	tail, lastTs, err := r.Star.Tail(id)
+	if err != nil {
+		return Result{}, err
+	}
+	from, minTs, err := r.resolve(ctx, st, id, start, tail, lastTs)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := r.readFrom(ctx, st, id, from, minTs, lim)
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// resolve turns a start into a first seq (clamped to the tail) and a
+// timestamp filter.
+func (r *Reader) resolve(ctx context.Context, st metastore.Stream, id format.StreamID, start Start, tail uint64, lastTs int64) (uint64, int64, error) {
+	switch start.Kind {
+	case FromSeq:
+		return min(start.Seq, tail), 0, nil
+	case FromTailOffset:
+		return tail - min(start.TailOffset, tail), 0, nil
+	case FromTimestamp:
+		if tail == 0 || lastTs < start.TsMs {
+			return tail, 0, nil
+		}
+		// Skip whole refs that end before T; the rest is filtered by
+		// timestamp as it is read.
+		from := uint64(0)
+		for {
+			refs, err := r.Meta.QueryRefs(ctx, st.ID, from, 100)
+			if err != nil {
+				return 0, 0, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
+			}
+			for _, ref := range refs {
+				if ref.LastTsMs >= start.TsMs {
+					return max(from, ref.FirstSeq), start.TsMs, nil
+				}
+				from = ref.LastSeq + 1
+			}
+			if len(refs) == 0 || from >= tail {
+				return min(from, tail), start.TsMs, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: unknown start kind %d", ErrInvalid, start.Kind)
+}
+
+func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.StreamID, from uint64, minTs int64, lim Limits) (Result, error) {
+	lim, err := lim.norm()
+	if err != nil {
+		return Result{}, err
+	}
+	var out []star.SeqRecord
+	size := 0
+	full := func() bool { return len(out) >= lim.Count || (len(out) > 0 && size >= lim.Bytes) }
+	add := func(rec star.SeqRecord) bool {
+		n := format.EncodedSize(rec.Record)
+		if len(out) >= lim.Count || (len(out) > 0 && size+n > lim.Bytes) {
+			return false
+		}
+		if rec.TimestampMs >= minTs {
+			out = append(out, rec)
+			size += n
+		}
+		return true
+	}
+	for !full() {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		tail, _, err := r.Star.Tail(id)
+		if err != nil {
+			return Result{}, err
+		}
+		if from >= tail {
+			break
+		}
+		idx, low, err := r.Star.ReadIndex(id, from, lim.Count-len(out), max(lim.Bytes-size, 1))
+		if err != nil {
+			return Result{}, err
+		}
+		if from >= low {
+			if len(idx) == 0 {
+				break
+			}
+			stop := false
+			for _, rec := range idx {
+				if !add(rec) {
+					stop = true
+					break
+				}
+				from = rec.Seq + 1
+			}
+			if stop {
+				break
+			}
+			continue
+		}
+		next, stop, err := r.fromRefs(ctx, st, id, from, low, add)
+		if err != nil {
+			return Result{}, err
+		}
+		from = next
+		if stop {
+			break
+		}
+	}
+	tail, lastTs, err := r.Star.Tail(id)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Records: out, Tail: tail, LastTsMs: lastTs, Next: from}, nil
+}
+
+// fromRefs reads [from, low) from refs through add until add refuses. It
+// returns the next seq to read and whether add refused.
+func (r *Reader) fromRefs(ctx context.Context, st metastore.Stream, id format.StreamID, from, low uint64, add func(star.SeqRecord) bool) (uint64, bool, error) {
+	for attempt := 0; ; attempt++ {
+		next, stop, err := r.refsOnce(ctx, st, id, from, low, add)
+		if next > from || stop || err == nil || attempt >= 3 || !errors.Is(err, objstore.ErrNotFound) {
+			// Progress was made, or the error is not a vanished location.
+			if err != nil && next > from {
+				err = nil // serve what was read; the next call retries
+			}
+			return next, stop, err
+		}
+	}
+}
+
+func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.StreamID, from, low uint64, add func(star.SeqRecord) bool) (uint64, bool, error) {
+	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, 8)
+	if err != nil {
+		return from, false, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
+	}
+	if len(refs) == 0 {
+		// Nothing kept below low (trimmed by retention, or deleted).
+		return low, false, nil
+	}
+	for _, ref := range refs {
+		if ref.FirstSeq > from {
+			from = ref.FirstSeq // trimmed gap: start at the oldest kept
+		}
+		if from >= low {
+			return from, false, nil
+		}
+		for _, loc := range ref.Locations {
+			seg, err := r.segment(ctx, st, id, loc)
+			if err != nil {
+				return from, false, err
+			}
+			info, recs, err := format.DecodeSegment(seg)
+			if err != nil {
+				return from, false, fmt.Errorf("read %s: %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
+			}
+			for i, rec := range recs {
+				seq := info.FirstSeq + uint64(i)
+				if seq < from {
+					continue
+				}
+				if seq != from {
+					return from, false, fmt.Errorf("read %s: %w: ref %d..%d: segment in %s gives seq %d where %d was due",
+						st.Name, ErrCorrupt, ref.FirstSeq, ref.LastSeq, loc.Key, seq, from)
+				}
+				if seq >= low {
+					return from, false, nil
+				}
+				if !add(star.SeqRecord{Seq: seq, Record: rec}) {
+					return from, true, nil
+				}
+				from = seq + 1
+			}
+		}
+		if from <= ref.LastSeq {
+			return from, false, fmt.Errorf("read %s: %w: ref %d..%d ends at %d", st.Name, ErrCorrupt, ref.FirstSeq, ref.LastSeq, from)
+		}
+	}
+	return from, false, nil
+}
+
+// segment fetches one location's segment, checked.
+func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) ([]byte, error) {
+	check := func(b []byte) error {
+		info, _, err := format.ParseSegment(b)
+		if err != nil {
+			return err
+		}
+		if info.Stream != id {
+			return fmt.Errorf("segment of stream %s, want %s: %w", info.Stream, id, ErrCorrupt)
+		}
+		return nil
+	}
+	if loc.Settled {
+		if r.Settled == nil {
+			return nil, fmt.Errorf("read %s: settled location %s but no settled bucket is configured", st.Name, loc.Key)
+		}
+		b, err := r.Settled.Get(ctx, loc.Key, loc.Offset, loc.Length)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: get %s: %w", st.Name, loc.Key, err)
+		}
+		if err := check(b); err != nil {
+			return nil, fmt.Errorf("read %s: settled %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
+		}
+		return b, nil
+	}
+	set, ok := r.Sets[st.Class]
+	if !ok {
+		return nil, fmt.Errorf("read %s: no %s bucket set configured", st.Name, st.Class)
+	}
+	b, err := set.ReadRange(ctx, loc.Key, loc.Offset, loc.Length, check)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", st.Name, err)
+	}
+	return b, nil
+}
+
+// Batch is one message of a session: records (none in a heartbeat) and the
+// tail.
+type Batch struct {
+	Records   []star.SeqRecord
+	Tail      uint64
+	LastTsMs  int64
+	Heartbeat bool
+}
+
+// SessionOptions configure a session.
+type SessionOptions struct {
+	// Count and Bytes bound the whole session (0: unbounded).
+	Count uint64
+	Bytes uint64
+	// NoTail ends the session at the tail instead of following it.
+	NoTail bool
+	// Heartbeat is the idle interval between heartbeats (0: 5 s).
+	Heartbeat time.Duration
+}
+
+// Session reads st from start and then follows the tail, calling send for
+// every batch of records and every heartbeat, until ctx ends, send fails, a
+// limit is reached (nil), or, with NoTail, the tail is reached (nil).
+func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, opt SessionOptions, send func(Batch) error) error {
+	id, err := format.ParseStreamID(st.ID)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", st.Name, err)
+	}
+	hb := opt.Heartbeat
+	if hb <= 0 {
+		hb = 5 * time.Second
+	}
+	clk := clock.OrReal(r.Clock)
+	tail, lastTs, err := r.Star.Tail(id)
+	if err != nil {
+		return err
+	}
+	from, minTs, err := r.resolve(ctx, st, id, start, tail, lastTs)
+	if err != nil {
+		return err
+	}
+	var sentN, sentB uint64
+	for {
+		lim := Limits{}
+		if opt.Count > 0 {
+			lim.Count = int(min(opt.Count-sentN, MaxCount))
+		}
+		if opt.Bytes > 0 {
+			lim.Bytes = int(min(opt.Bytes-sentB, MaxBytes))
+		}
+		// Watch before reading, so that a release between the read and
+		// the wait is not missed.
+		_, changed, err := r.Star.Watch(id)
+		if err != nil {
+			return err
+		}
+		res, err := r.readFrom(ctx, st, id, from, minTs, lim)
+		if err != nil {
+			return err
+		}
+		from = res.Next
+		if n := len(res.Records); n > 0 {
+			minTs = 0 // timestamps are non-decreasing: the filter is done
+			sentN += uint64(n)
+			for _, rec := range res.Records {
+				sentB += uint64(format.EncodedSize(rec.Record))
+			}
+			if err := send(Batch{Records: res.Records, Tail: res.Tail, LastTsMs: res.LastTsMs}); err != nil {
+				return err
+			}
+			if (opt.Count > 0 && sentN >= opt.Count) || (opt.Bytes > 0 && sentB >= opt.Bytes) {
+				return nil
+			}
+			continue
+		}
+		if from < res.Tail {
+			continue // acked since the read looked
+		}
+		if opt.NoTail {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-clk.After(hb):
+			if err := send(Batch{Tail: res.Tail, LastTsMs: res.LastTsMs, Heartbeat: true}); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package read
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/star"
+)
+
+type env struct {
+	t       *testing.T
+	star    *star.Star
+	meta    metastore.Store
+	mems    []*objstore.Mem
+	settled *objstore.Mem
+	set     chain.Set
+	r       *Reader
+	st      metastore.Stream
+	id      format.StreamID
+	chain   metastore.ChainID
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, meta: metastore.NewMem(), settled: objstore.NewMem("settled")}
+	var buckets []objstore.Bucket
+	for i := range 3 {
+		m := objstore.NewMem(fmt.Sprintf("x%d", i))
+		e.mems = append(e.mems, m)
+		buckets = append(buckets, m)
+	}
+	cfg := star.Defaults()
+	cfg.Standard = star.ClassConfig{}
+	cfg.Express = star.ClassConfig{Buckets: buckets, W: 2, MemoryBufferMiB: 8, ParallelUploads: 8,
+		FlushDeadline: time.Millisecond, FlightKiB: 4, CommitDeadline: 5 * time.Second}
+	s, err := star.New(cfg, e.meta, star.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	e.star = s
+	e.chain = metastore.ChainID{Star: s.ID(), Class: metastore.Express}
+	e.set = chain.Set{Star: s.ID(), Buckets: buckets, W: 2}
+	e.id = format.StreamID{1, 2, 3}
+	e.st = metastore.Stream{Name: "s", ID: e.id.String(), Class: metastore.Express, Star: s.ID(), State: metastore.StreamActive}
+	if err := s.Open(star.StreamInfo{ID: e.id, Class: metastore.Express}); err != nil {
+		t.Fatal(err)
+	}
+	e.r = &Reader{Star: s, Meta: e.meta, Sets: map[metastore.Class]chain.Set{metastore.Express: e.set}, Settled: e.settled}
+	return e
+}
+
+// appendN appends batches of per records; record seq n has body "r<n>" and
+// timestamp 1000+n.
+func (e *env) appendN(batches, per int) {
+	e.t.Helper()
+	for range batches {
+		next, _, _ := e.star.Tail(e.id)
+		var recs []format.Record
+		for i := range per {
+			n := next + uint64(i)
+			recs = append(recs, format.Record{TimestampMs: 1000 + int64(n), Body: fmt.Appendf(nil, "r%d", n),
+				Headers: []format.Header{{Name: []byte("h"), Value: fmt.Appendf(nil, "%d", n)}}})
+		}
+		if _, err := e.star.Append(context.Background(), e.id, recs, star.AppendOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) absorb() {
+	e.t.Helper()
+	a := &absorb.Absorber{Meta: e.meta, Sets: absorb.Sets{Express: e.set}}
+	cp, err := a.Run(context.Background(), e.chain, e.star.Released(e.chain))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.star.Absorbed(e.chain, cp)
+}
+
+func check(t *testing.T, recs []star.SeqRecord, first uint64, n int) {
+	t.Helper()
+	if len(recs) != n {
+		t.Fatalf("got %d records, want %d", len(recs), n)
+	}
+	for i, r := range recs {
+		want := first + uint64(i)
+		if r.Seq != want || string(r.Body) != fmt.Sprintf("r%d", want) || r.TimestampMs != 1000+int64(want) ||
+			len(r.Headers) != 1 || string(r.Headers[0].Value) != fmt.Sprint(want) {
+			t.Fatalf("record %d: seq %d body %q ts %d headers %v, want seq %d", i, r.Seq, r.Body, r.TimestampMs, r.Headers, want)
+		}
+	}
+}
+
+func (e *env) read(start Start, lim Limits) Result {
+	e.t.Helper()
+	res, err := e.r.Read(context.Background(), e.st, start, lim)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+func TestReadAcrossRefsAndIndex(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(20, 10)
+	e.absorb()
+	e.appendN(10, 10)
+	if _, low, _ := e.star.ReadIndex(e.id, 0, 1, 1); low != 200 {
+		t.Fatalf("index low %d, want 200: the test needs refs below the index", low)
+	}
+	res := e.read(Start{}, Limits{})
+	check(t, res.Records, 0, 300)
+	if res.Tail != 300 || res.LastTsMs != 1299 || res.Next != 300 {
+		t.Fatalf("tail %d last ts %d next %d", res.Tail, res.LastTsMs, res.Next)
+	}
+	// Starting inside a ref, ending inside the index.
+	check(t, e.read(Start{Seq: 195}, Limits{Count: 10}).Records, 195, 10)
+	// Bytes limit: at least one record, never more than the limit.
+	one := format.EncodedSize(res.Records[0].Record)
+	check(t, e.read(Start{Seq: 5}, Limits{Bytes: 1}).Records, 5, 1)
+	check(t, e.read(Start{Seq: 5}, Limits{Bytes: 3*one + 1}).Records, 5, 3)
+	// Tail offset, timestamp, clamp.
+	check(t, e.read(Start{Kind: FromTailOffset, TailOffset: 7}, Limits{}).Records, 293, 7)
+	check(t, e.read(Start{Kind: FromTailOffset, TailOffset: 1e9}, Limits{Count: 2}).Records, 0, 2)
+	check(t, e.read(Start{Kind: FromTimestamp, TsMs: 1150}, Limits{Count: 3}).Records, 150, 3)
+	check(t, e.read(Start{Kind: FromTimestamp, TsMs: 1250}, Limits{Count: 3}).Records, 250, 3)
+	check(t, e.read(Start{Kind: FromTimestamp, TsMs: 0}, Limits{Count: 1}).Records, 0, 1)
+	past := e.read(Start{Kind: FromTimestamp, TsMs: 99999}, Limits{})
+	check(t, past.Records, 0, 0)
+	if past.Tail != 300 {
+		t.Fatalf("tail %d", past.Tail)
+	}
+	far := e.read(Start{Seq: 1 << 40}, Limits{})
+	if len(far.Records) != 0 || far.Tail != 300 {
+		t.Fatalf("past the tail: %d records, tail %d", len(far.Records), far.Tail)
+	}
+	if _, err := e.r.Read(context.Background(), e.st, Start{}, Limits{Count: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("negative limit: %v", err)
+	}
+}
+
+// corrupt replaces bucket i's copy of key with a copy whose byte at off is
+// flipped.
+func (e *env) corrupt(i int, key string, off int) {
+	e.t.Helper()
+	ctx := context.Background()
+	b, err := e.mems[i].Get(ctx, key, 0, -1)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b = bytes.Clone(b)
+	b[off] ^= 0xff
+	if err := e.mems[i].Delete(ctx, key); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.mems[i].PutIfAbsent(ctx, key, b); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestCorruptCopyIsSkippedNeverServed(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(5, 10)
+	e.absorb()
+	refs, err := e.meta.QueryRefs(context.Background(), e.st.ID, 0, 10)
+	if err != nil || len(refs) == 0 {
+		t.Fatalf("refs %v %v", refs, err)
+	}
+	loc := refs[0].Locations[0]
+	// Flip a byte inside the first record's body in the first bucket.
+	e.corrupt(0, loc.Key, int(loc.Offset)+32+16)
+	check(t, e.read(Start{}, Limits{}).Records, 0, 50)
+	// With every copy corrupt the read fails: it never serves bad bytes.
+	for i := 1; i < 3; i++ {
+		if _, err := e.mems[i].Head(context.Background(), loc.Key); err == nil {
+			e.corrupt(i, loc.Key, int(loc.Offset)+32+16)
+		}
+	}
+	if _, err := e.r.Read(context.Background(), e.st, Start{}, Limits{}); !errors.Is(err, chain.ErrNoCopy) {
+		t.Fatalf("all copies corrupt: %v", err)
+	}
+}
+
+func TestSettledLocation(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(4, 10)
+	e.absorb()
+	ctx := context.Background()
+	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10)
+	if err != nil || len(refs) != 1 {
+		t.Fatalf("refs %v %v", refs, err)
+	}
+	ref := refs[0]
+	res := e.read(Start{}, Limits{})
+	var enc []byte
+	for _, r := range res.Records {
+		enc = format.AppendRecord(enc, r.Record)
+	}
+	obj := format.AppendSettled(nil, format.SettledHeader{Stream: e.id, FirstSeq: ref.FirstSeq, LastSeq: ref.LastSeq,
+		FirstTsMs: ref.FirstTsMs, LastTsMs: ref.LastTsMs}, enc)
+	key := format.SettledKey(e.id, ref.FirstSeq, ref.LastSeq)
+	if err := e.settled.PutIfAbsent(ctx, key, obj); err != nil {
+		t.Fatal(err)
+	}
+	repl := ref
+	repl.Locations = []metastore.Location{{Settled: true, Key: key, Offset: format.SettledHeaderSize, Length: int64(len(obj) - format.SettledHeaderSize)}}
+	if err := e.meta.SwapRefs(ctx, []metastore.Ref{ref}, repl); err != nil {
+		t.Fatal(err)
+	}
+	// The transit copies are gone (trimmed): only the settled object serves.
+	for _, m := range e.mems {
+		for _, k := range m.Keys() {
+			if k == ref.Locations[0].Key {
+				_ = m.Delete(ctx, k)
+			}
+		}
+	}
+	check(t, e.read(Start{Seq: 3}, Limits{}).Records, 3, 37)
+	// A corrupt settled object is an error, not data.
+	b, _ := e.settled.Get(ctx, key, 0, -1)
+	b = bytes.Clone(b)
+	b[len(b)-10] ^= 1
+	_ = e.settled.Delete(ctx, key)
+	_ = e.settled.PutIfAbsent(ctx, key, b)
+	if _, err := e.r.Read(ctx, e.st, Start{}, Limits{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt settled object: %v", err)
+	}
+}
+
+func TestSessionTailsWithHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(2, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan Batch, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.r.Session(ctx, e.st, Start{Seq: 3}, SessionOptions{Heartbeat: 20 * time.Millisecond}, func(b Batch) error {
+			got <- b
+			return nil
+		})
+	}()
+	var recs []star.SeqRecord
+	heartbeats := 0
+	deadline := time.After(10 * time.Second)
+	appended := false
+	for len(recs) < 27 || heartbeats == 0 {
+		select {
+		case b := <-got:
+			if b.Heartbeat {
+				heartbeats++
+				if len(b.Records) != 0 || b.Tail < 10 {
+					t.Fatalf("heartbeat %+v", b)
+				}
+				if !appended {
+					appended = true
+					e.appendN(4, 5) // seen live
+				}
+			}
+			recs = append(recs, b.Records...)
+		case err := <-done:
+			t.Fatalf("session ended: %v", err)
+		case <-deadline:
+			t.Fatalf("session saw %d records, %d heartbeats", len(recs), heartbeats)
+		}
+	}
+	check(t, recs, 3, 27)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("session ended with %v", err)
+	}
+	// Bounded and non-tailing sessions end by themselves.
+	var n int
+	if err := e.r.Session(context.Background(), e.st, Start{}, SessionOptions{Count: 4}, func(b Batch) error { n += len(b.Records); return nil }); err != nil || n != 4 {
+		t.Fatalf("count-bounded session: %d records, %v", n, err)
+	}
+	n = 0
+	if err := e.r.Session(context.Background(), e.st, Start{Seq: 20}, SessionOptions{NoTail: true}, func(b Batch) error { n += len(b.Records); return nil }); err != nil || n != 10 {
+		t.Fatalf("no-tail session: %d records, %v", n, err)
+	}
+}
