@@ -39,6 +39,10 @@ var (
 	ErrMismatch = errors.New("settle: segment does not match its ref")
 )
 
+// errGone: a settled object a ref pointed at is gone: another copy merged
+// it away (and swapped the ref) since the refs were read. Re-read.
+var errGone = errors.New("settle: settled object gone")
+
 // Settler moves absorbed stream data from chain slots into per-stream
 // settled objects. Safe for concurrent use; copies may run at once.
 type Settler struct {
@@ -205,10 +209,19 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 					old = append([]metastore.Ref{*prev}, g...)
 				}
 				obj, repl, err := s.build(ctx, set, id, old)
+				if errors.Is(err, errGone) {
+					lost = true // a copy merged it away since we read the refs: re-read
+					break runs
+				}
 				if err != nil {
 					return objects, merged, err
 				}
-				if err := s.put(ctx, repl.Locations[0].Key, obj); err != nil {
+				err = s.put(ctx, repl.Locations[0].Key, obj)
+				if errors.Is(err, errGone) {
+					lost = true
+					break runs
+				}
+				if err != nil {
 					return objects, merged, err
 				}
 				err = s.Meta.SwapRefs(ctx, old, repl)
@@ -378,6 +391,9 @@ func (s *Settler) segment(ctx context.Context, set chain.Set, l metastore.Locati
 		return set.ReadRange(ctx, l.Key, l.Offset, l.Length, checkSegment)
 	}
 	b, err := s.Settled.Get(ctx, l.Key, l.Offset, l.Length)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("read settled %s: %w: %w", l.Key, errGone, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read settled %s: %w", l.Key, err)
 	}
@@ -399,6 +415,11 @@ func (s *Settler) put(ctx context.Context, key string, obj []byte) error {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
 	got, gerr := s.Settled.Get(ctx, key, 0, -1)
+	if errors.Is(gerr, objstore.ErrNotFound) {
+		// Written by another copy, swapped, then merged away and deleted:
+		// the refs have moved on.
+		return fmt.Errorf("write %s: %v; read back: %w: %w", key, err, errGone, gerr)
+	}
 	if gerr != nil {
 		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
 	}

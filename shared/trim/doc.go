@@ -1,0 +1,30 @@
+// Package trim deletes what settlement no longer needs.
+//
+//   - Chain slots: Step deletes the slots [Trimmed, Settled) of a chain
+//     (one epoch at a time, at most MaxSlotsPerStep; an epoch below the
+//     settled cursor's ends at its fenced cut, absorb.Follow) from every
+//     bucket of the set, then advances the trimmed cursor by CAS. It reads
+//     each copy's envelope first (one bounded GET) and deletes only a flight
+//     of that very slot: poison is never deleted while the star exists (it
+//     is what keeps a deposed writer out of a dead slot), and an
+//     unrecognised object is kept and logged. A bucket that does not answer
+//     fails the step before the cursor moves. Slots above an epoch's cut are
+//     the garbage probe's, not trim's.
+//   - Retention: a stream with RetentionMs > 0 loses its leading refs whose
+//     LastTsMs is older than now-RetentionMs and whose locations are all
+//     settled, then their settled objects. The stream's last ref is always
+//     kept (it carries the tail a takeover recovers).
+//   - Deletion: a stream in StreamDeleting loses all its refs, then its
+//     settled objects, then its metadata (DeleteStream).
+//
+// Refs are deleted before the objects they point at, so no ref ever points
+// at a missing object; a crash between leaves orphans for the garbage
+// probe. Everything is idempotent (deletes of missing keys succeed; the
+// cursor moves by CAS), so redelivery and concurrent copies are harmless.
+// Time comes from an injected clock.Clock.
+//
+// Cost: per chain step GetHead (GetEpoch at a boundary) and one
+// AdvanceCursor; per stream one ListStreams share and a QueryRefs when it
+// has a retention; DeleteRefs only when something expires. Trim runs on a
+// schedule (Handler).
+package trim

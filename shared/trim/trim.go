@@ -1,0 +1,281 @@
+package trim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// Defaults.
+const (
+	DefaultMaxSlotsPerStep = 1024
+	DefaultMaxStepsPerRun  = 16
+	// refPage is the page size of ref queries.
+	refPage = 100
+	// streamPage is the page size of the stream listing.
+	streamPage = 100
+)
+
+// Trimmer deletes what settlement no longer needs. Safe for concurrent
+// use; copies may run at once.
+type Trimmer struct {
+	Meta    metastore.Store
+	Sets    absorb.Sets
+	Settled objstore.Bucket
+	// Clock reads now for retention; nil is the real clock.
+	Clock clock.Clock
+	// MaxSlotsPerStep (0: DefaultMaxSlotsPerStep) and MaxStepsPerRun (0:
+	// DefaultMaxStepsPerRun) bound the work of one Step and one Run.
+	MaxSlotsPerStep int
+	MaxStepsPerRun  int
+	// Log: nil is slog.Default().
+	Log *slog.Logger
+}
+
+func (t *Trimmer) log() *slog.Logger {
+	if t.Log != nil {
+		return t.Log
+	}
+	return slog.Default()
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// Result says what one chain step did.
+type Result struct {
+	From, To metastore.Cursor // the trimmed cursor moved from From to To
+	Slots    int              // slots visited
+	Deleted  int              // flight copies deleted
+	Poison   int              // poison copies seen and kept
+	Lost     bool             // another copy moved the cursor first
+}
+
+// Step deletes the slots [Trimmed, min(Trimmed+MaxSlotsPerStep, Settled))
+// of one epoch from every bucket of the chain's set, and moves the trimmed
+// cursor over them. Each copy's envelope is read first: only a flight of
+// that very slot is deleted; poison (and anything unrecognised) stays. A
+// bucket that does not answer fails the step before the cursor moves, so
+// the next run retries it.
+func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
+	h, err := t.Meta.GetHead(ctx, c)
+	if err != nil {
+		return Result{}, fmt.Errorf("trim %s: %w", c, err)
+	}
+	st, err := absorb.Follow(ctx, t.Meta, c, h.Trimmed, h.Settled, orDefault(t.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
+	res := Result{From: st.From, To: st.From}
+	if err != nil || st.Empty() {
+		return res, err
+	}
+	if st.First < st.End {
+		set, err := t.Sets.For(c)
+		if err != nil {
+			return res, err
+		}
+		for slot := st.First; slot < st.End; slot++ {
+			if err := t.slot(ctx, set, st.Epoch, slot, &res); err != nil {
+				return res, fmt.Errorf("trim %s: %w", c, err)
+			}
+		}
+	}
+	err = t.Meta.AdvanceCursor(ctx, c, metastore.Trimmed, st.From, st.To)
+	switch {
+	case errors.Is(err, metastore.ErrConflict):
+		res.Lost = true
+	case err != nil:
+		return res, fmt.Errorf("trim %s: advance trimmed cursor %s to %s: %w", c, st.From, st.To, err)
+	}
+	res.To = st.To
+	return res, nil
+}
+
+func (t *Trimmer) slot(ctx context.Context, set chain.Set, epoch, slot uint64, res *Result) error {
+	res.Slots++
+	key := format.SlotKey(set.Star, epoch, slot)
+	for i, b := range set.Buckets {
+		cp, err := set.ReadEnvelope(ctx, i, key)
+		if err != nil {
+			return err
+		}
+		switch cp.State {
+		case chain.Flight:
+			if err := b.Delete(ctx, key); err != nil {
+				return fmt.Errorf("delete %s/%s: %w", b.Name(), key, err)
+			}
+			res.Deleted++
+		case chain.Poison:
+			res.Poison++ // never deleted while the star exists
+		case chain.Junk:
+			t.log().Warn("trim: unrecognised object at a slot key kept", "bucket", b.Name(), "key", key, "err", cp.Err)
+		}
+	}
+	return nil
+}
+
+// Run steps chain until its trimmed cursor reaches the settled cursor, at
+// most MaxStepsPerRun steps. It returns the trimmed cursor reached.
+func (t *Trimmer) Run(ctx context.Context, c metastore.ChainID) (metastore.Cursor, error) {
+	var at metastore.Cursor
+	for range orDefault(t.MaxStepsPerRun, DefaultMaxStepsPerRun) {
+		res, err := t.Step(ctx, c)
+		if err != nil {
+			return res.To, err
+		}
+		at = res.To
+		if res.From == res.To {
+			return at, nil
+		}
+	}
+	return at, nil
+}
+
+// StreamResult says what Streams did.
+type StreamResult struct {
+	Streams     int // streams listed
+	Deleted     int // deleting streams finished (metadata removed)
+	RefsDropped int // refs deleted (retention and deletion)
+	Objects     int // settled objects deleted
+}
+
+// Streams applies retention and deletion to every stream in the metastore:
+//
+//   - A stream in StreamDeleting loses all its refs, then its settled
+//     objects, then its metadata (DeleteStream). Transit bytes it had in
+//     chain slots go with the slots, by the trimmed cursor.
+//   - A stream with RetentionMs > 0 loses its leading refs whose LastTsMs is
+//     before now-RetentionMs and whose locations are all settled (a ref
+//     still in transit waits for settle), stopping at the first one that
+//     is not; then their settled objects. The stream's last ref is always
+//     kept: it carries the stream's tail (next seq), which a takeover
+//     recovers from the refs.
+//
+// Refs go first, so no ref ever points at a missing object; a crash
+// between leaves orphan objects for the garbage probe.
+func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
+	var res StreamResult
+	now := clock.OrReal(t.Clock).Now().UnixMilli()
+	after := ""
+	var errs []error
+	for {
+		page, next, err := t.Meta.ListStreams(ctx, "", after, streamPage)
+		if err != nil {
+			return res, fmt.Errorf("trim: list streams after %q: %w", after, err)
+		}
+		for _, st := range page {
+			res.Streams++
+			var err error
+			switch {
+			case st.State == metastore.StreamDeleting:
+				err = t.deleteStream(ctx, st, &res)
+			case st.RetentionMs > 0:
+				err = t.retain(ctx, st, now-st.RetentionMs, &res)
+			}
+			if err != nil {
+				t.log().Error("trim: stream", "stream", st.Name, "id", st.ID, "err", err)
+				errs = append(errs, fmt.Errorf("trim: stream %q: %w", st.Name, err))
+			}
+		}
+		if next == "" {
+			return res, errors.Join(errs...)
+		}
+		after = next
+	}
+}
+
+func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *StreamResult) error {
+	for {
+		refs, err := t.Meta.QueryRefs(ctx, st.ID, 0, refPage)
+		if err != nil {
+			return err
+		}
+		if len(refs) == 0 {
+			break
+		}
+		if err := t.drop(ctx, st.ID, refs, res); err != nil {
+			return err
+		}
+	}
+	if err := t.Meta.DeleteStream(ctx, st.Name, st.ID); err != nil {
+		return fmt.Errorf("delete stream metadata: %w", err)
+	}
+	res.Deleted++
+	return nil
+}
+
+func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, res *StreamResult) error {
+	from := uint64(0)
+	for {
+		refs, err := t.Meta.QueryRefs(ctx, st.ID, from, refPage+1)
+		if err != nil {
+			return err
+		}
+		// Never the last ref of the stream: with a full page the extra one
+		// is kept for the next round; with a short page the last one is the
+		// stream's last.
+		more := len(refs) == refPage+1
+		if len(refs) > 0 {
+			refs = refs[:len(refs)-1]
+		}
+		n := 0
+		for n < len(refs) && refs[n].LastTsMs < cutoff && settledOnly(refs[n]) {
+			n++
+		}
+		if n > 0 {
+			if err := t.drop(ctx, st.ID, refs[:n], res); err != nil {
+				return err
+			}
+		}
+		if n < len(refs) || !more {
+			return nil
+		}
+		from = refs[n-1].LastSeq + 1
+	}
+}
+
+// drop deletes refs, then the settled objects they point at.
+func (t *Trimmer) drop(ctx context.Context, id string, refs []metastore.Ref, res *StreamResult) error {
+	seqs := make([]uint64, len(refs))
+	var keys []string
+	seen := map[string]bool{}
+	for i, r := range refs {
+		seqs[i] = r.FirstSeq
+		for _, l := range r.Locations {
+			if l.Settled && !seen[l.Key] {
+				seen[l.Key] = true
+				keys = append(keys, l.Key)
+			}
+		}
+	}
+	if err := t.Meta.DeleteRefs(ctx, id, seqs); err != nil {
+		return fmt.Errorf("delete %d refs: %w", len(seqs), err)
+	}
+	res.RefsDropped += len(seqs)
+	for _, k := range keys {
+		if err := t.Settled.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete settled object %s: %w", k, err)
+		}
+		res.Objects++
+	}
+	return nil
+}
+
+func settledOnly(r metastore.Ref) bool {
+	for _, l := range r.Locations {
+		if !l.Settled {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,395 @@
+package trim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/absorb/absorbtest"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/trim"
+)
+
+var chainX = metastore.ChainID{Star: "star-0", Class: metastore.Express}
+
+// fakeClock is a settable clock.Clock.
+type fakeClock struct{ now atomic.Int64 }
+
+func (f *fakeClock) Now() time.Time { return time.UnixMilli(f.now.Load()) }
+func (f *fakeClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- f.Now().Add(d)
+	return ch
+}
+func (f *fakeClock) Sleep(d time.Duration) { f.now.Add(d.Milliseconds()) }
+
+// faults is a metastore wrapper whose armed faults fire once each.
+type faults struct {
+	metastore.Store
+	// advanceLost: the checkpoint CAS lands, its answer is lost (a timeout).
+	advanceLost atomic.Bool
+	// putFail: a PutRefs fails before writing.
+	putFail atomic.Bool
+	// swapLost: a SwapRefs lands, its answer is lost.
+	swapLost atomic.Bool
+}
+
+func (f *faults) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metastore.CursorKind, from, to metastore.Cursor) error {
+	err := f.Store.AdvanceCursor(ctx, c, k, from, to)
+	if err == nil && k == metastore.Checkpoint && f.advanceLost.CompareAndSwap(true, false) {
+		return fmt.Errorf("timeout after the checkpoint CAS: %w", absorbtest.ErrFault)
+	}
+	return err
+}
+
+func (f *faults) PutRefs(ctx context.Context, c metastore.ChainID, pass metastore.Cursor, refs []metastore.Ref) error {
+	if f.putFail.CompareAndSwap(true, false) {
+		return fmt.Errorf("put refs failed: %w", absorbtest.ErrFault)
+	}
+	return f.Store.PutRefs(ctx, c, pass, refs)
+}
+
+func (f *faults) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {
+	err := f.Store.SwapRefs(ctx, old, repl)
+	if err == nil && f.swapLost.CompareAndSwap(true, false) {
+		return fmt.Errorf("timeout after the swap: %w", absorbtest.ErrFault)
+	}
+	return err
+}
+
+type env struct {
+	t       *testing.T
+	mem     *metastore.Mem
+	meta    *faults
+	set     chain.Set
+	settled *objstore.Mem
+	star    *absorbtest.Star
+	ids     []format.StreamID
+	names   []string
+	clk     *fakeClock
+	// One counting wrapper per component, all over meta.
+	ca, cs, ct *metacount.Store
+	a          *absorb.Absorber
+	ah         *absorb.Handler
+	s          *settle.Settler
+	tr         *trim.Trimmer
+	ts         int64
+}
+
+func newEnv(t *testing.T, streams int, retentionMs int64) *env {
+	t.Helper()
+	e := &env{t: t, mem: metastore.NewMem(), ids: absorbtest.StreamIDs(streams), ts: 1_700_000_000_000,
+		settled: objstore.NewMem("settled"), clk: &fakeClock{}}
+	e.clk.now.Store(e.ts)
+	e.meta = &faults{Store: e.mem}
+	e.set = chain.Set{Star: chainX.Star, W: 2, Buckets: []objstore.Bucket{objstore.NewMem("x-az1"), objstore.NewMem("x-az2"), objstore.NewMem("x-az3")}}
+	star, err := absorbtest.NewStar(t.Context(), e.mem, chainX, e.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.star = star
+	for i, id := range e.ids {
+		name := fmt.Sprintf("s%02d", i)
+		e.names = append(e.names, name)
+		_, err := e.mem.CreateStream(t.Context(), metastore.Stream{Name: name, ID: id.String(), Class: metastore.Express,
+			Star: chainX.Star, CreatedMs: e.ts, RetentionMs: retentionMs, State: metastore.StreamActive})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sets := absorb.Sets{Express: e.set}
+	e.ca, e.cs, e.ct = metacount.New(e.meta), metacount.New(e.meta), metacount.New(e.meta)
+	e.a = &absorb.Absorber{Meta: e.ca, Sets: sets, MaxSlotsPerPass: 16}
+	e.ah = &absorb.Handler{Absorber: e.a, Chains: []metastore.ChainID{chainX}}
+	e.s = &settle.Settler{Meta: e.cs, Sets: sets, Settled: e.settled, MaxSlotsPerStep: 16}
+	e.tr = &trim.Trimmer{Meta: e.ct, Sets: sets, Settled: e.settled, Clock: e.clk, MaxSlotsPerStep: 16}
+	return e
+}
+
+// flight writes one flight with counts[i] records of stream i.
+func (e *env) flight(counts []int, copies int) {
+	e.t.Helper()
+	if _, err := e.star.Flight(e.t.Context(), e.ids, counts, e.ts, 24, copies); err != nil {
+		e.t.Fatal(err)
+	}
+	e.ts += 10
+}
+
+func (e *env) flights(n int) {
+	e.t.Helper()
+	counts := make([]int, len(e.ids))
+	for i := range counts {
+		counts[i] = 1 + i%2
+	}
+	for range n {
+		e.flight(counts, 0)
+	}
+}
+
+func (e *env) head() metastore.Head {
+	e.t.Helper()
+	h, err := e.mem.GetHead(e.t.Context(), chainX)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+// settleAll absorbs and settles everything released.
+func (e *env) settleAll() {
+	e.t.Helper()
+	ctx := e.t.Context()
+	for range 100 {
+		at, err := e.a.Run(ctx, chainX, e.star.Released())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if !at.Less(e.star.Released()) {
+			break
+		}
+	}
+	for range 100 {
+		h := e.head()
+		if h.Settled == h.Checkpoint {
+			return
+		}
+		if _, err := e.s.Run(ctx, chainX); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.t.Fatal("settle did not catch up")
+}
+
+func (e *env) trimAll() {
+	e.t.Helper()
+	for range 100 {
+		h := e.head()
+		if h.Trimmed == h.Settled {
+			return
+		}
+		if _, err := e.tr.Run(e.t.Context(), chainX); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.t.Fatal("trim did not catch up")
+}
+
+// check reads every stream back and compares it with what was written from
+// seq `from[i]` on (retention may have dropped a prefix).
+func (e *env) check() {
+	e.t.Helper()
+	for _, id := range e.ids {
+		got, err := absorbtest.ReadStream(e.t.Context(), e.mem, e.set, e.settled, id)
+		if err != nil {
+			e.t.Fatalf("read stream %s: %v", id, err)
+		}
+		if err := absorbtest.Equal(got, e.star.Written(id)); err != nil {
+			e.t.Fatalf("stream %s: %v", id, err)
+		}
+	}
+}
+
+// chainObjects lists the slot objects left in every bucket, by kind.
+func (e *env) chainObjects() (flights, poison int) {
+	e.t.Helper()
+	for _, b := range e.set.Buckets {
+		keys, err := b.List(e.t.Context(), "chains/")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, k := range keys {
+			env, err := b.Get(e.t.Context(), k, 0, format.EnvelopeSize)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			p, err := format.ParseEnvelope(env)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if p.Kind == format.KindPoison {
+				poison++
+			} else {
+				flights++
+			}
+		}
+	}
+	return flights, poison
+}
+
+func cur(e, s uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: s} }
+
+func TestTrimDeletesSettledSlotsKeepsPoison(t *testing.T) {
+	e := newEnv(t, 3, 0)
+	e.flights(6)
+	if err := e.star.Halt(t.Context(), 0); err != nil { // poison at 1/6 in all 3 buckets
+		t.Fatal(err)
+	}
+	e.flights(5)
+	e.settleAll()
+	// Trim never passes the settled cursor: before settle, nothing goes.
+	e.flights(3)
+	e.trimAll()
+	if h := e.head(); h.Trimmed != cur(2, 5) || h.Settled != cur(2, 5) {
+		t.Fatalf("head %+v", h)
+	}
+	flights, poison := e.chainObjects()
+	if flights != 3*3 || poison != 3 {
+		t.Fatalf("left %d flight copies and %d poison, want 9 (the unsettled slots) and 3", flights, poison)
+	}
+	e.settleAll()
+	e.trimAll()
+	if flights, poison := e.chainObjects(); flights != 0 || poison != 3 {
+		t.Fatalf("left %d flights, %d poison", flights, poison)
+	}
+	e.check()
+	// Trim is idempotent.
+	if res, err := e.tr.Step(t.Context(), chainX); err != nil || res.From != res.To {
+		t.Fatalf("rerun: %+v, %v", res, err)
+	}
+}
+
+func TestTrimKeepsForeignAndStopsOnUnavailableBucket(t *testing.T) {
+	e := newEnv(t, 1, 0)
+	e.flights(4)
+	e.settleAll()
+	// A bucket that does not answer fails the step before the cursor moves.
+	down := objstore.NewInjector(1)
+	set := e.set
+	set.Buckets = []objstore.Bucket{e.set.Buckets[0], objstore.WithFaults(e.set.Buckets[1], down), e.set.Buckets[2]}
+	tr := &trim.Trimmer{Meta: e.mem, Sets: absorb.Sets{Express: set}, Settled: e.settled}
+	down.SetDown(true)
+	if _, err := tr.Step(t.Context(), chainX); err == nil {
+		t.Fatal("step with a bucket down succeeded")
+	}
+	if h := e.head(); h.Trimmed != cur(1, 0) {
+		t.Fatalf("trimmed moved with a bucket down: %+v", h)
+	}
+	down.SetDown(false)
+	if _, err := tr.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.head(); h.Trimmed != cur(1, 4) {
+		t.Fatalf("head %+v", h)
+	}
+	e.check()
+}
+
+func TestRetention(t *testing.T) {
+	const day = int64(24 * time.Hour / time.Millisecond)
+	e := newEnv(t, 2, day)
+	e.s.MergeBelowBytes = -1 // one settled object per settle run
+	for range 4 {
+		e.flights(3)
+		e.settleAll()
+		e.ts += day / 4
+	}
+	e.flights(2) // absorbed, not settled: never dropped by retention
+	if _, err := e.a.Run(t.Context(), chainX, e.star.Released()); err != nil {
+		t.Fatal(err)
+	}
+	refs := func() []metastore.Ref {
+		r, err := e.mem.QueryRefs(t.Context(), e.ids[0].String(), 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := refs()
+	if len(before) != 5 {
+		t.Fatalf("%d refs", len(before))
+	}
+	// Now is a day and a third after the first write: the first two settled
+	// refs (written at +0 and +day/4) are older than a day, the third (+day/2)
+	// is not.
+	e.clk.now.Store(1_700_000_000_000 + day + day/3)
+	res, err := e.tr.Streams(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := refs()
+	if res.Streams != 2 || len(after) != 3 || after[0].FirstSeq != before[2].FirstSeq || res.Objects != 4 {
+		t.Fatalf("retention: %+v, refs %d (first at %d)", res, len(after), after[0].FirstSeq)
+	}
+	for _, r := range before[:2] {
+		if _, err := e.settled.Head(t.Context(), r.Locations[0].Key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("expired object %s: %v", r.Locations[0].Key, err)
+		}
+	}
+	// Far in the future every settled ref has expired, but the transit ref
+	// and the stream's last ref stay.
+	e.clk.now.Store(1_700_000_000_000 + 100*day)
+	if _, err := e.tr.Streams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := refs(); len(after) != 1 || after[0].FirstSeq != before[4].FirstSeq {
+		t.Fatalf("refs after all expired: %+v", after)
+	}
+	e.settleAll()
+	if _, err := e.tr.Streams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := refs(); len(after) != 1 {
+		t.Fatalf("the last ref was dropped: %+v", after)
+	}
+}
+
+func TestDeletion(t *testing.T) {
+	e := newEnv(t, 3, 0)
+	e.flights(5)
+	e.settleAll()
+	e.flights(2)
+	if _, err := e.a.Run(t.Context(), chainX, e.star.Released()); err != nil {
+		t.Fatal(err)
+	}
+	victim := e.ids[1]
+	keys, _ := e.settled.List(t.Context(), "streams/"+victim.String())
+	if len(keys) == 0 {
+		t.Fatal("no settled objects to delete")
+	}
+	if err := e.mem.SetStreamState(t.Context(), e.names[1], victim.String(), metastore.StreamDeleting); err != nil {
+		t.Fatal(err)
+	}
+	h := &trim.Handler{Trimmer: e.tr, Chains: []metastore.ChainID{chainX}}
+	raw, err := os.ReadFile("testdata/scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // redelivered: idempotent
+		if _, err := h.Handle(t.Context(), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.mem.GetStream(t.Context(), e.names[1]); !errors.Is(err, metastore.ErrNotFound) {
+		t.Fatalf("deleted stream: %v", err)
+	}
+	if refs, _ := e.mem.QueryRefs(t.Context(), victim.String(), 0, 10); len(refs) != 0 {
+		t.Fatalf("refs left: %+v", refs)
+	}
+	if keys, _ := e.settled.List(t.Context(), "streams/"+victim.String()); len(keys) != 0 {
+		t.Fatalf("objects left: %v", keys)
+	}
+	// The others are intact.
+	for _, i := range []int{0, 2} {
+		got, err := absorbtest.ReadStream(t.Context(), e.mem, e.set, e.settled, e.ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := absorbtest.Equal(got, e.star.Written(e.ids[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.Handle(t.Context(), []byte(`{"Records":[]}`)); err == nil || !strings.Contains(err.Error(), "unrecognised") {
+		t.Fatalf("trim took an SQS event: %v", err)
+	}
+}
