@@ -513,3 +513,34 @@ func TestParseEvent(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{
+		"STRAND_TABLE": "strand", "STRAND_STARS": "star-0, star-1", "STRAND_STANDARD_BUCKET": "chain",
+		"STRAND_EXPRESS_BUCKETS": "x1--use1-az4--x-s3,x2--use1-az5--x-s3,x3--use1-az6--x-s3", "STRAND_SETTLED_BUCKET": "settled",
+	}
+	get := func(k string) string { return env[k] }
+	c, err := absorb.ConfigFromEnv(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ExpressW != 2 || len(c.Stars) != 2 || len(c.Chains()) != 4 || c.Chains()[1] != (metastore.ChainID{Star: "star-0", Class: metastore.Express}) {
+		t.Fatalf("config %+v chains %v", c, c.Chains())
+	}
+	sets := c.Sets(func(n string) objstore.Bucket { return objstore.NewMem(n) })
+	if set, err := sets.For(metastore.ChainID{Star: "star-1", Class: metastore.Express}); err != nil || set.K() != 3 || set.W != 2 || set.Star != "star-1" {
+		t.Fatalf("express set %+v, %v", set, err)
+	}
+	env["STRAND_STAR_IDS"] = "star-7"
+	if c, _ := absorb.ConfigFromEnv(get); len(c.Stars) != 1 || c.Stars[0] != "star-7" {
+		t.Fatalf("STRAND_STAR_IDS not preferred: %v", c.Stars)
+	}
+	for k, v := range map[string]string{"STRAND_TABLE": "", "STRAND_EXPRESS_W": "4", "STRAND_S3_PATH_STYLE": "maybe", "STRAND_STAR_IDS": "a#b"} {
+		old := env[k]
+		env[k] = v
+		if _, err := absorb.ConfigFromEnv(get); err == nil {
+			t.Errorf("%s=%q accepted", k, v)
+		}
+		env[k] = old
+	}
+}

@@ -16,7 +16,7 @@ import (
 
 // Defaults.
 const (
-	DefaultMaxSlotsPerStep = 1024
+	DefaultMaxSlotsPerStep = 4096
 	DefaultMaxStepsPerRun  = 16
 	// refPage is the page size of ref queries.
 	refPage = 100

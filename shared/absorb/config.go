@@ -1,0 +1,126 @@
+package absorb
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// Config is the settlement Lambdas' configuration, read from the
+// environment by the thin mains in functions/{absorb,settle,trim}:
+//
+//	STRAND_TABLE            DynamoDB table (required)
+//	STRAND_STAR_IDS         comma-separated star ids (STRAND_STARS is read
+//	                        when it is unset, as the CDK stack names it)
+//	STRAND_STANDARD_BUCKET  the Standard chain's bucket (K=1, W=1)
+//	STRAND_EXPRESS_BUCKETS  comma-separated Express directory buckets
+//	STRAND_EXPRESS_W        Express copy quorum (default 2)
+//	STRAND_SETTLED_BUCKET   the settled bucket (settle and trim)
+//	STRAND_S3_PATH_STYLE    "1" or "true" for path-style S3 (emulators)
+//
+// A class whose buckets are not configured has no chains.
+type Config struct {
+	Table          string
+	Stars          []string
+	StandardBucket string
+	ExpressBuckets []string
+	ExpressW       int
+	SettledBucket  string
+	PathStyle      bool
+}
+
+// DefaultRetryFor bounds how long a Lambda's walk retries an unavailable
+// bucket on one slot: well inside a Lambda timeout, so that the run fails
+// and its message is redelivered rather than the function timing out.
+const DefaultRetryFor = 15 * time.Second
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ConfigFromEnv reads the configuration through getenv (os.Getenv).
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Table:          getenv("STRAND_TABLE"),
+		Stars:          splitList(getenv("STRAND_STAR_IDS")),
+		StandardBucket: strings.TrimSpace(getenv("STRAND_STANDARD_BUCKET")),
+		ExpressBuckets: splitList(getenv("STRAND_EXPRESS_BUCKETS")),
+		ExpressW:       2,
+		SettledBucket:  strings.TrimSpace(getenv("STRAND_SETTLED_BUCKET")),
+	}
+	if len(c.Stars) == 0 {
+		c.Stars = splitList(getenv("STRAND_STARS"))
+	}
+	if w := strings.TrimSpace(getenv("STRAND_EXPRESS_W")); w != "" {
+		n, err := strconv.Atoi(w)
+		if err != nil {
+			return Config{}, fmt.Errorf("absorb: STRAND_EXPRESS_W=%q: %w", w, err)
+		}
+		c.ExpressW = n
+	}
+	switch strings.ToLower(strings.TrimSpace(getenv("STRAND_S3_PATH_STYLE"))) {
+	case "", "0", "false":
+	case "1", "true":
+		c.PathStyle = true
+	default:
+		return Config{}, fmt.Errorf("absorb: STRAND_S3_PATH_STYLE=%q: want true or false", getenv("STRAND_S3_PATH_STYLE"))
+	}
+	switch {
+	case c.Table == "":
+		return Config{}, fmt.Errorf("absorb: STRAND_TABLE is not set")
+	case len(c.Stars) == 0:
+		return Config{}, fmt.Errorf("absorb: STRAND_STAR_IDS (or STRAND_STARS) is not set")
+	case c.StandardBucket == "" && len(c.ExpressBuckets) == 0:
+		return Config{}, fmt.Errorf("absorb: neither STRAND_STANDARD_BUCKET nor STRAND_EXPRESS_BUCKETS is set")
+	case len(c.ExpressBuckets) > 0 && (c.ExpressW < 1 || c.ExpressW > len(c.ExpressBuckets)):
+		return Config{}, fmt.Errorf("absorb: STRAND_EXPRESS_W=%d with %d Express buckets", c.ExpressW, len(c.ExpressBuckets))
+	}
+	for _, s := range c.Stars {
+		if err := metastore.ValidateChain(metastore.ChainID{Star: s, Class: metastore.Standard}); err != nil {
+			return Config{}, fmt.Errorf("absorb: star %q: %w", s, err)
+		}
+	}
+	return c, nil
+}
+
+// Chains are the configured chains: each star's Standard chain (when a
+// Standard bucket is set) and Express chain (when Express buckets are).
+func (c Config) Chains() []metastore.ChainID {
+	var out []metastore.ChainID
+	for _, s := range c.Stars {
+		if c.StandardBucket != "" {
+			out = append(out, metastore.ChainID{Star: s, Class: metastore.Standard})
+		}
+		if len(c.ExpressBuckets) > 0 {
+			out = append(out, metastore.ChainID{Star: s, Class: metastore.Express})
+		}
+	}
+	return out
+}
+
+// Sets builds the bucket sets, opening each bucket by name with open.
+func (c Config) Sets(open func(name string) objstore.Bucket) Sets {
+	var s Sets
+	if c.StandardBucket != "" {
+		s.Standard = chain.Set{Buckets: []objstore.Bucket{open(c.StandardBucket)}, W: 1, RetryFor: DefaultRetryFor}
+	}
+	if len(c.ExpressBuckets) > 0 {
+		bs := make([]objstore.Bucket, len(c.ExpressBuckets))
+		for i, n := range c.ExpressBuckets {
+			bs[i] = open(n)
+		}
+		s.Express = chain.Set{Buckets: bs, W: c.ExpressW, RetryFor: DefaultRetryFor}
+	}
+	return s
+}
