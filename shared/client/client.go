@@ -1,0 +1,406 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
+)
+
+// Header is one record header.
+type Header struct {
+	Name, Value []byte
+}
+
+// Record is a record to append (Seq is ignored) or a record read.
+type Record struct {
+	Seq         uint64
+	TimestampMs int64 // 0 on append: the server's time
+	Headers     []Header
+	Body        []byte
+}
+
+// Stream describes a stream.
+type Stream struct {
+	Name        string
+	ID          string
+	Class       string // "standard" or "express"
+	Leader      string
+	CreatedMs   int64
+	RetentionMs int64
+	Deleting    bool
+}
+
+// Tail is a stream's tail: the next seq and the last record's timestamp.
+type Tail struct {
+	NextSeq  uint64
+	LastTsMs int64
+}
+
+// Ack acknowledges one appended batch: its seqs [StartSeq, EndSeq) and the
+// tail after it.
+type Ack struct {
+	StartSeq, EndSeq uint64
+	Tail
+}
+
+// Client talks to a strand server. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+
+	mu      sync.Mutex
+	clients map[string]strandv1connect.StrandServiceClient
+	leaders map[string]string // stream name -> base URL of its leader
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sets the bearer token sent with every call.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient replaces the HTTP client (it must speak HTTP/2 for the
+// sessions).
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// NewHTTPClient returns an HTTP client that speaks HTTP/2 with and without
+// TLS (h2c for http:// URLs).
+func NewHTTPClient() *http.Client {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p, ForceAttemptHTTP2: true, Proxy: http.ProxyFromEnvironment}}
+}
+
+// New returns a client of the server at endpoint (http://host:port or
+// https://host:port).
+func New(endpoint string, opts ...Option) (*Client, error) {
+	base, err := normalize(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{base: base, clients: map[string]strandv1connect.StrandServiceClient{}, leaders: map[string]string{}}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.http == nil {
+		c.http = NewHTTPClient()
+	}
+	return c, nil
+}
+
+func normalize(endpoint string) (string, error) {
+	if endpoint == "" {
+		return "", errors.New("client: no endpoint: give --endpoint or set STRAND_ENDPOINT (strand dev prints it)")
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("client: endpoint %q: want http://host:port or https://host:port", endpoint)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// Endpoint is the base URL the client was made with.
+func (c *Client) Endpoint() string { return c.base }
+
+func (c *Client) api(base string) strandv1connect.StrandServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a := c.clients[base]; a != nil {
+		return a
+	}
+	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token)))
+	c.clients[base] = a
+	return a
+}
+
+func (c *Client) baseFor(stream string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.leaders[stream]; ok {
+		return b
+	}
+	return c.base
+}
+
+// maxHops bounds how many leader redirects one call follows.
+const maxHops = 3
+
+// withLeader runs call against the stream's leader, following Leader
+// details.
+func withLeader[T any](c *Client, stream string, call func(strandv1connect.StrandServiceClient) (T, error)) (T, error) {
+	base := c.baseFor(stream)
+	for hop := 0; ; hop++ {
+		res, err := call(c.api(base))
+		if err == nil || hop >= maxHops {
+			return res, err
+		}
+		l, ok := LeaderOf(err)
+		if !ok || l.URL == "" {
+			return res, err
+		}
+		next, nerr := normalize(l.URL)
+		if nerr != nil || next == base {
+			return res, err
+		}
+		base = next
+		c.mu.Lock()
+		c.leaders[stream] = base
+		c.mu.Unlock()
+	}
+}
+
+// Leader is where a stream's leader is.
+type Leader struct {
+	Star string
+	URL  string
+}
+
+// LeaderOf returns the Leader detail of an error from a star that does not
+// lead the stream.
+func LeaderOf(err error) (Leader, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return Leader{}, false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if l, ok := v.(*strandv1.Leader); ok {
+				return Leader{Star: l.Star, URL: l.Url}, true
+			}
+		}
+	}
+	return Leader{}, false
+}
+
+// SeqMismatch returns the stream's tail carried by a match_seq_num miss.
+func SeqMismatch(err error) (Tail, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {
+		return Tail{}, false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if t, ok := v.(*strandv1.Tail); ok {
+				return Tail{NextSeq: t.NextSeqNum, LastTsMs: t.LastTimestampMs}, true
+			}
+		}
+	}
+	return Tail{}, false
+}
+
+func tokenInterceptor(token string) connect.Interceptor {
+	return tokenIntc{token}
+}
+
+type tokenIntc struct{ token string }
+
+func (t tokenIntc) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if t.token != "" {
+			req.Header().Set("Authorization", "Bearer "+t.token)
+		}
+		return next(ctx, req)
+	}
+}
+
+func (t tokenIntc) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if t.token != "" {
+			conn.RequestHeader().Set("Authorization", "Bearer "+t.token)
+		}
+		return conn
+	}
+}
+
+func (t tokenIntc) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+func streamOf(m *strandv1.Stream) Stream {
+	if m == nil {
+		return Stream{}
+	}
+	class := "standard"
+	if m.StorageClass == strandv1.StorageClass_STORAGE_CLASS_EXPRESS {
+		class = "express"
+	}
+	return Stream{Name: m.Name, ID: m.Id, Class: class, Leader: m.Leader, CreatedMs: m.CreatedMs, RetentionMs: m.RetentionMs, Deleting: m.Deleting}
+}
+
+// CreateOptions qualify a new stream.
+type CreateOptions struct {
+	// Class is "standard" (default) or "express".
+	Class string
+	// RetentionMs: settled data older than this is trimmed (0: forever).
+	RetentionMs int64
+}
+
+// CreateStream creates a stream.
+func (c *Client) CreateStream(ctx context.Context, name string, opt CreateOptions) (Stream, error) {
+	req := &strandv1.CreateStreamRequest{Name: name, RetentionMs: opt.RetentionMs}
+	switch strings.ToLower(opt.Class) {
+	case "", "standard":
+		req.StorageClass = strandv1.StorageClass_STORAGE_CLASS_STANDARD
+	case "express":
+		req.StorageClass = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
+	default:
+		return Stream{}, fmt.Errorf("client: class %q: want standard or express", opt.Class)
+	}
+	res, err := c.api(c.base).CreateStream(ctx, connect.NewRequest(req))
+	if err != nil {
+		return Stream{}, err
+	}
+	return streamOf(res.Msg.Stream), nil
+}
+
+// DeleteStream deletes a stream (at its leader).
+func (c *Client) DeleteStream(ctx context.Context, name string) error {
+	_, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.DeleteStreamResponse], error) {
+		return a.DeleteStream(ctx, connect.NewRequest(&strandv1.DeleteStreamRequest{Name: name}))
+	})
+	return err
+}
+
+// ListStreams lists one page of streams whose names start with prefix,
+// after startAfter; next is "" on the last page.
+func (c *Client) ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error) {
+	res, err := c.api(c.base).ListStreams(ctx, connect.NewRequest(&strandv1.ListStreamsRequest{Prefix: prefix, StartAfter: startAfter, Limit: int32(limit)}))
+	if err != nil {
+		return nil, "", err
+	}
+	for _, m := range res.Msg.Streams {
+		streams = append(streams, streamOf(m))
+	}
+	return streams, res.Msg.NextStartAfter, nil
+}
+
+// GetStream describes a stream.
+func (c *Client) GetStream(ctx context.Context, name string) (Stream, error) {
+	res, err := c.api(c.base).GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: name}))
+	if err != nil {
+		return Stream{}, err
+	}
+	return streamOf(res.Msg.Stream), nil
+}
+
+// CheckTail returns the stream's tail.
+func (c *Client) CheckTail(ctx context.Context, name string) (Tail, error) {
+	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.CheckTailResponse], error) {
+		return a.CheckTail(ctx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: name}))
+	})
+	if err != nil {
+		return Tail{}, err
+	}
+	return Tail{NextSeq: res.Msg.NextSeqNum, LastTsMs: res.Msg.LastTimestampMs}, nil
+}
+
+// AppendOptions qualify an append.
+type AppendOptions struct {
+	// MatchSeq, if set, must equal the stream's tail or the batch is
+	// rejected (see SeqMismatch).
+	MatchSeq *uint64
+}
+
+func appendReq(name string, recs []Record, opt AppendOptions) *strandv1.AppendRequest {
+	req := &strandv1.AppendRequest{Stream: name, MatchSeqNum: opt.MatchSeq, Records: make([]*strandv1.AppendRecord, len(recs))}
+	for i, r := range recs {
+		m := &strandv1.AppendRecord{TimestampMs: r.TimestampMs, Body: r.Body}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
+		}
+		req.Records[i] = m
+	}
+	return req
+}
+
+func ackOf(m *strandv1.AppendResponse) Ack {
+	return Ack{StartSeq: m.StartSeqNum, EndSeq: m.EndSeqNum, Tail: Tail{NextSeq: m.NextSeqNum, LastTsMs: m.LastTimestampMs}}
+}
+
+// Append appends one batch (1 to 1000 records, at most 1 MiB) and returns
+// once it is durable.
+func (c *Client) Append(ctx context.Context, name string, recs []Record, opt AppendOptions) (Ack, error) {
+	req := appendReq(name, recs, opt)
+	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.AppendResponse], error) {
+		return a.Append(ctx, connect.NewRequest(req))
+	})
+	if err != nil {
+		return Ack{}, err
+	}
+	return ackOf(res.Msg), nil
+}
+
+// Start is where a read begins: FromSeq, FromTimestamp or FromTail.
+type Start struct {
+	kind int
+	v    uint64
+}
+
+// FromSeq starts at seq.
+func FromSeq(seq uint64) Start { return Start{0, seq} }
+
+// FromTimestamp starts at the first record with timestamp >= ms.
+func FromTimestamp(ms int64) Start { return Start{1, uint64(ms)} }
+
+// FromTail starts n records before the tail.
+func FromTail(n uint64) Start { return Start{2, n} }
+
+// Limits bound a read (0: the server's defaults, 1000 records and 1 MiB).
+type Limits struct {
+	Count int
+	Bytes int
+}
+
+// ReadResult is a read's records and the stream's tail.
+type ReadResult struct {
+	Records []Record
+	Tail
+}
+
+func recordsOf(ms []*strandv1.SequencedRecord) []Record {
+	out := make([]Record, len(ms))
+	for i, m := range ms {
+		r := Record{Seq: m.SeqNum, TimestampMs: m.TimestampMs, Body: m.Body}
+		for _, h := range m.Headers {
+			r.Headers = append(r.Headers, Header{Name: h.Name, Value: h.Value})
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// Read reads up to lim records from start. A start past the tail reads
+// nothing and returns the tail.
+func (c *Client) Read(ctx context.Context, name string, start Start, lim Limits) (ReadResult, error) {
+	req := &strandv1.ReadRequest{Stream: name, Count: uint32(max(lim.Count, 0)), Bytes: uint64(max(lim.Bytes, 0))}
+	switch start.kind {
+	case 0:
+		req.Start = &strandv1.ReadRequest_SeqNum{SeqNum: start.v}
+	case 1:
+		req.Start = &strandv1.ReadRequest_TimestampMs{TimestampMs: int64(start.v)}
+	case 2:
+		req.Start = &strandv1.ReadRequest_TailOffset{TailOffset: start.v}
+	}
+	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReadResponse], error) {
+		return a.Read(ctx, connect.NewRequest(req))
+	})
+	if err != nil {
+		return ReadResult{}, err
+	}
+	return ReadResult{Records: recordsOf(res.Msg.Records), Tail: Tail{NextSeq: res.Msg.NextSeqNum, LastTsMs: res.Msg.LastTimestampMs}}, nil
+}

@@ -1,0 +1,22 @@
+// Package client is the Go client of the strand API.
+//
+//	c, err := client.New("http://127.0.0.1:4780", client.WithToken(os.Getenv("STRAND_TOKEN")))
+//	_, err = c.CreateStream(ctx, "orders", client.CreateOptions{})
+//	ack, err := c.Append(ctx, "orders", []client.Record{{Body: []byte("hello")}}, client.AppendOptions{})
+//	res, err := c.Read(ctx, "orders", client.FromSeq(0), client.Limits{})
+//
+// Calls that name a stream go to the star that leads it: a star that does
+// not lead the stream answers with where its leader is (an Unavailable
+// error with a Leader detail), and the client remembers that leader and
+// retries there (at most a few hops).
+//
+// AppendSession pipelines appends over one HTTP/2 stream, acks in order;
+// ReadSession reads history and then tails. Both open at the stream's
+// leader (found with CheckTail).
+//
+// Errors are *connect.Error values; SeqMismatch extracts the tail from a
+// match_seq_num miss, and connect.CodeOf gives the code.
+//
+// Plain http:// endpoints speak HTTP/2 without TLS (h2c), which the
+// sessions need; https:// endpoints negotiate HTTP/2 with TLS.
+package client

@@ -1,0 +1,147 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+)
+
+// AppendSession pipelines appends to one stream: Submit sends a batch
+// without waiting; acks come back in submission order through Acks.
+// Submit blocks when the server applies backpressure.
+type AppendSession struct {
+	name   string
+	stream *connect.BidiStreamForClient[strandv1.AppendRequest, strandv1.AppendResponse]
+	acks   chan AckOrErr
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+}
+
+// AckOrErr is one result of an append session: an ack, or the error that
+// ended the session (after which nothing more comes).
+type AckOrErr struct {
+	Ack
+	Err error
+}
+
+// OpenAppendSession opens a session at the stream's leader.
+func (c *Client) OpenAppendSession(ctx context.Context, name string) (*AppendSession, error) {
+	if _, err := c.CheckTail(ctx, name); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	bs := c.api(c.baseFor(name)).AppendSession(ctx)
+	s := &AppendSession{name: name, stream: bs, acks: make(chan AckOrErr, 64), cancel: cancel}
+	go func() {
+		defer close(s.acks)
+		for {
+			m, err := bs.Receive()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					s.acks <- AckOrErr{Err: err}
+				}
+				return
+			}
+			s.acks <- AckOrErr{Ack: ackOf(m)}
+		}
+	}()
+	return s, nil
+}
+
+// Submit sends one batch.
+func (s *AppendSession) Submit(recs []Record, opt AppendOptions) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(appendReq(s.name, recs, opt))
+}
+
+// Acks delivers the acks in submission order; it is closed after the
+// session ends (CloseSend and all acks received, or an error).
+func (s *AppendSession) Acks() <-chan AckOrErr { return s.acks }
+
+// CloseSend says no more batches come; the acks of those sent still arrive.
+func (s *AppendSession) CloseSend() error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.CloseRequest()
+}
+
+// Close abandons the session.
+func (s *AppendSession) Close() {
+	s.cancel()
+	_ = s.stream.CloseRequest()
+	_ = s.stream.CloseResponse()
+}
+
+// SessionOptions configure a read session.
+type SessionOptions struct {
+	// Count and Bytes bound the whole session (0: unbounded).
+	Count, Bytes uint64
+	// NoTail ends the session at the tail.
+	NoTail bool
+	// Heartbeat is the idle interval between heartbeats (0: server default).
+	Heartbeat time.Duration
+}
+
+// ReadBatch is one message of a read session.
+type ReadBatch struct {
+	Records   []Record
+	Tail      Tail
+	Heartbeat bool
+}
+
+// ReadSession reads history, then tails live.
+type ReadSession struct {
+	stream *connect.ServerStreamForClient[strandv1.ReadSessionResponse]
+	cur    ReadBatch
+	err    error
+}
+
+// OpenReadSession opens a read session at the stream's leader.
+func (c *Client) OpenReadSession(ctx context.Context, name string, start Start, opt SessionOptions) (*ReadSession, error) {
+	if _, err := c.CheckTail(ctx, name); err != nil {
+		return nil, err
+	}
+	req := &strandv1.ReadSessionRequest{Stream: name, Count: opt.Count, Bytes: opt.Bytes, NoTail: opt.NoTail,
+		HeartbeatMs: uint32(opt.Heartbeat / time.Millisecond)}
+	switch start.kind {
+	case 0:
+		req.Start = &strandv1.ReadSessionRequest_SeqNum{SeqNum: start.v}
+	case 1:
+		req.Start = &strandv1.ReadSessionRequest_TimestampMs{TimestampMs: int64(start.v)}
+	case 2:
+		req.Start = &strandv1.ReadSessionRequest_TailOffset{TailOffset: start.v}
+	}
+	ss, err := c.api(c.baseFor(name)).ReadSession(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return &ReadSession{stream: ss}, nil
+}
+
+// Next waits for the next batch (records or a heartbeat); false when the
+// session ended (see Err).
+func (r *ReadSession) Next() bool {
+	if !r.stream.Receive() {
+		r.err = r.stream.Err()
+		return false
+	}
+	m := r.stream.Msg()
+	r.cur = ReadBatch{Records: recordsOf(m.Records), Tail: Tail{NextSeq: m.NextSeqNum, LastTsMs: m.LastTimestampMs}, Heartbeat: m.Heartbeat}
+	return true
+}
+
+// Batch is the current batch.
+func (r *ReadSession) Batch() ReadBatch { return r.cur }
+
+// Err is the error that ended the session (nil at a normal end).
+func (r *ReadSession) Err() error { return r.err }
+
+// Close ends the session.
+func (r *ReadSession) Close() error { return r.stream.Close() }

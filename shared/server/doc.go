@@ -1,0 +1,45 @@
+// Package server serves the strand API (strand.v1.StrandService, see
+// proto/strand/v1/strand.proto) from inside a star process, over Connect:
+// gRPC, gRPC-Web and the Connect protocol, whose unary calls are plain
+// HTTP POSTs with JSON bodies, so curl works:
+//
+//	curl -H "Authorization: Bearer $STRAND_TOKEN" -H 'Content-Type: application/json' \
+//	  -d '{"stream":"hello"}' http://127.0.0.1:4780/strand.v1.StrandService/CheckTail
+//
+// # Streams and leaders
+//
+// CreateStream draws a random 16-byte id, records the stream with its
+// leader star (Config.DefaultStar, or this star) in the metastore, and
+// opens it on the star. Every call that names a stream looks the stream up
+// in the metastore once (cached while this star leads it) before admission:
+// a stream led by another star is answered with Unavailable and a Leader
+// detail (star id and URL from Config.Peers), which the Go client follows;
+// a stream this star leads but has not opened since it started is opened
+// with its tail recovered from the metastore's last ref.
+//
+// # Errors
+//
+//	bad input (names, records, limits)      InvalidArgument, with the reason
+//	match_seq_num miss                      FailedPrecondition + Tail detail
+//	unknown stream                          NotFound
+//	stream exists (or is being deleted)     AlreadyExists
+//	not the leader                          Unavailable + Leader detail
+//	star stopping, stores unavailable       Unavailable
+//	no or unknown token / not allowed       Unauthenticated / PermissionDenied
+//	corrupt data with no good copy          DataLoss
+//	client gone / deadline                  Canceled / DeadlineExceeded
+//
+// Authentication is the auth package's interceptor; each handler then
+// authorizes its operation on the stream it names before it changes or
+// reads anything.
+//
+// # Sessions
+//
+// AppendSession pipelines: each request is submitted as it arrives and its
+// ack is sent when it is durable, in request order. At most
+// Config.MaxPendingAppends batches await their acks; past that the server
+// stops reading the request stream (backpressure reaches the producer
+// through HTTP/2 flow control). A failed batch ends the session with its
+// error after the acks of the batches before it. ReadSession is
+// read.Reader.Session: history, then the live tail with heartbeats.
+package server

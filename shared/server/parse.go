@@ -1,0 +1,130 @@
+package server
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/read"
+)
+
+// AppendArgs is a validated append request.
+type AppendArgs struct {
+	Stream   string
+	Records  []format.Record
+	MatchSeq *uint64
+}
+
+// ParseAppend validates an append request: a valid stream name, 1 to 1000
+// records of at most 1 MiB encoded, header names non-empty, timestamps not
+// negative. Every failure is CodeInvalidArgument with the reason. The
+// records alias the request's bytes.
+func ParseAppend(m *strandv1.AppendRequest) (AppendArgs, error) {
+	if err := checkName(m.GetStream()); err != nil {
+		return AppendArgs{}, err
+	}
+	a := AppendArgs{Stream: m.Stream, Records: make([]format.Record, len(m.Records))}
+	for i, r := range m.Records {
+		if r == nil {
+			return AppendArgs{}, invalid("record %d is null", i)
+		}
+		if r.TimestampMs < 0 {
+			return AppendArgs{}, invalid("record %d: timestamp_ms %d is negative (0 means now)", i, r.TimestampMs)
+		}
+		rec := format.Record{TimestampMs: r.TimestampMs, Body: r.Body}
+		for j, h := range r.Headers {
+			if h == nil {
+				return AppendArgs{}, invalid("record %d: header %d is null", i, j)
+			}
+			rec.Headers = append(rec.Headers, format.Header{Name: h.Name, Value: h.Value})
+		}
+		a.Records[i] = rec
+	}
+	if _, err := format.ValidateBatch(a.Records); err != nil {
+		return AppendArgs{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("append to %q: %w", m.Stream, err))
+	}
+	if m.MatchSeqNum != nil {
+		v := *m.MatchSeqNum
+		a.MatchSeq = &v
+	}
+	return a, nil
+}
+
+// ReadArgs is a validated read request.
+type ReadArgs struct {
+	Stream string
+	Start  read.Start
+	Limits read.Limits
+}
+
+func parseStart(m interface {
+	GetSeqNum() uint64
+	GetTimestampMs() int64
+	GetTailOffset() uint64
+}, kind any) (read.Start, error) {
+	switch kind.(type) {
+	case nil, *strandv1.ReadRequest_SeqNum, *strandv1.ReadSessionRequest_SeqNum:
+		return read.Start{Kind: read.FromSeq, Seq: m.GetSeqNum()}, nil
+	case *strandv1.ReadRequest_TimestampMs, *strandv1.ReadSessionRequest_TimestampMs:
+		if m.GetTimestampMs() < 0 {
+			return read.Start{}, invalid("timestamp_ms %d is negative", m.GetTimestampMs())
+		}
+		return read.Start{Kind: read.FromTimestamp, TsMs: m.GetTimestampMs()}, nil
+	case *strandv1.ReadRequest_TailOffset, *strandv1.ReadSessionRequest_TailOffset:
+		return read.Start{Kind: read.FromTailOffset, TailOffset: m.GetTailOffset()}, nil
+	}
+	return read.Start{}, invalid("unknown start")
+}
+
+// ParseRead validates a read request: count at most 1000 and bytes at most
+// 1 MiB (0 takes those defaults).
+func ParseRead(m *strandv1.ReadRequest) (ReadArgs, error) {
+	if err := checkName(m.GetStream()); err != nil {
+		return ReadArgs{}, err
+	}
+	st, err := parseStart(m, m.Start)
+	if err != nil {
+		return ReadArgs{}, err
+	}
+	if m.Count > read.MaxCount {
+		return ReadArgs{}, invalid("count %d is above %d", m.Count, read.MaxCount)
+	}
+	if m.Bytes > read.MaxBytes {
+		return ReadArgs{}, invalid("bytes %d is above %d", m.Bytes, read.MaxBytes)
+	}
+	return ReadArgs{Stream: m.Stream, Start: st, Limits: read.Limits{Count: int(m.Count), Bytes: int(m.Bytes)}}, nil
+}
+
+// ReadSessionArgs is a validated read session request.
+type ReadSessionArgs struct {
+	Stream  string
+	Start   read.Start
+	Options read.SessionOptions
+}
+
+// ParseReadSession validates a read session request; heartbeat_ms is 100
+// ms to 1 hour (0: def).
+func ParseReadSession(m *strandv1.ReadSessionRequest, def time.Duration) (ReadSessionArgs, error) {
+	if err := checkName(m.GetStream()); err != nil {
+		return ReadSessionArgs{}, err
+	}
+	st, err := parseStart(m, m.Start)
+	if err != nil {
+		return ReadSessionArgs{}, err
+	}
+	hb := def
+	if m.HeartbeatMs != 0 {
+		if m.HeartbeatMs < 100 || m.HeartbeatMs > 3600_000 {
+			return ReadSessionArgs{}, invalid("heartbeat_ms %d out of range (100 to 3600000)", m.HeartbeatMs)
+		}
+		hb = time.Duration(m.HeartbeatMs) * time.Millisecond
+	}
+	if m.Count > math.MaxInt64 || m.Bytes > math.MaxInt64 {
+		return ReadSessionArgs{}, invalid("count or bytes out of range")
+	}
+	return ReadSessionArgs{Stream: m.Stream, Start: st, Options: read.SessionOptions{Count: m.Count, Bytes: m.Bytes, NoTail: m.NoTail, Heartbeat: hb}}, nil
+}

@@ -1,0 +1,554 @@
+package server
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/read"
+	"github.com/strandlog/strand/shared/star"
+)
+
+// Config configures a server.
+type Config struct {
+	Star   *star.Star
+	Meta   metastore.Store
+	Reader *read.Reader
+	// Auth checks bearer tokens. nil disables authentication: every call
+	// may do everything (tests only).
+	Auth *auth.Checker
+	// Peers maps star ids to their API base URLs, for Leader details.
+	Peers map[string]string
+	// DefaultStar leads new streams ("": this star).
+	DefaultStar string
+	// MaxPendingAppends bounds the unacked batches of one append session
+	// (0: 256).
+	MaxPendingAppends int
+	// Heartbeat is the read sessions' default idle heartbeat (0: 5 s).
+	Heartbeat time.Duration
+	Clock     clock.Clock
+	Rand      io.Reader // stream ids; nil: crypto/rand
+	Logger    *slog.Logger
+}
+
+// Server implements strandv1connect.StrandServiceHandler.
+type Server struct {
+	cfg Config
+	clk clock.Clock
+	log *slog.Logger
+
+	mu     sync.Mutex
+	led    map[string]metastore.Stream // streams this star leads, by name
+	opened map[format.StreamID]bool
+}
+
+var _ strandv1connect.StrandServiceHandler = (*Server)(nil)
+
+// New builds a server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Star == nil || cfg.Meta == nil || cfg.Reader == nil {
+		return nil, errors.New("server: Star, Meta and Reader are required")
+	}
+	if cfg.DefaultStar == "" {
+		cfg.DefaultStar = cfg.Star.ID()
+	}
+	if cfg.MaxPendingAppends <= 0 {
+		cfg.MaxPendingAppends = 256
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 5 * time.Second
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = crand.Reader
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
+		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}}, nil
+}
+
+// Handler returns the API's HTTP handler (the Connect service, with the
+// auth interceptor when Config.Auth is set).
+func (s *Server) Handler() http.Handler {
+	var opts []connect.HandlerOption
+	if s.cfg.Auth != nil {
+		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
+	}
+	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	return mux
+}
+
+// AdminHandler serves /metrics (the star's registry) and /healthz.
+func AdminHandler(st *star.Star) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", st.Metrics().Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := st.Tail(format.StreamID{}); errors.Is(err, star.ErrNotStarted) {
+			http.Error(w, "not started", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// allow authorizes op on name.
+func (s *Server) allow(ctx context.Context, op auth.Op, name string) error {
+	if s.cfg.Auth == nil {
+		return nil
+	}
+	g, ok := auth.FromContext(ctx)
+	if !ok {
+		return connect.NewError(connect.CodeUnauthenticated, auth.ErrUnauthenticated)
+	}
+	if err := g.Allow(op, name); err != nil {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w on stream %q", err, name))
+	}
+	return nil
+}
+
+func (s *Server) grant(ctx context.Context) auth.Grant {
+	if s.cfg.Auth == nil {
+		return auth.Grant{Ops: []auth.Op{auth.Admin}}
+	}
+	g, _ := auth.FromContext(ctx)
+	return g
+}
+
+func invalid(format string, args ...any) error {
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
+}
+
+func checkName(name string) error {
+	if err := metastore.ValidateStreamName(name); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return nil
+}
+
+// lookup finds the stream by name without requiring leadership.
+func (s *Server) lookup(ctx context.Context, name string) (metastore.Stream, error) {
+	s.mu.Lock()
+	st, ok := s.led[name]
+	s.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	st, err := s.cfg.Meta.GetStream(ctx, name)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return st, connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q does not exist: create it with CreateStream (strand create %s)", name, name))
+	}
+	if err != nil {
+		return st, toConnect(fmt.Errorf("look up stream %q: %w", name, err))
+	}
+	if st.State == metastore.StreamDeleting {
+		return st, connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", name))
+	}
+	return st, nil
+}
+
+// leading finds the stream, checks that this star leads it, and opens it on
+// the star if it is not open yet (recovering its tail from the last ref).
+func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastore.Stream, format.StreamID, error) {
+	var id format.StreamID
+	if err := checkName(name); err != nil {
+		return metastore.Stream{}, id, err
+	}
+	if err := s.allow(ctx, op, name); err != nil {
+		return metastore.Stream{}, id, err
+	}
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return st, id, err
+	}
+	if st.Star != s.cfg.Star.ID() {
+		return st, id, s.notLeader(st.Star, fmt.Errorf("stream %q is led by %s, not %s", name, st.Star, s.cfg.Star.ID()))
+	}
+	id, err = format.ParseStreamID(st.ID)
+	if err != nil {
+		return st, id, connect.NewError(connect.CodeInternal, fmt.Errorf("stream %q has a malformed id: %w", name, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.opened[id] {
+		info := star.StreamInfo{ID: id, Class: st.Class}
+		last, err := s.cfg.Meta.LastRef(ctx, st.ID)
+		switch {
+		case errors.Is(err, metastore.ErrNotFound):
+		case err != nil:
+			return st, id, toConnect(fmt.Errorf("recover the tail of %q: %w", name, err))
+		default:
+			info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
+		}
+		if err := s.cfg.Star.Open(info); err != nil {
+			return st, id, connect.NewError(connect.CodeFailedPrecondition, err)
+		}
+		s.opened[id] = true
+		s.led[name] = st
+	}
+	return st, id, nil
+}
+
+func (s *Server) notLeader(leader string, err error) error {
+	ce := connect.NewError(connect.CodeUnavailable, err)
+	if d, derr := connect.NewErrorDetail(&strandv1.Leader{Star: leader, Url: s.cfg.Peers[leader]}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// toConnect maps an error to its Connect code (see the package doc).
+func toConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	var mis *star.SeqMismatchError
+	if errors.As(err, &mis) {
+		e := connect.NewError(connect.CodeFailedPrecondition, err)
+		if d, derr := connect.NewErrorDetail(&strandv1.Tail{NextSeqNum: mis.Tail}); derr == nil {
+			e.AddDetail(d)
+		}
+		return e
+	}
+	code := connect.CodeInternal
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = connect.CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = connect.CodeDeadlineExceeded
+	case errors.Is(err, format.ErrEmptyBatch), errors.Is(err, format.ErrBatchTooLarge), errors.Is(err, format.ErrRecordInvalid),
+		errors.Is(err, metastore.ErrInvalid), errors.Is(err, read.ErrInvalid), errors.Is(err, auth.ErrInvalid):
+		code = connect.CodeInvalidArgument
+	case errors.Is(err, metastore.ErrNotFound), errors.Is(err, star.ErrUnknownStream):
+		code = connect.CodeNotFound
+	case errors.Is(err, metastore.ErrExists):
+		code = connect.CodeAlreadyExists
+	case errors.Is(err, auth.ErrUnauthenticated):
+		code = connect.CodeUnauthenticated
+	case errors.Is(err, auth.ErrDenied):
+		code = connect.CodePermissionDenied
+	case errors.Is(err, star.ErrNotLeader), errors.Is(err, star.ErrClosed), errors.Is(err, star.ErrNotStarted),
+		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, objstore.ErrUnavailable):
+		code = connect.CodeUnavailable
+	case errors.Is(err, read.ErrCorrupt), errors.Is(err, chain.ErrNoCopy):
+		code = connect.CodeDataLoss
+	}
+	return connect.NewError(code, err)
+}
+
+func classOf(c strandv1.StorageClass) (metastore.Class, error) {
+	switch c {
+	case strandv1.StorageClass_STORAGE_CLASS_UNSPECIFIED, strandv1.StorageClass_STORAGE_CLASS_STANDARD:
+		return metastore.Standard, nil
+	case strandv1.StorageClass_STORAGE_CLASS_EXPRESS:
+		return metastore.Express, nil
+	}
+	return 0, invalid("unknown storage_class %d (want STORAGE_CLASS_STANDARD or STORAGE_CLASS_EXPRESS)", c)
+}
+
+func streamMsg(st metastore.Stream) *strandv1.Stream {
+	c := strandv1.StorageClass_STORAGE_CLASS_STANDARD
+	if st.Class == metastore.Express {
+		c = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
+	}
+	return &strandv1.Stream{Name: st.Name, Id: st.ID, StorageClass: c, Leader: st.Star, CreatedMs: st.CreatedMs,
+		RetentionMs: st.RetentionMs, Deleting: st.State == metastore.StreamDeleting}
+}
+
+// CreateStream implements the API.
+func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1.CreateStreamRequest]) (*connect.Response[strandv1.CreateStreamResponse], error) {
+	m := req.Msg
+	if err := checkName(m.Name); err != nil {
+		return nil, err
+	}
+	if err := s.allow(ctx, auth.Admin, m.Name); err != nil {
+		return nil, err
+	}
+	class, err := classOf(m.StorageClass)
+	if err != nil {
+		return nil, err
+	}
+	if m.RetentionMs < 0 {
+		return nil, invalid("retention_ms %d is negative (0 keeps forever)", m.RetentionMs)
+	}
+	var id format.StreamID
+	if _, err := io.ReadFull(s.cfg.Rand, id[:]); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("draw a stream id: %w", err))
+	}
+	st := metastore.Stream{Name: m.Name, ID: id.String(), Class: class, Star: s.cfg.DefaultStar,
+		CreatedMs: s.clk.Now().UnixMilli(), RetentionMs: m.RetentionMs, State: metastore.StreamActive}
+	got, err := s.cfg.Meta.CreateStream(ctx, st)
+	if errors.Is(err, metastore.ErrExists) {
+		why := "choose another name or delete it first"
+		if got.State == metastore.StreamDeleting {
+			why = "it is being deleted; retry once trim has removed it"
+		}
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("stream %q already exists: %s", m.Name, why))
+	}
+	if err != nil {
+		return nil, toConnect(fmt.Errorf("create stream %q: %w", m.Name, err))
+	}
+	if st.Star == s.cfg.Star.ID() {
+		if err := s.cfg.Star.Open(star.StreamInfo{ID: id, Class: class}); err != nil {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+		}
+		s.mu.Lock()
+		s.opened[id] = true
+		s.led[st.Name] = st
+		s.mu.Unlock()
+	}
+	s.log.Info("stream created", "stream", st.Name, "id", st.ID, "class", class.String(), "leader", st.Star)
+	return connect.NewResponse(&strandv1.CreateStreamResponse{Stream: streamMsg(st)}), nil
+}
+
+// DeleteStream implements the API: the stream stops taking appends and
+// reads at once; trim removes its data and then its name.
+func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1.DeleteStreamRequest]) (*connect.Response[strandv1.DeleteStreamResponse], error) {
+	name := req.Msg.Name
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := s.allow(ctx, auth.Admin, name); err != nil {
+		return nil, err
+	}
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Star != s.cfg.Star.ID() {
+		return nil, s.notLeader(st.Star, fmt.Errorf("stream %q is led by %s, not %s", name, st.Star, s.cfg.Star.ID()))
+	}
+	if err := s.cfg.Meta.SetStreamState(ctx, name, st.ID, metastore.StreamDeleting); err != nil {
+		return nil, toConnect(fmt.Errorf("delete stream %q: %w", name, err))
+	}
+	if id, err := format.ParseStreamID(st.ID); err == nil {
+		s.cfg.Star.Forget(id)
+		s.mu.Lock()
+		delete(s.opened, id)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	delete(s.led, name)
+	s.mu.Unlock()
+	s.log.Info("stream deleted", "stream", name, "id", st.ID)
+	return connect.NewResponse(&strandv1.DeleteStreamResponse{}), nil
+}
+
+// ListStreams implements the API: names under both the request's prefix
+// and the token's.
+func (s *Server) ListStreams(ctx context.Context, req *connect.Request[strandv1.ListStreamsRequest]) (*connect.Response[strandv1.ListStreamsResponse], error) {
+	m := req.Msg
+	limit := int(m.Limit)
+	switch {
+	case m.Limit < 0 || m.Limit > 1000:
+		return nil, invalid("limit %d out of range (1 to 1000; 0 means 100)", m.Limit)
+	case limit == 0:
+		limit = 100
+	}
+	g := s.grant(ctx)
+	if !g.Can(auth.Read) {
+		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w: listing needs the read operation", auth.ErrDenied))
+	}
+	prefix := m.Prefix
+	switch {
+	case strings.HasPrefix(prefix, g.Prefix):
+	case strings.HasPrefix(g.Prefix, prefix):
+		prefix = g.Prefix
+	default:
+		return connect.NewResponse(&strandv1.ListStreamsResponse{}), nil
+	}
+	sts, next, err := s.cfg.Meta.ListStreams(ctx, prefix, m.StartAfter, limit)
+	if err != nil {
+		return nil, toConnect(fmt.Errorf("list streams: %w", err))
+	}
+	out := &strandv1.ListStreamsResponse{NextStartAfter: next}
+	for _, st := range sts {
+		out.Streams = append(out.Streams, streamMsg(st))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetStream implements the API (any star answers).
+func (s *Server) GetStream(ctx context.Context, req *connect.Request[strandv1.GetStreamRequest]) (*connect.Response[strandv1.GetStreamResponse], error) {
+	name := req.Msg.Name
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := s.allow(ctx, auth.Read, name); err != nil {
+		return nil, err
+	}
+	st, err := s.lookup(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&strandv1.GetStreamResponse{Stream: streamMsg(st)}), nil
+}
+
+// CheckTail implements the API; read or append tokens may ask.
+func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.CheckTailRequest]) (*connect.Response[strandv1.CheckTailResponse], error) {
+	op := auth.Read
+	if g := s.grant(ctx); !g.Can(auth.Read) && g.Can(auth.Append) {
+		op = auth.Append
+	}
+	_, id, err := s.leading(ctx, op, req.Msg.Stream)
+	if err != nil {
+		return nil, err
+	}
+	next, ts, err := s.cfg.Star.Tail(id)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&strandv1.CheckTailResponse{NextSeqNum: next, LastTimestampMs: ts}), nil
+}
+
+// Append implements the API.
+func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error) {
+	a, err := ParseAppend(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	_, id, err := s.leading(ctx, auth.Append, a.Stream)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := s.cfg.Star.Append(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(ackMsg(ack)), nil
+}
+
+func ackMsg(a star.Ack) *strandv1.AppendResponse {
+	return &strandv1.AppendResponse{StartSeqNum: a.FirstSeq, EndSeqNum: a.LastSeq + 1, NextSeqNum: a.Tail, LastTimestampMs: a.LastTsMs}
+}
+
+// AppendSession implements the API (see the package doc).
+func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[strandv1.AppendRequest, strandv1.AppendResponse]) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type pending struct {
+		p   *star.Pending
+		err error
+	}
+	ch := make(chan pending, s.cfg.MaxPendingAppends)
+	go func() {
+		defer close(ch)
+		push := func(p pending) bool {
+			select {
+			case ch <- p:
+				return p.err == nil
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			req, err := bs.Receive()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				push(pending{err: err})
+				return
+			}
+			a, err := ParseAppend(req)
+			if err != nil {
+				push(pending{err: err})
+				return
+			}
+			_, id, err := s.leading(ctx, auth.Append, a.Stream)
+			if err != nil {
+				push(pending{err: err})
+				return
+			}
+			p, err := s.cfg.Star.Submit(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
+			if !push(pending{p: p, err: err}) {
+				return
+			}
+		}
+	}()
+	for pd := range ch {
+		if pd.err != nil {
+			return toConnect(pd.err)
+		}
+		ack, err := pd.p.Wait(ctx)
+		if err != nil {
+			return toConnect(err)
+		}
+		if err := bs.Send(ackMsg(ack)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read implements the API.
+func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error) {
+	r, err := ParseRead(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := s.leading(ctx, auth.Read, r.Stream)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.cfg.Reader.Read(ctx, st, r.Start, r.Limits)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&strandv1.ReadResponse{Records: recordsMsg(res.Records), NextSeqNum: res.Tail, LastTimestampMs: res.LastTsMs}), nil
+}
+
+// ReadSession implements the API.
+func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.ReadSessionRequest], ss *connect.ServerStream[strandv1.ReadSessionResponse]) error {
+	r, err := ParseReadSession(req.Msg, s.cfg.Heartbeat)
+	if err != nil {
+		return err
+	}
+	st, _, err := s.leading(ctx, auth.Read, r.Stream)
+	if err != nil {
+		return err
+	}
+	err = s.cfg.Reader.Session(ctx, st, r.Start, r.Options, func(b read.Batch) error {
+		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil // the client went away
+	}
+	return toConnect(err)
+}
+
+func recordsMsg(recs []star.SeqRecord) []*strandv1.SequencedRecord {
+	out := make([]*strandv1.SequencedRecord, len(recs))
+	for i, r := range recs {
+		m := &strandv1.SequencedRecord{SeqNum: r.Seq, TimestampMs: r.TimestampMs, Body: r.Body}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
+		}
+		out[i] = m
+	}
+	return out
+}
