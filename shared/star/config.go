@@ -47,6 +47,10 @@ type Config struct {
 	Standard       ClassConfig
 	Express        ClassConfig
 	BacklogFlights int // released-but-unabsorbed flights, per loglet
+	// ReleaseEventInterval: the waker hears of releases at most this often
+	// (the latest head each time), which keeps absorb passes, and so the
+	// metastore bill, independent of the ingest rate.
+	ReleaseEventInterval time.Duration
 
 	Clock   clock.Clock  // nil: the real clock
 	Rand    io.Reader    // nonces; nil: crypto/rand
@@ -66,7 +70,8 @@ func Defaults() Config {
 			W: 2, MemoryBufferMiB: 32, ParallelUploads: 32,
 			FlushDeadline: 4 * time.Millisecond, FlightKiB: 1024, CommitDeadline: 2 * time.Second,
 		},
-		BacklogFlights: 1024,
+		BacklogFlights:       1024,
+		ReleaseEventInterval: 200 * time.Millisecond,
 	}
 }
 
@@ -80,6 +85,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Standard.ParallelUploads, "s3-parallel-uploads", c.Standard.ParallelUploads, "Standard pipeline window: slots assigned but not yet released")
 	fs.IntVar(&c.Express.ParallelUploads, "s3-express-parallel-uploads", c.Express.ParallelUploads, "Express pipeline window: slots assigned but not yet released")
 	fs.IntVar(&c.BacklogFlights, "s3-chain-backlog-flights", c.BacklogFlights, "released-but-unabsorbed flights per loglet before publishes block")
+	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
 	fs.IntVar(&c.Standard.FlightKiB, "s3-flight-kib", c.Standard.FlightKiB, "Standard target flight size in KiB")

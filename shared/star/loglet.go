@@ -450,7 +450,9 @@ func (l *loglet) absorbed(cur metastore.Cursor) {
 	}
 }
 
-// notifier publishes coalesced release events to the waker.
+// notifier publishes coalesced release events to the waker: at most one
+// per ReleaseEventInterval, carrying the latest released head, so the
+// absorb's metastore bill stays flat however fast flights release.
 func (l *loglet) notifier(ctx context.Context) {
 	var last metastore.Cursor
 	for {
@@ -465,6 +467,13 @@ func (l *loglet) notifier(ctx context.Context) {
 		if head != last && l.s.waker != nil {
 			l.s.waker.Released(ctx, l.chain, head)
 			last = head
+		}
+		if iv := l.s.cfg.ReleaseEventInterval; iv > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.s.clk.After(iv):
+			}
 		}
 	}
 }
