@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -456,4 +455,3 @@ func session(ctx context.Context, c *client.Client, name string, start client.St
 	return ctx.Err()
 }
 
-var _ = strings.TrimSpace
