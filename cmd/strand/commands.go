@@ -454,4 +454,3 @@ func session(ctx context.Context, c *client.Client, name string, start client.St
 	}
 	return ctx.Err()
 }
-
