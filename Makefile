@@ -31,3 +31,8 @@ BUF_VERSION ?= v1.75.0
 .PHONY: proto
 proto:
 	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate
+
+# proto-check regenerates shared/api and fails if the committed code differs.
+.PHONY: proto-check
+proto-check: proto
+	git diff --exit-code -- shared/api
