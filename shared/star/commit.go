@@ -27,7 +27,9 @@ type putOutcome struct {
 }
 
 // commit writes f's bundle to every bucket of the set in parallel; the slot
-// is durable at W confirms. Stragglers finish in the background.
+// is durable at W confirms. Stragglers finish in the background. commit
+// returns (and the bundle's buffer may be recycled) only once every copy's
+// upload has returned.
 func (l *loglet) commit(ctx context.Context, f *flight) {
 	defer l.uploaded(f)
 	epoch := f.epoch
@@ -36,8 +38,9 @@ func (l *loglet) commit(ctx context.Context, f *flight) {
 	results := make(chan putOutcome, k)
 	expired := make(chan struct{})
 	timer := l.s.clk.After(l.cfg.CommitDeadline)
+	obj := f.obj
 	for i := range l.cfg.Buckets {
-		go func() { results <- l.putCopy(ctx, i, key, f.obj, epoch, f.slot, expired) }()
+		go func() { results <- l.putCopy(ctx, i, key, obj, epoch, f.slot, expired) }()
 	}
 	confirmed, failed := 0, 0
 	var firstErr error
@@ -73,9 +76,9 @@ func (l *loglet) commit(ctx context.Context, f *flight) {
 			if !durable {
 				l.halt(epoch, fmt.Errorf("slot %s: %d of W=%d copies after %s: %w (last error: %v)", key, confirmed, w, l.cfg.CommitDeadline, ErrQuorumDeadline, firstErr))
 			}
-		case <-ctx.Done():
-			return
 		}
+		// On ctx's end every putCopy returns promptly; waiting for all of
+		// them keeps the bytes alive until no upload reads them.
 	}
 }
 

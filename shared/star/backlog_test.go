@@ -1,0 +1,55 @@
+package star
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// TestBacklogBudgetBlocksWithCauseAndResumes: with nothing absorbing, the
+// backlog fills to its budget, publishes block (so acks stop), the stall is
+// counted under its diagnosed cause, and an advancing checkpoint frees it.
+func TestBacklogBudgetBlocksWithCauseAndResumes(t *testing.T) {
+	for _, tc := range []struct {
+		cause string
+		slow  bool
+	}{{StallAbsorbLagging, false}, {StallMetastoreSlow, true}} {
+		t.Run(tc.cause, func(t *testing.T) {
+			h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) { c.BacklogFlights = 4 })
+			h.star.SetAbsorbHealth(func(metastore.ChainID) AbsorbHealth { return AbsorbHealth{MetastoreSlow: tc.slow} })
+			h.start()
+			id := h.open(metastore.Standard, 1)[0]
+			// Each append is its own flight (sequential producer, 2ms deadline).
+			for i := 0; i < 4; i++ {
+				if _, err := h.star.Append(context.Background(), id, recs(1, func(int) []byte { return []byte("x") }), AppendOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l := h.star.loglets[metastore.Standard]
+			p, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("y") }), AppendOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.Done():
+				t.Fatal("a publish past the backlog budget was acked")
+			case <-time.After(100 * time.Millisecond):
+			}
+			if n := l.m.stalls[tc.cause].Value(); n != 1 {
+				t.Fatalf("stall counter %s = %d, want 1", tc.cause, n)
+			}
+			l.mu.Lock()
+			if len(l.released) > 4 {
+				t.Fatalf("backlog holds %d flights over its budget of 4", len(l.released))
+			}
+			l.mu.Unlock()
+			h.star.Absorbed(l.chain, metastore.Cursor{Epoch: 1, Slot: 2})
+			a, err := p.Wait(context.Background())
+			if err != nil || a.FirstSeq != 4 {
+				t.Fatal(a, err)
+			}
+		})
+	}
+}
