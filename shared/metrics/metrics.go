@@ -169,8 +169,8 @@ func (r *Registry) Histogram(name, help string, bounds []float64, labels ...stri
 	}).(*Histogram)
 }
 
-// WriteTo renders every series in the Prometheus text format, sorted.
-func (r *Registry) WriteTo(w io.Writer) {
+// Write renders every series in the Prometheus text format, sorted.
+func (r *Registry) Write(w io.Writer) {
 	r.mu.Lock()
 	names := make([]string, 0, len(r.series))
 	for n := range r.series {
@@ -205,6 +205,6 @@ func (r *Registry) WriteTo(w io.Writer) {
 func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		r.WriteTo(w)
+		r.Write(w)
 	})
 }

@@ -17,7 +17,7 @@ func TestExposition(t *testing.T) {
 	h.Observe(5)
 	r.GaugeFunc("strand_backlog_age_seconds", "Age.", func() float64 { return 1.5 })
 	var b bytes.Buffer
-	r.WriteTo(&b)
+	r.Write(&b)
 	out := b.String()
 	for _, want := range []string{
 		"# TYPE strand_appends_total counter",
