@@ -77,9 +77,11 @@ func TestPipelineOnEmulator(t *testing.T) {
 	cfg.ReleaseEventInterval = 20 * time.Millisecond
 	abs := &absorb.Absorber{Meta: meta, Sets: sets}
 	s, err := star.New(cfg, meta, star.Options{
-		Waker:     &wake.SQS{Client: sq, QueueURL: *q.QueueUrl},
-		NewFencer: func(id string, cc star.ClassConfig) star.Fencer { return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W} },
-		Absorber:  abs,
+		Waker: &wake.SQS{Client: sq, QueueURL: *q.QueueUrl},
+		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
+			return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
+		},
+		Absorber: abs,
 	})
 	if err != nil {
 		t.Fatal(err)
