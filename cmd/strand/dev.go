@@ -23,11 +23,13 @@ import (
 	"github.com/strandlog/strand/shared/metastore/bolt"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/objstore/dir"
+	"github.com/strandlog/strand/shared/probe"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
 	"github.com/strandlog/strand/shared/trim"
+	"github.com/strandlog/strand/shared/wake"
 )
 
 type devFlags struct {
@@ -48,7 +50,8 @@ func newDev() *cobra.Command {
 		Use:   "dev",
 		Short: "Run every component in one process on embedded stores (local development)",
 		Long: `Run a complete strand in one process: the star (sequencer, flusher, commit),
-the API server, and the absorb, settle and trim on timers, on embedded stores
+the API server, the absorb (on every release), and settle, trim and the
+garbage probe on timers, on embedded stores
 under --data-dir: directory buckets (buckets/express-0..2 with W=2,
 buckets/standard-0, buckets/settled) and a bbolt metastore (meta.db).
 
@@ -88,78 +91,6 @@ func parsePeers(s string) (map[string]string, error) {
 		peers[id] = u
 	}
 	return peers, nil
-}
-
-// devAbsorb runs the absorb in-process: it is the star's Waker (a release
-// kicks a pass) and Absorber (takeover catches up to the cut).
-type devAbsorb struct {
-	a   *absorb.Absorber
-	log *slog.Logger
-
-	mu    sync.Mutex
-	star  *star.Star
-	kicks map[metastore.ChainID]chan struct{}
-}
-
-func (d *devAbsorb) Released(ctx context.Context, c metastore.ChainID, head metastore.Cursor) {
-	d.mu.Lock()
-	ch := d.kicks[c]
-	d.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (d *devAbsorb) AbsorbTo(ctx context.Context, c metastore.ChainID, to metastore.Cursor) error {
-	for i := 0; i < 1000; i++ {
-		at, err := d.a.Run(ctx, c, to)
-		if err != nil {
-			return err
-		}
-		if !at.Less(to) {
-			return nil
-		}
-		if h, err := d.a.Meta.GetHead(ctx, c); err == nil && !h.Checkpoint.Less(to) {
-			return nil
-		}
-	}
-	return fmt.Errorf("absorb %s did not reach %s", c, to)
-}
-
-// loop absorbs chain c up to the star's released head on every kick and
-// every second, and tells the star where the checkpoint is.
-func (d *devAbsorb) loop(ctx context.Context, c metastore.ChainID) {
-	kick := make(chan struct{}, 1)
-	d.mu.Lock()
-	d.kicks[c] = kick
-	st := d.star
-	d.mu.Unlock()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-kick:
-		case <-t.C:
-		}
-		rel := st.Released(c)
-		if rel.IsZero() {
-			continue
-		}
-		at, err := d.a.Run(ctx, c, rel)
-		if err != nil && ctx.Err() == nil {
-			d.log.Warn("absorb failed; retrying", "chain", c.String(), "err", err.Error())
-		}
-		if h, herr := d.a.Meta.GetHead(ctx, c); herr == nil {
-			st.Absorbed(c, h.Checkpoint)
-		} else if !at.IsZero() {
-			st.Absorbed(c, at)
-		}
-	}
 }
 
 func every(ctx context.Context, d time.Duration, fn func()) {
@@ -259,10 +190,14 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	cfg.Standard.FlushDeadline = 10 * time.Millisecond
 	cfg.Standard.MemoryBufferMiB = 64
 	cfg.Express.Buckets, cfg.Express.BucketNames = exp, expNames
-	ab := &devAbsorb{a: &absorb.Absorber{Meta: meta, Sets: sets, Log: log}, log: log, kicks: map[metastore.ChainID]chan struct{}{}}
+	// The absorb runs in-process: wake.Local runs it on every release (and
+	// a sweep each second) and tells the star the checkpoint; the star also
+	// uses it to catch up to a fenced cut on restart (AbsorbTo).
+	abs := &absorb.Absorber{Meta: meta, Sets: sets, Log: log}
+	waker := wake.NewLocal(abs, nil, log)
 	st, err := star.New(cfg, meta, star.Options{
-		Waker:    ab,
-		Absorber: ab,
+		Waker:    waker,
+		Absorber: abs,
 		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
 			return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
 		},
@@ -270,7 +205,8 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err != nil {
 		return err
 	}
-	ab.star = st
+	waker.SetObserver(st)
+	st.SetAbsorbHealth(waker.Health)
 	if err := st.Start(ctx); err != nil {
 		return fmt.Errorf("start the star: %w", err)
 	}
@@ -280,13 +216,38 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	chains := st.Chains()
+	wg.Add(1)
+	go func() { defer wg.Done(); waker.Run(runCtx, time.Second) }()
 	for _, c := range chains {
-		wg.Add(1)
-		go func() { defer wg.Done(); ab.loop(runCtx, c) }()
+		// Tell the waker of every chain at once, so the sweep covers them
+		// before the first release.
+		waker.Released(runCtx, c, st.Released(c))
 	}
 	settler := &settle.Settler{Meta: meta, Sets: sets, Settled: settled, Log: log}
 	trimmer := &trim.Trimmer{Meta: meta, Sets: sets, Settled: settled, Log: log}
-	wg.Add(2)
+	probeSets := map[metastore.ChainID]chain.Set{}
+	for _, c := range chains {
+		set := sets.Standard
+		if c.Class == metastore.Express {
+			set = sets.Express
+		}
+		set.Star = c.Star
+		probeSets[c] = set
+	}
+	prober := &probe.Handler{Sets: probeSets, Meta: meta, Settled: settled, Log: log}
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		every(runCtx, 30*time.Second, func() {
+			rep, err := prober.Sweep(runCtx)
+			if err != nil && runCtx.Err() == nil {
+				log.Warn("probe sweep failed; retrying", "err", err.Error())
+			}
+			if rep.OrphanCount > 0 {
+				log.Info("probe found settled objects no ref points to", "count", rep.OrphanCount)
+			}
+		})
+	}()
 	go func() {
 		defer wg.Done()
 		every(runCtx, 2*time.Second, func() {
