@@ -92,10 +92,10 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Express.FlightKiB, "s3-express-flight-kib", c.Express.FlightKiB, "Express target flight size in KiB")
 	fs.DurationVar(&c.Standard.CommitDeadline, "s3-commit-deadline", c.Standard.CommitDeadline, "Standard: a flight not at W copies by then halts the epoch")
 	fs.DurationVar(&c.Express.CommitDeadline, "s3-express-commit-deadline", c.Express.CommitDeadline, "Express: a flight not at W copies by then halts the epoch")
-	fs.IntVar(&c.Standard.W, "s3-write-quorum", c.Standard.W, "Standard: copies that commit a slot (W)")
-	fs.IntVar(&c.Express.W, "s3-express-write-quorum", c.Express.W, "Express: copies that commit a slot (W)")
-	fs.Func("s3-buckets", "Standard chain bucket set, comma-separated (K = count; default K=1)", listFlag(&c.Standard.BucketNames))
-	fs.Func("s3-express-buckets", "Express chain bucket set, comma-separated directory buckets (K = count; default K=3)", listFlag(&c.Express.BucketNames))
+	fs.IntVar(&c.Standard.W, "standard-w", c.Standard.W, "Standard: copies that commit a slot (W)")
+	fs.IntVar(&c.Express.W, "express-w", c.Express.W, "Express: copies that commit a slot (W)")
+	fs.Func("standard-bucket", "Standard chain bucket set, comma-separated (K = count; usually one bucket)", listFlag(&c.Standard.BucketNames))
+	fs.Func("express-buckets", "Express chain bucket set: comma-separated directory buckets in different zones (K = count, usually 3)", listFlag(&c.Express.BucketNames))
 }
 
 func listFlag(dst *[]string) func(string) error {
@@ -137,7 +137,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("star: star id %q must be non-empty without '/', '#' or spaces", c.StarID)
 	}
 	if !c.Standard.Enabled() && !c.Express.Enabled() {
-		return fmt.Errorf("star: no bucket set: give --s3-buckets and/or --s3-express-buckets")
+		return fmt.Errorf("star: no bucket set: give --standard-bucket and/or --express-buckets")
 	}
 	if c.BacklogFlights < 1 {
 		return fmt.Errorf("star: --s3-chain-backlog-flights must be at least 1, got %d", c.BacklogFlights)

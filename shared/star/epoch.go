@@ -130,6 +130,9 @@ func (l *loglet) fenceAndRecord(ctx context.Context, epoch uint64, checkpoint me
 		}
 	}
 	l.s.log.Info("fenced epoch", "chain", l.chain.String(), "epoch", epoch, "cut", cut)
+	if l.s.onFenced != nil {
+		l.s.onFenced(l.chain, epoch, cut, rec.Window)
+	}
 	return cut, nil
 }
 

@@ -93,6 +93,7 @@ type Star struct {
 	// up during takeover. Both optional (see Options).
 	fencer   func(*loglet) Fencer
 	absorber Absorber
+	onFenced func(chain metastore.ChainID, epoch, cut uint64, window int)
 
 	mu      sync.RWMutex
 	streams map[format.StreamID]*stream
@@ -111,6 +112,10 @@ type Options struct {
 	NewFencer func(star string, set ClassConfig) Fencer
 	// Absorber catches a chain up to a predecessor's cut during takeover.
 	Absorber Absorber
+	// OnFenced, if set, is told of every epoch this star fences (the
+	// garbage probe's trigger): the cut and the epoch's minted window. It is
+	// called from the fencing goroutine and must not block for long.
+	OnFenced func(chain metastore.ChainID, epoch, cut uint64, window int)
 }
 
 // New builds a star. meta is used at start-up (epochs, takeover) and
@@ -135,6 +140,7 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 		s.fencer = func(l *loglet) Fencer { return opt.NewFencer(cfg.StarID, l.cfg) }
 	}
 	s.absorber = opt.Absorber
+	s.onFenced = opt.OnFenced
 	if s.rand == nil {
 		s.rand = crand.Reader
 	}
@@ -150,6 +156,13 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 		}
 	}
 	return s, nil
+}
+
+// Started reports whether Start completed and Close has not been called.
+func (s *Star) Started() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.started
 }
 
 // Metrics is the star's metrics registry.

@@ -1,0 +1,144 @@
+// Command star is the ECS task of one star: it parses flags (or STRAND_*
+// environment variables), opens the chain buckets on S3 and the DynamoDB
+// metastore, and runs shared/node until SIGTERM. No protocol logic lives
+// here.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/strandlog/strand/shared/metastore/dynamo"
+	"github.com/strandlog/strand/shared/node"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/objstore/s3obj"
+	"github.com/strandlog/strand/shared/star"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "star:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := star.Defaults()
+	fs := flag.NewFlagSet("star", flag.ContinueOnError)
+	cfg.BindFlags(fs)
+	var (
+		table, settled, releaseQ, fenceQ string
+		addr, admin, region, endpoint    string
+		peers, tlsCert, tlsKey, level    string
+		pathStyle, createTable           bool
+	)
+	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
+	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
+	fs.StringVar(&releaseQ, "release-queue-url", "", "SQS FIFO queue for release events (the absorb Lambda's)")
+	fs.StringVar(&fenceQ, "fence-queue-url", "", "SQS queue for fence events (the garbage probe's)")
+	fs.StringVar(&addr, "addr", ":4780", "API listen address")
+	fs.StringVar(&admin, "admin-addr", ":9090", "metrics (/metrics) and health (/healthz) listen address")
+	fs.StringVar(&region, "region", "", "AWS region (default: the SDK's chain)")
+	fs.StringVar(&endpoint, "aws-endpoint", "", "override the S3, DynamoDB and SQS endpoint (LocalStack, moto)")
+	fs.BoolVar(&pathStyle, "s3-path-style", false, "path-style S3 addressing (emulators; never with directory buckets)")
+	fs.BoolVar(&createTable, "create-table", false, "create the metastore table if missing (emulators, first runs)")
+	fs.StringVar(&peers, "peers", "", "other stars' API URLs: star-1=http://host:4780,...")
+	fs.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
+	fs.StringVar(&tlsKey, "tls-key", "", "the TLS key (PEM)")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := star.ApplyEnv(fs); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	if table == "" || settled == "" {
+		return fmt.Errorf("--table (STRAND_TABLE) and --settled-bucket (STRAND_SETTLED_BUCKET) are required")
+	}
+	peerMap, err := parsePeers(peers)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	s3c, err := s3obj.NewClient(ctx, s3obj.Options{Region: region, Endpoint: endpoint, PathStyle: pathStyle})
+	if err != nil {
+		return err
+	}
+	open := func(names []string) []objstore.Bucket {
+		var out []objstore.Bucket
+		for _, n := range names {
+			out = append(out, s3obj.New(s3c, n))
+		}
+		return out
+	}
+	cfg.Standard.Buckets = open(cfg.Standard.BucketNames)
+	cfg.Express.Buckets = open(cfg.Express.BucketNames)
+	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+	if createTable {
+		if err := dynamo.CreateTable(ctx, ddb, table); err != nil {
+			return err
+		}
+	}
+	sq := sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+	n, err := node.Start(ctx, node.Config{
+		Star: cfg, Meta: dynamo.New(ddb, table), Settled: s3obj.New(s3c, settled),
+		Addr: addr, AdminAddr: admin, TLSCert: tlsCert, TLSKey: tlsKey, Peers: peerMap,
+		Remote: &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	return n.Wait(ctx)
+}
+
+func parsePeers(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		id, url, ok := strings.Cut(p, "=")
+		if !ok || id == "" || url == "" {
+			return nil, fmt.Errorf("--peers entry %q: want star-id=url", p)
+		}
+		out[id] = url
+	}
+	return out, nil
+}

@@ -1,0 +1,311 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/probe"
+	"github.com/strandlog/strand/shared/read"
+	"github.com/strandlog/strand/shared/server"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/shared/trim"
+	"github.com/strandlog/strand/shared/wake"
+)
+
+// Remote is the AWS settlement wiring: queues the Lambdas consume.
+type Remote struct {
+	SQS *sqs.Client
+	// ReleaseQueueURL: the absorb's FIFO queue ("" publishes nothing; the
+	// absorb's scheduled sweep still runs).
+	ReleaseQueueURL string
+	// FenceQueueURL: the probe's queue ("" publishes nothing; the probe's
+	// scheduled sweep still runs).
+	FenceQueueURL string
+	// PollEvery: how often the star reads its chain heads (0: 1 s).
+	PollEvery time.Duration
+}
+
+// Config is one star process.
+type Config struct {
+	Star    star.Config // buckets opened by the caller
+	Meta    metastore.Store
+	Settled objstore.Bucket
+
+	Addr      string // API listen address, e.g. 127.0.0.1:4780
+	AdminAddr string // metrics and health ("": none)
+	TLSCert   string // both or neither: serve the API over TLS
+	TLSKey    string
+	Peers     map[string]string // star id -> API base URL
+	// NoAuth disables bearer tokens (tests only).
+	NoAuth bool
+
+	// Remote selects AWS settlement; nil runs settlement in-process.
+	Remote *Remote
+	// In-process timers (0: defaults 2 s, 5 s, 30 s).
+	SettleEvery, TrimEvery, ProbeEvery time.Duration
+
+	Logger *slog.Logger
+}
+
+// Node is a running star process.
+type Node struct {
+	Star     *star.Star
+	endpoint string
+	log      *slog.Logger
+	api      *http.Server
+	admin    *http.Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errc     chan error
+}
+
+// Sets returns the chain bucket sets of the star's classes.
+func Sets(cfg star.Config) absorb.Sets {
+	return absorb.Sets{
+		Standard: chain.Set{Buckets: cfg.Standard.Buckets, W: cfg.Standard.W},
+		Express:  chain.Set{Buckets: cfg.Express.Buckets, W: cfg.Express.W},
+	}
+}
+
+// Start builds and starts the process: the star takes its chains (minting
+// or taking over), settlement starts, and the API listens.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Star.Logger = log
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("node: give both a TLS certificate and key, or neither")
+	}
+	sets := Sets(cfg.Star)
+	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
+	runCtx, cancel := context.WithCancel(context.Background())
+	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2)}
+	fail := func(err error) (*Node, error) {
+		cancel()
+		n.wg.Wait()
+		return nil, err
+	}
+
+	opt := star.Options{
+		Absorber:  abs,
+		NewFencer: func(id string, cc star.ClassConfig) star.Fencer { return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W} },
+	}
+	var local *wake.Local
+	var poller *wake.Poller
+	probeSets := map[metastore.ChainID]chain.Set{}
+	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log}
+	if cfg.Remote == nil {
+		local = wake.NewLocal(abs, cfg.Star.Clock, log)
+		opt.Waker = local
+		opt.OnFenced = func(c metastore.ChainID, epoch, cut uint64, window int) {
+			ev := probe.FenceEvent{Star: c.Star, Class: c.Class.String(), Epoch: epoch, Cut: cut, Window: window}
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				if _, err := prober.Probe(runCtx, ev); err != nil && runCtx.Err() == nil {
+					log.Warn("garbage probe after fence failed; the sweep retries", "chain", c.String(), "err", err.Error())
+				}
+			}()
+		}
+	} else {
+		if cfg.Remote.ReleaseQueueURL != "" {
+			opt.Waker = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL, Log: log}
+		}
+		if u := cfg.Remote.FenceQueueURL; u != "" {
+			opt.OnFenced = func(c metastore.ChainID, epoch, cut uint64, window int) {
+				body := fmt.Sprintf(`{"star":%q,"class":%q,"epoch":%d,"cut":%d,"window":%d}`, c.Star, c.Class, epoch, cut, window)
+				if _, err := cfg.Remote.SQS.SendMessage(context.WithoutCancel(ctx), &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String(body)}); err != nil {
+					log.Warn("fence event not sent; the probe's sweep covers it", "chain", c.String(), "err", err.Error())
+				}
+			}
+		}
+	}
+	st, err := star.New(cfg.Star, cfg.Meta, opt)
+	if err != nil {
+		return fail(err)
+	}
+	n.Star = st
+	for _, c := range st.Chains() {
+		set, err := sets.For(c)
+		if err != nil {
+			return fail(err)
+		}
+		probeSets[c] = set
+	}
+	if local != nil {
+		local.SetObserver(st)
+		st.SetAbsorbHealth(local.Health)
+	} else {
+		poller = &wake.Poller{Meta: cfg.Meta, Chains: st.Chains(), Observer: st, Clock: cfg.Star.Clock, Every: cfg.Remote.PollEvery, Log: log}
+		st.SetAbsorbHealth(poller.Health)
+	}
+	if err := st.Start(ctx); err != nil {
+		return fail(fmt.Errorf("start the star: %w", err))
+	}
+	if local != nil {
+		n.goRun(func() { local.Run(runCtx, 5*time.Second) })
+		n.settlement(runCtx, cfg, sets, prober, st.Chains())
+		// Absorb whatever a predecessor left released but unabsorbed.
+		for _, c := range st.Chains() {
+			local.Released(runCtx, c, st.Released(c))
+		}
+	} else {
+		n.goRun(func() { poller.Run(runCtx) })
+	}
+
+	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
+		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
+	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock}
+	if !cfg.NoAuth {
+		sc.Auth = &auth.Checker{Meta: cfg.Meta}
+	}
+	srv, err := server.New(sc)
+	if err != nil {
+		st.Close()
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		st.Close()
+		return fail(fmt.Errorf("listen on %s: %w (is another server running there? pick another address)", cfg.Addr, err))
+	}
+	n.api = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	n.api.Protocols.SetHTTP1(true)
+	n.api.Protocols.SetHTTP2(true)
+	n.api.Protocols.SetUnencryptedHTTP2(true)
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	n.endpoint = scheme + "://" + ln.Addr().String()
+	go func() {
+		if cfg.TLSCert != "" {
+			n.errc <- n.api.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+			return
+		}
+		n.errc <- n.api.Serve(ln)
+	}()
+	if cfg.AdminAddr != "" {
+		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			n.Close()
+			return nil, fmt.Errorf("listen on the admin address %s: %w", cfg.AdminAddr, err)
+		}
+		n.admin = &http.Server{Handler: server.AdminHandler(st), ReadHeaderTimeout: 10 * time.Second}
+		go func() { n.errc <- n.admin.Serve(aln) }()
+	}
+	log.Info("serving", "endpoint", n.endpoint, "star", st.ID(), "admin", cfg.AdminAddr)
+	return n, nil
+}
+
+func (n *Node) goRun(f func()) {
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); f() }()
+}
+
+// settlement runs settle, trim and the probe's sweep on timers.
+func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID) {
+	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log}
+	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock}
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	n.goRun(func() {
+		every(ctx, or(cfg.SettleEvery, 2*time.Second), func() {
+			for _, c := range chains {
+				if _, err := settler.Run(ctx, c); err != nil && ctx.Err() == nil && !errors.Is(err, metastore.ErrNotFound) {
+					n.log.Warn("settle failed; retrying", "chain", c.String(), "err", err.Error())
+				}
+			}
+		})
+	})
+	n.goRun(func() {
+		every(ctx, or(cfg.TrimEvery, 5*time.Second), func() {
+			for _, c := range chains {
+				if _, err := trimmer.Run(ctx, c); err != nil && ctx.Err() == nil && !errors.Is(err, metastore.ErrNotFound) {
+					n.log.Warn("trim failed; retrying", "chain", c.String(), "err", err.Error())
+				}
+			}
+			if _, err := trimmer.Streams(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("trim of streams failed; retrying", "err", err.Error())
+			}
+		})
+	})
+	n.goRun(func() {
+		every(ctx, or(cfg.ProbeEvery, 30*time.Second), func() {
+			rep, err := prober.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				n.log.Warn("garbage probe sweep failed; retrying", "err", err.Error())
+			}
+			if rep.OrphanCount > 0 {
+				n.log.Warn("settled objects no ref points to", "count", rep.OrphanCount, "examples", rep.Orphans)
+			}
+		})
+	})
+}
+
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// Endpoint is the API's base URL.
+func (n *Node) Endpoint() string { return n.endpoint }
+
+// Wait blocks until ctx ends or a server fails.
+func (n *Node) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-n.errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve: %w", err)
+	}
+}
+
+// Close stops the API, the settlement loops and the star.
+func (n *Node) Close() {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n.api != nil {
+		_ = n.api.Shutdown(sctx)
+	}
+	if n.admin != nil {
+		_ = n.admin.Shutdown(sctx)
+	}
+	n.cancel()
+	n.wg.Wait()
+	if n.Star != nil {
+		n.Star.Close()
+	}
+}
