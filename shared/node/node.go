@@ -104,8 +104,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 
 	opt := star.Options{
-		Absorber:  abs,
-		NewFencer: func(id string, cc star.ClassConfig) star.Fencer { return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W} },
+		Absorber: abs,
+		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
+			return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
+		},
 	}
 	var local *wake.Local
 	var poller *wake.Poller
