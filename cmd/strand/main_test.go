@@ -11,18 +11,6 @@ import (
 	"github.com/strandlog/strand/shared/client"
 )
 
-func TestParsePeers(t *testing.T) {
-	p, err := parsePeers(" star-1=http://a:4780, star-2=http://b:4780 ,")
-	if err != nil || len(p) != 2 || p["star-1"] != "http://a:4780" || p["star-2"] != "http://b:4780" {
-		t.Fatalf("peers %v %v", p, err)
-	}
-	for _, bad := range []string{"star-1", "=http://x", "star-1="} {
-		if _, err := parsePeers(bad); err == nil {
-			t.Errorf("parsePeers(%q) accepted", bad)
-		}
-	}
-}
-
 func TestExplainGivesHints(t *testing.T) {
 	err := connect.NewError(connect.CodeUnauthenticated, errors.New("no token"))
 	if got := explain(err); !strings.Contains(got, "STRAND_TOKEN") {

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -72,7 +71,7 @@ func run(args []string) error {
 	if table == "" || settled == "" {
 		return fmt.Errorf("--table (STRAND_TABLE) and --settled-bucket (STRAND_SETTLED_BUCKET) are required")
 	}
-	peerMap, err := parsePeers(peers)
+	peerMap, err := node.ParsePeers(peers)
 	if err != nil {
 		return err
 	}
@@ -128,17 +127,3 @@ func run(args []string) error {
 	return n.Wait(ctx)
 }
 
-func parsePeers(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		id, url, ok := strings.Cut(p, "=")
-		if !ok || id == "" || url == "" {
-			return nil, fmt.Errorf("--peers entry %q: want star-id=url", p)
-		}
-		out[id] = url
-	}
-	return out, nil
-}

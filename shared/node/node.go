@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -310,4 +311,21 @@ func (n *Node) Close() {
 	if n.Star != nil {
 		n.Star.Close()
 	}
+}
+
+// ParsePeers parses "star-1=http://host:4780,star-2=..." into star id ->
+// API base URL.
+func ParsePeers(s string) (map[string]string, error) {
+	peers := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		id, u, ok := strings.Cut(p, "=")
+		if !ok || id == "" || u == "" {
+			return nil, fmt.Errorf("--peers %q: want star-id=URL pairs separated by commas", p)
+		}
+		peers[id] = u
+	}
+	return peers, nil
 }

@@ -103,7 +103,7 @@ func AdminHandler(st *star.Star) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", st.Metrics().Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if _, _, err := st.Tail(format.StreamID{}); errors.Is(err, star.ErrNotStarted) {
+		if !st.Started() {
 			http.Error(w, "not started", http.StatusServiceUnavailable)
 			return
 		}
