@@ -126,4 +126,3 @@ func run(args []string) error {
 	defer n.Close()
 	return n.Wait(ctx)
 }
-
