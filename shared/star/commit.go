@@ -53,7 +53,9 @@ func (l *loglet) commit(ctx context.Context, f *flight) {
 				confirmed++
 				if confirmed == w {
 					durable = true
-					l.m.putLatency.Observe(l.s.clk.Now().Sub(f.cutAt).Seconds())
+					now := l.s.clk.Now()
+					l.m.putLatency.Observe(now.Sub(f.cutAt).Seconds())
+					l.trace(TraceDurable, f, now)
 					l.markDurable(f)
 				}
 				continue

@@ -56,6 +56,11 @@ type Config struct {
 	Rand    io.Reader    // nonces; nil: crypto/rand
 	Logger  *slog.Logger // nil: discard
 	Metrics *metrics.Registry
+	// Trace, if set, is told of every flight's cut, durability (W copies)
+	// and release (see TraceEvent). nil costs nothing; benchmarks use it to
+	// split ack latency into the wait for the cut, the quorum PUT and the
+	// star's own overhead.
+	Trace func(TraceEvent)
 }
 
 // Defaults returns the documented defaults (buckets left empty).

@@ -309,6 +309,7 @@ func (l *loglet) flusher(ctx context.Context) {
 		// 4. Render once, outside the lock; commit in the background.
 		l.mu.Unlock()
 		f.obj = render(f.builder, f.epoch, f.slot, nonce, f.batches)
+		l.trace(TraceCut, f, f.cutAt)
 		go l.commit(ctx, f)
 		l.mu.Lock()
 	}
@@ -410,6 +411,7 @@ func (l *loglet) markDurable(f *flight) {
 // Called with l.mu held, in slot order.
 func (l *loglet) release(f *flight, now time.Time) {
 	f.relAt = now
+	l.trace(TraceRelease, f, now)
 	for _, b := range f.batches {
 		st := b.st
 		st.ackedNext = b.first + uint64(b.recs)
