@@ -1,3 +1,4 @@
+SHELL := /bin/bash
 # strand: build and test entry points. `make test` is the README's test command
 # and what .ci/run calls.
 GO ?= go
@@ -5,7 +6,8 @@ PKGS := ./...
 
 .PHONY: test unit lint infra-test build soak fmt
 
-test: lint unit infra-test
+# Infra first, so that the unit tests' summary line closes the run.
+test: lint infra-test unit
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -13,7 +15,7 @@ lint:
 	@echo "== go vet"; $(GO) vet $(PKGS)
 
 unit:
-	@echo "== go test"; $(GO) test -count=1 -timeout 20m $(PKGS)
+	@echo "== go test"; set -o pipefail; $(GO) test -json -count=1 -timeout 20m $(PKGS) | python3 .ci/summary.py
 
 infra-test:
 	@if [ -f infra/go.mod ]; then echo "== infra"; $(MAKE) -C infra test; fi
