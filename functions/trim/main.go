@@ -1,52 +1,35 @@
-// Command trim is the trim Lambda: it reads its configuration from the
-// environment (see absorb.Config), wires S3 (objstore/s3obj) and DynamoDB
-// (metastore/dynamo) into the shared/trim handler, and starts the Lambda
-// runtime. No protocol logic lives here.
+// Command trim is the trim Lambda: configuration from the environment
+// (absorb.Config), S3 and DynamoDB adapters, the shared/trim handler. No
+// protocol logic lives here.
 package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/clock"
-	"github.com/strandlog/strand/shared/metastore/dynamo"
-	"github.com/strandlog/strand/shared/objstore"
-	"github.com/strandlog/strand/shared/objstore/s3obj"
+	"github.com/strandlog/strand/shared/lambdaenv"
 	"github.com/strandlog/strand/shared/trim"
 )
 
-func fail(err error) {
-	slog.Error("trim: start", "err", err)
-	os.Exit(1)
-}
-
 func main() {
-	ctx := context.Background()
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
-	cfg, err := absorb.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		fail(err)
-	}
-	if cfg.SettledBucket == "" {
-		fail(fmt.Errorf("STRAND_SETTLED_BUCKET is not set"))
-	}
-	s3c, err := s3obj.NewClient(ctx, s3obj.Options{PathStyle: cfg.PathStyle})
-	if err != nil {
-		fail(err)
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		fail(fmt.Errorf("aws config: %w", err))
-	}
-	meta := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
-	open := func(name string) objstore.Bucket { return s3obj.New(s3c, name) }
-	h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: meta, Sets: cfg.Sets(open), Settled: open(cfg.SettledBucket), Clock: clock.Real{}}, Chains: cfg.Chains()}
-	lambda.Start(h.Handle)
+	lambdaenv.Start("trim", func(ctx context.Context, log *slog.Logger) (any, error) {
+		cfg, err := absorb.ConfigFromEnv(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.SettledBucket == "" {
+			return nil, errors.New("STRAND_SETTLED_BUCKET is not set")
+		}
+		st, err := lambdaenv.Open(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Clock: clock.Real{}, Log: log},
+			Chains: cfg.Chains(), Log: log}
+		return h.Handle, nil
+	})
 }

@@ -124,3 +124,16 @@ func (c Config) Sets(open func(name string) objstore.Bucket) Sets {
 	}
 	return s
 }
+
+// ChainSets builds the bucket set of every configured chain (Star filled
+// in), for the functions that serve chains by id (the garbage probe).
+func (c Config) ChainSets(open func(name string) objstore.Bucket) map[metastore.ChainID]chain.Set {
+	sets := c.Sets(open)
+	out := map[metastore.ChainID]chain.Set{}
+	for _, id := range c.Chains() {
+		if set, err := sets.For(id); err == nil {
+			out[id] = set
+		}
+	}
+	return out
+}
