@@ -97,3 +97,34 @@ func Follow(ctx context.Context, meta metastore.Store, c metastore.ChainID, from
 	st.To = metastore.Cursor{Epoch: from.Epoch, Slot: end}
 	return st, nil
 }
+
+// Advance moves a following cursor over a processed step by CAS. Losing
+// the CAS means another copy moved it first: lost is true and it is not an
+// error (the work was idempotent).
+func Advance(ctx context.Context, meta metastore.Store, c metastore.ChainID, kind metastore.CursorKind, st Step) (lost bool, err error) {
+	err = meta.AdvanceCursor(ctx, c, kind, st.From, st.To)
+	switch {
+	case errors.Is(err, metastore.ErrConflict):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("advance %s cursor of %s from %s to %s: %w", kind, c, st.From, st.To, err)
+	}
+	return false, nil
+}
+
+// RunSteps calls step at most n times, until a step makes no progress, and
+// returns the cursor reached.
+func RunSteps(n int, step func() (from, to metastore.Cursor, err error)) (metastore.Cursor, error) {
+	var at metastore.Cursor
+	for range n {
+		from, to, err := step()
+		if err != nil {
+			return to, err
+		}
+		at = to
+		if from == to {
+			break
+		}
+	}
+	return at, nil
+}

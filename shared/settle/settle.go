@@ -133,12 +133,8 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 			res.Merged += merged
 		}
 	}
-	err = s.Meta.AdvanceCursor(ctx, c, metastore.Settled, st.From, st.To)
-	switch {
-	case errors.Is(err, metastore.ErrConflict):
-		res.Lost = true
-	case err != nil:
-		return res, fmt.Errorf("settle %s: advance settled cursor %s to %s: %w", c, st.From, st.To, err)
+	if res.Lost, err = absorb.Advance(ctx, s.Meta, c, metastore.Settled, st); err != nil {
+		return res, fmt.Errorf("settle: %w", err)
 	}
 	res.To = st.To
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
@@ -149,18 +145,10 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 // Run steps chain until its settled cursor reaches the checkpoint, at most
 // MaxStepsPerRun steps. It returns the settled cursor reached.
 func (s *Settler) Run(ctx context.Context, c metastore.ChainID) (metastore.Cursor, error) {
-	var at metastore.Cursor
-	for range orDefault(s.MaxStepsPerRun, DefaultMaxStepsPerRun) {
+	return absorb.RunSteps(orDefault(s.MaxStepsPerRun, DefaultMaxStepsPerRun), func() (metastore.Cursor, metastore.Cursor, error) {
 		res, err := s.Step(ctx, c)
-		if err != nil {
-			return res.To, err
-		}
-		at = res.To
-		if res.From == res.To {
-			return at, nil
-		}
-	}
-	return at, nil
+		return res.From, res.To, err
+	})
 }
 
 // stream settles the unsettled refs of stream id that hold seqs in [first,

@@ -90,12 +90,8 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 			}
 		}
 	}
-	err = t.Meta.AdvanceCursor(ctx, c, metastore.Trimmed, st.From, st.To)
-	switch {
-	case errors.Is(err, metastore.ErrConflict):
-		res.Lost = true
-	case err != nil:
-		return res, fmt.Errorf("trim %s: advance trimmed cursor %s to %s: %w", c, st.From, st.To, err)
+	if res.Lost, err = absorb.Advance(ctx, t.Meta, c, metastore.Trimmed, st); err != nil {
+		return res, fmt.Errorf("trim: %w", err)
 	}
 	res.To = st.To
 	return res, nil
@@ -127,18 +123,10 @@ func (t *Trimmer) slot(ctx context.Context, set chain.Set, epoch, slot uint64, r
 // Run steps chain until its trimmed cursor reaches the settled cursor, at
 // most MaxStepsPerRun steps. It returns the trimmed cursor reached.
 func (t *Trimmer) Run(ctx context.Context, c metastore.ChainID) (metastore.Cursor, error) {
-	var at metastore.Cursor
-	for range orDefault(t.MaxStepsPerRun, DefaultMaxStepsPerRun) {
+	return absorb.RunSteps(orDefault(t.MaxStepsPerRun, DefaultMaxStepsPerRun), func() (metastore.Cursor, metastore.Cursor, error) {
 		res, err := t.Step(ctx, c)
-		if err != nil {
-			return res.To, err
-		}
-		at = res.To
-		if res.From == res.To {
-			return at, nil
-		}
-	}
-	return at, nil
+		return res.From, res.To, err
+	})
 }
 
 // StreamResult says what Streams did.
