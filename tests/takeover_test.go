@@ -54,7 +54,7 @@ type node struct {
 	cancel context.CancelFunc
 }
 
-func (w *world) startStar(t *testing.T, withAbsorb bool) *node {
+func (w *world) startStar(t testing.TB, withAbsorb bool) *node {
 	t.Helper()
 	cfg := star.Defaults()
 	cfg.Standard = star.ClassConfig{}
@@ -96,7 +96,7 @@ func (n *node) kill() {
 }
 
 // open opens streams on a star with tails recovered from refs.
-func (w *world) open(t *testing.T, s *star.Star, ids []format.StreamID) {
+func (w *world) open(t testing.TB, s *star.Star, ids []format.StreamID) {
 	t.Helper()
 	for _, id := range ids {
 		info := star.StreamInfo{ID: id, Class: metastore.Express}

@@ -52,6 +52,21 @@ type Set struct {
 	// Backoff is the first wait between retry rounds, doubling up to
 	// DefaultBackoffLimit (0: DefaultBackoff).
 	Backoff time.Duration
+	// ReadAhead is how many slots Walk reads and Fence classifies in
+	// parallel ahead of the one it decides (0: DefaultReadAhead; 1: none).
+	// It turns takeover and absorb time from slots x round trips into
+	// slots / ReadAhead x round trips; results are still used in slot order.
+	ReadAhead int
+}
+
+// DefaultReadAhead is the default Set.ReadAhead.
+const DefaultReadAhead = 16
+
+func (s Set) readAhead() int {
+	if s.ReadAhead > 0 {
+		return s.ReadAhead
+	}
+	return DefaultReadAhead
 }
 
 // K is the number of buckets.
@@ -165,15 +180,52 @@ func (s Set) Fence(ctx context.Context, epoch, from uint64, nonce format.Nonce) 
 	if err := s.Validate(); err != nil {
 		return 0, err
 	}
-	for slot := from; ; slot++ {
-		v, err := s.fenceSlot(ctx, epoch, slot, nonce)
-		if err != nil {
-			return 0, fmt.Errorf("fence %s epoch %d slot %d: %w", s.Star, epoch, slot, err)
-		}
-		if v == Dead {
-			return slot, nil
+	ahead := uint64(s.readAhead())
+	for base := from; ; base += ahead {
+		// Classify a window of slots by parallel reads: a slot read as
+		// committed is committed for good. Anything else (including a read
+		// error) goes through the full decision, in slot order.
+		committed := s.committedAhead(ctx, epoch, base, ahead)
+		for i := uint64(0); i < ahead; i++ {
+			if committed[i] {
+				continue
+			}
+			slot := base + i
+			v, err := s.fenceSlot(ctx, epoch, slot, nonce)
+			if err != nil {
+				return 0, fmt.Errorf("fence %s epoch %d slot %d: %w", s.Star, epoch, slot, err)
+			}
+			if v == Dead {
+				return slot, nil
+			}
 		}
 	}
+}
+
+// committedAhead reads slots [base, base+n) in every bucket in parallel and
+// reports which hold W copies of our flight. It only reads.
+func (s Set) committedAhead(ctx context.Context, epoch, base, n uint64) []bool {
+	out := make([]bool, n)
+	if n == 1 {
+		return out
+	}
+	var wg sync.WaitGroup
+	for i := uint64(0); i < n; i++ {
+		wg.Go(func() {
+			states := make([]State, len(s.Buckets))
+			for b := range s.Buckets {
+				c, err := s.readSlot(ctx, b, epoch, base+i)
+				if err != nil {
+					states[b] = Unknown
+					continue
+				}
+				states[b] = c.State
+			}
+			out[i] = Classify(s.W, states) == Committed
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // FenceSlot decides one slot of epoch as Fence does (poisoning it if it is
@@ -275,16 +327,39 @@ func (s Set) Walk(ctx context.Context, epoch, from, cut uint64, fn func(Slot) er
 	if from > cut {
 		return fmt.Errorf("%w: walk from %d past cut %d", ErrInvalid, from, cut)
 	}
-	for slot := from; slot < cut; slot++ {
-		sl, err := s.readFlight(ctx, epoch, slot)
-		if err != nil {
-			return fmt.Errorf("walk %s epoch %d: %w", s.Star, epoch, err)
+	// Read ahead: up to ReadAhead slots in flight, used in slot order.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		sl  Slot
+		err error
+	}
+	queue := make(chan chan result, s.readAhead()-1)
+	go func() {
+		defer close(queue)
+		for slot := from; slot < cut; slot++ {
+			ch := make(chan result, 1)
+			select {
+			case queue <- ch:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				sl, err := s.readFlight(ctx, epoch, slot)
+				ch <- result{sl, err}
+			}()
 		}
-		if err := fn(sl); err != nil {
+	}()
+	for ch := range queue {
+		r := <-ch
+		if r.err != nil {
+			return fmt.Errorf("walk %s epoch %d: %w", s.Star, epoch, r.err)
+		}
+		if err := fn(r.sl); err != nil {
 			return err
 		}
 	}
-	return nil
+	return ctx.Err()
 }
 
 // readFlight finds a readable flight copy of a committed slot.
