@@ -57,4 +57,3 @@ func BenchmarkTakeover(b *testing.B) {
 		}
 	}
 }
-
