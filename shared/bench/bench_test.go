@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+func tinyConfig(t *testing.T) Config {
+	cfg := Defaults()
+	cfg.Classes = []metastore.Class{metastore.Express}
+	cfg.Producers, cfg.Streams = []int{2}, []int{3}
+	cfg.Duration, cfg.Warmup = 600*time.Millisecond, 100*time.Millisecond
+	cfg.ExpressPut = Latency{2 * time.Millisecond, 6 * time.Millisecond}
+	cfg.MetaWrite = Latency{time.Millisecond, 3 * time.Millisecond}
+	cfg.Sample = 50 * time.Millisecond
+	cfg.PlotDir = t.TempDir()
+	return cfg
+}
+
+// TestTinyInProcRun: a short in-process run reports sane figures: data
+// flowed, every percentile is ordered, the floor never exceeds the ack
+// latency it is part of, PUTs per GiB match K copies of the flights, the
+// metastore was used only by the absorb, the baseline ran, the cost is
+// positive, and plots and JSON come out.
+func TestTinyInProcRun(t *testing.T) {
+	cfg := tinyConfig(t)
+	var log bytes.Buffer
+	rs, err := Run(context.Background(), cfg, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if len(rs) != 1 {
+		t.Fatalf("%d results", len(rs))
+	}
+	r := rs[0]
+	if r.MBps <= 0 || r.RecordsPerSec <= 0 || r.Batches == 0 || r.Errors != 0 {
+		t.Fatalf("no throughput: %+v", r)
+	}
+	for _, p := range []Percentiles{r.Ack, r.Floor, r.QuorumPut, r.CutWait} {
+		if p.N == 0 || p.P50 > p.P99 || p.P99 > p.P999 || p.P999 > p.Max {
+			t.Fatalf("percentiles out of order or empty: %+v", p)
+		}
+	}
+	if r.Floor.N != r.Ack.N {
+		t.Fatalf("floor known for %d of %d batches", r.Floor.N, r.Ack.N)
+	}
+	// The W-th PUT is drawn from the model: at least its minimum.
+	if r.QuorumPut.P50 < 0.5 {
+		t.Fatalf("W-th PUT p50 %.3f ms is below the latency model", r.QuorumPut.P50)
+	}
+	// ack = floor + overhead per batch, and the overhead is never negative
+	// beyond clock noise: the floor is a lower bound on the ack.
+	if r.Overhead.P50 < -0.05 || r.Floor.P50 > r.Ack.P50+0.05 || r.Floor.Max > r.Ack.Max+0.05 {
+		t.Fatalf("floor above ack: floor %+v ack %+v overhead %+v", r.Floor, r.Ack, r.Overhead)
+	}
+	if r.OrderedOverhead.P50 > r.Overhead.P50+1e-9 {
+		t.Fatalf("ordered overhead %+v above overhead %+v", r.OrderedOverhead, r.Overhead)
+	}
+	// Express K=3: every flight is three PUTs.
+	if r.Flights == 0 || r.PutsPerGB <= 0 {
+		t.Fatalf("flights %d puts/GB %f", r.Flights, r.PutsPerGB)
+	}
+	if r.MetaOps["PutRefs"] == 0 || r.MetaOps["CreateStream"] != 0 {
+		t.Fatalf("metastore ops %v: want absorb traffic only", r.MetaOps)
+	}
+	if r.Cost == nil || r.Cost.Total <= 0 || r.Cost.ChainPuts <= 0 {
+		t.Fatalf("cost %+v", r.Cost)
+	}
+	b := r.Baseline
+	if b == nil || b.MBps <= 0 || b.MetaWritesPerSec <= 0 || b.PutsPerGBRatio <= 1 {
+		t.Fatalf("baseline %+v", b)
+	}
+	for _, f := range []string{r.Name + "-latency.svg", r.Name + "-throughput.svg"} {
+		data, err := os.ReadFile(filepath.Join(cfg.PlotDir, f))
+		if err != nil || !strings.HasPrefix(string(data), "<svg") || !strings.Contains(string(data), "</svg>") {
+			t.Fatalf("plot %s: %v", f, err)
+		}
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, rs); err != nil {
+		t.Fatal(err)
+	}
+	var back []map[string]any
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back[0]["mb_per_s"] == nil || back[0]["overhead"] == nil {
+		t.Fatalf("json: %v %v", err, back)
+	}
+	var txt bytes.Buffer
+	if err := WriteText(&txt, rs); err != nil || !strings.Contains(txt.String(), "overhead") {
+		t.Fatalf("text: %v\n%s", err, txt.String())
+	}
+	t.Log(txt.String())
+}
+
+func TestValidate(t *testing.T) {
+	for _, mut := range []func(*Config){
+		func(c *Config) { c.Mode = "x" },
+		func(c *Config) { c.Mode = ModeRemote },
+		func(c *Config) { c.Producers = nil },
+		func(c *Config) { c.ExpressW = 4 },
+		func(c *Config) { c.ExpressPut = Latency{10 * time.Millisecond, time.Millisecond} },
+		func(c *Config) { c.RecordBytes = []int{0} },
+	} {
+		c := Defaults()
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+	if err := Defaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCostArithmetic(t *testing.T) {
+	p := DefaultPrices()
+	// 1 GiB in 1024 flights of 1 MiB, K=3: 3072 PUTs.
+	c := p.cost(true, Counted{GB: 1, Seconds: 1, ChainPuts: 3072, ChainBytes: 3 << 30, ChainPutsOv: 3 << 30, K: 3})
+	if want := 3072 * 0.00113 / 1000; abs(c.ChainPuts-want) > 1e-12 {
+		t.Fatalf("PUTs %v want %v", c.ChainPuts, want)
+	}
+	if want := 3 * 0.0032; abs(c.ChainUpload-want) > 1e-12 {
+		t.Fatalf("upload %v want %v", c.ChainUpload, want)
+	}
+	if want := 2 * 0.01; abs(c.CrossAZ-want) > 1e-12 {
+		t.Fatalf("cross-AZ %v want %v", c.CrossAZ, want)
+	}
+	s := p.cost(false, Counted{GB: 1, Seconds: 1, ChainPuts: 128, ChainBytes: 1 << 30, K: 1})
+	if want := 128 * 0.005 / 1000; abs(s.ChainPuts-want) > 1e-12 || s.CrossAZ != 0 || s.ChainUpload != 0 {
+		t.Fatalf("standard %+v", s)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

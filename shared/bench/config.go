@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Modes of a run.
+const (
+	ModeInProc = "inproc"
+	ModeAPI    = "api"
+	ModeRemote = "remote"
+)
+
+// ErrConfig: the configuration cannot run.
+var ErrConfig = errors.New("bench: invalid configuration")
+
+// Latency is a lognormal latency model given by its median and 0.99
+// quantile (objstore.Injector.SetLatency).
+type Latency struct {
+	P50, P99 time.Duration
+}
+
+func (l Latency) String() string { return fmt.Sprintf("p50 %s p99 %s", l.P50, l.P99) }
+
+// Config is one invocation of the benchmark: the lists are the matrix.
+type Config struct {
+	Mode     string // inproc, api or remote
+	Endpoint string // remote only
+	Token    string // remote only
+
+	Producers   []int
+	Streams     []int
+	RecordBytes []int // record body size
+	Classes     []metastore.Class
+	RatesMBps   []float64 // offered load per run; 0 = as fast as acks allow
+
+	BatchBytes int // target batch size: records per batch = BatchBytes / RecordBytes, 1..1000
+	Inflight   int // batches outstanding per producer
+	Duration   time.Duration
+	Warmup     time.Duration // excluded from every figure
+
+	// PUT latency models per class (every bucket of the set draws
+	// independently), and the naive baseline's metastore write.
+	ExpressPut, StandardPut, MetaWrite Latency
+	ExpressK, ExpressW                 int
+
+	// Star tuning (zero: star.Defaults()).
+	ExpressFlush, StandardFlush   time.Duration
+	ExpressFlightKiB, StandardKiB int
+	ReleaseEventInterval          time.Duration
+
+	Baseline bool
+	Prices   Prices
+	PlotDir  string // "" writes no plots
+	Seed     int64
+	Sample   time.Duration // timeline resolution
+}
+
+// Defaults are the documented defaults. The latency models are
+// assumptions calibrated to published figures (docs/performance.md):
+// S3 Express One Zone PUTs in single-digit milliseconds (p50 5 ms, p99
+// 15 ms), S3 Standard PUTs in tens of milliseconds with a p99 in the low
+// hundreds (p50 40 ms, p99 150 ms), DynamoDB single-item writes p50 5 ms,
+// p99 15 ms.
+func Defaults() Config {
+	return Config{
+		Mode:        ModeInProc,
+		Producers:   []int{4},
+		Streams:     []int{16},
+		RecordBytes: []int{1024},
+		Classes:     []metastore.Class{metastore.Express},
+		RatesMBps:   []float64{0},
+		BatchBytes:  64 << 10,
+		Inflight:    16,
+		Duration:    10 * time.Second,
+		Warmup:      time.Second,
+		ExpressPut:  Latency{5 * time.Millisecond, 15 * time.Millisecond},
+		StandardPut: Latency{40 * time.Millisecond, 150 * time.Millisecond},
+		MetaWrite:   Latency{5 * time.Millisecond, 15 * time.Millisecond},
+		ExpressK:    3,
+		ExpressW:    2,
+		Baseline:    true,
+		Prices:      DefaultPrices(),
+		Seed:        1,
+		Sample:      100 * time.Millisecond,
+	}
+}
+
+// Validate says what to fix.
+func (c Config) Validate() error {
+	switch c.Mode {
+	case ModeInProc, ModeAPI:
+	case ModeRemote:
+		if c.Endpoint == "" {
+			return fmt.Errorf("%w: remote mode needs an endpoint", ErrConfig)
+		}
+	default:
+		return fmt.Errorf("%w: mode %q (want inproc, api or remote)", ErrConfig, c.Mode)
+	}
+	if len(c.Producers) == 0 || len(c.Streams) == 0 || len(c.RecordBytes) == 0 || len(c.Classes) == 0 || len(c.RatesMBps) == 0 {
+		return fmt.Errorf("%w: every dimension needs at least one value", ErrConfig)
+	}
+	for _, v := range append(append([]int{}, c.Producers...), c.Streams...) {
+		if v < 1 {
+			return fmt.Errorf("%w: producers and streams must be positive", ErrConfig)
+		}
+	}
+	for _, v := range c.RecordBytes {
+		if v < 1 || v > 1<<20-64 {
+			return fmt.Errorf("%w: record size %d bytes (1 to 1 MiB)", ErrConfig, v)
+		}
+	}
+	for _, r := range c.RatesMBps {
+		if r < 0 {
+			return fmt.Errorf("%w: negative rate", ErrConfig)
+		}
+	}
+	if c.BatchBytes < 1 || c.Inflight < 1 || c.Duration <= 0 || c.Warmup < 0 || c.Sample <= 0 {
+		return fmt.Errorf("%w: batch bytes, inflight, duration and sample must be positive", ErrConfig)
+	}
+	if c.ExpressK < 1 || c.ExpressW < 1 || c.ExpressW > c.ExpressK {
+		return fmt.Errorf("%w: Express K=%d W=%d", ErrConfig, c.ExpressK, c.ExpressW)
+	}
+	for _, l := range []Latency{c.ExpressPut, c.StandardPut, c.MetaWrite} {
+		if l.P50 < 0 || l.P99 < l.P50 || (l.P50 == 0) != (l.P99 == 0) {
+			return fmt.Errorf("%w: latency %s: want 0 <= p50 <= p99 (both zero for none)", ErrConfig, l)
+		}
+	}
+	return nil
+}
+
+// recordsPerBatch is how many records of size bytes make a batch.
+func (c Config) recordsPerBatch(size int) int {
+	n := c.BatchBytes / size
+	return max(1, min(n, 1000, (1<<20)/(size+14)))
+}

@@ -1,0 +1,68 @@
+// Package bench measures the star: ack latency, throughput, requests per
+// GB, the metastore bill and memory, under a latency model of S3, and the
+// star's own overhead above the quorum floor that model imposes. `strand
+// bench` is its command line; docs/performance.md reports a run.
+//
+// # What runs
+//
+// A run is one point of the matrix producers x streams x record size x
+// class x rate (Config lists each dimension; Run runs the product). Modes:
+//
+//   - inproc: a star (shared/star) over memory buckets (objstore.NewMem)
+//     behind the fault wrapper, one Injector per bucket with the class's
+//     PUT latency model, behind a recording wrapper (see below); the
+//     metastore is metastore.Mem behind metacount; release events wake the
+//     absorb in-process (wake.Local), so refs and checkpoints are real
+//     metastore traffic. Producers call star.Submit and wait in order.
+//   - api: the same stores under a whole node (node.Start: API server,
+//     in-process absorb) on 127.0.0.1, driven through the Go client over
+//     loopback with one pipelined AppendSession per producer.
+//   - remote: the Go client against --endpoint; only latency and
+//     throughput are known there.
+//
+// Settlement (settle, trim) is kept out of the measured window: in place of
+// trim, a bench janitor deletes chain slots below the absorb's checkpoint
+// (reading the head from the unwrapped metastore, so it is not billed) so
+// that the memory buckets hold only the backlog.
+//
+// # The floor and the overhead
+//
+// Every PutIfAbsent of a chain slot is timed by the recording wrapper
+// (start and end, around the fault wrapper, so the modelled latency is
+// inside). Config.Trace on the star reports each flight's cut time, slot
+// and batches, and its release time. For a batch submitted at s, cut into
+// slot k at c(k), whose slot's W-th fastest PUT took L_W(k), acked to the
+// producer at a and released by the star at r(k):
+//
+//	floor(batch)        = (c(k) - s) + L_W(k)   the wait for the cut + the W-th PUT
+//	overhead(batch)     = (a - s) - floor = a - c(k) - L_W(k)
+//	release overhead(k) = r(k) - c(k) - L_W(k)  the same, at the star's release
+//	ordered floor F(k)  = max(c(k) + L_W(k), F(k-1))  (acks release in slot order)
+//	ordered overhead    = a - F(k)
+//
+// overhead is the issue's definition: all the star adds after the cut
+// besides the quorum PUT (rendering, goroutine hand-offs, waiting for
+// earlier slots, waking the producer). The ordered overhead removes the
+// head-of-line wait that in-order acks impose by design (a slow earlier
+// slot), leaving what an ideal in-order star would not spend. The wait for
+// the cut (flush deadline, flight size, pipeline window) is policy and is
+// in the floor.
+//
+// # The baseline
+//
+// With Config.Baseline each run is repeated for the same duration with the
+// same producers and batches against the naive design: one PUT per append
+// to one bucket (the class's latency model) and one metastore item write
+// per append (a lognormal DynamoDB latency model, counted). The report
+// gives requests per GB, metastore writes per second and throughput, and
+// their ratios against strand.
+//
+// # Cost
+//
+// Cost turns the counted requests and bytes into dollars per GB ingested
+// with the prices in Prices (defaults and their dates in
+// docs/performance.md): chain PUTs and, for Express, per-GB upload on
+// every copy, cross-zone transfer of the remote copies and transit
+// storage; the metastore's measured operations as DynamoDB request units;
+// absorb Lambda invocations; and the later settle PUTs as a modelled line.
+package bench

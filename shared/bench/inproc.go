@@ -1,0 +1,396 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/shared/wake"
+)
+
+type slotRef struct{ epoch, slot uint64 }
+
+type batchKey struct {
+	stream format.StreamID
+	first  uint64
+}
+
+type slotInfo struct {
+	cut, rel time.Time
+	bytes    int
+}
+
+// tracer collects the star's Trace events.
+type tracer struct {
+	mu      sync.Mutex
+	batches map[batchKey]slotRef
+	slots   map[slotRef]*slotInfo
+}
+
+func newTracer() *tracer {
+	return &tracer{batches: map[batchKey]slotRef{}, slots: map[slotRef]*slotInfo{}}
+}
+
+func (t *tracer) trace(ev star.TraceEvent) {
+	ref := slotRef{ev.Epoch, ev.Slot}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	si := t.slots[ref]
+	if si == nil {
+		si = &slotInfo{}
+		t.slots[ref] = si
+	}
+	switch ev.Kind {
+	case star.TraceCut:
+		si.cut, si.bytes = ev.At, ev.Bytes
+		for _, b := range ev.Batches {
+			t.batches[batchKey{b.Stream, b.FirstSeq}] = ref
+		}
+	case star.TraceRelease:
+		si.rel = ev.At
+	}
+}
+
+// env is one run's stores and star configuration.
+type env struct {
+	starCfg star.Config
+	log     *putLog
+	raw     metastore.Store
+	meta    *metacount.Store
+	set     []objstore.Bucket
+	w       int
+	tr      *tracer
+	ids     []format.StreamID
+	chain   metastore.ChainID
+}
+
+func newEnv(cfg Config, pt point) *env {
+	e := &env{log: newPutLog(cfg.Prices.ExpressUploadFreeB), raw: metastore.NewMem(), tr: newTracer(), ids: streamIDs(cfg.Seed, pt.streams)}
+	e.meta = metacount.New(e.raw)
+	sc := star.Defaults()
+	sc.Rand = seeded{rand.New(rand.NewPCG(uint64(cfg.Seed), 5))}
+	sc.Trace = e.tr.trace
+	if cfg.ReleaseEventInterval > 0 {
+		sc.ReleaseEventInterval = cfg.ReleaseEventInterval
+	}
+	k, lat := 1, cfg.StandardPut
+	if pt.class == metastore.Express {
+		k, lat = cfg.ExpressK, cfg.ExpressPut
+	}
+	var names []string
+	for i := 0; i < k; i++ {
+		inj := objstore.NewInjector(cfg.Seed*100 + int64(i))
+		_ = inj.SetLatency(lat.P50, lat.P99, objstore.OpPut) // validated in Config.Validate
+		name := fmt.Sprintf("%s-%d", pt.class, i)
+		names = append(names, name)
+		e.set = append(e.set, &recording{Bucket: objstore.WithFaults(objstore.NewMem(name), inj), log: e.log})
+	}
+	if pt.class == metastore.Express {
+		e.w = cfg.ExpressW
+		sc.Express.BucketNames, sc.Express.Buckets, sc.Express.W = names, e.set, e.w
+		if cfg.ExpressFlush > 0 {
+			sc.Express.FlushDeadline = cfg.ExpressFlush
+		}
+		if cfg.ExpressFlightKiB > 0 {
+			sc.Express.FlightKiB = cfg.ExpressFlightKiB
+		}
+		sc.Standard = star.ClassConfig{}
+	} else {
+		e.w = 1
+		sc.Standard.BucketNames, sc.Standard.Buckets, sc.Standard.W = names, e.set, 1
+		if cfg.StandardFlush > 0 {
+			sc.Standard.FlushDeadline = cfg.StandardFlush
+		}
+		if cfg.StandardKiB > 0 {
+			sc.Standard.FlightKiB = cfg.StandardKiB
+		}
+		sc.Express = star.ClassConfig{}
+	}
+	e.starCfg = sc
+	e.chain = metastore.ChainID{Star: sc.StarID, Class: pt.class}
+	return e
+}
+
+// janitor stands in for settle and trim: it deletes chain slots below the
+// absorb's checkpoint (read from the unwrapped store, so not billed) from
+// every bucket of the set, so the memory buckets hold only the backlog.
+func (e *env) janitor(ctx context.Context) {
+	var done metastore.Cursor
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h, err := e.raw.GetHead(ctx, e.chain)
+		if err != nil {
+			continue
+		}
+		cp := h.Checkpoint
+		if cp.Epoch != done.Epoch {
+			done = metastore.Cursor{Epoch: cp.Epoch}
+		}
+		for s := done.Slot; s < cp.Slot; s++ {
+			key := format.SlotKey(e.chain.Star, cp.Epoch, s)
+			for _, b := range e.set {
+				_ = b.Delete(ctx, key)
+			}
+		}
+		done.Slot = max(done.Slot, cp.Slot)
+	}
+}
+
+// inproc drives star.Submit directly.
+type inproc struct {
+	st  *star.Star
+	ids []format.StreamID
+}
+
+type inprocProducer struct{ t *inproc }
+
+func (t *inproc) open(context.Context, int) (producerTarget, error) { return inprocProducer{t}, nil }
+func (t *inproc) streamID(i int) format.StreamID                    { return t.ids[i] }
+
+func (p inprocProducer) submit(ctx context.Context, stream int, recs []format.Record) (waitFn, error) {
+	pend, err := p.t.st.Submit(ctx, p.t.ids[stream], recs, star.AppendOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return func() (uint64, error) {
+		a, err := pend.Wait(ctx)
+		return a.FirstSeq, err
+	}, nil
+}
+
+func (inprocProducer) close() {}
+
+// runPoint runs one point in cfg.Mode.
+func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
+	switch cfg.Mode {
+	case ModeAPI:
+		return runAPI(ctx, cfg, pt)
+	case ModeRemote:
+		return runRemote(ctx, cfg, pt)
+	}
+	e := newEnv(cfg, pt)
+	abs := &absorb.Absorber{Meta: e.meta, Sets: absorb.Sets{
+		Standard: chain.Set{Buckets: e.starCfg.Standard.Buckets, W: e.starCfg.Standard.W},
+		Express:  chain.Set{Buckets: e.starCfg.Express.Buckets, W: e.starCfg.Express.W},
+	}, Log: quietLog()}
+	local := wake.NewLocal(abs, nil, quietLog())
+	st, err := star.New(e.starCfg, e.meta, star.Options{Waker: local, Absorber: abs,
+		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
+			return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
+		}})
+	if err != nil {
+		return Result{}, err
+	}
+	local.SetObserver(st)
+	st.SetAbsorbHealth(local.Health)
+	if err := st.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	defer st.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); local.Run(runCtx, time.Second) }()
+	go func() { defer bg.Done(); e.janitor(runCtx) }()
+	defer func() { cancel(); bg.Wait() }()
+	for _, id := range e.ids {
+		if _, err := e.raw.CreateStream(ctx, metastore.Stream{Name: "bench-" + id.String()[:8], ID: id.String(), Class: pt.class, Star: st.ID(), State: metastore.StreamActive}); err != nil {
+			return Result{}, err
+		}
+		if err := st.Open(star.StreamInfo{ID: id, Class: pt.class}); err != nil {
+			return Result{}, err
+		}
+	}
+	return measure(ctx, cfg, pt, e, &inproc{st: st, ids: e.ids})
+}
+
+// measure drives tgt and analyzes the run against e's records.
+func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Result, error) {
+	d := &driveOut{mem: newMemSampler()}
+	var c0, c1 metacount.Counts
+	var p0, p1, b0, b1, o0, o1 int64
+	if e != nil {
+		d.store = e.log.held.Load
+		d.onWindow = func() {
+			c0 = e.meta.Snapshot()
+			p0, b0, o0 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load()
+		}
+		d.onEnd = func() {
+			c1 = e.meta.Snapshot()
+			p1, b1, o1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load()
+		}
+	}
+	drive(ctx, cfg, pt, tgt, d)
+	r := Result{Name: pt.name(cfg.Mode), Mode: cfg.Mode, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
+		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate,
+		Errors: d.errors, Timeline: d.timeline,
+		PeakHeapMiB: float64(d.mem.heap) / (1 << 20), PeakTotalMiB: float64(d.mem.total) / (1 << 20), PeakStoreMiB: float64(d.peakStore) / (1 << 20)}
+	win := d.end.Sub(d.winStart).Seconds()
+	r.Seconds = win
+	var bodyBytes int64
+	var acks []time.Duration
+	for _, s := range d.samples {
+		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+			continue
+		}
+		acks = append(acks, s.ack.Sub(s.sub))
+		if s.ack.Before(d.end) {
+			r.Batches++
+			r.Records += int64(s.records)
+			bodyBytes += int64(s.bytes)
+		}
+	}
+	if len(acks) == 0 {
+		if d.firstErr != nil {
+			return r, fmt.Errorf("no batch acknowledged: %w", d.firstErr)
+		}
+		return r, fmt.Errorf("no batch acknowledged in the window")
+	}
+	r.MBps = float64(bodyBytes) / 1e6 / win
+	r.RecordsPerSec = float64(r.Records) / win
+	r.acks = append([]time.Duration(nil), acks...)
+	r.Ack = summarize(acks)
+	if e == nil {
+		return r, nil
+	}
+	e.floors(d, &r)
+	snap := d.snapEnd.Sub(d.snapStart).Seconds()
+	dc := c1.Sub(c0)
+	r.MetaOps = map[string]int64{}
+	for op := metacount.Op(0); op <= metacount.GetToken; op++ {
+		if n := dc.Of(op); n > 0 {
+			r.MetaOps[op.String()] = n
+		}
+	}
+	r.MetaOpsPerSec = float64(dc.Total()) / snap
+	r.MetaWritesPerSec = float64(dc.Writes()) / snap
+	gbWin := float64(bodyBytes) / (1 << 30) * snap / win // bodies over the snapshot's span
+	if gbWin > 0 {
+		r.PutsPerGB = float64(p1-p0) / gbWin
+	}
+	n := Counted{GB: gbWin, Seconds: snap, ChainPuts: p1 - p0, ChainBytes: b1 - b0, ChainPutsOv: o1 - o0, K: len(e.set),
+		Passes: dc.Of(metacount.BeginAbsorb)}
+	n.WRU, n.RRU = requestUnits(dc)
+	c := cfg.Prices.cost(pt.class == metastore.Express, n)
+	r.Cost = &c
+	return r, nil
+}
+
+// requestUnits prices metastore calls in DynamoDB request units: PutRefs
+// is a transaction (2 WRU per item: each ref and the lease check), every
+// other write a conditional single-item write (1 WRU, items under 1 KB),
+// every read a strongly consistent read (1 RRU).
+func requestUnits(c metacount.Counts) (wru, rru float64) {
+	for op := metacount.Op(0); op <= metacount.GetToken; op++ {
+		n := float64(c.Of(op))
+		switch {
+		case op == metacount.PutRefs:
+			wru += 2 * (float64(c.RefItems) + n)
+		case op.Write():
+			wru += n
+		default:
+			rru += n
+		}
+	}
+	return wru, rru
+}
+
+// floors computes the floor and the overheads of every measured batch.
+func (e *env) floors(d *driveOut, r *Result) {
+	e.tr.mu.Lock()
+	defer e.tr.mu.Unlock()
+	type fl struct {
+		ref slotRef
+		si  *slotInfo
+		lw  time.Duration
+		f   time.Time // ordered floor
+		ok  bool
+	}
+	// Per slot: the W-th fastest PUT, and the ordered floor in slot order.
+	var refs []slotRef
+	for ref := range e.tr.slots {
+		refs = append(refs, ref)
+	}
+	sortRefs(refs)
+	per := make(map[slotRef]*fl, len(refs))
+	var prev time.Time
+	var quorum []time.Duration
+	var rel []time.Duration
+	var flightBytes int64
+	for _, ref := range refs {
+		si := e.tr.slots[ref]
+		key := format.SlotKey(e.chain.Star, ref.epoch, ref.slot)
+		lw, ok := e.log.wth(key, e.w)
+		x := &fl{ref: ref, si: si, lw: lw, ok: ok && !si.cut.IsZero()}
+		if x.ok {
+			f := si.cut.Add(lw)
+			if f.Before(prev) {
+				f = prev
+			}
+			x.f, prev = f, f
+			if !si.cut.Before(d.winStart) && si.cut.Before(d.end) {
+				quorum = append(quorum, lw)
+				r.Flights++
+				flightBytes += int64(si.bytes)
+				if !si.rel.IsZero() {
+					rel = append(rel, si.rel.Sub(si.cut)-lw)
+				}
+			}
+		}
+		per[ref] = x
+	}
+	var floor, over, ord, cutw []time.Duration
+	for _, s := range d.samples {
+		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+			continue
+		}
+		ref, ok := e.tr.batches[batchKey{s.stream, s.first}]
+		if !ok {
+			continue
+		}
+		x := per[ref]
+		if x == nil || !x.ok {
+			continue
+		}
+		cw := x.si.cut.Sub(s.sub)
+		cutw = append(cutw, cw)
+		floor = append(floor, cw+x.lw)
+		over = append(over, s.ack.Sub(x.si.cut)-x.lw)
+		ord = append(ord, s.ack.Sub(x.f))
+	}
+	if r.Flights > 0 {
+		r.MeanFlightKiB = float64(flightBytes) / float64(r.Flights) / 1024
+	}
+	r.over = append([]time.Duration(nil), over...)
+	r.Floor, r.Overhead, r.OrderedOverhead, r.CutWait = summarize(floor), summarize(over), summarize(ord), summarize(cutw)
+	r.QuorumPut, r.ReleaseOverhead = summarize(quorum), summarize(rel)
+}
+
+func sortRefs(refs []slotRef) {
+	slices.SortFunc(refs, func(a, b slotRef) int {
+		if a.epoch != b.epoch {
+			return cmp.Compare(a.epoch, b.epoch)
+		}
+		return cmp.Compare(a.slot, b.slot)
+	})
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

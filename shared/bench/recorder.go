@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// putLog records, per chain slot key, when each copy's PutIfAbsent started
+// and ended (successful copies only), for one class's bucket set. It also
+// counts every chain PUT, the bytes they carried, and the bytes the
+// buckets hold.
+type putLog struct {
+	mu     sync.Mutex
+	copies map[string][]time.Duration // key -> latency of each successful copy
+	sizes  map[string]int             // live objects: key -> size, per set (same in every bucket)
+
+	puts, bytes, overFree atomic.Int64
+	held                  atomic.Int64 // bytes held across the set's buckets
+	freeB                 int64
+}
+
+func newPutLog(freeB int64) *putLog {
+	return &putLog{copies: map[string][]time.Duration{}, sizes: map[string]int{}, freeB: freeB}
+}
+
+// wth returns the w-th smallest latency of key's successful copies.
+func (p *putLog) wth(key string, w int) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.copies[key]
+	if len(c) < w {
+		return 0, false
+	}
+	c = slices.Clone(c)
+	slices.Sort(c)
+	return c[w-1], true
+}
+
+// forget drops key's latencies (after the floor was computed).
+func (p *putLog) forget(key string) {
+	p.mu.Lock()
+	delete(p.copies, key)
+	p.mu.Unlock()
+}
+
+// recording wraps one bucket of a set and records into the set's putLog.
+type recording struct {
+	objstore.Bucket
+	log *putLog
+}
+
+var _ objstore.Bucket = (*recording)(nil)
+
+// isChain: every PUT but the star's start-up conditional-write probe.
+func isChain(key string) bool { return !strings.HasPrefix(key, "probes/") }
+
+// PutIfAbsent times the call (the fault wrapper's latency is inside).
+func (r *recording) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	start := time.Now()
+	err := r.Bucket.PutIfAbsent(ctx, key, body)
+	took := time.Since(start)
+	if !isChain(key) {
+		return err
+	}
+	r.log.puts.Add(1)
+	r.log.bytes.Add(int64(len(body)))
+	r.log.overFree.Add(max(0, int64(len(body))-r.log.freeB))
+	if err == nil {
+		r.log.held.Add(int64(len(body)))
+		r.log.mu.Lock()
+		r.log.copies[key] = append(r.log.copies[key], took)
+		r.log.sizes[key] = len(body)
+		r.log.mu.Unlock()
+	}
+	return err
+}
+
+// Delete removes key and stops counting its bytes.
+func (r *recording) Delete(ctx context.Context, key string) error {
+	r.log.mu.Lock()
+	size, ok := r.log.sizes[key]
+	r.log.mu.Unlock()
+	err := r.Bucket.Delete(ctx, key)
+	if err == nil && ok {
+		r.log.held.Add(-int64(size))
+	}
+	return err
+}

@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Line is a one-line summary of r.
+func (r Result) Line() string {
+	s := fmt.Sprintf("%s: %.1f MB/s, %.0f records/s, ack p50 %.2f p99 %.2f p999 %.2f ms", r.Name, r.MBps, r.RecordsPerSec, r.Ack.P50, r.Ack.P99, r.Ack.P999)
+	if r.Overhead.N > 0 {
+		s += fmt.Sprintf(", overhead p50 %.3f p99 %.3f ms (ordered p99 %.3f)", r.Overhead.P50, r.Overhead.P99, r.OrderedOverhead.P99)
+	}
+	if r.Mode != ModeRemote {
+		s += fmt.Sprintf(", %.0f PUTs/GB, %.1f metastore ops/s", r.PutsPerGB, r.MetaOpsPerSec)
+	}
+	if r.Errors > 0 {
+		s += fmt.Sprintf(", %d errors", r.Errors)
+	}
+	return s
+}
+
+// WriteJSON writes the results as an indented JSON array.
+func WriteJSON(w io.Writer, rs []Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rs)
+}
+
+// WriteText writes a human-readable report of every result.
+func WriteText(w io.Writer, rs []Result) error {
+	var b strings.Builder
+	pct := func(name string, p Percentiles) {
+		if p.N > 0 {
+			fmt.Fprintf(&b, "  %-26s p50 %9.3f  p99 %9.3f  p999 %9.3f  max %9.3f ms  (n=%d)\n", name, p.P50, p.P99, p.P999, p.Max, p.N)
+		}
+	}
+	for _, r := range rs {
+		fmt.Fprintf(&b, "== %s\n", r.Name)
+		fmt.Fprintf(&b, "  %d producers, %d streams, %d-byte records, %d records/batch, offered %s, window %.1fs\n",
+			r.Producers, r.Streams, r.RecordBytes, r.RecordsPerBatch, offered(r.OfferedMBps), r.Seconds)
+		fmt.Fprintf(&b, "  throughput                 %.1f MB/s, %.0f records/s, %d batches, %d errors\n", r.MBps, r.RecordsPerSec, r.Batches, r.Errors)
+		pct("ack latency", r.Ack)
+		pct("floor (cut wait + W-th PUT)", r.Floor)
+		pct("  wait for the cut", r.CutWait)
+		pct("  W-th PUT (per flight)", r.QuorumPut)
+		pct("overhead (ack - floor)", r.Overhead)
+		pct("overhead at release", r.ReleaseOverhead)
+		pct("overhead, ordered floor", r.OrderedOverhead)
+		if r.Mode != ModeRemote {
+			fmt.Fprintf(&b, "  flights                    %d, mean %.0f KiB; %.0f chain PUTs per GiB\n", r.Flights, r.MeanFlightKiB, r.PutsPerGB)
+			fmt.Fprintf(&b, "  metastore                  %.1f ops/s (%.1f writes/s):", r.MetaOpsPerSec, r.MetaWritesPerSec)
+			var ops []string
+			for op := range r.MetaOps {
+				ops = append(ops, op)
+			}
+			sort.Strings(ops)
+			for _, op := range ops {
+				fmt.Fprintf(&b, " %s %d", op, r.MetaOps[op])
+			}
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "  memory                     peak heap %.0f MiB, peak from OS %.0f MiB, buckets held peak %.0f MiB\n", r.PeakHeapMiB, r.PeakTotalMiB, r.PeakStoreMiB)
+		if c := r.Cost; c != nil {
+			fmt.Fprintf(&b, "  cost $/GiB                 %.6f = PUTs %.6f + upload %.6f + cross-AZ %.6f + transit storage %.6f + metastore %.6f + absorb Lambda/SQS %.6f + settle PUTs %.6f; metastore $%.4f/h\n",
+				c.Total, c.ChainPuts, c.ChainUpload, c.CrossAZ, c.TransitStore, c.Metastore, c.Lambda, c.SettlePuts, c.MetastorePerH)
+		}
+		if nb := r.Baseline; nb != nil {
+			fmt.Fprintf(&b, "  naive baseline             %.1f MB/s, ack p50 %.2f p99 %.2f ms, %.0f PUTs/GiB, %.1f metastore writes/s, $%.6f/GiB\n",
+				nb.MBps, nb.Ack.P50, nb.Ack.P99, nb.PutsPerGB, nb.MetaWritesPerSec, nb.Cost.Total)
+			fmt.Fprintf(&b, "  naive / strand             PUTs per GiB x%.1f, metastore writes/s x%.1f, cost per GiB x%.1f; strand / naive throughput x%.2f\n",
+				nb.PutsPerGBRatio, nb.MetaWritesRatio, nb.CostPerGBRatio, nb.ThroughputRatio)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func offered(r float64) string {
+	if r == 0 {
+		return "unthrottled"
+	}
+	return fmt.Sprintf("%g MB/s", r)
+}

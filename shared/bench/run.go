@@ -1,0 +1,360 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Result is one point of the matrix.
+type Result struct {
+	Name            string  `json:"name"`
+	Mode            string  `json:"mode"`
+	Class           string  `json:"class"`
+	Producers       int     `json:"producers"`
+	Streams         int     `json:"streams"`
+	RecordBytes     int     `json:"record_bytes"`
+	RecordsPerBatch int     `json:"records_per_batch"`
+	OfferedMBps     float64 `json:"offered_mbps"` // 0: unthrottled
+	Seconds         float64 `json:"seconds"`      // measured window
+
+	Batches       int64   `json:"batches"`
+	Records       int64   `json:"records"`
+	MBps          float64 `json:"mb_per_s"` // MB = 10^6 bytes of record bodies acked
+	RecordsPerSec float64 `json:"records_per_s"`
+	Errors        int64   `json:"errors"`
+
+	Ack Percentiles `json:"ack"`
+	// The floor and the star's overhead above it (see the package doc).
+	Floor           Percentiles `json:"floor,omitempty"`
+	CutWait         Percentiles `json:"cut_wait,omitempty"`
+	QuorumPut       Percentiles `json:"quorum_put,omitempty"` // per flight: its W-th fastest PUT
+	Overhead        Percentiles `json:"overhead,omitempty"`
+	ReleaseOverhead Percentiles `json:"release_overhead,omitempty"`
+	OrderedOverhead Percentiles `json:"ordered_overhead,omitempty"`
+
+	Flights          int64            `json:"flights,omitempty"`
+	MeanFlightKiB    float64          `json:"mean_flight_kib,omitempty"`
+	PutsPerGB        float64          `json:"puts_per_gb,omitempty"` // chain PUTs (every copy) per GiB of bodies
+	MetaOpsPerSec    float64          `json:"metastore_ops_per_s"`
+	MetaWritesPerSec float64          `json:"metastore_writes_per_s"`
+	MetaOps          map[string]int64 `json:"metastore_ops,omitempty"`
+
+	PeakHeapMiB  float64 `json:"peak_heap_mib"`
+	PeakTotalMiB float64 `json:"peak_total_mib"`
+	PeakStoreMiB float64 `json:"peak_store_mib,omitempty"` // held by the memory buckets (the backlog)
+
+	Timeline []float64 `json:"timeline_mbps,omitempty"` // MB/s per sample interval
+	Cost     *Cost     `json:"cost_usd_per_gb,omitempty"`
+	Baseline *Baseline `json:"baseline,omitempty"`
+
+	// kept for plots
+	acks []time.Duration
+	over []time.Duration
+}
+
+// Baseline is the naive design measured in the same run.
+type Baseline struct {
+	MBps             float64     `json:"mb_per_s"`
+	RecordsPerSec    float64     `json:"records_per_s"`
+	Ack              Percentiles `json:"ack"`
+	PutsPerGB        float64     `json:"puts_per_gb"`
+	MetaWritesPerSec float64     `json:"metastore_writes_per_s"`
+	Cost             Cost        `json:"cost_usd_per_gb"`
+	// Ratios: naive / strand for requests and writes, strand / naive for
+	// throughput.
+	PutsPerGBRatio  float64 `json:"puts_per_gb_ratio"`
+	MetaWritesRatio float64 `json:"metastore_writes_ratio"`
+	ThroughputRatio float64 `json:"throughput_ratio"`
+	CostPerGBRatio  float64 `json:"cost_per_gb_ratio"`
+}
+
+// point is one run's parameters.
+type point struct {
+	producers, streams, recordBytes int
+	class                           metastore.Class
+	rate                            float64
+}
+
+func (p point) name(mode string) string {
+	r := "max"
+	if p.rate > 0 {
+		r = fmt.Sprintf("%gMBps", p.rate)
+	}
+	return fmt.Sprintf("%s-%s-p%d-s%d-r%d-%s", mode, p.class, p.producers, p.streams, p.recordBytes, r)
+}
+
+// Run runs every point of cfg's matrix, one after another, printing a
+// line per run to log (nil: quiet), and returns the results. Plots are
+// written when cfg.PlotDir is set.
+func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	var out []Result
+	for _, cl := range cfg.Classes {
+		for _, pr := range cfg.Producers {
+			for _, st := range cfg.Streams {
+				for _, rb := range cfg.RecordBytes {
+					for _, rate := range cfg.RatesMBps {
+						pt := point{producers: pr, streams: st, recordBytes: rb, class: cl, rate: rate}
+						fmt.Fprintf(log, "running %s for %s (+%s warm-up)...\n", pt.name(cfg.Mode), cfg.Duration, cfg.Warmup)
+						r, err := runPoint(ctx, cfg, pt)
+						if err != nil {
+							return out, fmt.Errorf("bench %s: %w", pt.name(cfg.Mode), err)
+						}
+						if cfg.Baseline && cfg.Mode != ModeRemote {
+							fmt.Fprintf(log, "running the naive baseline of %s...\n", r.Name)
+							b, err := runNaive(ctx, cfg, pt, &r)
+							if err != nil {
+								return out, fmt.Errorf("bench %s baseline: %w", r.Name, err)
+							}
+							r.Baseline = b
+						}
+						if cfg.PlotDir != "" {
+							if err := writePlots(cfg.PlotDir, &r); err != nil {
+								return out, err
+							}
+						}
+						fmt.Fprintln(log, r.Line())
+						out = append(out, r)
+						if ctx.Err() != nil {
+							return out, ctx.Err()
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// sample is one acknowledged batch as its producer saw it.
+type sample struct {
+	sub, ack time.Time
+	stream   format.StreamID
+	first    uint64
+	records  int
+	bytes    int
+}
+
+// waitFn waits for one batch's ack and returns its first seq.
+type waitFn func() (uint64, error)
+
+// producerTarget is what a producer loop submits to.
+type producerTarget interface {
+	submit(ctx context.Context, stream int, recs []format.Record) (waitFn, error)
+	close()
+}
+
+type target interface {
+	open(ctx context.Context, producer int) (producerTarget, error)
+	streamID(i int) format.StreamID
+}
+
+// drive runs the producers against tgt for warm-up + duration and returns
+// the samples, the measured window and the timeline.
+type driveOut struct {
+	samples            []sample
+	winStart, end      time.Time
+	timeline           []float64
+	errors             int64
+	mem                *memSampler
+	onWindow, onEnd    func() // called at the window's start and end (counters' snapshots)
+	snapStart, snapEnd time.Time
+	store              func() int64
+	peakStore          int64
+	firstErr           error
+}
+
+func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
+	nrec := cfg.recordsPerBatch(pt.recordBytes)
+	recs := make([]format.Record, nrec)
+	body := make([]byte, pt.recordBytes)
+	for i := range body {
+		body[i] = byte(i * 31)
+	}
+	for i := range recs {
+		recs[i] = format.Record{Body: body}
+	}
+	batchBytes := nrec * pt.recordBytes
+	start := time.Now()
+	d.winStart = start.Add(cfg.Warmup)
+	d.end = d.winStart.Add(cfg.Duration)
+	var acked atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for p := 0; p < pt.producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []sample
+			var errs int64
+			var firstErr error
+			fail := func(err error) {
+				errs++
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+			defer func() {
+				mu.Lock()
+				d.samples = append(d.samples, mine...)
+				d.errors += errs
+				if d.firstErr == nil {
+					d.firstErr = firstErr
+				}
+				mu.Unlock()
+			}()
+			pr, err := tgt.open(runCtx, p)
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer pr.close()
+			type item struct {
+				sub    time.Time
+				stream int
+				wait   waitFn
+			}
+			pending := make(chan item, cfg.Inflight-1)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for it := range pending {
+					first, err := it.wait()
+					now := time.Now()
+					if err != nil {
+						fail(err)
+						continue
+					}
+					if now.Before(d.end) && !it.sub.Before(d.winStart) {
+						acked.Add(int64(batchBytes))
+					}
+					mine = append(mine, sample{sub: it.sub, ack: now, stream: tgt.streamID(it.stream), first: first, records: nrec, bytes: batchBytes})
+				}
+			}()
+			var interval time.Duration
+			if pt.rate > 0 {
+				interval = time.Duration(float64(batchBytes) / (pt.rate * 1e6 / float64(pt.producers)) * float64(time.Second))
+			}
+			next := time.Now().Add(time.Duration(p) * interval / time.Duration(pt.producers))
+			for n := 0; ; n++ {
+				now := time.Now()
+				if !now.Before(d.end) || runCtx.Err() != nil {
+					break
+				}
+				if interval > 0 {
+					if w := next.Sub(now); w > 0 {
+						time.Sleep(w)
+					}
+					next = next.Add(interval)
+				}
+				s := (p + n) % pt.streams
+				sub := time.Now()
+				w, err := pr.submit(runCtx, s, recs)
+				if err != nil {
+					fail(err)
+					if errors.Is(err, context.Canceled) {
+						break
+					}
+					continue
+				}
+				pending <- item{sub: sub, stream: s, wait: w}
+			}
+			close(pending)
+			<-done
+		}()
+	}
+	// Sampler: timeline and memory.
+	stop := make(chan struct{})
+	var swg sync.WaitGroup
+	swg.Add(1)
+	go func() {
+		defer swg.Done()
+		t := time.NewTicker(cfg.Sample)
+		defer t.Stop()
+		var last int64
+		windowOpen, ended := false, false
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				d.mem.sample()
+				if d.store != nil {
+					d.peakStore = max(d.peakStore, d.store())
+				}
+				if !windowOpen && !now.Before(d.winStart) {
+					windowOpen = true
+					d.snapStart = now
+					if d.onWindow != nil {
+						d.onWindow()
+					}
+				}
+				if !ended && !now.Before(d.end) {
+					ended = true
+					d.snapEnd = now
+					if d.onEnd != nil {
+						d.onEnd()
+					}
+				}
+				if windowOpen && now.Before(d.end.Add(cfg.Sample/2)) {
+					cur := acked.Load()
+					d.timeline = append(d.timeline, float64(cur-last)/1e6/cfg.Sample.Seconds())
+					last = cur
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	swg.Wait()
+	if d.snapEnd.IsZero() { // the sampler stopped before the end tick
+		d.snapEnd = time.Now()
+		if d.snapStart.IsZero() {
+			d.snapStart = d.winStart
+			if d.onWindow != nil {
+				d.onWindow()
+			}
+		}
+		if d.onEnd != nil {
+			d.onEnd()
+		}
+	}
+}
+
+// streamIDs draws n stream ids from the run's seed.
+func streamIDs(seed int64, n int) []format.StreamID {
+	r := rand.New(rand.NewPCG(uint64(seed), 77))
+	ids := make([]format.StreamID, n)
+	for i := range ids {
+		binary.BigEndian.PutUint64(ids[i][:8], r.Uint64())
+		binary.BigEndian.PutUint64(ids[i][8:], r.Uint64())
+	}
+	return ids
+}
+
+// seeded is an io.Reader of seeded bytes (the star's nonces).
+type seeded struct{ r *rand.Rand }
+
+func (s seeded) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(s.r.Uint32())
+	}
+	return len(p), nil
+}
