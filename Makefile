@@ -38,3 +38,11 @@ proto:
 .PHONY: proto-check
 proto-check: proto
 	git diff --exit-code -- shared/api
+
+# bench runs the hot-path Go benchmarks (allocations included) and one
+# `strand bench` of each class in-process; docs/performance.md has the
+# figures and the full commands. Heavy: run it once, not in a loop.
+.PHONY: bench
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./shared/format/ ./shared/star/
+	$(GO) run ./cmd/strand bench --class express,standard --duration 10s --plot docs/perf

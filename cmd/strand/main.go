@@ -69,7 +69,7 @@ then, in another shell, use the endpoint and token it prints:
 	var cf clientFlags
 	root.PersistentFlags().StringVar(&cf.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
 	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("STRAND_TOKEN"), "bearer token (env STRAND_TOKEN)")
-	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf))
+	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newBench(&cf))
 	return root
 }
 

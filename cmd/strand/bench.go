@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strandlog/strand/shared/bench"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// newBench is `strand bench`: flags into a bench.Config, then bench.Run.
+func newBench(cf *clientFlags) *cobra.Command {
+	cfg := bench.Defaults()
+	var classes []string
+	var api, asJSON bool
+	var jsonOut string
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure ack latency, throughput, requests per GB, metastore ops and cost",
+		Long: `Measure the star: producers x streams x record size x class (x rate), each
+list a matrix dimension. By default an in-process star runs on memory buckets
+behind a per-bucket S3 latency model (see docs/performance.md for the figures
+the defaults are calibrated to), with the in-process absorb so metastore
+traffic is real. --api runs a whole node on loopback and drives it through the
+Go client; --endpoint (given explicitly) drives a running server instead.`,
+		Example: `  strand bench
+  strand bench --class express,standard --rate 1,10,100 --duration 10s
+  strand bench --api --class standard --producers 8 --json-out run.json --plot docs/perf`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Classes = nil
+			for _, c := range classes {
+				cl, err := metastore.ParseClass(strings.TrimSpace(c))
+				if err != nil {
+					return err
+				}
+				cfg.Classes = append(cfg.Classes, cl)
+			}
+			switch {
+			case cmd.Flags().Changed("endpoint"):
+				cfg.Mode, cfg.Endpoint, cfg.Token = bench.ModeRemote, cf.endpoint, cf.token
+			case api:
+				cfg.Mode = bench.ModeAPI
+			}
+			rs, err := bench.Run(cmd.Context(), cfg, cmd.ErrOrStderr())
+			if jsonOut != "" && len(rs) > 0 {
+				f, ferr := os.Create(jsonOut)
+				if ferr != nil {
+					return ferr
+				}
+				if werr := bench.WriteJSON(f, rs); werr != nil {
+					f.Close()
+					return werr
+				}
+				if cerr := f.Close(); cerr != nil {
+					return cerr
+				}
+			}
+			if asJSON {
+				if werr := bench.WriteJSON(cmd.OutOrStdout(), rs); werr != nil {
+					return werr
+				}
+			} else if werr := bench.WriteText(cmd.OutOrStdout(), rs); werr != nil {
+				return werr
+			}
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&api, "api", false, "run a node in-process and drive it through the API on loopback")
+	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
+	f.IntSliceVar(&cfg.Streams, "streams", cfg.Streams, "streams (list)")
+	f.IntSliceVar(&cfg.RecordBytes, "record-size", cfg.RecordBytes, "record body bytes (list)")
+	f.StringSliceVar(&classes, "class", []string{"express"}, "classes: express, standard (list)")
+	f.Float64SliceVar(&cfg.RatesMBps, "rate", cfg.RatesMBps, "offered MB/s (list; 0 = as fast as acks allow)")
+	f.IntVar(&cfg.BatchBytes, "batch-bytes", cfg.BatchBytes, "target batch size (records per batch = this / record size, 1..1000)")
+	f.IntVar(&cfg.Inflight, "inflight", cfg.Inflight, "batches outstanding per producer")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured window per run")
+	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up before the window (excluded)")
+	f.DurationVar(&cfg.ExpressPut.P50, "express-put-p50", cfg.ExpressPut.P50, "Express PUT latency model: median")
+	f.DurationVar(&cfg.ExpressPut.P99, "express-put-p99", cfg.ExpressPut.P99, "Express PUT latency model: 0.99 quantile")
+	f.DurationVar(&cfg.StandardPut.P50, "standard-put-p50", cfg.StandardPut.P50, "Standard PUT latency model: median")
+	f.DurationVar(&cfg.StandardPut.P99, "standard-put-p99", cfg.StandardPut.P99, "Standard PUT latency model: 0.99 quantile")
+	f.DurationVar(&cfg.MetaWrite.P50, "meta-write-p50", cfg.MetaWrite.P50, "baseline DynamoDB write latency model: median")
+	f.DurationVar(&cfg.MetaWrite.P99, "meta-write-p99", cfg.MetaWrite.P99, "baseline DynamoDB write latency model: 0.99 quantile")
+	f.IntVar(&cfg.ExpressK, "express-k", cfg.ExpressK, "Express buckets in the set (K)")
+	f.IntVar(&cfg.ExpressW, "express-w", cfg.ExpressW, "Express copies that commit (W)")
+	f.DurationVar(&cfg.ExpressFlush, "s3-express-flush-deadline", 0, "Express flush deadline (0: the star's default)")
+	f.DurationVar(&cfg.StandardFlush, "s3-flush-deadline", 0, "Standard flush deadline (0: the star's default)")
+	f.IntVar(&cfg.ExpressFlightKiB, "s3-express-flight-kib", 0, "Express flight size in KiB (0: the star's default)")
+	f.IntVar(&cfg.StandardKiB, "s3-flight-kib", 0, "Standard flight size in KiB (0: the star's default)")
+	f.DurationVar(&cfg.ReleaseEventInterval, "release-event-interval", 0, "release events at most this often (0: the star's default)")
+	f.BoolVar(&cfg.Baseline, "baseline", cfg.Baseline, "also measure the naive design (one PUT and one metastore write per append)")
+	f.StringVar(&cfg.PlotDir, "plot", "", "write SVG plots (latency histogram, throughput over time) into this directory")
+	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of text")
+	f.StringVar(&jsonOut, "json-out", "", "also write the results as JSON to this file")
+	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the latency draws, nonces and stream ids")
+	p := &cfg.Prices
+	f.Float64Var(&p.ExpressPutPer1000, "price-express-put", p.ExpressPutPer1000, "USD per 1000 S3 Express One Zone PUTs")
+	f.Float64Var(&p.ExpressUploadPerGB, "price-express-upload-gb", p.ExpressUploadPerGB, "USD per GB uploaded to S3 Express One Zone")
+	f.Int64Var(&p.ExpressUploadFreeB, "express-upload-free-bytes", p.ExpressUploadFreeB, "bytes of each Express request not charged for upload")
+	f.Float64Var(&p.ExpressStorageGBMo, "price-express-storage", p.ExpressStorageGBMo, "USD per GB-month of S3 Express One Zone storage")
+	f.Float64Var(&p.CrossAZPerGB, "price-cross-az-gb", p.CrossAZPerGB, "USD per GB sent to a bucket in another zone")
+	f.Float64Var(&p.StandardPutPer1000, "price-standard-put", p.StandardPutPer1000, "USD per 1000 S3 Standard PUTs")
+	f.Float64Var(&p.DynamoWRUPerM, "price-dynamo-wru", p.DynamoWRUPerM, "USD per million DynamoDB write request units")
+	f.Float64Var(&p.DynamoRRUPerM, "price-dynamo-rru", p.DynamoRRUPerM, "USD per million DynamoDB read request units")
+	f.Float64Var(&p.LambdaPerM, "price-lambda", p.LambdaPerM, "USD per million Lambda invocations")
+	f.Float64Var(&p.LambdaGBSecond, "price-lambda-gb-s", p.LambdaGBSecond, "USD per Lambda GB-second")
+	f.Float64Var(&p.SQSFIFOPerM, "price-sqs-fifo", p.SQSFIFOPerM, "USD per million SQS FIFO requests")
+	f.Float64Var(&p.SettledObjectMiB, "settled-object-mib", p.SettledObjectMiB, "modelled settled object size (settle PUTs per GB)")
+	f.DurationVar(&p.TransitWindow, "transit-window", p.TransitWindow, "modelled life of a chain slot before trim (transit storage)")
+	return cmd
+}
