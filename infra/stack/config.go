@@ -309,6 +309,10 @@ const (
 	AdminPort = 9090
 )
 
+// ExpressW is the Express set's write quorum: a slot commits at 2 of its 3
+// copies (K=3). The star (STRAND_EXPRESS_W) and every Lambda get it.
+const ExpressW = 2
+
 // StarListenerPort is the load balancer port that reaches only star i; the
 // shared APIPort listener reaches any star.
 func StarListenerPort(i int) int { return APIPort + 1 + i }

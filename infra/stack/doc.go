@@ -13,7 +13,10 @@
 //     cluster, one Fargate service (desired count 1) per star id, and a
 //     Network Load Balancer: port 4780 reaches any star, port 4781+i only
 //     star-i (a stream's leader). TCP passthrough keeps HTTP/2 (gRPC and
-//     Connect streaming) end to end.
+//     Connect streaming) end to end. The image is built from
+//     functions/star/Dockerfile; the container is configured entirely by
+//     STRAND_* environment variables, one per flag of functions/star
+//     (StarEnv), including STRAND_PEERS for the other stars.
 //   - Settlement: the release queue (FIFO, a message group per chain) that
 //     triggers absorb, the fence-event queue that triggers probe, a
 //     dead-letter queue each, partial-batch responses, and schedules that

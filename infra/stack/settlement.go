@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -125,6 +126,8 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 		"STRAND_STANDARD_BUCKET": st.Chain.BucketName(),
 		"STRAND_SETTLED_BUCKET":  st.Settled.BucketName(),
 		"STRAND_STARS":           jsii.String(strings.Join(stars, ",")),
+		// The star's write quorum, so every reader of the set agrees.
+		"STRAND_EXPRESS_W": jsii.String(strconv.Itoa(ExpressW)),
 	}
 
 	grants := map[string]*access{}
@@ -134,18 +137,24 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
 	a.table(ms, tableRead, tableWrite)
 	grants["absorb"] = a
-	// settle: reads slots, writes settled objects, swaps refs.
+	// settle: reads slots, writes settled objects, swaps refs, and deletes
+	// a settled object once it has been merged into a larger one (the refs
+	// point at the larger one by then).
 	a = &access{}
 	a.expressSession(st, true)
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
-	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:PutObject")
+	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
 	grants["settle"] = a
 	// trim: deletes settled slots and, on retention or stream deletion,
-	// settled objects and refs.
+	// settled objects and refs. Before deleting a copy it reads the copy's
+	// envelope (a bounded GET at offset 0) so that it never deletes poison:
+	// GetObject on chains (ListBucket to tell a missing copy, 404, from a
+	// denied one, 403), and a ReadWrite session on the Express set (reads
+	// and deletes).
 	a = &access{}
 	a.expressSession(st, false)
-	a.objects(st.Chain.BucketArn(), ChainPrefix, false, "s3:DeleteObject")
+	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, false, "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
 	grants["trim"] = a
@@ -203,9 +212,10 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Description: jsii.String("strand " + name + " sweep"),
 			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(spec.sweepMinutes))),
 		})
-		rule.AddTarget(awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
-			Event: awsevents.RuleTargetInput_FromObject(map[string]any{"source": "strand.sweep", "function": name}),
-		}))
+		// No custom input: the function gets the scheduled event itself,
+		// whose "detail-type" ("Scheduled Event") is what every handler
+		// recognises as a sweep (any other payload is refused).
+		rule.AddTarget(awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{}))
 	}
 	// absorb: woken by each release (one message group per chain, so a
 	// chain's releases are absorbed in order and never concurrently).

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +31,9 @@ func TestMain(m *testing.M) {
 	jsii.Close() // restart the kernel with the environment above
 	code := m.Run()
 	jsii.Close()
+	for _, d := range synthDirs {
+		os.RemoveAll(d)
+	}
 	os.Exit(code)
 }
 
@@ -37,14 +42,18 @@ var repoRoot string
 // synthesized is one synthesized stack, as the assertions library sees it
 // and as plain JSON to walk.
 type synthesized struct {
-	cfg  Config
-	tmpl assertions.Template
-	res  map[string]map[string]any // logical id -> resource
+	cfg    Config
+	outdir string // the cloud assembly
+	tmpl   assertions.Template
+	res    map[string]map[string]any // logical id -> resource
 }
 
 var (
 	synthMu sync.Mutex
 	synths  = map[string]*synthesized{}
+	// synthDirs outlive the test that synthesized first (later tests
+	// reuse the assembly); TestMain removes them.
+	synthDirs []string
 )
 
 // synth synthesizes the stack for context values once per test binary.
@@ -59,12 +68,18 @@ func synth(t *testing.T, name string, values map[string]any) *synthesized {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	outdir, err := os.MkdirTemp("", "strand-synth-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synthDirs = append(synthDirs, outdir)
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir)})
 	st, err := NewStrand(app, "Strand", cfg, repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := assertions.Template_FromStack(st.Stack, nil)
+	app.Synth(nil)
 	raw, err := json.Marshal(tmpl.ToJSON())
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +90,7 @@ func synth(t *testing.T, name string, values map[string]any) *synthesized {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	s := &synthesized{cfg: cfg, tmpl: tmpl, res: doc.Resources}
+	s := &synthesized{cfg: cfg, outdir: outdir, tmpl: tmpl, res: doc.Resources}
 	synths[name] = s
 	return s
 }
@@ -333,10 +348,13 @@ func TestLambdas(t *testing.T) {
 			t.Errorf("%s: runtime %v handler %v arch %v", id, p["Runtime"], p["Handler"], p["Architectures"])
 		}
 		env := js(p["Environment"])
-		for _, k := range []string{"STRAND_TABLE", "STRAND_EXPRESS_BUCKETS", "STRAND_STANDARD_BUCKET", "STRAND_SETTLED_BUCKET"} {
+		for _, k := range []string{"STRAND_TABLE", "STRAND_EXPRESS_BUCKETS", "STRAND_STANDARD_BUCKET", "STRAND_SETTLED_BUCKET", "STRAND_STARS"} {
 			if !strings.Contains(env, k) {
 				t.Errorf("%s: no %s", id, k)
 			}
+		}
+		if !strings.Contains(env, `"STRAND_EXPRESS_W":"2"`) {
+			t.Errorf("%s: STRAND_EXPRESS_W is not 2 (the star's quorum): %s", id, env)
 		}
 	}
 	// One schedule per function.
@@ -348,6 +366,13 @@ func TestLambdas(t *testing.T) {
 		}
 		for _, tg := range p["Targets"].([]any) {
 			targets[js(tg.(map[string]any)["Arn"])] = true
+			// The handlers take a sweep only from the scheduled event
+			// itself (its "detail-type"); a custom input would be refused.
+			for _, k := range []string{"Input", "InputPath", "InputTransformer"} {
+				if v, ok := tg.(map[string]any)[k]; ok {
+					t.Errorf("%s: target has %s %v; the handlers need the scheduled event", id, k, v)
+				}
+			}
 		}
 	}
 	for id := range fns {
@@ -442,11 +467,32 @@ func TestLeastPrivilege(t *testing.T) {
 		if !has(g, "s3express:CreateSession", `"s3express:SessionMode":"ReadOnly"`) {
 			t.Errorf("%s: CreateSession not restricted to ReadOnly: %v", name, g["s3express:CreateSession"])
 		}
-		for _, a := range []string{"s3:DeleteObject", "sqs:SendMessage"} {
-			if g[a] != nil {
-				t.Errorf("%s may %s", name, a)
-			}
+		if g["sqs:SendMessage"] != nil {
+			t.Errorf("%s may sqs:SendMessage", name)
 		}
+	}
+	if absorb["s3:DeleteObject"] != nil {
+		t.Errorf("absorb may DeleteObject: %v", absorb["s3:DeleteObject"])
+	}
+	// settle deletes a settled object after merging it into a larger one;
+	// it never deletes a slot (trim does, behind the trimmed cursor).
+	if !has(settle, "s3:DeleteObject", "StorageSettled") || has(settle, "s3:DeleteObject", "StorageChain") {
+		t.Errorf("settle DeleteObject: %v", settle["s3:DeleteObject"])
+	}
+	if !onPrefix(settle["s3:DeleteObject"], SettledPrefix) {
+		t.Errorf("settle DeleteObject is not limited to %s*: %v", SettledPrefix, settle["s3:DeleteObject"])
+	}
+	// trim reads each copy's envelope before deleting it (it never deletes
+	// poison): GetObject on chains, ListBucket so that a missing copy is a
+	// 404, and a ReadWrite Express session (below), which reads and deletes.
+	if !has(trim, "s3:GetObject", "StorageChain") || !onPrefix(trim["s3:GetObject"], ChainPrefix) {
+		t.Errorf("trim GetObject: %v", trim["s3:GetObject"])
+	}
+	if !has(trim, "s3:ListBucket", "StorageChain") {
+		t.Errorf("trim ListBucket: %v", trim["s3:ListBucket"])
+	}
+	if has(trim, "s3:GetObject", "StorageSettled") {
+		t.Errorf("trim reads settled objects: %v", trim["s3:GetObject"])
 	}
 	for name, g := range map[string]map[string][]string{"trim": trim, "probe": probe, "star": task} {
 		if g["s3express:CreateSession"] == nil || has(g, "s3express:CreateSession", "ReadOnly") {
@@ -505,6 +551,198 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
+// onPrefix reports whether every resource of a grant is under prefix of a
+// bucket (".../<prefix>*").
+func onPrefix(resources []string, prefix string) bool {
+	if len(resources) == 0 {
+		return false
+	}
+	for _, r := range resources {
+		if !strings.Contains(r, "/"+prefix+"*") {
+			return false
+		}
+	}
+	return true
+}
+
+// starEnv returns the star container's environment of every task
+// definition, by the STRAND_STAR_ID it sets, and the container.
+func starEnv(t *testing.T, s *synthesized) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+		var star map[string]any
+		for _, c := range props(r)["ContainerDefinitions"].([]any) {
+			if c.(map[string]any)["Name"] == "star" {
+				star = c.(map[string]any)
+			}
+		}
+		if star == nil {
+			t.Fatalf("%s: no star container", id)
+		}
+		env := map[string]any{}
+		for _, e := range star["Environment"].([]any) {
+			env[e.(map[string]any)["Name"].(string)] = e.(map[string]any)["Value"]
+		}
+		out[fmt.Sprint(env["STRAND_STAR_ID"])] = env
+		if star["Command"] != nil {
+			t.Errorf("%s: the star container has a command %v; its configuration is the environment", id, star["Command"])
+		}
+	}
+	return out
+}
+
+// TestStarEnvironment checks the task environment against the flags of
+// functions/star (STRAND_<FLAG>): every name the ECS task sets must be a
+// flag the binary reads.
+func TestStarEnvironment(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), threeStars(t)} {
+		envs := starEnv(t, s)
+		if len(envs) != s.cfg.StarCount {
+			t.Fatalf("%d star environments, want %d", len(envs), s.cfg.StarCount)
+		}
+		for i := range s.cfg.StarCount {
+			star := StarID(i)
+			env, ok := envs[star]
+			if !ok {
+				t.Fatalf("no task with STRAND_STAR_ID=%s", star)
+			}
+			for _, k := range []string{"STRAND_TABLE", "STRAND_EXPRESS_BUCKETS", "STRAND_STANDARD_BUCKET", "STRAND_SETTLED_BUCKET",
+				"STRAND_RELEASE_QUEUE_URL", "STRAND_FENCE_QUEUE_URL", "STRAND_REGION"} {
+				if env[k] == nil || js(env[k]) == `""` {
+					t.Errorf("%s: no %s", star, k)
+				}
+			}
+			fixed := map[string]string{
+				"STRAND_EXPRESS_W":                    "2",
+				"STRAND_ADDR":                         fmt.Sprintf(":%d", APIPort),
+				"STRAND_ADMIN_ADDR":                   fmt.Sprintf(":%d", AdminPort),
+				"STRAND_S3_MEMORY_BUFFER_MIB":         fmt.Sprint(s.cfg.MemoryBufferMiB),
+				"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": fmt.Sprint(s.cfg.ExpressMemoryBufferMiB),
+			}
+			for k, v := range fixed {
+				if env[k] != v {
+					t.Errorf("%s: %s=%v, want %q", star, k, env[k], v)
+				}
+			}
+			// The resources are the stack's own.
+			for k, res := range map[string]string{
+				"STRAND_TABLE": "MetastoreTable", "STRAND_STANDARD_BUCKET": "StorageChain", "STRAND_SETTLED_BUCKET": "StorageSettled",
+				"STRAND_RELEASE_QUEUE_URL": "SettlementRelease", "STRAND_FENCE_QUEUE_URL": "SettlementFence",
+			} {
+				if !strings.Contains(js(env[k]), res) {
+					t.Errorf("%s: %s=%s does not name %s", star, k, js(env[k]), res)
+				}
+			}
+			for j := range 3 {
+				if !strings.Contains(js(env["STRAND_EXPRESS_BUCKETS"]), fmt.Sprintf("StorageExpress%d", j)) {
+					t.Errorf("%s: STRAND_EXPRESS_BUCKETS=%s lacks directory bucket %d", star, js(env["STRAND_EXPRESS_BUCKETS"]), j)
+				}
+			}
+			// Peers: every other star on its own listener, never itself.
+			peers := js(env["STRAND_PEERS"])
+			if s.cfg.StarCount == 1 && env["STRAND_PEERS"] != nil {
+				t.Errorf("%s: peers %s with one star", star, peers)
+			}
+			for j := range s.cfg.StarCount {
+				want := fmt.Sprintf("%s=http://", StarID(j))
+				port := fmt.Sprintf(":%d", StarListenerPort(j))
+				if j == i {
+					if strings.Contains(peers, want) {
+						t.Errorf("%s: peers %s name the star itself", star, peers)
+					}
+					continue
+				}
+				if !strings.Contains(peers, want) || !strings.Contains(peers, port) {
+					t.Errorf("%s: peers %s lack %s...%s", star, peers, want, port)
+				}
+			}
+			if s.cfg.StarCount > 1 && !strings.Contains(peers, "DNSName") {
+				t.Errorf("%s: peers %s are not reached through the load balancer", star, peers)
+			}
+			// Every variable is a flag of the binary.
+			for k := range env {
+				flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "STRAND_"), "_", "-"))
+				if !strings.HasPrefix(k, "STRAND_") || !slices.Contains(starFlags(t), flag) {
+					t.Errorf("%s: %s is not a flag of functions/star (--%s)", star, k, flag)
+				}
+			}
+		}
+	}
+}
+
+var (
+	starFlagsOnce sync.Once
+	starFlagList  []string
+	starFlagsErr  error
+)
+
+// starFlags lists the flags of functions/star from its --help output.
+func starFlags(t *testing.T) []string {
+	t.Helper()
+	starFlagsOnce.Do(func() {
+		bin := filepath.Join(t.TempDir(), "star")
+		build := exec.Command("go", "build", "-o", bin, "./functions/star")
+		build.Dir = repoRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			starFlagsErr = fmt.Errorf("go build ./functions/star: %v\n%s", err, out)
+			return
+		}
+		out, _ := exec.Command(bin, "--help").CombinedOutput() // exits 0 or 2 by flag package version
+		for _, line := range strings.Split(string(out), "\n") {
+			if f, ok := strings.CutPrefix(strings.TrimSpace(line), "-"); ok {
+				starFlagList = append(starFlagList, strings.Fields(f)[0])
+			}
+		}
+		if len(starFlagList) < 10 {
+			starFlagsErr = fmt.Errorf("functions/star --help lists %d flags:\n%s", len(starFlagList), out)
+		}
+	})
+	if starFlagsErr != nil {
+		t.Fatal(starFlagsErr)
+	}
+	return starFlagList
+}
+
+// TestStarImage: the image is built from functions/star/Dockerfile (the
+// infra fallback is gone), whose ENTRYPOINT is the star binary.
+func TestStarImage(t *testing.T) {
+	s := defaults(t)
+	b, err := os.ReadFile(filepath.Join(repoRoot, StarDockerfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `ENTRYPOINT ["/star"]`) {
+		t.Errorf("%s: ENTRYPOINT is not the star binary", StarDockerfile)
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, "infra", "star.Dockerfile")); err == nil {
+		t.Errorf("infra/star.Dockerfile is back; the star image has one Dockerfile, %s", StarDockerfile)
+	}
+	raw, err := os.ReadFile(filepath.Join(s.outdir, "Strand.assets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct {
+		DockerImages map[string]struct {
+			Source struct {
+				Directory, DockerFile string
+				Platform              string
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest.DockerImages) != 1 {
+		t.Fatalf("%d image assets, want the star's", len(manifest.DockerImages))
+	}
+	for _, img := range manifest.DockerImages {
+		if img.Source.DockerFile != StarDockerfile || img.Source.Platform != "linux/arm64" {
+			t.Errorf("image asset: %+v, want %s for linux/arm64", img.Source, StarDockerfile)
+		}
+	}
+}
+
 func TestStarServices(t *testing.T) {
 	s := threeStars(t)
 	services := s.ofType("AWS::ECS::Service")
@@ -549,19 +787,10 @@ func TestStarServices(t *testing.T) {
 		if star == nil {
 			t.Fatalf("%s: no star container", id)
 		}
-		env := map[string]string{}
 		for _, e := range star["Environment"].([]any) {
-			env[e.(map[string]any)["Name"].(string)] = js(e.(map[string]any)["Value"])
-		}
-		for _, k := range []string{"STRAND_STAR_ID", "STRAND_TABLE", "STRAND_EXPRESS_BUCKETS", "STRAND_STANDARD_BUCKET", "STRAND_SETTLED_BUCKET", "STRAND_RELEASE_QUEUE_URL"} {
-			if env[k] == "" {
-				t.Errorf("%s: no %s", id, k)
+			if e.(map[string]any)["Name"] == "STRAND_STAR_ID" {
+				ids[fmt.Sprint(e.(map[string]any)["Value"])] = true
 			}
-		}
-		ids[env["STRAND_STAR_ID"]] = true
-		cmd := js(star["Command"])
-		if !strings.Contains(cmd, "--s3-memory-buffer-mib=256") || !strings.Contains(cmd, "--s3-express-memory-buffer-mib=32") {
-			t.Errorf("%s: command %s", id, cmd)
 		}
 		if pm := js(star["PortMappings"]); !strings.Contains(pm, `"ContainerPort":4780`) || !strings.Contains(pm, `"ContainerPort":9090`) {
 			t.Errorf("%s: ports %s", id, pm)

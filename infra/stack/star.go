@@ -3,8 +3,6 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -18,13 +16,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// StarDockerfile is the star's Dockerfile relative to the repository root;
-// FallbackDockerfile (in infra/) is used, with a warning, while it does not
-// exist yet.
-const (
-	StarDockerfile     = "functions/star/Dockerfile"
-	FallbackDockerfile = "infra/star.Dockerfile"
-)
+// StarDockerfile is the star's Dockerfile relative to the repository root
+// (the build context). Its ENTRYPOINT is the star binary, which takes its
+// whole configuration from STRAND_* environment variables (StarEnv).
+const StarDockerfile = "functions/star/Dockerfile"
 
 // MetricsNamespace is the CloudWatch namespace of the star's metrics (see
 // docs/deploy.md, "Metrics").
@@ -155,16 +150,9 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		Description: jsii.String("strand star task execution (image pull, logs)"),
 	})
 
-	dockerfile := StarDockerfile
-	if _, err := os.Stat(filepath.Join(repoRoot, StarDockerfile)); err != nil {
-		dockerfile = FallbackDockerfile
-		fmt.Fprintf(os.Stderr, "WARNING: %s does not exist; the star image uses the FALLBACK %s\n", StarDockerfile, FallbackDockerfile)
-		awscdk.Annotations_Of(s.Construct).AddWarningV2(jsii.String("strand:star-dockerfile"),
-			jsii.String(StarDockerfile+" is missing; the star image is built from "+FallbackDockerfile), nil)
-	}
 	image := awsecrassets.NewDockerImageAsset(s.Construct, jsii.String("Image"), &awsecrassets.DockerImageAssetProps{
 		Directory: jsii.String(repoRoot),
-		File:      jsii.String(dockerfile),
+		File:      jsii.String(StarDockerfile),
 		Platform:  awsecrassets.Platform_LINUX_ARM64(),
 		Exclude:   jsii.Strings(imageExcludes...),
 	})
@@ -209,7 +197,6 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
 	var anyTargets []elbv2.INetworkLoadBalancerTarget
 
-	expressBuckets := awscdk.Fn_Join(jsii.String(","), &st.ExpressNames)
 	for i := range cfg.StarCount {
 		star := StarID(i)
 		td := awsecs.NewFargateTaskDefinition(s.Construct, jsii.String(fmt.Sprintf("Task%d", i)), &awsecs.FargateTaskDefinitionProps{
@@ -223,23 +210,22 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 				OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
 			},
 		})
+		env := StarEnv(cfg, i, StarResources{
+			Table:           ms.Table.TableName(),
+			ExpressBuckets:  awscdk.Fn_Join(jsii.String(","), &st.ExpressNames),
+			StandardBucket:  st.Chain.BucketName(),
+			SettledBucket:   st.Settled.BucketName(),
+			ReleaseQueueURL: se.ReleaseQueue.QueueUrl(),
+			FenceQueueURL:   se.FenceQueue.QueueUrl(),
+			Region:          awscdk.Aws_REGION(),
+			APIHost:         s.LoadBalancer.LoadBalancerDnsName(),
+		})
 		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
 			ContainerName: jsii.String("star"),
 			Image:         awsecs.ContainerImage_FromDockerImageAsset(image),
-			// Appended to the image's ENTRYPOINT (the star binary).
-			Command: jsii.Strings(
-				fmt.Sprintf("--s3-memory-buffer-mib=%d", cfg.MemoryBufferMiB),
-				fmt.Sprintf("--s3-express-memory-buffer-mib=%d", cfg.ExpressMemoryBufferMiB),
-			),
-			Environment: &map[string]*string{
-				"STRAND_STAR_ID":           jsii.String(star),
-				"STRAND_TABLE":             ms.Table.TableName(),
-				"STRAND_EXPRESS_BUCKETS":   expressBuckets,
-				"STRAND_STANDARD_BUCKET":   st.Chain.BucketName(),
-				"STRAND_SETTLED_BUCKET":    st.Settled.BucketName(),
-				"STRAND_RELEASE_QUEUE_URL": se.ReleaseQueue.QueueUrl(),
-				"STRAND_FENCE_QUEUE_URL":   se.FenceQueue.QueueUrl(),
-			},
+			// No command: the image's ENTRYPOINT is the star binary and
+			// every flag comes from the environment (STRAND_<FLAG>).
+			Environment: &env,
 			PortMappings: &[]*awsecs.PortMapping{
 				{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
 				{ContainerPort: jsii.Number(AdminPort), Name: jsii.String("admin")},
@@ -307,4 +293,53 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
 	})
 	return s
+}
+
+// StarResources are the deployed names a star is configured with (tokens
+// at synth).
+type StarResources struct {
+	Table, ExpressBuckets, StandardBucket, SettledBucket *string
+	ReleaseQueueURL, FenceQueueURL                       *string
+	Region                                               *string
+	// APIHost is the load balancer's DNS name: star j is reached on its
+	// own listener port there (STRAND_PEERS).
+	APIHost *string
+}
+
+// StarEnv is the environment of star i's container. functions/star reads
+// every flag from STRAND_<FLAG> (dashes to underscores, upper case), so
+// this is its whole configuration; see `go run ./functions/star --help`.
+func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
+	env := map[string]*string{
+		"STRAND_STAR_ID":                      jsii.String(StarID(i)),
+		"STRAND_REGION":                       r.Region,
+		"STRAND_TABLE":                        r.Table,
+		"STRAND_EXPRESS_BUCKETS":              r.ExpressBuckets,
+		"STRAND_EXPRESS_W":                    jsii.String(strconv.Itoa(ExpressW)),
+		"STRAND_STANDARD_BUCKET":              r.StandardBucket,
+		"STRAND_SETTLED_BUCKET":               r.SettledBucket,
+		"STRAND_RELEASE_QUEUE_URL":            r.ReleaseQueueURL,
+		"STRAND_FENCE_QUEUE_URL":              r.FenceQueueURL,
+		"STRAND_ADDR":                         jsii.String(fmt.Sprintf(":%d", APIPort)),
+		"STRAND_ADMIN_ADDR":                   jsii.String(fmt.Sprintf(":%d", AdminPort)),
+		"STRAND_S3_MEMORY_BUFFER_MIB":         jsii.String(strconv.Itoa(cfg.MemoryBufferMiB)),
+		"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": jsii.String(strconv.Itoa(cfg.ExpressMemoryBufferMiB)),
+	}
+	// Peers: every other star, through its own load balancer listener
+	// (a call for a stream another star leads is answered with where that
+	// leader is).
+	var peers []*string
+	for j := range cfg.StarCount {
+		if j == i {
+			continue
+		}
+		if len(peers) > 0 {
+			peers = append(peers, jsii.String(","))
+		}
+		peers = append(peers, jsii.String(fmt.Sprintf("%s=http://", StarID(j))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j))))
+	}
+	if len(peers) > 0 {
+		env["STRAND_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
+	}
+	return env
 }
