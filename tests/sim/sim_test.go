@@ -1,0 +1,912 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/read"
+	"github.com/strandlog/strand/shared/star"
+)
+
+var (
+	seedFlag  = flag.Int64("seed", 0, "run only this seed (replay); 0 runs the seed budget")
+	seedsFlag = flag.Int("seeds", 50, "how many seeds to run (seeds 1..n)")
+	stepsFlag = flag.Int("steps", 100, "steps per seed")
+)
+
+// totals over every seed of one run, for the summary line.
+var totals struct {
+	seeds, steps, acked, records, faults, takeovers, zombies, halts, stalls, reads, corrupt atomic.Int64
+}
+
+// TestSim runs the deterministic simulation for each seed of the budget:
+// one seed drives the workload, every fault, crash and takeover, and when
+// settlement runs; time is virtual (testing/synctest). After every step
+// every invariant of DESIGN.md is checked; a failure names its seed and
+// step and replays with -seed.
+func TestSim(t *testing.T) {
+	seeds := []int64{*seedFlag}
+	if *seedFlag == 0 {
+		seeds = seeds[:0]
+		for i := 1; i <= *seedsFlag; i++ {
+			seeds = append(seeds, int64(i))
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Logf("seed=%d; replay: go test ./tests/sim -run TestSim -seed=%d -steps=%d -v", seed, seed, *stepsFlag)
+			synctest.Test(t, func(t *testing.T) { runSim(t, seed, *stepsFlag) })
+		})
+	}
+	t.Logf("SUMMARY sim: seeds=%d steps=%d batches_acked=%d records_acked=%d records_lost=0 faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d",
+		totals.seeds.Load(), totals.steps.Load(), totals.acked.Load(), totals.records.Load(), totals.faults.Load(), totals.takeovers.Load(),
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load())
+}
+
+// batch states
+const (
+	pending = iota
+	acked
+	failed  // definitely not appended (rejected at admission, or shed by a deposed star)
+	unknown // outcome unknown (the star was killed with the batch in flight)
+)
+
+type batchRec struct {
+	prod, idx, stream int
+	bodies            []string
+	gen               int
+	p                 *star.Pending
+	state             int
+	ack               star.Ack
+	err               error
+}
+
+type producer struct {
+	stream int
+	next   int
+	busy   bool
+}
+
+type observation struct {
+	stream int
+	seq    uint64
+	body   string
+}
+
+type sim struct {
+	t    *testing.T
+	seed int64
+	rng  *rand.Rand
+	w    *World
+	ctx  context.Context
+
+	mu      sync.Mutex
+	batches map[string]*batchRec // by "prod.idx"
+	prods   []*producer
+	obs     []observation
+	wg      sync.WaitGroup // workload goroutines
+
+	node, zombie *Node
+	zombieUntil  int
+	gen          int
+	step         int
+	action       string
+
+	// fault bookkeeping: when each timed fault ends (step number)
+	until      map[string]int
+	bad        int // the bad zone: bucket faults target it (a second zone only goes down)
+	releasedAt []metastore.Cursor
+
+	// monotonic metadata
+	lastHead metastore.Head
+	fenced   map[uint64]uint64 // epoch -> cut
+	verified map[string]uint64 // "gen/epoch" -> slots checked below the released head
+	// invariant 6 bookkeeping
+	starCalls int64
+	busy      bool
+	myHalts   uint64
+	halts     uint64
+	epoch0    uint64
+	started   bool
+}
+
+func runSim(t *testing.T, seed int64, steps int) {
+	w, err := NewWorld(seed, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sim{t: t, seed: seed, w: w, ctx: context.Background(), rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+		batches: map[string]*batchRec{}, until: map[string]int{}, fenced: map[uint64]uint64{}, verified: map[string]uint64{}}
+	s.bad = s.rng.IntN(w.Opt.K)
+	for i := range 6 {
+		s.prods = append(s.prods, &producer{stream: i % w.Opt.Streams})
+	}
+	defer func() {
+		// On a failure too: stop every incarnation so the bubble can end.
+		if s.zombie != nil {
+			s.zombie.Kill()
+		}
+		if s.node != nil {
+			s.node.Kill()
+		}
+	}()
+	s.restart(false)
+	if s.node == nil {
+		t.Fatalf("seed %d: the first star did not start", seed)
+	}
+	for s.step = 0; s.step < steps; s.step++ {
+		s.preStep()
+		s.action = s.act()
+		if s.rng.IntN(8) == 0 {
+			time.Sleep(time.Duration(200+s.rng.IntN(2800)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(1+s.rng.IntN(50)) * time.Millisecond)
+		}
+		synctest.Wait()
+		s.check()
+	}
+	s.drain()
+	totals.seeds.Add(1)
+	totals.steps.Add(int64(steps))
+	totals.faults.Add(w.Faults())
+	for _, b := range s.batches {
+		if b.state == acked {
+			totals.acked.Add(1)
+			totals.records.Add(int64(len(b.bodies)))
+		}
+	}
+	st := w.Logs.Stalls()
+	stalls := 0
+	for _, n := range st {
+		stalls += n
+	}
+	totals.stalls.Add(int64(stalls))
+	t.Logf("seed=%d: steps=%d faults=%d incarnations=%d stalls=%v lines=%d", seed, steps, w.Faults(), s.gen, st, len(w.Logs.Lines()))
+}
+
+func (s *sim) fatalf(format string, args ...any) {
+	s.t.Helper()
+	s.t.Fatalf("seed=%d step=%d action=%s: %s\nreplay: go test ./tests/sim -run TestSim -seed=%d -steps=%d -v", s.seed, s.step, s.action,
+		fmt.Sprintf(format, args...), s.seed, *stepsFlag)
+}
+
+// ---- actions ----
+
+type action struct {
+	name   string
+	weight int
+	do     func()
+}
+
+func (s *sim) act() string {
+	if s.node == nil {
+		s.restart(false)
+		return "restart (no star)"
+	}
+	acts := []action{
+		{"append", 40, s.appendBurst},
+		{"zone-down", 4, func() { s.timed("down", func() { s.w.Inj[s.bad].SetDown(true) }) }},
+		{"two-zones-down", 1, s.twoDown},
+		{"slow-zone", 4, func() {
+			s.timed("slow", func() { _ = s.w.Inj[s.bad].SetLatency(2*time.Millisecond, 200*time.Millisecond) })
+		}},
+		{"ambiguous-puts", 5, func() { s.w.Inj[s.bad].ForceAmbiguous(1+s.rng.IntN(3), s.rng.IntN(3) > 0) }},
+		{"zone-503s", 3, func() { s.timed("errors", func() { _ = s.w.Inj[s.bad].SetErrorRate(0.3) }) }},
+		{"corrupt-reads", 3, func() { s.timed("corrupt", func() { _ = s.w.Inj[s.bad].SetCorrupt(0.05, 0.05) }) }},
+		{"corrupt-at-rest", 4, s.corruptAtRest},
+		{"metastore-down", 3, func() { s.timedFor("meta-down", 4+s.rng.IntN(8), func() { s.w.SettleMeta.SetDown(true) }) }},
+		{"metastore-throttled", 3, func() {
+			s.timed("meta-throttle", func() { s.w.SettleMeta.SetErrorRate(0.3); s.w.SettleMeta.SetLostAnswers(0.1) })
+		}},
+		{"star-metastore-down", 2, func() { s.timed("star-meta-down", func() { s.w.StarMeta.SetDown(true) }) }},
+		{"settle", 4, func() { s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) }) }},
+		{"two-settlers", 2, func() {
+			for range 2 {
+				s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) })
+			}
+		}},
+		{"trim", 3, func() {
+			s.goRun(func(ctx context.Context) { _, _ = s.w.Trimmer().Run(ctx, Chain); _, _ = s.w.Trimmer().Streams(ctx) })
+		}},
+		{"probe-sweep", 2, func() { s.goRun(func(ctx context.Context) { _, _ = s.w.Prober().Sweep(ctx) }) }},
+		{"stale-absorb-event", 3, s.staleEvent},
+		{"read", 6, s.workloadRead},
+		{"crash-takeover", 3, func() { s.restart(false) }},
+		{"zombie-takeover", 2, func() { s.restart(true) }},
+	}
+	total := 0
+	for _, a := range acts {
+		total += a.weight
+	}
+	n := s.rng.IntN(total)
+	for _, a := range acts {
+		if n < a.weight {
+			a.do()
+			return a.name
+		}
+		n -= a.weight
+	}
+	panic("unreachable")
+}
+
+// timed starts a fault that ends after 1 to 4 steps (preStep ends it).
+func (s *sim) timed(name string, start func()) { s.timedFor(name, 1+s.rng.IntN(4), start) }
+
+func (s *sim) timedFor(name string, steps int, start func()) {
+	if _, on := s.until[name]; on {
+		return
+	}
+	start()
+	s.until[name] = s.step + steps
+}
+
+// preStep ends the faults whose time is up and the zombie's life.
+func (s *sim) preStep() {
+	for _, name := range slices.Sorted(mapKeys(s.until)) {
+		if s.until[name] > s.step {
+			continue
+		}
+		delete(s.until, name)
+		switch name {
+		case "down":
+			s.w.Inj[s.bad].SetDown(false)
+		case "down2":
+			for i := range s.w.Inj {
+				if i != s.bad {
+					s.w.Inj[i].SetDown(false)
+				}
+			}
+		case "slow":
+			_ = s.w.Inj[s.bad].SetLatency(0, 0)
+		case "errors":
+			_ = s.w.Inj[s.bad].SetErrorRate(0)
+		case "corrupt":
+			_ = s.w.Inj[s.bad].SetCorrupt(0, 0)
+		case "meta-down":
+			s.w.SettleMeta.SetDown(false)
+		case "meta-throttle":
+			s.w.SettleMeta.SetErrorRate(0)
+			s.w.SettleMeta.SetLostAnswers(0)
+		case "star-meta-down":
+			s.w.StarMeta.SetDown(false)
+		}
+	}
+	if s.zombie != nil && s.step >= s.zombieUntil {
+		s.zombie.Kill()
+		s.zombie = nil
+	}
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// twoDown takes a second zone down with the bad one: W is unreachable, the
+// epoch halts after the commit deadline and recovers when they return.
+func (s *sim) twoDown() {
+	s.timed("down", func() { s.w.Inj[s.bad].SetDown(true) })
+	s.timed("down2", func() {
+		other := (s.bad + 1) % s.w.Opt.K
+		s.w.Inj[other].SetDown(true)
+	})
+	s.appendBurst()
+	time.Sleep(s.w.Opt.CommitDeadline + 100*time.Millisecond) // past the commit deadline: the epoch halts
+}
+
+func (s *sim) goRun(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		fn(ctx)
+	}()
+}
+
+// body is the deterministic content of record k of producer p's batch i:
+// its identity, then filler derived from it, so any change shows.
+func body(p, i, k, size int) string {
+	id := fmt.Sprintf("p%d.%d.%d:", p, i, k)
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	r := rand.New(rand.NewPCG(h.Sum64(), 1))
+	b := []byte(id)
+	for len(b) < size {
+		b = append(b, byte('a'+r.IntN(26)))
+	}
+	return string(b)
+}
+
+func parseBody(b string) (p, i, k int, ok bool) {
+	head, rest, found := strings.Cut(b, ":")
+	if !found || !strings.HasPrefix(head, "p") {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(head[1:], ".")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	var err [3]error
+	p, err[0] = strconv.Atoi(parts[0])
+	i, err[1] = strconv.Atoi(parts[1])
+	k, err[2] = strconv.Atoi(parts[2])
+	if err[0] != nil || err[1] != nil || err[2] != nil {
+		return 0, 0, 0, false
+	}
+	return p, i, k, body(p, i, k, len(head)+1+len(rest)) == b
+}
+
+func (s *sim) appendBurst() {
+	n := s.node
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pi, pr := range s.prods {
+		if pr.busy || s.rng.IntN(2) == 0 {
+			continue
+		}
+		pr.busy = true
+		nb := 1 + s.rng.IntN(6)
+		var recs [][]format.Record
+		var rs []*batchRec
+		for range nb {
+			idx := pr.next
+			pr.next++
+			nr := 1 + s.rng.IntN(4)
+			size := 16 + s.rng.IntN(300)
+			b := &batchRec{prod: pi, idx: idx, stream: pr.stream, gen: n.Gen}
+			var rr []format.Record
+			for k := range nr {
+				bd := body(pi, idx, k, size)
+				b.bodies = append(b.bodies, bd)
+				rr = append(rr, format.Record{Body: []byte(bd), Headers: []format.Header{{Name: []byte("p"), Value: []byte(strconv.Itoa(pi))}}})
+			}
+			s.batches[fmt.Sprintf("%d.%d", pi, idx)] = b
+			recs = append(recs, rr)
+			rs = append(rs, b)
+		}
+		id := s.w.IDs[pr.stream]
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { s.mu.Lock(); pr.busy = false; s.mu.Unlock() }()
+			// Submit in order (arrival order), then wait for every ack.
+			for j, b := range rs {
+				p, err := n.Star.Submit(context.Background(), id, recs[j], star.AppendOptions{})
+				s.mu.Lock()
+				if err != nil {
+					b.state, b.err = failed, err
+				} else {
+					b.p = p
+				}
+				s.mu.Unlock()
+			}
+			for _, b := range rs {
+				if b.p == nil {
+					continue
+				}
+				a, err := b.p.Wait(context.Background())
+				s.mu.Lock()
+				switch {
+				case err == nil:
+					b.state, b.ack = acked, a
+				case errors.Is(err, star.ErrNotLeader):
+					b.state, b.err = failed, err
+				default:
+					b.state, b.err = unknown, err
+				}
+				s.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// corruptAtRest damages one copy in the bad zone of a slot the absorb has
+// taken (below the checkpoint): bit rot, a torn object, or another epoch's
+// envelope at the key. Reads, settle and trim must treat it as a missing
+// copy and never serve it.
+func (s *sim) corruptAtRest() {
+	h, err := s.w.Meta.GetHead(s.ctx, Chain)
+	if err != nil || h.Checkpoint.Slot == 0 {
+		return
+	}
+	slot := uint64(s.rng.IntN(int(h.Checkpoint.Slot)))
+	key := format.SlotKey(StarID, h.Checkpoint.Epoch, slot)
+	kind := []string{"flip", "truncate", "epoch"}[s.rng.IntN(3)]
+	ok, err := s.w.CorruptAtRest(s.ctx, s.bad, key, kind, s.rng.Uint64())
+	if err != nil {
+		s.fatalf("corrupt %s: %v", key, err)
+	}
+	if ok {
+		totals.corrupt.Add(1)
+	}
+}
+
+// staleEvent redelivers an old release event (or runs a sweep) while the
+// live absorb runs: a delayed, duplicated or reordered Lambda event.
+func (s *sim) staleEvent() {
+	var head metastore.Cursor
+	if n := len(s.releasedAt); n > 0 && s.rng.IntN(4) > 0 {
+		head = s.releasedAt[s.rng.IntN(n)]
+	}
+	s.goRun(func(ctx context.Context) { _, _ = s.w.Absorber().Run(ctx, Chain, head) })
+}
+
+// workloadRead reads a stream through the faults (and racing settle and
+// trim); what it returns must agree with the history checked later.
+func (s *sim) workloadRead() {
+	n := s.node
+	si := s.rng.IntN(len(s.w.Streams))
+	st := s.w.Streams[si]
+	from := uint64(s.rng.IntN(200))
+	r := s.w.Reader(n.Star, false)
+	totals.reads.Add(1)
+	s.goRun(func(ctx context.Context) {
+		res, err := r.Read(ctx, st, read.Start{Kind: read.FromSeq, Seq: from}, read.Limits{Count: 50})
+		if err != nil {
+			return // unavailable or no good copy right now: never wrong data
+		}
+		s.mu.Lock()
+		for _, rec := range res.Records {
+			s.obs = append(s.obs, observation{stream: si, seq: rec.Seq, body: string(rec.Body)})
+		}
+		s.mu.Unlock()
+	})
+}
+
+// restart kills the star (or, as a zombie, leaves it running with its
+// uploads in flight) and starts a new incarnation that takes over.
+func (s *sim) restart(zombie bool) {
+	if s.node != nil {
+		if zombie && s.zombie == nil {
+			s.zombie, s.zombieUntil = s.node, s.step+1+s.rng.IntN(3)
+			totals.zombies.Add(1)
+		} else {
+			s.node.Kill()
+		}
+		s.node = nil
+	}
+	s.gen++
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n, err := s.w.StartNode(ctx, s.gen, time.Second)
+	if err != nil {
+		s.t.Logf("seed=%d step=%d: star incarnation %d did not start (retried next step): %v", s.seed, s.step, s.gen, err)
+		return
+	}
+	if s.gen > 1 {
+		totals.takeovers.Add(1)
+	}
+	s.node = n
+	s.started = true
+	s.epoch0 = n.Star.Released(Chain).Epoch
+}
+
+// ---- checks ----
+
+func (s *sim) check() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkMeta()
+	for _, n := range []*Node{s.node, s.zombie} {
+		if n != nil {
+			s.checkRelease(n)
+			s.checkBacklog(n)
+		}
+	}
+	s.checkNoMetastoreOnAckPath()
+	s.checkStallCauses()
+	if s.node != nil {
+		s.releasedAt = append(s.releasedAt, s.node.Star.Released(Chain))
+		s.checkHistory(s.node)
+	}
+}
+
+// checkMeta: cursors never move back and stay ordered; an epoch, once
+// fenced, keeps its cut forever; every fenced epoch's cut slot is dead and
+// no slot below it is (invariant 5).
+func (s *sim) checkMeta() {
+	h, err := s.w.Meta.GetHead(s.ctx, Chain)
+	if err != nil {
+		s.fatalf("read head: %v", err)
+	}
+	old := s.lastHead
+	if h.Epoch < old.Epoch || h.Checkpoint.Less(old.Checkpoint) || h.Settled.Less(old.Settled) || h.Trimmed.Less(old.Trimmed) {
+		s.fatalf("head moved backward: %+v -> %+v", old, h)
+	}
+	if h.Checkpoint.Less(h.Settled) || h.Settled.Less(h.Trimmed) {
+		s.fatalf("cursors out of order: %+v", h)
+	}
+	s.lastHead = h
+	set := s.w.RawSet()
+	k, w := s.w.Opt.K, s.w.Opt.W
+	for e := uint64(1); e <= h.Epoch; e++ {
+		rec, err := s.w.Meta.GetEpoch(s.ctx, Chain, e)
+		if errors.Is(err, metastore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			s.fatalf("epoch %d: %v", e, err)
+		}
+		cut, was := s.fenced[e]
+		if was && (rec.State != metastore.EpochFenced || rec.Cut != cut) {
+			s.fatalf("epoch %d was fenced at %d and is now %+v: a halted epoch resumed", e, cut, rec)
+		}
+		if rec.State != metastore.EpochFenced {
+			if e < h.Epoch {
+				s.fatalf("epoch %d is superseded by %d but not fenced", e, h.Epoch)
+			}
+			continue
+		}
+		if was {
+			continue
+		}
+		s.fenced[e] = rec.Cut
+		states := s.states(set, e, rec.Cut)
+		if v := chain.Classify(w, states); v != chain.Dead {
+			s.fatalf("epoch %d cut %d is %v %v, want dead (K=%d W=%d)", e, rec.Cut, v, states, k, w)
+		}
+		from := uint64(0)
+		switch {
+		case e < h.Trimmed.Epoch:
+			from = rec.Cut
+		case e == h.Trimmed.Epoch:
+			from = min(h.Trimmed.Slot, rec.Cut)
+		}
+		for slot := from; slot < rec.Cut; slot++ {
+			if v := chain.Classify(w, s.states(set, e, slot)); v == chain.Dead {
+				s.fatalf("epoch %d slot %d below the cut %d is dead", e, slot, rec.Cut)
+			}
+		}
+	}
+}
+
+func (s *sim) states(set chain.Set, epoch, slot uint64) []chain.State {
+	key := format.SlotKey(StarID, epoch, slot)
+	var out []chain.State
+	for i := range set.Buckets {
+		c, err := set.ReadEnvelope(s.ctx, i, key)
+		if err != nil {
+			s.fatalf("read envelope %s in bucket %d: %v", key, i, err)
+		}
+		out = append(out, c.State)
+	}
+	return out
+}
+
+// flightBatches parses a slot's flight from any copy and returns the
+// batches (producer.idx) whose records it holds.
+func (s *sim) flightBatches(epoch, slot uint64) ([]string, bool) {
+	key := format.SlotKey(StarID, epoch, slot)
+	for _, m := range s.w.Mems {
+		b, err := m.Get(s.ctx, key, 0, -1)
+		if err != nil {
+			continue
+		}
+		f, err := format.ParseFlight(b)
+		if err != nil || f.Envelope.Epoch != epoch || f.Envelope.Slot != slot {
+			continue
+		}
+		seen := map[string]bool{}
+		var out []string
+		for _, en := range f.Entries {
+			_, recs, err := format.DecodeSegment(b[en.Offset : en.Offset+en.Length])
+			if err != nil {
+				s.fatalf("slot %s: a flight that parses has a bad segment: %v", key, err)
+			}
+			for _, r := range recs {
+				p, i, _, ok := parseBody(string(r.Body))
+				if !ok {
+					s.fatalf("slot %s holds a record nobody appended: %q", key, r.Body)
+				}
+				id := fmt.Sprintf("%d.%d", p, i)
+				if !seen[id] {
+					seen[id] = true
+					out = append(out, id)
+				}
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// checkRelease: acks release in slot order (invariant 4): every batch in a
+// slot below the star's released head is acked, none at or above it is;
+// and a star never releases past the cut of its fenced epoch (a halted
+// epoch never resumes, invariant 5).
+func (s *sim) checkRelease(n *Node) {
+	rel := n.Star.Released(Chain)
+	rec, err := s.w.Meta.GetEpoch(s.ctx, Chain, rel.Epoch)
+	if err != nil {
+		s.fatalf("star gen %d released %v in an epoch without a record: %v", n.Gen, rel, err)
+	}
+	if rec.State == metastore.EpochFenced && rel.Slot > rec.Cut {
+		s.fatalf("star gen %d released up to slot %d of epoch %d, fenced at %d", n.Gen, rel.Slot, rel.Epoch, rec.Cut)
+	}
+	vk := fmt.Sprintf("%d/%d", n.Gen, rel.Epoch)
+	h := s.lastHead
+	from := s.verified[vk]
+	if h.Trimmed.Epoch == rel.Epoch {
+		from = max(from, h.Trimmed.Slot)
+	}
+	if h.Trimmed.Epoch > rel.Epoch {
+		from = rel.Slot
+	}
+	for slot := from; slot < rel.Slot+uint64(s.w.Opt.Window)+1; slot++ {
+		ids, ok := s.flightBatches(rel.Epoch, slot)
+		if !ok {
+			continue
+		}
+		for _, id := range ids {
+			b := s.batches[id]
+			if b == nil {
+				s.fatalf("slot %d/%d holds batch %s nobody submitted", rel.Epoch, slot, id)
+			}
+			if b.gen != n.Gen {
+				continue // an earlier incarnation's flight, republished by nobody: not this star's release
+			}
+			if b.p == nil {
+				s.fatalf("slot %d/%d holds batch %s, which was refused at admission (%v)", rel.Epoch, slot, id, b.err)
+			}
+			done := false
+			select {
+			case <-b.p.Done():
+				done = true
+			default:
+			}
+			var err error
+			if done {
+				_, err = b.p.Result()
+			}
+			if slot < rel.Slot && (!done || err != nil) {
+				s.fatalf("batch %s in slot %d/%d below the released head %v is not acked (done %v, err %v)", id, rel.Epoch, slot, rel, done, err)
+			}
+			if slot >= rel.Slot && done && err == nil {
+				s.fatalf("batch %s in slot %d/%d at or above the released head %v was acked", id, rel.Epoch, slot, rel)
+			}
+		}
+	}
+	s.verified[vk] = max(s.verified[vk], rel.Slot)
+}
+
+// checkBacklog: the released-unabsorbed flights never exceed the budget
+// (invariant 7).
+func (s *sim) checkBacklog(n *Node) {
+	var sb strings.Builder
+	n.Star.Metrics().Write(&sb)
+	for _, line := range strings.Split(sb.String(), "\n") {
+		if strings.HasPrefix(line, `strand_backlog_flights{class="express"}`) {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				s.fatalf("metric line %q: %v", line, err)
+			}
+			if int(v) > s.w.Opt.BacklogFlights {
+				s.fatalf("backlog %v flights over the budget %d", v, s.w.Opt.BacklogFlights)
+			}
+		}
+		if strings.HasPrefix(line, `strand_epoch_halts_total{class="express"}`) {
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil && n == s.node {
+				s.noteHalts(uint64(v))
+			}
+		}
+	}
+}
+
+func (s *sim) noteHalts(h uint64) {
+	if h > s.halts {
+		totals.halts.Add(int64(h - s.halts))
+	}
+	s.halts = h
+}
+
+// checkStallCauses: every backlog stall names one of the known causes
+// (invariant 7).
+func (s *sim) checkStallCauses() {
+	for cause := range s.w.Logs.Stalls() {
+		switch cause {
+		case star.StallAbsorbLagging, star.StallMetastoreSlow, star.StallEpochSettling:
+		default:
+			s.fatalf("a backlog stall was logged with cause %q", cause)
+		}
+	}
+}
+
+// checkNoMetastoreOnAckPath: the star calls the metastore only to lead
+// (start, takeover) and to recover a halted epoch, never between admission
+// and ack (invariant 6). A step in which the star was neither starting nor
+// recovering (its halts all recovered, no new halt) must show no star
+// metastore call, however many batches it acked.
+func (s *sim) checkNoMetastoreOnAckPath() {
+	calls := s.w.StarMeta.Calls()
+	prevCalls, prevBusy := s.starCalls, s.busy
+	s.starCalls = calls
+	if s.node == nil {
+		s.busy = true
+		return
+	}
+	var sb strings.Builder
+	s.node.Star.Metrics().Write(&sb)
+	halts := uint64(0)
+	for _, line := range strings.Split(sb.String(), "\n") {
+		if strings.HasPrefix(line, `strand_epoch_halts_total{class="express"}`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			halts = uint64(v)
+		}
+	}
+	recovered := s.node.Star.Released(Chain).Epoch - s.epoch0
+	prevHalts := s.myHalts
+	s.myHalts = halts
+	// busy: starting, or a halt not yet recovered (fence, mint in progress).
+	s.busy = s.started || s.zombie != nil || halts > recovered
+	s.started = false
+	if !prevBusy && !s.busy && halts == prevHalts && calls != prevCalls {
+		s.fatalf("the star made %d metastore calls in a step with no start, halt or recovery", calls-prevCalls)
+	}
+}
+
+// checkHistory reads every stream through the reader (refs and the flight
+// index; unfaulted stores, so a check never fails for availability) and
+// checks invariants 1 to 3: every acked record is at its acked seq,
+// unchanged; seqs are contiguous from 0 and no record is there twice; a
+// producer's records are in its arrival order; only appended records are
+// there; and every earlier workload read agrees with this history.
+func (s *sim) checkHistory(n *Node) {
+	r := s.w.Reader(n.Star, true)
+	hist := make([][]string, len(s.w.Streams))
+	for si, st := range s.w.Streams {
+		recs, tail, err := ReadAll(s.ctx, r, st)
+		if err != nil {
+			s.fatalf("read %s back: %v", st.Name, err)
+		}
+		if uint64(len(recs)) != tail {
+			s.fatalf("stream %s: read %d records, tail %d", st.Name, len(recs), tail)
+		}
+		seen := map[string]bool{}
+		lastIdx := map[int]int{}
+		for i, rec := range recs {
+			if rec.Seq != uint64(i) {
+				s.fatalf("stream %s: record %d has seq %d (not contiguous)", st.Name, i, rec.Seq)
+			}
+			b := string(rec.Body)
+			p, idx, k, ok := parseBody(b)
+			if !ok {
+				s.fatalf("stream %s seq %d: %q is not a record anyone appended (changed or invented)", st.Name, i, b)
+			}
+			if seen[b] {
+				s.fatalf("stream %s seq %d: %q is there twice", st.Name, i, b)
+			}
+			seen[b] = true
+			bt := s.batches[fmt.Sprintf("%d.%d", p, idx)]
+			if bt == nil || bt.stream != si {
+				s.fatalf("stream %s seq %d: %q belongs to no batch of this stream", st.Name, i, b)
+			}
+			switch bt.state {
+			case failed:
+				s.fatalf("stream %s seq %d: %q is from a batch that failed definitely (%v)", st.Name, i, b, bt.err)
+			case pending:
+				if bt.gen == n.Gen {
+					s.fatalf("stream %s seq %d: %q is readable but its batch is not acked yet", st.Name, i, b)
+				}
+			case acked:
+				if want := bt.ack.FirstSeq + uint64(k); rec.Seq != want {
+					s.fatalf("stream %s: %q at seq %d, acked at %d", st.Name, b, rec.Seq, want)
+				}
+			}
+			if li, ok := lastIdx[p]; ok && idx < li {
+				s.fatalf("stream %s seq %d: producer %d's batch %d after its batch %d (arrival order broken)", st.Name, i, p, idx, li)
+			}
+			lastIdx[p] = idx
+			hist[si] = append(hist[si], b)
+		}
+	}
+	for key, b := range s.batches {
+		if b.state != acked {
+			continue
+		}
+		h := hist[b.stream]
+		if b.ack.LastSeq >= uint64(len(h)) {
+			s.fatalf("batch %s acked at %d..%d but stream %s holds %d records: an acked record is lost", key, b.ack.FirstSeq, b.ack.LastSeq, s.w.Streams[b.stream].Name, len(h))
+		}
+		for k, bd := range b.bodies {
+			if h[b.ack.FirstSeq+uint64(k)] != bd {
+				s.fatalf("batch %s record %d: acked at seq %d, read %q", key, k, b.ack.FirstSeq+uint64(k), h[b.ack.FirstSeq+uint64(k)])
+			}
+		}
+	}
+	kept := s.obs[:0]
+	for _, o := range s.obs {
+		h := hist[o.stream]
+		if o.seq >= uint64(len(h)) {
+			kept = append(kept, o)
+			continue
+		}
+		if h[o.seq] != o.body {
+			s.fatalf("a read served %q at %s seq %d; the history holds %q", o.body, s.w.Streams[o.stream].Name, o.seq, h[o.seq])
+		}
+	}
+	s.obs = kept
+}
+
+// drain ends the run: faults clear, the zombie dies, every producer gets
+// its answer, the absorb catches up, settle and trim run, and the final
+// state passes every check.
+func (s *sim) drain() {
+	s.action = "drain"
+	s.w.ClearFaults()
+	s.until = map[string]int{}
+	if s.zombie != nil {
+		s.zombie.Kill()
+		s.zombie = nil
+	}
+	for tries := 0; s.node == nil; tries++ {
+		if tries > 5 {
+			s.fatalf("no star incarnation starts with every fault cleared")
+		}
+		s.restart(false)
+	}
+	for range 600 {
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		s.mu.Lock()
+		busy := false
+		for _, p := range s.prods {
+			busy = busy || p.busy
+		}
+		s.mu.Unlock()
+		if !busy {
+			break
+		}
+	}
+	s.mu.Lock()
+	for _, p := range s.prods {
+		if p.busy {
+			s.mu.Unlock()
+			s.fatalf("a producer is still waiting for its acks 60 s after every fault cleared")
+		}
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.w.Absorber().AbsorbTo(ctx, Chain, s.node.Star.Released(Chain)); err != nil {
+		s.fatalf("absorb to the released head: %v", err)
+	}
+	if _, err := s.w.Settler().Run(ctx, Chain); err != nil {
+		s.fatalf("settle: %v", err)
+	}
+	if _, err := s.w.Trimmer().Run(ctx, Chain); err != nil {
+		s.fatalf("trim: %v", err)
+	}
+	if _, err := s.w.Prober().Sweep(ctx); err != nil {
+		s.fatalf("probe sweep: %v", err)
+	}
+	s.wg.Wait()
+	synctest.Wait()
+	s.check()
+	s.node.Kill()
+	s.wg.Wait()
+}

@@ -1,0 +1,400 @@
+// Package sim is strand's deterministic simulation harness: the star, the
+// absorb (in-process, woken by releases), settle, trim and the garbage probe
+// running together against memory stores behind fault wrappers, with one
+// seed driving the workload, the faults and every random choice. The
+// simulation itself is sim_test.go (go test ./tests/sim -run TestSim
+// -seed=N); the fault matrix (tests/faults) reuses this harness.
+//
+// Run inside a testing/synctest bubble, time is virtual: the star, the
+// chain fencer and the fault injectors all sleep and time out on the
+// bubble's clock.
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/probe"
+	"github.com/strandlog/strand/shared/read"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/shared/trim"
+	"github.com/strandlog/strand/shared/wake"
+)
+
+// StarID is the simulated star's id.
+const StarID = "star-0"
+
+// Chain is the simulated loglet: the star's Express chain.
+var Chain = metastore.ChainID{Star: StarID, Class: metastore.Express}
+
+// Options shape a world.
+type Options struct {
+	K, W           int
+	Streams        int
+	BacklogFlights int
+	Window         int           // --s3-parallel-uploads
+	CommitDeadline time.Duration // 0: 2 s
+	FlightKiB      int           // 0: 4
+}
+
+// DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
+// stalls happen.
+func DefaultOptions() Options {
+	return Options{K: 3, W: 2, Streams: 4, BacklogFlights: 8, Window: 4, CommitDeadline: 2 * time.Second, FlightKiB: 4}
+}
+
+// World is the simulated deployment: K chain buckets and a settled bucket
+// (memory, each behind its own seeded fault injector), one memory metastore
+// seen through two fault wrappers (the star's, and settlement's).
+type World struct {
+	Seed int64
+	Opt  Options
+
+	Meta       *metastore.Mem
+	StarMeta   *MetaFaults // what the star sees
+	SettleMeta *MetaFaults // what absorb, settle, trim and probe see
+
+	Mems    []*objstore.Mem // the raw chain buckets (checks read these)
+	Inj     []*objstore.Injector
+	Buckets []objstore.Bucket // faulted
+
+	SettledMem *objstore.Mem
+	SettledInj *objstore.Injector
+	Settled    objstore.Bucket
+
+	Streams []metastore.Stream
+	IDs     []format.StreamID
+
+	Log  *slog.Logger
+	Logs *LogCapture
+	rand *lockedRand
+}
+
+// NewWorld builds a world from seed and creates its streams.
+func NewWorld(seed int64, opt Options) (*World, error) {
+	w := &World{Seed: seed, Opt: opt, Meta: metastore.NewMem(), Logs: &LogCapture{}}
+	w.StarMeta = NewMetaFaults(w.Meta, seed*7+1)
+	w.SettleMeta = NewMetaFaults(w.Meta, seed*7+2)
+	for i := range opt.K {
+		m := objstore.NewMem(fmt.Sprintf("zone%d", i))
+		in := objstore.NewInjector(seed*31 + int64(i))
+		w.Mems = append(w.Mems, m)
+		w.Inj = append(w.Inj, in)
+		w.Buckets = append(w.Buckets, objstore.WithFaults(m, in))
+	}
+	w.SettledMem = objstore.NewMem("settled")
+	w.SettledInj = objstore.NewInjector(seed*31 + 99)
+	w.Settled = objstore.WithFaults(w.SettledMem, w.SettledInj)
+	w.Log = slog.New(w.Logs)
+	var s [32]byte
+	copy(s[:], strconv.FormatInt(seed, 10))
+	w.rand = &lockedRand{r: rand.NewChaCha8(s)}
+	for i := range opt.Streams {
+		var id format.StreamID
+		if _, err := io.ReadFull(w.rand, id[:]); err != nil {
+			return nil, err
+		}
+		st := metastore.Stream{Name: fmt.Sprintf("s%d", i), ID: id.String(), Class: metastore.Express, Star: StarID, State: metastore.StreamActive}
+		if _, err := w.Meta.CreateStream(context.Background(), st); err != nil {
+			return nil, err
+		}
+		w.Streams = append(w.Streams, st)
+		w.IDs = append(w.IDs, id)
+	}
+	return w, nil
+}
+
+// Set is the faulted chain bucket set (what the protocols use).
+func (w *World) Set() chain.Set {
+	return chain.Set{Star: StarID, Buckets: w.Buckets, W: w.Opt.W, Backoff: 5 * time.Millisecond, RetryFor: 30 * time.Second}
+}
+
+// RawSet is the chain bucket set without faults (what the checks read).
+func (w *World) RawSet() chain.Set {
+	var bs []objstore.Bucket
+	for _, m := range w.Mems {
+		bs = append(bs, m)
+	}
+	return chain.Set{Star: StarID, Buckets: bs, W: w.Opt.W, Backoff: 5 * time.Millisecond, RetryFor: time.Second}
+}
+
+// Sets is the absorb.Sets of the faulted set.
+func (w *World) Sets() absorb.Sets { return absorb.Sets{Express: w.Set()} }
+
+// Absorber, Settler, Trimmer and Prober: settlement over the faulted stores.
+func (w *World) Absorber() *absorb.Absorber {
+	return &absorb.Absorber{Meta: w.SettleMeta, Sets: w.Sets(), Log: w.Log}
+}
+func (w *World) Settler() *settle.Settler {
+	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048}
+}
+func (w *World) Trimmer() *trim.Trimmer {
+	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log}
+}
+func (w *World) Prober() *probe.Handler {
+	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log}
+}
+
+// ClearFaults removes every injected fault from every store.
+func (w *World) ClearFaults() {
+	for _, in := range w.Inj {
+		in.Clear()
+	}
+	w.SettledInj.Clear()
+	w.StarMeta.Clear()
+	w.SettleMeta.Clear()
+}
+
+// Faults is the number of faults injected so far in every store.
+func (w *World) Faults() int64 {
+	n := w.SettledInj.Faults() + w.StarMeta.Faults() + w.SettleMeta.Faults()
+	for _, in := range w.Inj {
+		n += in.Faults()
+	}
+	return n
+}
+
+// Node is one incarnation of the star process: the star, its in-process
+// absorb (wake.Local) and the probe it runs after each fence.
+type Node struct {
+	Star   *star.Star
+	Local  *wake.Local
+	Gen    int
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// StarConfig is the simulated star's configuration.
+func (w *World) StarConfig() star.Config {
+	cfg := star.Defaults()
+	cfg.StarID = StarID
+	cfg.Standard = star.ClassConfig{}
+	cfg.Express = star.ClassConfig{Buckets: w.Buckets, W: w.Opt.W, MemoryBufferMiB: 1, ParallelUploads: w.Opt.Window,
+		FlushDeadline: 2 * time.Millisecond, FlightKiB: max(w.Opt.FlightKiB, 1), CommitDeadline: w.Opt.CommitDeadline}
+	if cfg.Express.CommitDeadline <= 0 {
+		cfg.Express.CommitDeadline = 2 * time.Second
+	}
+	cfg.BacklogFlights = w.Opt.BacklogFlights
+	cfg.ReleaseEventInterval = 5 * time.Millisecond
+	cfg.Rand = w.rand
+	cfg.Logger = w.Log
+	return cfg
+}
+
+// StartNode starts a star incarnation (minting epoch 1, or taking over:
+// fence, absorb to the cut, mint) with its in-process absorb, and opens
+// every stream with its tail recovered from refs. sweep is the absorb's
+// sweep interval (0: none).
+func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*Node, error) {
+	abs := w.Absorber()
+	prober := w.Prober()
+	runCtx, cancel := context.WithCancel(context.Background())
+	n := &Node{Gen: gen, cancel: cancel}
+	opt := star.Options{
+		Absorber: abs,
+		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
+			return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W, Backoff: 5 * time.Millisecond, RetryFor: 30 * time.Second}
+		},
+		OnFenced: func(c metastore.ChainID, epoch, cut uint64, window int) {
+			ev := probe.FenceEvent{Star: c.Star, Class: c.Class.String(), Epoch: epoch, Cut: cut, Window: window}
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				_, _ = prober.Probe(runCtx, ev) // the sweep retries a failure
+			}()
+		},
+	}
+	local := wake.NewLocal(abs, nil, w.Log)
+	opt.Waker = local
+	st, err := star.New(w.StarConfig(), w.StarMeta, opt)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	local.SetObserver(st)
+	st.SetAbsorbHealth(local.Health)
+	n.Star, n.Local = st, local
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); local.Run(runCtx, sweep) }()
+	if err := st.Start(ctx); err != nil {
+		n.Kill()
+		return nil, err
+	}
+	for i, id := range w.IDs {
+		info := star.StreamInfo{ID: id, Class: metastore.Express}
+		r, err := w.Meta.LastRef(ctx, id.String())
+		switch {
+		case err == nil:
+			info.Next, info.LastTsMs = r.LastSeq+1, r.LastTsMs
+		case !errors.Is(err, metastore.ErrNotFound):
+			n.Kill()
+			return nil, fmt.Errorf("recover the tail of %s: %w", w.Streams[i].Name, err)
+		}
+		if err := st.Open(info); err != nil {
+			n.Kill()
+			return nil, err
+		}
+	}
+	local.Released(runCtx, Chain, st.Released(Chain))
+	return n, nil
+}
+
+// Kill stops the incarnation with no orderly shutdown of its data: what is
+// in flight stays wherever it got to, pending batches fail with
+// star.ErrClosed (their outcome is unknown: they may have committed).
+func (n *Node) Kill() {
+	n.once.Do(func() {
+		n.cancel()
+		n.Star.Close()
+		n.wg.Wait()
+	})
+}
+
+// Reader is a reader of the node's streams. raw reads the unfaulted
+// buckets and metastore (the checks); otherwise it reads through the
+// faults (the workload).
+func (w *World) Reader(idx read.Index, raw bool) *read.Reader {
+	if raw {
+		return &read.Reader{Star: idx, Meta: w.Meta, Sets: map[metastore.Class]chain.Set{metastore.Express: w.RawSet()}, Settled: w.SettledMem}
+	}
+	return &read.Reader{Star: idx, Meta: w.SettleMeta, Sets: map[metastore.Class]chain.Set{metastore.Express: w.Set()}, Settled: w.Settled}
+}
+
+// ReadAll reads a stream from seq 0 to its acked tail.
+func ReadAll(ctx context.Context, r *read.Reader, st metastore.Stream) ([]star.SeqRecord, uint64, error) {
+	var out []star.SeqRecord
+	from := uint64(0)
+	for {
+		res, err := r.Read(ctx, st, read.Start{Kind: read.FromSeq, Seq: from}, read.Limits{})
+		if err != nil {
+			return out, 0, err
+		}
+		out = append(out, res.Records...)
+		if res.Next >= res.Tail || len(res.Records) == 0 {
+			return out, res.Tail, nil
+		}
+		from = res.Next
+	}
+}
+
+// CorruptAtRest rewrites the object at key in chain bucket i: kind "flip"
+// flips one bit, "truncate" keeps a prefix, "epoch" replaces it with the
+// same bytes stamped with another epoch (a wrong epoch at the key). The
+// store then holds a bad copy: bit rot, a torn upload, a misplaced object.
+// It reports whether an object was there.
+func (w *World) CorruptAtRest(ctx context.Context, i int, key, kind string, pick uint64) (bool, error) {
+	m := w.Mems[i]
+	body, err := m.Get(ctx, key, 0, -1)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	bad := bytes.Clone(body)
+	switch kind {
+	case "flip":
+		bit := pick % uint64(len(bad)*8)
+		bad[bit/8] ^= 1 << (bit % 8)
+	case "truncate":
+		bad = bad[:pick%uint64(len(bad))]
+	case "epoch":
+		env, perr := format.ParseEnvelope(bad)
+		if perr != nil {
+			return false, nil
+		}
+		env.Epoch += 1000
+		eb := env.Bytes()
+		copy(bad, eb[:])
+	default:
+		return false, fmt.Errorf("unknown corruption %q", kind)
+	}
+	if err := m.Delete(ctx, key); err != nil {
+		return false, err
+	}
+	if len(bad) == 0 {
+		return true, nil // truncated to nothing: a missing copy
+	}
+	return true, m.PutIfAbsent(ctx, key, bad)
+}
+
+// LogCapture is a slog.Handler that keeps what the checks need: every
+// backlog stall and its cause, and every message, to look for secrets.
+type LogCapture struct {
+	mu     sync.Mutex
+	stalls map[string]int
+	lines  []string
+}
+
+func (l *LogCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (l *LogCapture) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(r.Message)
+	cause := ""
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		if a.Key == "cause" {
+			cause = a.Value.String()
+		}
+		return true
+	})
+	if r.Message == "backlog budget reached: publishes blocked" {
+		if l.stalls == nil {
+			l.stalls = map[string]int{}
+		}
+		l.stalls[cause]++
+	}
+	if len(l.lines) < 100000 {
+		l.lines = append(l.lines, b.String())
+	}
+	return nil
+}
+func (l *LogCapture) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *LogCapture) WithGroup(string) slog.Handler { return l }
+
+// Stalls returns the logged stalls by cause.
+func (l *LogCapture) Stalls() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range l.stalls {
+		out[k] = v
+	}
+	return out
+}
+
+// Lines returns the logged lines.
+func (l *LogCapture) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.ChaCha8
+}
+
+func (l *lockedRand) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Read(p)
+}
