@@ -26,6 +26,14 @@ build:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# soak runs the deterministic simulation over many seeds (CI runs the
+# default budget in `make unit`). A failure prints its seed; replay it with
+# go test ./tests/sim -run TestSim -seed=N -v.
+SOAK_SEEDS ?= 1000
+SOAK_STEPS ?= 200
+soak:
+	$(GO) test -count=1 -timeout 60m ./tests/sim -run TestSim -seeds=$(SOAK_SEEDS) -steps=$(SOAK_STEPS) -v | grep -E 'SUMMARY|FAIL|seed=[0-9]+ step=|^ok'
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.

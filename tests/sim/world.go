@@ -368,7 +368,7 @@ func (l *LogCapture) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 func (l *LogCapture) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *LogCapture) WithGroup(string) slog.Handler { return l }
+func (l *LogCapture) WithGroup(string) slog.Handler      { return l }
 
 // Stalls returns the logged stalls by cause.
 func (l *LogCapture) Stalls() map[string]int {
