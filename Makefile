@@ -32,7 +32,8 @@ fmt:
 SOAK_SEEDS ?= 1000
 SOAK_STEPS ?= 200
 soak:
-	$(GO) test -count=1 -timeout 60m ./tests/sim -run TestSim -seeds=$(SOAK_SEEDS) -steps=$(SOAK_STEPS) -v | grep -E 'SUMMARY|FAIL|seed=[0-9]+ step=|^ok'
+	@$(GO) test -count=1 -timeout 60m ./tests/sim -run TestSim -seeds=$(SOAK_SEEDS) -steps=$(SOAK_STEPS) -v > soak.log 2>&1; \
+	  status=$$?; grep -E 'SUMMARY|FAIL|seed=[0-9]+ step=|^ok' soak.log; echo "full log: soak.log"; exit $$status
 
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
