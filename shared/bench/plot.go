@@ -113,7 +113,7 @@ func latencySVG(r *Result) string {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.2f</text>`+"\n", padL-6, y+4, v)
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d">ack p50 %.2f p99 %.2f p999 %.2f ms; overhead p50 %.3f p99 %.3f ms</text>`+"\n",
-		padL+10, padT+14, r.Ack.P50, r.Ack.P99, r.Ack.P999, r.Overhead.P50, r.Overhead.P99)
+		padL, padT-5, r.Ack.P50, r.Ack.P99, r.Ack.P999, r.Overhead.P50, r.Overhead.P99)
 	b.WriteString("</svg>\n")
 	return b.String()
 }
