@@ -1,0 +1,108 @@
+# shellcheck shell=bash disable=SC2034 # the variables are for the scripts that source this
+# Common setup of the localstack/*.sh scripts: paths, resource names,
+# helpers. Sourced, not run.
+
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+run_dir="$here/.run"
+
+# Every name in strand.env is exported: the star reads them.
+set -a
+# shellcheck source=localstack/strand.env
+. "$here/strand.env"
+set +a
+
+# LocalStack's edge endpoint, as the host sees it.
+ENDPOINT="${STRAND_LOCALSTACK_ENDPOINT:-http://localhost:4566}"
+# The star's local addresses.
+STAR_ADDR="${STRAND_LOCAL_ADDR:-127.0.0.1:4780}"
+STAR_ADMIN_ADDR="${STRAND_LOCAL_ADMIN_ADDR:-127.0.0.1:9090}"
+
+say() { printf '== localstack: %s\n' "$*"; }
+warn() { printf '!! localstack: %s\n' "$*" >&2; }
+die() {
+	printf 'localstack: %s\n' "$*" >&2
+	exit 1
+}
+
+need() { # command hint
+	command -v "$1" >/dev/null 2>&1 || die "$1 is not installed: $2"
+}
+
+# LocalStack images from 2026.03 on do not start without an auth token (a
+# free Hobby account has one): fail here, before docker pulls or starts
+# anything, rather than with a container that exits.
+require_token() {
+	if [ -z "${LOCALSTACK_AUTH_TOKEN:-}" ]; then
+		die "LOCALSTACK_AUTH_TOKEN is not set.
+  LocalStack needs an auth token since March 2026 (also for its free tier).
+  Sign in at https://app.localstack.cloud, copy the token from the Auth Token
+  page, then: export LOCALSTACK_AUTH_TOKEN=<token>   (see docs/localstack.md)"
+	fi
+}
+
+compose() {
+	docker compose --project-directory "$here" -f "$here/compose.yaml" "$@"
+}
+
+# host_mode: STRAND_AWSLOCAL names an AWS CLI command on this host (for
+# example "awslocal", or "aws --endpoint-url http://localhost:4566") to use
+# instead of awslocal inside the container.
+host_mode() { [ -n "${STRAND_AWSLOCAL:-}" ]; }
+
+# awslocal runs the AWS CLI against LocalStack: inside the container (which
+# has awslocal and credentials) unless STRAND_AWSLOCAL says otherwise.
+awslocal() {
+	if host_mode; then
+		local -a cmd
+		read -r -a cmd <<<"$STRAND_AWSLOCAL"
+		AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
+			"${cmd[@]}" "$@"
+	else
+		compose exec -T localstack awslocal "$@"
+	fi
+}
+
+# wait_http url seconds: until url answers 2xx.
+wait_http() {
+	local url="$1" secs="$2" i
+	for ((i = 0; i < secs * 4; i++)); do
+		if curl -fsS -o /dev/null "$url" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.25
+	done
+	return 1
+}
+
+# star_pid prints the pid of the star deploy.sh started, if it still runs.
+star_pid() {
+	local pid
+	[ -f "$run_dir/star.pid" ] || return 1
+	pid="$(cat "$run_dir/star.pid")"
+	# Only our binary: the pid file may be stale and the pid reused.
+	if kill -0 "$pid" 2>/dev/null && [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = "star" ]; then
+		echo "$pid"
+		return 0
+	fi
+	return 1
+}
+
+stop_star() {
+	local pid i
+	if pid="$(star_pid)"; then
+		say "stopping the star (pid $pid)"
+		kill -TERM "$pid"
+		for ((i = 0; i < 40; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.25
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			warn "the star did not stop in 10 s; sending SIGKILL"
+			kill -KILL "$pid"
+		fi
+	fi
+	rm -f "$run_dir/star.pid"
+}
