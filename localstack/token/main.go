@@ -4,7 +4,9 @@
 //
 //	go run ./localstack/token --endpoint http://localhost:4566 --table strand --token-file localstack/.run/token
 //
-// With --token-file, a token already in the file is issued again (the same
+// With --endpoint "" it writes to DynamoDB on AWS (the SDK's credentials and
+// the given region): that is how an operator issues the first token for a
+// deployed stack (docs/deploy.md). With --token-file, a token already in the file is issued again (the same
 // grant; re-running is harmless) and a new one is written there (mode 0600).
 package main
 
@@ -35,7 +37,7 @@ func main() {
 
 func run(args []string) error {
 	fl := flag.NewFlagSet("token", flag.ContinueOnError)
-	endpoint := fl.String("endpoint", "http://localhost:4566", "AWS endpoint (DynamoDB)")
+	endpoint := fl.String("endpoint", "http://localhost:4566", "AWS endpoint (DynamoDB); \"\" for AWS itself")
 	region := fl.String("region", "us-east-1", "AWS region")
 	table := fl.String("table", "", "metastore table (required)")
 	prefix := fl.String("prefix", "", "stream-name prefix the token covers (\"\": every stream)")
@@ -60,7 +62,11 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(*endpoint) })
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if *endpoint != "" {
+			o.BaseEndpoint = aws.String(*endpoint)
+		}
+	})
 	if err := auth.Issue(ctx, dynamo.New(ddb, *table), tok, *prefix, grant); err != nil {
 		return fmt.Errorf("issue into table %s at %s: %w", *table, *endpoint, err)
 	}
