@@ -74,5 +74,5 @@ func (s *Star) Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, 
 	}
 	st.l.mu.Lock()
 	defer st.l.mu.Unlock()
-	return st.ackedNext, st.l.changed, nil
+	return st.ackedNext, st.l.watch(), nil
 }

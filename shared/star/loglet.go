@@ -30,14 +30,20 @@ type batch struct {
 }
 
 func newBatch(st *stream, recs []format.Record, size int, nowMs int64) *batch {
-	b := &batch{st: st, recs: len(recs), size: size, enc: make([]byte, 0, size), done: make(chan struct{})}
+	b := &batch{}
+	b.init(st, recs, size, nowMs)
+	return b
+}
+
+// init fills b with recs, encoded (0 timestamps become nowMs).
+func (b *batch) init(st *stream, recs []format.Record, size int, nowMs int64) {
+	*b = batch{st: st, recs: len(recs), size: size, enc: make([]byte, 0, size), done: make(chan struct{})}
 	for _, r := range recs {
 		if r.TimestampMs == 0 {
 			r.TimestampMs = nowMs
 		}
 		b.enc = format.AppendRecord(b.enc, r)
 	}
-	return b
 }
 
 // clampTimestamps makes the batch's timestamps non-decreasing from floor
@@ -90,7 +96,8 @@ type loglet struct {
 	chain metastore.ChainID
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every state change
+	changed chan struct{} // closed and replaced on a state change someone waits for
+	watched bool          // someone holds changed (see watch)
 	epoch   uint64
 	nonce   format.Nonce
 	// pool: admitted, uncut batches, FIFO
@@ -176,15 +183,25 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 	return l
 }
 
+// watch returns the channel the next broadcast closes. Called with l.mu held.
+func (l *loglet) watch() <-chan struct{} {
+	l.watched = true
+	return l.changed
+}
+
 func (l *loglet) broadcast() {
+	if !l.watched {
+		return // nobody holds the channel: nothing to wake, nothing to allocate
+	}
 	close(l.changed)
 	l.changed = make(chan struct{})
+	l.watched = false
 }
 
 // wait releases l.mu until the state changes, the timer fires, or ctx ends.
 // Called with l.mu held; returns with it held.
 func (l *loglet) wait(ctx context.Context, timer <-chan time.Time) error {
-	ch := l.changed
+	ch := l.watch()
 	l.mu.Unlock()
 	defer l.mu.Lock()
 	select {
@@ -388,21 +405,17 @@ func (l *loglet) markDurable(f *flight) {
 	}
 	f.durable = true
 	from, to := l.ord.markDurable(f.slot)
-	var rel []*flight
+	now := l.s.clk.Now()
 	for s := from; s < to; s++ {
 		rf := l.inflight[s]
 		delete(l.inflight, s)
-		rel = append(rel, rf)
-	}
-	now := l.s.clk.Now()
-	for _, rf := range rel {
 		l.release(rf, now)
 	}
-	if len(rel) > 0 {
+	if to > from {
 		l.broadcast()
 	}
 	l.mu.Unlock()
-	if len(rel) > 0 {
+	if to > from {
 		l.notify()
 	}
 }

@@ -225,7 +225,10 @@ type AppendOptions struct {
 }
 
 // Pending is an admitted batch waiting for its ack.
-type Pending struct{ b *batch }
+type Pending struct {
+	b     *batch
+	inner batch // the batch itself: one allocation for both
+}
 
 // Wait blocks until the batch is acknowledged (or the context ends: the
 // batch may still commit).
@@ -257,11 +260,14 @@ func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Rec
 	if err != nil {
 		return nil, err
 	}
-	b := newBatch(st, recs, size, s.clk.Now().UnixMilli())
+	p := &Pending{}
+	p.b = &p.inner
+	b := p.b
+	b.init(st, recs, size, s.clk.Now().UnixMilli())
 	if err := st.l.admit(ctx, b, opt.MatchSeq); err != nil {
 		return nil, err
 	}
-	return &Pending{b: b}, nil
+	return p, nil
 }
 
 // Append admits a batch and waits for its ack.
