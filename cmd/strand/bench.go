@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,7 @@ func newBench(cf *clientFlags) *cobra.Command {
 	cfg := bench.Defaults()
 	var classes []string
 	var api, asJSON bool
-	var jsonOut string
+	var jsonOut, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure ack latency, throughput, requests per GB, metastore ops and cost",
@@ -44,6 +45,17 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 				cfg.Mode, cfg.Endpoint, cfg.Token = bench.ModeRemote, cf.endpoint, cf.token
 			case api:
 				cfg.Mode = bench.ModeAPI
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			rs, err := bench.Run(cmd.Context(), cfg, cmd.ErrOrStderr())
 			if jsonOut != "" && len(rs) > 0 {
@@ -100,6 +112,7 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 	f.StringVar(&cfg.PlotDir, "plot", "", "write SVG plots (latency histogram, throughput over time) into this directory")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of text")
 	f.StringVar(&jsonOut, "json-out", "", "also write the results as JSON to this file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the latency draws, nonces and stream ids")
 	p := &cfg.Prices
 	f.Float64Var(&p.ExpressPutPer1000, "price-express-put", p.ExpressPutPer1000, "USD per 1000 S3 Express One Zone PUTs")
