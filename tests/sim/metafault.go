@@ -27,6 +27,8 @@ type MetaFaults struct {
 	errRate float64 // P(ErrUnavailable, nothing written): throttling, tx conflicts
 	lost    float64 // P(write lands, answer lost)
 	delay   time.Duration
+	block   func(op string) bool
+	unblock chan struct{}
 
 	calls  atomic.Int64
 	faults atomic.Int64
@@ -57,6 +59,27 @@ func (m *MetaFaults) SetLostAnswers(p float64) { m.mu.Lock(); m.lost = p; m.mu.U
 // SetDelay makes every call take d first (0: none).
 func (m *MetaFaults) SetDelay(d time.Duration) { m.mu.Lock(); m.delay = d; m.mu.Unlock() }
 
+// BlockWhen makes every call for which fn(op) is true wait until its
+// context ends (a process killed mid-call) or release is called. fn is
+// called under the wrapper's lock and must not call the store.
+func (m *MetaFaults) BlockWhen(fn func(op string) bool) (release func()) {
+	ch := make(chan struct{})
+	m.mu.Lock()
+	m.block, m.unblock = fn, ch
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if m.unblock == ch {
+				m.block, m.unblock = nil, nil
+			}
+			m.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
 // Clear removes every fault.
 func (m *MetaFaults) Clear() {
 	m.mu.Lock()
@@ -77,6 +100,10 @@ func (m *MetaFaults) before(ctx context.Context, op string, write bool) (metaPla
 	m.mu.Lock()
 	var p metaPlan
 	down, delay := m.down, m.delay
+	var wait chan struct{}
+	if m.block != nil && m.block(op) {
+		wait = m.unblock
+	}
 	if !down {
 		if m.errRate > 0 && m.rng.Float64() < m.errRate {
 			p.fail = true
@@ -85,6 +112,13 @@ func (m *MetaFaults) before(ctx context.Context, op string, write bool) (metaPla
 		}
 	}
 	m.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-ctx.Done():
+			return p, fmt.Errorf("metastore %s: blocked until the caller died: %w: %w", op, metastore.ErrUnavailable, ctx.Err())
+		case <-wait:
+		}
+	}
 	if down {
 		m.faults.Add(1)
 		return p, fmt.Errorf("metastore %s: injected fault (table down): %w", op, metastore.ErrUnavailable)

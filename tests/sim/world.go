@@ -119,6 +119,14 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	return w, nil
 }
 
+// WrapBuckets wraps each faulted chain bucket (before any node starts),
+// for faults the injector does not model.
+func (w *World) WrapBuckets(fn func(i int, b objstore.Bucket) objstore.Bucket) {
+	for i, b := range w.Buckets {
+		w.Buckets[i] = fn(i, b)
+	}
+}
+
 // Set is the faulted chain bucket set (what the protocols use).
 func (w *World) Set() chain.Set {
 	return chain.Set{Star: StarID, Buckets: w.Buckets, W: w.Opt.W, Backoff: 5 * time.Millisecond, RetryFor: 30 * time.Second}
