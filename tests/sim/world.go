@@ -24,12 +24,14 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/probe"
 	"github.com/strandlog/strand/shared/read"
+	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
 	"github.com/strandlog/strand/shared/trim"
@@ -272,6 +274,17 @@ func (n *Node) Kill() {
 		n.Star.Close()
 		n.wg.Wait()
 	})
+}
+
+// Server is the API server of the node (Connect, JSON over HTTP for unary
+// calls): metadata in the unfaulted metastore, reads through the faults,
+// logs into the world's capture. With withAuth, bearer tokens are checked.
+func (w *World) Server(n *Node, withAuth bool) (*server.Server, error) {
+	sc := server.Config{Star: n.Star, Meta: w.Meta, Reader: w.Reader(n.Star, false), Logger: w.Log, Rand: w.rand, Heartbeat: 100 * time.Millisecond}
+	if withAuth {
+		sc.Auth = &auth.Checker{Meta: w.Meta}
+	}
+	return server.New(sc)
 }
 
 // Reader is a reader of the node's streams. raw reads the unfaulted
