@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -294,6 +295,12 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	}
 	if m.RetentionMs < 0 {
 		return nil, invalid("retention_ms %d is negative (0 keeps forever)", m.RetentionMs)
+	}
+	// Refuse before recording anything: a stream this star would lead but
+	// cannot open (no bucket set of its class) could never be appended to,
+	// and its name would stay taken.
+	if s.cfg.DefaultStar == s.cfg.Star.ID() && !slices.Contains(s.cfg.Star.Chains(), metastore.ChainID{Star: s.cfg.Star.ID(), Class: class}) {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("create stream %q: star %s has no %s bucket set; choose the other storage class", m.Name, s.cfg.Star.ID(), class))
 	}
 	var id format.StreamID
 	if _, err := io.ReadFull(s.cfg.Rand, id[:]); err != nil {
