@@ -25,8 +25,8 @@ import (
 
 var (
 	seedFlag  = flag.Int64("seed", 0, "run only this seed (replay); 0 runs the seed budget")
-	seedsFlag = flag.Int("seeds", 50, "how many seeds to run (seeds 1..n)")
-	stepsFlag = flag.Int("steps", 100, "steps per seed")
+	seedsFlag = flag.Int("seeds", 100, "how many seeds to run (seeds 1..n)")
+	stepsFlag = flag.Int("steps", 150, "steps per seed")
 )
 
 // totals over every seed of one run, for the summary line.
