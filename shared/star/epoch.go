@@ -47,7 +47,7 @@ func (l *loglet) lead(ctx context.Context) error {
 			return err
 		}
 		e := l.epochRecord(prev+1, nonce)
-		err = meta.MintEpoch(ctx, l.chain, prev, e)
+		err = l.mint(ctx, prev, e)
 		if errors.Is(err, metastore.ErrConflict) {
 			// Another star minted first: it leads unless we take over again.
 			l.s.log.Warn("epoch mint lost a race; taking over again", "chain", l.chain.String(), "epoch", e.Epoch)
@@ -64,6 +64,41 @@ func (l *loglet) lead(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("star: %s: %w: lost the epoch mint three times to another star", l.chain, ErrNotLeader)
+}
+
+// mint mints e after prev. A mint whose answer was lost (ErrUnavailable)
+// may have landed, and its retry would then fail as a conflict: so on
+// either, the epoch record is read back, and our own nonce on it means the
+// mint is ours.
+func (l *loglet) mint(ctx context.Context, prev uint64, e metastore.Epoch) error {
+	err := l.s.meta.MintEpoch(ctx, l.chain, prev, e)
+	if err == nil || !(errors.Is(err, metastore.ErrConflict) || errors.Is(err, metastore.ErrUnavailable)) {
+		return err
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		got, gerr := l.s.meta.GetEpoch(ctx, l.chain, e.Epoch)
+		switch {
+		case gerr == nil && got.Nonce == e.Nonce:
+			return nil // our mint landed; its answer was lost
+		case gerr == nil:
+			return fmt.Errorf("epoch %d was minted by another star: %w", e.Epoch, metastore.ErrConflict)
+		case errors.Is(gerr, metastore.ErrNotFound) && errors.Is(err, metastore.ErrConflict):
+			return err // not ours, and not landed: a real conflict
+		case errors.Is(gerr, metastore.ErrNotFound):
+			// The mint whose answer was lost did not land: mint again.
+			err = l.s.meta.MintEpoch(ctx, l.chain, prev, e)
+			if err == nil || !(errors.Is(err, metastore.ErrConflict) || errors.Is(err, metastore.ErrUnavailable)) {
+				return err
+			}
+			continue // read back again
+		}
+		select { // the read failed: wait and read again
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.s.clk.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
+	return err
 }
 
 func (l *loglet) epochRecord(epoch uint64, nonce format.Nonce) metastore.Epoch {
@@ -178,7 +213,7 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 		return err
 	}
 	rec := l.epochRecord(epoch+1, nonce)
-	if err := l.s.meta.MintEpoch(ctx, l.chain, epoch, rec); err != nil {
+	if err := l.mint(ctx, epoch, rec); err != nil {
 		if errors.Is(err, metastore.ErrConflict) {
 			l.lateAcks(epoch, cut)
 			return fmt.Errorf("star: %s: epoch %d has a successor: %w", l.chain, epoch, ErrNotLeader)
