@@ -16,6 +16,10 @@ import (
 // fencer's poison or another writer's flight). The epoch halts for good.
 var ErrForeign = errors.New("star: foreign occupant in our slot")
 
+// ErrNoConditionalWrites: a bucket accepted a second put-if-absent of the
+// same key. strand cannot run on it.
+var ErrNoConditionalWrites = errors.New("star: bucket does not enforce conditional writes (If-None-Match)")
+
 // ErrQuorumDeadline: a flight could not reach W copies within its deadline.
 var ErrQuorumDeadline = errors.New("star: write quorum not reached within the commit deadline")
 
@@ -161,7 +165,7 @@ func ProveConditionalWrites(ctx context.Context, b objstore.Bucket, star string,
 	defer b.Delete(context.WithoutCancel(ctx), key)
 	err := b.PutIfAbsent(ctx, key, second)
 	if err == nil {
-		return fmt.Errorf("conditional-write probe: a second put-if-absent of %s succeeded: this bucket does not enforce If-None-Match, and strand cannot run on it safely", key)
+		return fmt.Errorf("conditional-write probe: a second put-if-absent of %s succeeded: %w, and strand cannot run on it safely", key, ErrNoConditionalWrites)
 	}
 	if !errors.Is(err, objstore.ErrExists) {
 		return fmt.Errorf("conditional-write probe: second put of %s: %w", key, err)
@@ -171,7 +175,7 @@ func ProveConditionalWrites(ctx context.Context, b objstore.Bucket, star string,
 		return fmt.Errorf("conditional-write probe: read back %s: %w", key, err)
 	}
 	if !bytes.Equal(got, first) {
-		return fmt.Errorf("conditional-write probe: %s was overwritten by a refused put: this bucket does not enforce If-None-Match", key)
+		return fmt.Errorf("conditional-write probe: %s was overwritten by a refused put: %w", key, ErrNoConditionalWrites)
 	}
 	return nil
 }

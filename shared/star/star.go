@@ -298,10 +298,25 @@ func (s *Star) Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 // is one), and starts the flushers. It returns once the star can serve.
 func (s *Star) Start(ctx context.Context) error {
 	for cl, l := range s.loglets {
+		// A bucket that proves it does not enforce put-if-absent stops the
+		// star. One that cannot be probed now (down, ambiguous) is tolerated
+		// while W others prove it: a takeover must not wait for a zone.
+		proven := 0
+		var unproven []error
 		for i, b := range l.cfg.Buckets {
-			if err := ProveConditionalWrites(ctx, b, s.cfg.StarID, s.rand); err != nil {
+			err := ProveConditionalWrites(ctx, b, s.cfg.StarID, s.rand)
+			switch {
+			case err == nil:
+				proven++
+			case errors.Is(err, ErrNoConditionalWrites) || ctx.Err() != nil:
 				return fmt.Errorf("star: %s bucket %d (%s): %w", cl, i, b.Name(), err)
+			default:
+				unproven = append(unproven, fmt.Errorf("%s bucket %d (%s): %w", cl, i, b.Name(), err))
+				s.log.Warn("conditional-write probe could not run on a bucket; starting on the others", "class", cl.String(), "bucket", b.Name(), "err", err.Error())
 			}
+		}
+		if proven < l.cfg.W {
+			return fmt.Errorf("star: %s: only %d of %d buckets answered the conditional-write probe, W=%d: %w", cl, proven, len(l.cfg.Buckets), l.cfg.W, errors.Join(unproven...))
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -458,7 +458,7 @@ func TestStartRefusesBucketWithoutConditionalWrites(t *testing.T) {
 		c.Standard.Buckets = []objstore.Bucket{overwriting{objstore.NewMem("liar")}}
 	})
 	err := h.star.Start(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "does not enforce If-None-Match") {
+	if !errors.Is(err, ErrNoConditionalWrites) || !strings.Contains(err.Error(), "liar") {
 		t.Fatalf("Start on a bucket without conditional writes: %v", err)
 	}
 }
@@ -469,4 +469,23 @@ type overwriting struct{ *objstore.Mem }
 func (o overwriting) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	o.Mem.Delete(ctx, key)
 	return o.Mem.PutIfAbsent(ctx, key, body)
+}
+
+// TestStartToleratesOneBucketDown: a bucket that cannot be probed (down)
+// does not stop a start while W others prove conditional writes; with fewer
+// than W provable, the start fails and says so.
+func TestStartToleratesOneBucketDown(t *testing.T) {
+	h := newHarness(t, metastore.Express, 3, 2)
+	h.inj[2].SetDown(true)
+	h.start()
+	id := h.open(metastore.Express, 1)[0]
+	if _, err := h.star.Append(context.Background(), id, recs(1, func(int) []byte { return []byte("x") }), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHarness(t, metastore.Express, 3, 2)
+	h2.inj[0].SetDown(true)
+	h2.inj[2].SetDown(true)
+	if err := h2.star.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "only 1 of 3 buckets") {
+		t.Fatalf("start with two of three buckets down: %v", err)
+	}
 }
