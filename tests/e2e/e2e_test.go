@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/tests/testproc"
 )
 
 const (
@@ -31,42 +31,6 @@ const (
 	cliChunk      = 200
 	startDeadline = 30 * time.Second
 )
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test")
-		}
-		dir = parent
-	}
-}
-
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "strand")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/strand")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 type dev struct {
 	cmd *exec.Cmd
@@ -230,10 +194,10 @@ func TestDevSurvivesKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := build(t)
+	bin := testproc.Build(t, "./cmd/strand")
 	work := t.TempDir()
 	dataDir := filepath.Join(work, "data")
-	addr := freeAddr(t)
+	addr := testproc.FreeAddr(t)
 	endpoint := "http://" + addr
 	d := startDev(t, bin, dataDir, addr)
 	tokb, err := os.ReadFile(filepath.Join(dataDir, "token"))

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,6 +34,7 @@ import (
 	"github.com/strandlog/strand/shared/objstore/s3obj"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/trim"
+	"github.com/strandlog/strand/tests/testproc"
 )
 
 const starID = "star-0"
@@ -98,46 +98,6 @@ func deploy(ctx context.Context, t *testing.T) *deployment {
 		t.Fatal(err)
 	}
 	return d
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test")
-		}
-		dir = parent
-	}
-}
-
-// buildStar builds functions/star into a temporary directory.
-func buildStar(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "star")
-	cmd := exec.Command("go", "build", "-o", bin, "./functions/star")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./functions/star: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // starProc is one run of the star binary.
@@ -379,7 +339,7 @@ func TestStarProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	begin := time.Now()
-	bin := buildStar(t)
+	bin := testproc.Build(t, "./functions/star")
 	d := deploy(ctx, t)
 	meta := dynamo.New(d.ddb, d.table)
 
@@ -390,7 +350,7 @@ func TestStarProcess(t *testing.T) {
 	if err := auth.Issue(ctx, meta, token, "it/", []auth.Op{auth.Admin}); err != nil {
 		t.Fatal(err)
 	}
-	addr, admin := freeAddr(t), freeAddr(t)
+	addr, admin := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	p := startStar(ctx, t, bin, d, addr, admin, 1)
 	t.Logf("star healthy %v after the start of the test", time.Since(begin).Round(time.Millisecond))
 
