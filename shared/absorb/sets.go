@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/metastore"
@@ -127,4 +128,20 @@ func RunSteps(n int, step func() (from, to metastore.Cursor, err error)) (metast
 		}
 	}
 	return at, nil
+}
+
+// Sweep runs run on every chain, in order: a chain never minted
+// (metastore.ErrNotFound) is skipped, and one chain's failure does not stop
+// the others. Failures are logged (what names the work) and joined.
+func Sweep(ctx context.Context, chains []metastore.ChainID, log *slog.Logger, what string, run func(context.Context, metastore.ChainID) error) error {
+	var errs []error
+	for _, c := range chains {
+		if err := run(ctx, c); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+			if log != nil && ctx.Err() == nil {
+				log.Warn(what+" failed; the next run retries", "chain", c.String(), "err", err.Error())
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -235,20 +235,18 @@ func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, pro
 	}
 	n.goRun(func() {
 		every(ctx, or(cfg.SettleEvery, 2*time.Second), func() {
-			for _, c := range chains {
-				if _, err := settler.Run(ctx, c); err != nil && ctx.Err() == nil && !errors.Is(err, metastore.ErrNotFound) {
-					n.log.Warn("settle failed; retrying", "chain", c.String(), "err", err.Error())
-				}
-			}
+			_ = absorb.Sweep(ctx, chains, n.log, "settle", func(ctx context.Context, c metastore.ChainID) error {
+				_, err := settler.Run(ctx, c)
+				return err
+			})
 		})
 	})
 	n.goRun(func() {
 		every(ctx, or(cfg.TrimEvery, 5*time.Second), func() {
-			for _, c := range chains {
-				if _, err := trimmer.Run(ctx, c); err != nil && ctx.Err() == nil && !errors.Is(err, metastore.ErrNotFound) {
-					n.log.Warn("trim failed; retrying", "chain", c.String(), "err", err.Error())
-				}
-			}
+			_ = absorb.Sweep(ctx, chains, n.log, "trim", func(ctx context.Context, c metastore.ChainID) error {
+				_, err := trimmer.Run(ctx, c)
+				return err
+			})
 			if _, err := trimmer.Streams(ctx); err != nil && ctx.Err() == nil {
 				n.log.Warn("trim of streams failed; retrying", "err", err.Error())
 			}

@@ -3,10 +3,10 @@ package settle
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -58,15 +58,8 @@ func (h *Handler) Sweep(ctx context.Context) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	var errs []error
-	for _, c := range h.Chains {
-		if _, err := h.Settler.Run(ctx, c); err != nil {
-			if errors.Is(err, metastore.ErrNotFound) {
-				continue
-			}
-			log.Error("settle: run failed", "chain", c.String(), "err", err)
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return absorb.Sweep(ctx, h.Chains, log, "settle", func(ctx context.Context, c metastore.ChainID) error {
+		_, err := h.Settler.Run(ctx, c)
+		return err
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -42,16 +43,10 @@ func (h *Handler) Sweep(ctx context.Context) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	var errs []error
-	for _, c := range h.Chains {
-		if _, err := h.Trimmer.Run(ctx, c); err != nil {
-			if errors.Is(err, metastore.ErrNotFound) {
-				continue
-			}
-			log.Error("trim: chain failed", "chain", c.String(), "err", err)
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{absorb.Sweep(ctx, h.Chains, log, "trim", func(ctx context.Context, c metastore.ChainID) error {
+		_, err := h.Trimmer.Run(ctx, c)
+		return err
+	})}
 	res, err := h.Trimmer.Streams(ctx)
 	if err != nil {
 		errs = append(errs, err)
