@@ -57,6 +57,62 @@ type Set struct {
 	// It turns takeover and absorb time from slots x round trips into
 	// slots / ReadAhead x round trips; results are still used in slot order.
 	ReadAhead int
+	// Hedge is how long a read (Walk's and ReadRange's) waits for one copy
+	// before it also asks the next bucket; the first good answer wins
+	// (0: DefaultHedge; < 0: never, strictly one bucket after another). A
+	// slow or silent zone then costs one hedge delay, not its own latency.
+	Hedge time.Duration
+}
+
+// DefaultHedge is the default Set.Hedge.
+const DefaultHedge = 20 * time.Millisecond
+
+// hedged runs try on the buckets in order, starting the next one when the
+// running ones have not succeeded within the hedge delay, or as soon as one
+// fails. It returns the index of the first try that succeeded, or -1 when
+// every try failed (then all have returned). try must only write state of
+// its own bucket index; the losers' contexts are cancelled.
+func (s Set) hedged(ctx context.Context, try func(ctx context.Context, i int) bool) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hedge := s.Hedge
+	if hedge == 0 {
+		hedge = DefaultHedge
+	}
+	clk := clock.OrReal(s.Clock)
+	type result struct {
+		i  int
+		ok bool
+	}
+	k := len(s.Buckets)
+	done := make(chan result, k)
+	next, pending := 0, 0
+	launch := func() {
+		i := next
+		next++
+		pending++
+		go func() { done <- result{i, try(ctx, i)} }()
+	}
+	launch()
+	for pending > 0 {
+		var timer <-chan time.Time
+		if next < k && hedge > 0 {
+			timer = clk.After(hedge)
+		}
+		select {
+		case r := <-done:
+			pending--
+			if r.ok {
+				return r.i
+			}
+			if next < k {
+				launch()
+			}
+		case <-timer:
+			launch()
+		}
+	}
+	return -1
 }
 
 // DefaultReadAhead is the default Set.ReadAhead.
@@ -367,35 +423,47 @@ func (s Set) readFlight(ctx context.Context, epoch, slot uint64) (Slot, error) {
 	key := format.SlotKey(s.Star, epoch, slot)
 	r := s.retrier()
 	for {
-		var errs []error
-		absent := 0 // buckets that answered definitively without our flight
-		for i, b := range s.Buckets {
+		k := len(s.Buckets)
+		errs := make([]error, k)
+		isAbsent := make([]bool, k) // answered definitively without our flight
+		found := make([]Slot, k)
+		win := s.hedged(ctx, func(ctx context.Context, i int) bool {
+			b := s.Buckets[i]
 			c, err := s.readSlot(ctx, i, epoch, slot)
 			if err != nil {
-				errs = append(errs, err)
-				continue
+				errs[i] = err
+				return false
 			}
 			switch c.State {
 			case Missing, Poison:
-				absent++
-				errs = append(errs, fmt.Errorf("%s/%s: %s", b.Name(), key, c.State))
-				continue
+				isAbsent[i], errs[i] = true, fmt.Errorf("%s/%s: %s", b.Name(), key, c.State)
+				return false
 			case Junk:
 				// Possibly a read corrupted in transit: not definitive.
-				errs = append(errs, fmt.Errorf("%s/%s: junk: %v", b.Name(), key, c.Err))
-				continue
+				errs[i] = fmt.Errorf("%s/%s: junk: %v", b.Name(), key, c.Err)
+				return false
 			}
 			foot, err := b.Get(ctx, key, int64(c.Env.FooterOff), int64(c.Env.FooterLen))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("footer %s/%s: %w", b.Name(), key, err))
-				continue
+				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
+				return false
 			}
 			entries, err := format.ParseFooter(c.Env, foot)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("footer %s/%s: %w", b.Name(), key, err))
-				continue
+				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
+				return false
 			}
-			return Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: entries}, nil
+			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: entries}
+			return true
+		})
+		if win >= 0 {
+			return found[win], nil
+		}
+		absent := 0
+		for _, a := range isAbsent {
+			if a {
+				absent++
+			}
 		}
 		cause := errors.Join(errs...)
 		if absent == len(s.Buckets) {
@@ -419,45 +487,53 @@ func (s Set) ReadRange(ctx context.Context, key string, off, n int64, check func
 	if len(s.Buckets) == 0 {
 		return nil, fmt.Errorf("%w: read %s from an empty set", ErrInvalid, key)
 	}
-	var errs []error
-	unavailable, bad := false, false
-	for _, b := range s.Buckets {
+	k := len(s.Buckets)
+	errs := make([]error, k)
+	bodies := make([][]byte, k)
+	unavail, bad := make([]bool, k), make([]bool, k)
+	win := s.hedged(ctx, func(ctx context.Context, i int) bool {
+		b := s.Buckets[i]
 		body, err := b.Get(ctx, key, off, n)
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
-			errs = append(errs, fmt.Errorf("%s: not found", b.Name()))
-			continue
+			errs[i] = fmt.Errorf("%s: not found", b.Name())
+			return false
 		case errors.Is(err, objstore.ErrRange):
-			bad = true
-			errs = append(errs, fmt.Errorf("%s: range %d+%d not satisfiable", b.Name(), off, n))
-			continue
+			bad[i], errs[i] = true, fmt.Errorf("%s: range %d+%d not satisfiable", b.Name(), off, n)
+			return false
 		case err != nil:
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("read %s: %w", key, ctx.Err())
-			}
-			unavailable = true
-			errs = append(errs, err)
-			continue
+			unavail[i], errs[i] = true, err
+			return false
 		}
 		if n >= 0 && int64(len(body)) != n {
-			bad = true
-			errs = append(errs, fmt.Errorf("%s: %d of %d bytes", b.Name(), len(body), n))
-			continue
+			bad[i], errs[i] = true, fmt.Errorf("%s: %d of %d bytes", b.Name(), len(body), n)
+			return false
 		}
 		if check != nil {
 			if err := check(body); err != nil {
-				bad = true
-				errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
-				continue
+				bad[i], errs[i] = true, fmt.Errorf("%s: %w", b.Name(), err)
+				return false
 			}
 		}
-		return body, nil
+		bodies[i] = body
+		return true
+	})
+	if win >= 0 {
+		return bodies[win], nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("read %s: %w", key, ctx.Err())
+	}
+	unavailable, anyBad := false, false
+	for i := range k {
+		unavailable = unavailable || unavail[i]
+		anyBad = anyBad || bad[i]
 	}
 	sentinel := objstore.ErrNotFound
 	switch {
 	case unavailable:
 		sentinel = objstore.ErrUnavailable
-	case bad:
+	case anyBad:
 		sentinel = ErrNoCopy
 	}
 	return nil, fmt.Errorf("read %s at %d+%d: %w (%v)", key, off, n, sentinel, errors.Join(errs...))

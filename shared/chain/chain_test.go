@@ -69,7 +69,9 @@ func newRig(t *testing.T, k, w int) *rig {
 		r.injs = append(r.injs, inj)
 		buckets = append(buckets, objstore.WithFaults(m, inj))
 	}
-	r.set = Set{Star: "star-0", Buckets: buckets, W: w, Clock: r.clk, RetryFor: time.Minute}
+	// No hedging: the fake clock fires at once, and these tests check the
+	// strict fall-through order (TestHedgedReads covers hedging).
+	r.set = Set{Star: "star-0", Buckets: buckets, W: w, Clock: r.clk, RetryFor: time.Minute, Hedge: -1}
 	return r
 }
 

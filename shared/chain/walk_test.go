@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/objstore"
@@ -177,5 +178,41 @@ func TestReadRange(t *testing.T) {
 	}
 	if got, err := r.set.ReadRange(ctx, key, 0, -1, func(b []byte) error { _, err := format.ParseFlight(b); return err }); err != nil || len(got) != len(obj) {
 		t.Fatalf("whole: %d, %v", len(got), err)
+	}
+}
+
+// TestHedgedReads: with the first bucket slow, Walk and ReadRange get their
+// answer from the next bucket (asked after the hedge delay) instead of
+// waiting for the slow one; with the first bucket fast, the others are not
+// asked at all.
+func TestHedgedReads(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, 3, 2)
+	r.set.Clock, r.set.Hedge = nil, 5*time.Millisecond
+	obj := flightBytes(2, 0)
+	r.put(t, 2, 0, obj, 0, 1, 2)
+	env, _ := format.ParseEnvelope(obj)
+	entries, _ := format.ParseFooter(env, obj[env.FooterOff:])
+	key := format.SlotKey("star-0", 2, 0)
+	e := entries[0]
+
+	// Fast first bucket: nobody else is asked.
+	if _, err := r.set.ReadRange(ctx, key, int64(e.Offset), int64(e.Length), nil); err != nil {
+		t.Fatal(err)
+	}
+	if r.injs[1].Calls(objstore.OpGet)+r.injs[2].Calls(objstore.OpGet) != 0 {
+		t.Fatal("a fast first bucket was hedged")
+	}
+	// Slow first bucket: the answer comes from another.
+	if err := r.injs[0].SetLatency(2*time.Second, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.set.ReadRange(ctx, key, int64(e.Offset), int64(e.Length), nil)
+	if err != nil || string(got) != string(obj[e.Offset:e.Offset+e.Length]) || r.injs[1].Calls(objstore.OpGet) == 0 {
+		t.Fatalf("read %v, bucket 1 gets %d", err, r.injs[1].Calls(objstore.OpGet))
+	}
+	var from int = -1
+	if err := r.set.Walk(ctx, 2, 0, 1, func(s Slot) error { from = s.Bucket; return nil }); err != nil || from == 0 {
+		t.Fatalf("walk read slot 0 from bucket %d (%v), want a hedged bucket", from, err)
 	}
 }
