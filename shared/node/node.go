@@ -67,6 +67,7 @@ type Config struct {
 type Node struct {
 	Star     *star.Star
 	endpoint string
+	adminURL string
 	log      *slog.Logger
 	api      *http.Server
 	admin    *http.Server
@@ -211,6 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.Close()
 			return nil, fmt.Errorf("listen on the admin address %s: %w", cfg.AdminAddr, err)
 		}
+		n.adminURL = "http://" + aln.Addr().String()
 		n.admin = &http.Server{Handler: server.AdminHandler(st), ReadHeaderTimeout: 10 * time.Second}
 		go func() { n.errc <- n.admin.Serve(aln) }()
 	}
@@ -280,6 +282,9 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 
 // Endpoint is the API's base URL.
 func (n *Node) Endpoint() string { return n.endpoint }
+
+// AdminURL is the admin endpoint's base URL ("" without one).
+func (n *Node) AdminURL() string { return n.adminURL }
 
 // Wait blocks until ctx ends or a server fails.
 func (n *Node) Wait(ctx context.Context) error {

@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +44,7 @@ func TestStartServesAndRestarts(t *testing.T) {
 		cfg := star.Defaults()
 		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
 		cfg.Standard.FlushDeadline = time.Millisecond
-		n, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", NoAuth: true,
+		n, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
 			SettleEvery: 20 * time.Millisecond, TrimEvery: 30 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +67,24 @@ func TestStartServesAndRestarts(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // absorb, settle and trim run in-process
+	for path, want := range map[string][]string{
+		"/healthz": {"ok"},
+		"/metrics": {`strand_appends_total{class="express"} 20`, `strand_appends_total{class="standard"} 20`, "strand_ack_seconds_bucket",
+			"strand_put_seconds_bucket", "strand_pool_bytes", "strand_window_slots", "strand_backlog_flights", "strand_backlog_age_seconds",
+			`strand_backlog_stalls_total{class="express",cause="metastore_slow"} 0`},
+	} {
+		resp, err := http.Get(n.AdminURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, w := range want {
+			if resp.StatusCode != 200 || !strings.Contains(string(body), w) {
+				t.Fatalf("GET %s: %d, missing %q in\n%s", path, resp.StatusCode, w, body)
+			}
+		}
+	}
 	n.Close()
 
 	n, c = start()
