@@ -114,7 +114,10 @@
 //   - UpdateEpoch writes only State and Cut of e (the other fields are
 //     fixed at mint); from must be EpochActive (a fenced epoch and its cut
 //     are final, so from EpochFenced is ErrInvalid); a missing epoch is
-//     ErrNotFound. PutToken overwrites.
+//     ErrNotFound. PutToken overwrites. DeleteToken removes the token
+//     (idempotent: a missing or malformed hash is nil). ListTokens returns
+//     every token whose Prefix starts with prefix ("" = all), in hash
+//     order, unpaged: tokens are few (issued by hand, not per stream).
 //   - Values are copied: a store keeps no reference to a caller's slices and
 //     returns none of its own. A canceled context fails the call before any
 //     change.

@@ -438,6 +438,34 @@ func (m *Mem) GetToken(ctx context.Context, hash string) (Token, error) {
 	return cloneToken(t), nil
 }
 
+// DeleteToken implements Store.
+func (m *Mem) DeleteToken(ctx context.Context, hash string) error {
+	if err := ctxErr(ctx, "delete token"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.tokens, hash)
+	return nil
+}
+
+// ListTokens implements Store.
+func (m *Mem) ListTokens(ctx context.Context, prefix string) ([]Token, error) {
+	if err := ctxErr(ctx, "list tokens"); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Token
+	for _, t := range m.tokens {
+		if strings.HasPrefix(t.Prefix, prefix) {
+			out = append(out, cloneToken(t))
+		}
+	}
+	slices.SortFunc(out, func(a, b Token) int { return strings.Compare(a.Hash, b.Hash) })
+	return out, nil
+}
+
 func cloneRef(r Ref) Ref {
 	r.Locations = slices.Clone(r.Locations)
 	return r

@@ -211,4 +211,6 @@ type Store interface {
 
 	PutToken(ctx context.Context, t Token) error
 	GetToken(ctx context.Context, hash string) (Token, error)
+	DeleteToken(ctx context.Context, hash string) error
+	ListTokens(ctx context.Context, prefix string) ([]Token, error)
 }

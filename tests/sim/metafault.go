@@ -285,3 +285,18 @@ func (m *MetaFaults) GetToken(ctx context.Context, hash string) (metastore.Token
 	}
 	return m.s.GetToken(ctx, hash)
 }
+
+func (m *MetaFaults) DeleteToken(ctx context.Context, hash string) error {
+	p, err := m.before(ctx, "DeleteToken", true)
+	if err != nil {
+		return err
+	}
+	return m.after("DeleteToken", p, m.s.DeleteToken(ctx, hash))
+}
+
+func (m *MetaFaults) ListTokens(ctx context.Context, prefix string) ([]metastore.Token, error) {
+	if _, err := m.before(ctx, "ListTokens", false); err != nil {
+		return nil, err
+	}
+	return m.s.ListTokens(ctx, prefix)
+}

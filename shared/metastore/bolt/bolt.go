@@ -583,3 +583,34 @@ func (s *Store) GetToken(ctx context.Context, hash string) (metastore.Token, err
 	}
 	return t, nil
 }
+
+// DeleteToken implements metastore.Store.
+func (s *Store) DeleteToken(ctx context.Context, hash string) error {
+	return s.update(ctx, "delete token", func(b *bbolt.Bucket) error {
+		return b.Delete(tokenKey(hash))
+	})
+}
+
+// ListTokens implements metastore.Store: the TOKEN# keys are contiguous and
+// in hash order.
+func (s *Store) ListTokens(ctx context.Context, prefix string) ([]metastore.Token, error) {
+	var out []metastore.Token
+	err := s.view(ctx, "list tokens", func(b *bbolt.Bucket) error {
+		keyPrefix := []byte(metastore.TokenPrefix)
+		c := b.Cursor()
+		for k, v := c.Seek(keyPrefix); k != nil && bytes.HasPrefix(k, keyPrefix); k, v = c.Next() {
+			var t metastore.Token
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("decode item %q: %w", k, err)
+			}
+			if strings.HasPrefix(t.Prefix, prefix) {
+				out = append(out, t)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -249,7 +250,8 @@ func (st *Store) UpdateEpoch(ctx context.Context, chain metastore.ChainID, from 
 	return fmt.Errorf("update epoch %d of chain %s from state %d: %w", e.Epoch, chain, from, metastore.ErrConflict)
 }
 
-// PutToken writes the TOKEN item, replacing any grant at the same hash.
+// PutToken writes the TOKEN item and its listing item (PK TOKENS) in one
+// transaction, replacing any grant at the same hash.
 func (st *Store) PutToken(ctx context.Context, t metastore.Token) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("put token: %w", err)
@@ -257,11 +259,60 @@ func (st *Store) PutToken(ctx context.Context, t metastore.Token) error {
 	if err := metastore.ValidateToken(t); err != nil {
 		return err
 	}
-	reqs := []types.WriteRequest{{PutRequest: &types.PutRequest{Item: tokenAttrs(t)}}}
-	if err := st.batchWrite(ctx, reqs); err != nil {
+	_, err := st.transact(ctx, []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(st.table), Item: tokenAttrs(metastore.TokenPK(t.Hash), metastore.MetaSK, t)}},
+		{Put: &types.Put{TableName: aws.String(st.table), Item: tokenAttrs(TokenListPK, t.Hash, t)}},
+	})
+	if err != nil {
 		return fmt.Errorf("put token %.8s... to %s: %w", t.Hash, st.table, err)
 	}
 	return nil
+}
+
+// DeleteToken deletes the TOKEN item and its listing item in one
+// transaction; deleting a missing token is nil.
+func (st *Store) DeleteToken(ctx context.Context, hash string) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("delete token: %w", err)
+	}
+	if metastore.ValidateTokenHash(hash) != nil {
+		return nil // never stored
+	}
+	_, err := st.transact(ctx, []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: aws.String(st.table), Key: key(metastore.TokenPK(hash), metastore.MetaSK)}},
+		{Delete: &types.Delete{TableName: aws.String(st.table), Key: key(TokenListPK, hash)}},
+	})
+	if err != nil {
+		return fmt.Errorf("delete token %.8s... from %s: %w", hash, st.table, err)
+	}
+	return nil
+}
+
+// ListTokens queries the token listing items (PK TOKENS), in hash order,
+// and keeps those whose prefix starts with prefix.
+func (st *Store) ListTokens(ctx context.Context, prefix string) ([]metastore.Token, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(TokenListPK)},
+	}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens in %s: %w", st.table, err)
+	}
+	var out []metastore.Token
+	for _, m := range items {
+		t, err := decodeToken(m)
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(t.Prefix, prefix) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // GetToken reads the TOKEN item.

@@ -67,6 +67,11 @@ const (
 // transaction as the stream's META item, so ListStreams is a Query.
 const ListPK = "STREAMS"
 
+// TokenListPK is the partition key of the token listing items: one item per
+// token, SK = its hash, holding a copy of the grant, written and deleted in
+// the same transaction as the TOKEN item, so ListTokens is a Query.
+const TokenListPK = "TOKENS"
+
 // cursorAttrs names the epoch and slot attributes of a head's cursor.
 func cursorAttrs(k metastore.CursorKind) (epoch, slot string) {
 	n := k.String() // checkpoint, settled, trimmed
@@ -359,10 +364,12 @@ func decodeEpoch(m map[string]types.AttributeValue) (metastore.Epoch, error) {
 
 // Tokens.
 
-func tokenAttrs(t metastore.Token) map[string]types.AttributeValue {
+// tokenAttrs is a token item at (pk, sk): the TOKEN item or its listing
+// item.
+func tokenAttrs(pk, sk string, t metastore.Token) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		attrPK:     s(metastore.TokenPK(t.Hash)),
-		attrSK:     s(metastore.MetaSK),
+		attrPK:     s(pk),
+		attrSK:     s(sk),
 		attrHash:   s(t.Hash),
 		attrPrefix: s(t.Prefix),
 		attrOps:    strList(t.Ops),

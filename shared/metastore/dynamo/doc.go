@@ -14,6 +14,7 @@
 //	                                           TrimmedEpoch TrimmedSlot AbsorbingEpoch AbsorbingSlot
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
 //	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S)
+//	TOKENS                  <sha256-hex>       the same (the token listing item, below)
 //
 // Numbers are N (decimal), enums their numeric values; <class> is the class
 // name (standard, express). Attribute names are part of the stored format:
@@ -31,20 +32,26 @@
 // one item more than the page to know whether another page follows. The
 // chosen alternative to a Scan with a filter, which reads the whole table
 // (refs included) and comes back unordered. The listing partition is one hot
-// key for stream creation, which is rare. No GSI is needed.
+// key for stream creation, which is rare. No GSI is needed. Tokens are listed
+// the same way: PutToken and DeleteToken write or delete the TOKEN item and a
+// listing item (PK "TOKENS", SK the hash) in one transaction, and ListTokens
+// queries PK "TOKENS" (every page; tokens are few) and filters by prefix. A
+// token written before the listing item existed is not listed until it is
+// put again; it still authenticates, and DeleteToken removes it.
 //
 // # Writes
 //
 // Every conditional write goes through TransactWriteItems, even a single
 // item (CreateStream, SetStreamState, DeleteStream, PutRefs, SwapRefs,
-// AdvanceCursor, MintEpoch, UpdateEpoch). The SDK sets a ClientRequestToken
+// AdvanceCursor, MintEpoch, UpdateEpoch), and so do the unconditional
+// two-item writes PutToken and DeleteToken. The SDK sets a ClientRequestToken
 // once per call and reuses it on its own retries, so when an answer is lost
 // and the SDK retries, DynamoDB recognises the retry and reports success,
 // not a failed condition on our own write. BeginAbsorb is a plain
 // conditional UpdateItem returning the new head: its condition accepts its
-// own effect, so a retry is harmless there too. PutToken (an overwrite) and
-// DeleteRefs (idempotent deletes) use BatchWriteItem, resending unprocessed
-// items with backoff (BatchAttempts).
+// own effect, so a retry is harmless there too. DeleteRefs (idempotent
+// deletes) uses BatchWriteItem, resending unprocessed items with backoff
+// (BatchAttempts).
 //
 //   - CreateStream: Put META if attribute_not_exists(PK) with ALL_OLD on
 //     failure, plus Put of the listing item. A failed condition returns the

@@ -131,6 +131,7 @@ func TestItemLayout(t *testing.T) {
 		{"CHAIN#star-0#express", "HEAD"},
 		{"CHAIN#star-0#express", "EPOCH#00000000000000000003"},
 		{"TOKEN#" + tok.Hash, "META"},
+		{TokenListPK, tok.Hash},
 	} {
 		if rawItem(t, c, table, k[0], k[1]) == nil {
 			t.Errorf("no item at %s / %s", k[0], k[1])
@@ -145,6 +146,14 @@ func TestItemLayout(t *testing.T) {
 	}
 	if rawItem(t, c, table, ListPK, "app/orders") != nil {
 		t.Errorf("listing item survived DeleteStream")
+	}
+	if err := st.DeleteToken(ctx, tok.Hash); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range [][2]string{{"TOKEN#" + tok.Hash, "META"}, {TokenListPK, tok.Hash}} {
+		if rawItem(t, c, table, k[0], k[1]) != nil {
+			t.Errorf("item %s / %s survived DeleteToken", k[0], k[1])
+		}
 	}
 }
 

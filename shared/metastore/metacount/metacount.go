@@ -33,6 +33,8 @@ const (
 	UpdateEpoch
 	PutToken
 	GetToken
+	DeleteToken
+	ListTokens
 	numOps
 )
 
@@ -55,6 +57,8 @@ var opNames = [numOps]string{
 	UpdateEpoch:    "UpdateEpoch",
 	PutToken:       "PutToken",
 	GetToken:       "GetToken",
+	DeleteToken:    "DeleteToken",
+	ListTokens:     "ListTokens",
 }
 
 var opWrites = [numOps]bool{
@@ -69,6 +73,7 @@ var opWrites = [numOps]bool{
 	MintEpoch:      true,
 	UpdateEpoch:    true,
 	PutToken:       true,
+	DeleteToken:    true,
 }
 
 func (o Op) String() string {
@@ -283,4 +288,16 @@ func (c *Store) PutToken(ctx context.Context, t metastore.Token) error {
 func (c *Store) GetToken(ctx context.Context, hash string) (metastore.Token, error) {
 	c.calls[GetToken].Add(1)
 	return c.s.GetToken(ctx, hash)
+}
+
+// DeleteToken implements metastore.Store.
+func (c *Store) DeleteToken(ctx context.Context, hash string) error {
+	c.calls[DeleteToken].Add(1)
+	return c.s.DeleteToken(ctx, hash)
+}
+
+// ListTokens implements metastore.Store.
+func (c *Store) ListTokens(ctx context.Context, prefix string) ([]metastore.Token, error) {
+	c.calls[ListTokens].Add(1)
+	return c.s.ListTokens(ctx, prefix)
 }

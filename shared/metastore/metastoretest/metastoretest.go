@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"AdvanceCursor", testAdvanceCursor},
 		{"UpdateEpoch", testUpdateEpoch},
 		{"Tokens", testTokens},
+		{"DeleteAndListTokens", testDeleteAndListTokens},
 		{"NoAliasing", testNoAliasing},
 		{"CanceledContext", testCanceledContext},
 		{"RaceAdvanceCursor", testRaceAdvanceCursor},
@@ -894,6 +895,70 @@ func testTokens(t *testing.T, s metastore.Store) {
 	}
 	_, err = s.GetToken(ctx, hash(3))
 	wantErr(t, err, metastore.ErrNotFound, "token of a refused put")
+}
+
+func testDeleteAndListTokens(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	got, err := s.ListTokens(ctx, "")
+	must(t, err, "list empty")
+	if len(got) != 0 {
+		t.Fatalf("empty store lists %+v", got)
+	}
+	toks := []metastore.Token{
+		{Hash: hash(3), Prefix: "team-a/", Ops: []string{"read"}},
+		{Hash: hash(1), Prefix: "", Ops: []string{"admin"}},
+		{Hash: hash(2), Prefix: "team-a/x/", Ops: []string{"append", "read"}},
+		{Hash: hash(4), Prefix: "team-b/", Ops: []string{"admin"}},
+	}
+	for _, tok := range toks {
+		must(t, s.PutToken(ctx, tok), "put")
+	}
+	// Every token, in hash order; then those scoped within a prefix.
+	got, err = s.ListTokens(ctx, "")
+	must(t, err, "list all")
+	wantEqual(t, got, []metastore.Token{toks[1], toks[2], toks[0], toks[3]}, "all tokens")
+	got, err = s.ListTokens(ctx, "team-a/")
+	must(t, err, "list team-a/")
+	wantEqual(t, got, []metastore.Token{toks[2], toks[0]}, "tokens within team-a/")
+	got, err = s.ListTokens(ctx, "team-a/x/y")
+	must(t, err, "list team-a/x/y")
+	if len(got) != 0 {
+		t.Fatalf("tokens within team-a/x/y: %+v (a broader token is not within a prefix)", got)
+	}
+
+	// Delete removes one token, and is idempotent.
+	must(t, s.DeleteToken(ctx, hash(3)), "delete")
+	_, err = s.GetToken(ctx, hash(3))
+	wantErr(t, err, metastore.ErrNotFound, "deleted token")
+	must(t, s.DeleteToken(ctx, hash(3)), "delete again")
+	must(t, s.DeleteToken(ctx, hash(9)), "delete a token never put")
+	must(t, s.DeleteToken(ctx, "not-a-hash"), "delete a malformed hash")
+	got, err = s.ListTokens(ctx, "team-a/")
+	must(t, err, "list after delete")
+	wantEqual(t, got, []metastore.Token{toks[2]}, "tokens within team-a/ after delete")
+	_, err = s.GetToken(ctx, hash(2))
+	must(t, err, "the other tokens survive")
+
+	// A token put again after its delete is back, in the listing too.
+	must(t, s.PutToken(ctx, toks[0]), "put again")
+	got, err = s.ListTokens(ctx, "team-a/")
+	must(t, err, "list after put again")
+	wantEqual(t, got, []metastore.Token{toks[2], toks[0]}, "tokens within team-a/ after put again")
+
+	// A canceled delete changes nothing.
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.DeleteToken(canceled, hash(1)); err == nil {
+		t.Fatal("delete with a canceled context succeeded")
+	}
+	_, err = s.GetToken(ctx, hash(1))
+	must(t, err, "token of a canceled delete")
+
+	// Listed tokens are copies.
+	got[0].Ops[0] = "admin"
+	got, err = s.ListTokens(ctx, "team-a/x/")
+	must(t, err, "list team-a/x/")
+	wantEqual(t, got, []metastore.Token{toks[2]}, "token after the caller mutated a listed one")
 }
 
 // testNoAliasing checks that the store keeps no reference to the caller's
