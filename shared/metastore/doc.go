@@ -9,7 +9,7 @@
 //	SID#<id>                REF#<first-seq> Ref: seq range, timestamps, bytes, locations
 //	CHAIN#<star>#<class>    HEAD            Head: current epoch, checkpoint/settled/trimmed cursors, absorb lease
 //	CHAIN#<star>#<class>    EPOCH#<epoch>   Epoch: state, K, W, buckets, window, nonce, cut
-//	TOKEN#<sha256-hex>      META            Token: prefix and operations (hashed bearer tokens)
+//	TOKEN#<sha256-hex>      META            Token: prefix, operations, description (hashed bearer tokens)
 //
 // Sequence numbers in sort keys are zero-padded to 20 decimal digits so that
 // lexical order is numeric order. <class> is the class's name (standard,

@@ -32,6 +32,8 @@ const (
 	// MaxPutRefsPerTx is how many refs one DynamoDB transaction of PutRefs
 	// writes: 100 items, one of them the condition check on the head.
 	MaxPutRefsPerTx = 99
+	// MaxTokenDescriptionLen is the longest token description, in bytes.
+	MaxTokenDescriptionLen = 256
 )
 
 // StreamPK is the partition key of stream name's META item.
@@ -393,7 +395,8 @@ func ValidateTokenHash(hash string) error {
 }
 
 // ValidateToken checks a token: a valid hash, a prefix that is "" or a
-// valid name prefix, and no empty operation names.
+// valid name prefix, no empty operation names, and a description of at most
+// MaxTokenDescriptionLen bytes of UTF-8 without control characters.
 func ValidateToken(t Token) error {
 	if err := ValidateTokenHash(t.Hash); err != nil {
 		return err
@@ -407,6 +410,10 @@ func ValidateToken(t Token) error {
 		if op == "" {
 			return fmt.Errorf("%w: token: empty operation name", ErrInvalid)
 		}
+	}
+	if len(t.Description) > MaxTokenDescriptionLen || !utf8.ValidString(t.Description) ||
+		strings.IndexFunc(t.Description, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: token description: at most %d bytes of UTF-8 without control characters", ErrInvalid, MaxTokenDescriptionLen)
 	}
 	return nil
 }

@@ -185,6 +185,9 @@ type Token struct {
 	Hash   string // sha256 hex of the secret
 	Prefix string // stream-name prefix it is scoped to ("" = all)
 	Ops    []string
+	// Description is free text for people (who holds it, what for); at
+	// most MaxTokenDescriptionLen bytes of UTF-8 without control characters.
+	Description string
 }
 
 // Store is the metastore contract. See the package documentation.

@@ -60,6 +60,8 @@ const (
 	attrHash   = "Hash"
 	attrPrefix = "Prefix"
 	attrOps    = "Ops"
+	// attrDescription is absent when the description is empty.
+	attrDescription = "Description"
 )
 
 // ListPK is the partition key of the stream listing items: one item per
@@ -367,17 +369,24 @@ func decodeEpoch(m map[string]types.AttributeValue) (metastore.Epoch, error) {
 // tokenAttrs is a token item at (pk, sk): the TOKEN item or its listing
 // item.
 func tokenAttrs(pk, sk string, t metastore.Token) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
+	m := map[string]types.AttributeValue{
 		attrPK:     s(pk),
 		attrSK:     s(sk),
 		attrHash:   s(t.Hash),
 		attrPrefix: s(t.Prefix),
 		attrOps:    strList(t.Ops),
 	}
+	if t.Description != "" {
+		m[attrDescription] = s(t.Description)
+	}
+	return m
 }
 
 func decodeToken(m map[string]types.AttributeValue) (metastore.Token, error) {
 	it := &item{m: m}
 	t := metastore.Token{Hash: it.str(attrHash), Prefix: it.str(attrPrefix), Ops: it.strs(attrOps)}
+	if _, ok := m[attrDescription]; ok { // absent when empty
+		t.Description = it.str(attrDescription)
+	}
 	return t, it.err
 }

@@ -13,7 +13,7 @@
 //	CHAIN#<star>#<class>    HEAD               Epoch CheckpointEpoch CheckpointSlot SettledEpoch SettledSlot
 //	                                           TrimmedEpoch TrimmedSlot AbsorbingEpoch AbsorbingSlot
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
-//	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S)
+//	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S) Description (absent when empty)
 //	TOKENS                  <sha256-hex>       the same (the token listing item, below)
 //
 // Numbers are N (decimal), enums their numeric values; <class> is the class

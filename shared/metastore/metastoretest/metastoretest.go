@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -887,9 +888,11 @@ func testTokens(t *testing.T, s metastore.Store) {
 	wantErr(t, err, metastore.ErrNotFound, "other token")
 
 	for what, bad := range map[string]metastore.Token{
-		"short hash":     {Hash: "abc", Ops: []string{"read"}},
-		"uppercase hash": {Hash: fmt.Sprintf("%064X", 0xabc), Ops: []string{"read"}},
-		"empty op":       {Hash: hash(3), Ops: []string{""}},
+		"short hash":        {Hash: "abc", Ops: []string{"read"}},
+		"uppercase hash":    {Hash: fmt.Sprintf("%064X", 0xabc), Ops: []string{"read"}},
+		"empty op":          {Hash: hash(3), Ops: []string{""}},
+		"long description":  {Hash: hash(3), Ops: []string{"read"}, Description: strings.Repeat("d", metastore.MaxTokenDescriptionLen+1)},
+		"control character": {Hash: hash(3), Ops: []string{"read"}, Description: "a\nb"},
 	} {
 		wantErr(t, s.PutToken(ctx, bad), metastore.ErrInvalid, what)
 	}
@@ -905,7 +908,7 @@ func testDeleteAndListTokens(t *testing.T, s metastore.Store) {
 		t.Fatalf("empty store lists %+v", got)
 	}
 	toks := []metastore.Token{
-		{Hash: hash(3), Prefix: "team-a/", Ops: []string{"read"}},
+		{Hash: hash(3), Prefix: "team-a/", Ops: []string{"read"}, Description: "dashboards (read only) — ünïcode"},
 		{Hash: hash(1), Prefix: "", Ops: []string{"admin"}},
 		{Hash: hash(2), Prefix: "team-a/x/", Ops: []string{"append", "read"}},
 		{Hash: hash(4), Prefix: "team-b/", Ops: []string{"admin"}},
