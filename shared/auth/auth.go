@@ -43,9 +43,14 @@ const TokenPrefix = "strand_"
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // ParseOps parses a comma-separated list of operations.
-func ParseOps(s string) ([]Op, error) {
+func ParseOps(s string) ([]Op, error) { return ParseOpList(strings.Split(s, ",")) }
+
+// ParseOpList parses operation names (case and surrounding space ignored,
+// duplicates and empty names dropped): at least one of read, append and
+// admin, else an error wrapping ErrInvalid that names the bad one.
+func ParseOpList(names []string) ([]Op, error) {
 	var ops []Op
-	for _, p := range strings.Split(s, ",") {
+	for _, p := range names {
 		switch op := Op(strings.TrimSpace(strings.ToLower(p))); op {
 		case Read, Append, Admin:
 			if !slices.Contains(ops, op) {
@@ -89,18 +94,24 @@ func WellFormed(s string) bool {
 
 // Issue stores the grant of an existing token (its hash only).
 func Issue(ctx context.Context, meta metastore.Store, token, prefix string, ops []Op) error {
+	return IssueGrant(ctx, meta, token, Grant{Prefix: prefix, Ops: ops}, "")
+}
+
+// IssueGrant stores g for an existing token (its hash only), with a
+// description for people.
+func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant, description string) error {
 	if !WellFormed(token) {
 		return fmt.Errorf("%w: a token is %s followed by 52 base32 characters", ErrInvalid, TokenPrefix)
 	}
-	if len(ops) == 0 {
+	if len(g.Ops) == 0 {
 		return fmt.Errorf("%w: no operation", ErrInvalid)
 	}
-	t := metastore.Token{Hash: Hash(token), Prefix: prefix}
-	for _, op := range ops {
+	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description}
+	for _, op := range g.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}
 	if err := meta.PutToken(ctx, t); err != nil {
-		return fmt.Errorf("auth: store token: %w", err)
+		return fmt.Errorf("auth: store token %.8s...: %w", t.Hash, err)
 	}
 	return nil
 }
@@ -115,6 +126,11 @@ type Grant struct {
 func (g Grant) Can(op Op) bool {
 	return slices.Contains(g.Ops, op) || slices.Contains(g.Ops, Admin)
 }
+
+// Within reports whether prefix is inside the grant's scope: every stream
+// name starting with prefix is covered. A token may mint or revoke only
+// tokens whose prefix is within its own.
+func (g Grant) Within(prefix string) bool { return strings.HasPrefix(prefix, g.Prefix) }
 
 // Covers reports whether the grant reaches the stream name.
 func (g Grant) Covers(name string) bool { return strings.HasPrefix(name, g.Prefix) }
@@ -143,6 +159,16 @@ type Checker struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+}
+
+// Forget drops the cached grant of the token with this hash, so that this
+// checker sees a revocation (or a new grant) at its next call. Other
+// checkers (other servers) see it when their cached entry expires, within
+// TTL.
+func (c *Checker) Forget(hash string) {
+	c.mu.Lock()
+	delete(c.cache, hash)
+	c.mu.Unlock()
 }
 
 type cached struct {

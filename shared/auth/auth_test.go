@@ -110,3 +110,71 @@ func TestBearer(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOpListAndWithin(t *testing.T) {
+	ops, err := ParseOpList([]string{" Admin", "read", "", "admin"})
+	if err != nil || len(ops) != 2 || ops[0] != Admin || ops[1] != Read {
+		t.Fatalf("ops %v err %v", ops, err)
+	}
+	for _, bad := range [][]string{nil, {""}, {"read,append"}, {"write"}} {
+		if _, err := ParseOpList(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseOpList(%q) = %v", bad, err)
+		}
+	}
+	g := Grant{Prefix: "team-a/", Ops: []Op{Admin}}
+	for p, want := range map[string]bool{"team-a/": true, "team-a/x/": true, "": false, "team-": false, "team-b/": false} {
+		if g.Within(p) != want {
+			t.Errorf("Within(%q) = %v", p, !want)
+		}
+	}
+	if !(Grant{}).Within("") || !(Grant{}).Within("anything") {
+		t.Error("the empty prefix does not contain everything")
+	}
+}
+
+func TestForgetSeesARevocationAtOnce(t *testing.T) {
+	ctx := context.Background()
+	meta := metastore.NewMem()
+	tok, _ := NewToken(bytes.NewReader(bytes.Repeat([]byte{3}, 32)))
+	if err := IssueGrant(ctx, meta, tok, Grant{Prefix: "a/", Ops: []Op{Read}}, "ci reader"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := meta.GetToken(ctx, Hash(tok)); err != nil || st.Description != "ci reader" {
+		t.Fatalf("stored %+v %v", st, err)
+	}
+	now := time.Unix(0, 0)
+	c := &Checker{Meta: meta, Now: func() time.Time { return now }}
+	if _, err := c.Check(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.DeleteToken(ctx, Hash(tok)); err != nil {
+		t.Fatal(err)
+	}
+	// Cached: still allowed until the TTL ends, or until Forget.
+	if _, err := c.Check(ctx, tok); err != nil {
+		t.Fatalf("cached grant: %v", err)
+	}
+	c.Forget(Hash(tok))
+	if _, err := c.Check(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("after Forget: %v", err)
+	}
+	// Another checker that cached the grant refuses it once its TTL passed.
+	if err := IssueGrant(ctx, meta, tok, Grant{Ops: []Op{Read}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	other := &Checker{Meta: meta, Now: func() time.Time { return now }}
+	if _, err := other.Check(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.DeleteToken(ctx, Hash(tok)); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(9 * time.Second)
+	if _, err := other.Check(ctx, tok); err != nil {
+		t.Fatalf("within the TTL: %v", err)
+	}
+	now = now.Add(2 * time.Second)
+	if _, err := other.Check(ctx, tok); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("after the TTL: %v", err)
+	}
+}

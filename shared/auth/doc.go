@@ -17,6 +17,20 @@
 // prefix is a prefix of the stream's name and its operations include the
 // call's. ListStreams lists only the names under the token's prefix.
 //
+// # Issuing and revoking
+//
+// strand dev issues one admin token; after that, an admin token mints
+// others through the API (CreateToken): the new token's prefix must be
+// within the minting token's prefix (Grant.Within: a token scoped to
+// "team-a/" cannot mint one for "" or "team-b/") and its operations ones
+// the minting token holds. The secret is returned once; the hash is the
+// token's id for RevokeToken and ListTokens, which obey the same scoping.
+//
+// Revocation deletes the stored hash. The Checker that served the revoke
+// forgets its cached grant at once (Forget); every other server's Checker
+// keeps a cached grant for at most its TTL (10 s by default), so a revoked
+// token stops working everywhere within 10 s.
+//
 // # Checking
 //
 // Interceptor is a Connect interceptor that authenticates every call: it
