@@ -404,3 +404,59 @@ func (c *Client) Read(ctx context.Context, name string, start Start, lim Limits)
 	}
 	return ReadResult{Records: recordsOf(res.Msg.Records), Tail: Tail{NextSeq: res.Msg.NextSeqNum, LastTsMs: res.Msg.LastTimestampMs}}, nil
 }
+
+// TokenInfo describes an issued token (never its secret).
+type TokenInfo struct {
+	Hash        string   `json:"hash"` // the token's id: SHA-256 of the secret, hex
+	Prefix      string   `json:"prefix"`
+	Ops         []string `json:"ops"`
+	Description string   `json:"description,omitempty"`
+}
+
+func tokenInfoOf(m *strandv1.TokenInfo) TokenInfo {
+	if m == nil {
+		return TokenInfo{}
+	}
+	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description}
+}
+
+// TokenSpec is the grant of a token to create.
+type TokenSpec struct {
+	// Prefix scopes the token to streams whose names start with it ("":
+	// every stream); it must be within the calling token's prefix.
+	Prefix string
+	// Ops: one or more of "read", "append", "admin".
+	Ops         []string
+	Description string
+}
+
+// CreateToken issues a token (the caller needs admin over spec.Prefix) and
+// returns its secret, shown only this once, and its info.
+func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string, info TokenInfo, err error) {
+	res, err := c.api(c.base).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description}))
+	if err != nil {
+		return "", TokenInfo{}, err
+	}
+	return res.Msg.Token, tokenInfoOf(res.Msg.Info), nil
+}
+
+// RevokeToken revokes the token with this hash (TokenInfo.Hash). Servers
+// that cached its grant may accept it for up to 10 s more.
+func (c *Client) RevokeToken(ctx context.Context, hash string) error {
+	_, err := c.api(c.base).RevokeToken(ctx, connect.NewRequest(&strandv1.RevokeTokenRequest{Hash: hash}))
+	return err
+}
+
+// ListTokens lists the tokens whose prefix starts with prefix, within the
+// calling token's prefix, in hash order.
+func (c *Client) ListTokens(ctx context.Context, prefix string) ([]TokenInfo, error) {
+	res, err := c.api(c.base).ListTokens(ctx, connect.NewRequest(&strandv1.ListTokensRequest{Prefix: prefix}))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TokenInfo, 0, len(res.Msg.Tokens))
+	for _, m := range res.Msg.Tokens {
+		out = append(out, tokenInfoOf(m))
+	}
+	return out, nil
+}

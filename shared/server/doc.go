@@ -29,6 +29,18 @@
 //	corrupt data with no good copy          DataLoss
 //	client gone / deadline                  Canceled / DeadlineExceeded
 //
+// # Tokens
+//
+// CreateToken, RevokeToken and ListTokens need the admin operation and stay
+// within the caller's prefix: a new token's prefix must start with the
+// caller's and its operations be ones the caller holds; a revoked token's
+// prefix must start with the caller's (else PermissionDenied; an unknown
+// hash is NotFound); a listing is narrowed to the caller's prefix. Bad ops,
+// prefixes, descriptions or hashes are InvalidArgument with the reason.
+// CreateToken returns the secret once and stores only its hash; logs carry
+// hashes, never secrets. A revoke is seen at once by this server (its
+// Checker forgets the grant) and by the others within their cache TTL.
+//
 // Authentication is the auth package's interceptor; each handler then
 // authorizes its operation on the stream it names before it changes or
 // reads anything.

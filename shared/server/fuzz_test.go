@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/server"
 )
 
@@ -63,6 +66,46 @@ func FuzzReadRequest(f *testing.F) {
 		var sreq strandv1.ReadSessionRequest
 		if decode(data, &sreq) {
 			_, err := server.ParseReadSession(&sreq, time.Second)
+			wantInvalid(t, err)
+		}
+	})
+}
+
+func FuzzTokenRequests(f *testing.F) {
+	f.Add([]byte(`{"prefix":"team-a/","ops":["read","append"],"description":"ci"}`))
+	f.Add([]byte(`{"prefix":"","ops":["ADMIN"," read "]}`))
+	f.Add([]byte(`{"prefix":"a\u0000","ops":["write",""]}`))
+	f.Add([]byte(`{"hash":"` + strings.Repeat("ab", 32) + `"}`))
+	f.Add([]byte(`{"hash":"strand_` + strings.Repeat("a", 52) + `"}`))
+	m, _ := proto.Marshal(&strandv1.CreateTokenRequest{Prefix: "p/", Ops: []string{"read,append"}, Description: strings.Repeat("d", 300)})
+	f.Add(m)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c strandv1.CreateTokenRequest
+		if decode(data, &c) {
+			a, err := server.ParseCreateToken(&c)
+			wantInvalid(t, err)
+			if err == nil {
+				if len(a.Ops) == 0 || len(a.Description) > 256 || (a.Prefix != "" && metastore.ValidateStreamName(a.Prefix) != nil) {
+					t.Fatalf("accepted %+v", a)
+				}
+				for _, op := range a.Ops {
+					if op != auth.Read && op != auth.Append && op != auth.Admin {
+						t.Fatalf("accepted op %q", op)
+					}
+				}
+			}
+		}
+		var r strandv1.RevokeTokenRequest
+		if decode(data, &r) {
+			h, err := server.ParseRevokeToken(&r)
+			wantInvalid(t, err)
+			if err == nil && metastore.ValidateTokenHash(h) != nil {
+				t.Fatalf("accepted hash %q", h)
+			}
+		}
+		var l strandv1.ListTokensRequest
+		if decode(data, &l) {
+			_, err := server.ParseListTokens(&l)
 			wantInvalid(t, err)
 		}
 	})

@@ -3,12 +3,15 @@ package server
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/read"
 )
 
@@ -127,4 +130,56 @@ func ParseReadSession(m *strandv1.ReadSessionRequest, def time.Duration) (ReadSe
 		return ReadSessionArgs{}, invalid("count or bytes out of range")
 	}
 	return ReadSessionArgs{Stream: m.Stream, Start: st, Options: read.SessionOptions{Count: m.Count, Bytes: m.Bytes, NoTail: m.NoTail, Heartbeat: hb}}, nil
+}
+
+// CreateTokenArgs is a validated CreateToken request.
+type CreateTokenArgs struct {
+	Prefix      string
+	Ops         []auth.Op
+	Description string
+}
+
+// ParseCreateToken validates a CreateToken request: a prefix that is "" or
+// a valid stream-name prefix, one or more known operations, a description of
+// at most 256 bytes of UTF-8 without control characters. Every failure is
+// CodeInvalidArgument with the reason. Scope is checked by the handler.
+func ParseCreateToken(m *strandv1.CreateTokenRequest) (CreateTokenArgs, error) {
+	if m.Prefix != "" {
+		if err := metastore.ValidateStreamName(m.Prefix); err != nil {
+			return CreateTokenArgs{}, invalid("prefix: %w", err)
+		}
+	}
+	ops, err := auth.ParseOpList(m.Ops)
+	if err != nil {
+		return CreateTokenArgs{}, invalid("ops: %w", err)
+	}
+	t := metastore.Token{Hash: strings.Repeat("0", 64), Prefix: m.Prefix, Ops: m.Ops, Description: m.Description}
+	if err := metastore.ValidateToken(t); err != nil {
+		return CreateTokenArgs{}, invalid("%w", err)
+	}
+	return CreateTokenArgs{Prefix: m.Prefix, Ops: ops, Description: m.Description}, nil
+}
+
+// ParseRevokeToken validates a RevokeToken request: the hash is 64
+// lowercase hex digits (the hash ListTokens and CreateToken show; not the
+// secret).
+func ParseRevokeToken(m *strandv1.RevokeTokenRequest) (string, error) {
+	if auth.WellFormed(m.Hash) {
+		return "", invalid("hash: this is a token's secret, not its hash; revoke by the hash that strand token ls shows")
+	}
+	if err := metastore.ValidateTokenHash(m.Hash); err != nil {
+		return "", invalid("hash: %w", err)
+	}
+	return m.Hash, nil
+}
+
+// ParseListTokens validates a ListTokens request: a prefix that is "" or a
+// valid stream-name prefix.
+func ParseListTokens(m *strandv1.ListTokensRequest) (string, error) {
+	if m.Prefix != "" {
+		if err := metastore.ValidateStreamName(m.Prefix); err != nil {
+			return "", invalid("prefix: %w", err)
+		}
+	}
+	return m.Prefix, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -46,6 +47,17 @@ func tok(b byte) string {
 // server over HTTP (h2c).
 func newNode(t *testing.T, meta metastore.Store, id string, withAuth bool, peers map[string]string) *node {
 	t.Helper()
+	var chk *auth.Checker
+	if withAuth {
+		chk = &auth.Checker{Meta: meta}
+	}
+	return newNodeWith(t, meta, id, chk, peers, nil)
+}
+
+// newNodeWith is newNode with a given checker (nil: no authentication) and
+// logger (nil: discard).
+func newNodeWith(t *testing.T, meta metastore.Store, id string, chk *auth.Checker, peers map[string]string, log *slog.Logger) *node {
+	t.Helper()
 	mk := func(prefix string, k int) []objstore.Bucket {
 		var bs []objstore.Bucket
 		for i := range k {
@@ -68,10 +80,7 @@ func newNode(t *testing.T, meta metastore.Store, id string, withAuth bool, peers
 	t.Cleanup(st.Close)
 	rd := &read.Reader{Star: st, Meta: meta, Sets: map[metastore.Class]chain.Set{
 		metastore.Standard: {Star: id, Buckets: std, W: 1}, metastore.Express: {Star: id, Buckets: exp, W: 2}}}
-	sc := server.Config{Star: st, Meta: meta, Reader: rd, Peers: peers, Heartbeat: 50 * time.Millisecond}
-	if withAuth {
-		sc.Auth = &auth.Checker{Meta: meta}
-	}
+	sc := server.Config{Star: st, Meta: meta, Reader: rd, Peers: peers, Heartbeat: 50 * time.Millisecond, Auth: chk, Logger: log}
 	srv, err := server.New(sc)
 	if err != nil {
 		t.Fatal(err)

@@ -1383,6 +1383,368 @@ func (x *ReadSessionResponse) GetHeartbeat() bool {
 	return false
 }
 
+// TokenInfo describes an issued token; never its secret.
+type TokenInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hash is the token's id: SHA-256 of the secret, 64 lowercase hex digits.
+	Hash string `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	// prefix: the stream-name prefix the token is scoped to ("" = every stream).
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// ops: "read", "append" and/or "admin" (admin implies read and append).
+	Ops           []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	Description   string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_strand_v1_strand_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TokenInfo) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetOps() []string {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+type CreateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prefix must be within the calling token's prefix (start with it).
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// ops: one or more of "read", "append", "admin", each held by the caller.
+	Ops []string `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	// description: free text for people, at most 256 bytes.
+	Description   string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreateTokenRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetOps() []string {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the secret (strand_ + 52 base32 characters). It is returned
+	// only here, once: the server stores its hash.
+	Token         string     `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Info          *TokenInfo `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CreateTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetInfo() *TokenInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hash of the token to revoke (TokenInfo.hash); its prefix must be within
+	// the calling token's prefix.
+	Hash          string `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RevokeTokenRequest) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{24}
+}
+
+type ListTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prefix: only tokens whose prefix starts with it; narrowed to the calling
+	// token's prefix.
+	Prefix        string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListTokensRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+type ListTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tokens in hash order.
+	Tokens        []*TokenInfo `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
 // Tail is an error detail: the stream's tail when a match_seq_num missed.
 type Tail struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1394,7 +1756,7 @@ type Tail struct {
 
 func (x *Tail) Reset() {
 	*x = Tail{}
-	mi := &file_strand_v1_strand_proto_msgTypes[20]
+	mi := &file_strand_v1_strand_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1768,7 @@ func (x *Tail) String() string {
 func (*Tail) ProtoMessage() {}
 
 func (x *Tail) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[20]
+	mi := &file_strand_v1_strand_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1781,7 @@ func (x *Tail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tail.ProtoReflect.Descriptor instead.
 func (*Tail) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{20}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Tail) GetNextSeqNum() uint64 {
@@ -1448,7 +1810,7 @@ type Leader struct {
 
 func (x *Leader) Reset() {
 	*x = Leader{}
-	mi := &file_strand_v1_strand_proto_msgTypes[21]
+	mi := &file_strand_v1_strand_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1822,7 @@ func (x *Leader) String() string {
 func (*Leader) ProtoMessage() {}
 
 func (x *Leader) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[21]
+	mi := &file_strand_v1_strand_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1835,7 @@ func (x *Leader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Leader.ProtoReflect.Descriptor instead.
 func (*Leader) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{21}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Leader) GetStar() string {
@@ -1584,7 +1946,26 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
 	"\x11last_timestamp_ms\x18\x03 \x01(\x03R\x0flastTimestampMs\x12\x1c\n" +
-	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"T\n" +
+	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"k\n" +
+	"\tTokenInfo\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x10\n" +
+	"\x03ops\x18\x03 \x03(\tR\x03ops\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\"`\n" +
+	"\x12CreateTokenRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x10\n" +
+	"\x03ops\x18\x02 \x03(\tR\x03ops\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"U\n" +
+	"\x13CreateTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
+	"\x04info\x18\x02 \x01(\v2\x14.strand.v1.TokenInfoR\x04info\"(\n" +
+	"\x12RevokeTokenRequest\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\tR\x04hash\"\x15\n" +
+	"\x13RevokeTokenResponse\"+\n" +
+	"\x11ListTokensRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"B\n" +
+	"\x12ListTokensResponse\x12,\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x14.strand.v1.TokenInfoR\x06tokens\"T\n" +
 	"\x04Tail\x12 \n" +
 	"\fnext_seq_num\x18\x01 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
@@ -1595,7 +1976,7 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fStorageClass\x12\x1d\n" +
 	"\x19STORAGE_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STORAGE_CLASS_STANDARD\x10\x01\x12\x19\n" +
-	"\x15STORAGE_CLASS_EXPRESS\x10\x022\xbf\x05\n" +
+	"\x15STORAGE_CLASS_EXPRESS\x10\x022\xb2\a\n" +
 	"\rStrandService\x12Q\n" +
 	"\fCreateStream\x12\x1e.strand.v1.CreateStreamRequest\x1a\x1f.strand.v1.CreateStreamResponse\"\x00\x12Q\n" +
 	"\fDeleteStream\x12\x1e.strand.v1.DeleteStreamRequest\x1a\x1f.strand.v1.DeleteStreamResponse\"\x00\x12Q\n" +
@@ -1605,7 +1986,11 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x06Append\x12\x18.strand.v1.AppendRequest\x1a\x19.strand.v1.AppendResponse\"\x00\x12J\n" +
 	"\rAppendSession\x12\x18.strand.v1.AppendRequest\x1a\x19.strand.v1.AppendResponse\"\x00(\x010\x01\x12<\n" +
 	"\x04Read\x12\x16.strand.v1.ReadRequest\x1a\x17.strand.v1.ReadResponse\"\x03\x90\x02\x01\x12P\n" +
-	"\vReadSession\x12\x1d.strand.v1.ReadSessionRequest\x1a\x1e.strand.v1.ReadSessionResponse\"\x000\x01B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
+	"\vReadSession\x12\x1d.strand.v1.ReadSessionRequest\x1a\x1e.strand.v1.ReadSessionResponse\"\x000\x01\x12N\n" +
+	"\vCreateToken\x12\x1d.strand.v1.CreateTokenRequest\x1a\x1e.strand.v1.CreateTokenResponse\"\x00\x12Q\n" +
+	"\vRevokeToken\x12\x1d.strand.v1.RevokeTokenRequest\x1a\x1e.strand.v1.RevokeTokenResponse\"\x03\x90\x02\x02\x12N\n" +
+	"\n" +
+	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_strand_proto_rawDescOnce sync.Once
@@ -1620,7 +2005,7 @@ func file_strand_v1_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_strand_v1_strand_proto_goTypes = []any{
 	(StorageClass)(0),            // 0: strand.v1.StorageClass
 	(*Stream)(nil),               // 1: strand.v1.Stream
@@ -1643,8 +2028,15 @@ var file_strand_v1_strand_proto_goTypes = []any{
 	(*ReadResponse)(nil),         // 18: strand.v1.ReadResponse
 	(*ReadSessionRequest)(nil),   // 19: strand.v1.ReadSessionRequest
 	(*ReadSessionResponse)(nil),  // 20: strand.v1.ReadSessionResponse
-	(*Tail)(nil),                 // 21: strand.v1.Tail
-	(*Leader)(nil),               // 22: strand.v1.Leader
+	(*TokenInfo)(nil),            // 21: strand.v1.TokenInfo
+	(*CreateTokenRequest)(nil),   // 22: strand.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 23: strand.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),   // 24: strand.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),  // 25: strand.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),    // 26: strand.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),   // 27: strand.v1.ListTokensResponse
+	(*Tail)(nil),                 // 28: strand.v1.Tail
+	(*Leader)(nil),               // 29: strand.v1.Leader
 }
 var file_strand_v1_strand_proto_depIdxs = []int32{
 	0,  // 0: strand.v1.Stream.storage_class:type_name -> strand.v1.StorageClass
@@ -1657,29 +2049,37 @@ var file_strand_v1_strand_proto_depIdxs = []int32{
 	3,  // 7: strand.v1.AppendRequest.records:type_name -> strand.v1.AppendRecord
 	4,  // 8: strand.v1.ReadResponse.records:type_name -> strand.v1.SequencedRecord
 	4,  // 9: strand.v1.ReadSessionResponse.records:type_name -> strand.v1.SequencedRecord
-	5,  // 10: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
-	7,  // 11: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
-	9,  // 12: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
-	11, // 13: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
-	13, // 14: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
-	15, // 15: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
-	15, // 16: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
-	17, // 17: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
-	19, // 18: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
-	6,  // 19: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
-	8,  // 20: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
-	10, // 21: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
-	12, // 22: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
-	14, // 23: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
-	16, // 24: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
-	16, // 25: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
-	18, // 26: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
-	20, // 27: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	21, // 10: strand.v1.CreateTokenResponse.info:type_name -> strand.v1.TokenInfo
+	21, // 11: strand.v1.ListTokensResponse.tokens:type_name -> strand.v1.TokenInfo
+	5,  // 12: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
+	7,  // 13: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
+	9,  // 14: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
+	11, // 15: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
+	13, // 16: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
+	15, // 17: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
+	15, // 18: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
+	17, // 19: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
+	19, // 20: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
+	22, // 21: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
+	24, // 22: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
+	26, // 23: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
+	6,  // 24: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
+	8,  // 25: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
+	10, // 26: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
+	12, // 27: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
+	14, // 28: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
+	16, // 29: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
+	16, // 30: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
+	18, // 31: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
+	20, // 32: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
+	23, // 33: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
+	25, // 34: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
+	27, // 35: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
+	24, // [24:36] is the sub-list for method output_type
+	12, // [12:24] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_strand_proto_init() }
@@ -1704,7 +2104,7 @@ func file_strand_v1_strand_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_strand_proto_rawDesc), len(file_strand_v1_strand_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

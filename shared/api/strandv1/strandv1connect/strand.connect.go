@@ -64,6 +64,15 @@ const (
 	// StrandServiceReadSessionProcedure is the fully-qualified name of the StrandService's ReadSession
 	// RPC.
 	StrandServiceReadSessionProcedure = "/strand.v1.StrandService/ReadSession"
+	// StrandServiceCreateTokenProcedure is the fully-qualified name of the StrandService's CreateToken
+	// RPC.
+	StrandServiceCreateTokenProcedure = "/strand.v1.StrandService/CreateToken"
+	// StrandServiceRevokeTokenProcedure is the fully-qualified name of the StrandService's RevokeToken
+	// RPC.
+	StrandServiceRevokeTokenProcedure = "/strand.v1.StrandService/RevokeToken"
+	// StrandServiceListTokensProcedure is the fully-qualified name of the StrandService's ListTokens
+	// RPC.
+	StrandServiceListTokensProcedure = "/strand.v1.StrandService/ListTokens"
 )
 
 // StrandServiceClient is a client for the strand.v1.StrandService service.
@@ -81,6 +90,13 @@ type StrandServiceClient interface {
 	// ReadSession streams records from the start and then tails live, with
 	// heartbeats while idle.
 	ReadSession(context.Context, *connect.Request[strandv1.ReadSessionRequest]) (*connect.ServerStreamForClient[strandv1.ReadSessionResponse], error)
+	// CreateToken issues a token scoped within the caller's (admin only).
+	CreateToken(context.Context, *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error)
+	// RevokeToken deletes a token (admin only); other servers may accept it
+	// for up to 10 s more (their grant cache).
+	RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error)
+	// ListTokens lists the tokens within the caller's prefix (admin only).
+	ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error)
 }
 
 // NewStrandServiceClient constructs a client for the strand.v1.StrandService service. By default,
@@ -152,6 +168,26 @@ func NewStrandServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(strandServiceMethods.ByName("ReadSession")),
 			connect.WithClientOptions(opts...),
 		),
+		createToken: connect.NewClient[strandv1.CreateTokenRequest, strandv1.CreateTokenResponse](
+			httpClient,
+			baseURL+StrandServiceCreateTokenProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("CreateToken")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeToken: connect.NewClient[strandv1.RevokeTokenRequest, strandv1.RevokeTokenResponse](
+			httpClient,
+			baseURL+StrandServiceRevokeTokenProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("RevokeToken")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		listTokens: connect.NewClient[strandv1.ListTokensRequest, strandv1.ListTokensResponse](
+			httpClient,
+			baseURL+StrandServiceListTokensProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("ListTokens")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -166,6 +202,9 @@ type strandServiceClient struct {
 	appendSession *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
 	read          *connect.Client[strandv1.ReadRequest, strandv1.ReadResponse]
 	readSession   *connect.Client[strandv1.ReadSessionRequest, strandv1.ReadSessionResponse]
+	createToken   *connect.Client[strandv1.CreateTokenRequest, strandv1.CreateTokenResponse]
+	revokeToken   *connect.Client[strandv1.RevokeTokenRequest, strandv1.RevokeTokenResponse]
+	listTokens    *connect.Client[strandv1.ListTokensRequest, strandv1.ListTokensResponse]
 }
 
 // CreateStream calls strand.v1.StrandService.CreateStream.
@@ -213,6 +252,21 @@ func (c *strandServiceClient) ReadSession(ctx context.Context, req *connect.Requ
 	return c.readSession.CallServerStream(ctx, req)
 }
 
+// CreateToken calls strand.v1.StrandService.CreateToken.
+func (c *strandServiceClient) CreateToken(ctx context.Context, req *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error) {
+	return c.createToken.CallUnary(ctx, req)
+}
+
+// RevokeToken calls strand.v1.StrandService.RevokeToken.
+func (c *strandServiceClient) RevokeToken(ctx context.Context, req *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error) {
+	return c.revokeToken.CallUnary(ctx, req)
+}
+
+// ListTokens calls strand.v1.StrandService.ListTokens.
+func (c *strandServiceClient) ListTokens(ctx context.Context, req *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error) {
+	return c.listTokens.CallUnary(ctx, req)
+}
+
 // StrandServiceHandler is an implementation of the strand.v1.StrandService service.
 type StrandServiceHandler interface {
 	CreateStream(context.Context, *connect.Request[strandv1.CreateStreamRequest]) (*connect.Response[strandv1.CreateStreamResponse], error)
@@ -228,6 +282,13 @@ type StrandServiceHandler interface {
 	// ReadSession streams records from the start and then tails live, with
 	// heartbeats while idle.
 	ReadSession(context.Context, *connect.Request[strandv1.ReadSessionRequest], *connect.ServerStream[strandv1.ReadSessionResponse]) error
+	// CreateToken issues a token scoped within the caller's (admin only).
+	CreateToken(context.Context, *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error)
+	// RevokeToken deletes a token (admin only); other servers may accept it
+	// for up to 10 s more (their grant cache).
+	RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error)
+	// ListTokens lists the tokens within the caller's prefix (admin only).
+	ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error)
 }
 
 // NewStrandServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -295,6 +356,26 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(strandServiceMethods.ByName("ReadSession")),
 		connect.WithHandlerOptions(opts...),
 	)
+	strandServiceCreateTokenHandler := connect.NewUnaryHandler(
+		StrandServiceCreateTokenProcedure,
+		svc.CreateToken,
+		connect.WithSchema(strandServiceMethods.ByName("CreateToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	strandServiceRevokeTokenHandler := connect.NewUnaryHandler(
+		StrandServiceRevokeTokenProcedure,
+		svc.RevokeToken,
+		connect.WithSchema(strandServiceMethods.ByName("RevokeToken")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	strandServiceListTokensHandler := connect.NewUnaryHandler(
+		StrandServiceListTokensProcedure,
+		svc.ListTokens,
+		connect.WithSchema(strandServiceMethods.ByName("ListTokens")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strand.v1.StrandService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StrandServiceCreateStreamProcedure:
@@ -315,6 +396,12 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 			strandServiceReadHandler.ServeHTTP(w, r)
 		case StrandServiceReadSessionProcedure:
 			strandServiceReadSessionHandler.ServeHTTP(w, r)
+		case StrandServiceCreateTokenProcedure:
+			strandServiceCreateTokenHandler.ServeHTTP(w, r)
+		case StrandServiceRevokeTokenProcedure:
+			strandServiceRevokeTokenHandler.ServeHTTP(w, r)
+		case StrandServiceListTokensProcedure:
+			strandServiceListTokensHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -358,4 +445,16 @@ func (UnimplementedStrandServiceHandler) Read(context.Context, *connect.Request[
 
 func (UnimplementedStrandServiceHandler) ReadSession(context.Context, *connect.Request[strandv1.ReadSessionRequest], *connect.ServerStream[strandv1.ReadSessionResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.ReadSession is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) CreateToken(context.Context, *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.CreateToken is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.RevokeToken is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.ListTokens is not implemented"))
 }
