@@ -36,7 +36,7 @@ func explain(err error) string {
 	case connect.CodeUnauthenticated:
 		return msg + "\n  hint: pass --token or set STRAND_TOKEN (strand dev prints a token and writes it to DATA_DIR/token)"
 	case connect.CodePermissionDenied:
-		return msg + "\n  hint: this token's prefix or operations do not cover the request; use a token that does"
+		return msg + "\n  hint: this token's prefix or operations do not cover the request; use a token that does (an admin of a wider prefix can create one: strand token create)"
 	case connect.CodeUnavailable:
 		return msg + "\n  hint: is the server running? check --endpoint / STRAND_ENDPOINT (strand dev serves http://127.0.0.1:4780)"
 	case connect.CodeNotFound:
@@ -69,7 +69,7 @@ then, in another shell, use the endpoint and token it prints:
 	var cf clientFlags
 	root.PersistentFlags().StringVar(&cf.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
 	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("STRAND_TOKEN"), "bearer token (env STRAND_TOKEN)")
-	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newBench(&cf))
+	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newToken(&cf), newBench(&cf))
 	return root
 }
 

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strandlog/strand/shared/client"
+)
+
+func newToken(cf *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke scoped bearer tokens (needs an admin token)",
+		Long: `Manage bearer tokens. A token is scoped to a stream-name prefix ("" = every
+stream) and to operations: read, append and/or admin (admin implies read and
+append, and lets the token manage tokens). An admin token manages only tokens
+whose prefix starts with its own, with operations it holds.
+
+The server stores only a token's SHA-256 hash: the secret is printed once, by
+create, and the hash is the token's id for ls and revoke. A revoked token stops
+working at once on the server that revoked it, and on every server within 10 s.`,
+		Example: `  strand token create --prefix team-a/ --ops read,append --description "team a producers"
+  strand token ls
+  strand token revoke 3f2a...e9 (the hash from create or ls)`,
+	}
+	cmd.AddCommand(newTokenCreate(cf), newTokenLs(cf), newTokenRevoke(cf))
+	return cmd
+}
+
+func newTokenCreate(cf *clientFlags) *cobra.Command {
+	var prefix, ops, description string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create --prefix PREFIX --ops OPS",
+		Short: "Create a token scoped to a stream-name prefix and operations; prints its secret once",
+		Long: `Create a token for streams whose names start with --prefix, allowed --ops
+(comma-separated: read, append, admin). The prefix must start with the calling
+token's prefix. The secret is printed once on stdout (keep it: it cannot be
+shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
+		Example: `  strand token create --prefix team-a/ --ops admin
+  strand token create --prefix team-a/logs/ --ops read --description dashboards
+  STRAND_TOKEN=$(strand token create --prefix ci/ --ops append)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("prefix") {
+				return errors.New(`--prefix is required: the stream-name prefix the token is scoped to (--prefix "" for every stream)`)
+			}
+			if strings.TrimSpace(ops) == "" {
+				return errors.New("--ops is required: a comma-separated list of read, append, admin (e.g. --ops read,append)")
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			secret, info, err := c.CreateToken(cmd.Context(), client.TokenSpec{Prefix: prefix, Ops: strings.Split(ops, ","), Description: description})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, _ := json.Marshal(struct {
+					Token string `json:"token"`
+					client.TokenInfo
+				}{secret, info})
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return nil
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), secret)
+			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s; the secret above is shown only once\n",
+				info.Hash, info.Prefix, strings.Join(info.Ops, ","))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", `stream-name prefix the token is scoped to ("" = every stream); required`)
+	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated operations: read, append, admin; required")
+	cmd.Flags().StringVar(&description, "description", "", "who holds it or what for (at most 256 bytes)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: token (the secret), hash, prefix, ops, description")
+	return cmd
+}
+
+func newTokenLs(cf *clientFlags) *cobra.Command {
+	var prefix string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List tokens (hash, prefix, ops, description) within the calling token's prefix; never secrets",
+		Example: `  strand token ls
+  strand token ls --prefix team-a/ --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ts, err := c.ListTokens(cmd.Context(), prefix)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, t := range ts {
+				if asJSON {
+					b, _ := json.Marshal(t)
+					fmt.Fprintln(out, string(b))
+					continue
+				}
+				fmt.Fprintf(out, "%s\t%q\t%s\t%s\n", t.Hash, t.Prefix, strings.Join(t.Ops, ","), t.Description)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only tokens whose prefix starts with this")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per token")
+	return cmd
+}
+
+func newTokenRevoke(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke HASH",
+		Short: "Revoke a token by its hash (from create or ls); it stops working within 10 s",
+		Long: `Revoke the token whose hash is HASH (64 hex digits, as token create and token
+ls print; not the secret). The token's prefix must start with the calling
+token's prefix. It is refused at once by the server that revoked it, and by
+every server within 10 s (their grant caches).`,
+		Example: "  strand token revoke $(strand token ls --prefix ci/ | cut -f1 | head -1)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errors.New("give the HASH of the token to revoke (64 hex digits; strand token ls lists them)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			if err := c.RevokeToken(cmd.Context(), strings.TrimSpace(args[0])); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (servers that cached it refuse it within 10 s)\n", args[0])
+			return nil
+		},
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/auth"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// run runs one CLI command line; it returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+// TestTokenCommandsEndToEnd runs strand dev in-process and drives the token
+// commands against it: create a scoped token, use it, list, revoke, refused.
+func TestTokenCommandsEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, devFlags{dataDir: t.TempDir(), addr: "127.0.0.1:0", starID: "star-0", logLevel: "error"}, &out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	re := regexp.MustCompile(`STRAND_ENDPOINT=(\S+)\n\s*export STRAND_TOKEN=(\S+)`)
+	var m []string
+	for deadline := time.Now().Add(15 * time.Second); m == nil; {
+		select {
+		case err := <-done:
+			t.Fatalf("strand dev ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strand dev did not print its endpoint: %q", out.String())
+		}
+		m = re.FindStringSubmatch(out.String())
+		time.Sleep(20 * time.Millisecond)
+	}
+	endpoint, admin := m[1], m[2]
+	as := func(tok string, args ...string) (string, string, error) {
+		return run(t, append([]string{"--endpoint", endpoint, "--token", tok}, args...)...)
+	}
+
+	stdout, stderr, err := as(admin, "token", "create", "--prefix", "team-a/", "--ops", "admin,append", "--description", "team a")
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	secret := strings.TrimSpace(stdout)
+	if !auth.WellFormed(secret) || !strings.Contains(stderr, auth.Hash(secret)) || !strings.Contains(stderr, "only once") {
+		t.Fatalf("create printed %q / %q", stdout, stderr)
+	}
+	// The team token works within its prefix, and cannot escalate.
+	if _, _, err := as(secret, "create", "team-a/orders"); err != nil {
+		t.Fatalf("create a stream with the team token: %v", err)
+	}
+	_, _, err = as(secret, "token", "create", "--prefix", "", "--ops", "read")
+	if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(explain(err), "strand token create") {
+		t.Fatalf("escalation: %v", err)
+	}
+	stdout, _, err = as(admin, "token", "ls", "--prefix", "team-a/")
+	if err != nil || !strings.Contains(stdout, auth.Hash(secret)) || strings.Contains(stdout, secret) || !strings.Contains(stdout, "team a") {
+		t.Fatalf("ls: %q %v", stdout, err)
+	}
+	// Flags and arguments that are missing say what to give.
+	for _, args := range [][]string{
+		{"token", "create", "--ops", "read"},
+		{"token", "create", "--prefix", "x/"},
+		{"token", "revoke"},
+	} {
+		if _, _, err := as(admin, args...); err == nil || connect.CodeOf(err) != connect.CodeUnknown {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	_, _, err = as(admin, "token", "create", "--prefix", "x/", "--ops", "write")
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "read, append or admin") {
+		t.Fatalf("bad op: %v", err)
+	}
+
+	if stdout, _, err = as(admin, "token", "revoke", auth.Hash(secret)); err != nil || !strings.Contains(stdout, "revoked") {
+		t.Fatalf("revoke: %q %v", stdout, err)
+	}
+	_, _, err = as(secret, "ls")
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated {
+		t.Fatalf("revoked token: %v", err)
+	}
+}
+
+func TestTokenHelp(t *testing.T) {
+	for cmd, wants := range map[string][]string{
+		"create": {"--prefix", "--ops", "--description", "shown again"},
+		"revoke": {"HASH", "10 s"},
+		"ls":     {"--prefix", "--json"},
+	} {
+		stdout, _, err := run(t, "token", cmd, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wants {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("token %s --help lacks %q:\n%s", cmd, w, stdout)
+			}
+		}
+	}
+}
