@@ -160,18 +160,7 @@ func (s *Store) CreateStream(ctx context.Context, st metastore.Stream) (metastor
 
 // GetStream implements metastore.Store.
 func (s *Store) GetStream(ctx context.Context, name string) (metastore.Stream, error) {
-	var st metastore.Stream
-	err := s.view(ctx, "get stream "+name, func(b *bbolt.Bucket) error {
-		found, err := get(b, streamKey(name), &st)
-		if err == nil && !found {
-			err = metastore.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return metastore.Stream{}, err
-	}
-	return st, nil
+	return getItem[metastore.Stream](s, ctx, "get stream "+name, streamKey(name))
 }
 
 // ListStreams implements metastore.Store.
@@ -421,18 +410,7 @@ func (s *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uin
 
 // GetHead implements metastore.Store.
 func (s *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore.Head, error) {
-	var h metastore.Head
-	err := s.view(ctx, "get head of chain "+chain.String(), func(b *bbolt.Bucket) error {
-		found, err := get(b, headKey(chain), &h)
-		if err == nil && !found {
-			err = metastore.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return metastore.Head{}, err
-	}
-	return h, nil
+	return getItem[metastore.Head](s, ctx, "get head of chain "+chain.String(), headKey(chain))
 }
 
 // AdvanceCursor implements metastore.Store.
@@ -520,18 +498,7 @@ func (s *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uin
 
 // GetEpoch implements metastore.Store.
 func (s *Store) GetEpoch(ctx context.Context, chain metastore.ChainID, epoch uint64) (metastore.Epoch, error) {
-	var e metastore.Epoch
-	err := s.view(ctx, fmt.Sprintf("get epoch %d of chain %s", epoch, chain), func(b *bbolt.Bucket) error {
-		found, err := get(b, epochKey(chain, epoch), &e)
-		if err == nil && !found {
-			err = metastore.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return metastore.Epoch{}, err
-	}
-	return e, nil
+	return getItem[metastore.Epoch](s, ctx, fmt.Sprintf("get epoch %d of chain %s", epoch, chain), epochKey(chain, epoch))
 }
 
 // UpdateEpoch implements metastore.Store.
@@ -570,18 +537,7 @@ func (s *Store) PutToken(ctx context.Context, t metastore.Token) error {
 
 // GetToken implements metastore.Store.
 func (s *Store) GetToken(ctx context.Context, hash string) (metastore.Token, error) {
-	var t metastore.Token
-	err := s.view(ctx, "get token", func(b *bbolt.Bucket) error {
-		found, err := get(b, tokenKey(hash), &t)
-		if err == nil && !found {
-			err = metastore.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return metastore.Token{}, err
-	}
-	return t, nil
+	return getItem[metastore.Token](s, ctx, "get token", tokenKey(hash))
 }
 
 // DeleteToken implements metastore.Store.
@@ -613,4 +569,21 @@ func (s *Store) ListTokens(ctx context.Context, prefix string) ([]metastore.Toke
 		return nil, err
 	}
 	return out, nil
+}
+
+// getItem reads the item at key: metastore.ErrNotFound when absent.
+func getItem[T any](s *Store, ctx context.Context, op string, key []byte) (T, error) {
+	var v T
+	err := s.view(ctx, op, func(b *bbolt.Bucket) error {
+		found, err := get(b, key, &v)
+		if err == nil && !found {
+			err = metastore.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
 }
