@@ -51,11 +51,15 @@
 // same seqs. Losing the mint means a successor exists: the loglet sheds
 // leadership, and pending batches fail with ErrNotLeader.
 //
-// Start proves every bucket enforces put-if-absent, then, per loglet, mints
-// epoch 1 for a new chain or takes over an existing one: fence the last
-// epoch from its checkpoint, record the cut, absorb up to it (Absorber), and
-// mint the next epoch. Stream tails are then recovered from refs by the
-// caller (Open with StreamInfo).
+// Start proves the buckets enforce put-if-absent (a probe key written twice
+// must be refused the second time: ErrNoConditionalWrites stops the star; a
+// bucket that cannot be probed now, such as one that is down, is tolerated
+// while W others prove it), then, per loglet, mints epoch 1 for a new chain
+// or takes over an existing one: fence the last epoch from its checkpoint,
+// record the cut, absorb up to it (Absorber), and mint the next epoch.
+// Stream tails are then recovered from refs by the caller (Open with
+// StreamInfo). A mint whose answer is lost is recognised by reading the
+// epoch record back: our nonce on it means the mint is ours.
 //
 // # Time and randomness
 //
