@@ -48,7 +48,8 @@ func run() error {
 	jsii.Close()
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	cfg, err := stack.FromContext(func(k string) any { return app.Node().TryGetContext(jsii.String(k)) })
+	get := func(k string) any { return app.Node().TryGetContext(jsii.String(k)) }
+	cfg, err := stack.FromContext(stack.WithDefaultAccount(get, os.Getenv))
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,10 @@ const (
 	CtxNatGateways            = "strand:natGateways"
 	CtxPublicAPI              = "strand:publicApi"
 	CtxAlarmEmail             = "strand:alarmEmail"
+	CtxCertificateARN         = "strand:certificateArn"
+	CtxAPIHostname            = "strand:apiHostname"
+	CtxAllowPlaintextPublic   = "strand:allowPlaintextPublicApi"
+	CtxExpressAZNames         = "strand:expressAzNames"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -33,7 +37,12 @@ var ContextKeys = []string{
 	CtxRegion, CtxAccount, CtxExpressAZs, CtxStarCount, CtxMemoryBufferMiB,
 	CtxExpressMemoryBufferMiB, CtxTaskCPU, CtxTaskMemoryMiB, CtxRetentionDays,
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
+	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 }
+
+// EnvDefaultAccount is the variable the CDK CLI sets to the account of its
+// credentials. WithDefaultAccount reads it.
+const EnvDefaultAccount = "CDK_DEFAULT_ACCOUNT"
 
 // ErrConfig is returned (wrapped) for any invalid context value.
 var ErrConfig = errors.New("infra: invalid config")
@@ -73,7 +82,33 @@ type Config struct {
 	PublicAPI bool
 	// AlarmEmail, if set, subscribes an address to the alarm topic.
 	AlarmEmail string
+	// CertificateARN, if set, is an ACM certificate (in Region) the load
+	// balancer terminates TLS with on every API listener; the tasks still
+	// get plain TCP.
+	CertificateARN string
+	// APIHostname is the DNS name clients use for the API (a record the
+	// user points at the load balancer). Required with CertificateARN,
+	// which must cover it; STRAND_PEERS names it. Empty: the load
+	// balancer's own DNS name.
+	APIHostname string
+	// AllowPlaintextPublicAPI accepts PublicAPI without CertificateARN,
+	// that is bearer tokens in clear text on the internet.
+	AllowPlaintextPublicAPI bool
+	// ExpressAZNames are this account's availability-zone names of the
+	// three ExpressAZs, in the same order. When set (it needs Account),
+	// the VPC spans exactly those zones and star-i runs in zone i mod 3.
+	ExpressAZNames []string
 }
+
+// TLS reports whether the API listeners terminate TLS.
+func (c Config) TLS() bool { return c.CertificateARN != "" }
+
+// ZoneAligned reports whether star tasks are placed in Express zones.
+func (c Config) ZoneAligned() bool { return len(c.ExpressAZNames) > 0 }
+
+// StarZone returns the index into ExpressAZs (and ExpressAZNames) of the
+// zone star i runs in when ZoneAligned.
+func StarZone(i int) int { return i % 3 }
 
 // StarOverheadMiB is the task memory reserved beyond the two pool budgets
 // (Go runtime, flight index, read buffers, sidecar-free container).
@@ -150,23 +185,33 @@ func FromContext(get Lookup) (Config, error) {
 		}
 		*dst = b
 	}
-	str(CtxRegion, &c.Region)
-	str(CtxAccount, &c.Account)
-	if v := get(CtxExpressAZs); v != nil {
-		c.ExpressAZs = nil
+	list := func(key string, dst *[]string) {
+		v := get(key)
+		if v == nil {
+			return
+		}
+		*dst = nil
 		switch x := v.(type) {
 		case []any:
 			for _, e := range x {
-				c.ExpressAZs = append(c.ExpressAZs, strings.TrimSpace(fmt.Sprint(e)))
+				*dst = append(*dst, strings.TrimSpace(fmt.Sprint(e)))
 			}
 		case []string:
-			c.ExpressAZs = append(c.ExpressAZs, x...)
+			*dst = append(*dst, x...)
 		default:
-			for _, e := range strings.Split(fmt.Sprint(v), ",") {
-				c.ExpressAZs = append(c.ExpressAZs, strings.TrimSpace(e))
+			// `-c key=a,b,c`, or a JSON list given as a string.
+			s := strings.Trim(strings.TrimSpace(fmt.Sprint(v)), "[]")
+			if strings.TrimSpace(s) == "" {
+				return
+			}
+			for _, e := range strings.Split(s, ",") {
+				*dst = append(*dst, strings.Trim(strings.TrimSpace(e), `"`))
 			}
 		}
 	}
+	str(CtxRegion, &c.Region)
+	str(CtxAccount, &c.Account)
+	list(CtxExpressAZs, &c.ExpressAZs)
 	num(CtxStarCount, &c.StarCount)
 	num(CtxMemoryBufferMiB, &c.MemoryBufferMiB)
 	num(CtxExpressMemoryBufferMiB, &c.ExpressMemoryBufferMiB)
@@ -178,6 +223,10 @@ func FromContext(get Lookup) (Config, error) {
 	num(CtxNatGateways, &c.NatGateways)
 	boolean(CtxPublicAPI, &c.PublicAPI)
 	str(CtxAlarmEmail, &c.AlarmEmail)
+	str(CtxCertificateARN, &c.CertificateARN)
+	str(CtxAPIHostname, &c.APIHostname)
+	boolean(CtxAllowPlaintextPublic, &c.AllowPlaintextPublicAPI)
+	list(CtxExpressAZNames, &c.ExpressAZNames)
 	if err != nil {
 		return Config{}, err
 	}
@@ -191,7 +240,29 @@ var (
 	azIDRe   = regexp.MustCompile(`^[a-z]{2,}[0-9]+-az[0-9]+$`)
 	regionRe = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	prefixRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
+	// acmRe captures the region of an ACM certificate ARN.
+	acmRe     = regexp.MustCompile(`^arn:aws[a-z-]*:acm:([a-z0-9-]+):[0-9]{12}:certificate/[0-9a-f-]+$`)
+	accountRe = regexp.MustCompile(`^[0-9]{12}$`)
+	hostRe    = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 )
+
+// WithDefaultAccount returns a Lookup that answers strand:account with
+// getenv(CDK_DEFAULT_ACCOUNT) when the context does not set it and
+// strand:expressAzNames is set: zone placement needs the account its AZ
+// names belong to. Without the names the stack stays account-agnostic, as
+// before (pinning an account changes the VPC's zones).
+func WithDefaultAccount(get Lookup, getenv func(string) string) Lookup {
+	return func(key string) any {
+		v := get(key)
+		if key != CtxAccount || v != nil || get(CtxExpressAZNames) == nil {
+			return v
+		}
+		if a := strings.TrimSpace(getenv(EnvDefaultAccount)); a != "" {
+			return a
+		}
+		return nil
+	}
+}
 
 // LogRetentionDays are the values CloudWatch Logs accepts.
 var LogRetentionDays = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -247,6 +318,65 @@ func (c *Config) Validate() error {
 	}
 	if c.AlarmEmail != "" && !strings.Contains(c.AlarmEmail, "@") {
 		return fmt.Errorf("%w: %s=%q is not an e-mail address", ErrConfig, CtxAlarmEmail, c.AlarmEmail)
+	}
+	if c.Account != "" && !accountRe.MatchString(c.Account) {
+		return fmt.Errorf("%w: %s=%q is not a 12-digit account id", ErrConfig, CtxAccount, c.Account)
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	return c.validateZones()
+}
+
+// validateTLS checks the certificate, the host name and the refusal to
+// serve a public API in clear text.
+func (c *Config) validateTLS() error {
+	if c.CertificateARN != "" {
+		m := acmRe.FindStringSubmatch(c.CertificateARN)
+		if m == nil {
+			return fmt.Errorf("%w: %s=%q is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)", ErrConfig, CtxCertificateARN, c.CertificateARN)
+		}
+		if m[1] != c.Region {
+			return fmt.Errorf("%w: %s is in %s; a load balancer in %s needs a certificate from ACM in %s", ErrConfig, CtxCertificateARN, m[1], c.Region, c.Region)
+		}
+		if c.APIHostname == "" {
+			return fmt.Errorf("%w: %s needs %s: the DNS name clients use, which the certificate covers and which you point at the load balancer (the load balancer's own name is not on the certificate)",
+				ErrConfig, CtxCertificateARN, CtxAPIHostname)
+		}
+	}
+	if c.APIHostname != "" && !hostRe.MatchString(c.APIHostname) {
+		return fmt.Errorf("%w: %s=%q is not a DNS name (lower case, like api.example.com)", ErrConfig, CtxAPIHostname, c.APIHostname)
+	}
+	if c.PublicAPI && c.CertificateARN == "" && !c.AllowPlaintextPublicAPI {
+		return fmt.Errorf("%w: %s=true without %s would send bearer tokens over the internet in clear text; "+
+			"set %s (an ACM certificate) and %s, or, to accept clear text, %s=true",
+			ErrConfig, CtxPublicAPI, CtxCertificateARN, CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic)
+	}
+	return nil
+}
+
+// validateZones checks the AZ names of the Express set.
+func (c *Config) validateZones() error {
+	if len(c.ExpressAZNames) == 0 {
+		return nil
+	}
+	if len(c.ExpressAZNames) != len(c.ExpressAZs) {
+		return fmt.Errorf("%w: %s needs one AZ name per id of %s (%d), got %d", ErrConfig, CtxExpressAZNames, CtxExpressAZs, len(c.ExpressAZs), len(c.ExpressAZNames))
+	}
+	nameRe := regexp.MustCompile(`^` + regexp.QuoteMeta(c.Region) + `[a-z]$`)
+	for i, n := range c.ExpressAZNames {
+		if !nameRe.MatchString(n) {
+			return fmt.Errorf("%w: %s[%d]=%q is not an AZ name of %s (like %sa); "+
+				"`aws ec2 describe-availability-zones --region %s --query 'AvailabilityZones[].[ZoneId,ZoneName]' --output text` prints this account's mapping",
+				ErrConfig, CtxExpressAZNames, i, n, c.Region, c.Region, c.Region)
+		}
+		if slices.Contains(c.ExpressAZNames[:i], n) {
+			return fmt.Errorf("%w: %s lists %q twice", ErrConfig, CtxExpressAZNames, n)
+		}
+	}
+	if c.Account == "" {
+		return fmt.Errorf("%w: %s needs the account its names belong to (AZ names map to different zones in different accounts): "+
+			"set %s, or run the CDK CLI with credentials (it sets %s)", ErrConfig, CtxExpressAZNames, CtxAccount, EnvDefaultAccount)
 	}
 	return nil
 }

@@ -29,21 +29,22 @@ func TestFromContextDefaults(t *testing.T) {
 func TestFromContextOverrides(t *testing.T) {
 	// cdk.json gives JSON types; `-c key=value` gives strings.
 	c, err := FromContext(ctx(map[string]any{
-		CtxRegion:             "eu-west-1",
-		CtxExpressAZs:         "euw1-az1, euw1-az2,euw1-az3",
-		CtxStarCount:          "3",
-		CtxMemoryBufferMiB:    float64(2048),
-		CtxTaskCPU:            "2048",
-		CtxDeletionProtection: "false",
-		CtxRetentionDays:      float64(7),
-		CtxNatGateways:        "0",
-		CtxPublicAPI:          true,
+		CtxRegion:               "eu-west-1",
+		CtxExpressAZs:           "euw1-az1, euw1-az2,euw1-az3",
+		CtxStarCount:            "3",
+		CtxMemoryBufferMiB:      float64(2048),
+		CtxTaskCPU:              "2048",
+		CtxDeletionProtection:   "false",
+		CtxRetentionDays:        float64(7),
+		CtxNatGateways:          "0",
+		CtxPublicAPI:            true,
+		CtxAllowPlaintextPublic: "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Region != "eu-west-1" || c.ExpressAZs[1] != "euw1-az2" || c.StarCount != 3 || c.DeletionProtection ||
-		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI {
+		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
 	// 2048+32+512 = 2592 MiB -> 4 GiB is the smallest 2 vCPU size.
@@ -74,6 +75,12 @@ func TestFromContextRejects(t *testing.T) {
 		{CtxRegion: "mars"},
 		{CtxNatGateways: 4},
 		{CtxAlarmEmail: "nobody"},
+		{CtxAccount: "12345"},
+		{CtxAPIHostname: "API.example.com"},
+		{CtxExpressAZNames: "us-east-1a,us-east-1b", CtxAccount: "111111111111"},
+		{CtxExpressAZNames: "us-east-1a,us-east-1b,us-west-2c", CtxAccount: "111111111111"},
+		{CtxExpressAZNames: "use1-az4,use1-az5,use1-az6", CtxAccount: "111111111111"},
+		{CtxExpressAZNames: "us-east-1a,us-east-1b,us-east-1a", CtxAccount: "111111111111"},
 	}
 	for i, m := range bad {
 		_, err := FromContext(ctx(m))

@@ -12,8 +12,15 @@
 //   - Star: a VPC with S3, S3 Express and DynamoDB gateway endpoints, an ECS
 //     cluster, one Fargate service (desired count 1) per star id, and a
 //     Network Load Balancer: port 4780 reaches any star, port 4781+i only
-//     star-i (a stream's leader). TCP passthrough keeps HTTP/2 (gRPC and
-//     Connect streaming) end to end. The image is built from
+//     star-i (a stream's leader). Without a certificate the listeners pass
+//     TCP through, which keeps cleartext HTTP/2 (gRPC and Connect
+//     streaming) end to end; with strand:certificateArn they terminate TLS
+//     (ALPN h2 preferred) and forward TCP. A public API in clear text is
+//     refused unless strand:allowPlaintextPublicApi says otherwise. With
+//     strand:expressAzNames (and an account) the VPC spans exactly the
+//     Express zones and star-i runs in zone i mod 3, so one of the W=2
+//     copies an ack waits for is in the task's zone; without them the
+//     stack warns that placement is not aligned. The image is built from
 //     functions/star/Dockerfile; the container is configured entirely by
 //     STRAND_* environment variables, one per flag of functions/star
 //     (StarEnv), including STRAND_PEERS for the other stars.

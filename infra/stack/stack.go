@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -57,6 +59,24 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 	}
 	out("ApiEndpoint", s.Star.LoadBalancer.LoadBalancerDnsName(),
 		fmt.Sprintf("API load balancer: port %d reaches any star, port %d+i only star-i", APIPort, APIPort+1))
+	out("ApiUrl", awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String(APIScheme(cfg) + "://"), s.Star.APIHost(cfg), jsii.String(fmt.Sprintf(":%d", APIPort)),
+	}), apiURLDescription(cfg))
+	placement := zonePlacement(cfg)
+	out("ZonePlacement", jsii.String(placement), "where the star tasks run relative to the Express set (docs/deploy.md, Zone placement)")
+	if !cfg.ZoneAligned() {
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("strand:zonePlacement"), jsii.String(placement), nil)
+	}
+	for i, sn := range s.Star.StarSubnets {
+		// The zone id CloudFormation reports for the subnet: it must be
+		// the Express zone the names were given for, else the names do
+		// not belong to this account.
+		if cs, ok := sn.Node().FindChild(jsii.String("Subnet")).(awsec2.CfnSubnet); ok {
+			want := cfg.ExpressAZs[StarZone(i)]
+			out(fmt.Sprintf("Star%dZoneId", i), cs.AttrAvailabilityZoneId(),
+				fmt.Sprintf("zone id of %s's subnet: must be %s (else %s does not match this account)", StarID(i), want, CtxExpressAZNames))
+		}
+	}
 	out("TableName", s.Metastore.Table.TableName(), "metastore table")
 	out("ExpressBuckets", awscdk.Fn_Join(jsii.String(","), &s.Storage.ExpressNames), "Express set (directory buckets)")
 	out("StandardBucket", s.Storage.Chain.BucketName(), "Standard chain bucket")
@@ -64,6 +84,29 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 	out("ReleaseQueueUrl", s.Settlement.ReleaseQueue.QueueUrl(), "release queue (FIFO)")
 	out("AlarmTopicArn", s.Operations.Topic.TopicArn(), "alarm notifications")
 	return s, nil
+}
+
+// apiURLDescription describes the ApiUrl output.
+func apiURLDescription(cfg Config) string {
+	if cfg.TLS() {
+		return fmt.Sprintf("API over TLS (point %s at ApiEndpoint); port %d+i reaches only star-i", cfg.APIHostname, APIPort+1)
+	}
+	return fmt.Sprintf("API in clear text (no %s); port %d+i reaches only star-i", CtxCertificateARN, APIPort+1)
+}
+
+// zonePlacement says where star tasks run relative to the Express set.
+func zonePlacement(cfg Config) string {
+	if !cfg.ZoneAligned() {
+		return fmt.Sprintf("not aligned: star tasks run in whatever zones the VPC has, not necessarily in an Express zone (%s), "+
+			"so an ack may wait on two cross-zone copies; set %s and %s (docs/deploy.md, Zone placement)",
+			strings.Join(cfg.ExpressAZs, ","), CtxAccount, CtxExpressAZNames)
+	}
+	parts := make([]string, 0, cfg.StarCount)
+	for i := range cfg.StarCount {
+		z := StarZone(i)
+		parts = append(parts, fmt.Sprintf("%s in %s (%s)", StarID(i), cfg.ExpressAZNames[z], cfg.ExpressAZs[z]))
+	}
+	return "aligned: " + strings.Join(parts, ", ")
 }
 
 // ErrNoRepoRoot is returned when no ancestor directory holds infra/go.mod.

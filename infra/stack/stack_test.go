@@ -44,6 +44,7 @@ var repoRoot string
 type synthesized struct {
 	cfg    Config
 	outdir string // the cloud assembly
+	stack  awscdk.Stack
 	tmpl   assertions.Template
 	res    map[string]map[string]any // logical id -> resource
 }
@@ -73,7 +74,13 @@ func synth(t *testing.T, name string, values map[string]any) *synthesized {
 		t.Fatal(err)
 	}
 	synthDirs = append(synthDirs, outdir)
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir)})
+	// The values are app context too: lookups the CLI would answer
+	// (availability-zones:...) are given this way.
+	appCtx := map[string]any{}
+	for k, v := range values {
+		appCtx[k] = v
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outdir), Context: &appCtx})
 	st, err := NewStrand(app, "Strand", cfg, repoRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +97,7 @@ func synth(t *testing.T, name string, values map[string]any) *synthesized {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	s := &synthesized{cfg: cfg, outdir: outdir, tmpl: tmpl, res: doc.Resources}
+	s := &synthesized{cfg: cfg, outdir: outdir, stack: st.Stack, tmpl: tmpl, res: doc.Resources}
 	synths[name] = s
 	return s
 }
@@ -100,6 +107,31 @@ func defaults(t *testing.T) *synthesized { return synth(t, "defaults", nil) }
 func threeStars(t *testing.T) *synthesized {
 	return synth(t, "three", map[string]any{
 		CtxStarCount: float64(3), CtxDeletionProtection: false, CtxNatGateways: float64(0), CtxPublicAPI: true,
+		CtxAllowPlaintextPublic: true,
+	})
+}
+
+// testCertificate is a well-formed ACM certificate ARN in the default region.
+const testCertificate = "arn:aws:acm:us-east-1:111111111111:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+
+// withTLS: two stars behind a public load balancer that terminates TLS.
+func withTLS(t *testing.T) *synthesized {
+	return synth(t, "tls", map[string]any{
+		CtxStarCount: float64(2), CtxPublicAPI: true, CtxCertificateARN: testCertificate, CtxAPIHostname: "api.example.com",
+	})
+}
+
+// azLookup is the context key of the CLI's availability-zone lookup for
+// the test account in us-east-1.
+const azLookup = "availability-zones:account=111111111111:region=us-east-1"
+
+// aligned: four stars placed in the Express zones (star-3 wraps to zone 0),
+// the account's zone lookup answered as the CLI would.
+func aligned(t *testing.T) *synthesized {
+	return synth(t, "aligned", map[string]any{
+		CtxStarCount: float64(4), CtxAccount: "111111111111",
+		CtxExpressAZNames: []any{"us-east-1c", "us-east-1a", "us-east-1d"},
+		azLookup:          []any{"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"},
 	})
 }
 
@@ -130,7 +162,7 @@ func props(r map[string]any) map[string]any { return r["Properties"].(map[string
 func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func TestResourceCounts(t *testing.T) {
-	for _, s := range []*synthesized{defaults(t), threeStars(t)} {
+	for _, s := range []*synthesized{defaults(t), threeStars(t), withTLS(t), aligned(t)} {
 		n := s.cfg.StarCount
 		counts := map[string]int{
 			"AWS::S3Express::DirectoryBucket":           3,
@@ -596,7 +628,7 @@ func starEnv(t *testing.T, s *synthesized) map[string]map[string]any {
 // functions/star (STRAND_<FLAG>): every name the ECS task sets must be a
 // flag the binary reads.
 func TestStarEnvironment(t *testing.T) {
-	for _, s := range []*synthesized{defaults(t), threeStars(t)} {
+	for _, s := range []*synthesized{defaults(t), threeStars(t), withTLS(t)} {
 		envs := starEnv(t, s)
 		if len(envs) != s.cfg.StarCount {
 			t.Fatalf("%d star environments, want %d", len(envs), s.cfg.StarCount)
@@ -645,7 +677,7 @@ func TestStarEnvironment(t *testing.T) {
 				t.Errorf("%s: peers %s with one star", star, peers)
 			}
 			for j := range s.cfg.StarCount {
-				want := fmt.Sprintf("%s=http://", StarID(j))
+				want := fmt.Sprintf("%s=%s://", StarID(j), APIScheme(s.cfg))
 				port := fmt.Sprintf(":%d", StarListenerPort(j))
 				if j == i {
 					if strings.Contains(peers, want) {
@@ -657,7 +689,15 @@ func TestStarEnvironment(t *testing.T) {
 					t.Errorf("%s: peers %s lack %s...%s", star, peers, want, port)
 				}
 			}
-			if s.cfg.StarCount > 1 && !strings.Contains(peers, "DNSName") {
+			switch {
+			case s.cfg.StarCount == 1:
+			case s.cfg.TLS():
+				// The certificate covers the host name, not the
+				// load balancer's own name.
+				if !strings.Contains(peers, "https://"+s.cfg.APIHostname+":") || strings.Contains(peers, "DNSName") {
+					t.Errorf("%s: peers %s, want https://%s:<port>", star, peers, s.cfg.APIHostname)
+				}
+			case !strings.Contains(peers, "http://") || !strings.Contains(peers, "DNSName"):
 				t.Errorf("%s: peers %s are not reached through the load balancer", star, peers)
 			}
 			// Every variable is a flag of the binary.

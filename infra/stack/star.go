@@ -89,6 +89,9 @@ type Star struct {
 	LoadBalancer  elbv2.NetworkLoadBalancer
 	Logs          awslogs.LogGroup
 	MetricLogs    awslogs.LogGroup
+	// StarSubnets[i] is the subnet star-i's task runs in when
+	// Config.ZoneAligned (the Express zone StarZone(i)); nil otherwise.
+	StarSubnets []awsec2.ISubnet
 }
 
 // NewStar creates the star tier. The image is built (at deploy time, not
@@ -106,8 +109,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		})
 		taskSubnets = awsec2.SubnetType_PRIVATE_WITH_EGRESS
 	}
-	s.Vpc = awsec2.NewVpc(s.Construct, jsii.String("Vpc"), &awsec2.VpcProps{
-		MaxAzs:              jsii.Number(3),
+	vpcProps := &awsec2.VpcProps{
 		NatGateways:         jsii.Number(cfg.NatGateways),
 		SubnetConfiguration: &subnets,
 		// The default security group is used by nothing here; restricting
@@ -120,7 +122,17 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			"S3Express": {Service: awsec2.GatewayVpcEndpointAwsService_S3_EXPRESS()},
 			"DynamoDB":  {Service: awsec2.GatewayVpcEndpointAwsService_DYNAMODB()},
 		},
-	})
+	}
+	if cfg.ZoneAligned() {
+		// Exactly the Express set's zones, in its order: subnet group k
+		// is in ExpressAZs[k]. (CDK refuses names the account's zone
+		// lookup does not list.)
+		vpcProps.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames...)
+	} else {
+		// Without an account the CDK knows no zone names: 2 zones.
+		vpcProps.MaxAzs = jsii.Number(3)
+	}
+	s.Vpc = awsec2.NewVpc(s.Construct, jsii.String("Vpc"), vpcProps)
 	s.Cluster = awsecs.NewCluster(s.Construct, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: s.Vpc})
 
 	s.Logs = awslogs.NewLogGroup(s.Construct, jsii.String("Logs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
@@ -191,9 +203,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		HealthyThresholdCount:   jsii.Number(2),
 		UnhealthyThresholdCount: jsii.Number(3),
 	}
-	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), &elbv2.BaseNetworkListenerProps{
-		Port: jsii.Number(APIPort), Protocol: elbv2.Protocol_TCP,
-	})
+	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), listenerProps(cfg, APIPort))
 	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
 	var anyTargets []elbv2.INetworkLoadBalancerTarget
 
@@ -218,7 +228,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			ReleaseQueueURL: se.ReleaseQueue.QueueUrl(),
 			FenceQueueURL:   se.FenceQueue.QueueUrl(),
 			Region:          awscdk.Aws_REGION(),
-			APIHost:         s.LoadBalancer.LoadBalancerDnsName(),
+			APIHost:         s.APIHost(cfg),
 		})
 		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
 			ContainerName: jsii.String("star"),
@@ -251,6 +261,21 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 				LogGroup: s.Logs, StreamPrefix: jsii.String(star + "-agent"),
 			}),
 		})
+		taskPlacement := &awsec2.SubnetSelection{SubnetType: taskSubnets}
+		if cfg.ZoneAligned() {
+			// star-i in Express zone i mod 3: of the W=2 copies an ack
+			// waits for, one can be in the task's own zone.
+			taskPlacement.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames[StarZone(i)])
+			var sel []awsec2.ISubnet
+			if p := s.Vpc.SelectSubnets(taskPlacement).Subnets; p != nil {
+				sel = *p
+			}
+			if len(sel) != 1 {
+				// A bug: the VPC has one subnet of this type per zone.
+				panic(fmt.Sprintf("infra: %s: %d subnets in %s, want 1", star, len(sel), cfg.ExpressAZNames[StarZone(i)]))
+			}
+			s.StarSubnets = append(s.StarSubnets, sel[0])
+		}
 		svc := awsecs.NewFargateService(s.Construct, jsii.String(fmt.Sprintf("Service%d", i)), &awsecs.FargateServiceProps{
 			Cluster:        s.Cluster,
 			ServiceName:    jsii.String(star),
@@ -262,7 +287,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			MaxHealthyPercent:      jsii.Number(100),
 			CircuitBreaker:         &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
 			AssignPublicIp:         jsii.Bool(cfg.NatGateways == 0),
-			VpcSubnets:             &awsec2.SubnetSelection{SubnetType: taskSubnets},
+			VpcSubnets:             taskPlacement,
 			SecurityGroups:         &[]awsec2.ISecurityGroup{taskSG},
 			HealthCheckGracePeriod: awscdk.Duration_Seconds(jsii.Number(120)),
 			PlatformVersion:        awsecs.FargatePlatformVersion_LATEST,
@@ -272,9 +297,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		})
 		anyTargets = append(anyTargets, target)
 		port := StarListenerPort(i)
-		l := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("Star%d", i)), &elbv2.BaseNetworkListenerProps{
-			Port: jsii.Number(port), Protocol: elbv2.Protocol_TCP,
-		})
+		l := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("Star%d", i)), listenerProps(cfg, port))
 		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(port)), jsii.String("API, "+star), nil)
 		l.AddTargets(jsii.String(fmt.Sprintf("Star%dTargets", i)), &elbv2.AddNetworkTargetsProps{
 			Port:                jsii.Number(APIPort),
@@ -295,14 +318,46 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	return s
 }
 
+// APIHost is the host name clients reach the API by: Config.APIHostname
+// when set, else the load balancer's DNS name.
+func (s *Star) APIHost(cfg Config) *string {
+	if cfg.APIHostname != "" {
+		return jsii.String(cfg.APIHostname)
+	}
+	return s.LoadBalancer.LoadBalancerDnsName()
+}
+
+// APIScheme is the URL scheme of the API at the load balancer.
+func APIScheme(cfg Config) string {
+	if cfg.TLS() {
+		return "https"
+	}
+	return "http"
+}
+
+// listenerProps is an API listener on port: TLS with the configured
+// certificate when there is one (ALPN offers h2 first, for gRPC and
+// Connect streaming, then HTTP/1.1), else TCP passthrough. Targets are
+// plain TCP either way: the star speaks HTTP/1.1 and cleartext HTTP/2.
+func listenerProps(cfg Config, port int) *elbv2.BaseNetworkListenerProps {
+	p := &elbv2.BaseNetworkListenerProps{Port: jsii.Number(port), Protocol: elbv2.Protocol_TCP}
+	if cfg.TLS() {
+		p.Protocol = elbv2.Protocol_TLS
+		p.Certificates = &[]elbv2.IListenerCertificate{elbv2.ListenerCertificate_FromArn(jsii.String(cfg.CertificateARN))}
+		p.SslPolicy = elbv2.SslPolicy_RECOMMENDED_TLS
+		p.AlpnPolicy = elbv2.AlpnPolicy_HTTP2_PREFERRED
+	}
+	return p
+}
+
 // StarResources are the deployed names a star is configured with (tokens
 // at synth).
 type StarResources struct {
 	Table, ExpressBuckets, StandardBucket, SettledBucket *string
 	ReleaseQueueURL, FenceQueueURL                       *string
 	Region                                               *string
-	// APIHost is the load balancer's DNS name: star j is reached on its
-	// own listener port there (STRAND_PEERS).
+	// APIHost is the API's host name (Star.APIHost): star j is reached on
+	// its own listener port there (STRAND_PEERS).
 	APIHost *string
 }
 
@@ -336,7 +391,7 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		if len(peers) > 0 {
 			peers = append(peers, jsii.String(","))
 		}
-		peers = append(peers, jsii.String(fmt.Sprintf("%s=http://", StarID(j))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j))))
+		peers = append(peers, jsii.String(fmt.Sprintf("%s=%s://", StarID(j), APIScheme(cfg))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j))))
 	}
 	if len(peers) > 0 {
 		env["STRAND_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
