@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	} else {
 		if cfg.Remote.ReleaseQueueURL != "" {
-			opt.Waker = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL, Log: log}
+			opt.Waker = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL}
 		}
 		if u := cfg.Remote.FenceQueueURL; u != "" {
 			opt.OnFenced = func(c metastore.ChainID, epoch, cut uint64, window int) {
@@ -168,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.settlement(runCtx, cfg, sets, prober, st.Chains())
 		// Absorb whatever a predecessor left released but unabsorbed.
 		for _, c := range st.Chains() {
-			local.Released(runCtx, c, st.Released(c))
+			_ = local.Released(runCtx, c, st.Released(c))
 		}
 	} else {
 		n.goRun(func() { poller.Run(runCtx) })

@@ -3,6 +3,7 @@ package star
 import (
 	"encoding/binary"
 	"fmt"
+	"sort"
 
 	"github.com/strandlog/strand/shared/format"
 )
@@ -31,33 +32,34 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	low = st.ackedNext
+	if len(st.indexed) > 0 {
+		low = st.indexed[0].first
+	}
+	// The first batch that ends after from.
+	i := sort.Search(len(st.indexed), func(i int) bool {
+		b := st.indexed[i]
+		return b.first+uint64(b.recs) > from
+	})
 	size := 0
-	for _, f := range l.released {
-		for _, b := range f.batches {
-			if b.st != st {
-				continue
-			}
-			low = min(low, b.first)
-			end := b.first + uint64(b.recs)
-			if end <= from || len(recs) >= maxRecords || (size >= maxBytes && len(recs) > 0) {
-				continue
-			}
-			seq := b.first
-			for off := 0; off < len(b.enc) && len(recs) < maxRecords; seq++ {
-				n := 4 + int(binary.BigEndian.Uint32(b.enc[off:]))
-				if seq >= from {
-					if size+n > maxBytes && len(recs) > 0 {
-						break
-					}
-					rs, err := format.DecodeRecords(b.enc[off:off+n], 1)
-					if err != nil {
-						panic(fmt.Sprintf("star: flight index holds an undecodable record: %v", err))
-					}
-					recs = append(recs, SeqRecord{Seq: seq, Record: rs[0]})
-					size += n
+	for _, b := range st.indexed[i:] {
+		if len(recs) >= maxRecords || (size >= maxBytes && len(recs) > 0) {
+			break
+		}
+		seq := b.first
+		for off := 0; off < len(b.enc) && len(recs) < maxRecords; seq++ {
+			n := 4 + int(binary.BigEndian.Uint32(b.enc[off:]))
+			if seq >= from {
+				if size+n > maxBytes && len(recs) > 0 {
+					break
 				}
-				off += n
+				rs, err := format.DecodeRecords(b.enc[off:off+n], 1)
+				if err != nil {
+					panic(fmt.Sprintf("star: flight index holds an undecodable record: %v", err))
+				}
+				recs = append(recs, SeqRecord{Seq: seq, Record: rs[0]})
+				size += n
 			}
+			off += n
 		}
 	}
 	return recs, low, nil

@@ -23,6 +23,7 @@ type batch struct {
 	firstTs int64
 	lastTs  int64
 	at      time.Time // admission time
+	fl      *flight   // the flight that carries it (set at release)
 
 	ack  Ack
 	err  error
@@ -439,6 +440,10 @@ func (l *loglet) release(f *flight, now time.Time) {
 		l.m.ackLatency.Observe(now.Sub(b.at).Seconds())
 	}
 	l.m.flights.Inc()
+	for _, b := range f.batches {
+		b.fl = f
+		b.st.indexed = append(b.st.indexed, b)
+	}
 	l.released = append(l.released, f)
 	l.relBytes += len(f.obj)
 }
@@ -456,6 +461,13 @@ func (l *loglet) absorbed(cur metastore.Cursor) {
 		l.relBytes -= len(f.obj)
 		f.absorbed = true
 		l.recycle(f)
+		for _, b := range f.batches {
+			st := b.st
+			if len(st.indexed) > 0 && st.indexed[0] == b {
+				st.indexed[0] = nil
+				st.indexed = st.indexed[1:]
+			}
+		}
 		n++
 	}
 	if n > 0 {
@@ -470,18 +482,31 @@ func (l *loglet) absorbed(cur metastore.Cursor) {
 // absorb's metastore bill stays flat however fast flights release.
 func (l *loglet) notifier(ctx context.Context) {
 	var last metastore.Cursor
+	var retry <-chan time.Time // set while the latest head is undelivered
+	backoff := l.s.cfg.ReleaseEventInterval
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.relSignal:
+		case <-retry:
 		}
+		retry = nil
 		l.mu.Lock()
 		head := metastore.Cursor{Epoch: l.epoch, Slot: l.ord.base}
 		l.mu.Unlock()
 		if head != last && l.s.waker != nil {
-			l.s.waker.Released(ctx, l.chain, head)
+			if err := l.s.waker.Released(ctx, l.chain, head); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+				l.s.log.Warn("release event not delivered; retrying with the latest head", "chain", l.chain.String(), "head", head.String(), "in", backoff.String(), "err", err.Error())
+				retry = l.s.clk.After(backoff)
+				continue
+			}
 			last = head
+			backoff = l.s.cfg.ReleaseEventInterval
 		}
 		if iv := l.s.cfg.ReleaseEventInterval; iv > 0 {
 			select {

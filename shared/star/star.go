@@ -49,9 +49,11 @@ type Ack struct {
 // Waker is told after every release that the chain's released head moved,
 // so the absorb can run (SQS in AWS, an in-process call in strand dev). It
 // is called from a background goroutine with coalesced heads, never on the
-// ack path; it must not block for long.
+// ack path; it must not block for long. An error means the head was not
+// delivered: the star retries with the latest head (with backoff) until one
+// is.
 type Waker interface {
-	Released(ctx context.Context, chain metastore.ChainID, head metastore.Cursor)
+	Released(ctx context.Context, chain metastore.ChainID, head metastore.Cursor) error
 }
 
 // StreamInfo opens a stream on the star: its id, class, and its tail as
@@ -72,6 +74,10 @@ type stream struct {
 	lastTs    int64  // last assigned timestamp
 	ackedNext uint64 // acknowledged tail
 	ackedTs   int64
+	// indexed are this stream's batches in the flight index (released,
+	// not yet absorbed), in seq order: reads of the tail window search it
+	// instead of every flight of the loglet.
+	indexed []*batch
 }
 
 // Star is one star's write core: sequencer, pools, flushers, commit and

@@ -489,3 +489,63 @@ func TestStartToleratesOneBucketDown(t *testing.T) {
 		t.Fatalf("start with two of three buckets down: %v", err)
 	}
 }
+
+// flakyWaker fails its first n deliveries.
+type flakyWaker struct {
+	mu    sync.Mutex
+	fails int
+	heads []metastore.Cursor
+}
+
+func (w *flakyWaker) Released(_ context.Context, _ metastore.ChainID, head metastore.Cursor) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fails > 0 {
+		w.fails--
+		return errors.New("queue unavailable")
+	}
+	w.heads = append(w.heads, head)
+	return nil
+}
+
+func (w *flakyWaker) last() (metastore.Cursor, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.heads) == 0 {
+		return metastore.Cursor{}, 0
+	}
+	return w.heads[len(w.heads)-1], len(w.heads)
+}
+
+// TestReleaseEventRetriedUntilDelivered: a release event that cannot be
+// delivered is retried (with the latest head) with no further release to
+// trigger it, so the absorb always hears of the final head.
+func TestReleaseEventRetriedUntilDelivered(t *testing.T) {
+	w := &flakyWaker{fails: 3}
+	h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, o *Options) {
+		o.Waker = w
+		c.ReleaseEventInterval = time.Millisecond
+	})
+	h.start()
+	id := h.open(metastore.Standard, 1)[0]
+	for i := 0; i < 3; i++ {
+		if _, err := h.star.Append(context.Background(), id, recs(1, func(int) []byte { return []byte("x") }), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := h.star.Released(metastore.ChainID{Star: "star-0", Class: metastore.Standard})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, n := w.last()
+		if got == want {
+			if n == 0 {
+				t.Fatal("no delivery")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last delivered head %s, want %s (the failed deliveries were not retried)", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -77,8 +77,9 @@ func NewLocal(abs *absorb.Absorber, clk clock.Clock, log *slog.Logger) *Local {
 // SetObserver sets who hears of checkpoint moves.
 func (l *Local) SetObserver(o Observer) { l.obs = o }
 
-// Released records the chain's latest released head and wakes Run.
-func (l *Local) Released(_ context.Context, c metastore.ChainID, head metastore.Cursor) {
+// Released records the chain's latest released head and wakes Run. It
+// never fails.
+func (l *Local) Released(_ context.Context, c metastore.ChainID, head metastore.Cursor) error {
 	l.mu.Lock()
 	if old, ok := l.heads[c]; !ok || old.Less(head) {
 		l.heads[c] = head
@@ -88,6 +89,7 @@ func (l *Local) Released(_ context.Context, c metastore.ChainID, head metastore.
 	case l.kick <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 // Run absorbs toward the latest released heads until ctx ends, and sweeps
@@ -133,16 +135,13 @@ func (l *Local) once(ctx context.Context, c metastore.ChainID, head metastore.Cu
 type SQS struct {
 	Client   *sqs.Client
 	QueueURL string
-	Log      *slog.Logger
 }
 
-// Released sends one absorb.Event. A failed send is logged, not retried:
-// events coalesce, the next release carries a later head, and the absorb's
-// scheduled sweep covers a lost one.
-func (q *SQS) Released(ctx context.Context, c metastore.ChainID, head metastore.Cursor) {
-	if err := q.Send(ctx, c, head); err != nil && q.Log != nil {
-		q.Log.Warn("release event not sent; the next release or the sweep covers it", "chain", c.String(), "err", err.Error())
-	}
+// Released sends one absorb.Event. A failed send returns its error: the
+// star retries with its latest head (events coalesce), and the absorb's
+// scheduled sweep covers anything lost beyond that.
+func (q *SQS) Released(ctx context.Context, c metastore.ChainID, head metastore.Cursor) error {
+	return q.Send(ctx, c, head)
 }
 
 // Send publishes the event for chain's released head.
