@@ -75,3 +75,37 @@ func FuzzParseSettled(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseStreamID(f *testing.F) {
+	f.Add("0123456789abcdef0123456789abcdef")
+	f.Add("zz")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseStreamID(s)
+		if err == nil && len(s) != 32 {
+			t.Fatalf("ParseStreamID(%q) = %s", s, id)
+		}
+	})
+}
+
+func FuzzParseFooter(f *testing.F) {
+	g := goldenFlight()
+	env, _ := ParseEnvelope(g)
+	f.Add(g[env.FooterOff:], env.FooterOff)
+	f.Fuzz(func(t *testing.T, b []byte, off uint32) {
+		env := Envelope{Kind: KindFlight, FooterOff: off, FooterLen: uint32(len(b)), Size: uint64(off) + uint64(len(b))}
+		entries, err := ParseFooter(env, b)
+		if err != nil {
+			return
+		}
+		next := uint32(EnvelopeSize)
+		for _, e := range entries {
+			if e.Offset != next || e.Count == 0 {
+				t.Fatalf("accepted entry %+v at %d", e, next)
+			}
+			next = e.Offset + e.Length
+		}
+		if next != off {
+			t.Fatalf("segments end at %d, footer at %d", next, off)
+		}
+	})
+}

@@ -109,3 +109,19 @@ func TestStartServesAndRestarts(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParsePeers(f *testing.F) {
+	f.Add("star-1=http://a:4780,star-2=https://b:4781")
+	f.Add("=,=x")
+	f.Fuzz(func(t *testing.T, s string) {
+		peers, err := ParsePeers(s)
+		if err != nil {
+			return
+		}
+		for id, u := range peers {
+			if id == "" || u == "" {
+				t.Fatalf("ParsePeers(%q) accepted an empty id or URL", s)
+			}
+		}
+	})
+}
