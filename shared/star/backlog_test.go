@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/shared/format"
+
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -51,5 +53,37 @@ func TestBacklogBudgetBlocksWithCauseAndResumes(t *testing.T) {
 				t.Fatal(a, err)
 			}
 		})
+	}
+}
+
+// TestBacklogByteBudget: with --s3-chain-backlog-mib set, publishes block
+// once the released and in-flight bytes reach it, even with flight tokens
+// left, and resume as the checkpoint advances.
+func TestBacklogByteBudget(t *testing.T) {
+	h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) { c.BacklogFlights = 1000; c.BacklogMiB = 1 })
+	h.start()
+	id := h.open(metastore.Standard, 1)[0]
+	big := func() []format.Record { return []format.Record{{Body: make([]byte, 300<<10)}} }
+	for i := 0; i < 4; i++ { // 4 x 300 KiB released: past 1 MiB
+		if _, err := h.star.Append(context.Background(), id, big(), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := h.star.Submit(context.Background(), id, big(), AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("a publish past the byte budget was acked")
+	case <-time.After(100 * time.Millisecond):
+	}
+	l := h.star.loglets[metastore.Standard]
+	if l.m.stalls[StallAbsorbLagging].Value() != 1 {
+		t.Fatal("the byte-budget stall was not counted")
+	}
+	h.star.Absorbed(l.chain, metastore.Cursor{Epoch: 1, Slot: 4})
+	if a, err := p.Wait(context.Background()); err != nil || a.FirstSeq != 4 {
+		t.Fatal(a, err)
 	}
 }

@@ -47,6 +47,10 @@ type Config struct {
 	Standard       ClassConfig
 	Express        ClassConfig
 	BacklogFlights int // released-but-unabsorbed flights, per loglet
+	// BacklogMiB, if positive, also bounds the backlog (released-unabsorbed
+	// plus in-flight flights) in bytes per loglet; 0 leaves the bound at
+	// BacklogFlights x flight size.
+	BacklogMiB int
 	// ReleaseEventInterval: the waker hears of releases at most this often
 	// (the latest head each time), which keeps absorb passes, and so the
 	// metastore bill, independent of the ingest rate.
@@ -90,6 +94,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Standard.ParallelUploads, "s3-parallel-uploads", c.Standard.ParallelUploads, "Standard pipeline window: slots assigned but not yet released")
 	fs.IntVar(&c.Express.ParallelUploads, "s3-express-parallel-uploads", c.Express.ParallelUploads, "Express pipeline window: slots assigned but not yet released")
 	fs.IntVar(&c.BacklogFlights, "s3-chain-backlog-flights", c.BacklogFlights, "released-but-unabsorbed flights per loglet before publishes block")
+	fs.IntVar(&c.BacklogMiB, "s3-chain-backlog-mib", c.BacklogMiB, "also bound the backlog in MiB per loglet (0: flights x flight size), e.g. to fit the task's memory")
 	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
@@ -146,6 +151,9 @@ func (c Config) Validate() error {
 	}
 	if c.BacklogFlights < 1 {
 		return fmt.Errorf("star: --s3-chain-backlog-flights must be at least 1, got %d", c.BacklogFlights)
+	}
+	if c.BacklogMiB < 0 {
+		return fmt.Errorf("star: --s3-chain-backlog-mib must be 0 (derived) or positive, got %d", c.BacklogMiB)
 	}
 	for _, cc := range []struct {
 		name string

@@ -252,7 +252,17 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 // backlogFull reports whether claiming another slot would exceed the
 // backlog budget: released-unabsorbed plus in-flight flights.
 func (l *loglet) backlogFull() bool {
-	return len(l.released)+l.ord.pending() >= l.s.cfg.BacklogFlights
+	if len(l.released)+l.ord.pending() >= l.s.cfg.BacklogFlights {
+		return true
+	}
+	if mib := l.s.cfg.BacklogMiB; mib > 0 {
+		bytes := l.relBytes
+		for _, f := range l.inflight {
+			bytes += f.bytes
+		}
+		return bytes >= mib<<20
+	}
+	return false
 }
 
 // flusher is the loglet's one cutting loop: it cuts the pool into flights and
