@@ -114,6 +114,17 @@ func StarZone(i int) int { return i % 3 }
 // (Go runtime, flight index, read buffers, sidecar-free container).
 const StarOverheadMiB = 512
 
+// MinBacklogMiB is the least byte budget BacklogMiB gives a loglet.
+const MinBacklogMiB = 64
+
+// BacklogMiB is the star's --s3-chain-backlog-mib: the task memory left
+// after the pools and the overhead, split between the two loglets, so that
+// an absorb outage fills the flight index up to the task's memory and not
+// past it (at least MinBacklogMiB).
+func BacklogMiB(c Config) int {
+	return max(MinBacklogMiB, (c.TaskMemoryMiB-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB)/2)
+}
+
 // DefaultConfig is the configuration used for every key the context does
 // not set. us-east-1 AZ ids use1-az4/5/6 host S3 Express One Zone.
 func DefaultConfig() Config {

@@ -651,6 +651,7 @@ func TestStarEnvironment(t *testing.T) {
 				"STRAND_ADMIN_ADDR":                   fmt.Sprintf(":%d", AdminPort),
 				"STRAND_S3_MEMORY_BUFFER_MIB":         fmt.Sprint(s.cfg.MemoryBufferMiB),
 				"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": fmt.Sprint(s.cfg.ExpressMemoryBufferMiB),
+				"STRAND_S3_CHAIN_BACKLOG_MIB":         fmt.Sprint(BacklogMiB(s.cfg)),
 			}
 			for k, v := range fixed {
 				if env[k] != v {
@@ -950,4 +951,20 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestBacklogMiBFitsTheTask: the flight index's byte budget is what the
+// task's memory leaves after the pools and the overhead, split between the
+// two classes, never below the minimum.
+func TestBacklogMiBFitsTheTask(t *testing.T) {
+	c := Config{TaskMemoryMiB: 2048, MemoryBufferMiB: 256, ExpressMemoryBufferMiB: 32}
+	if got, want := BacklogMiB(c), (2048-256-32-StarOverheadMiB)/2; got != want {
+		t.Fatalf("BacklogMiB = %d, want %d", got, want)
+	}
+	if got := BacklogMiB(Config{TaskMemoryMiB: 1024, MemoryBufferMiB: 400, ExpressMemoryBufferMiB: 100}); got != MinBacklogMiB {
+		t.Fatalf("a tight task gets %d MiB, want the minimum %d", got, MinBacklogMiB)
+	}
+	if c.TaskMemoryMiB < c.MemoryBufferMiB+c.ExpressMemoryBufferMiB+StarOverheadMiB+2*BacklogMiB(c) {
+		t.Fatal("pools, overhead and two backlogs exceed the task")
+	}
 }

@@ -379,6 +379,7 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		"STRAND_ADMIN_ADDR":                   jsii.String(fmt.Sprintf(":%d", AdminPort)),
 		"STRAND_S3_MEMORY_BUFFER_MIB":         jsii.String(strconv.Itoa(cfg.MemoryBufferMiB)),
 		"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": jsii.String(strconv.Itoa(cfg.ExpressMemoryBufferMiB)),
+		"STRAND_S3_CHAIN_BACKLOG_MIB":         jsii.String(strconv.Itoa(BacklogMiB(cfg))),
 	}
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that
