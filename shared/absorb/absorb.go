@@ -231,7 +231,7 @@ func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 	byStream := make(map[format.StreamID]*metastore.Ref)
 	for _, s := range slots {
 		for _, e := range s.Entries {
-			loc := metastore.Location{Key: s.Key, Offset: int64(e.Offset), Length: int64(e.Length)}
+			loc := metastore.Location{Key: s.Key, Offset: int64(e.Offset), Length: int64(e.Length), FirstSeq: e.FirstSeq}
 			recBytes := int64(e.Length) - int64(format.SegmentSize(0))
 			r := byStream[e.Stream]
 			if r == nil {

@@ -74,6 +74,11 @@ type Location struct {
 	Key     string // object key
 	Offset  int64  // object-absolute
 	Length  int64
+	// FirstSeq is the seq of the location's first record, so that a read
+	// from the middle of a ref skips the locations that end before it
+	// without fetching them. 0 with a predecessor location means unknown:
+	// the reader then reads the location to find out.
+	FirstSeq uint64
 }
 
 // Ref is the SID#<id>/REF#<first-seq> item: a stream's seq range and the

@@ -253,7 +253,13 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 		if from >= low {
 			return from, false, nil
 		}
-		for _, loc := range ref.Locations {
+		for li, loc := range ref.Locations {
+			if li+1 < len(ref.Locations) {
+				// A location that ends before from is skipped unread.
+				if next := ref.Locations[li+1].FirstSeq; next > 0 && next <= from {
+					continue
+				}
+			}
 			seg, err := r.segment(ctx, st, id, loc)
 			if err != nil {
 				return from, false, err

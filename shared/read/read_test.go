@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,5 +291,53 @@ func TestSessionTailsWithHeartbeats(t *testing.T) {
 	n = 0
 	if err := e.r.Session(context.Background(), e.st, Start{Seq: 20}, SessionOptions{NoTail: true}, func(b Batch) error { n += len(b.Records); return nil }); err != nil || n != 10 {
 		t.Fatalf("no-tail session: %d records, %v", n, err)
+	}
+}
+
+// countingGets counts Gets on a bucket.
+type countingGets struct {
+	objstore.Bucket
+	n atomic.Int64
+}
+
+func (c *countingGets) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	c.n.Add(1)
+	return c.Bucket.Get(ctx, key, off, n)
+}
+
+// TestReadSkipsLocationsBeforeStart: a read from the middle of a ref that
+// spans many flights fetches only the segments from its start on, not every
+// segment of the ref (each location carries its first seq).
+func TestReadSkipsLocationsBeforeStart(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(40, 5) // 40 flights, one absorb pass: one ref with 40 locations
+	e.absorb()
+	refs, err := e.meta.QueryRefs(context.Background(), e.id.String(), 0, 10)
+	if err != nil || len(refs) != 1 || len(refs[0].Locations) < 20 {
+		t.Fatalf("want one ref over many flights, got %d refs (%v)", len(refs), err)
+	}
+	for i, l := range refs[0].Locations {
+		if i > 0 && l.FirstSeq <= refs[0].Locations[i-1].FirstSeq {
+			t.Fatalf("location %d starts at %d after %d", i, l.FirstSeq, refs[0].Locations[i-1].FirstSeq)
+		}
+	}
+	var counted []*countingGets
+	var bs []objstore.Bucket
+	for _, b := range e.set.Buckets {
+		c := &countingGets{Bucket: b}
+		counted = append(counted, c)
+		bs = append(bs, c)
+	}
+	set := e.set
+	set.Buckets = bs
+	e.r.Sets = map[metastore.Class]chain.Set{metastore.Express: set}
+	res := e.read(Start{Kind: FromSeq, Seq: 190}, Limits{Count: 5})
+	check(t, res.Records, 190, 5)
+	gets := int64(0)
+	for _, c := range counted {
+		gets += c.n.Load()
+	}
+	if gets > 2 {
+		t.Fatalf("reading 5 records at the end of a %d-location ref made %d GETs", len(refs[0].Locations), gets)
 	}
 }

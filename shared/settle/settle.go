@@ -19,7 +19,7 @@ import (
 // Defaults.
 const (
 	DefaultMergeBelowBytes = 4 << 20
-	DefaultMaxObjectBytes  = 64 << 20
+	DefaultMaxObjectBytes  = 8 << 20
 	DefaultMaxSlotsPerStep = 4096
 	DefaultMaxStepsPerRun  = 16
 	// swapRetries bounds how often one stream is re-read after a swap lost
@@ -358,10 +358,11 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 		StreamID: id.String(), FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
 		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs, Bytes: recBytes,
 		Locations: []metastore.Location{{
-			Settled: true,
-			Key:     format.SettledKey(id, first.FirstSeq, last.LastSeq),
-			Offset:  format.SettledHeaderSize,
-			Length:  int64(len(obj) - format.SettledHeaderSize),
+			Settled:  true,
+			Key:      format.SettledKey(id, first.FirstSeq, last.LastSeq),
+			Offset:   format.SettledHeaderSize,
+			Length:   int64(len(obj) - format.SettledHeaderSize),
+			FirstSeq: first.FirstSeq,
 		}},
 	}
 	return obj, repl, nil

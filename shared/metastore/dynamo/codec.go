@@ -40,6 +40,7 @@ const (
 	attrKey     = "Key"
 	attrOffset  = "Offset"
 	attrLength  = "Length"
+	attrLocSeq  = "FirstSeq"
 
 	// Head (CHAIN#<star>#<class>/HEAD); the cursors are <Kind>Epoch and
 	// <Kind>Slot (cursorAttrs), the absorb lease target AbsorbingEpoch and
@@ -238,7 +239,7 @@ func refSum(r metastore.Ref) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "ref/1|%q|%d|%d|%d|%d|%d|%d", r.StreamID, r.FirstSeq, r.LastSeq, r.FirstTsMs, r.LastTsMs, r.Bytes, len(r.Locations))
 	for _, l := range r.Locations {
-		fmt.Fprintf(h, "|%t|%q|%d|%d", l.Settled, l.Key, l.Offset, l.Length)
+		fmt.Fprintf(h, "|%t|%q|%d|%d|%d", l.Settled, l.Key, l.Offset, l.Length, l.FirstSeq)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -251,6 +252,7 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 			attrKey:     s(l.Key),
 			attrOffset:  ni(l.Offset),
 			attrLength:  ni(l.Length),
+			attrLocSeq:  nu(l.FirstSeq),
 		}}
 	}
 	return map[string]types.AttributeValue{
@@ -289,6 +291,9 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 			li.fail(attrLocations+"."+attrSettled, "a boolean")
 		}
 		l := metastore.Location{Key: li.str(attrKey), Offset: li.i64(attrOffset), Length: li.i64(attrLength)}
+		if _, ok := lm.Value[attrLocSeq]; ok {
+			l.FirstSeq = li.u64(attrLocSeq)
+		}
 		if settled != nil {
 			l.Settled = settled.Value
 		}
