@@ -88,7 +88,9 @@
 //     StreamDeleting is final (back to StreamActive is ErrConflict); setting
 //     the current state again is nil. DeleteStream of a missing name is nil
 //     and of another id (a recreated name) ErrConflict.
-//   - Refs: each has at least one location. PutRefs overwrites a ref at the
+//   - Refs: each has at least one location; locations are in seq order and
+//     each carries the seq of its first record (Location.FirstSeq), which
+//     lets a read skip the locations that end before its start. PutRefs overwrites a ref at the
 //     same key (subject only to the lease); a batch must not hold two refs
 //     with the same key; its pass is never the zero Cursor (ErrInvalid); an
 //     empty batch is nil and checks nothing. A batch of any size is taken;

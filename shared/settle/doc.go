@@ -20,7 +20,8 @@
 //     grouped into runs of adjacent refs, each with the settled ref just
 //     before it.
 //  2. Each run splits into groups of at most MaxSwapRefs-1 refs and
-//     MaxObjectBytes of records. A group's records are read segment by
+//     MaxObjectBytes of records (default 8 MiB: a read fetches a settled
+//     object whole, to check its CRC, so this bounds a read's fetch). A group's records are read segment by
 //     segment (transit: chain.ReadRange through the bucket set, the first
 //     copy whose segment CRC checks; settled: the settled bucket), checked
 //     against the ref (stream, contiguous seqs), and rendered as one settled
