@@ -18,7 +18,7 @@
 // to install it. A start failure is remembered: later tests fail or skip at
 // once without retrying.
 //
-// # Why moto runs single-threaded
+// # Why moto's requests run one at a time
 //
 // moto's own `moto_server` serves each request on its own thread and its
 // conditional writes (S3 PutObject If-None-Match, DynamoDB ConditionExpression
@@ -26,8 +26,13 @@
 // writers of a new key can both win. Every strand protocol rests on
 // put-if-absent being atomic, so the package embeds a small python program
 // (moto_server.py) that serves moto's DomainDispatcherApplication with
-// werkzeug's server and threaded=false: one request at a time, HTTP/1.0, so
-// each request is atomic with respect to every other. (It uses
+// werkzeug's server under one global lock: each request, response included,
+// runs alone, so each is atomic with respect to every other. Connections are
+// accepted and read on their own threads: a fully single-threaded server
+// (threaded=false) is blocked by any idle connection it accepted, and Go's
+// HTTP transport keeps a connection it dialed for a request that was
+// cancelled (hedged reads cancel their losers), which stalled the server for
+// the transport's idle timeout. (It uses
 // werkzeug.serving.make_server, which run_simple wraps, to bind port 0 and
 // report the port it got: no race for a "free" port.) The package's own tests
 // prove it: 48 concurrent conditional writers of one key, exactly one wins, for

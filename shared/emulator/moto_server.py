@@ -2,8 +2,12 @@
 #
 # moto's own `moto_server` serves requests on threads, and its conditional
 # writes (S3 If-None-Match, DynamoDB ConditionExpression) are check-then-act
-# without a lock, so two concurrent writers can both win. One thread serving
-# one request at a time makes every request atomic.
+# without a lock, so two concurrent writers can both win. Here every request
+# runs moto's application under one global lock, so requests execute one at
+# a time and each is atomic. Connections are still accepted and read on
+# their own threads: a client's idle keep-alive connection (Go's transport
+# keeps a connection it dialed for a request that was then cancelled) must
+# not block the server, as it does a single-threaded one.
 #
 # Usage: python3 moto_server.py HOST
 # Binds HOST on an ephemeral port, prints "PORT <n>" on stdout, then serves
@@ -22,9 +26,14 @@ from moto.server import DomainDispatcherApplication, create_backend_app
 def main():
     host = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1"
     app = DomainDispatcherApplication(create_backend_app)
-    # threaded=False, processes=1: one request at a time, HTTP/1.0 (no
-    # keep-alive connection can hold the only thread).
-    srv = make_server(host, 0, app, threaded=False)
+    lock = threading.Lock()
+
+    def serialized(environ, start_response):
+        # The whole request, response body included, under the lock.
+        with lock:
+            return [b"".join(app(environ, start_response))]
+
+    srv = make_server(host, 0, serialized, threaded=True)
     port = srv.socket.getsockname()[1]
     # moto builds some URLs (SQS queue URLs) from MOTO_PORT.
     os.environ["MOTO_PORT"] = str(port)

@@ -89,10 +89,9 @@ func deploy(ctx context.Context, t *testing.T) *deployment {
 		}
 		return aws.ToString(out.QueueUrl)
 	}
-	// A short visibility timeout: a message the handler reports failed
-	// (under heavy load a pass can time out) blocks its FIFO group only
-	// briefly before it is redelivered, as Lambda's retry would.
-	d.release = queue(emulator.Name(t, "release")+".fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true", "VisibilityTimeout": "2"})
+	// A short visibility timeout: a message the handler reports failed is
+	// redelivered within the test, as Lambda's retry would.
+	d.release = queue(emulator.Name(t, "release")+".fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true", "VisibilityTimeout": "5"})
 	d.fence = queue(emulator.Name(t, "fence"), nil)
 	d.table = emulator.Name(t, "meta")
 	// The star creates the table too (--create-table); the test needs it
@@ -122,7 +121,7 @@ func startStar(ctx context.Context, t *testing.T, bin string, d *deployment, add
 	}
 	cmd := exec.Command(bin,
 		"--aws-endpoint", d.endpoint, "--s3-path-style", "--create-table", "--region", emulator.Region,
-		"--log-level", "warn")
+		"--log-level", "info")
 	cmd.Env = append(os.Environ(),
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION="+emulator.Region,
 		"STRAND_STAR_ID="+starID,
