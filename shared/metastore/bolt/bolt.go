@@ -92,22 +92,22 @@ func tokenKey(hash string) []byte { return itemKey(metastore.TokenPK(hash), meta
 
 // view runs fn in a read transaction on the items bucket.
 func (s *Store) view(ctx context.Context, op string, fn func(b *bbolt.Bucket) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
-	}
-	if err := s.db.View(func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) }); err != nil {
-		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
-	}
-	return nil
+	return s.inTx(ctx, op, s.db.View, fn)
 }
 
 // update runs fn in one write transaction on the items bucket: all of fn's
 // writes land, durably, or none do.
 func (s *Store) update(ctx context.Context, op string, fn func(b *bbolt.Bucket) error) error {
+	return s.inTx(ctx, op, s.db.Update, fn)
+}
+
+// inTx runs fn on the items bucket in a transaction of kind tx (View or
+// Update), wrapping any error with the operation.
+func (s *Store) inTx(ctx context.Context, op string, tx func(func(*bbolt.Tx) error) error, fn func(b *bbolt.Bucket) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
 	}
-	if err := s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) }); err != nil {
+	if err := tx(func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) }); err != nil {
 		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
 	}
 	return nil
