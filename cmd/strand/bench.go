@@ -21,14 +21,15 @@ func newBench(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure ack latency, throughput, requests per GB, metastore ops and cost",
-		Long: `Measure the star: producers x streams x record size x class (x rate), each
-list a matrix dimension. By default an in-process star runs on memory buckets
+		Long: `Measure the star: producers x streams x record size x class (x rate x
+flush deadline), each list a matrix dimension. By default an in-process star runs on memory buckets
 behind a per-bucket S3 latency model (see docs/performance.md for the figures
 the defaults are calibrated to), with the in-process absorb so metastore
 traffic is real. --api runs a whole node on loopback and drives it through the
 Go client; --endpoint (given explicitly) drives a running server instead.`,
 		Example: `  strand bench
   strand bench --class express,standard --rate 1,10,100 --duration 10s
+  strand bench --rate 100 --s3-express-flush-deadline 2ms,4ms,8ms --baseline=false
   strand bench --api --class standard --producers 8 --json-out run.json --plot docs/perf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -103,8 +104,8 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 	f.DurationVar(&cfg.MetaWrite.P99, "meta-write-p99", cfg.MetaWrite.P99, "baseline DynamoDB write latency model: 0.99 quantile")
 	f.IntVar(&cfg.ExpressK, "express-k", cfg.ExpressK, "Express buckets in the set (K)")
 	f.IntVar(&cfg.ExpressW, "express-w", cfg.ExpressW, "Express copies that commit (W)")
-	f.DurationVar(&cfg.ExpressFlush, "s3-express-flush-deadline", 0, "Express flush deadline (0: the star's default)")
-	f.DurationVar(&cfg.StandardFlush, "s3-flush-deadline", 0, "Standard flush deadline (0: the star's default)")
+	f.DurationSliceVar(&cfg.ExpressFlush, "s3-express-flush-deadline", nil, "Express flush deadlines (list; default: the star's)")
+	f.DurationSliceVar(&cfg.StandardFlush, "s3-flush-deadline", nil, "Standard flush deadlines (list; default: the star's)")
 	f.IntVar(&cfg.ExpressFlightKiB, "s3-express-flight-kib", 0, "Express flight size in KiB (0: the star's default)")
 	f.IntVar(&cfg.StandardKiB, "s3-flight-kib", 0, "Standard flight size in KiB (0: the star's default)")
 	f.DurationVar(&cfg.ReleaseEventInterval, "release-event-interval", 0, "release events at most this often (0: the star's default)")

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/star"
 )
 
 func tinyConfig(t *testing.T) Config {
@@ -48,6 +50,9 @@ func TestTinyInProcRun(t *testing.T) {
 		if p.N == 0 || p.P50 > p.P99 || p.P99 > p.P999 || p.P999 > p.Max {
 			t.Fatalf("percentiles out of order or empty: %+v", p)
 		}
+	}
+	if want := ms(star.Defaults().Express.FlushDeadline); r.FlushDeadlineMs != want {
+		t.Fatalf("flush deadline %g ms reported, the star ran %g", r.FlushDeadlineMs, want)
 	}
 	if r.Floor.N != r.Ack.N {
 		t.Fatalf("floor known for %d of %d batches", r.Floor.N, r.Ack.N)
@@ -107,6 +112,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.ExpressW = 4 },
 		func(c *Config) { c.ExpressPut = Latency{10 * time.Millisecond, time.Millisecond} },
 		func(c *Config) { c.RecordBytes = []int{0} },
+		func(c *Config) { c.ExpressFlush = []time.Duration{-time.Millisecond} },
 	} {
 		c := Defaults()
 		mut(&c)
@@ -116,6 +122,38 @@ func TestValidate(t *testing.T) {
 	}
 	if err := Defaults().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The flush deadline is a dimension of its own class's runs only, and each
+// point's name says which deadline it ran.
+func TestFlushDeadlineDimension(t *testing.T) {
+	c := Defaults()
+	c.RatesMBps = []float64{1, 100}
+	c.ExpressFlush = []time.Duration{2 * time.Millisecond, 8 * time.Millisecond}
+	ex := c.ratePoints(point{producers: 1, streams: 1, recordBytes: 10, class: metastore.Express})
+	var names []string
+	for _, p := range ex {
+		names = append(names, p.name(ModeInProc))
+	}
+	want := []string{
+		"inproc-express-p1-s1-r10-1MBps-f2ms", "inproc-express-p1-s1-r10-1MBps-f8ms",
+		"inproc-express-p1-s1-r10-100MBps-f2ms", "inproc-express-p1-s1-r10-100MBps-f8ms",
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("express points %v, want %v", names, want)
+	}
+	st := c.ratePoints(point{producers: 1, streams: 1, recordBytes: 10, class: metastore.Standard})
+	if len(st) != 2 || st[0].flush != 0 || st[0].name(ModeAPI) != "api-standard-p1-s1-r10-1MBps" {
+		t.Fatalf("standard points %+v: want the star's default deadline", st)
+	}
+	// The deadline reaches the star and the result.
+	e := newEnv(c, ex[1])
+	if e.starCfg.Express.FlushDeadline != 8*time.Millisecond {
+		t.Fatalf("star flush deadline %s", e.starCfg.Express.FlushDeadline)
+	}
+	if d := newEnv(c, st[0]).starCfg.Standard.FlushDeadline; d != star.Defaults().Standard.FlushDeadline || d == 0 {
+		t.Fatalf("standard deadline %s, want the default", d)
 	}
 }
 

@@ -48,8 +48,10 @@ type Config struct {
 	ExpressPut, StandardPut, MetaWrite Latency
 	ExpressK, ExpressW                 int
 
-	// Star tuning (zero: star.Defaults()).
-	ExpressFlush, StandardFlush   time.Duration
+	// Star tuning (zero: star.Defaults()). The flush deadlines are a
+	// matrix dimension of their class's runs: the cut policy trades ack
+	// latency against PUTs per GB and head-of-line waits (ADR 0038).
+	ExpressFlush, StandardFlush   []time.Duration
 	ExpressFlightKiB, StandardKiB int
 	ReleaseEventInterval          time.Duration
 
@@ -119,6 +121,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: negative rate", ErrConfig)
 		}
 	}
+	for _, d := range append(append([]time.Duration{}, c.ExpressFlush...), c.StandardFlush...) {
+		if d < 0 {
+			return fmt.Errorf("%w: negative flush deadline %s", ErrConfig, d)
+		}
+	}
 	if c.BatchBytes < 1 || c.Inflight < 1 || c.Duration <= 0 || c.Warmup < 0 || c.Sample <= 0 {
 		return fmt.Errorf("%w: batch bytes, inflight, duration and sample must be positive", ErrConfig)
 	}
@@ -131,6 +138,19 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// flushes is the flush-deadline dimension of class cl's runs: {0} (the
+// star's default) when none is given.
+func (c Config) flushes(cl metastore.Class) []time.Duration {
+	l := c.StandardFlush
+	if cl == metastore.Express {
+		l = c.ExpressFlush
+	}
+	if len(l) == 0 {
+		return []time.Duration{0}
+	}
+	return l
 }
 
 // recordsPerBatch is how many records of size bytes make a batch.

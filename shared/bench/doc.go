@@ -6,7 +6,8 @@
 // # What runs
 //
 // A run is one point of the matrix producers x streams x record size x
-// class x rate (Config lists each dimension; Run runs the product). Modes:
+// class x rate x flush deadline (Config lists each dimension; Run runs the
+// product; a class's flush deadlines apply to its runs only). Modes:
 //
 //   - inproc: a star (shared/star) over memory buckets (objstore.NewMem)
 //     behind the fault wrapper, one Injector per bucket with the class's

@@ -100,8 +100,8 @@ func newEnv(cfg Config, pt point) *env {
 	if pt.class == metastore.Express {
 		e.w = cfg.ExpressW
 		sc.Express.BucketNames, sc.Express.Buckets, sc.Express.W = names, e.set, e.w
-		if cfg.ExpressFlush > 0 {
-			sc.Express.FlushDeadline = cfg.ExpressFlush
+		if pt.flush > 0 {
+			sc.Express.FlushDeadline = pt.flush
 		}
 		if cfg.ExpressFlightKiB > 0 {
 			sc.Express.FlightKiB = cfg.ExpressFlightKiB
@@ -110,8 +110,8 @@ func newEnv(cfg Config, pt point) *env {
 	} else {
 		e.w = 1
 		sc.Standard.BucketNames, sc.Standard.Buckets, sc.Standard.W = names, e.set, 1
-		if cfg.StandardFlush > 0 {
-			sc.Standard.FlushDeadline = cfg.StandardFlush
+		if pt.flush > 0 {
+			sc.Standard.FlushDeadline = pt.flush
 		}
 		if cfg.StandardKiB > 0 {
 			sc.Standard.FlightKiB = cfg.StandardKiB
@@ -243,6 +243,13 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate,
 		Errors: d.errors, Timeline: d.timeline,
 		PeakHeapMiB: float64(d.mem.heap) / (1 << 20), PeakTotalMiB: float64(d.mem.total) / (1 << 20), PeakStoreMiB: float64(d.peakStore) / (1 << 20)}
+	if e != nil {
+		cc := e.starCfg.Standard
+		if pt.class == metastore.Express {
+			cc = e.starCfg.Express
+		}
+		r.FlushDeadlineMs = ms(cc.FlushDeadline)
+	}
 	win := d.end.Sub(d.winStart).Seconds()
 	r.Seconds = win
 	var bodyBytes int64

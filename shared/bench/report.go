@@ -42,6 +42,9 @@ func WriteText(w io.Writer, rs []Result) error {
 		fmt.Fprintf(&b, "== %s\n", r.Name)
 		fmt.Fprintf(&b, "  %d producers, %d streams, %d-byte records, %d records/batch, offered %s, window %.1fs\n",
 			r.Producers, r.Streams, r.RecordBytes, r.RecordsPerBatch, offered(r.OfferedMBps), r.Seconds)
+		if r.FlushDeadlineMs > 0 {
+			fmt.Fprintf(&b, "  flush deadline             %g ms\n", r.FlushDeadlineMs)
+		}
 		fmt.Fprintf(&b, "  throughput                 %.1f MB/s, %.0f records/s, %d batches, %d errors\n", r.MBps, r.RecordsPerSec, r.Batches, r.Errors)
 		pct("ack latency", r.Ack)
 		pct("floor (cut wait + W-th PUT)", r.Floor)

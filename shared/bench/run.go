@@ -25,6 +25,7 @@ type Result struct {
 	RecordBytes     int     `json:"record_bytes"`
 	RecordsPerBatch int     `json:"records_per_batch"`
 	OfferedMBps     float64 `json:"offered_mbps"` // 0: unthrottled
+	FlushDeadlineMs float64 `json:"flush_deadline_ms,omitempty"` // the star's, in-process and API runs
 	Seconds         float64 `json:"seconds"`      // measured window
 
 	Batches       int64   `json:"batches"`
@@ -83,6 +84,7 @@ type point struct {
 	producers, streams, recordBytes int
 	class                           metastore.Class
 	rate                            float64
+	flush                           time.Duration // 0: the star's default
 }
 
 func (p point) name(mode string) string {
@@ -90,7 +92,25 @@ func (p point) name(mode string) string {
 	if p.rate > 0 {
 		r = fmt.Sprintf("%gMBps", p.rate)
 	}
-	return fmt.Sprintf("%s-%s-p%d-s%d-r%d-%s", mode, p.class, p.producers, p.streams, p.recordBytes, r)
+	n := fmt.Sprintf("%s-%s-p%d-s%d-r%d-%s", mode, p.class, p.producers, p.streams, p.recordBytes, r)
+	if p.flush > 0 {
+		n += "-f" + p.flush.String()
+	}
+	return n
+}
+
+// ratePoints expands base over the offered rates and the class's flush
+// deadlines.
+func (c Config) ratePoints(base point) []point {
+	var out []point
+	for _, rate := range c.RatesMBps {
+		for _, f := range c.flushes(base.class) {
+			p := base
+			p.rate, p.flush = rate, f
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Run runs every point of cfg's matrix, one after another, printing a
@@ -108,8 +128,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 		for _, pr := range cfg.Producers {
 			for _, st := range cfg.Streams {
 				for _, rb := range cfg.RecordBytes {
-					for _, rate := range cfg.RatesMBps {
-						pt := point{producers: pr, streams: st, recordBytes: rb, class: cl, rate: rate}
+					for _, pt := range cfg.ratePoints(point{producers: pr, streams: st, recordBytes: rb, class: cl}) {
 						fmt.Fprintf(log, "running %s for %s (+%s warm-up)...\n", pt.name(cfg.Mode), cfg.Duration, cfg.Warmup)
 						r, err := runPoint(ctx, cfg, pt)
 						if err != nil {
