@@ -24,9 +24,9 @@ type Result struct {
 	Streams         int     `json:"streams"`
 	RecordBytes     int     `json:"record_bytes"`
 	RecordsPerBatch int     `json:"records_per_batch"`
-	OfferedMBps     float64 `json:"offered_mbps"` // 0: unthrottled
+	OfferedMBps     float64 `json:"offered_mbps"`                // 0: unthrottled
 	FlushDeadlineMs float64 `json:"flush_deadline_ms,omitempty"` // the star's, in-process and API runs
-	Seconds         float64 `json:"seconds"`      // measured window
+	Seconds         float64 `json:"seconds"`                     // measured window
 
 	Batches       int64   `json:"batches"`
 	Records       int64   `json:"records"`
