@@ -106,6 +106,8 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 	f.IntVar(&cfg.ExpressW, "express-w", cfg.ExpressW, "Express copies that commit (W)")
 	f.DurationSliceVar(&cfg.ExpressFlush, "s3-express-flush-deadline", nil, "Express flush deadlines (list; default: the star's)")
 	f.DurationSliceVar(&cfg.StandardFlush, "s3-flush-deadline", nil, "Standard flush deadlines (list; default: the star's)")
+	f.BoolVar(&cfg.ExpressIdleCut, "s3-express-idle-cut", cfg.ExpressIdleCut, "Express: cut at once when no flight is in the air")
+	f.BoolVar(&cfg.StandardIdleCut, "s3-idle-cut", cfg.StandardIdleCut, "Standard: cut at once when no flight is in the air")
 	f.IntVar(&cfg.ExpressFlightKiB, "s3-express-flight-kib", 0, "Express flight size in KiB (0: the star's default)")
 	f.IntVar(&cfg.StandardKiB, "s3-flight-kib", 0, "Standard flight size in KiB (0: the star's default)")
 	f.DurationVar(&cfg.ReleaseEventInterval, "release-event-interval", 0, "release events at most this often (0: the star's default)")

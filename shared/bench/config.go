@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/star"
 )
 
 // Modes of a run.
@@ -51,9 +52,10 @@ type Config struct {
 	// Star tuning (zero: star.Defaults()). The flush deadlines are a
 	// matrix dimension of their class's runs: the cut policy trades ack
 	// latency against PUTs per GB and head-of-line waits (ADR 0038).
-	ExpressFlush, StandardFlush   []time.Duration
-	ExpressFlightKiB, StandardKiB int
-	ReleaseEventInterval          time.Duration
+	ExpressFlush, StandardFlush     []time.Duration
+	ExpressFlightKiB, StandardKiB   int
+	ExpressIdleCut, StandardIdleCut bool // defaults: the star's
+	ReleaseEventInterval            time.Duration
 
 	Baseline bool
 	Prices   Prices
@@ -85,10 +87,13 @@ func Defaults() Config {
 		MetaWrite:   Latency{5 * time.Millisecond, 15 * time.Millisecond},
 		ExpressK:    3,
 		ExpressW:    2,
-		Baseline:    true,
-		Prices:      DefaultPrices(),
-		Seed:        1,
-		Sample:      100 * time.Millisecond,
+
+		ExpressIdleCut:  star.Defaults().Express.IdleCut,
+		StandardIdleCut: star.Defaults().Standard.IdleCut,
+		Baseline:        true,
+		Prices:          DefaultPrices(),
+		Seed:            1,
+		Sample:          100 * time.Millisecond,
 	}
 }
 

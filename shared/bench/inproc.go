@@ -103,6 +103,7 @@ func newEnv(cfg Config, pt point) *env {
 		if pt.flush > 0 {
 			sc.Express.FlushDeadline = pt.flush
 		}
+		sc.Express.IdleCut = cfg.ExpressIdleCut
 		if cfg.ExpressFlightKiB > 0 {
 			sc.Express.FlightKiB = cfg.ExpressFlightKiB
 		}
@@ -113,6 +114,7 @@ func newEnv(cfg Config, pt point) *env {
 		if pt.flush > 0 {
 			sc.Standard.FlushDeadline = pt.flush
 		}
+		sc.Standard.IdleCut = cfg.StandardIdleCut
 		if cfg.StandardKiB > 0 {
 			sc.Standard.FlightKiB = cfg.StandardKiB
 		}
@@ -248,7 +250,7 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 		if pt.class == metastore.Express {
 			cc = e.starCfg.Express
 		}
-		r.FlushDeadlineMs = ms(cc.FlushDeadline)
+		r.FlushDeadlineMs, r.IdleCut = ms(cc.FlushDeadline), cc.IdleCut
 	}
 	win := d.end.Sub(d.winStart).Seconds()
 	r.Seconds = win

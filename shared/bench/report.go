@@ -43,7 +43,7 @@ func WriteText(w io.Writer, rs []Result) error {
 		fmt.Fprintf(&b, "  %d producers, %d streams, %d-byte records, %d records/batch, offered %s, window %.1fs\n",
 			r.Producers, r.Streams, r.RecordBytes, r.RecordsPerBatch, offered(r.OfferedMBps), r.Seconds)
 		if r.FlushDeadlineMs > 0 {
-			fmt.Fprintf(&b, "  flush deadline             %g ms\n", r.FlushDeadlineMs)
+			fmt.Fprintf(&b, "  flush deadline             %g ms, idle cut %v\n", r.FlushDeadlineMs, r.IdleCut)
 		}
 		fmt.Fprintf(&b, "  throughput                 %.1f MB/s, %.0f records/s, %d batches, %d errors\n", r.MBps, r.RecordsPerSec, r.Batches, r.Errors)
 		pct("ack latency", r.Ack)

@@ -26,6 +26,7 @@ type Result struct {
 	RecordsPerBatch int     `json:"records_per_batch"`
 	OfferedMBps     float64 `json:"offered_mbps"`                // 0: unthrottled
 	FlushDeadlineMs float64 `json:"flush_deadline_ms,omitempty"` // the star's, in-process and API runs
+	IdleCut         bool    `json:"idle_cut,omitempty"`          // the star cut at once when no flight was in the air
 	Seconds         float64 `json:"seconds"`                     // measured window
 
 	Batches       int64   `json:"batches"`

@@ -30,6 +30,13 @@ type ClassConfig struct {
 	ParallelUploads int
 	// FlushDeadline: the pool's oldest byte waits at most this long before a cut.
 	FlushDeadline time.Duration
+	// IdleCut: when no flight of the loglet is in the air (every claimed
+	// slot released), cut at once instead of waiting for the deadline. An
+	// idle pipeline has no earlier slot to wait behind, so the deadline's
+	// wait would be all latency; under load a flight is always in the air
+	// and the deadline and size target decide alone. It adds at most one
+	// flight per release of an otherwise empty pipeline (ADR 0038).
+	IdleCut bool
 	// FlightKiB is the target (and maximum, but for one oversized batch)
 	// flight size.
 	FlightKiB int
@@ -77,7 +84,7 @@ func Defaults() Config {
 		},
 		Express: ClassConfig{
 			W: 2, MemoryBufferMiB: 32, ParallelUploads: 32,
-			FlushDeadline: 4 * time.Millisecond, FlightKiB: 1024, CommitDeadline: 2 * time.Second,
+			FlushDeadline: 4 * time.Millisecond, IdleCut: true, FlightKiB: 1024, CommitDeadline: 2 * time.Second,
 		},
 		BacklogFlights:       1024,
 		ReleaseEventInterval: 200 * time.Millisecond,
@@ -98,6 +105,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
+	fs.BoolVar(&c.Standard.IdleCut, "s3-idle-cut", c.Standard.IdleCut, "Standard: cut at once when no flight is in the air instead of waiting for the deadline")
+	fs.BoolVar(&c.Express.IdleCut, "s3-express-idle-cut", c.Express.IdleCut, "Express: cut at once when no flight is in the air instead of waiting for the deadline")
 	fs.IntVar(&c.Standard.FlightKiB, "s3-flight-kib", c.Standard.FlightKiB, "Standard target flight size in KiB")
 	fs.IntVar(&c.Express.FlightKiB, "s3-express-flight-kib", c.Express.FlightKiB, "Express target flight size in KiB")
 	fs.DurationVar(&c.Standard.CommitDeadline, "s3-commit-deadline", c.Standard.CommitDeadline, "Standard: a flight not at W copies by then halts the epoch")

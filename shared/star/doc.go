@@ -16,7 +16,9 @@
 //     (0 means "now"), and appends the batch to the pool FIFO.
 //  2. One flusher per loglet cuts the pool into a flight when the pool holds
 //     a target flight of bytes, when its oldest byte is as old as the flush
-//     deadline, or when admission is blocked, and claims the flight's slot
+//     deadline, when admission is blocked, or (IdleCut, Express by default)
+//     at once when no flight of the loglet is in the air (ADR 0039), and
+//     claims the flight's slot
 //     inline: cut order is slot order. Claiming waits while the pipeline
 //     window (--s3-parallel-uploads) is full or the backlog budget
 //     (--s3-chain-backlog-flights, counting released-unabsorbed plus

@@ -285,7 +285,8 @@ func (l *loglet) flusher(ctx context.Context) {
 			}
 			if len(l.pool) > 0 {
 				age := l.s.clk.Now().Sub(l.pool[0].at)
-				if l.poolBytes >= target || age >= l.cfg.FlushDeadline || l.poolBytes+l.pool[0].size > l.budget {
+				idle := l.cfg.IdleCut && l.ord.pending() == 0
+				if idle || l.poolBytes >= target || age >= l.cfg.FlushDeadline || l.poolBytes+l.pool[0].size > l.budget {
 					break
 				}
 				if l.wait(ctx, l.s.clk.After(l.cfg.FlushDeadline-age)) != nil {
