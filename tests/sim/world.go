@@ -52,6 +52,7 @@ type Options struct {
 	Window         int           // --s3-parallel-uploads
 	CommitDeadline time.Duration // 0: 2 s
 	FlightKiB      int           // 0: 4
+	IdleCut        bool          // the star's idle cut (ADR 0039)
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -196,7 +197,7 @@ func (w *World) StarConfig() star.Config {
 	cfg.StarID = StarID
 	cfg.Standard = star.ClassConfig{}
 	cfg.Express = star.ClassConfig{Buckets: w.Buckets, W: w.Opt.W, MemoryBufferMiB: 1, ParallelUploads: w.Opt.Window,
-		FlushDeadline: 2 * time.Millisecond, FlightKiB: max(w.Opt.FlightKiB, 1), CommitDeadline: w.Opt.CommitDeadline}
+		FlushDeadline: 2 * time.Millisecond, IdleCut: w.Opt.IdleCut, FlightKiB: max(w.Opt.FlightKiB, 1), CommitDeadline: w.Opt.CommitDeadline}
 	if cfg.Express.CommitDeadline <= 0 {
 		cfg.Express.CommitDeadline = 2 * time.Second
 	}
