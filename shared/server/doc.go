@@ -25,6 +25,7 @@
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail
 //	star stopping, stores unavailable       Unavailable
+//	DeleteStream could not drain in time    Unavailable (nothing deleted)
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
 //	corrupt data with no good copy          DataLoss
 //	client gone / deadline                  Canceled / DeadlineExceeded

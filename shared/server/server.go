@@ -44,6 +44,10 @@ type Config struct {
 	MaxPendingAppends int
 	// Heartbeat is the read sessions' default idle heartbeat (0: 5 s).
 	Heartbeat time.Duration
+	// DrainTimeout bounds how long DeleteStream waits for the stream's last
+	// appends to be absorbed into refs before it gives up, deleting nothing
+	// (0: 30 s).
+	DrainTimeout time.Duration
 	Clock     clock.Clock
 	Rand      io.Reader // stream ids; nil: crypto/rand
 	Logger    *slog.Logger
@@ -56,8 +60,9 @@ type Server struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	led    map[string]metastore.Stream // streams this star leads, by name
-	opened map[format.StreamID]bool
+	led      map[string]metastore.Stream // streams this star leads, by name
+	opened   map[format.StreamID]bool
+	draining map[format.StreamID]bool // DeleteStream in progress: no reopen
 }
 
 var _ strandv1connect.StrandServiceHandler = (*Server)(nil)
@@ -76,6 +81,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 5 * time.Second
 	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
 	if cfg.Rand == nil {
 		cfg.Rand = crand.Reader
 	}
@@ -83,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
-		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}}, nil
+		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, draining: map[format.StreamID]bool{}}, nil
 }
 
 // Handler returns the API's HTTP handler (the Connect service, with the
@@ -191,6 +199,9 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.draining[id] {
+		return st, id, connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", name))
+	}
 	if !s.opened[id] {
 		info := star.StreamInfo{ID: id, Class: st.Class}
 		last, err := s.cfg.Meta.LastRef(ctx, st.ID)
@@ -333,7 +344,11 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 }
 
 // DeleteStream implements the API: the stream stops taking appends and
-// reads at once; trim removes its data and then its name.
+// reads at once; trim removes its data and then its name. Before the
+// stream is marked deleting, the star drains it: its last appends are
+// absorbed into refs, so that no ref for it is written after trim has
+// removed its metadata. If that takes longer than Config.DrainTimeout the
+// call fails with Unavailable and deletes nothing (appends resume).
 func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1.DeleteStreamRequest]) (*connect.Response[strandv1.DeleteStreamResponse], error) {
 	name := req.Msg.Name
 	if err := checkName(name); err != nil {
@@ -349,14 +364,33 @@ func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1
 	if st.Star != s.cfg.Star.ID() {
 		return nil, s.notLeader(st.Star, fmt.Errorf("stream %q is led by %s, not %s", name, st.Star, s.cfg.Star.ID()))
 	}
-	if err := s.cfg.Meta.SetStreamState(ctx, name, st.ID, metastore.StreamDeleting); err != nil {
-		return nil, toConnect(fmt.Errorf("delete stream %q: %w", name, err))
-	}
 	if id, err := format.ParseStreamID(st.ID); err == nil {
-		s.cfg.Star.Forget(id)
+		s.mu.Lock()
+		if s.draining[id] {
+			s.mu.Unlock()
+			return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is already being deleted by another call", name))
+		}
+		s.draining[id] = true
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.draining, id)
+			s.mu.Unlock()
+		}()
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
+		err := s.cfg.Star.Drain(dctx, id)
+		cancel()
+		if err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete stream %q: its last appends are not yet absorbed into refs, so nothing was deleted; retry: %w", name, err))
+		}
+		// Drained: everything of it is in refs, so a reopen (if marking it
+		// deleting fails below) recovers the right tail from them.
 		s.mu.Lock()
 		delete(s.opened, id)
 		s.mu.Unlock()
+	}
+	if err := s.cfg.Meta.SetStreamState(ctx, name, st.ID, metastore.StreamDeleting); err != nil {
+		return nil, toConnect(fmt.Errorf("delete stream %q: %w", name, err))
 	}
 	s.mu.Lock()
 	delete(s.led, name)

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
@@ -20,12 +23,17 @@ import (
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/shared/trim"
+	"github.com/strandlog/strand/shared/wake"
 )
 
 type node struct {
 	star *star.Star
 	srv  *server.Server
 	ts   *httptest.Server
+	abs  *absorb.Absorber
+	// stopAbsorb stops the node's in-process absorb (idempotent).
+	stopAbsorb func()
 }
 
 // tokens used by the tests.
@@ -68,19 +76,31 @@ func newNodeWith(t *testing.T, meta metastore.Store, id string, chk *auth.Checke
 	std, exp := mk("std", 1), mk("exp", 3)
 	cfg := star.Defaults()
 	cfg.StarID = id
+	cfg.ReleaseEventInterval = 10 * time.Millisecond
 	cfg.Standard = star.ClassConfig{Buckets: std, W: 1, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
 	cfg.Express = star.ClassConfig{Buckets: exp, W: 2, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
-	st, err := star.New(cfg, meta, star.Options{})
+	abs := &absorb.Absorber{Meta: meta, Sets: absorb.Sets{Standard: chain.Set{Buckets: std, W: 1}, Express: chain.Set{Buckets: exp, W: 2}},
+		Log: slog.New(slog.DiscardHandler)}
+	local := wake.NewLocal(abs, nil, nil)
+	st, err := star.New(cfg, meta, star.Options{Waker: local, Absorber: abs})
 	if err != nil {
 		t.Fatal(err)
 	}
+	local.SetObserver(st)
 	if err := st.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
+	actx, stopAbsorb := context.WithCancel(context.Background())
+	absorbDone := make(chan struct{})
+	go func() { defer close(absorbDone); local.Run(actx, 0) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { stopAbsorb(); <-absorbDone }) }
+	t.Cleanup(stop)
 	rd := &read.Reader{Star: st, Meta: meta, Sets: map[metastore.Class]chain.Set{
 		metastore.Standard: {Star: id, Buckets: std, W: 1}, metastore.Express: {Star: id, Buckets: exp, W: 2}}}
-	sc := server.Config{Star: st, Meta: meta, Reader: rd, Peers: peers, Heartbeat: 50 * time.Millisecond, Auth: chk, Logger: log}
+	sc := server.Config{Star: st, Meta: meta, Reader: rd, Peers: peers, Heartbeat: 50 * time.Millisecond, Auth: chk, Logger: log,
+		DrainTimeout: time.Second}
 	srv, err := server.New(sc)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +111,7 @@ func newNodeWith(t *testing.T, meta metastore.Store, id string, chk *auth.Checke
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &node{star: st, srv: srv, ts: ts}
+	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop}
 }
 
 func newMeta(t *testing.T) metastore.Store {
@@ -405,5 +425,103 @@ func TestClientFollowsTheLeader(t *testing.T) {
 	wantCode(t, err, connect.CodeUnavailable)
 	if l, ok := client.LeaderOf(err); !ok || l.Star != "star-0" || l.URL != "" {
 		t.Fatalf("leader %+v %v", l, ok)
+	}
+}
+
+// A stream deleted while its last appends are acknowledged but not yet
+// absorbed is drained first: DeleteStream waits for the absorb, so every
+// ref of the stream is written before it is marked deleting, and trim
+// leaves no ref behind.
+func TestDeleteStreamDrainsItsLastAppends(t *testing.T) {
+	ctx := context.Background()
+	meta := newMeta(t)
+	n := newNode(t, meta, "star-0", true, nil)
+	n.stopAbsorb() // the test absorbs by hand
+	c := newClient(t, n, adminTok)
+	s, err := c.CreateStream(ctx, "logs/d", client.CreateOptions{Class: "express"})
+	must(t, err)
+	for i := range 2 {
+		a, err := c.Append(ctx, "logs/d", recs(2, fmt.Sprint(i)), client.AppendOptions{})
+		must(t, err)
+		if a.StartSeq != uint64(2*i) {
+			t.Fatalf("append %d: %+v", i, a)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.DeleteStream(ctx, "logs/d") }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("DeleteStream returned %v before the stream's appends were absorbed", err)
+	default:
+	}
+	if st, err := meta.GetStream(ctx, "logs/d"); err != nil || st.State != metastore.StreamActive {
+		t.Fatalf("stream %+v %v: marked deleting before its appends were absorbed", st, err)
+	}
+	_, err = c.Append(ctx, "logs/d", recs(1, "late"), client.AppendOptions{})
+	wantCode(t, err, connect.CodeNotFound)
+
+	ch := metastore.ChainID{Star: "star-0", Class: metastore.Express}
+	at, err := n.abs.Run(ctx, ch, n.star.Released(ch))
+	must(t, err)
+	n.star.Absorbed(ch, at)
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("DeleteStream did not return once the stream was absorbed")
+	}
+	if st, err := meta.GetStream(ctx, "logs/d"); err != nil || st.State != metastore.StreamDeleting {
+		t.Fatalf("stream %+v %v, want deleting", st, err)
+	}
+	last, err := meta.LastRef(ctx, s.ID)
+	if err != nil || last.LastSeq != 3 {
+		t.Fatalf("last ref %+v %v: want every acknowledged record in refs (last seq 3)", last, err)
+	}
+	tr := &trim.Trimmer{Meta: meta}
+	res, err := tr.Streams(ctx)
+	must(t, err)
+	if res.Deleted != 1 {
+		t.Fatalf("trim %+v: want the stream deleted", res)
+	}
+	if refs, err := meta.QueryRefs(ctx, s.ID, 0, 10); err != nil || len(refs) != 0 {
+		t.Fatalf("refs %+v %v left after the stream was deleted", refs, err)
+	}
+	// Nothing of it is left for the absorb to write later.
+	at2, err := n.abs.Run(ctx, ch, n.star.Released(ch))
+	must(t, err)
+	if at2 != at {
+		t.Fatalf("checkpoint moved %v -> %v with nothing appended", at, at2)
+	}
+	if refs, err := meta.QueryRefs(ctx, s.ID, 0, 10); err != nil || len(refs) != 0 {
+		t.Fatalf("orphan refs %+v %v", refs, err)
+	}
+}
+
+// When the absorb cannot catch up within the drain timeout, DeleteStream
+// fails with Unavailable and changes nothing: the stream takes appends at
+// the same tail.
+func TestDeleteStreamGivesUpWhenTheAbsorbIsDown(t *testing.T) {
+	ctx := context.Background()
+	meta := newMeta(t)
+	n := newNode(t, meta, "star-0", true, nil)
+	n.stopAbsorb()
+	c := newClient(t, n, adminTok)
+	_, err := c.CreateStream(ctx, "logs/e", client.CreateOptions{Class: "standard"})
+	must(t, err)
+	_, err = c.Append(ctx, "logs/e", recs(3, "a"), client.AppendOptions{})
+	must(t, err)
+	err = c.DeleteStream(ctx, "logs/e")
+	wantCode(t, err, connect.CodeUnavailable)
+	if !strings.Contains(err.Error(), "nothing was deleted") {
+		t.Fatalf("error %q does not say that nothing was deleted", err)
+	}
+	if st, err := meta.GetStream(ctx, "logs/e"); err != nil || st.State != metastore.StreamActive {
+		t.Fatalf("stream %+v %v after a failed delete", st, err)
+	}
+	a, err := c.Append(ctx, "logs/e", recs(1, "b"), client.AppendOptions{})
+	must(t, err)
+	if a.StartSeq != 3 {
+		t.Fatalf("append after a failed delete: %+v, want first seq 3", a)
 	}
 }

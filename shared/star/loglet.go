@@ -226,6 +226,9 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 		if l.deposed != nil {
 			return l.deposed
 		}
+		if b.st.drained {
+			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, b.st.id)
+		}
 		if l.poolBytes == 0 || l.poolBytes+b.size <= l.budget {
 			break
 		}

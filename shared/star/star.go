@@ -78,6 +78,8 @@ type stream struct {
 	// not yet absorbed), in seq order: reads of the tail window search it
 	// instead of every flight of the loglet.
 	indexed []*batch
+	// drained: Drain has taken the stream off the star; admission refuses it.
+	drained bool
 }
 
 // Star is one star's write core: sequencer, pools, flushers, commit and
@@ -201,12 +203,46 @@ func (s *Star) Open(info StreamInfo) error {
 	return nil
 }
 
-// Close forgets a stream (after deletion). Batches already admitted still
-// commit.
-func (s *Star) Forget(id format.StreamID) {
+// Drain takes a stream off the star for deletion. It refuses further
+// appends to it, waits until every batch admitted for it is acknowledged
+// and absorbed into refs (the absorb's checkpoint has passed its flights),
+// and forgets it. After Drain returns nil, this star writes nothing more of
+// the stream, so no ref for it appears after its metadata is gone. A
+// stream not open here has nothing pending: Drain returns nil at once.
+//
+// If ctx ends first (the absorb is behind or down), the stream is restored
+// unchanged, appends resume, and the error says what is still pending.
+func (s *Star) Drain(ctx context.Context, id format.StreamID) error {
 	s.mu.Lock()
+	st := s.streams[id]
 	delete(s.streams, id)
 	s.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	l := st.l
+	l.mu.Lock()
+	st.drained = true
+	for st.ackedNext != st.next || len(st.indexed) > 0 {
+		if l.deposed != nil {
+			err := l.deposed
+			l.mu.Unlock()
+			return fmt.Errorf("star: drain stream %s: %w", id, err)
+		}
+		if err := l.wait(ctx, nil); err != nil {
+			unacked, unabsorbed := st.next-st.ackedNext, len(st.indexed)
+			st.drained = false
+			l.mu.Unlock()
+			s.mu.Lock()
+			if s.streams[id] == nil {
+				s.streams[id] = st
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("star: drain stream %s: %d records not yet acknowledged, %d acknowledged batches not yet absorbed: %w", id, unacked, unabsorbed, err)
+		}
+	}
+	l.mu.Unlock()
+	return nil
 }
 
 func (s *Star) stream(id format.StreamID) (*stream, error) {
