@@ -48,9 +48,9 @@ type Config struct {
 	// appends to be absorbed into refs before it gives up, deleting nothing
 	// (0: 30 s).
 	DrainTimeout time.Duration
-	Clock     clock.Clock
-	Rand      io.Reader // stream ids; nil: crypto/rand
-	Logger    *slog.Logger
+	Clock        clock.Clock
+	Rand         io.Reader // stream ids; nil: crypto/rand
+	Logger       *slog.Logger
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -59,7 +59,7 @@ type Server struct {
 	clk clock.Clock
 	log *slog.Logger
 
-	mu     sync.Mutex
+	mu       sync.Mutex
 	led      map[string]metastore.Stream // streams this star leads, by name
 	opened   map[format.StreamID]bool
 	draining map[format.StreamID]bool // DeleteStream in progress: no reopen
