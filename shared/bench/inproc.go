@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
+	"github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/star"
 	"github.com/strandlog/strand/shared/wake"
@@ -189,10 +190,7 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 		return runRemote(ctx, cfg, pt)
 	}
 	e := newEnv(cfg, pt)
-	abs := &absorb.Absorber{Meta: e.meta, Sets: absorb.Sets{
-		Standard: chain.Set{Buckets: e.starCfg.Standard.Buckets, W: e.starCfg.Standard.W},
-		Express:  chain.Set{Buckets: e.starCfg.Express.Buckets, W: e.starCfg.Express.W},
-	}, Log: quietLog()}
+	abs := &absorb.Absorber{Meta: e.meta, Sets: node.Sets(e.starCfg), Log: quietLog()}
 	local := wake.NewLocal(abs, nil, quietLog())
 	st, err := star.New(e.starCfg, e.meta, star.Options{Waker: local, Absorber: abs,
 		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {

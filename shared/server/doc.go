@@ -26,6 +26,7 @@
 //	not the leader                          Unavailable + Leader detail
 //	star stopping, stores unavailable       Unavailable
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)
+//	DeleteStream while another one drains   Aborted
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
 //	corrupt data with no good copy          DataLoss
 //	client gone / deadline                  Canceled / DeadlineExceeded

@@ -365,29 +365,11 @@ func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1
 		return nil, s.notLeader(st.Star, fmt.Errorf("stream %q is led by %s, not %s", name, st.Star, s.cfg.Star.ID()))
 	}
 	if id, err := format.ParseStreamID(st.ID); err == nil {
-		s.mu.Lock()
-		if s.draining[id] {
-			s.mu.Unlock()
-			return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is already being deleted by another call", name))
-		}
-		s.draining[id] = true
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(s.draining, id)
-			s.mu.Unlock()
-		}()
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
-		err := s.cfg.Star.Drain(dctx, id)
-		cancel()
+		release, err := s.drain(ctx, name, id)
 		if err != nil {
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete stream %q: its last appends are not yet absorbed into refs, so nothing was deleted; retry: %w", name, err))
+			return nil, err
 		}
-		// Drained: everything of it is in refs, so a reopen (if marking it
-		// deleting fails below) recovers the right tail from them.
-		s.mu.Lock()
-		delete(s.opened, id)
-		s.mu.Unlock()
+		defer release()
 	}
 	if err := s.cfg.Meta.SetStreamState(ctx, name, st.ID, metastore.StreamDeleting); err != nil {
 		return nil, toConnect(fmt.Errorf("delete stream %q: %w", name, err))
@@ -397,6 +379,35 @@ func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1
 	s.mu.Unlock()
 	s.log.Info("stream deleted", "stream", name, "id", st.ID)
 	return connect.NewResponse(&strandv1.DeleteStreamResponse{}), nil
+}
+
+// drain takes the stream off the star (Star.Drain, bounded by
+// Config.DrainTimeout) and keeps it from being reopened until release is
+// called. Once drained, everything of the stream is in refs, so a reopen
+// after release (if marking it deleting fails) recovers the right tail.
+func (s *Server) drain(ctx context.Context, name string, id format.StreamID) (release func(), err error) {
+	s.mu.Lock()
+	if s.draining[id] {
+		s.mu.Unlock()
+		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is already being deleted by another call", name))
+	}
+	s.draining[id] = true
+	s.mu.Unlock()
+	release = func() {
+		s.mu.Lock()
+		delete(s.draining, id)
+		s.mu.Unlock()
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
+	defer cancel()
+	if err := s.cfg.Star.Drain(dctx, id); err != nil {
+		release()
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete stream %q: its last appends are not yet absorbed into refs, so nothing was deleted; retry: %w", name, err))
+	}
+	s.mu.Lock()
+	delete(s.opened, id)
+	s.mu.Unlock()
+	return release, nil
 }
 
 // ListStreams implements the API: names under both the request's prefix

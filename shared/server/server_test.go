@@ -19,6 +19,7 @@ import (
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/metastore"
+	assembly "github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
@@ -79,8 +80,7 @@ func newNodeWith(t *testing.T, meta metastore.Store, id string, chk *auth.Checke
 	cfg.ReleaseEventInterval = 10 * time.Millisecond
 	cfg.Standard = star.ClassConfig{Buckets: std, W: 1, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
 	cfg.Express = star.ClassConfig{Buckets: exp, W: 2, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
-	abs := &absorb.Absorber{Meta: meta, Sets: absorb.Sets{Standard: chain.Set{Buckets: std, W: 1}, Express: chain.Set{Buckets: exp, W: 2}},
-		Log: slog.New(slog.DiscardHandler)}
+	abs := &absorb.Absorber{Meta: meta, Sets: assembly.Sets(cfg), Log: slog.New(slog.DiscardHandler)}
 	local := wake.NewLocal(abs, nil, nil)
 	st, err := star.New(cfg, meta, star.Options{Waker: local, Absorber: abs})
 	if err != nil {
