@@ -196,9 +196,12 @@ func (l *loglet) recoverFrom(ctx context.Context, epoch uint64) {
 	}
 }
 
+// tryRecover makes one recovery attempt. It stops (returns nil) once the
+// loglet is closed: Close has failed every pending batch, so nothing may be
+// acked late or republished after it.
 func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 	l.mu.Lock()
-	if l.epoch != epoch || l.halted == nil {
+	if l.closed || l.epoch != epoch || l.halted == nil {
 		l.mu.Unlock()
 		return nil
 	}
@@ -221,6 +224,12 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 		return fmt.Errorf("star: %s: mint epoch %d: %w", l.chain, epoch+1, err)
 	}
 	l.mu.Lock()
+	if l.closed {
+		// Closed between the fence and here: the minted epoch stays
+		// unused (a successor fences it at slot 0).
+		l.mu.Unlock()
+		return nil
+	}
 	now := l.s.clk.Now()
 	l.releaseBelow(cut, now)
 	var rest []*flight
@@ -266,7 +275,7 @@ func (l *loglet) releaseBelow(cut uint64, now time.Time) {
 // lateAcks acks what the fence found committed when a successor exists.
 func (l *loglet) lateAcks(epoch, cut uint64) {
 	l.mu.Lock()
-	if l.epoch == epoch {
+	if l.epoch == epoch && !l.closed {
 		l.releaseBelow(cut, l.s.clk.Now())
 		l.broadcast()
 	}
@@ -279,8 +288,8 @@ func (l *loglet) lateAcks(epoch, cut uint64) {
 func (l *loglet) shed(why error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.deposed != nil {
-		return
+	if l.deposed != nil || l.closed {
+		return // closed: Close already failed every pending batch
 	}
 	l.deposed = why
 	l.s.log.Error("leadership lost: a successor leads this chain", "chain", l.chain.String(), "err", why.Error())

@@ -547,8 +547,12 @@ func (l *loglet) halt(epoch uint64, why error) {
 	if l.s.onHalt != nil {
 		go l.s.onHalt(l.chain, epoch, why)
 	}
-	if l.s.fencer != nil && l.runCtx != nil {
-		go l.recoverFrom(l.runCtx, epoch)
+	if l.s.fencer != nil && l.runCtx != nil && !l.closed {
+		// Close waits for the recovery (s.wg): once closed, it stops. The
+		// Add happens under l.mu before close sets l.closed, so before
+		// Close's Wait.
+		l.s.wg.Add(1)
+		go func() { defer l.s.wg.Done(); l.recoverFrom(l.runCtx, epoch) }()
 	}
 }
 

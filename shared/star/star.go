@@ -384,8 +384,10 @@ func (s *Star) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the flushers. Admitted batches that are not yet acked fail
-// with ErrClosed; nothing acked is affected.
+// Close stops the flushers and any in-process recovery, and waits for them:
+// a recovery racing Close stops before it acks or republishes anything.
+// Admitted batches that are not yet acked fail with ErrClosed; nothing acked
+// is affected.
 func (s *Star) Close() {
 	s.mu.Lock()
 	s.started = false

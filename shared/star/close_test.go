@@ -1,0 +1,151 @@
+package star
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// ghostBucket lands every flight PUT at once but holds its answer until
+// answer is closed (or the call's context ends): the copy is there, the
+// writer does not know it. Poison and probe PUTs pass through.
+type ghostBucket struct {
+	objstore.Bucket
+	answer chan struct{}
+}
+
+func (g *ghostBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	err := g.Bucket.PutIfAbsent(ctx, key, body)
+	if env, perr := format.ParseEnvelope(body); perr != nil || env.Kind != format.KindFlight {
+		return err
+	}
+	select {
+	case <-g.answer:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// heldMint mints for real, then holds the answer until release is closed:
+// the window between a recovery's mint and its release of late acks.
+type heldMint struct {
+	metastore.Store
+	minted  chan struct{} // closed once the first mint landed
+	release chan struct{}
+	once    bool
+	// rival: a successor mints the epoch first, so ours loses the CAS
+	// (the late-acks-then-shed path of recovery).
+	rival bool
+}
+
+func (m *heldMint) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uint64, e metastore.Epoch) error {
+	if prev == 0 || m.once {
+		return m.Store.MintEpoch(ctx, chain, prev, e)
+	}
+	if m.rival {
+		r := e
+		copy(r.Nonce[:], "rival-successor!")
+		if err := m.Store.MintEpoch(ctx, chain, prev, r); err != nil {
+			return err
+		}
+		return m.Store.MintEpoch(ctx, chain, prev, e) // lost: held at the read-back
+	}
+	m.once = true
+	err := m.Store.MintEpoch(ctx, chain, prev, e)
+	close(m.minted)
+	<-m.release
+	return err
+}
+
+// GetEpoch holds the rival case's read-back of the lost mint (the last
+// metastore call before recovery acks late and sheds).
+func (m *heldMint) GetEpoch(ctx context.Context, chain metastore.ChainID, epoch uint64) (metastore.Epoch, error) {
+	e, err := m.Store.GetEpoch(ctx, chain, epoch)
+	if m.rival && epoch == 2 && !m.once {
+		m.once = true
+		close(m.minted)
+		<-m.release
+	}
+	return e, err
+}
+
+// ghostHarness: Express K=3, W=2, every flight copy lands but is never
+// answered, so the first flight halts its epoch at the commit deadline
+// while it is in fact committed (the fence will find it below the cut).
+func ghostHarness(t *testing.T, opts ...harnessOpt) (*harness, *heldMint, chan struct{}) {
+	answer := make(chan struct{})
+	hm := &heldMint{minted: make(chan struct{}), release: make(chan struct{})}
+	all := append([]harnessOpt{withChainFencer, func(c *Config, _ *Options) {
+		c.Express.CommitDeadline = 50 * time.Millisecond
+		for i, b := range c.Express.Buckets {
+			c.Express.Buckets[i] = &ghostBucket{Bucket: b, answer: answer}
+		}
+	}}, opts...)
+	h := newHarness(t, metastore.Express, 3, 2, all...)
+	hm.Store = h.meta
+	h.star.meta = hm
+	return h, hm, answer
+}
+
+// TestCloseRacingRecoveryDoesNotPanic: Close lands while the in-process
+// recovery of a halted epoch is between its mint and its late acks. Close
+// has already failed the in-flight batch; recovery must stop, not ack the
+// batch a second time (which closed its done channel twice and panicked).
+// Regression test for issue 13 finding 5.
+// The rival case takes the other branch: the mint is lost to a successor,
+// so recovery acks late below the cut and sheds (both used to finish the
+// closed batch again).
+func TestCloseRacingRecoveryDoesNotPanic(t *testing.T) {
+	for _, rival := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mint-won", true: "mint-lost"}[rival], func(t *testing.T) { closeRacingRecovery(t, rival) })
+	}
+}
+
+func closeRacingRecovery(t *testing.T, rival bool) {
+	h, hm, _ := ghostHarness(t)
+	hm.rival = rival
+	if err := h.star.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := h.open(metastore.Express, 1)[0]
+	p, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("ghost") }), AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hm.minted: // halted at the deadline, fenced (slot 0 committed: cut 1), minted epoch 2
+	case <-time.After(10 * time.Second):
+		t.Fatal("the epoch never halted and recovered to its mint")
+	}
+	closed := make(chan struct{})
+	go func() { h.star.Close(); close(closed) }()
+	<-p.Done() // Close failed the in-flight batch
+	_, perr := p.Result()
+	close(hm.release) // the recovery resumes after Close
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if perr == nil {
+		t.Fatal("Close reported the in-flight batch as acked")
+	}
+	if !errors.Is(perr, ErrClosed) {
+		t.Fatalf("in-flight batch at Close: %v", perr)
+	}
+	l := h.star.loglets[metastore.Express]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epoch != 1 || l.halted == nil {
+		t.Fatalf("a closed loglet resumed recovery: epoch %d, halted %v", l.epoch, l.halted)
+	}
+	if l.deposed != nil {
+		t.Fatalf("a closed loglet shed after Close: %v", l.deposed)
+	}
+}
