@@ -27,6 +27,9 @@
 //	star stopping, stores unavailable       Unavailable
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)
 //	DeleteStream while another one drains   Aborted
+//	append whose outcome is unknown         Aborted ("outcome unknown": the
+//	                                        batch may be committed; retry
+//	                                        only with match_seq_num)
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
 //	corrupt data with no good copy          DataLoss
 //	client gone / deadline                  Canceled / DeadlineExceeded

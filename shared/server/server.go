@@ -263,6 +263,10 @@ func toConnect(err error) error {
 		code = connect.CodeUnauthenticated
 	case errors.Is(err, auth.ErrDenied):
 		code = connect.CodePermissionDenied
+	case errors.Is(err, star.ErrOutcomeUnknown):
+		// Not Unavailable: generic retry policies retry that blindly, and a
+		// blind retry of a batch that may be committed writes it twice.
+		code = connect.CodeAborted
 	case errors.Is(err, star.ErrNotLeader), errors.Is(err, star.ErrClosed), errors.Is(err, star.ErrNotStarted),
 		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, objstore.ErrUnavailable):
 		code = connect.CodeUnavailable

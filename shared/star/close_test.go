@@ -136,7 +136,7 @@ func closeRacingRecovery(t *testing.T, rival bool) {
 	if perr == nil {
 		t.Fatal("Close reported the in-flight batch as acked")
 	}
-	if !errors.Is(perr, ErrClosed) {
+	if !errors.Is(perr, ErrOutcomeUnknown) {
 		t.Fatalf("in-flight batch at Close: %v", perr)
 	}
 	l := h.star.loglets[metastore.Express]
@@ -147,5 +147,45 @@ func closeRacingRecovery(t *testing.T, rival bool) {
 	}
 	if l.deposed != nil {
 		t.Fatalf("a closed loglet shed after Close: %v", l.deposed)
+	}
+}
+
+// TestCloseTellsUnknownFromUnwritten: at Close, a batch whose flight is in
+// the air (here: at W copies, its answers not yet back) fails with
+// ErrOutcomeUnknown, since a successor keeps it; a batch still in the pool
+// fails with plain ErrClosed. Regression test for issue 13 finding 3: both
+// were ErrClosed (Unavailable: "retry"), and a retry wrote the first twice.
+func TestCloseTellsUnknownFromUnwritten(t *testing.T) {
+	h, _, _ := ghostHarness(t, func(c *Config, _ *Options) {
+		c.Express.CommitDeadline = time.Minute
+		c.Express.ParallelUploads = 1 // a second flight waits for the first
+	})
+	h.start()
+	id := h.open(metastore.Express, 1)[0]
+	inAir, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("in the air") }), AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := format.SlotKey("star-0", 1, 0)
+	for landed := 0; landed < 2; {
+		time.Sleep(time.Millisecond)
+		landed = 0
+		for _, m := range h.mems {
+			if _, err := m.Get(context.Background(), key, 0, -1); err == nil {
+				landed++
+			}
+		}
+	}
+	pooled, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("pooled") }), AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.star.Close()
+	if _, err := inAir.Wait(context.Background()); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("batch at W copies when Close came: %v, want ErrOutcomeUnknown", err)
+	}
+	_, err = pooled.Wait(context.Background())
+	if !errors.Is(err, ErrClosed) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("batch never cut: %v, want plain ErrClosed", err)
 	}
 }

@@ -567,12 +567,13 @@ func (l *loglet) close() {
 		b.finish(Ack{}, ErrClosed)
 	}
 	l.pool, l.poolBytes = nil, 0
+	unknown := fmt.Errorf("%w: %w", ErrClosed, ErrOutcomeUnknown)
 	for _, f := range l.inflight {
 		for _, b := range f.batches {
 			select {
 			case <-b.done:
 			default:
-				b.finish(Ack{}, ErrClosed)
+				b.finish(Ack{}, unknown)
 			}
 		}
 	}

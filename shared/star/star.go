@@ -21,6 +21,13 @@ var (
 	ErrNotLeader     = errors.New("star: not leader")
 	ErrClosed        = errors.New("star: closed")
 	ErrNotStarted    = errors.New("star: not started")
+	// ErrOutcomeUnknown: the batch was cut into a flight that may be
+	// committed (it may already be at W copies, or a recovery or a
+	// successor may yet keep it), and this star can no longer find out:
+	// it is closing. A blind retry may write the batch twice; retry with
+	// match_seq_num (or read the stream first). Batches that never left
+	// the pool fail with plain ErrClosed: nothing of them was written.
+	ErrOutcomeUnknown = errors.New("star: outcome unknown: the batch may be committed")
 )
 
 // SeqMismatchError rejects one batch whose match_seq_num missed; it carries
@@ -386,8 +393,10 @@ func (s *Star) Start(ctx context.Context) error {
 
 // Close stops the flushers and any in-process recovery, and waits for them:
 // a recovery racing Close stops before it acks or republishes anything.
-// Admitted batches that are not yet acked fail with ErrClosed; nothing acked
-// is affected.
+// Admitted batches that are not yet acked fail: those still in the pool
+// with ErrClosed (never written), those in a flight with ErrClosed and
+// ErrOutcomeUnknown (the flight may be committed). Nothing acked is
+// affected.
 func (s *Star) Close() {
 	s.mu.Lock()
 	s.started = false
