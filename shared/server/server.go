@@ -107,16 +107,21 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// AdminHandler serves /metrics (the star's registry) and /healthz.
+// AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
+// "ok" while the star serves (see star.Health.OK), else 503; either way one
+// line per chain follows (leading, halted and why, not leading).
 func AdminHandler(st *star.Star) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", st.Metrics().Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !st.Started() {
-			http.Error(w, "not started", http.StatusServiceUnavailable)
+		h := st.Health()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !h.OK() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, h.String())
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprint(w, "ok\n"+h.String())
 	})
 	return mux
 }
@@ -267,7 +272,7 @@ func toConnect(err error) error {
 		// Not Unavailable: generic retry policies retry that blindly, and a
 		// blind retry of a batch that may be committed writes it twice.
 		code = connect.CodeAborted
-	case errors.Is(err, star.ErrNotLeader), errors.Is(err, star.ErrClosed), errors.Is(err, star.ErrNotStarted),
+	case errors.Is(err, star.ErrNotLeader), errors.Is(err, star.ErrClosed), errors.Is(err, star.ErrNotStarted), errors.Is(err, star.ErrHalted),
 		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, objstore.ErrUnavailable):
 		code = connect.CodeUnavailable
 	case errors.Is(err, read.ErrCorrupt), errors.Is(err, chain.ErrNoCopy):

@@ -247,7 +247,7 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 		l.inflight[nf.slot] = nf
 		again = append(again, nf)
 	}
-	l.halted = nil
+	l.halted, l.haltExpired = nil, false
 	l.broadcast()
 	l.mu.Unlock()
 	l.s.log.Info("epoch recovered", "chain", l.chain.String(), "halted_epoch", epoch, "cut", cut, "acked_late", cut-base, "republished", len(again), "epoch", epoch+1)

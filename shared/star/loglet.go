@@ -28,6 +28,9 @@ type batch struct {
 	ack  Ack
 	err  error
 	done chan struct{}
+	// abandoned: the producer was told the outcome is unknown (a halt
+	// outlived HaltWait); a later release or failure tells it nothing more.
+	abandoned bool
 }
 
 func newBatch(st *stream, recs []format.Record, size int, nowMs int64) *batch {
@@ -68,7 +71,11 @@ func (b *batch) clampTimestamps(floor int64) int64 {
 	return floor
 }
 
+// finish delivers the batch's outcome, once. Called with the loglet's mu.
 func (b *batch) finish(a Ack, err error) {
+	if b.abandoned {
+		return
+	}
 	b.ack, b.err = a, err
 	close(b.done)
 }
@@ -109,15 +116,20 @@ type loglet struct {
 	ord      *order
 	inflight map[uint64]*flight
 	// flight index: released, unabsorbed flights in slot order
-	released  []*flight
-	relBytes  int
-	halted    error
-	closed    bool
-	stall     string // current stall cause, "" when not stalled
-	builders  []*format.Builder
-	relSignal chan struct{} // wakes the notifier
-	deposed   error         // set when a successor exists: nothing more is served
-	runCtx    context.Context
+	released []*flight
+	relBytes int
+	halted   error
+	haltedAt time.Time
+	haltSeq  uint64 // counts halts, so a halt's timer knows its own
+	// haltExpired: the current halt outlived HaltWait: pending batches were
+	// told so, and admission refuses until recovery.
+	haltExpired bool
+	closed      bool
+	stall       string // current stall cause, "" when not stalled
+	builders    []*format.Builder
+	relSignal   chan struct{} // wakes the notifier
+	deposed     error         // set when a successor exists: nothing more is served
+	runCtx      context.Context
 
 	m logletMetrics
 }
@@ -171,6 +183,14 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 			return 0
 		}
 		return float64(l.ord.pending())
+	}, "class", c)
+	r.GaugeFunc("strand_epoch_halted_seconds", "How long the current epoch has been halted (0: not halted).", func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.halted == nil {
+			return 0
+		}
+		return s.clk.Now().Sub(l.haltedAt).Seconds()
 	}, "class", c)
 	r.GaugeFunc("strand_backlog_flights", "Released, unabsorbed flights.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(len(l.released)) }, "class", c)
 	r.GaugeFunc("strand_backlog_age_seconds", "Age of the oldest released, unabsorbed flight.", func() float64 {
@@ -228,6 +248,9 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 		}
 		if b.st.drained {
 			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, b.st.id)
+		}
+		if l.haltExpired {
+			return fmt.Errorf("%w: epoch %d halted for more than %s, nothing written: %v", ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
 		}
 		if l.poolBytes == 0 || l.poolBytes+b.size <= l.budget {
 			break
@@ -541,11 +564,18 @@ func (l *loglet) halt(epoch uint64, why error) {
 		return
 	}
 	l.halted = why
+	l.haltedAt = l.s.clk.Now()
+	l.haltSeq++
 	l.m.halts.Inc()
 	l.s.log.Error("epoch halted: acks stop until recovery", "chain", l.chain.String(), "epoch", epoch, "reason", why.Error())
 	l.broadcast()
 	if l.s.onHalt != nil {
 		go l.s.onHalt(l.chain, epoch, why)
+	}
+	if l.runCtx != nil && !l.closed {
+		seq := l.haltSeq
+		l.s.wg.Add(1)
+		go func() { defer l.s.wg.Done(); l.haltTimer(l.runCtx, seq) }()
 	}
 	if l.s.fencer != nil && l.runCtx != nil && !l.closed {
 		// Close waits for the recovery (s.wg): once closed, it stops. The
@@ -554,6 +584,45 @@ func (l *loglet) halt(epoch uint64, why error) {
 		l.s.wg.Add(1)
 		go func() { defer l.s.wg.Done(); l.recoverFrom(l.runCtx, epoch) }()
 	}
+}
+
+// haltTimer bounds the producers' wait on halt number seq: if it is still
+// the current halt after HaltWait, every pending batch fails with
+// ErrOutcomeUnknown and ErrHalted and the halt's reason (recovery may still
+// commit it: it is republished with its seqs, and its stream's tail moves
+// past it), and admission refuses until recovery.
+func (l *loglet) haltTimer(ctx context.Context, seq uint64) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-l.s.clk.After(l.s.cfg.HaltWait):
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.halted == nil || l.haltSeq != seq {
+		return
+	}
+	l.haltExpired = true
+	err := fmt.Errorf("%w: %w: epoch %d halted for %s: %v", ErrOutcomeUnknown, ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
+	n := 0
+	abandon := func(b *batch) {
+		if !b.abandoned {
+			b.finish(Ack{}, err)
+			b.abandoned = true
+			n++
+		}
+	}
+	for _, f := range l.inflight {
+		for _, b := range f.batches {
+			abandon(b)
+		}
+	}
+	for _, b := range l.pool {
+		abandon(b)
+	}
+	l.s.log.Error("epoch halted longer than --halt-wait: pending appends fail (outcome unknown), new appends are refused until recovery",
+		"chain", l.chain.String(), "epoch", l.epoch, "halt_wait", l.s.cfg.HaltWait.String(), "failed_batches", n, "reason", l.halted.Error())
+	l.broadcast()
 }
 
 func (l *loglet) close() {
@@ -567,7 +636,7 @@ func (l *loglet) close() {
 		b.finish(Ack{}, ErrClosed)
 	}
 	l.pool, l.poolBytes = nil, 0
-	unknown := fmt.Errorf("%w: %w", ErrClosed, ErrOutcomeUnknown)
+	unknown := fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrClosed)
 	for _, f := range l.inflight {
 		for _, b := range f.batches {
 			select {

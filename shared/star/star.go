@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
@@ -28,6 +30,11 @@ var (
 	// match_seq_num (or read the stream first). Batches that never left
 	// the pool fail with plain ErrClosed: nothing of them was written.
 	ErrOutcomeUnknown = errors.New("star: outcome unknown: the batch may be committed")
+	// ErrHalted: the class's epoch has been halted for longer than
+	// Config.HaltWait (its reason follows). A new append is refused with it
+	// (nothing written); a batch admitted before fails with it and
+	// ErrOutcomeUnknown (recovery may still commit it).
+	ErrHalted = errors.New("star: epoch halted")
 )
 
 // SeqMismatchError rejects one batch whose match_seq_num missed; it carries
@@ -158,6 +165,9 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 	s.onFenced = opt.OnFenced
 	if s.rand == nil {
 		s.rand = crand.Reader
+	}
+	if s.cfg.HaltWait == 0 {
+		s.cfg.HaltWait = Defaults().HaltWait
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -449,4 +459,83 @@ func (s *Star) Released(chain metastore.ChainID) metastore.Cursor {
 		return metastore.Cursor{Epoch: l.epoch, Slot: l.ord.base}
 	}
 	return metastore.Cursor{}
+}
+
+// ChainHealth is one loglet's state, for /healthz.
+type ChainHealth struct {
+	Chain metastore.ChainID
+	Epoch uint64
+	// Deposed: a successor leads the chain; this star serves nothing more
+	// on it and should be replaced.
+	Deposed error
+	// Halted: the epoch is halted with this reason, for HaltedFor; the
+	// star recovers in-process. Stuck: for longer than HaltWait, so appends
+	// fail.
+	Halted    error
+	HaltedFor time.Duration
+	Stuck     bool
+}
+
+// Health is the star's state, for /healthz.
+type Health struct {
+	Started bool
+	Chains  []ChainHealth
+}
+
+// OK reports whether the star serves: started, leading every chain, and no
+// epoch halted for longer than HaltWait. A star that is not OK should be
+// replaced (ECS does so on a failing health check): a deposed star never
+// serves again, and a successor takes over a stuck one.
+func (h Health) OK() bool {
+	if !h.Started {
+		return false
+	}
+	for _, c := range h.Chains {
+		if c.Deposed != nil || c.Stuck {
+			return false
+		}
+	}
+	return true
+}
+
+// String is one line per chain (or "not started").
+func (h Health) String() string {
+	if !h.Started {
+		return "not started\n"
+	}
+	var b strings.Builder
+	for _, c := range h.Chains {
+		fmt.Fprintf(&b, "%s epoch %d: ", c.Chain, c.Epoch)
+		switch {
+		case c.Deposed != nil:
+			fmt.Fprintf(&b, "not leading: %v\n", c.Deposed)
+		case c.Stuck:
+			fmt.Fprintf(&b, "halted for %s, past --halt-wait (appends fail until recovery): %v\n", c.HaltedFor.Round(time.Millisecond), c.Halted)
+		case c.Halted != nil:
+			fmt.Fprintf(&b, "halted for %s, recovering: %v\n", c.HaltedFor.Round(time.Millisecond), c.Halted)
+		default:
+			b.WriteString("leading\n")
+		}
+	}
+	return b.String()
+}
+
+// Health reports the star's state: started, and per chain whether it
+// leads, is halted (and for how long, and why) or was deposed.
+func (s *Star) Health() Health {
+	h := Health{Started: s.Started()}
+	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
+		l := s.loglets[cl]
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		c := ChainHealth{Chain: l.chain, Epoch: l.epoch, Deposed: l.deposed, Halted: l.halted, Stuck: l.haltExpired}
+		if l.halted != nil {
+			c.HaltedFor = s.clk.Now().Sub(l.haltedAt)
+		}
+		l.mu.Unlock()
+		h.Chains = append(h.Chains, c)
+	}
+	return h
 }
