@@ -236,9 +236,19 @@ func (l *loglet) wait(ctx context.Context, timer <-chan time.Time) error {
 }
 
 // admit sequences b and queues it, blocking while the pool is at its budget.
+//
+// A match_seq_num miss is answered with the stream's acknowledged (durable)
+// tail. While batches of the stream that were sequenced before the miss are
+// still unacknowledged, the answer is held until they resolve: the assigned
+// tail would tell a producer retrying a timed-out batch that it was written
+// when it was only sequenced (and is lost if the star then closes or halts).
+// If they fail instead, the retry gets that failure (closed, not leader,
+// halted), never a tail covering them.
 func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	st := b.st
+	held, target := false, uint64(0)
 	for {
 		if l.closed {
 			return ErrClosed
@@ -246,11 +256,24 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 		if l.deposed != nil {
 			return l.deposed
 		}
-		if b.st.drained {
-			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, b.st.id)
+		if st.drained {
+			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, st.id)
 		}
 		if l.haltExpired {
 			return fmt.Errorf("%w: epoch %d halted for more than %s, nothing written: %v", ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
+		}
+		if match != nil && *match != st.next {
+			if !held {
+				held, target = true, st.next
+			}
+			if st.ackedNext >= target {
+				return &SeqMismatchError{Expected: *match, Tail: st.ackedNext}
+			}
+			if err := l.wait(ctx, nil); err != nil {
+				return fmt.Errorf("star: match_seq_num %d missed; waiting for the stream's batches below seq %d to be acknowledged (acknowledged tail %d): %w",
+					*match, target, st.ackedNext, err)
+			}
+			continue
 		}
 		if l.poolBytes == 0 || l.poolBytes+b.size <= l.budget {
 			break
@@ -258,10 +281,6 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 		if err := l.wait(ctx, nil); err != nil {
 			return fmt.Errorf("star: admission waiting for pool budget: %w", err)
 		}
-	}
-	st := b.st
-	if match != nil && *match != st.next {
-		return &SeqMismatchError{Expected: *match, Tail: st.next}
 	}
 	b.first = st.next
 	st.next += uint64(b.recs)

@@ -38,7 +38,9 @@ var (
 )
 
 // SeqMismatchError rejects one batch whose match_seq_num missed; it carries
-// the stream's current tail (the next seq to be assigned).
+// the stream's acknowledged tail (every seq below it is durable). The
+// answer waits for the stream's batches sequenced before the miss (see
+// Submit), so the tail never covers a batch that is only sequenced.
 type SeqMismatchError struct {
 	Expected uint64
 	Tail     uint64
@@ -279,7 +281,8 @@ func (s *Star) stream(id format.StreamID) (*stream, error) {
 // AppendOptions qualify one append.
 type AppendOptions struct {
 	// MatchSeq, if set, must equal the stream's tail (next seq) at
-	// sequencing, or the batch is rejected with *SeqMismatchError.
+	// sequencing, or the batch is rejected with *SeqMismatchError carrying
+	// the acknowledged tail, once the batches sequenced before it resolve.
 	MatchSeq *uint64
 }
 
