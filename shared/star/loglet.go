@@ -129,6 +129,7 @@ type loglet struct {
 	builders    []*format.Builder
 	relSignal   chan struct{} // wakes the notifier
 	deposed     error         // set when a successor exists: nothing more is served
+	cutTried    uint64        // the epoch whose cut this loglet last tried to record
 	runCtx      context.Context
 
 	m logletMetrics

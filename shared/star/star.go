@@ -3,6 +3,7 @@ package star
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -204,6 +205,15 @@ func (s *Star) newNonce() (format.Nonce, error) {
 		return n, fmt.Errorf("star: draw writer nonce: %w", err)
 	}
 	return n, nil
+}
+
+// jitter draws a duration in [0, d/2) from the star's randomness.
+func (s *Star) jitter(d time.Duration) time.Duration {
+	var b [2]byte
+	if _, err := io.ReadFull(s.rand, b[:]); err != nil || d <= 0 {
+		return 0
+	}
+	return time.Duration(uint64(d/2) * uint64(binary.BigEndian.Uint16(b[:])) >> 16)
 }
 
 // Open makes a stream appendable on this star with its recovered tail. It
