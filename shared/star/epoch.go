@@ -236,7 +236,20 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 	}
 	base := l.ord.base
 	l.mu.Unlock()
-	cut, other, err := l.fenceAndRecord(ctx, epoch, metastore.Cursor{Epoch: epoch, Slot: base})
+	// The fence starts at the first unreleased slot or the checkpoint,
+	// whichever is later: a sweep may absorb committed slots before their
+	// acks release, and settle and trim may then delete them. Fencing from
+	// below the checkpoint would find those slots empty, poison them, and
+	// republish flights whose seqs refs already hold.
+	from := metastore.Cursor{Epoch: epoch, Slot: base}
+	head, err := l.s.meta.GetHead(ctx, l.chain)
+	if err != nil {
+		return fmt.Errorf("star: %s: read chain head: %w", l.chain, err)
+	}
+	if head.Checkpoint.Epoch == epoch && head.Checkpoint.Slot > base {
+		from.Slot = head.Checkpoint.Slot
+	}
+	cut, other, err := l.fenceAndRecord(ctx, epoch, from)
 	if err != nil {
 		return err
 	}
