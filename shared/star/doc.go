@@ -23,8 +23,11 @@
 //     window (--s3-parallel-uploads) is full or the backlog budget
 //     (--s3-chain-backlog-flights, counting released-unabsorbed plus
 //     in-flight flights) is reached; a backlog stall is counted and logged
-//     with its diagnosed cause (absorb_lagging, metastore_slow,
-//     epoch_settling).
+//     with its diagnosed cause: metastore_slow (the absorb says its
+//     metastore calls are throttled, failing or slow), epoch_settling (the
+//     oldest unabsorbed flight is of an earlier epoch: the absorb has yet
+//     to cross a fenced epoch after a recovery or takeover), else
+//     absorb_lagging.
 //  3. The flight is rendered once as a transit bundle (one segment per
 //     stream, in order of first arrival) and written with PutIfAbsent to
 //     chains/<star>/<epoch>/<slot> in every bucket in parallel. A copy that

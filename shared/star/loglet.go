@@ -391,13 +391,23 @@ func (l *loglet) flusher(ctx context.Context) {
 }
 
 // diagnose names why the backlog is full. Called with l.mu held.
+//
+//   - metastore_slow: the absorb reports its metastore calls throttled,
+//     failing or slow;
+//   - epoch_settling: the oldest unabsorbed flight belongs to an earlier
+//     epoch than the one being written (after a halt's recovery or a
+//     takeover): the absorb must finish that epoch up to its recorded cut
+//     and step to the next before the backlog drains. (While the epoch is
+//     halted nothing is cut at all: that is a halt, reported as such, not
+//     a stall.)
+//   - absorb_lagging: otherwise; the absorb is behind or not running.
 func (l *loglet) diagnose() string {
 	if l.s.absorbHealth != nil {
 		if h := l.s.absorbHealth(l.chain); h.MetastoreSlow {
 			return StallMetastoreSlow
 		}
 	}
-	if l.halted != nil {
+	if l.halted != nil || (len(l.released) > 0 && l.released[0].epoch < l.epoch) {
 		return StallEpochSettling
 	}
 	return StallAbsorbLagging
