@@ -53,6 +53,7 @@ type Options struct {
 	CommitDeadline time.Duration // 0: 2 s
 	FlightKiB      int           // 0: 4
 	IdleCut        bool          // the star's idle cut (ADR 0039)
+	HaltWait       time.Duration // --halt-wait; 0: the star's default (30 s)
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -202,6 +203,7 @@ func (w *World) StarConfig() star.Config {
 		cfg.Express.CommitDeadline = 2 * time.Second
 	}
 	cfg.BacklogFlights = w.Opt.BacklogFlights
+	cfg.HaltWait = w.Opt.HaltWait
 	cfg.ReleaseEventInterval = 5 * time.Millisecond
 	cfg.Rand = w.rand
 	cfg.Logger = w.Log
