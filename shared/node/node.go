@@ -299,8 +299,15 @@ func (n *Node) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops the API, the settlement loops and the star.
+// Close stops the star in order (new appends refused, up to 5 s for the
+// admitted ones to be acknowledged: star.Stop), then the API, the
+// settlement loops and the star.
 func (n *Node) Close() {
+	if n.Star != nil {
+		qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n.Star.Stop(qctx)
+		qcancel()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if n.api != nil {

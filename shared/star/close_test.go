@@ -189,3 +189,35 @@ func TestCloseTellsUnknownFromUnwritten(t *testing.T) {
 		t.Fatalf("batch never cut: %v, want plain ErrClosed", err)
 	}
 }
+
+// TestStopWaitsForFlightsInTheAir: an orderly Stop refuses new appends
+// (ErrClosed: nothing written) and waits for the flight in the air, so its
+// batch is acknowledged rather than reported as outcome unknown.
+func TestStopWaitsForFlightsInTheAir(t *testing.T) {
+	g := &gate{Bucket: objstore.NewMem("gated"), open: make(chan struct{})}
+	h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) {
+		c.Standard.Buckets = []objstore.Bucket{g}
+		c.Standard.CommitDeadline = time.Minute
+	})
+	h.start()
+	id := h.open(metastore.Standard, 1)[0]
+	p, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("in the air") }), AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { h.star.Stop(context.Background()); close(stopped) }()
+	l := h.star.loglets[metastore.Standard]
+	waitFor(t, "Stop to begin", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.stopping })
+	if _, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("late") }), AppendOptions{}); !errors.Is(err, ErrClosed) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("append during Stop: %v, want plain ErrClosed", err)
+	}
+	close(g.open)
+	if a, err := p.Wait(context.Background()); err != nil || a.FirstSeq != 0 {
+		t.Fatalf("batch in the air at Stop: %+v %v, want acked", a, err)
+	}
+	<-stopped
+	if h.star.Started() {
+		t.Fatal("Stop left the star started")
+	}
+}

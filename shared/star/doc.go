@@ -91,6 +91,8 @@
 // those still in the pool with ErrClosed (never written), those in a
 // flight with ErrOutcomeUnknown (the flight may be at W copies, and a
 // successor keeps it: retry only with match_seq_num).
+// Stop(ctx) is the orderly version: it refuses new appends, waits until
+// the admitted ones are acknowledged (or fail, or ctx ends), then closes.
 //
 // # Time and randomness
 //

@@ -125,6 +125,7 @@ type loglet struct {
 	// told so, and admission refuses until recovery.
 	haltExpired bool
 	closed      bool
+	stopping    bool   // Stop: admission refuses, pending batches finish
 	stall       string // current stall cause, "" when not stalled
 	builders    []*format.Builder
 	relSignal   chan struct{} // wakes the notifier
@@ -251,7 +252,7 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 	st := b.st
 	held, target := false, uint64(0)
 	for {
-		if l.closed {
+		if l.closed || l.stopping {
 			return ErrClosed
 		}
 		if l.deposed != nil {
@@ -653,6 +654,21 @@ func (l *loglet) haltTimer(ctx context.Context, seq uint64) {
 	l.s.log.Error("epoch halted longer than --halt-wait: pending appends fail (outcome unknown), new appends are refused until recovery",
 		"chain", l.chain.String(), "epoch", l.epoch, "halt_wait", l.s.cfg.HaltWait.String(), "failed_batches", n, "reason", l.halted.Error())
 	l.broadcast()
+}
+
+// quiesce refuses new appends and waits, until ctx ends, for every admitted
+// batch to be acknowledged or to fail (it stops waiting early on a
+// successor, or a halt past HaltWait).
+func (l *loglet) quiesce(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopping = true
+	l.broadcast()
+	for (len(l.pool) > 0 || len(l.inflight) > 0) && !l.closed && l.deposed == nil && !l.haltExpired {
+		if l.wait(ctx, nil) != nil {
+			return
+		}
+	}
 }
 
 func (l *loglet) close() {

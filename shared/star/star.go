@@ -433,6 +433,20 @@ func (s *Star) Close() {
 	s.wg.Wait()
 }
 
+// Stop is an orderly Close: it refuses new appends (ErrClosed: nothing
+// written), waits until every admitted batch is acknowledged or has failed,
+// or ctx ends, and then closes. Batches still pending then fail as Close
+// says (in a flight: ErrOutcomeUnknown), so a bounded Stop on shutdown
+// turns most of those outcomes into acks.
+func (s *Star) Stop(ctx context.Context) {
+	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
+		if l := s.loglets[cl]; l != nil {
+			l.quiesce(ctx)
+		}
+	}
+	s.Close()
+}
+
 // AbsorbHealth is the absorb's report used to diagnose backlog stalls.
 type AbsorbHealth struct {
 	// MetastoreSlow: the absorb's recent metastore calls were throttled,
