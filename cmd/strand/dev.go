@@ -30,6 +30,7 @@ type devFlags struct {
 	tlsCert   string
 	tlsKey    string
 	logLevel  string
+	haltWait  time.Duration
 }
 
 func newDev() *cobra.Command {
@@ -63,6 +64,7 @@ acknowledged lost.`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "serve TLS with this key (with --tls-cert)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	return cmd
 }
 
@@ -139,6 +141,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	}
 	cfg := star.Defaults()
 	cfg.StarID = f.starID
+	cfg.HaltWait = f.haltWait
 	cfg.Standard.FlushDeadline = 10 * time.Millisecond
 	cfg.Standard.MemoryBufferMiB = 64
 	meta, settled, err := devStores(f.dataDir, &cfg)
