@@ -25,6 +25,7 @@
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail
 //	star stopping, stores unavailable       Unavailable
+//	epoch halted past --halt-wait (new)     Unavailable (nothing written)
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)
 //	DeleteStream while another one drains   Aborted
 //	append whose outcome is unknown         Aborted ("outcome unknown": the

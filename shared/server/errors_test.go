@@ -22,6 +22,8 @@ func TestOutcomeUnknownIsNotUnavailable(t *testing.T) {
 		{fmt.Errorf("%w: %w", star.ErrClosed, star.ErrOutcomeUnknown), connect.CodeAborted},
 		{star.ErrClosed, connect.CodeUnavailable},
 		{star.ErrNotLeader, connect.CodeUnavailable},
+		{fmt.Errorf("%w: epoch 3 halted for 30s: %w", star.ErrOutcomeUnknown, star.ErrHalted), connect.CodeAborted},
+		{fmt.Errorf("%w: epoch 3 halted for more than 30s, nothing written", star.ErrHalted), connect.CodeUnavailable},
 	} {
 		got := toConnect(tc.err)
 		if connect.CodeOf(got) != tc.code {
