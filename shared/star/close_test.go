@@ -194,13 +194,7 @@ func TestCloseTellsUnknownFromUnwritten(t *testing.T) {
 // (ErrClosed: nothing written) and waits for the flight in the air, so its
 // batch is acknowledged rather than reported as outcome unknown.
 func TestStopWaitsForFlightsInTheAir(t *testing.T) {
-	g := &gate{Bucket: objstore.NewMem("gated"), open: make(chan struct{})}
-	h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) {
-		c.Standard.Buckets = []objstore.Bucket{g}
-		c.Standard.CommitDeadline = time.Minute
-	})
-	h.start()
-	id := h.open(metastore.Standard, 1)[0]
+	h, g, id := gatedStream(t)
 	p, err := h.star.Submit(context.Background(), id, recs(1, func(int) []byte { return []byte("in the air") }), AppendOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -220,4 +214,16 @@ func TestStopWaitsForFlightsInTheAir(t *testing.T) {
 	if h.star.Started() {
 		t.Fatal("Stop left the star started")
 	}
+}
+
+// gatedStream starts a Standard star (K=W=1) whose chain PUTs wait at a
+// gate (close g.open to let them through), with one stream open.
+func gatedStream(t *testing.T) (*harness, *gate, format.StreamID) {
+	g := &gate{Bucket: objstore.NewMem("gated"), open: make(chan struct{})}
+	h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) {
+		c.Standard.Buckets = []objstore.Bucket{g}
+		c.Standard.CommitDeadline = time.Minute
+	})
+	h.start()
+	return h, g, h.open(metastore.Standard, 1)[0]
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
-	"github.com/strandlog/strand/shared/objstore"
 )
 
 // TestMatchSeqMissReportsTheDurableTail: a producer's batch (match 0) is
@@ -22,13 +21,7 @@ import (
 func TestMatchSeqMissReportsTheDurableTail(t *testing.T) {
 	for _, tc := range []string{"acked", "closed"} {
 		t.Run(tc, func(t *testing.T) {
-			g := &gate{Bucket: objstore.NewMem("gated"), open: make(chan struct{})}
-			h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) {
-				c.Standard.Buckets = []objstore.Bucket{g}
-				c.Standard.CommitDeadline = time.Minute
-			})
-			h.start()
-			id := h.open(metastore.Standard, 1)[0]
+			h, g, id := gatedStream(t)
 			zero := uint64(0)
 			one := recs(1, func(int) []byte { return []byte("once") })
 			first, err := h.star.Submit(context.Background(), id, one, AppendOptions{MatchSeq: &zero})
