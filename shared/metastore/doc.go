@@ -5,7 +5,7 @@
 // # Items (DynamoDB single-table layout)
 //
 //	PK                      SK              holds
-//	STREAM#<name>           META            Stream: id, class, leader star, created, retention, state
+//	STREAM#<name>           META            Stream: id, class, leader star, created, retention, state, floor
 //	SID#<id>                REF#<first-seq> Ref: seq range, timestamps, bytes, locations
 //	CHAIN#<star>#<class>    HEAD            Head: current epoch, checkpoint/settled/trimmed cursors, absorb lease
 //	CHAIN#<star>#<class>    EPOCH#<epoch>   Epoch: state, K, W, buckets, window, nonce, cut
@@ -28,7 +28,20 @@
 //     whose range ends at or after fromSeq. LastRef returns the ref with the
 //     highest first seq. SwapRefs atomically replaces old refs (which must
 //     still be exactly as given, or ErrConflict) with one new ref covering
-//     the same seq range. DeleteRefs is idempotent.
+//     the same seq range. DeleteRefs(refs) deletes each ref only if the
+//     stored one is still exactly as given (EqualRef) or already gone
+//     (idempotent); a ref that changed since the caller read it (settle
+//     swapped a merged ref in at its key) is ErrConflict and the batch, or
+//     in DynamoDB its transaction, deletes nothing. Every ref delete is
+//     conditional on identity, as SwapRefs is: a delete by key alone could
+//     remove a ref that was merged in after the read (issue 13, finding 1).
+//   - Floors: Stream.Floor is the lowest next seq a stream may reopen at.
+//     RaiseFloor(name, id, floor) sets it to max(stored, floor) (the floor
+//     only grows; ErrNotFound for a missing name, ErrConflict for another
+//     id). Whoever deletes refs of a live stream raises the floor past them
+//     first, and whoever opens a stream's tail takes max(last ref's
+//     LastSeq+1, Floor): a stream's tail never moves backward, whatever
+//     happens to its refs, so no seq is ever given to two records.
 //   - Chain heads: GetHead returns ErrNotFound before the first mint.
 //     AdvanceCursor moves one cursor forward by compare-and-set: ErrConflict
 //     when the stored cursor is not `from`, ErrInvalid when `to` is not after
@@ -88,6 +101,10 @@
 //     StreamDeleting is final (back to StreamActive is ErrConflict); setting
 //     the current state again is nil. DeleteStream of a missing name is nil
 //     and of another id (a recreated name) ErrConflict.
+//   - DeleteRefs takes valid refs, no key twice (ValidateDeleteRefs); the
+//     empty batch is nil. A batch need not land atomically: DynamoDB
+//     splits it into transactions of MaxDeleteRefsPerTx deletes, memory
+//     and bolt delete it in one step.
 //   - Refs: each has at least one location; locations are in seq order and
 //     each carries the seq of its first record (Location.FirstSeq), which
 //     lets a read skip the locations that end before its start. PutRefs overwrites a ref at the

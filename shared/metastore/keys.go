@@ -32,6 +32,9 @@ const (
 	// MaxPutRefsPerTx is how many refs one DynamoDB transaction of PutRefs
 	// writes: 100 items, one of them the condition check on the head.
 	MaxPutRefsPerTx = 99
+	// MaxDeleteRefsPerTx is how many conditional deletes one DynamoDB
+	// transaction of DeleteRefs holds (100 items).
+	MaxDeleteRefsPerTx = 100
 	// MaxTokenDescriptionLen is the longest token description, in bytes.
 	MaxTokenDescriptionLen = 256
 )
@@ -185,6 +188,39 @@ func ValidatePutRefs(refs []Ref) error {
 		seen[k] = true
 	}
 	return nil
+}
+
+// ValidateDeleteRefs checks a DeleteRefs batch: the same rules as a
+// PutRefs batch (every ref valid, no key twice).
+func ValidateDeleteRefs(refs []Ref) error { return ValidatePutRefs(refs) }
+
+// DeleteOn is DeleteRefs' decision for one ref: nil when the stored ref
+// (found reports whether there is one) may be deleted, that is when it is
+// gone already (deletes are idempotent) or still exactly r (EqualRef);
+// ErrConflict when it changed since it was read.
+func DeleteOn(stored Ref, found bool, r Ref) error {
+	if found && !EqualRef(stored, r) {
+		return fmt.Errorf("delete ref %s@%d: it changed since it was read: %w", r.StreamID, r.FirstSeq, ErrConflict)
+	}
+	return nil
+}
+
+// RaiseFloorOn is RaiseFloor's decision on the stored stream s (found
+// reports whether there is one): the stream to store and whether it
+// changed, or ErrNotFound (no stream of that name) or ErrConflict (another
+// id: the name was recreated). A floor at or below the stored one changes
+// nothing: the floor only grows.
+func RaiseFloorOn(s Stream, found bool, name, id string, floor uint64) (Stream, bool, error) {
+	switch {
+	case !found:
+		return s, false, fmt.Errorf("raise the floor of stream %q: %w", name, ErrNotFound)
+	case s.ID != id:
+		return s, false, fmt.Errorf("raise the floor of stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
+	case floor <= s.Floor:
+		return s, false, nil
+	}
+	s.Floor = floor
+	return s, true, nil
 }
 
 // ValidateSwap checks the arguments of SwapRefs: 1 to MaxSwapRefs old refs,

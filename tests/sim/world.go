@@ -257,6 +257,13 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 			n.Kill()
 			return nil, fmt.Errorf("recover the tail of %s: %w", w.Streams[i].Name, err)
 		}
+		// As the server: the tail never moves backward (trim's floor).
+		meta, err := w.Meta.GetStream(ctx, w.Streams[i].Name)
+		if err != nil {
+			n.Kill()
+			return nil, fmt.Errorf("recover the floor of %s: %w", w.Streams[i].Name, err)
+		}
+		info.Next = max(info.Next, meta.Floor)
 		if err := st.Open(info); err != nil {
 			n.Kill()
 			return nil, err

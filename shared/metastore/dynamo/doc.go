@@ -6,7 +6,7 @@
 // # Items
 //
 //	PK                      SK                 attributes
-//	STREAM#<name>           META               Name ID Class Star CreatedMs RetentionMs State
+//	STREAM#<name>           META               Name ID Class Star CreatedMs RetentionMs State Floor (absent when 0)
 //	STREAMS                 <name>             the same (the listing item, below)
 //	SID#<id>                REF#<20 digits>    StreamID FirstSeq LastSeq FirstTsMs LastTsMs Bytes
 //	                                           Locations (L of M{Settled BOOL, Key S, Offset N, Length N}) Sum
@@ -49,9 +49,8 @@
 // and the SDK retries, DynamoDB recognises the retry and reports success,
 // not a failed condition on our own write. BeginAbsorb is a plain
 // conditional UpdateItem returning the new head: its condition accepts its
-// own effect, so a retry is harmless there too. DeleteRefs (idempotent
-// deletes) uses BatchWriteItem, resending unprocessed items with backoff
-// (BatchAttempts).
+// own effect, so a retry is harmless there too. DeleteRefs is a
+// transaction too: each Delete is conditional (see below).
 //
 //   - CreateStream: Put META if attribute_not_exists(PK) with ALL_OLD on
 //     failure, plus Put of the listing item. A failed condition returns the
@@ -66,6 +65,14 @@
 //   - SwapRefs: Put of the replacement at old[0]'s key and Delete of the other
 //     old refs, each on condition Sum = the old ref's Sum; at most
 //     metastore.MaxSwapRefs (100) items, far under 4 MB.
+//   - DeleteRefs: a Delete per ref on condition attribute_not_exists(PK)
+//     OR Sum = the given ref's Sum (the ref is gone already, or still the
+//     one the caller read), up to metastore.MaxDeleteRefsPerTx (100) per
+//     transaction; each transaction is atomic.
+//   - RaiseFloor: Update of Floor on the META and listing items on
+//     condition ID = id AND (no Floor OR Floor < the new floor); a failed
+//     condition reads the META item to tell "already as high" (nil) from
+//     a missing or recreated stream.
 //   - MintEpoch: Put HEAD if absent (prev 0) or Update HEAD if Epoch = prev,
 //     and Put EPOCH if absent, in one transaction.
 //   - AdvanceCursor: Update of one cursor on condition that it is `from`;

@@ -28,10 +28,6 @@ const (
 	maxSKBytes = 1024
 )
 
-// BatchAttempts bounds the BatchWriteItem calls PutRefs and DeleteRefs make
-// for one chunk while DynamoDB returns unprocessed items.
-const BatchAttempts = 8
-
 // Store is a metastore.Store in one DynamoDB table.
 type Store struct {
 	client *dynamodb.Client
@@ -225,32 +221,6 @@ func (st *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.A
 		return nil, translate(err)
 	}
 	return out.Item, nil
-}
-
-// batchWrite writes reqs (at most 25) with BatchWriteItem, resending the
-// unprocessed ones with backoff.
-func (st *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
-	wait := TxBackoff
-	for attempt := 1; len(reqs) > 0; attempt++ {
-		out, err := st.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-			RequestItems: map[string][]types.WriteRequest{st.table: reqs},
-		})
-		if err != nil {
-			return translate(err)
-		}
-		reqs = out.UnprocessedItems[st.table]
-		if len(reqs) == 0 {
-			return nil
-		}
-		if attempt >= BatchAttempts {
-			return fmt.Errorf("%w: %d items still unprocessed after %d batch writes", metastore.ErrUnavailable, len(reqs), attempt)
-		}
-		if err := st.sleep(ctx, wait); err != nil {
-			return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
-		}
-		wait = min(2*wait, time.Second)
-	}
-	return nil
 }
 
 // query runs a Query page by page until limit items (0: all) are collected.

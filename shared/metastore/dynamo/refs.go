@@ -12,9 +12,6 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 )
 
-// batchSize is BatchWriteItem's limit of requests per call.
-const batchSize = 25
-
 // PutRefs writes refs under the absorb lease: each transaction holds a
 // ConditionCheck that the chain's head has Absorbing == pass, and up to
 // metastore.MaxPutRefsPerTx (99) Puts. Each Put replaces the item at its key, so writing the same refs
@@ -187,26 +184,38 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 	return nil
 }
 
-// DeleteRefs deletes the refs at firstSeqs with BatchWriteItem; missing
-// ones are no-ops.
-func (st *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+// DeleteRefs deletes refs with TransactWriteItems, up to
+// metastore.MaxDeleteRefsPerTx per transaction, each Delete on condition
+// that the item is absent (deletes are idempotent) or its Sum is the given
+// ref's (it is still the ref that was read). Each transaction lands whole
+// or not at all; a changed ref fails its transaction with ErrConflict, and
+// the transactions before it stay done.
+func (st *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("delete refs: %w", err)
 	}
-	if metastore.ValidateStreamID(streamID) != nil {
-		return nil // never stored
+	if err := metastore.ValidateDeleteRefs(refs); err != nil {
+		return err
 	}
-	seqs := slices.Clone(firstSeqs)
-	slices.Sort(seqs)
-	seqs = slices.Compact(seqs) // a batch may not name one key twice
-	pk := metastore.RefPK(streamID)
-	for chunk := range slices.Chunk(seqs, batchSize) {
-		reqs := make([]types.WriteRequest, len(chunk))
-		for i, seq := range chunk {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(pk, metastore.RefSK(seq))}}
+	names := map[string]string{"#pk": attrPK, "#sum": attrSum}
+	for chunk := range slices.Chunk(refs, metastore.MaxDeleteRefsPerTx) {
+		items := make([]types.TransactWriteItem, len(chunk))
+		for i, r := range chunk {
+			items[i] = types.TransactWriteItem{Delete: &types.Delete{
+				TableName:                 aws.String(st.table),
+				Key:                       key(metastore.RefPK(r.StreamID), metastore.RefSK(r.FirstSeq)),
+				ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #sum = :sum"),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(r))},
+			}}
 		}
-		if err := st.batchWrite(ctx, reqs); err != nil {
-			return fmt.Errorf("delete %d refs of stream %s from %s: %w", len(seqs), streamID, st.table, err)
+		reasons, err := st.transact(ctx, items)
+		if err != nil {
+			return fmt.Errorf("delete %d refs from %s: %w", len(chunk), st.table, err)
+		}
+		if reasons != nil {
+			r := chunk[condFailed(reasons)[0]]
+			return fmt.Errorf("delete ref %s@%d: it changed since it was read: %w", r.StreamID, r.FirstSeq, metastore.ErrConflict)
 		}
 	}
 	return nil

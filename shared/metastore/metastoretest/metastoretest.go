@@ -35,6 +35,8 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SwapRefs", testSwapRefs},
 		{"SwapRefsInvalid", testSwapRefsInvalid},
 		{"DeleteRefs", testDeleteRefs},
+		{"DeleteRefsConditional", testDeleteRefsConditional},
+		{"RaiseFloor", testRaiseFloor},
 		{"MintEpoch", testMintEpoch},
 		{"MintEpochInvalid", testMintEpochInvalid},
 		{"AdvanceCursor", testAdvanceCursor},
@@ -570,7 +572,7 @@ func testLastRef(t *testing.T, s metastore.Store) {
 	must(t, err, "last ref")
 	wantRefs(t, []metastore.Ref{last}, refs[11:], "last ref")
 
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{1100}), "delete last")
+	must(t, s.DeleteRefs(ctx, refs[11:]), "delete last")
 	last, err = s.LastRef(ctx, sid(1))
 	must(t, err, "last ref after delete")
 	wantRefs(t, []metastore.Ref{last}, refs[10:11], "last ref after delete")
@@ -670,17 +672,91 @@ func testDeleteRefs(t *testing.T, s metastore.Store) {
 	a, b, c := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
 	o := newRef(sid(2), 0, 9)
 	must(t, putRefs(t, s, []metastore.Ref{a, b, c, o}), "put")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{a, c}), "delete")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after delete")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete again")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{5, 999}), "delete keys that never were")
-	must(t, s.DeleteRefs(ctx, sid(1), nil), "delete nothing")
-	must(t, s.DeleteRefs(ctx, sid(7), []uint64{0}), "delete in a stream without refs")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{a, c}), "delete again")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{newRef(sid(1), 5, 5), newRef(sid(1), 999, 1000)}), "delete refs that never were")
+	must(t, s.DeleteRefs(ctx, nil), "delete nothing")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{newRef(sid(7), 0, 0)}), "delete in a stream without refs")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after idempotent deletes")
 	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "other stream's refs")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{10}), "delete the last one")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{b}), "delete the last one")
 	_, err := s.LastRef(ctx, sid(1))
 	wantErr(t, err, metastore.ErrNotFound, "last ref after deleting all")
+
+	bad := newRef(sid(2), 0, 9)
+	bad.Locations = nil
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{bad}), metastore.ErrInvalid, "delete an invalid ref")
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{o, o}), metastore.ErrInvalid, "delete one ref twice")
+	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "refs after refused deletes")
+}
+
+// testDeleteRefsConditional: a delete names the ref that was read; a ref
+// swapped in at the same key since (settle merging it with its successor)
+// is not deleted, and the batch deletes nothing (issue 13, finding 1).
+func testDeleteRefsConditional(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	p, r, q := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
+	must(t, putRefs(t, s, []metastore.Ref{p, r, q}), "put")
+	merged := newRef(sid(1), 0, 19)
+	merged.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-19", Length: 2000}}
+	must(t, s.SwapRefs(ctx, []metastore.Ref{p, r}, merged), "merge the first two")
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{p}), metastore.ErrConflict, "delete the ref that was merged away")
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{q, p}), metastore.ErrConflict, "delete a batch holding a merged-away ref")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged, q}, "refs after refused deletes")
+	for what, f := range map[string]func(*metastore.Ref){
+		"bytes":   func(x *metastore.Ref) { x.Bytes++ },
+		"last ts": func(x *metastore.Ref) { x.LastTsMs++ },
+		"settled": func(x *metastore.Ref) {
+			x.Locations = append([]metastore.Location(nil), x.Locations...)
+			x.Locations[0].Settled = !x.Locations[0].Settled
+		},
+	} {
+		stale := q
+		f(&stale)
+		wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{stale}), metastore.ErrConflict, "delete with a stale "+what)
+	}
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged, q}, "refs after stale deletes")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{merged}), "delete the ref as it is")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{q}, "refs after delete")
+}
+
+// testRaiseFloor: the floor only grows, is kept on the stream (GetStream and
+// ListStreams), and needs the stream's id.
+func testRaiseFloor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	st := newStream("floored", 1)
+	_, err := s.CreateStream(ctx, st)
+	must(t, err, "create")
+	floor := func(want uint64, what string) {
+		t.Helper()
+		got, err := s.GetStream(ctx, st.Name)
+		must(t, err, what+": get")
+		wantEqual(t, got.Floor, want, what+": floor")
+		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
+		must(t, err, what+": list")
+		if len(list) != 1 {
+			t.Fatalf("%s: listed %d streams, want 1", what, len(list))
+		}
+		wantEqual(t, list[0], got, what+": listed stream")
+	}
+	floor(0, "new stream")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 100), "raise to 100")
+	floor(100, "after raise")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 40), "lower to 40")
+	floor(100, "after a lower floor")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 100), "raise to 100 again")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 101), "raise to 101")
+	floor(101, "after raise by one")
+	wantErr(t, s.RaiseFloor(ctx, st.Name, sid(2), 500), metastore.ErrConflict, "raise with another id")
+	wantErr(t, s.RaiseFloor(ctx, "missing", sid(1), 500), metastore.ErrNotFound, "raise a missing stream")
+	floor(101, "after refused raises")
+	must(t, s.SetStreamState(ctx, st.Name, st.ID, metastore.StreamDeleting), "deleting")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 200), "raise a deleting stream")
+	got, err := s.GetStream(ctx, st.Name)
+	must(t, err, "get")
+	wantEqual(t, got.Floor, uint64(200), "floor of the deleting stream")
+	wantEqual(t, got.State, metastore.StreamDeleting, "state after raise")
 }
 
 // Chains.
