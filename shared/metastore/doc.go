@@ -112,9 +112,9 @@
 //     with the same key; its pass is never the zero Cursor (ErrInvalid); an
 //     empty batch is nil and checks nothing. A batch of any size is taken;
 //     it need not land atomically: DynamoDB splits it into transactions of
-//     one condition check on the head and up to MaxPutRefsPerTx puts, each
-//     landing whole or not at all, while memory and bolt write it in one
-//     step. An invalid batch writes nothing. A ref on a chain never minted
+//     one condition check on the head and up to MaxPutRefsPerTx puts of at
+//     most MaxTxRefBytes (RefChunks), each landing whole or not at all,
+//     while memory and bolt write it in one step. An invalid batch writes nothing. A ref on a chain never minted
 //     is ErrConflict (there is no lease).
 //     A stream's refs never overlap: callers keep that (absorb writes
 //     disjoint ranges, SwapRefs replaces by their union), and QueryRefs may
@@ -141,6 +141,37 @@
 //     returns none of its own. A canceled context fails the call before any
 //     change.
 //
+// # Limits
+//
+// Every implementation refuses, before writing anything, what DynamoDB
+// would refuse for its size, with ErrTooLarge, so no test anywhere passes
+// with a write production cannot make (the emulator does not enforce
+// these limits, so metastore/dynamo checks them itself before sending, and
+// maps DynamoDB's own size refusals, a ValidationException or a
+// cancellation reason ValidationError about a size, to ErrTooLarge too).
+// DynamoDB's documented limits (Amazon DynamoDB Developer Guide,
+// "Constraints in Amazon DynamoDB" and "DynamoDB item sizes and formats";
+// API reference, TransactWriteItems and Query; 1 KB = 1024 bytes):
+//
+//	item, names and values                 400 KB     MaxItemBytes
+//	TransactWriteItems actions             100        MaxTxItems
+//	TransactWriteItems aggregate size      4 MB       MaxTxBytes
+//	Query page                             1 MB       MaxQueryBytes
+//	partition key / sort key value         2048 / 1024 bytes
+//
+// Strand's own bounds inside them: a ref item is at most MaxRefBytes (64
+// KiB by RefSize, an upper bound of DynamoDB's count; absorb splits a
+// stream's run into several refs to stay under it); PutRefs cuts a batch
+// into transactions of at most MaxPutRefsPerTx refs and MaxTxRefBytes
+// (RefChunks), so a batch of any size is written; SwapRefs holds at most
+// MaxSwapRefs refs (each under MaxRefBytes, so far under 4 MB); DeleteRefs
+// at most MaxDeleteRefsPerTx per transaction; an epoch (EpochSize) and a
+// token (TokenSize) are at most MaxItemBytes; a star id at most MaxStarLen
+// bytes and a stream name MaxNameLen, so every key is far under its limit.
+// RefSize, EpochSize and TokenSize are never below what DynamoDB counts
+// for the items metastore/dynamo writes (its tests check that).
+//
 // Every implementation (memory here, metastore/bolt, metastore/dynamo)
-// passes the conformance suite in metastore/metastoretest.
+// passes the conformance suite in metastore/metastoretest, which checks
+// each limit.
 package metastore

@@ -146,7 +146,8 @@ func ValidateLimit(limit int) error {
 
 // ValidateRef checks one ref: a valid stream id, FirstSeq <= LastSeq,
 // Bytes >= 0, and at least one location, each with a key and a non-negative
-// offset and length.
+// offset and length (ErrInvalid); and an item of at most MaxRefBytes
+// (ErrTooLarge).
 func ValidateRef(r Ref) error {
 	if err := ValidateStreamID(r.StreamID); err != nil {
 		return err
@@ -165,7 +166,7 @@ func ValidateRef(r Ref) error {
 			return fmt.Errorf("%w: ref %s@%d: location %d: empty key or negative offset/length", ErrInvalid, r.StreamID, r.FirstSeq, i)
 		}
 	}
-	return nil
+	return CheckRefSize(r)
 }
 
 // ValidatePutRefs checks a PutRefs batch: every ref valid and no two refs
@@ -409,6 +410,12 @@ func ValidateMint(prev uint64, e Epoch) error {
 	return nil
 }
 
+// CheckEpochSize refuses an epoch whose item would be over MaxItemBytes
+// (ErrTooLarge).
+func CheckEpochSize(c ChainID, e Epoch) error {
+	return checkItem(fmt.Sprintf("epoch %d of chain %s", e.Epoch, c), EpochSize(c, e))
+}
+
 // ValidateEpochUpdate checks UpdateEpoch's states: only an active epoch is
 // updated (from must be EpochActive: a fenced epoch and its cut are final),
 // to EpochActive or EpochFenced.
@@ -432,7 +439,8 @@ func ValidateTokenHash(hash string) error {
 
 // ValidateToken checks a token: a valid hash, a prefix that is "" or a
 // valid name prefix, no empty operation names, and a description of at most
-// MaxTokenDescriptionLen bytes of UTF-8 without control characters.
+// MaxTokenDescriptionLen bytes of UTF-8 without control characters
+// (ErrInvalid); and an item of at most MaxItemBytes (ErrTooLarge).
 func ValidateToken(t Token) error {
 	if err := ValidateTokenHash(t.Hash); err != nil {
 		return err
@@ -451,7 +459,7 @@ func ValidateToken(t Token) error {
 		strings.IndexFunc(t.Description, unicode.IsControl) >= 0 {
 		return fmt.Errorf("%w: token description: at most %d bytes of UTF-8 without control characters", ErrInvalid, MaxTokenDescriptionLen)
 	}
-	return nil
+	return checkItem(fmt.Sprintf("token %.8s...", t.Hash), TokenSize(t))
 }
 
 func validateClass(c Class) error {
@@ -462,9 +470,9 @@ func validateClass(c Class) error {
 }
 
 func validateStar(star string) error {
-	if star == "" || strings.ContainsAny(star, "#") || !utf8.ValidString(star) ||
+	if star == "" || len(star) > MaxStarLen || strings.ContainsAny(star, "#") || !utf8.ValidString(star) ||
 		strings.IndexFunc(star, unicode.IsControl) >= 0 {
-		return fmt.Errorf("%w: star id %q: want non-empty, no '#', no control characters", ErrInvalid, star)
+		return fmt.Errorf("%w: star id %.64q: want 1 to %d bytes, no '#', no control characters", ErrInvalid, star, MaxStarLen)
 	}
 	return nil
 }

@@ -371,6 +371,9 @@ func (m *Mem) MintEpoch(ctx context.Context, chain ChainID, prev uint64, e Epoch
 	if err := ValidateMint(prev, e); err != nil {
 		return err
 	}
+	if err := CheckEpochSize(chain, e); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.heads[chain]

@@ -501,6 +501,9 @@ func (s *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uin
 	if err := metastore.ValidateMint(prev, e); err != nil {
 		return err
 	}
+	if err := metastore.CheckEpochSize(chain, e); err != nil {
+		return err
+	}
 	op := fmt.Sprintf("mint epoch %d of chain %s after %d", e.Epoch, chain, prev)
 	return s.update(ctx, op, func(b *bbolt.Bucket) error {
 		var h metastore.Head

@@ -58,7 +58,8 @@
 //   - SetStreamState, DeleteStream: conditions on ID (and, unless the new
 //     state is deleting, State <> deleting) on both items.
 //   - PutRefs: a ConditionCheck that the HEAD's Absorbing is the pass, and up
-//     to 99 Puts per transaction (100 items at most). A larger batch takes
+//     to 99 Puts per transaction (100 items at most) of at most
+//     metastore.MaxTxRefBytes together (metastore.RefChunks: under 4 MB). A larger batch takes
 //     several transactions, each atomic and each checked against the lease;
 //     if the lease is lost between two, the first stay written: they are the
 //     refs of that pass, which the pass holding the lease writes identically.
@@ -79,6 +80,12 @@
 //     for the checkpoint also that Absorbing is 0/0 or `to`, and it clears
 //     Absorbing.
 //   - UpdateEpoch: Update of State and Cut on condition State = from.
+//
+// Sizes: every transaction is checked before it is sent (checkTx: at most
+// 100 actions, each item at most 400 KB and all at most 4 MB, counted as
+// DynamoDB counts, itemSize), because the emulator does not enforce these
+// limits; a refusal is metastore.ErrTooLarge, as is DynamoDB's own
+// ValidationException about a size.
 //
 // Reads are strongly consistent (GetItem and Query with ConsistentRead) and
 // paginate with ExclusiveStartKey until the limit is met.

@@ -127,6 +127,8 @@ func translate(err error) error {
 		switch {
 		case throttleCodes[code] || status == 429 || status >= 500:
 			return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+		case code == "ValidationException" && tooLarge(ae.ErrorMessage()):
+			return fmt.Errorf("%w: %w", metastore.ErrTooLarge, err)
 		case code == "ValidationException":
 			return fmt.Errorf("%w: %w", metastore.ErrInvalid, err)
 		}
@@ -167,7 +169,8 @@ func condFailed(reasons []types.CancellationReason) []int {
 	return idx
 }
 
-// transact runs one TransactWriteItems. It returns (nil, nil) when the
+// transact runs one TransactWriteItems, after checkTx (ErrTooLarge before
+// anything is sent). It returns (nil, nil) when the
 // transaction was applied, (reasons, nil) when a condition failed (nothing
 // was written; reasons[i] belongs to items[i], with the old item when the
 // item asked for ALL_OLD), and (nil, err) otherwise, with err translated.
@@ -176,6 +179,9 @@ func condFailed(reasons []types.CancellationReason) []int {
 // retries, so a retry after a lost answer is idempotent: it reports success
 // instead of failing the condition on the transaction's own write.
 func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
+	if err := checkTx(items); err != nil {
+		return nil, err
+	}
 	wait := TxBackoff
 	for attempt := 1; ; attempt++ {
 		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -191,6 +197,9 @@ func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) 
 		}
 		if !retryable(tce.CancellationReasons) {
 			for _, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ValidationError" && tooLarge(aws.ToString(r.Message)) {
+					return nil, fmt.Errorf("%w: %w", metastore.ErrTooLarge, err)
+				}
 				if aws.ToString(r.Code) == "ValidationError" {
 					return nil, fmt.Errorf("%w: %w", metastore.ErrInvalid, err)
 				}

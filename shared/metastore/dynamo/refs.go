@@ -14,7 +14,9 @@ import (
 
 // PutRefs writes refs under the absorb lease: each transaction holds a
 // ConditionCheck that the chain's head has Absorbing == pass, and up to
-// metastore.MaxPutRefsPerTx (99) Puts. Each Put replaces the item at its key, so writing the same refs
+// metastore.MaxPutRefsPerTx (99) Puts of at most metastore.MaxTxRefBytes
+// together (metastore.RefChunks), so it is under DynamoDB's 100 actions
+// and 4 MB. Each Put replaces the item at its key, so writing the same refs
 // again leaves identical items. A batch of more than that takes several
 // transactions: each is atomic and checked against the lease, but a lease
 // lost between two of them leaves the first ones written (they are the
@@ -34,7 +36,7 @@ func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass meta
 		return err
 	}
 	pk := metastore.ChainPK(chain)
-	for chunk := range slices.Chunk(refs, metastore.MaxPutRefsPerTx) {
+	for chunk := range metastore.RefChunks(refs) {
 		items := make([]types.TransactWriteItem, 0, len(chunk)+1)
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                aws.String(st.table),

@@ -37,6 +37,9 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"DeleteRefs", testDeleteRefs},
 		{"DeleteRefsConditional", testDeleteRefsConditional},
 		{"RaiseFloor", testRaiseFloor},
+		{"RefTooLarge", testRefTooLarge},
+		{"PutRefsOverTxBytes", testPutRefsOverTxBytes},
+		{"ItemTooLarge", testItemTooLarge},
 		{"MintEpoch", testMintEpoch},
 		{"MintEpochInvalid", testMintEpochInvalid},
 		{"AdvanceCursor", testAdvanceCursor},
@@ -719,6 +722,87 @@ func testDeleteRefsConditional(t *testing.T, s metastore.Store) {
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged, q}, "refs after stale deletes")
 	must(t, s.DeleteRefs(ctx, []metastore.Ref{merged}), "delete the ref as it is")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{q}, "refs after delete")
+}
+
+// bigRef is a ref of stream id at [first, first] whose item is as close to
+// metastore.MaxRefBytes as whole locations get, from below (over when over
+// is set: one location more).
+func bigRef(id string, first uint64, over bool) metastore.Ref {
+	r := newRef(id, first, first)
+	r.Locations = nil
+	for i := 0; ; i++ {
+		l := metastore.Location{Key: fmt.Sprintf("chains/star-1/%020d/%s", i, strings.Repeat("k", 900)), Offset: int64(i), Length: 1, FirstSeq: first}
+		if metastore.RefSize(r)+metastore.LocationSize(l) > metastore.MaxRefBytes {
+			if over {
+				r.Locations = append(r.Locations, l)
+			}
+			return r
+		}
+		r.Locations = append(r.Locations, l)
+	}
+}
+
+// testRefTooLarge: a ref over MaxRefBytes is refused with ErrTooLarge by
+// PutRefs and SwapRefs, and nothing is written.
+func testRefTooLarge(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	fits, over := bigRef(sid(1), 0, false), bigRef(sid(1), 1, true)
+	must(t, metastore.CheckRefSize(fits), "the fitting ref")
+	wantErr(t, putRefs(t, s, []metastore.Ref{fits, over}), metastore.ErrTooLarge, "put a ref over the bound")
+	wantRefs(t, allRefs(t, s, sid(1)), nil, "refs after a refused put")
+	must(t, putRefs(t, s, []metastore.Ref{fits}), "put the ref at the bound")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{fits}, "refs after put")
+	repl := bigRef(sid(1), 0, true)
+	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{fits}, repl), metastore.ErrTooLarge, "swap in a ref over the bound")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{fits}, "refs after a refused swap")
+}
+
+// testPutRefsOverTxBytes: a PutRefs batch of many large refs, together
+// far over one transaction's 4 MB, lands whole (issue 13, finding 2: cut
+// by item count alone, DynamoDB refused it, and the absorb pass that
+// wrote it was pinned forever).
+func testPutRefsOverTxBytes(t *testing.T, s metastore.Store) {
+	var refs []metastore.Ref
+	total := 0
+	for i := range metastore.MaxPutRefsPerTx {
+		r := bigRef(sid(1), uint64(i), false)
+		total += metastore.RefSize(r)
+		refs = append(refs, r)
+	}
+	if total <= metastore.MaxTxBytes {
+		t.Fatalf("the batch is %d bytes, want over %d", total, metastore.MaxTxBytes)
+	}
+	must(t, putRefs(t, s, refs), "put refs over 4 MB together")
+	got, err := s.QueryRefs(t.Context(), sid(1), 0, len(refs)+1)
+	must(t, err, "query")
+	wantRefs(t, got, refs, "refs after put")
+}
+
+// testItemTooLarge: other items over 400 KB (an epoch with too many
+// buckets, a token with too many operations) are ErrTooLarge, and a star
+// id too long for a partition key is ErrInvalid; nothing is written.
+func testItemTooLarge(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	e := newEpoch(1)
+	e.K, e.W = 2000, 1
+	e.Buckets = make([]string, e.K)
+	for i := range e.Buckets {
+		e.Buckets[i] = fmt.Sprintf("%s-%d", strings.Repeat("b", 250), i)
+	}
+	wantErr(t, s.MintEpoch(ctx, chainA, 0, e), metastore.ErrTooLarge, "mint an epoch over 400 KB")
+	_, err := s.GetHead(ctx, chainA)
+	wantErr(t, err, metastore.ErrNotFound, "head after a refused mint")
+
+	tk := metastore.Token{Hash: hash(1), Ops: make([]string, 5000)}
+	for i := range tk.Ops {
+		tk.Ops[i] = strings.Repeat("o", 100)
+	}
+	wantErr(t, s.PutToken(ctx, tk), metastore.ErrTooLarge, "put a token over 400 KB")
+	_, err = s.GetToken(ctx, hash(1))
+	wantErr(t, err, metastore.ErrNotFound, "token after a refused put")
+
+	long := metastore.ChainID{Star: strings.Repeat("s", metastore.MaxStarLen+1), Class: metastore.Standard}
+	wantErr(t, s.MintEpoch(ctx, long, 0, newEpoch(1)), metastore.ErrInvalid, "mint on a star id over the bound")
 }
 
 // testRaiseFloor: the floor only grows, is kept on the stream (GetStream and
