@@ -158,7 +158,11 @@ func (w *World) Trimmer() *trim.Trimmer {
 	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log}
 }
 func (w *World) Prober() *probe.Handler {
-	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log}
+	// The shortest grace: an orphan found deletable by one sweep is deleted
+	// by the next, racing settle and trim, so the simulation checks that
+	// the deletable rule alone never removes an object a ref needs.
+	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
+		OrphanGrace: time.Nanosecond}
 }
 
 // ClearFaults removes every injected fault from every store.
