@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"RefTooLarge", testRefTooLarge},
 		{"PutRefsOverTxBytes", testPutRefsOverTxBytes},
 		{"ItemTooLarge", testItemTooLarge},
+		{"QueryRefsOverOnePage", testQueryRefsOverOnePage},
 		{"MintEpoch", testMintEpoch},
 		{"MintEpochInvalid", testMintEpochInvalid},
 		{"AdvanceCursor", testAdvanceCursor},
@@ -731,7 +732,7 @@ func bigRef(id string, first uint64, over bool) metastore.Ref {
 	r := newRef(id, first, first)
 	r.Locations = nil
 	for i := 0; ; i++ {
-		l := metastore.Location{Key: fmt.Sprintf("chains/star-1/%020d/%s", i, strings.Repeat("k", 900)), Offset: int64(i), Length: 1, FirstSeq: first}
+		l := metastore.Location{Key: fmt.Sprintf("chains/star-1/%020d/%s", i, strings.Repeat("k", 8000)), Offset: int64(i), Length: 1, FirstSeq: first}
 		if metastore.RefSize(r)+metastore.LocationSize(l) > metastore.MaxRefBytes {
 			if over {
 				r.Locations = append(r.Locations, l)
@@ -776,6 +777,33 @@ func testPutRefsOverTxBytes(t *testing.T, s metastore.Store) {
 	got, err := s.QueryRefs(t.Context(), sid(1), 0, len(refs)+1)
 	must(t, err, "query")
 	wantRefs(t, got, refs, "refs after put")
+}
+
+// testQueryRefsOverOnePage: DynamoDB returns at most 1 MB per Query call;
+// a QueryRefs over more than that returns every ref asked for, in order
+// (the adapter pages with LastEvaluatedKey), as the fakes do.
+func testQueryRefsOverOnePage(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	var refs []metastore.Ref
+	total := 0
+	for i := range 40 {
+		r := bigRef(sid(1), uint64(i), false)
+		total += metastore.RefSize(r)
+		refs = append(refs, r)
+	}
+	if total <= 2*metastore.MaxQueryBytes {
+		t.Fatalf("the refs are %d bytes, want over two pages", total)
+	}
+	must(t, putRefs(t, s, refs), "put")
+	got, err := s.QueryRefs(ctx, sid(1), 0, 100)
+	must(t, err, "query all")
+	wantRefs(t, got, refs, "refs over three pages")
+	got, err = s.QueryRefs(ctx, sid(1), 7, 25)
+	must(t, err, "query from the middle")
+	wantRefs(t, got, refs[7:32], "25 refs from seq 7")
+	last, err := s.LastRef(ctx, sid(1))
+	must(t, err, "last ref")
+	wantRefs(t, []metastore.Ref{last}, refs[39:], "last ref")
 }
 
 // testItemTooLarge: other items over 400 KB (an epoch with too many
