@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -167,13 +168,7 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 		ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(old[0]))},
 	}}
 	for i, o := range old[1:] {
-		items[i+1] = types.TransactWriteItem{Delete: &types.Delete{
-			TableName:                 aws.String(st.table),
-			Key:                       key(metastore.RefPK(o.StreamID), metastore.RefSK(o.FirstSeq)),
-			ConditionExpression:       aws.String("#sum = :sum"),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(o))},
-		}}
+		items[i+1] = st.deleteRef(o, "#sum = :sum")
 	}
 	reasons, err := st.transact(ctx, items)
 	if err != nil {
@@ -199,17 +194,10 @@ func (st *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	if err := metastore.ValidateDeleteRefs(refs); err != nil {
 		return err
 	}
-	names := map[string]string{"#pk": attrPK, "#sum": attrSum}
 	for chunk := range slices.Chunk(refs, metastore.MaxDeleteRefsPerTx) {
 		items := make([]types.TransactWriteItem, len(chunk))
 		for i, r := range chunk {
-			items[i] = types.TransactWriteItem{Delete: &types.Delete{
-				TableName:                 aws.String(st.table),
-				Key:                       key(metastore.RefPK(r.StreamID), metastore.RefSK(r.FirstSeq)),
-				ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #sum = :sum"),
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(r))},
-			}}
+			items[i] = st.deleteRef(r, "attribute_not_exists(#pk) OR #sum = :sum")
 		}
 		reasons, err := st.transact(ctx, items)
 		if err != nil {
@@ -221,4 +209,20 @@ func (st *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 		}
 	}
 	return nil
+}
+
+// deleteRef is a transaction's Delete of ref r on condition cond, which may
+// use #pk (the partition key) and #sum = :sum (r's Sum).
+func (st *Store) deleteRef(r metastore.Ref, cond string) types.TransactWriteItem {
+	names := map[string]string{"#sum": attrSum}
+	if strings.Contains(cond, "#pk") {
+		names["#pk"] = attrPK // unused names are refused
+	}
+	return types.TransactWriteItem{Delete: &types.Delete{
+		TableName:                 aws.String(st.table),
+		Key:                       key(metastore.RefPK(r.StreamID), metastore.RefSK(r.FirstSeq)),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(r))},
+	}}
 }

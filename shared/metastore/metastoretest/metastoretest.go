@@ -601,20 +601,7 @@ func testSwapRefs(t *testing.T, s metastore.Store) {
 	// An old ref that differs from the stored one, in any field, fails the
 	// whole swap and changes nothing.
 	whole := newRef(sid(1), 0, 39)
-	variants := map[string]func(*metastore.Ref){
-		"bytes":    func(x *metastore.Ref) { x.Bytes++ },
-		"last ts":  func(x *metastore.Ref) { x.LastTsMs++ },
-		"location": func(x *metastore.Ref) { x.Locations = []metastore.Location{x.Locations[0], x.Locations[0]} },
-		"offset": func(x *metastore.Ref) {
-			x.Locations = append([]metastore.Location(nil), x.Locations...)
-			x.Locations[0].Offset++
-		},
-		"settled": func(x *metastore.Ref) {
-			x.Locations = append([]metastore.Location(nil), x.Locations...)
-			x.Locations[0].Settled = !x.Locations[0].Settled
-		},
-	}
-	for what, f := range variants {
+	for what, f := range staleVariants {
 		d2 := d
 		f(&d2)
 		wantErr(t, s.SwapRefs(ctx, []metastore.Ref{r, d2}, whole), metastore.ErrConflict, "swap with stale "+what)
@@ -637,6 +624,22 @@ func testSwapRefs(t *testing.T, s metastore.Store) {
 	settled.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-39", Length: 4000}}
 	must(t, s.SwapRefs(ctx, []metastore.Ref{whole}, settled), "one-ref swap")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{settled}, "refs after one-ref swap")
+}
+
+// staleVariants change a ref in one field each: a stored ref that differs
+// from the one given in any field is not "the ref that was read".
+var staleVariants = map[string]func(*metastore.Ref){
+	"bytes":    func(x *metastore.Ref) { x.Bytes++ },
+	"last ts":  func(x *metastore.Ref) { x.LastTsMs++ },
+	"location": func(x *metastore.Ref) { x.Locations = []metastore.Location{x.Locations[0], x.Locations[0]} },
+	"offset": func(x *metastore.Ref) {
+		x.Locations = append([]metastore.Location(nil), x.Locations...)
+		x.Locations[0].Offset++
+	},
+	"settled": func(x *metastore.Ref) {
+		x.Locations = append([]metastore.Location(nil), x.Locations...)
+		x.Locations[0].Settled = !x.Locations[0].Settled
+	},
 }
 
 func testSwapRefsInvalid(t *testing.T, s metastore.Store) {
@@ -708,14 +711,7 @@ func testDeleteRefsConditional(t *testing.T, s metastore.Store) {
 	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{p}), metastore.ErrConflict, "delete the ref that was merged away")
 	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{q, p}), metastore.ErrConflict, "delete a batch holding a merged-away ref")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged, q}, "refs after refused deletes")
-	for what, f := range map[string]func(*metastore.Ref){
-		"bytes":   func(x *metastore.Ref) { x.Bytes++ },
-		"last ts": func(x *metastore.Ref) { x.LastTsMs++ },
-		"settled": func(x *metastore.Ref) {
-			x.Locations = append([]metastore.Location(nil), x.Locations...)
-			x.Locations[0].Settled = !x.Locations[0].Settled
-		},
-	} {
+	for what, f := range staleVariants {
 		stale := q
 		f(&stale)
 		wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{stale}), metastore.ErrConflict, "delete with a stale "+what)
