@@ -3,25 +3,14 @@ package probe
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 )
-
-// setClock is a settable clock.Clock.
-type setClock struct{ ms atomic.Int64 }
-
-func (c *setClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
-func (c *setClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now().Add(d)
-	return ch
-}
-func (c *setClock) Sleep(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // TestOrphansDeletedAfterGrace: settled objects no ref points to are
 // deleted by the sweep once provably unreferenced (no ref names them and
@@ -57,8 +46,8 @@ func TestOrphansDeletedAfterGrace(t *testing.T) {
 	if err := meta.PutRefs(ctx, c, pass, refs); err != nil {
 		t.Fatal(err)
 	}
-	clk := &setClock{}
-	clk.ms.Store(1_700_000_000_000)
+	start := time.UnixMilli(1_700_000_000_000)
+	clk := clock.NewManual(start)
 	h := &Handler{Meta: meta, Settled: settled, Clock: clk, OrphanGrace: time.Hour}
 	sweep := func(want ...string) {
 		t.Helper()
@@ -67,7 +56,7 @@ func TestOrphansDeletedAfterGrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(rep.OrphansDeleted, want) {
-			t.Fatalf("at +%v deleted %v, want %v (report %+v)", time.Duration(clk.ms.Load()-1_700_000_000_000)*time.Millisecond, rep.OrphansDeleted, want, rep)
+			t.Fatalf("at +%v deleted %v, want %v (report %+v)", clk.Now().Sub(start), rep.OrphansDeleted, want, rep)
 		}
 		for _, k := range want {
 			if has(settled, k) {

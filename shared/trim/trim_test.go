@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
@@ -22,17 +23,6 @@ import (
 )
 
 var chainX = metastore.ChainID{Star: "star-0", Class: metastore.Express}
-
-// fakeClock is a settable clock.Clock.
-type fakeClock struct{ now atomic.Int64 }
-
-func (f *fakeClock) Now() time.Time { return time.UnixMilli(f.now.Load()) }
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- f.Now().Add(d)
-	return ch
-}
-func (f *fakeClock) Sleep(d time.Duration) { f.now.Add(d.Milliseconds()) }
 
 // faults is a metastore wrapper whose armed faults fire once each.
 type faults struct {
@@ -77,7 +67,7 @@ type env struct {
 	star    *absorbtest.Star
 	ids     []format.StreamID
 	names   []string
-	clk     *fakeClock
+	clk     *clock.Manual
 	// One counting wrapper per component, all over meta.
 	ca, cs, ct *metacount.Store
 	a          *absorb.Absorber
@@ -90,8 +80,7 @@ type env struct {
 func newEnv(t *testing.T, streams int, retentionMs int64) *env {
 	t.Helper()
 	e := &env{t: t, mem: metastore.NewMem(), ids: absorbtest.StreamIDs(streams), ts: 1_700_000_000_000,
-		settled: objstore.NewMem("settled"), clk: &fakeClock{}}
-	e.clk.now.Store(e.ts)
+		settled: objstore.NewMem("settled"), clk: clock.NewManual(time.UnixMilli(1_700_000_000_000))}
 	e.meta = &faults{Store: e.mem}
 	e.set = chain.Set{Star: chainX.Star, W: 2, Buckets: []objstore.Bucket{objstore.NewMem("x-az1"), objstore.NewMem("x-az2"), objstore.NewMem("x-az3")}}
 	star, err := absorbtest.NewStar(t.Context(), e.mem, chainX, e.set)
@@ -312,7 +301,7 @@ func TestRetention(t *testing.T) {
 	// Now is a day and a third after the first write: the first two settled
 	// refs (written at +0 and +day/4) are older than a day, the third (+day/2)
 	// is not.
-	e.clk.now.Store(1_700_000_000_000 + day + day/3)
+	e.clk.Set(time.UnixMilli(1_700_000_000_000 + day + day/3))
 	res, err := e.tr.Streams(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +321,7 @@ func TestRetention(t *testing.T) {
 	}
 	// Far in the future every settled ref has expired, but the transit ref
 	// and the stream's last ref stay.
-	e.clk.now.Store(1_700_000_000_000 + 100*day)
+	e.clk.Set(time.UnixMilli(1_700_000_000_000 + 100*day))
 	if _, err := e.tr.Streams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +431,7 @@ func TestRetentionRacesSettleMerge(t *testing.T) {
 		}
 	}}
 	tr := &trim.Trimmer{Meta: m, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, Clock: e.clk}
-	e.clk.now.Store(1_700_000_000_000 + day + day/4) // P expired, R not
+	e.clk.Set(time.UnixMilli(1_700_000_000_000 + day + day/4)) // P expired, R not
 	res, err := tr.Streams(t.Context())
 	if err != nil {
 		t.Fatal(err)
