@@ -146,8 +146,9 @@ func ValidateLimit(limit int) error {
 
 // ValidateRef checks one ref: a valid stream id, FirstSeq <= LastSeq,
 // Bytes >= 0, and at least one location, each with a key and a non-negative
-// offset and length (ErrInvalid); and an item of at most MaxRefBytes
-// (ErrTooLarge).
+// offset and length (ErrInvalid). A ref being written must also pass
+// CheckRefSize; a ref only named (an old ref of SwapRefs, a ref to delete)
+// need not: a ref stored by an older build may be larger.
 func ValidateRef(r Ref) error {
 	if err := ValidateStreamID(r.StreamID); err != nil {
 		return err
@@ -166,13 +167,23 @@ func ValidateRef(r Ref) error {
 			return fmt.Errorf("%w: ref %s@%d: location %d: empty key or negative offset/length", ErrInvalid, r.StreamID, r.FirstSeq, i)
 		}
 	}
-	return CheckRefSize(r)
+	return nil
 }
 
-// ValidatePutRefs checks a PutRefs batch: every ref valid and no two refs
-// with the same stream id and first seq (DynamoDB refuses duplicate keys in
-// one batch).
+// ValidatePutRefs checks a PutRefs batch: every ref valid and at most
+// MaxRefBytes (ErrTooLarge), and no two refs with the same stream id and
+// first seq (DynamoDB refuses duplicate keys in one batch).
 func ValidatePutRefs(refs []Ref) error {
+	for _, r := range refs {
+		if err := CheckRefSize(r); err != nil {
+			return err
+		}
+	}
+	return validateRefKeys(refs)
+}
+
+// validateRefKeys checks that every ref is valid and no key is given twice.
+func validateRefKeys(refs []Ref) error {
 	type key struct {
 		id  string
 		seq uint64
@@ -191,9 +202,10 @@ func ValidatePutRefs(refs []Ref) error {
 	return nil
 }
 
-// ValidateDeleteRefs checks a DeleteRefs batch: the same rules as a
-// PutRefs batch (every ref valid, no key twice).
-func ValidateDeleteRefs(refs []Ref) error { return ValidatePutRefs(refs) }
+// ValidateDeleteRefs checks a DeleteRefs batch: every ref valid, no key
+// twice. Size is not checked: deleting a ref an older build stored larger
+// than MaxRefBytes must work.
+func ValidateDeleteRefs(refs []Ref) error { return validateRefKeys(refs) }
 
 // DeleteOn is DeleteRefs' decision for one ref: nil when the stored ref
 // (found reports whether there is one) may be deleted, that is when it is
@@ -224,7 +236,9 @@ func RaiseFloorOn(s Stream, found bool, name, id string, floor uint64) (Stream, 
 	return s, true, nil
 }
 
-// ValidateSwap checks the arguments of SwapRefs: 1 to MaxSwapRefs old refs,
+// ValidateSwap checks the arguments of SwapRefs: repl at most MaxRefBytes
+// (ErrTooLarge; the old refs may be larger, stored by an older build), 1 to
+// MaxSwapRefs old refs,
 // all valid and of repl's stream, in seq order and adjacent (each starts
 // right after the previous one ends), and repl valid and covering exactly
 // their union: repl.FirstSeq == old[0].FirstSeq and repl.LastSeq ==
@@ -234,6 +248,9 @@ func ValidateSwap(old []Ref, repl Ref) error {
 		return fmt.Errorf("%w: swap of %d refs, want 1 to %d", ErrInvalid, len(old), MaxSwapRefs)
 	}
 	if err := ValidateRef(repl); err != nil {
+		return err
+	}
+	if err := CheckRefSize(repl); err != nil {
 		return err
 	}
 	for i, r := range old {
