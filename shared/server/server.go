@@ -217,6 +217,7 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 		default:
 			info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
 		}
+		info.Next = max(info.Next, st.Floor) // the tail never moves backward (trim's floor)
 		if err := s.cfg.Star.Open(info); err != nil {
 			return st, id, connect.NewError(connect.CodeFailedPrecondition, err)
 		}

@@ -159,7 +159,11 @@ func (w *World) Trimmer() *trim.Trimmer {
 	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log}
 }
 func (w *World) Prober() *probe.Handler {
-	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log}
+	// The shortest grace: an orphan found deletable by one sweep is deleted
+	// by the next, racing settle and trim, so the simulation checks that
+	// the deletable rule alone never removes an object a ref needs.
+	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
+		OrphanGrace: time.Nanosecond}
 }
 
 // ClearFaults removes every injected fault from every store.
@@ -259,6 +263,13 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 			n.Kill()
 			return nil, fmt.Errorf("recover the tail of %s: %w", w.Streams[i].Name, err)
 		}
+		// As the server: the tail never moves backward (trim's floor).
+		meta, err := w.Meta.GetStream(ctx, w.Streams[i].Name)
+		if err != nil {
+			n.Kill()
+			return nil, fmt.Errorf("recover the floor of %s: %w", w.Streams[i].Name, err)
+		}
+		info.Next = max(info.Next, meta.Floor)
 		if err := st.Open(info); err != nil {
 			n.Kill()
 			return nil, err
