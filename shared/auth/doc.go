@@ -33,10 +33,13 @@
 //
 // # Checking
 //
-// Interceptor is a Connect interceptor that authenticates every call: it
-// reads "Authorization: Bearer <token>", hashes it and looks the hash up
-// (Unauthenticated when missing or unknown) and stores the Grant in the
-// context. The handler, which knows the stream a call names, then asks
+// Middleware authenticates every HTTP request from its headers before
+// anything reads its body: it reads "Authorization: Bearer <token>",
+// hashes it and looks the hash up (Unauthenticated when missing or
+// unknown, answered in the caller's protocol) and stores the Grant in the
+// context; a request without a valid token costs its headers only.
+// Interceptor does the same inside Connect (it uses the grant Middleware
+// stored when there is one). The handler, which knows the stream a call names, then asks
 // Allow (PermissionDenied when the grant does not cover it). Either check
 // happens before anything is changed.
 package auth
