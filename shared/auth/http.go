@@ -20,6 +20,11 @@ func Middleware(c *Checker, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, err := authenticate(r.Context(), c, r.Header.Get("Authorization"), Source(r.RemoteAddr))
 		if err != nil {
+			// HTTP/1: answer at once and hang up rather than drain the
+			// body of a caller nobody knows.
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
 			_ = ew.Write(w, r, err)
 			return
 		}

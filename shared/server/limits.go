@@ -104,29 +104,32 @@ func (d *cappedGzip) Read(p []byte) (int, error) {
 func (d *cappedGzip) Reset(r io.Reader) error { d.n = 0; return d.zr.Reset(r) }
 func (d *cappedGzip) Close() error            { return d.zr.Close() }
 
-// guard wraps the API's handler: authentication from the headers before
-// any body is read (when Config.Auth is set), then the body's size and
-// read deadline for every call but AppendSession, whose messages are
-// bounded one by one and whose stream lives as long as its producer.
+// guard wraps the API's handler: first the body's size and read deadline
+// for every call but AppendSession (whose messages are bounded one by one
+// and whose stream lives as long as its producer), then authentication
+// from the headers, before any body is read (when Config.Auth is set).
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
+	if s.cfg.Auth != nil {
+		next = auth.Middleware(s.cfg.Auth, next)
+	}
 	ew := connect.NewErrorWriter()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure {
 			if r.ContentLength > l.MaxBodyBytes {
+				if r.ProtoMajor == 1 {
+					w.Header().Set("Connection", "close") // do not drain the body
+				}
 				_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
 					fmt.Errorf("%w: the body is %d bytes (at most %d)", ErrTooLarge, r.ContentLength, l.MaxBodyBytes)))
 				return
 			}
-			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: http.NewResponseController(w)}
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(l.BodyTimeout))
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
+			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc}
 		}
 		next.ServeHTTP(w, r)
 	})
-	if s.cfg.Auth == nil {
-		return h
-	}
-	return auth.Middleware(s.cfg.Auth, h)
 }
 
 // deadlineBody clears the connection's read deadline once the body is read

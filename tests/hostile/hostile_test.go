@@ -32,7 +32,9 @@ type env struct {
 	admin string
 }
 
-func newEnv(t testing.TB, mod func(*server.Config)) *env {
+func newEnv(t testing.TB, mod func(*server.Config)) *env { return newEnvHTTP(t, mod, nil) }
+
+func newEnvHTTP(t testing.TB, mod func(*server.Config), httpMod func(*http.Server)) *env {
 	w, err := sim.NewWorld(1, sim.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +56,10 @@ func newEnv(t testing.TB, mod func(*server.Config)) *env {
 		t.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Config = server.NewHTTPServer(srv.Handler()) // as a node serves it
+	if httpMod != nil {
+		httpMod(ts.Config)
+	}
 	ts.Start()
 	t.Cleanup(ts.Close)
 	tok, err := auth.NewToken(bytes.NewReader(bytes.Repeat([]byte{1}, 32)))
