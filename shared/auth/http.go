@@ -44,8 +44,10 @@ func Source(remoteAddr string) string {
 // authenticate checks the Authorization header value h and returns ctx with
 // the grant, or the Connect error to answer.
 func authenticate(ctx context.Context, c *Checker, h, source string) (context.Context, error) {
-	g, err := c.Check(ctx, bearer(h))
+	g, err := c.CheckFrom(ctx, bearer(h), source)
 	switch {
+	case errors.Is(err, ErrRateLimited):
+		return ctx, connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, ErrUnauthenticated):
 		return ctx, connect.NewError(connect.CodeUnauthenticated,
 			errors.New("auth: missing or unknown bearer token: send 'Authorization: Bearer strand_...' (strand dev prints one and writes it to DATA_DIR/token)"))
