@@ -23,10 +23,11 @@ import (
 type clientFlags struct {
 	endpoint string
 	token    string
+	trust    []string // hosts a leader may be at besides the endpoint's
 }
 
 func (f *clientFlags) client() (*client.Client, error) {
-	return client.New(f.endpoint, client.WithToken(f.token))
+	return client.New(f.endpoint, client.WithToken(f.token), client.WithTrustedLeaders(f.trust...))
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {
