@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
@@ -418,4 +420,20 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 		}
 		return next(ctx, conn)
 	}
+}
+
+// PrefixWarning explains, for a prefix that does not end in a separator
+// (any character but a letter or digit), what else it covers: a prefix is
+// a raw string prefix, so "team-a" also covers "team-admin/...". It is ""
+// for the empty prefix and for one ending in a separator.
+func PrefixWarning(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	r, _ := utf8.DecodeLastRuneInString(prefix)
+	if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+		return ""
+	}
+	return fmt.Sprintf("prefix %q does not end in a separator: it covers every stream name starting with it, such as %q, not only %q; end it with one (e.g. %q) to scope it to a namespace",
+		prefix, prefix+"x/...", prefix+"/...", prefix+"/")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,6 +169,14 @@ func TestConcurrentChecksShareALookup(t *testing.T) {
 		}
 		if n := reads(m) - before; n != 1 {
 			t.Fatalf("50 concurrent checks cost %d reads, want 1", n)
+		}
+	}
+}
+
+func TestPrefixWarning(t *testing.T) {
+	for p, warn := range map[string]bool{"": false, "team-a/": false, "team-a-": false, "a.b.": false, "team-a": true, "x1": true, "é": true} {
+		if got := PrefixWarning(p); (got != "") != warn || (warn && !strings.Contains(got, fmt.Sprintf("%q", p))) {
+			t.Errorf("PrefixWarning(%q) = %q", p, got)
 		}
 	}
 }
