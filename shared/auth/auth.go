@@ -122,6 +122,9 @@ func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant
 type Grant struct {
 	Prefix string
 	Ops    []Op
+	// Hash identifies the token the grant was looked up for (set by
+	// Checker; "" otherwise): the key of per-token limits.
+	Hash string
 }
 
 // Can reports whether the grant covers op (admin covers every operation).
@@ -186,8 +189,8 @@ type Checker struct {
 const DefaultMaxEntries = 10_000
 
 var (
-	DefaultSourceRate = Rate{PerSecond: 20, Burst: 100}
-	DefaultGlobalRate = Rate{PerSecond: 200, Burst: 1000}
+	DefaultSourceRate = Rate{PerSecond: 50, Burst: 200}
+	DefaultGlobalRate = Rate{PerSecond: 500, Burst: 2000}
 )
 
 // ErrRateLimited: too many lookups of unknown tokens; retry later.
@@ -351,7 +354,7 @@ func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) 
 	case err != nil:
 		return Grant{}, false, fmt.Errorf("auth: look up token: %w", err)
 	}
-	g := Grant{Prefix: t.Prefix}
+	g := Grant{Prefix: t.Prefix, Hash: hash}
 	for _, op := range t.Ops {
 		g.Ops = append(g.Ops, Op(op))
 	}

@@ -45,7 +45,7 @@
 // 10,000 entries each (a flood of unknown tokens cannot evict a valid
 // grant), makes concurrent checks of one token share one metastore read,
 // and limits metastore lookups of tokens not known valid per source
-// address (20/s, burst 100) and in all (200/s, burst 1000): past either a
+// address (50/s, burst 200) and in all (500/s, burst 2000): past either a
 // call is answered ResourceExhausted without a read. A known-valid token
 // whose grant expired is looked up again regardless. The handler, which knows the stream a call names, then asks
 // Allow (PermissionDenied when the grant does not cover it). Either check

@@ -33,12 +33,18 @@ type Limits struct {
 	// from the end of its headers (0: DefaultBodyTimeout). A body that
 	// trickles in slower is cut off.
 	BodyTimeout time.Duration
+	// MaxSessionsPerToken bounds the sessions (AppendSession and
+	// ReadSession) one token holds open on this server (0:
+	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
+	// It applies with authentication only.
+	MaxSessionsPerToken int
 }
 
 // Defaults of Limits and of NewHTTPServer.
 const (
-	DefaultMaxMessageBytes = 6 << 20
-	DefaultBodyTimeout     = 30 * time.Second
+	DefaultMaxMessageBytes     = 6 << 20
+	DefaultBodyTimeout         = 30 * time.Second
+	DefaultMaxSessionsPerToken = 1000
 	// DefaultReadHeaderTimeout bounds reading a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
@@ -63,11 +69,19 @@ func (l Limits) withDefaults() Limits {
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = DefaultBodyTimeout
 	}
+	if l.MaxSessionsPerToken <= 0 {
+		l.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
 	return l
 }
 
-// ErrTooLarge: a request message or body over its limit.
-var ErrTooLarge = errors.New("server: request too large")
+// Sentinel errors of the limits.
+var (
+	// ErrTooLarge: a request message or body over its limit.
+	ErrTooLarge = errors.New("server: request too large")
+	// ErrTooMany: a token over its session limit.
+	ErrTooMany = errors.New("server: too many sessions")
+)
 
 // handlerOptions bound every message the Connect handler reads: its size as
 // received and once decompressed. Connect's own gzip decompressor would, on
@@ -107,11 +121,12 @@ func (d *cappedGzip) Close() error            { return d.zr.Close() }
 // guard wraps the API's handler: first the body's size and read deadline
 // for every call but AppendSession (whose messages are bounded one by one
 // and whose stream lives as long as its producer), then authentication
-// from the headers, before any body is read (when Config.Auth is set).
+// from the headers, before any body is read, and the per-token session
+// limit (when Config.Auth is set).
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	if s.cfg.Auth != nil {
-		next = auth.Middleware(s.cfg.Auth, next)
+		next = auth.Middleware(s.cfg.Auth, l.limitSessions(next))
 	}
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -202,4 +217,51 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// sessions counts the open sessions (AppendSession, ReadSession) of each
+// token and refuses one past Limits.MaxSessionsPerToken.
+type sessions struct {
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (ss *sessions) admit(key string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.open[key] >= ss.max {
+		return false
+	}
+	ss.open[key]++
+	return true
+}
+
+func (ss *sessions) release(key string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.open[key]--; ss.open[key] <= 0 {
+		delete(ss.open, key)
+	}
+}
+
+// limitSessions wraps next (inside authentication, which stored the grant)
+// with the per-token session limit.
+func (l Limits) limitSessions(next http.Handler) http.Handler {
+	ss := &sessions{max: l.MaxSessionsPerToken, open: map[string]int{}}
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g, ok := auth.FromContext(r.Context())
+		if !ok || (r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure && r.URL.Path != strandv1connect.StrandServiceReadSessionProcedure) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !ss.admit(g.Hash) {
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("%w: token %.8s... already has %d sessions open on this server (the limit); close one or use another token", ErrTooMany, g.Hash, l.MaxSessionsPerToken)))
+			return
+		}
+		defer ss.release(g.Hash)
+		next.ServeHTTP(w, r)
+	})
 }
