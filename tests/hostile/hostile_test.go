@@ -1,11 +1,13 @@
 package hostile
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -116,7 +118,18 @@ func (e *env) post(t testing.TB, procedure, token string, body io.Reader, gzippe
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	res, err := http.DefaultClient.Do(req)
+	// A raw HTTP/1.1 exchange that reads the answer while the body is
+	// still being written: a server that refuses early answers and hangs
+	// up, and net/http's client may then report its own write error
+	// instead of the answer.
+	conn, err := net.Dial("tcp", e.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	go func() { _ = req.Write(conn) }()
+	res, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
 		t.Fatalf("%s: %v", procedure, err)
 	}
