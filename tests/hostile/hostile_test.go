@@ -249,7 +249,7 @@ func TestStreamMessageBounded(t *testing.T) {
 		got := allocated(func() {
 			s := c.AppendSession(ctx)
 			s.RequestHeader().Set("Authorization", "Bearer "+e.admin)
-			_ = s.Send(&strandv1.AppendRequest{Stream: e.w.Streams[0].Name, Records: []*strandv1.AppendRecord{{Body: make([]byte, 64<<20)}}})
+			_ = s.Send(&strandv1.AppendRequest{Stream: e.w.Streams[0].Name, Records: []*strandv1.AppendRecord{{Body: make([]byte, 8<<20)}}})
 			_ = s.CloseRequest()
 			_, err := s.Receive()
 			if connect.CodeOf(err) != connect.CodeResourceExhausted {
@@ -258,9 +258,9 @@ func TestStreamMessageBounded(t *testing.T) {
 			_ = s.CloseResponse()
 		})
 		n = got
-		// The client's own 64 MiB message (and its compressed copy) are
+		// The client's own 8 MiB message (and its compressed copy) are
 		// allocated here too; the server adds at most its 2 MiB limit.
-		if n > 64<<20*3+memBound {
+		if n > 8<<20*3+memBound {
 			t.Errorf("options %d: %d MB allocated", len(opts), n>>20)
 		}
 	}
