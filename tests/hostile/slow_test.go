@@ -123,3 +123,30 @@ func TestTrickledBodyCutOffH2(t *testing.T) {
 	}
 	pr.CloseWithError(io.ErrClosedPipe)
 }
+
+// TestBodyDeadlineSparesSessions: the body deadline bounds reading a
+// request, not the call: a ReadSession (over HTTP/1.1 and h2c) outlives it
+// many times over.
+func TestBodyDeadlineSparesSessions(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) {
+		c.Limits.BodyTimeout, c.Heartbeat = 100*time.Millisecond, 50*time.Millisecond
+	})
+	for name, hc := range map[string]*http.Client{"HTTP/1.1": http.DefaultClient, "h2c": client.NewHTTPClient()} {
+		c, err := client.New(e.ts.URL, client.WithToken(e.admin), client.WithHTTPClient(hc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := c.OpenReadSession(ctx, e.w.Streams[0].Name, client.FromSeq(0), client.SessionOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); {
+			if !s.Next() {
+				t.Fatalf("%s: the session ended after the body deadline: %v", name, s.Err())
+			}
+		}
+		s.Close()
+		cancel()
+	}
+}
