@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"testing"
 	"time"
@@ -262,6 +264,42 @@ func TestStreamMessageBounded(t *testing.T) {
 		// allocated here too; the server adds at most its 2 MiB limit.
 		if n > 8<<20*3+memBound {
 			t.Errorf("options %d: %d MB allocated", len(opts), n>>20)
+		}
+	}
+}
+
+// TestGetBomb: a Connect GET (the read-only methods allow it) carrying a
+// gzip bomb in its query is bounded like a body: the URL by the header
+// limit, the inflated message by the message limit.
+func TestGetBomb(t *testing.T) {
+	e := newEnv(t, nil)
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	_, _ = zw.Write(make([]byte, 40<<20))
+	_ = zw.Close()
+	q := url.Values{"connect": {"v1"}, "encoding": {"proto"}, "compression": {"gzip"}, "base64": {"1"},
+		"message": {base64.RawURLEncoding.EncodeToString(z.Bytes())}}
+	for _, tc := range []struct{ token, want string }{{"", "unauthenticated"}, {e.admin, "resource_exhausted"}} {
+		var code string
+		n := allocated(func() {
+			req, _ := http.NewRequest(http.MethodGet, e.ts.URL+"/strand.v1.StrandService/ListStreams?"+q.Encode(), nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var ce struct{ Code string }
+			_ = json.NewDecoder(res.Body).Decode(&ce)
+			code = ce.Code
+		})
+		if code != tc.want {
+			t.Errorf("token %t: code %q, want %q", tc.token != "", code, tc.want)
+		}
+		if n > memBound {
+			t.Errorf("token %t: %d MB allocated", tc.token != "", n>>20)
 		}
 	}
 }
