@@ -51,6 +51,10 @@ type Config struct {
 	Clock        clock.Clock
 	Rand         io.Reader // stream ids; nil: crypto/rand
 	Logger       *slog.Logger
+
+	// Limits bound every request's size and body read time (zero: the
+	// defaults; see limits.go).
+	Limits Limits
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -94,17 +98,18 @@ func New(cfg Config) (*Server, error) {
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, draining: map[format.StreamID]bool{}}, nil
 }
 
-// Handler returns the API's HTTP handler (the Connect service, with the
-// auth interceptor when Config.Auth is set).
+// Handler returns the API's HTTP handler: the Connect service, behind
+// authentication from the headers when Config.Auth is set and the bounds
+// of Config.Limits (see guard).
 func (s *Server) Handler() http.Handler {
-	var opts []connect.HandlerOption
+	opts := s.cfg.Limits.withDefaults().handlerOptions()
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
 	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
-	return mux
+	return s.guard(mux)
 }
 
 // AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
