@@ -51,7 +51,10 @@
 //
 // # Sessions
 //
-// Session reads from a start and then tails: it waits on the star's change
-// channel (star.Watch) and sends records as they are acked, and sends a
-// heartbeat (no records, the tail) after each idle interval.
+// Session reads from a start and then tails: it waits on the stream's own
+// change channel (star.WatchStream, closed when this stream's acked tail
+// moves, not when other streams of its class append) and sends records as
+// they are acked. A heartbeat (no records, the tail) is due one interval
+// after the last message sent, by the session's clock, whatever wakes the
+// session in between.
 package read

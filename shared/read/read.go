@@ -33,7 +33,7 @@ const (
 type Index interface {
 	Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 	ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes int) ([]star.SeqRecord, uint64, error)
-	Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, err error)
+	WatchStream(id format.StreamID) (tail uint64, changed <-chan struct{}, err error)
 }
 
 var _ Index = (*star.Star)(nil)
@@ -426,6 +426,9 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 		return err
 	}
 	var sentN, sentB uint64
+	// A heartbeat is due hb after the last message sent, whatever wakes
+	// the session in between.
+	lastSent := clk.Now()
 	for {
 		lim := Limits{}
 		if opt.Count > 0 {
@@ -436,7 +439,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 		}
 		// Watch before reading, so that a release between the read and
 		// the wait is not missed.
-		_, changed, err := r.Star.Watch(id)
+		_, changed, err := r.Star.WatchStream(id)
 		if err != nil {
 			return err
 		}
@@ -454,6 +457,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 			if err := send(Batch{Records: res.Records, Tail: res.Tail, LastTsMs: res.LastTsMs}); err != nil {
 				return err
 			}
+			lastSent = clk.Now()
 			if (opt.Count > 0 && sentN >= opt.Count) || (opt.Bytes > 0 && sentB >= opt.Bytes) {
 				return nil
 			}
@@ -465,14 +469,18 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 		if opt.NoTail {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-		case <-clk.After(hb):
-			if err := send(Batch{Tail: res.Tail, LastTsMs: res.LastTsMs, Heartbeat: true}); err != nil {
-				return err
+		if due := hb - clk.Now().Sub(lastSent); due > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-changed:
+				continue
+			case <-clk.After(due):
 			}
 		}
+		if err := send(Batch{Tail: res.Tail, LastTsMs: res.LastTsMs, Heartbeat: true}); err != nil {
+			return err
+		}
+		lastSent = clk.Now()
 	}
 }
