@@ -210,8 +210,11 @@ func TestSettledLocation(t *testing.T) {
 	for _, r := range res.Records {
 		enc = format.AppendRecord(enc, r.Record)
 	}
-	obj := format.AppendSettled(nil, format.SettledHeader{Stream: e.id, FirstSeq: ref.FirstSeq, LastSeq: ref.LastSeq,
+	obj, err := format.AppendSettled(nil, format.SettledHeader{Stream: e.id, FirstSeq: ref.FirstSeq, LastSeq: ref.LastSeq,
 		FirstTsMs: ref.FirstTsMs, LastTsMs: ref.LastTsMs}, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := format.SettledKey(e.id, ref.FirstSeq, ref.LastSeq)
 	if err := e.settled.PutIfAbsent(ctx, key, obj); err != nil {
 		t.Fatal(err)
