@@ -34,7 +34,7 @@
 // are trimmed (by retention) and skipped: the read goes on from the oldest
 // record kept (from the index when no ref is left). A hole at or above the
 // first ref is a torn view (or a trim in progress): the read queries
-// again, up to 8 times, then fails with metastore.ErrUnavailable
+// again, up to 8 times (1, 2, ... 8 ms apart), then fails with metastore.ErrUnavailable
 // (Unavailable to clients), never skipping it.
 //
 // # Starts and limits

@@ -228,8 +228,8 @@ func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.St
 }
 
 // tornRetries bounds how many times a read re-queries refs that leave a
-// hole the stream's first ref does not explain, before it gives up with
-// metastore.ErrUnavailable (it never skips the hole).
+// hole the stream's first ref does not explain (after 1, 2, ... ms), before
+// it gives up with metastore.ErrUnavailable (it never skips the hole).
 const tornRetries = 8
 
 // errTorn: the refs read leave a hole at from that is not a trim. A torn
@@ -251,6 +251,8 @@ func (r *Reader) fromRefs(ctx context.Context, st metastore.Stream, id format.St
 			return next, stop, err
 		case errors.Is(err, errTorn) && torn < tornRetries:
 			torn++
+			// Let the write that tore the view (a merge, a trim) finish.
+			clock.OrReal(r.Clock).Sleep(time.Duration(torn) * time.Millisecond)
 		case errors.Is(err, errTorn):
 			return from, false, fmt.Errorf("read %s: %w: the refs from %d stayed inconsistent over %d queries: retry",
 				st.Name, metastore.ErrUnavailable, from, tornRetries+1)
