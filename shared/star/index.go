@@ -85,11 +85,9 @@ func (s *Star) Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, 
 // the appends of the class's other streams. A halt or Close does not close
 // it: a reader waiting on it also keeps a timer (its heartbeat).
 func (s *Star) WatchStream(id format.StreamID) (tail uint64, changed <-chan struct{}, err error) {
-	s.mu.RLock()
-	st := s.streams[id]
-	s.mu.RUnlock()
-	if st == nil {
-		return 0, nil, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+	st, err := s.stream(id)
+	if err != nil {
+		return 0, nil, err
 	}
 	st.l.mu.Lock()
 	defer st.l.mu.Unlock()
