@@ -84,8 +84,8 @@ type Result struct {
 	From, To metastore.Cursor // the settled cursor moved from From to To
 	Slots    int              // slots walked
 	Streams  int              // streams seen in them
-	Objects  int              // settled objects written (swaps won)
-	Merged   int              // of which merged a previous small object
+	Objects  int              // settled objects in the swaps won
+	Merged   int              // swaps won that merged a previous small object
 	Lost     bool             // another copy moved the cursor first
 }
 
