@@ -152,7 +152,8 @@ func runReadPath(t *testing.T, seed int64, steps int) {
 	trimmer.Meta, trimmer.Settled = w.Meta, w.SettledMem
 	trimmer.Sets.Express = w.RawSet()
 	settler.Sets.Express = w.RawSet()
-	for _, run := range []func(context.Context, metastore.ChainID) (metastore.Cursor, error){settler.Run, trimmer.Run} {
+	for i, run := range []func(context.Context, metastore.ChainID) (metastore.Cursor, error){settler.Run, trimmer.Run} {
+		rng := rand.New(rand.NewPCG(uint64(seed), uint64(i))) // each loop its own
 		bg.Go(func() {
 			for ctx.Err() == nil {
 				if _, err := run(ctx, Chain); err != nil && ctx.Err() == nil && !errors.Is(err, metastore.ErrConflict) {
