@@ -29,7 +29,9 @@
 //     is larger than MaxObjectBytes (one absorb pass can put up to 512
 //     flights of one stream in one ref), so every object holds at most
 //     MaxObjectBytes of records (default 8 MiB), or one record when a
-//     record is larger. A read fetches a settled location whole (its one
+//     record is larger; and one ref points at most at MaxObjectsPerRef
+//     (256) objects, so it stays a small item (a ref of over 2 GiB at the
+//     default gets its records spread evenly over 256 larger objects). A read fetches a settled location whole (its one
 //     CRC covers it), so this also bounds a read's fetch. Each object is
 //     written as soon as it is complete: settle holds one object and one
 //     segment in memory, whatever the size of the refs

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -27,6 +28,15 @@ const (
 	// to another copy.
 	swapRetries = 4
 )
+
+// MaxObjectsPerRef bounds the settled objects one swapped ref points at,
+// so that the ref stays a small item: a settled location is about 200
+// bytes of a DynamoDB item, 256 of them about 51 KB. A ref with more than
+// that many objects' worth of records (over 2 GiB at the default 8 MiB
+// objects: one absorb pass of a stream over hundreds of 8 MiB Standard
+// flights) gets larger objects instead: its records spread evenly over the
+// objects left.
+const MaxObjectsPerRef = 256
 
 // Errors.
 var (
@@ -322,11 +332,11 @@ func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
 // ref that points at them, one location per object in seq order. Objects
 // split at record boundaries, inside a ref when it is larger, so that each
 // holds at most MaxObjectBytes of records (one record larger than that is
-// an object of its own). Memory: the object being built and the one
-// segment being read, whatever the size of the refs.
+// an object of its own), and at most MaxObjectsPerRef objects (see there).
+// Memory: the object being built and the one segment being read, whatever
+// the size of the refs.
 func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref) (metastore.Ref, error) {
-	maxObj := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
-	var left int64 // the refs' record bytes not yet added (a capacity hint)
+	var left int64 // the refs' record bytes not yet added (as the refs say)
 	for _, r := range old {
 		left += max(r.Bytes, 0)
 	}
@@ -334,6 +344,17 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 	repl := metastore.Ref{StreamID: id.String(), FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
 		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs}
 	var cur *format.SettledBuilder
+	var curMax int64 // the record bytes cur may hold
+	// objMax is what the next object may hold: MaxObjectBytes, or the
+	// records left spread over the objects the ref may still point at;
+	// the last one takes everything left.
+	objMax := func() int64 {
+		slots := int64(MaxObjectsPerRef - len(repl.Locations))
+		if slots <= 1 {
+			return math.MaxInt64
+		}
+		return max(orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes), (left+slots-1)/slots)
+	}
 	flush := func() error {
 		obj, h, err := cur.Finish()
 		if err != nil {
@@ -364,11 +385,11 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 				if rl > int64(len(recs)-end) || rl < minRecord {
 					return fmt.Errorf("record %d of a segment at seq %d: %d bytes of %d left: %w", j, seq, rl, len(recs)-end, ErrMismatch)
 				}
-				size := int64(end-off) + rl
+				size, limit := int64(end-off)+rl, objMax()
 				if cur != nil {
-					size += int64(cur.Len())
+					size, limit = size+int64(cur.Len()), curMax
 				}
-				if size > maxObj && (end > off || (cur != nil && cur.Count() > 0)) {
+				if size > limit && (end > off || (cur != nil && cur.Count() > 0)) {
 					break
 				}
 				end += int(rl)
@@ -381,7 +402,8 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 				continue
 			}
 			if cur == nil {
-				cur = format.NewSettledBuilder(id, seq+uint64(i), int(min(maxObj, left)))
+				curMax = objMax()
+				cur = format.NewSettledBuilder(id, seq+uint64(i), int(min(curMax, left, orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes))))
 			}
 			ts0, ts1 := format.RecordTimestamp(recs[off:]), lastTimestamp(recs[off:end])
 			if err := cur.Add(recs[off:end], int(j-i), ts0, ts1); err != nil {

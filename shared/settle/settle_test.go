@@ -137,10 +137,13 @@ func (e *env) checkSettled() {
 					int64(len(obj))-format.SettledHeaderSize != l.Length || l.Offset != format.SettledHeaderSize {
 					e.t.Fatalf("stream %d: object %s: %+v, %v (ref %+v)", i, l.Key, h, err, r)
 				}
-				if rb := int64(len(obj) - format.SettledHeaderSize - format.SegmentSize(0)); rb > maxObj && len(recs) > 1 {
+				if rb := int64(len(obj) - format.SettledHeaderSize - format.SegmentSize(0)); rb > maxObj && len(recs) > 1 && len(r.Locations) < settle.MaxObjectsPerRef {
 					e.t.Fatalf("stream %d: object %s holds %d record bytes, over MaxObjectBytes %d", i, l.Key, rb, maxObj)
 				}
 				next = h.LastSeq + 1
+			}
+			if len(r.Locations) > settle.MaxObjectsPerRef {
+				e.t.Fatalf("stream %d: ref %d-%d points at %d objects, over %d", i, r.FirstSeq, r.LastSeq, len(r.Locations), settle.MaxObjectsPerRef)
 			}
 		}
 	}
@@ -413,6 +416,34 @@ func TestSettleSplitsInsideARef(t *testing.T) {
 	// A rerun (another copy) rewrites the same objects byte for byte.
 	if _, err := e.s.Step(t.Context(), chainX); err != nil {
 		t.Fatal(err)
+	}
+	e.checkSettled()
+	e.check()
+}
+
+// A ref with more than MaxObjectsPerRef objects' worth of records points at
+// MaxObjectsPerRef objects at most (each larger instead), so the swapped ref
+// stays a small item.
+func TestSettleBoundsObjectsPerRef(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.a.MaxSlotsPerPass = 64
+	e.s.MaxObjectBytes = 100 // every record (about 150 bytes) would be an object
+	for range 20 {
+		if _, err := e.star.Flight(t.Context(), e.ids, []int{20}, e.ts, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.ts += 20
+	}
+	e.absorbAll()
+	if refs := e.refs(0); len(refs) != 1 || refs[0].LastSeq+1 <= settle.MaxObjectsPerRef {
+		t.Fatalf("want one ref of more than %d records, got %d refs", settle.MaxObjectsPerRef, len(refs))
+	}
+	if _, err := e.s.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	refs := e.refs(0)
+	if n := len(refs[0].Locations); n > settle.MaxObjectsPerRef || n < settle.MaxObjectsPerRef/2 {
+		t.Fatalf("%d objects for 400 records: want at most %d, and about that many", n, settle.MaxObjectsPerRef)
 	}
 	e.checkSettled()
 	e.check()
