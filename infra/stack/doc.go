@@ -28,7 +28,8 @@
 //     triggers absorb, the fence-event queue that triggers probe, a
 //     dead-letter queue each, partial-batch responses, and schedules that
 //     sweep absorb, settle, trim and probe. Lambdas are provided.al2023 on
-//     arm64 with a bootstrap from infra/build/<name>.
+//     arm64 with a bootstrap the app builds from functions/<name> into
+//     infra/build/<name> (package bundle: never a placeholder or stale).
 //   - Operations: alarms on backlog age (never rate), stalls by cause, DLQ
 //     depth, Lambda errors and stopped stars, an SNS topic, a dashboard.
 //

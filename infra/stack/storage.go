@@ -43,16 +43,26 @@ func ExpressBucketName(prefix, azID string) *string {
 	})
 }
 
+// dataRemoval is the removal policy of the buckets and the table. With
+// deletion protection they are retained on delete and on replacement, but
+// not when the stack's first create fails: CloudFormation then deletes them
+// (RetainExceptOnCreate), so the three directory buckets, whose names are
+// fixed, do not survive a rolled-back create and block the next deploy with
+// "already exists". A failed create has acknowledged no data.
+func dataRemoval(cfg Config) awscdk.RemovalPolicy {
+	if cfg.DeletionProtection {
+		return awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}
+
 // NewStorage creates the buckets. Every bucket is encrypted (SSE-S3),
 // blocks public access (directory buckets always do), refuses non-TLS
 // requests by bucket policy, and aborts incomplete multipart uploads after
 // a day. No lifecycle rule expires data: trim is the only deleter.
 func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
 	s := &Storage{Construct: constructs.NewConstruct(scope, jsii.String(id))}
-	removal := awscdk.RemovalPolicy_DESTROY
-	if cfg.DeletionProtection {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
+	removal := dataRemoval(cfg)
 	for i, az := range cfg.ExpressAZs {
 		name := ExpressBucketName(cfg.BucketPrefix, az)
 		b := awss3express.NewCfnDirectoryBucket(s.Construct, jsii.String(fmt.Sprintf("Express%d", i)), &awss3express.CfnDirectoryBucketProps{

@@ -1,0 +1,20 @@
+// Package bundle builds strand's deployable binaries for AWS's arm64
+// (Graviton) runtimes and checks what it built, without Docker:
+//
+//   - Bootstrap builds functions/<name> into infra/build/<name>/bootstrap
+//     for Lambda's provided.al2023 runtime on arm64: CGO_ENABLED=0
+//     GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath
+//     -ldflags='-s -w'. The CDK app calls it for every function before it
+//     makes the function's asset, so `cdk synth`/`cdk deploy` never ship a
+//     missing or stale bootstrap: the go command rebuilds whatever changed
+//     (its build cache makes an unchanged build a check, not a compile), and
+//     a function that does not build stops synthesis with the compiler's
+//     error. Each (repository, function) is built once per process.
+//   - CheckELF refuses a file that is not a linux/arm64 (EM_AARCH64)
+//     executable ELF; Bootstrap applies it to what it built.
+//   - Image (image.go) builds the star's image from functions/star/Dockerfile
+//     into an OCI image layout, offline: see docs/adr/0040.
+//
+// Errors are wrapped with the function or file they concern; ErrNotArm64
+// marks a binary of the wrong architecture or format.
+package bundle

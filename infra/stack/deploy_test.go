@@ -1,0 +1,191 @@
+package stack
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strandlog/strand/infra/bundle"
+)
+
+// Assertions for what would fail or hurt on a first deploy to a real
+// account (issue 15); each fails if its fix is undone.
+
+// TestBucketsRetainExceptOnCreate: with deletion protection, the buckets
+// (the directory buckets have fixed names) are retained on delete and on
+// replacement but deleted when the stack's first create rolls back;
+// without it they are deleted.
+func TestBucketsRetainExceptOnCreate(t *testing.T) {
+	for _, c := range []struct {
+		s              *synthesized
+		delete, update string
+	}{
+		{defaults(t), "RetainExceptOnCreate", "Retain"},
+		{threeStars(t), "Delete", "Delete"},
+	} {
+		for _, typ := range []string{"AWS::S3Express::DirectoryBucket", "AWS::S3::Bucket"} {
+			bs := c.s.ofType(typ)
+			if len(bs) == 0 {
+				t.Fatalf("no %s", typ)
+			}
+			for id, r := range bs {
+				if r["DeletionPolicy"] != c.delete || r["UpdateReplacePolicy"] != c.update {
+					t.Errorf("deletionProtection=%v: %s: DeletionPolicy %v UpdateReplacePolicy %v, want %s and %s",
+						c.s.cfg.DeletionProtection, id, r["DeletionPolicy"], r["UpdateReplacePolicy"], c.delete, c.update)
+				}
+			}
+		}
+	}
+}
+
+// TestAlarmTopicAllowsCloudWatch: the alarm topic's policy (which replaces
+// SNS's default policy) lets CloudWatch alarms of this account publish, and
+// every alarm notifies that topic.
+func TestAlarmTopicAllowsCloudWatch(t *testing.T) {
+	s := defaults(t)
+	topics := s.ofType("AWS::SNS::Topic")
+	if len(topics) != 1 {
+		t.Fatalf("%d topics, want 1", len(topics))
+	}
+	var topic string
+	for id := range topics {
+		topic = id
+	}
+	ref := js(map[string]any{"Ref": topic})
+	policies := s.ofType("AWS::SNS::TopicPolicy")
+	allowed := false
+	for id, r := range policies {
+		p := props(r)
+		if !strings.Contains(js(p["Topics"]), ref) {
+			continue
+		}
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			m := st.(map[string]any)
+			if m["Effect"] != "Allow" || js(m["Principal"]) != `{"Service":"cloudwatch.amazonaws.com"}` {
+				continue
+			}
+			if !strings.Contains(js(m["Action"]), "sns:Publish") || js(m["Resource"]) != ref {
+				t.Errorf("%s: CloudWatch statement %s does not allow sns:Publish on the topic", id, js(m))
+				continue
+			}
+			cond := js(m["Condition"])
+			if !strings.Contains(cond, `"StringEquals":{"aws:SourceAccount":{"Ref":"AWS::AccountId"}}`) {
+				t.Errorf("%s: CloudWatch may publish without aws:SourceAccount = this account: %s", id, cond)
+				continue
+			}
+			allowed = true
+		}
+	}
+	if !allowed {
+		t.Errorf("no topic policy of %s allows cloudwatch.amazonaws.com to publish: alarms would notify nobody (policies %s)", topic, js(policies))
+	}
+	alarms := s.ofType("AWS::CloudWatch::Alarm")
+	for id, r := range alarms {
+		if acts := js(props(r)["AlarmActions"]); acts != "["+ref+"]" {
+			t.Errorf("alarm %s: actions %s, want the alarm topic", id, acts)
+		}
+	}
+}
+
+// TestQueueRetention: every queue keeps messages 14 days, as long as the
+// dead-letter queues.
+func TestQueueRetention(t *testing.T) {
+	s := defaults(t)
+	qs := s.ofType("AWS::SQS::Queue")
+	if len(qs) != 4 {
+		t.Fatalf("%d queues, want 4", len(qs))
+	}
+	for id, r := range qs {
+		if got := props(r)["MessageRetentionPeriod"]; got != float64(14*24*3600) {
+			t.Errorf("%s: MessageRetentionPeriod %v, want %d (14 days)", id, got, 14*24*3600)
+		}
+	}
+}
+
+// TestLambdaAssetsAreArm64Bootstraps: the Code of every function is an
+// asset holding exactly one file, bootstrap, an aarch64 ELF executable
+// (no placeholder, no amd64 binary).
+func TestLambdaAssetsAreArm64Bootstraps(t *testing.T) {
+	s := defaults(t)
+	raw, err := os.ReadFile(filepath.Join(s.outdir, "Strand.assets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct {
+		Files map[string]struct {
+			Source struct{ Path, Packaging string }
+		}
+	}
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	fns := s.ofType("AWS::Lambda::Function")
+	if len(fns) != len(FunctionNames) {
+		t.Fatalf("%d functions, want %d", len(fns), len(FunctionNames))
+	}
+	for id, r := range fns {
+		key, _ := props(r)["Code"].(map[string]any)["S3Key"].(string)
+		hash, ok := strings.CutSuffix(key, ".zip")
+		asset, found := manifest.Files[hash]
+		if !ok || !found {
+			t.Errorf("%s: Code S3Key %q is not a file asset of the stack", id, key)
+			continue
+		}
+		if asset.Source.Packaging != "zip" {
+			t.Errorf("%s: asset packaging %q, want zip", id, asset.Source.Packaging)
+		}
+		dir := filepath.Join(s.outdir, asset.Source.Path)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+			continue
+		}
+		if len(ents) != 1 || ents[0].Name() != "bootstrap" {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s: asset holds %v, want exactly [bootstrap]", id, names)
+			continue
+		}
+		if err := bundle.CheckELF(filepath.Join(dir, "bootstrap")); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+}
+
+// TestDockerfilePlatformArgs: the build stage of the star's Dockerfile
+// declares BuildKit's automatic platform arguments without defaults (a
+// default would pin the binary's architecture whatever --platform says).
+func TestDockerfilePlatformArgs(t *testing.T) {
+	f, err := os.Open(filepath.Join(repoRoot, StarDockerfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	declared := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || !strings.EqualFold(fields[0], "ARG") {
+			continue
+		}
+		for _, a := range fields[1:] {
+			name, def, hasDef := strings.Cut(a, "=")
+			if strings.HasPrefix(name, "TARGET") || strings.HasPrefix(name, "BUILD") {
+				declared[name] = true
+				if hasDef {
+					t.Errorf("%s: ARG %s has the default %q: --platform would not override it", StarDockerfile, name, def)
+				}
+			}
+		}
+	}
+	for _, a := range []string{"TARGETOS", "TARGETARCH"} {
+		if !declared[a] {
+			t.Errorf("%s does not declare ARG %s: the build stage would not see the target platform", StarDockerfile, a)
+		}
+	}
+}
