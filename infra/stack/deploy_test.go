@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -187,5 +188,61 @@ func TestDockerfilePlatformArgs(t *testing.T) {
 		if !declared[a] {
 			t.Errorf("%s does not declare ARG %s: the build stage would not see the target platform", StarDockerfile, a)
 		}
+	}
+}
+
+// TestImagesPinned: every container image of every task definition is the
+// star's own asset or a pinned release tag, never latest or untagged.
+func TestImagesPinned(t *testing.T) {
+	s := threeStars(t)
+	tagged := regexp.MustCompile(`^[a-z0-9./-]+:[0-9]+(\.[0-9a-z]+)+$`)
+	n := 0
+	for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+		for _, c := range props(r)["ContainerDefinitions"].([]any) {
+			c := c.(map[string]any)
+			img := c["Image"]
+			if str, ok := img.(string); ok {
+				n++
+				if !tagged.MatchString(str) || strings.HasSuffix(str, ":latest") {
+					t.Errorf("%s/%v: image %q is not pinned to a release tag", id, c["Name"], str)
+				}
+				continue
+			}
+			// The star's image: the asset's content hash in the CDK's
+			// asset repository.
+			if !strings.Contains(js(img), "cdk-hnb659fds-container-assets") {
+				t.Errorf("%s/%v: image %s is neither pinned nor the star's asset", id, c["Name"], js(img))
+			}
+		}
+	}
+	if n != s.cfg.StarCount {
+		t.Errorf("%d registry images, want one agent per star (%d)", n, s.cfg.StarCount)
+	}
+	if !strings.HasSuffix(AgentImage, ":"+AgentVersion) {
+		t.Errorf("AgentImage %s is not pinned to AgentVersion %s", AgentImage, AgentVersion)
+	}
+}
+
+// TestStarDeletesItsProbe: the task role may delete the start-up probe's
+// object in the Standard chain bucket, and nothing else there.
+func TestStarDeletesItsProbe(t *testing.T) {
+	s := defaults(t)
+	task := grants(t, s, "StarTaskRole")
+	dels := task["s3:DeleteObject"]
+	if len(dels) == 0 {
+		t.Fatalf("the star cannot delete %s objects: one leaks per task start", ProbePrefix)
+	}
+	for _, r := range dels {
+		if !strings.Contains(r, "StorageChain") || !strings.Contains(r, "/"+ProbePrefix+"*") {
+			t.Errorf("star DeleteObject on %s, want only the chain bucket's %s*", r, ProbePrefix)
+		}
+	}
+	// The prefix is the one shared/star's probe writes under.
+	src, err := os.ReadFile(filepath.Join(repoRoot, "shared", "star", "commit.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), `key := fmt.Sprintf("`+ProbePrefix) {
+		t.Errorf("shared/star/commit.go no longer writes its probe under %s", ProbePrefix)
 	}
 }

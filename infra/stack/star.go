@@ -27,7 +27,19 @@ const MetricsNamespace = "Strand"
 
 // AgentImage is the CloudWatch agent that scrapes the star's Prometheus
 // endpoint and publishes selected series as embedded-metric-format logs.
-const AgentImage = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:latest"
+// Pinned to a release (never latest): a task started tomorrow must run the
+// agent that was tested. To upgrade, pick a tag of
+// public.ecr.aws/cloudwatch-agent/cloudwatch-agent (one per agent release,
+// multi-arch) and deploy.
+const AgentImage = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:" + AgentVersion
+
+// AgentVersion is the pinned CloudWatch agent release.
+const AgentVersion = "1.300066.0b1367"
+
+// ProbePrefix is where the star proves, at start-up, that a bucket enforces
+// conditional writes (shared/star.ProveConditionalWrites): it writes one
+// object there and deletes it.
+const ProbePrefix = "probes/"
 
 // agentMemoryMiB is reserved for the agent sidecar out of the task memory.
 const agentMemoryMiB = 128
@@ -148,6 +160,9 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	// at start-up; ReadWrite sessions on the Express set.
 	a.expressSession(st, false)
 	a.objects(st.Chain.BucketArn(), "", true, "s3:GetObject", "s3:PutObject")
+	// The start-up probe deletes its own object; nothing else of the chain
+	// bucket is the star's to delete (trim and probe do that).
+	a.objects(st.Chain.BucketArn(), ProbePrefix, false, "s3:DeleteObject")
 	// Reads of settled data.
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
 	a.table(ms, tableRead, tableWrite)
