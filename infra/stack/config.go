@@ -64,7 +64,8 @@ type Config struct {
 	MemoryBufferMiB        int
 	ExpressMemoryBufferMiB int
 	// TaskCPU (units of 1/1024 vCPU) and TaskMemoryMiB size each star task.
-	// TaskMemoryMiB 0 means "smallest valid size that fits the budgets".
+	// TaskMemoryMiB 0 means "smallest valid size that fits the budgets, the
+	// overhead, the agent sidecar and a minimal backlog" (starNeedMiB).
 	TaskCPU       int
 	TaskMemoryMiB int
 	// RetentionDays is the CloudWatch Logs retention of every log group.
@@ -110,19 +111,40 @@ func (c Config) ZoneAligned() bool { return len(c.ExpressAZNames) > 0 }
 // zone star i runs in when ZoneAligned.
 func StarZone(i int) int { return i % 3 }
 
-// StarOverheadMiB is the task memory reserved beyond the two pool budgets
-// (Go runtime, flight index, read buffers, sidecar-free container).
+// StarOverheadMiB is the star container's memory reserved beyond the two
+// pool budgets and the backlogs (Go runtime and GC headroom, flights in
+// upload, read buffers).
 const StarOverheadMiB = 512
+
+// AgentMemoryMiB is the CloudWatch agent sidecar's hard memory limit in
+// each star task; the star container gets the rest of the task's memory.
+const AgentMemoryMiB = 256
 
 // MinBacklogMiB is the least byte budget BacklogMiB gives a loglet.
 const MinBacklogMiB = 64
 
-// BacklogMiB is the star's --s3-chain-backlog-mib: the task memory left
-// after the pools and the overhead, split between the two loglets, so that
-// an absorb outage fills the flight index up to the task's memory and not
-// past it (at least MinBacklogMiB).
+// StarContainerMiB is the star container's hard memory limit: the task's
+// memory less the agent sidecar's.
+func StarContainerMiB(c Config) int { return c.TaskMemoryMiB - AgentMemoryMiB }
+
+// GoMemLimitMiB is the star's GOMEMLIMIT: 90% of its container's memory, so
+// the Go collector works harder before the container limit is reached
+// instead of the task being killed at it.
+func GoMemLimitMiB(c Config) int { return StarContainerMiB(c) * 9 / 10 }
+
+// BacklogMiB is the star's --s3-chain-backlog-mib: the star container's
+// memory left after the pools and the overhead, split between the two
+// loglets, so that an absorb outage fills the flight index up to the
+// container's memory and not past it (at least MinBacklogMiB; Validate
+// makes room for that minimum).
 func BacklogMiB(c Config) int {
-	return max(MinBacklogMiB, (c.TaskMemoryMiB-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB)/2)
+	return max(MinBacklogMiB, (StarContainerMiB(c)-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB)/2)
+}
+
+// starNeedMiB is the least task memory: both pools, the overhead, the
+// agent sidecar and a minimal backlog per loglet.
+func starNeedMiB(c Config) int {
+	return c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB + AgentMemoryMiB + 2*MinBacklogMiB
 }
 
 // DefaultConfig is the configuration used for every key the context does
@@ -303,7 +325,7 @@ func (c *Config) Validate() error {
 	if c.ExpressMemoryBufferMiB < 1 {
 		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxExpressMemoryBufferMiB, c.ExpressMemoryBufferMiB)
 	}
-	need := c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB
+	need := starNeedMiB(*c)
 	if c.TaskMemoryMiB == 0 {
 		m, err := SmallestFargateMemory(c.TaskCPU, need)
 		if err != nil {
@@ -315,8 +337,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s=%d with %s=%d is not a Fargate task size", ErrConfig, CtxTaskCPU, c.TaskCPU, CtxTaskMemoryMiB, c.TaskMemoryMiB)
 	}
 	if c.TaskMemoryMiB < need {
-		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead",
-			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB)
+		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead, the %d MiB agent sidecar and 2x%d MiB backlog",
+			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB, AgentMemoryMiB, MinBacklogMiB)
 	}
 	if !slices.Contains(LogRetentionDays, c.RetentionDays) {
 		return fmt.Errorf("%w: %s=%d is not a CloudWatch Logs retention (%v)", ErrConfig, CtxRetentionDays, c.RetentionDays, LogRetentionDays)

@@ -69,6 +69,9 @@ func TestFromContextRejects(t *testing.T) {
 		{CtxTaskCPU: 1000},
 		{CtxTaskCPU: 256, CtxMemoryBufferMiB: float64(4096)}, // fits no 256-CPU size
 		{CtxTaskMemoryMiB: 2048, CtxMemoryBufferMiB: 2000},
+		// 256+32+512 fit 1 GiB, but not with the 256 MiB agent sidecar
+		// and 2x64 MiB of backlog.
+		{CtxTaskCPU: 256, CtxTaskMemoryMiB: 1024},
 		{CtxRetentionDays: 10},
 		{CtxDeletionProtection: "maybe"},
 		{CtxBucketPrefix: "Strand_Prod"},

@@ -3,9 +3,11 @@ package stack
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -244,5 +246,61 @@ func TestStarDeletesItsProbe(t *testing.T) {
 	}
 	if !strings.Contains(string(src), `key := fmt.Sprintf("`+ProbePrefix) {
 		t.Errorf("shared/star/commit.go no longer writes its probe under %s", ProbePrefix)
+	}
+}
+
+// TestStarMemory: in every task the star container and the agent sidecar
+// have hard limits that add up to the task's memory; the star's pools,
+// overhead and both backlogs fit its container (the sidecar is not counted
+// twice), and GOMEMLIMIT is below the container's limit.
+func TestStarMemory(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), threeStars(t), withTLS(t)} {
+		for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+			p := props(r)
+			task, err := strconv.Atoi(fmt.Sprint(p["Memory"]))
+			if err != nil {
+				t.Fatalf("%s: Memory %v", id, p["Memory"])
+			}
+			limits := map[string]int{}
+			env := map[string]string{}
+			for _, c := range p["ContainerDefinitions"].([]any) {
+				c := c.(map[string]any)
+				name := fmt.Sprint(c["Name"])
+				l, ok := c["Memory"].(float64)
+				if !ok {
+					t.Errorf("%s/%s: no hard memory limit", id, name)
+				}
+				limits[name] = int(l)
+				if name != "star" {
+					continue
+				}
+				for _, kv := range c["Environment"].([]any) {
+					kv := kv.(map[string]any)
+					if v, ok := kv["Value"].(string); ok {
+						env[fmt.Sprint(kv["Name"])] = v
+					}
+				}
+			}
+			star, agent := limits["star"], limits["cloudwatch-agent"]
+			if star+agent != task || agent != AgentMemoryMiB {
+				t.Errorf("%s: star %d + agent %d MiB, task %d MiB (agent should be %d)", id, star, agent, task, AgentMemoryMiB)
+			}
+			atoi := func(k, suffix string) int {
+				n, err := strconv.Atoi(strings.TrimSuffix(env[k], suffix))
+				if err != nil {
+					t.Fatalf("%s: %s=%q", id, k, env[k])
+				}
+				return n
+			}
+			backlog := atoi("STRAND_S3_CHAIN_BACKLOG_MIB", "")
+			pools := atoi("STRAND_S3_MEMORY_BUFFER_MIB", "") + atoi("STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB", "")
+			if worst := pools + 2*backlog + StarOverheadMiB; worst > star {
+				t.Errorf("%s: pools %d + 2 x backlog %d + overhead %d = %d MiB > the star container's %d MiB",
+					id, pools, backlog, StarOverheadMiB, worst, star)
+			}
+			if lim := atoi("GOMEMLIMIT", "MiB"); lim >= star || lim < pools+2*backlog {
+				t.Errorf("%s: GOMEMLIMIT %d MiB, want under the container's %d and over pools and backlogs %d", id, lim, star, pools+2*backlog)
+			}
+		}
 	}
 }

@@ -41,8 +41,6 @@ const AgentVersion = "1.300066.0b1367"
 // object there and deletes it.
 const ProbePrefix = "probes/"
 
-// agentMemoryMiB is reserved for the agent sidecar out of the task memory.
-const agentMemoryMiB = 128
 
 // agentConfig returns the CloudWatch agent and Prometheus configuration
 // (JSON and YAML documents) for one star.
@@ -245,9 +243,14 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			Region:          awscdk.Aws_REGION(),
 			APIHost:         s.APIHost(cfg),
 		})
+		// The Go runtime's soft limit, under the container's hard one.
+		env["GOMEMLIMIT"] = jsii.String(fmt.Sprintf("%dMiB", GoMemLimitMiB(cfg)))
 		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
 			ContainerName: jsii.String("star"),
 			Image:         awsecs.ContainerImage_FromDockerImageAsset(image),
+			// The task's memory less the agent's: what BacklogMiB and
+			// GOMEMLIMIT are computed from.
+			MemoryLimitMiB: jsii.Number(StarContainerMiB(cfg)),
 			// No command: the image's ENTRYPOINT is the star binary and
 			// every flag comes from the environment (STRAND_<FLAG>).
 			Environment: &env,
@@ -266,7 +269,8 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		td.AddContainer(jsii.String("metrics"), &awsecs.ContainerDefinitionOptions{
 			ContainerName:        jsii.String("cloudwatch-agent"),
 			Image:                awsecs.ContainerImage_FromRegistry(jsii.String(AgentImage), nil),
-			MemoryReservationMiB: jsii.Number(agentMemoryMiB),
+			// A hard limit: the agent cannot take the star's memory.
+			MemoryLimitMiB: jsii.Number(AgentMemoryMiB),
 			Essential:            jsii.Bool(false),
 			Environment: &map[string]*string{
 				"CW_CONFIG_CONTENT":         jsii.String(cw),
