@@ -41,7 +41,6 @@ const AgentVersion = "1.300066.0b1367"
 // object there and deletes it.
 const ProbePrefix = "probes/"
 
-
 // agentConfig returns the CloudWatch agent and Prometheus configuration
 // (JSON and YAML documents) for one star.
 func agentConfig(star, logGroup string) (cw, prom string) {
@@ -267,11 +266,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		})
 		cw, prom := agentConfig(star, *s.MetricLogs.LogGroupName())
 		td.AddContainer(jsii.String("metrics"), &awsecs.ContainerDefinitionOptions{
-			ContainerName:        jsii.String("cloudwatch-agent"),
-			Image:                awsecs.ContainerImage_FromRegistry(jsii.String(AgentImage), nil),
+			ContainerName: jsii.String("cloudwatch-agent"),
+			Image:         awsecs.ContainerImage_FromRegistry(jsii.String(AgentImage), nil),
 			// A hard limit: the agent cannot take the star's memory.
 			MemoryLimitMiB: jsii.Number(AgentMemoryMiB),
-			Essential:            jsii.Bool(false),
+			Essential:      jsii.Bool(false),
 			Environment: &map[string]*string{
 				"CW_CONFIG_CONTENT":         jsii.String(cw),
 				"PROMETHEUS_CONFIG_CONTENT": jsii.String(prom),
