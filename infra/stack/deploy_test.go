@@ -304,3 +304,25 @@ func TestStarMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepsOverlapAtMostPairwise: no function reserves concurrency (on a
+// new account, whose Lambda concurrency quota can be 10, any reservation
+// fails the deploy: the unreserved pool may not drop below its minimum),
+// and no sweep fires more often than its function's timeout, so the
+// schedule alone never runs more than two copies of a sweep at once. That
+// overlap is safe: settle, absorb and trim are tested with concurrent
+// copies (shared/settle TestSettleConcurrentCopies, shared/absorb, and
+// shared/trim TestPipelineUnderFaults); see docs/deploy.md, Sizing.
+func TestSweepsOverlapAtMostPairwise(t *testing.T) {
+	s := defaults(t)
+	for id, r := range s.ofType("AWS::Lambda::Function") {
+		if v, ok := props(r)["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("%s reserves concurrency %v: fails the first deploy on a new account", id, v)
+		}
+	}
+	for name, spec := range fnSpecs {
+		if spec.sweepMinutes*60 < spec.timeoutSecs {
+			t.Errorf("%s: sweep every %d min but runs up to %d s: more than two sweeps may overlap", name, spec.sweepMinutes, spec.timeoutSecs)
+		}
+	}
+}
