@@ -30,6 +30,7 @@ const (
 	CtxAPIHostname            = "strand:apiHostname"
 	CtxAllowPlaintextPublic   = "strand:allowPlaintextPublicApi"
 	CtxExpressAZNames         = "strand:expressAzNames"
+	CtxAllowUnlistedZones     = "strand:allowUnlistedExpressZones"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -38,6 +39,7 @@ var ContextKeys = []string{
 	CtxExpressMemoryBufferMiB, CtxTaskCPU, CtxTaskMemoryMiB, CtxRetentionDays,
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
+	CtxAllowUnlistedZones,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -53,8 +55,9 @@ type Config struct {
 	Region string
 	// Account is optional; empty means "the CLI's current account".
 	Account string
-	// ExpressAZs are the three availability-zone ids (e.g. use1-az4) of the
-	// Express set, one directory bucket each.
+	// ExpressAZs are the availability-zone ids (e.g. use1-az4) of the
+	// Express set, one directory bucket each: three (K=3), or two (K=2) in
+	// a region with only two Express zones (regions.go).
 	ExpressAZs []string
 	// StarCount is the number of stars (star-0 .. star-N-1), one Fargate
 	// service each.
@@ -96,9 +99,12 @@ type Config struct {
 	// that is bearer tokens in clear text on the internet.
 	AllowPlaintextPublicAPI bool
 	// ExpressAZNames are this account's availability-zone names of the
-	// three ExpressAZs, in the same order. When set (it needs Account),
-	// the VPC spans exactly those zones and star-i runs in zone i mod 3.
+	// ExpressAZs, in the same order. When set (it needs Account), the VPC
+	// spans exactly those zones and star-i runs in zone i mod K.
 	ExpressAZNames []string
+	// AllowUnlistedExpressZones accepts zone ids (and regions) that
+	// ExpressZones does not list, for zones AWS added since.
+	AllowUnlistedExpressZones bool
 }
 
 // TLS reports whether the API listeners terminate TLS.
@@ -108,8 +114,8 @@ func (c Config) TLS() bool { return c.CertificateARN != "" }
 func (c Config) ZoneAligned() bool { return len(c.ExpressAZNames) > 0 }
 
 // StarZone returns the index into ExpressAZs (and ExpressAZNames) of the
-// zone star i runs in when ZoneAligned.
-func StarZone(i int) int { return i % 3 }
+// zone star i runs in when ZoneAligned: i mod K.
+func (c Config) StarZone(i int) int { return i % len(c.ExpressAZs) }
 
 // StarOverheadMiB is the star container's memory reserved beyond the two
 // pool budgets and the backlogs (Go runtime and GC headroom, flights in
@@ -260,6 +266,7 @@ func FromContext(get Lookup) (Config, error) {
 	str(CtxAPIHostname, &c.APIHostname)
 	boolean(CtxAllowPlaintextPublic, &c.AllowPlaintextPublicAPI)
 	list(CtxExpressAZNames, &c.ExpressAZNames)
+	boolean(CtxAllowUnlistedZones, &c.AllowUnlistedExpressZones)
 	if err != nil {
 		return Config{}, err
 	}
@@ -305,16 +312,8 @@ func (c *Config) Validate() error {
 	if !regionRe.MatchString(c.Region) {
 		return fmt.Errorf("%w: %s=%q is not a region name", ErrConfig, CtxRegion, c.Region)
 	}
-	if len(c.ExpressAZs) != 3 {
-		return fmt.Errorf("%w: %s needs exactly 3 AZ ids, got %d", ErrConfig, CtxExpressAZs, len(c.ExpressAZs))
-	}
-	for i, az := range c.ExpressAZs {
-		if !azIDRe.MatchString(az) {
-			return fmt.Errorf("%w: %s[%d]=%q is not an AZ id like use1-az4", ErrConfig, CtxExpressAZs, i, az)
-		}
-		if slices.Contains(c.ExpressAZs[:i], az) {
-			return fmt.Errorf("%w: %s lists %q twice; the Express set needs three distinct zones", ErrConfig, CtxExpressAZs, az)
-		}
+	if err := c.validateExpressSet(); err != nil {
+		return err
 	}
 	if c.StarCount < 1 || c.StarCount > MaxStars {
 		return fmt.Errorf("%w: %s=%d must be in 1..%d (one load balancer listener each)", ErrConfig, CtxStarCount, c.StarCount, MaxStars)
@@ -473,7 +472,8 @@ const (
 )
 
 // ExpressW is the Express set's write quorum: a slot commits at 2 of its 3
-// copies (K=3). The star (STRAND_EXPRESS_W) and every Lambda get it.
+// copies (K=3), or at both with K=2. The star (STRAND_EXPRESS_W) and every
+// Lambda get it.
 const ExpressW = 2
 
 // StarListenerPort is the load balancer port that reaches only star i; the

@@ -3,10 +3,12 @@ package stack
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -323,6 +325,78 @@ func TestSweepsOverlapAtMostPairwise(t *testing.T) {
 	for name, spec := range fnSpecs {
 		if spec.sweepMinutes*60 < spec.timeoutSecs {
 			t.Errorf("%s: sweep every %d min but runs up to %d s: more than two sweeps may overlap", name, spec.sweepMinutes, spec.timeoutSecs)
+		}
+	}
+}
+
+// TestRegions: the Express set is checked against the zones S3 Express
+// One Zone has in the region, and a two-zone region gets a K=2 set.
+func TestRegions(t *testing.T) {
+	ok := []map[string]any{
+		nil,
+		{CtxRegion: "us-west-2", CtxExpressAZs: "usw2-az1,usw2-az3,usw2-az4"},
+		{CtxRegion: "eu-north-1", CtxExpressAZs: "eun1-az1,eun1-az2,eun1-az3"},
+		{CtxRegion: "eu-west-1", CtxExpressAZs: "euw1-az1,euw1-az3"},
+		{CtxRegion: "sa-east-1", CtxExpressAZs: "sae1-az1,sae1-az2,sae1-az3", CtxAllowUnlistedZones: true},
+	}
+	for _, m := range ok {
+		if _, err := FromContext(ctx(m)); err != nil {
+			t.Errorf("%v: %v", m, err)
+		}
+	}
+	bad := []struct {
+		m    map[string]any
+		says string
+	}{
+		{map[string]any{CtxExpressAZs: "use1-az1,use1-az4,use1-az5"}, "use1-az1 is not an S3 Express One Zone zone of us-east-1"},
+		{map[string]any{CtxExpressAZs: "use1-az4,use1-az5"}, "us-east-1 has 3 Express zones"},
+		{map[string]any{CtxRegion: "eu-west-1", CtxExpressAZs: "euw1-az1,euw1-az2,euw1-az3"}, "euw1-az2"},
+		{map[string]any{CtxRegion: "sa-east-1", CtxExpressAZs: "sae1-az1,sae1-az2,sae1-az3"}, "regions with three: eu-north-1, us-east-1, us-west-2"},
+		{map[string]any{CtxRegion: "us-west-2", CtxExpressAZs: "use1-az4,use1-az5,use1-az6"}, "not an S3 Express One Zone zone of us-west-2"},
+		{map[string]any{CtxExpressAZs: "use1-az4"}, "needs 3 or 2 AZ ids"},
+		{map[string]any{CtxExpressAZs: "use1-az4,use1-az5,use1-az6,use1-az1"}, "needs 3 or 2 AZ ids"},
+	}
+	for _, c := range bad {
+		_, err := FromContext(ctx(c.m))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%v: %v, want ErrConfig saying %q", c.m, err, c.says)
+		}
+	}
+	if got := twoZoneRegions(); !slices.Equal(got, []string{"ap-northeast-1", "ap-south-1", "eu-west-1", "us-east-2"}) {
+		t.Errorf("two-zone regions %v", got)
+	}
+}
+
+// TestTwoZoneSet: a K=2 stack has two directory buckets, both in every
+// reader's and writer's bucket list, with W=2, and aligned stars alternate
+// between the two zones.
+func TestTwoZoneSet(t *testing.T) {
+	const lookup = "availability-zones:account=111111111111:region=eu-west-1"
+	s := synth(t, "two-zone", map[string]any{
+		CtxRegion: "eu-west-1", CtxExpressAZs: []any{"euw1-az1", "euw1-az3"}, CtxStarCount: float64(3),
+		CtxAccount: "111111111111", CtxExpressAZNames: []any{"eu-west-1b", "eu-west-1a"},
+		lookup: []any{"eu-west-1a", "eu-west-1b", "eu-west-1c"},
+	})
+	if n := len(s.ofType("AWS::S3Express::DirectoryBucket")); n != 2 {
+		t.Fatalf("%d directory buckets, want 2", n)
+	}
+	for id, r := range s.ofType("AWS::Lambda::Function") {
+		env := js(props(r)["Environment"])
+		if !strings.Contains(env, `"STRAND_EXPRESS_W":"2"`) || strings.Count(env, "StorageExpress") != 2 {
+			t.Errorf("%s: environment %s, want two Express buckets and W=2", id, env)
+		}
+	}
+	zones := subnetZones(s)
+	for star, subnets := range serviceSubnets(t, s) {
+		i, err := strconv.Atoi(strings.TrimPrefix(star, "star-"))
+		if err != nil {
+			t.Fatalf("service %s", star)
+		}
+		want := s.cfg.ExpressAZNames[i%2]
+		for _, sn := range subnets {
+			if zones[sn] != js(want) {
+				t.Errorf("%s runs in subnet %s of %s, want %s", star, sn, zones[sn], want)
+			}
 		}
 	}
 }

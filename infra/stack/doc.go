@@ -1,7 +1,8 @@
 // Package stack is strand's AWS deployment as CDK constructs, one per
 // concern:
 //
-//   - Storage: the Express set (three S3 Express One Zone directory buckets,
+//   - Storage: the Express set (three, or two in a two-zone region, S3
+//     Express One Zone directory buckets,
 //     one per availability zone id, named <prefix>-<account>--<azid>--x-s3),
 //     the Standard chain bucket and the settled bucket. All are encrypted
 //     (SSE-S3), block public access, deny non-TLS requests by bucket policy
@@ -18,7 +19,7 @@
 //     (ALPN h2 preferred) and forward TCP. A public API in clear text is
 //     refused unless strand:allowPlaintextPublicApi says otherwise. With
 //     strand:expressAzNames (and an account) the VPC spans exactly the
-//     Express zones and star-i runs in zone i mod 3, so one of the W=2
+//     Express zones and star-i runs in zone i mod K, so one of the W=2
 //     copies an ack waits for is in the task's zone; without them the
 //     stack warns that placement is not aligned. The image is built from
 //     functions/star/Dockerfile; the container is configured entirely by

@@ -72,7 +72,7 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 		// the Express zone the names were given for, else the names do
 		// not belong to this account.
 		if cs, ok := sn.Node().FindChild(jsii.String("Subnet")).(awsec2.CfnSubnet); ok {
-			want := cfg.ExpressAZs[StarZone(i)]
+			want := cfg.ExpressAZs[cfg.StarZone(i)]
 			out(fmt.Sprintf("Star%dZoneId", i), cs.AttrAvailabilityZoneId(),
 				fmt.Sprintf("zone id of %s's subnet: must be %s (else %s does not match this account)", StarID(i), want, CtxExpressAZNames))
 		}
@@ -103,7 +103,7 @@ func zonePlacement(cfg Config) string {
 	}
 	parts := make([]string, 0, cfg.StarCount)
 	for i := range cfg.StarCount {
-		z := StarZone(i)
+		z := cfg.StarZone(i)
 		parts = append(parts, fmt.Sprintf("%s in %s (%s)", StarID(i), cfg.ExpressAZNames[z], cfg.ExpressAZs[z]))
 	}
 	return "aligned: " + strings.Join(parts, ", ")

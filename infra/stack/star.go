@@ -99,7 +99,7 @@ type Star struct {
 	Logs          awslogs.LogGroup
 	MetricLogs    awslogs.LogGroup
 	// StarSubnets[i] is the subnet star-i's task runs in when
-	// Config.ZoneAligned (the Express zone StarZone(i)); nil otherwise.
+	// Config.ZoneAligned (the Express zone cfg.StarZone(i)); nil otherwise.
 	StarSubnets []awsec2.ISubnet
 }
 
@@ -281,16 +281,16 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		})
 		taskPlacement := &awsec2.SubnetSelection{SubnetType: taskSubnets}
 		if cfg.ZoneAligned() {
-			// star-i in Express zone i mod 3: of the W=2 copies an ack
+			// star-i in Express zone i mod K: of the W=2 copies an ack
 			// waits for, one can be in the task's own zone.
-			taskPlacement.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames[StarZone(i)])
+			taskPlacement.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames[cfg.StarZone(i)])
 			var sel []awsec2.ISubnet
 			if p := s.Vpc.SelectSubnets(taskPlacement).Subnets; p != nil {
 				sel = *p
 			}
 			if len(sel) != 1 {
 				// A bug: the VPC has one subnet of this type per zone.
-				panic(fmt.Sprintf("infra: %s: %d subnets in %s, want 1", star, len(sel), cfg.ExpressAZNames[StarZone(i)]))
+				panic(fmt.Sprintf("infra: %s: %d subnets in %s, want 1", star, len(sel), cfg.ExpressAZNames[cfg.StarZone(i)]))
 			}
 			s.StarSubnets = append(s.StarSubnets, sel[0])
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// Storage is every bucket strand writes: the Express set (three S3 Express
+// Storage is every bucket strand writes: the Express set (K=3 or 2 S3 Express
 // One Zone directory buckets, one per zone), the Standard chain bucket and
 // the Standard settled bucket.
 type Storage struct {
@@ -46,7 +46,7 @@ func ExpressBucketName(prefix, azID string) *string {
 // dataRemoval is the removal policy of the buckets and the table. With
 // deletion protection they are retained on delete and on replacement, but
 // not when the stack's first create fails: CloudFormation then deletes them
-// (RetainExceptOnCreate), so the three directory buckets, whose names are
+// (RetainExceptOnCreate), so the directory buckets, whose names are
 // fixed, do not survive a rolled-back create and block the next deploy with
 // "already exists". A failed create has acknowledged no data.
 func dataRemoval(cfg Config) awscdk.RemovalPolicy {
