@@ -31,6 +31,10 @@ const (
 	CtxAllowPlaintextPublic   = "strand:allowPlaintextPublicApi"
 	CtxExpressAZNames         = "strand:expressAzNames"
 	CtxAllowUnlistedZones     = "strand:allowUnlistedExpressZones"
+	CtxContainerInsights      = "strand:containerInsights"
+	CtxNLBAccessLogs          = "strand:nlbAccessLogs"
+	CtxS3AccessLogs           = "strand:s3AccessLogs"
+	CtxFlowLogs               = "strand:flowLogs"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -39,7 +43,7 @@ var ContextKeys = []string{
 	CtxExpressMemoryBufferMiB, CtxTaskCPU, CtxTaskMemoryMiB, CtxRetentionDays,
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
-	CtxAllowUnlistedZones,
+	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -105,7 +109,19 @@ type Config struct {
 	// AllowUnlistedExpressZones accepts zone ids (and regions) that
 	// ExpressZones does not list, for zones AWS added since.
 	AllowUnlistedExpressZones bool
+	// Observability, each on by default (docs/deploy.md, Observability):
+	// ECS Container Insights on the cluster, the API load balancer's access
+	// logs (TLS listeners only), S3 server access logs of the Standard
+	// buckets, VPC flow logs. The logs go to one logs bucket (Storage.Logs)
+	// that expires them after RetentionDays.
+	ContainerInsights bool
+	NLBAccessLogs     bool
+	S3AccessLogs      bool
+	FlowLogs          bool
 }
+
+// LogsBucket reports whether the stack needs the logs bucket.
+func (c Config) LogsBucket() bool { return c.NLBAccessLogs || c.S3AccessLogs || c.FlowLogs }
 
 // TLS reports whether the API listeners terminate TLS.
 func (c Config) TLS() bool { return c.CertificateARN != "" }
@@ -167,6 +183,10 @@ func DefaultConfig() Config {
 		DeletionProtection:     true,
 		BucketPrefix:           "strand",
 		NatGateways:            1,
+		ContainerInsights:      true,
+		NLBAccessLogs:          true,
+		S3AccessLogs:           true,
+		FlowLogs:               true,
 	}
 }
 
@@ -267,6 +287,10 @@ func FromContext(get Lookup) (Config, error) {
 	boolean(CtxAllowPlaintextPublic, &c.AllowPlaintextPublicAPI)
 	list(CtxExpressAZNames, &c.ExpressAZNames)
 	boolean(CtxAllowUnlistedZones, &c.AllowUnlistedExpressZones)
+	boolean(CtxContainerInsights, &c.ContainerInsights)
+	boolean(CtxNLBAccessLogs, &c.NLBAccessLogs)
+	boolean(CtxS3AccessLogs, &c.S3AccessLogs)
+	boolean(CtxFlowLogs, &c.FlowLogs)
 	if err != nil {
 		return Config{}, err
 	}

@@ -400,3 +400,84 @@ func TestTwoZoneSet(t *testing.T) {
 		}
 	}
 }
+
+// TestObservability: Container Insights, load balancer access logs, S3
+// server access logs of the Standard buckets and VPC flow logs are on by
+// default, delivered to the logs bucket, and each switch turns its part off.
+func TestObservability(t *testing.T) {
+	on, off := defaults(t), threeStars(t)
+	cluster := func(s *synthesized) string {
+		for _, r := range s.ofType("AWS::ECS::Cluster") {
+			return js(props(r)["ClusterSettings"])
+		}
+		return ""
+	}
+	if c := cluster(on); !strings.Contains(c, `{"Name":"containerInsights","Value":"enabled"}`) {
+		t.Errorf("Container Insights not enabled: %s", c)
+	}
+	if c := cluster(off); strings.Contains(c, `"enabled"`) {
+		t.Errorf("Container Insights on with %s=false: %s", CtxContainerInsights, c)
+	}
+	var logs string
+	for id := range on.ofType("AWS::S3::Bucket") {
+		if strings.HasPrefix(id, "StorageLogs") {
+			logs = id
+		}
+	}
+	if logs == "" {
+		t.Fatal("no logs bucket")
+	}
+	ref := js(map[string]any{"Ref": logs})
+	for _, r := range on.ofType("AWS::ElasticLoadBalancingV2::LoadBalancer") {
+		attrs := js(props(r)["LoadBalancerAttributes"])
+		if !strings.Contains(attrs, `{"Key":"access_logs.s3.enabled","Value":"true"}`) || !strings.Contains(attrs, ref) {
+			t.Errorf("load balancer access logs not to %s: %s", logs, attrs)
+		}
+	}
+	for id, r := range on.ofType("AWS::S3::Bucket") {
+		lc := js(props(r)["LoggingConfiguration"])
+		if id == logs {
+			continue
+		}
+		if !strings.Contains(lc, `"DestinationBucketName":`+ref) || !strings.Contains(lc, LogsPrefixS3) {
+			t.Errorf("%s: server access logs %s, want %s under %s", id, lc, logs, LogsPrefixS3)
+		}
+	}
+	flows := on.ofType("AWS::EC2::FlowLog")
+	if len(flows) != 1 {
+		t.Fatalf("%d flow logs, want 1", len(flows))
+	}
+	for id, r := range flows {
+		p := props(r)
+		if p["LogDestinationType"] != "s3" || p["TrafficType"] != "ALL" || p["ResourceType"] != "VPC" || !strings.Contains(js(p["LogDestination"]), logs) {
+			t.Errorf("%s: %s", id, js(p))
+		}
+	}
+	// The logs bucket lets the delivery services write (by policy: the
+	// bucket takes no ACLs).
+	var policy string
+	for _, r := range on.ofType("AWS::S3::BucketPolicy") {
+		if js(props(r)["Bucket"]) == ref {
+			policy = js(props(r)["PolicyDocument"])
+		}
+	}
+	for _, svc := range []string{"logging.s3.amazonaws.com", "delivery.logs.amazonaws.com"} {
+		if !strings.Contains(policy, svc) {
+			t.Errorf("the logs bucket policy does not let %s write: %s", svc, policy)
+		}
+	}
+	// Switched off: no logs bucket, no logging, no flow log.
+	for id, r := range off.ofType("AWS::S3::Bucket") {
+		if strings.HasPrefix(id, "StorageLogs") || props(r)["LoggingConfiguration"] != nil {
+			t.Errorf("%s: logs bucket or access logs with the switches off", id)
+		}
+	}
+	for _, r := range off.ofType("AWS::ElasticLoadBalancingV2::LoadBalancer") {
+		if attrs := js(props(r)["LoadBalancerAttributes"]); strings.Contains(attrs, `"access_logs.s3.enabled","Value":"true"`) {
+			t.Errorf("load balancer access logs with %s=false: %s", CtxNLBAccessLogs, attrs)
+		}
+	}
+	if n := len(off.ofType("AWS::EC2::FlowLog")); n != 0 {
+		t.Errorf("%d flow logs with %s=false", n, CtxFlowLogs)
+	}
+}

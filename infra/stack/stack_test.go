@@ -108,6 +108,8 @@ func threeStars(t *testing.T) *synthesized {
 	return synth(t, "three", map[string]any{
 		CtxStarCount: float64(3), CtxDeletionProtection: false, CtxNatGateways: float64(0), CtxPublicAPI: true,
 		CtxAllowPlaintextPublic: true,
+		// The cheapest stack: no observability extras.
+		CtxContainerInsights: false, CtxNLBAccessLogs: "false", CtxS3AccessLogs: false, CtxFlowLogs: false,
 	})
 }
 
@@ -164,11 +166,19 @@ func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 func TestResourceCounts(t *testing.T) {
 	for _, s := range []*synthesized{defaults(t), threeStars(t), withTLS(t), aligned(t)} {
 		n := s.cfg.StarCount
+		logs, flow := 0, 0
+		if s.cfg.LogsBucket() {
+			logs = 1
+		}
+		if s.cfg.FlowLogs {
+			flow = 1
+		}
 		counts := map[string]int{
+			"AWS::EC2::FlowLog":                         flow,
 			"AWS::S3Express::DirectoryBucket":           3,
 			"AWS::S3Express::BucketPolicy":              3,
-			"AWS::S3::Bucket":                           2,
-			"AWS::S3::BucketPolicy":                     2,
+			"AWS::S3::Bucket":                           2 + logs,
+			"AWS::S3::BucketPolicy":                     2 + logs,
 			"AWS::DynamoDB::Table":                      1,
 			"AWS::Lambda::Function":                     4,
 			"AWS::Lambda::EventSourceMapping":           2,
@@ -249,7 +259,15 @@ func TestBucketsPrivateEncryptedTLSOnly(t *testing.T) {
 		if lc := js(p["LifecycleConfiguration"]); !strings.Contains(lc, `"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1}`) {
 			t.Errorf("%s: lifecycle %s", id, lc)
 		}
-		if lc := js(p["LifecycleConfiguration"]); strings.Contains(lc, "ExpirationInDays") {
+		lc := js(p["LifecycleConfiguration"])
+		if strings.HasPrefix(id, "StorageLogs") {
+			// Access and flow logs are not data: they expire.
+			if !strings.Contains(lc, fmt.Sprintf(`"ExpirationInDays":%d`, s.cfg.RetentionDays)) {
+				t.Errorf("%s: logs do not expire after %d days: %s", id, s.cfg.RetentionDays, lc)
+			}
+			continue
+		}
+		if strings.Contains(lc, "ExpirationInDays") {
 			t.Errorf("%s: a lifecycle rule expires data (trim is the only deleter): %s", id, lc)
 		}
 	}

@@ -142,7 +142,19 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		vpcProps.MaxAzs = jsii.Number(3)
 	}
 	s.Vpc = awsec2.NewVpc(s.Construct, jsii.String("Vpc"), vpcProps)
-	s.Cluster = awsecs.NewCluster(s.Construct, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: s.Vpc})
+	if cfg.FlowLogs {
+		// All traffic (accepted and rejected) of the VPC, to the logs
+		// bucket: no IAM role needed, unlike a CloudWatch Logs destination.
+		s.Vpc.AddFlowLog(jsii.String("FlowLogs"), &awsec2.FlowLogOptions{
+			Destination: awsec2.FlowLogDestination_ToS3(st.Logs, jsii.String(LogsPrefixFlow), nil),
+			TrafficType: awsec2.FlowLogTrafficType_ALL,
+		})
+	}
+	insights := awsecs.ContainerInsights_DISABLED
+	if cfg.ContainerInsights {
+		insights = awsecs.ContainerInsights_ENABLED
+	}
+	s.Cluster = awsecs.NewCluster(s.Construct, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: s.Vpc, ContainerInsightsV2: insights})
 
 	s.Logs = awslogs.NewLogGroup(s.Construct, jsii.String("Logs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
 	s.Logs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
@@ -196,6 +208,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		VpcSubnets:       &awsec2.SubnetSelection{SubnetType: lbSubnets},
 		SecurityGroups:   &[]awsec2.ISecurityGroup{lbSG},
 	})
+	if cfg.NLBAccessLogs {
+		// A Network Load Balancer logs TLS connections only: with TCP
+		// listeners (no strand:certificateArn) the log stays empty.
+		s.LoadBalancer.LogAccessLogs(st.Logs, jsii.String(LogsPrefixNLB))
+	}
 	clients := awsec2.Peer_Ipv4(s.Vpc.VpcCidrBlock())
 	if cfg.PublicAPI {
 		clients = awsec2.Peer_AnyIpv4()

@@ -24,7 +24,19 @@ type Storage struct {
 	Chain awss3.Bucket
 	// Settled holds settled objects (streams/<id>/<first>-<last>).
 	Settled awss3.Bucket
+	// Logs receives the S3 server access logs of Chain and Settled, the
+	// load balancer's access logs and the VPC flow logs (LogsPrefix*),
+	// and expires them after Config.RetentionDays; nil when
+	// Config.LogsBucket is false.
+	Logs awss3.Bucket
 }
+
+// Key prefixes in the logs bucket.
+const (
+	LogsPrefixS3   = "s3-access/"
+	LogsPrefixNLB  = "nlb"
+	LogsPrefixFlow = "vpc-flow/"
+)
 
 // Key prefixes strand uses in each bucket (DESIGN.md, "Object format").
 const (
@@ -112,15 +124,41 @@ func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
 		s.ExpressNames = append(s.ExpressNames, b.Ref())
 		s.ExpressArns = append(s.ExpressArns, b.AttrArn())
 	}
-	standard := func(id string) awss3.Bucket {
-		return awss3.NewBucket(s.Construct, jsii.String(id), &awss3.BucketProps{
+	if cfg.LogsBucket() {
+		// SSE-S3: load balancer access logs cannot be written to a
+		// KMS-encrypted bucket. Logs are not data: they expire, and the
+		// bucket goes with the stack's data policy.
+		s.Logs = awss3.NewBucket(s.Construct, jsii.String("Logs"), &awss3.BucketProps{
 			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 			Encryption:        awss3.BucketEncryption_S3_MANAGED,
 			EnforceSSL:        jsii.Bool(true),
 			MinimumTLSVersion: jsii.Number(1.2),
 			ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-			Versioned:         jsii.Bool(false),
 			RemovalPolicy:     removal,
+			LifecycleRules: &[]*awss3.LifecycleRule{{
+				Id:                                  jsii.String("expire-logs"),
+				Enabled:                             jsii.Bool(true),
+				Expiration:                          awscdk.Duration_Days(jsii.Number(cfg.RetentionDays)),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(abortUploadsDays)),
+			}},
+		})
+	}
+	standard := func(id string) awss3.Bucket {
+		var logs awss3.IBucket
+		var logsPrefix *string
+		if cfg.S3AccessLogs {
+			logs, logsPrefix = s.Logs, jsii.String(LogsPrefixS3+id+"/")
+		}
+		return awss3.NewBucket(s.Construct, jsii.String(id), &awss3.BucketProps{
+			ServerAccessLogsBucket: logs,
+			ServerAccessLogsPrefix: logsPrefix,
+			BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
+			Encryption:             awss3.BucketEncryption_S3_MANAGED,
+			EnforceSSL:             jsii.Bool(true),
+			MinimumTLSVersion:      jsii.Number(1.2),
+			ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+			Versioned:              jsii.Bool(false),
+			RemovalPolicy:          removal,
 			LifecycleRules: &[]*awss3.LifecycleRule{{
 				Id:                                  jsii.String("abort-incomplete-uploads"),
 				Enabled:                             jsii.Bool(true),
