@@ -481,3 +481,34 @@ func TestObservability(t *testing.T) {
 		t.Errorf("%d flow logs with %s=false", n, CtxFlowLogs)
 	}
 }
+
+// TestDockerfileMatchesTask: the star image's final stage exposes the
+// ports the task maps and starts the star binary (the image itself is built
+// offline and run in package bundle's TestStarImageOffline).
+func TestDockerfileMatchesTask(t *testing.T) {
+	f, err := os.Open(filepath.Join(repoRoot, StarDockerfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stages, err := bundle.ParseDockerfile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := stages[len(stages)-1]
+	var expose, entry string
+	for _, in := range final.Instrs {
+		switch in.Cmd {
+		case "EXPOSE":
+			expose = in.Args
+		case "ENTRYPOINT":
+			entry = in.Args
+		}
+	}
+	if want := fmt.Sprintf("%d %d", APIPort, AdminPort); expose != want {
+		t.Errorf("EXPOSE %q, want %q (the task's port mappings)", expose, want)
+	}
+	if entry != `["/star"]` {
+		t.Errorf("ENTRYPOINT %s, want [\"/star\"]", entry)
+	}
+}
