@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 func TestMain(m *testing.M) {
@@ -85,6 +86,9 @@ func synth(t *testing.T, name string, values map[string]any) *synthesized {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every synthesized stack passes cdk-nag's AwsSolutions pack
+	// (TestNagAwsSolutions reads its findings from the cloud assembly).
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(nil), nil)
 	tmpl := assertions.Template_FromStack(st.Stack, nil)
 	app.Synth(nil)
 	raw, err := json.Marshal(tmpl.ToJSON())

@@ -181,6 +181,9 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	s.MetricLogs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
 	a.allow([]string{"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}, []*string{s.MetricLogs.LogGroupArn()}, nil)
 	a.applyTo(s.TaskRole)
+	// The star writes slots under chains/ and its start-up probe under
+	// probes/ of the chain bucket: Get and Put on the whole bucket.
+	suppress(s.TaskRole, objectKeys(`|streams\/|probes\/`))
 	s.ExecutionRole = awsiam.NewRole(s.Construct, jsii.String("ExecutionRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
 		Description: jsii.String("strand star task execution (image pull, logs)"),
@@ -216,6 +219,20 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	clients := awsec2.Peer_Ipv4(s.Vpc.VpcCidrBlock())
 	if cfg.PublicAPI {
 		clients = awsec2.Peer_AnyIpv4()
+		suppress(lbSG, nagException{rule: "AwsSolutions-EC23", reason: "strand:publicApi=true asks for an internet-facing API: " +
+			"only the API ports are open, and without strand:certificateArn synthesis refuses it unless strand:allowPlaintextPublicApi says otherwise"})
+	} else {
+		suppress(lbSG, nagException{rule: "CdkNagValidationFailure", appliesTo: []string{`/^AwsSolutions-EC23$/`},
+			reason: "the API ports are open to the VPC's CIDR only, a token cdk-nag cannot evaluate (internal load balancer)"})
+	}
+	if !cfg.NLBAccessLogs {
+		suppress(s.LoadBalancer, switchedOff("AwsSolutions-ELB2", CtxNLBAccessLogs))
+	}
+	if !cfg.FlowLogs {
+		suppress(s.Vpc, switchedOff("AwsSolutions-VPC7", CtxFlowLogs))
+	}
+	if !cfg.ContainerInsights {
+		suppress(s.Cluster, switchedOff("AwsSolutions-ECS4", CtxContainerInsights))
 	}
 	taskSG := awsec2.NewSecurityGroup(s.Construct, jsii.String("TaskSG"), &awsec2.SecurityGroupProps{
 		Vpc: s.Vpc, Description: jsii.String("strand star tasks"), AllowAllOutbound: jsii.Bool(true),
@@ -249,6 +266,8 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 				OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
 			},
 		})
+		suppress(td, nagException{rule: "AwsSolutions-ECS2", reason: "the environment holds configuration only (resource names, queue URLs, sizes, " +
+			"peers): no secret; API tokens live hashed in the table"})
 		env := StarEnv(cfg, i, StarResources{
 			Table:           ms.Table.TableName(),
 			ExpressBuckets:  awscdk.Fn_Join(jsii.String(","), &st.ExpressNames),
@@ -349,6 +368,13 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		Targets:             &anyTargets,
 		HealthCheck:         health,
 		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+	})
+	// After the task definitions: they add the pull and log grants (the
+	// role's default policy), and a suppression covers only the children
+	// that exist when it is made.
+	suppress(s.ExecutionRole, nagException{
+		rule: "AwsSolutions-IAM5", appliesTo: []string{`/^Resource::\*$/`},
+		reason: "ecr:GetAuthorizationToken has no resource type, so it can only be granted on *; image pulls and logs are on named resources",
 	})
 	return s
 }

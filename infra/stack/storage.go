@@ -168,5 +168,10 @@ func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
 	}
 	s.Chain = standard("Chain")
 	s.Settled = standard("Settled")
+	if !cfg.S3AccessLogs {
+		for _, b := range []awss3.Bucket{s.Chain, s.Settled} {
+			suppress(b, switchedOff("AwsSolutions-S1", CtxS3AccessLogs))
+		}
+	}
 	return s
 }
