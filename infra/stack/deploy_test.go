@@ -512,3 +512,43 @@ func TestDockerfileMatchesTask(t *testing.T) {
 		t.Errorf("ENTRYPOINT %s, want [\"/star\"]", entry)
 	}
 }
+
+// TestExpressSessionModeMatchesGrant: a function whose role may create
+// only ReadOnly Express sessions tells its S3 client to ask for ReadOnly
+// ones (the SDK's default asks for ReadWrite and would be refused), and no
+// other function does.
+func TestExpressSessionModeMatchesGrant(t *testing.T) {
+	s := defaults(t)
+	src, err := os.ReadFile(filepath.Join(repoRoot, "shared", "objstore", "s3obj", "express.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), `EnvExpressSessionMode = "`+EnvExpressSessionMode+`"`) {
+		t.Fatalf("shared/objstore/s3obj no longer reads %s", EnvExpressSessionMode)
+	}
+	readOnly := 0
+	for _, name := range FunctionNames {
+		title := strings.ToUpper(name[:1]) + name[1:]
+		g := grants(t, s, "Settlement"+title+"Role")
+		ro := false
+		for _, r := range g["s3express:CreateSession"] {
+			ro = ro || strings.Contains(r, `"s3express:SessionMode":"ReadOnly"`)
+		}
+		var env string
+		for id, r := range s.ofType("AWS::Lambda::Function") {
+			if strings.HasPrefix(id, "Settlement"+title) {
+				env = js(props(r)["Environment"])
+			}
+		}
+		asks := strings.Contains(env, `"`+EnvExpressSessionMode+`":"ReadOnly"`)
+		if ro != asks {
+			t.Errorf("%s: role ReadOnly-only %v, client asks for ReadOnly %v (%s)", name, ro, asks, env)
+		}
+		if ro {
+			readOnly++
+		}
+	}
+	if readOnly != 2 {
+		t.Errorf("%d functions with ReadOnly sessions, want absorb and settle", readOnly)
+	}
+}

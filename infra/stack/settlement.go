@@ -57,6 +57,24 @@ type Settlement struct {
 	EventSourceMaps map[string]awslambdaeventsources.SqsEventSource
 }
 
+// EnvExpressSessionMode is shared/objstore/s3obj's variable for the S3
+// Express session mode its client asks CreateSession for.
+const EnvExpressSessionMode = "STRAND_S3EXPRESS_SESSION_MODE"
+
+// fnEnv is a function's environment: the shared one, plus ReadOnly Express
+// sessions when its role may only create those (the SDK's default provider
+// asks for ReadWrite, which that role is refused).
+func fnEnv(shared map[string]*string, a *access) *map[string]*string {
+	env := make(map[string]*string, len(shared)+1)
+	for k, v := range shared {
+		env[k] = v
+	}
+	if a.readOnlyExpress {
+		env[EnvExpressSessionMode] = jsii.String("ReadOnly")
+	}
+	return &env
+}
+
 // NewSettlement creates queues, Lambdas, triggers, schedules and the
 // functions' least-privilege roles.
 func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot string, st *Storage, ms *Metastore) (*Settlement, error) {
@@ -189,7 +207,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.timeoutSecs)),
 			Role:         role,
 			LogGroup:     logs,
-			Environment:  &env,
+			Environment:  fnEnv(env, grants[name]),
 			// Sweeps and SQS deliveries are retried by their sources; async
 			// invocations (the schedule) get one retry.
 			RetryAttempts: jsii.Number(1),
