@@ -107,13 +107,10 @@ func Image(repoRoot, dockerfile, platform, out string) error {
 	args := map[string]string{}
 	for _, in := range final.Instrs {
 		switch in.Cmd {
-		case "ARG":
-			for _, d := range strings.Fields(in.Args) {
-				declareArg(args, auto, d)
+		case "ARG", "ENV":
+			if e := argOrEnv(in, args, auto); e != "" {
+				cfg.Config.Env = append(cfg.Config.Env, e)
 			}
-		case "ENV":
-			k, v, _ := strings.Cut(in.Args, "=")
-			cfg.Config.Env = append(cfg.Config.Env, k+"="+expand(v, args))
 		case "COPY":
 			from := in.Flags["from"]
 			root, ok := roots[from]
@@ -168,6 +165,19 @@ func Image(repoRoot, dockerfile, platform, out string) error {
 	return writeLayout(out, cfg, files, final.Base, platform)
 }
 
+// argOrEnv applies an ARG to args, or returns an ENV's KEY=value with the
+// ARGs expanded.
+func argOrEnv(in Instr, args, auto map[string]string) string {
+	if in.Cmd == "ARG" {
+		for _, d := range strings.Fields(in.Args) {
+			declareArg(args, auto, d)
+		}
+		return ""
+	}
+	k, v, _ := strings.Cut(in.Args, "=")
+	return k + "=" + expand(v, args)
+}
+
 // runStage runs a build stage's instructions with root standing for its
 // file system; keep are the absolute paths later stages copy out of it.
 func runStage(repoRoot, root string, st Stage, auto map[string]string, keep []string) error {
@@ -177,13 +187,10 @@ func runStage(repoRoot, root string, st Stage, auto map[string]string, keep []st
 	host := func(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
 	for _, in := range st.Instrs {
 		switch in.Cmd {
-		case "ARG":
-			for _, d := range strings.Fields(in.Args) {
-				declareArg(args, auto, d)
+		case "ARG", "ENV":
+			if e := argOrEnv(in, args, auto); e != "" {
+				env = append(env, e)
 			}
-		case "ENV":
-			k, v, _ := strings.Cut(in.Args, "=")
-			env = append(env, k+"="+expand(v, args))
 		case "WORKDIR":
 			workdir = path.Join(workdir, expand(in.Args, args))
 			if err := os.MkdirAll(host(workdir), 0o755); err != nil {

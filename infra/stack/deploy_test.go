@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,28 +161,39 @@ func TestLambdaAssetsAreArm64Bootstraps(t *testing.T) {
 	}
 }
 
-// TestDockerfilePlatformArgs: the build stage of the star's Dockerfile
-// declares BuildKit's automatic platform arguments without defaults (a
-// default would pin the binary's architecture whatever --platform says).
-func TestDockerfilePlatformArgs(t *testing.T) {
+// starStages parses the star's Dockerfile.
+func starStages(t *testing.T) []bundle.Stage {
+	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, StarDockerfile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	stages, err := bundle.ParseDockerfile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stages
+}
+
+// TestDockerfilePlatformArgs: the build stages of the star's Dockerfile
+// declare BuildKit's automatic platform arguments without defaults (a
+// default would pin the binary's architecture whatever --platform says).
+func TestDockerfilePlatformArgs(t *testing.T) {
+	stages := starStages(t)
 	declared := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || !strings.EqualFold(fields[0], "ARG") {
-			continue
-		}
-		for _, a := range fields[1:] {
-			name, def, hasDef := strings.Cut(a, "=")
-			if strings.HasPrefix(name, "TARGET") || strings.HasPrefix(name, "BUILD") {
-				declared[name] = true
-				if hasDef {
-					t.Errorf("%s: ARG %s has the default %q: --platform would not override it", StarDockerfile, name, def)
+	for _, st := range stages[:len(stages)-1] {
+		for _, in := range st.Instrs {
+			if in.Cmd != "ARG" {
+				continue
+			}
+			for _, a := range strings.Fields(in.Args) {
+				name, def, hasDef := strings.Cut(a, "=")
+				if strings.HasPrefix(name, "TARGET") || strings.HasPrefix(name, "BUILD") {
+					declared[name] = true
+					if hasDef {
+						t.Errorf("%s: ARG %s has the default %q: --platform would not override it", StarDockerfile, name, def)
+					}
 				}
 			}
 		}
@@ -486,15 +496,7 @@ func TestObservability(t *testing.T) {
 // ports the task maps and starts the star binary (the image itself is built
 // offline and run in package bundle's TestStarImageOffline).
 func TestDockerfileMatchesTask(t *testing.T) {
-	f, err := os.Open(filepath.Join(repoRoot, StarDockerfile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	stages, err := bundle.ParseDockerfile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stages := starStages(t)
 	final := stages[len(stages)-1]
 	var expose, entry string
 	for _, in := range final.Instrs {

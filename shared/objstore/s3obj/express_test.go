@@ -66,6 +66,19 @@ func sessionClient(t *testing.T, srv *httptest.Server, mode string) *Bucket {
 	return New(c, dirBucket)
 }
 
+// getOnce makes one GET through a client with the given session mode and
+// returns the server's record of it.
+func getOnce(t *testing.T, mode string) *sessionServer {
+	t.Helper()
+	srv := &sessionServer{ttl: 5 * time.Minute}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	if _, err := sessionClient(t, hs, mode).Get(t.Context(), "k", 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 // TestExpressReadOnlySession: with ExpressSessionMode ReadOnly, the client
 // asks CreateSession for a ReadOnly session (x-amz-create-session-mode),
 // signed with the base credentials, and signs the GET with the session's
@@ -138,12 +151,7 @@ func TestExpressSessionRenewed(t *testing.T) {
 // sessions, which a ReadOnly-only role is refused).
 func TestExpressDefaultSessionAsksNoMode(t *testing.T) {
 	t.Setenv(EnvExpressSessionMode, "")
-	srv := &sessionServer{ttl: 5 * time.Minute}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	if _, err := sessionClient(t, hs, "").Get(t.Context(), "k", 0, -1); err != nil {
-		t.Fatal(err)
-	}
+	srv := getOnce(t, "")
 	n := 0
 	for _, r := range srv.requests() {
 		if _, ok := r.URL.Query()["session"]; ok {
@@ -160,12 +168,7 @@ func TestExpressDefaultSessionAsksNoMode(t *testing.T) {
 
 func TestExpressSessionModeFromEnv(t *testing.T) {
 	t.Setenv(EnvExpressSessionMode, "ReadOnly")
-	srv := &sessionServer{ttl: 5 * time.Minute}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	if _, err := sessionClient(t, hs, "").Get(t.Context(), "k", 0, -1); err != nil {
-		t.Fatal(err)
-	}
+	srv := getOnce(t, "")
 	if m := srv.requests()[0].Header.Get("x-amz-create-session-mode"); m != "ReadOnly" {
 		t.Errorf("mode %q from %s=ReadOnly", m, EnvExpressSessionMode)
 	}
