@@ -12,8 +12,15 @@
 //     error. Each (repository, function) is built once per process.
 //   - CheckELF refuses a file that is not a linux/arm64 (EM_AARCH64)
 //     executable ELF; Bootstrap applies it to what it built.
-//   - Image (image.go) builds the star's image from functions/star/Dockerfile
-//     into an OCI image layout, offline: see docs/adr/0040.
+//   - Image builds an image from a Dockerfile (the star's,
+//     functions/star/Dockerfile) for a platform into an OCI image layout,
+//     offline: it runs the build stages the final stage copies from on this
+//     machine (ARGs as BuildKit sets them: a default wins over the automatic
+//     platform value), and writes the final stage's copied files as one
+//     layer with its config; the base image is named, not pulled
+//     (docs/adr/0040). ParseDockerfile reads the subset of instructions it
+//     follows and refuses the rest (ErrDockerfile). ReadLayout reads a
+//     layout back, checking every blob against its digest and size.
 //
 // Errors are wrapped with the function or file they concern; ErrNotArm64
 // marks a binary of the wrong architecture or format.

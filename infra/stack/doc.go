@@ -32,7 +32,21 @@
 //     arm64 with a bootstrap the app builds from functions/<name> into
 //     infra/build/<name> (package bundle: never a placeholder or stale).
 //   - Operations: alarms on backlog age (never rate), stalls by cause, DLQ
-//     depth, Lambda errors and stopped stars, an SNS topic, a dashboard.
+//     depth, Lambda errors and stopped stars, an SNS topic whose policy lets
+//     this account's CloudWatch alarms publish, a dashboard.
+//   - Observability extras, each on by default and switched by a context
+//     key: Container Insights, load balancer access logs, S3 server access
+//     logs of the Standard buckets and VPC flow logs, the last three into
+//     one expiring logs bucket (Storage.Logs).
+//
+// Data buckets are retained on delete with deletion protection, except
+// when the first create fails (RetainExceptOnCreate). The Express set is
+// checked against the region's S3 Express zones (regions.go): K=3, or K=2
+// in a two-zone region. Each star task splits its memory by hard limits
+// between the star (with GOMEMLIMIT and a backlog bound derived from its
+// share) and the CloudWatch agent sidecar (a pinned release). Every
+// synthesized configuration passes cdk-nag's AwsSolutions pack in the
+// tests; accepted findings are suppressed next to their resources (nag.go).
 //
 // IAM is least privilege: every identity policy names its actions (no
 // wildcard action) and resources; directory-bucket readers get ReadOnly
