@@ -39,16 +39,16 @@ func suppress(c constructs.IConstruct, exceptions ...nagException) {
 	cdknag.NagSuppressions_AddResourceSuppressions(c, &ss, jsii.Bool(true))
 }
 
-// objectKeys is the IAM5 exception for object actions on keys under
-// strand's own prefixes of its Standard buckets: an S3 object ARN names
-// keys by a prefix and a wildcard; the actions are listed one by one
-// (TestIAMNoWildcardActions) and the prefixes are the narrowest that
-// hold what the principal touches.
-func objectKeys(prefixes string) nagException {
+// objectKeys is the IAM5 exception for object actions on keys under a
+// prefix (or all keys) of strand's own Standard buckets: an S3 object ARN
+// names keys by a prefix and a wildcard; the actions are listed one by one
+// (TestIAMNoWildcardActions), and TestLeastPrivilege checks each
+// principal's prefixes.
+func objectKeys() nagException {
 	return nagException{
 		rule:      "AwsSolutions-IAM5",
-		appliesTo: []string{`/^Resource::<StorageSettled[0-9A-F]+\.Arn>\/(` + prefixes + `)\*$/`, `/^Resource::<StorageChain[0-9A-F]+\.Arn>\/(` + prefixes + `)\*$/`},
-		reason: "object actions (listed one by one, no wildcard action) on the keys under strand's own prefix of one bucket: " +
+		appliesTo: []string{`/^Resource::<Storage(Chain|Settled)[0-9A-F]+\.Arn>\/([a-z0-9-]+\/)*\*$/`},
+		reason: "object actions (listed one by one, no wildcard action) on the keys under strand's own prefixes of its buckets: " +
 			"an S3 object ARN can only name keys by prefix and wildcard",
 	}
 }

@@ -195,7 +195,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Resources: jsii.Strings(*logs.LogGroupArn()),
 		}))
 		grants[name].applyTo(role)
-		suppress(role, objectKeys(`chains\/|streams\/`))
+		suppress(role, objectKeys())
 		fn := awslambda.NewFunction(s.Construct, jsii.String(title), &awslambda.FunctionProps{
 			FunctionName: jsii.String(*awscdk.Stack_Of(s.Construct).StackName() + "-" + name),
 			Description:  jsii.String("strand " + name + " (functions/" + name + ")"),

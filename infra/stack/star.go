@@ -183,7 +183,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	a.applyTo(s.TaskRole)
 	// The star writes slots under chains/ and its start-up probe under
 	// probes/ of the chain bucket: Get and Put on the whole bucket.
-	suppress(s.TaskRole, objectKeys(`|streams\/|probes\/`))
+	suppress(s.TaskRole, objectKeys())
 	s.ExecutionRole = awsiam.NewRole(s.Construct, jsii.String("ExecutionRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
 		Description: jsii.String("strand star task execution (image pull, logs)"),
