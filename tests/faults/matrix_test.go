@@ -39,7 +39,7 @@ func TestFault_ZonesDown(t *testing.T) {
 					w.Inj[i].SetDown(true)
 				}
 				load(t, n, w, b, 4, 40, 0)
-				if h := metric(n, haltsSeries); h != 0 {
+				if h := metric(t, n, haltsSeries); h != 0 {
 					t.Fatalf("%d epoch halts with %d of K=%d buckets down", int(h), down, tc.k)
 				}
 				verify(t, w, n, b)
@@ -120,7 +120,7 @@ func TestFault_AmbiguousFlightPut(t *testing.T) {
 		if exists.Load() == 0 {
 			t.Fatal("no retried PUT met 412 for our own write")
 		}
-		if h := metric(n, haltsSeries); h != 0 {
+		if h := metric(t, n, haltsSeries); h != 0 {
 			t.Fatalf("our own ghost write halted the epoch (%v halts)", h)
 		}
 		// Lost requests (the write did not land) are retried too.
@@ -241,7 +241,7 @@ func TestFault_Conflict409(t *testing.T) {
 			t.Fatal("no 409 was injected")
 		}
 		b.extra.Add(cs[0].n.Load() + cs[1].n.Load())
-		if h := metric(n, haltsSeries); h != 0 {
+		if h := metric(t, n, haltsSeries); h != 0 {
 			t.Fatalf("409 conflicts halted the epoch %v times", h)
 		}
 		verify(t, w, n, b)
@@ -451,10 +451,10 @@ func TestFault_MetastoreDown(t *testing.T) {
 			t.Fatalf("an append past the backlog budget returned while the metastore was down: %v", err)
 		default:
 		}
-		if v := metric(n, backlogSeries); int(v) > budget {
+		if v := metric(t, n, backlogSeries); int(v) > budget {
 			t.Fatalf("backlog %v over the budget %d", v, budget)
 		}
-		if v := metric(n, stallSeries(star.StallMetastoreSlow)); v < 1 {
+		if v := metric(t, n, stallSeries(star.StallMetastoreSlow)); v < 1 {
 			t.Fatalf("stall not diagnosed as metastore_slow (counter %v; logged %v)", v, w.Logs.Stalls())
 		}
 		if w.Logs.Stalls()[star.StallMetastoreSlow] < 1 {
@@ -508,7 +508,7 @@ func TestFault_Bucket503ForMinutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		load(t, n, w, b, 2, 150, time.Second) // 150 s of appends from each producer
-		if h := metric(n, haltsSeries); h != 0 {
+		if h := metric(t, n, haltsSeries); h != 0 {
 			t.Fatalf("one zone answering 503 halted the epoch %v times", h)
 		}
 		_ = w.Inj[0].SetErrorRate(0)
@@ -519,7 +519,7 @@ func TestFault_Bucket503ForMinutes(t *testing.T) {
 		_ = w.Inj[0].SetErrorRate(1)
 		_ = w.Inj[1].SetErrorRate(1)
 		time.Sleep(3 * time.Minute)
-		if h := metric(n, haltsSeries); h == 0 {
+		if h := metric(t, n, haltsSeries); h == 0 {
 			t.Fatal("W unreachable for minutes did not halt the epoch")
 		}
 		_ = w.Inj[0].SetErrorRate(0)
@@ -614,7 +614,7 @@ func TestFault_WrongEpochAtKey(t *testing.T) {
 			}
 		}
 		load(t, n, w, b, 3, 20, 0)
-		if h := metric(n, haltsSeries); h == 0 {
+		if h := metric(t, n, haltsSeries); h == 0 {
 			t.Fatal("another epoch's envelope at our slot did not halt the epoch")
 		}
 		if got := n.Star.Released(sim.Chain).Epoch; got <= rel.Epoch {

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# mutants.sh: the mutation check (`make mutants`; part of the soak, never of
+# `make test`). Each mutant below is one small change to protocol code that
+# breaks a promise of docs/reliability.md. For each, on a temporary copy of
+# the tree (never the working tree), the script applies the change, then
+# runs
+#   1. the simulation at its default CI budget (go test ./tests/sim), and
+#   2. the package tests named with the mutant,
+# and requires BOTH to fail by an assertion: a run that passes, or that
+# fails only by timing out (a hang), lets the mutant survive. A mutant whose
+# change no longer applies (the code moved) fails the script too: update
+# its pattern. Exit status: 0 when every mutant is caught.
+#
+#   tests/mutants/mutants.sh            # every mutant
+#   tests/mutants/mutants.sh NAME...    # only these
+#   MUTANT_TIMEOUT=300 tests/mutants/mutants.sh
+#   MUTANT_DRY=1 tests/mutants/mutants.sh   # only check each applies and builds
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+timeout_s=${MUTANT_TIMEOUT:-240}
+
+# mutant NAME FILE "PACKAGE TESTS" PERL: a perl -0 substitution on FILE.
+names_all=() files=() pkgs_all=() exprs=()
+mutant() { names_all+=("$1"); files+=("$2"); pkgs_all+=("$3"); exprs+=("$4"); }
+mutant star-acks-at-w-1 shared/star/commit.go "./shared/star ./tests/faults" \
+  's/if confirmed == w \{/if confirmed == w-1 {/'
+mutant read-drops-last-record shared/read/read.go "./shared/read ./tests/linear" \
+  's/return Result\{Records: out, Tail: tail,/return Result{Records: out[:max(len(out)-1, 0)], Tail: tail,/'
+mutant trim-deletes-one-extra-slot shared/trim/trim.go "./shared/trim" \
+  's/for slot := st.First; slot < st.End; slot\+\+ \{/for slot := st.First; slot < st.End+1; slot++ {/'
+mutant absorb-drops-a-ref shared/absorb/absorb.go "./shared/absorb" \
+  's/\treturn refs, nil\n/\treturn refs[:max(len(refs)-1, 0)], nil\n/'
+mutant absorb-lastseq-one-short shared/absorb/absorb.go "./shared/absorb" \
+  's/refs = append\(refs, \*r\)/r.LastSeq--\n\t\trefs = append(refs, *r)/'
+mutant fence-skips-poison-write shared/chain/chain.go "./shared/chain" \
+  's/err := s.Buckets\[op.Bucket\].PutIfAbsent\(ctx, key, poison\)/err, _ := error(nil), poison/'
+mutant ack-released-out-of-slot-order shared/star/loglet.go "./shared/star" \
+  's/(\tfrom, to := l.ord.markDurable\(f.slot\)\n)/$1\tif f.slot >= to {\n\t\tfor _, b := range f.batches {\n\t\t\tb.finish(Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1}, nil)\n\t\t}\n\t}\n/; s/(func \(b \*batch\) finish\(a Ack, err error\) \{\n)/$1\tselect {\n\tcase <-b.done:\n\t\treturn\n\tdefault:\n\t}\n/'
+mutant settle-swaps-refs-unconditionally shared/metastore/mem.go "./shared/metastore ./shared/settle" \
+  's/if !ok \|\| !EqualRef\(cur, o\) \{/if false \&\& (!ok || !EqualRef(cur, o)) {/'
+
+want=("$@")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The tree as it is (committed or not), without the CDK module.
+git ls-files -co --exclude-standard | grep -v '^infra/' | tar -cf - -T - | tar -xf - -C "$tmp"
+echo "mutants: tree copied to $tmp (timeout ${timeout_s}s per run)"
+
+# run DIR LABEL PKGS...: 0 when the tests fail by an assertion; 1 when they
+# pass; 2 when they fail only by timing out.
+run() {
+  local label=$1; shift
+  local log="$tmp/.log"
+  (cd "$tmp" && go test -count=1 -timeout "${timeout_s}s" "$@" >"$log" 2>&1)
+  local rc=$?
+  if [ $rc -eq 0 ]; then echo "    $label: PASSED (mutant survives)"; return 1; fi
+  if grep -q 'panic: test timed out' "$log" && ! grep -qE '^\s+\S+_test.go:[0-9]+: ' "$log"; then
+    echo "    $label: only timed out (mutant survives)"; return 2
+  fi
+  local first
+  first=$(grep -m1 -E '_test.go:[0-9]+:|\.go:[0-9]+:[0-9]+:|panic:' "$log" | sed 's/^\s*//' | cut -c1-200)
+  echo "    $label: caught: $first"
+  return 0
+}
+
+caught=0 survived=0 stale=0 names=()
+for mi in "${!names_all[@]}"; do
+  name=${names_all[$mi]} file=${files[$mi]} pkgs=${pkgs_all[$mi]} expr=${exprs[$mi]}
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
+  names+=("$name")
+  echo "== mutant $name ($file)"
+  cp "$tmp/$file" "$tmp/.orig"
+  perl -0pi -e "$expr" "$tmp/$file"
+  if cmp -s "$tmp/$file" "$tmp/.orig"; then
+    echo "    STALE: the change no longer applies to $file; update its pattern"
+    stale=$((stale+1))
+    continue
+  fi
+  if [ -n "${MUTANT_DRY:-}" ]; then
+    # Dry run: the mutant applies and builds (with its tests).
+    if (cd "$tmp" && go vet "./$(dirname "$file")" >"$tmp/.log" 2>&1); then echo "    applies and builds"; caught=$((caught+1))
+    else echo "    does not build:"; head -5 "$tmp/.log"; survived=$((survived+1)); fi
+    cp "$tmp/.orig" "$tmp/$file"
+    continue
+  fi
+  ok=1
+  run "simulation (default budget)" ./tests/sim || ok=0
+  # shellcheck disable=SC2086
+  run "package tests ($pkgs)" $pkgs || ok=0
+  cp "$tmp/.orig" "$tmp/$file"
+  if [ $ok -eq 1 ]; then caught=$((caught+1)); else survived=$((survived+1)); fi
+done
+echo "SUMMARY mutants: mutants=${#names[@]} caught=$caught survived=$survived stale=$stale"
+[ $survived -eq 0 ] && [ $stale -eq 0 ] && [ ${#names[@]} -gt 0 ]
