@@ -54,9 +54,12 @@ func TestFault_ZonesDown(t *testing.T) {
 // zone is invisible to producers; its copies still land in the background.
 func TestFault_SlowZone(t *testing.T) {
 	opt := sim.DefaultOptions()
-	// The absorb walks copies in bucket order, so the slow zone slows it;
-	// with the simulation's tiny backlog budget that would stall acks. At
-	// the default budget the ack path is what this row measures.
+	// The absorb's hedged reads (chain.Set.Hedge) wait one hedge delay
+	// (20 ms) on the slow zone before asking the next, so a pass costs
+	// about 20 ms; a producer cutting a flight every 2 ms fills the
+	// simulation's 8-flight backlog budget within a pass and stalls
+	// (absorb_lagging; a 20 ms worst ack with the budget at 8). This row
+	// measures the ack path, so it runs at a production-sized budget.
 	opt.BacklogFlights = 1024
 	row(t, "SlowZone", opt, func(t *testing.T, w *sim.World, b *book) {
 		n := start(t, w, 1)

@@ -22,6 +22,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/star"
 	"github.com/strandlog/strand/tests/sim"
 )
 
@@ -245,7 +247,11 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 			records += len(in.bodies)
 		}
 	}
-	t.Logf("LINEAR seed=%d: operations=%d appends=%d records_acked=%d faults_injected=%d result=%s", seed, len(rec.ops), appends, records, w.Faults(), res)
+	tally := readBack(t, ctx, c, names, rec.ops)
+	t.Logf("LINEAR seed=%d: operations=%d appends=%d faults_injected=%d result=%s %s", seed, len(rec.ops), appends, w.Faults(), res, tally)
+	if int64(records) != tally.Acked || tally.Lost != 0 || tally.Duplicated != 0 {
+		t.Errorf("read back after the run: %s (the clients booked %d acked records)", tally, records)
+	}
 	short := 0
 	for _, op := range rec.ops {
 		if in, o := op.Input.(input), op.Output.(output); in.kind == opRead && uint64(len(o.recs)) < o.tail-in.from {
@@ -260,6 +266,44 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 		_ = porcupine.VisualizePath(streamModel, info, path)
 		t.Fatalf("history of %d operations is %s (visualization: %s)", len(rec.ops), res, path)
 	}
+}
+
+// readBack reads every stream from seq 0 to its tail through the client
+// after the run and counts the acked records (booked from the appends'
+// acks) read back at their seqs, lost, and duplicated.
+func readBack(t *testing.T, ctx context.Context, c *client.Client, names []string, ops []porcupine.Operation) sim.Tally {
+	t.Helper()
+	var total sim.Tally
+	for _, name := range names {
+		book := map[uint64]string{}
+		for _, op := range ops {
+			if in, o := op.Input.(input), op.Output.(output); in.kind == opAppend && in.stream == name {
+				for k, b := range in.bodies {
+					book[o.first+uint64(k)] = b
+				}
+			}
+		}
+		var got []star.SeqRecord
+		tail, err := c.CheckTail(ctx, name)
+		if err != nil {
+			t.Fatalf("check the tail of %s: %v", name, err)
+		}
+		for from := uint64(0); from < tail.NextSeq; {
+			res, err := c.Read(ctx, name, client.FromSeq(from), client.Limits{})
+			if err != nil {
+				t.Fatalf("read %s back from %d: %v", name, from, err)
+			}
+			if len(res.Records) == 0 {
+				t.Fatalf("read %s back from %d: no records below the tail %d", name, from, tail.NextSeq)
+			}
+			for _, r := range res.Records {
+				got = append(got, star.SeqRecord{Seq: r.Seq, Record: format.Record{Body: r.Body}})
+			}
+			from = res.Records[len(res.Records)-1].Seq + 1
+		}
+		total.Add(sim.CountRecords(book, got))
+	}
+	return total
 }
 
 // TestLinearizable: a clean run.
