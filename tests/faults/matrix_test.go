@@ -700,3 +700,58 @@ func TestFault_TrimAndProbeRaceReaders(t *testing.T) {
 		verify(t, w, n, b)
 	})
 }
+
+// TestFault_AckWaitsForWCopies: one zone down and a second zone's flight
+// PUTs held: one copy lands, and the batch must not be acked until the
+// held copy lands too (W=2). Checked from the raw buckets: while the PUTs
+// are held exactly one valid copy exists and the append has not returned;
+// once released it returns and every slot below the released head has W
+// valid copies.
+func TestFault_AckWaitsForWCopies(t *testing.T) {
+	row(t, "AckWaitsForWCopies", sim.DefaultOptions(), func(t *testing.T, w *sim.World, b *book) {
+		n := start(t, w, 1)
+		load(t, n, w, b, 2, 5, 0) // the pipeline is warm
+		w.Inj[0].SetDown(true)
+		hold := make(chan struct{})
+		var held atomic.Int64
+		w.Inj[1].OnCall(func(op objstore.Op, key string) {
+			if op == objstore.OpPut && strings.HasPrefix(key, "chains/") {
+				held.Add(1)
+				<-hold
+			}
+		})
+		defer func() {
+			select {
+			case <-hold:
+			default:
+				close(hold)
+			}
+		}()
+		rel0 := n.Star.Released(sim.Chain)
+		done := make(chan error, 1)
+		go func() { _, err := appendOne(context.Background(), n, w, b, 0, "held", 2); done <- err }()
+		time.Sleep(100 * time.Millisecond) // well within the 2 s commit deadline
+		synctestWait()
+		if held.Load() == 0 {
+			t.Fatal("no flight PUT reached the held zone")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the append returned (%v) with one copy of W=%d landed", err, w.Opt.W)
+		default:
+		}
+		if rel := n.Star.Released(sim.Chain); rel != rel0 {
+			t.Fatalf("the released head moved from %v to %v with one copy landed", rel0, rel)
+		}
+		if err := sim.NewDurability(w).Durable(context.Background(), n.Star.Released(sim.Chain), head(t, w).Settled); err != nil {
+			t.Fatal(err)
+		}
+		close(hold)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		w.Inj[0].SetDown(false)
+		b.extra.Add(held.Load())
+		verify(t, w, n, b)
+	})
+}
