@@ -755,3 +755,68 @@ func TestFault_AckWaitsForWCopies(t *testing.T) {
 		verify(t, w, n, b)
 	})
 }
+
+// TestFault_AcksReleaseInSlotOrder: a slot whose copies are held below W
+// holds back every later slot: a batch whose own slot reached W copies is
+// not acked, and the released head does not move, until the earlier slot
+// is durable too (invariant 4); then both ack, in slot order.
+func TestFault_AcksReleaseInSlotOrder(t *testing.T) {
+	row(t, "AcksReleaseInSlotOrder", sim.DefaultOptions(), func(t *testing.T, w *sim.World, b *book) {
+		n := start(t, w, 1)
+		load(t, n, w, b, 2, 5, 0) // the pipeline is warm and idle
+		rel0 := n.Star.Released(sim.Chain)
+		first := format.SlotKey(sim.StarID, rel0.Epoch, rel0.Slot)
+		hold := make(chan struct{})
+		var held atomic.Int64
+		for _, z := range []int{1, 2} { // one copy of the first slot lands, below W=2
+			w.Inj[z].OnCall(func(op objstore.Op, key string) {
+				if op == objstore.OpPut && key == first {
+					held.Add(1)
+					<-hold
+				}
+			})
+		}
+		release := sync.OnceFunc(func() { close(hold) })
+		defer release()
+		type res struct {
+			a   star.Ack
+			err error
+		}
+		early, late := make(chan res, 1), make(chan res, 1)
+		go func() { a, err := appendOne(context.Background(), n, w, b, 0, "early", 1); early <- res{a, err} }()
+		time.Sleep(10 * time.Millisecond) // cut into the first slot
+		synctestWait()
+		go func() { a, err := appendOne(context.Background(), n, w, b, 1, "late", 1); late <- res{a, err} }()
+		time.Sleep(100 * time.Millisecond) // cut into a later slot, whose copies all land
+		synctestWait()
+		if held.Load() == 0 {
+			t.Fatalf("no PUT of %s was held", first)
+		}
+		select {
+		case r := <-late:
+			t.Fatalf("the later slot's batch was acked (%+v, %v) while slot %v is below W", r.a, r.err, rel0)
+		case r := <-early:
+			t.Fatalf("the held slot's batch returned (%+v, %v) with one copy", r.a, r.err)
+		default:
+		}
+		if rel := n.Star.Released(sim.Chain); rel != rel0 {
+			t.Fatalf("the released head moved from %v to %v past a slot below W", rel0, rel)
+		}
+		later := 0
+		for _, m := range w.Mems {
+			if _, err := m.Head(context.Background(), format.SlotKey(sim.StarID, rel0.Epoch, rel0.Slot+1)); err == nil {
+				later++
+			}
+		}
+		if later < w.Opt.W {
+			t.Fatalf("the later slot has %d copies: the test did not reach its point", later)
+		}
+		release()
+		re, rl := <-early, <-late
+		if re.err != nil || rl.err != nil {
+			t.Fatalf("after the release: %v, %v", re.err, rl.err)
+		}
+		b.extra.Add(held.Load())
+		verify(t, w, n, b)
+	})
+}

@@ -233,6 +233,11 @@ func (s *sim) act() string {
 				s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) })
 			}
 		}},
+		{"slow-settler", 3, func() {
+			d := time.Duration(20+s.rng.IntN(300)) * time.Millisecond
+			s.goRun(func(ctx context.Context) { _, _ = s.w.SlowSettler(d).Run(ctx, Chain) })
+			s.goRun(func(ctx context.Context) { time.Sleep(d / 2); _, _ = s.w.Settler().Run(ctx, Chain) })
+		}},
 		{"trim", 3, func() {
 			s.goRun(func(ctx context.Context) { _, _ = s.w.Trimmer().Run(ctx, Chain); _, _ = s.w.Trimmer().Streams(ctx) })
 		}},
