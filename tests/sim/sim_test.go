@@ -101,6 +101,8 @@ type sim struct {
 	rng  *rand.Rand
 	w    *World
 	ctx  context.Context
+	// runCtx ends every background run (goRun) when the seed ends.
+	runCtx context.Context
 
 	mu      sync.Mutex
 	batches map[string]*batchRec // by "prod.idx"
@@ -150,15 +152,21 @@ func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
 	for i := range 6 {
 		s.prods = append(s.prods, &producer{stream: i % w.Opt.Streams})
 	}
+	var stop context.CancelFunc
+	s.runCtx, stop = context.WithCancel(context.Background())
 	defer func() {
 		*tally = s.tally
-		// On a failure too: stop every incarnation so the bubble can end.
+		// On a failure too: stop every incarnation and every background
+		// run, and wait for them, so the bubble ends cleanly and the next
+		// seed runs (a failed seed is counted, not a crashed binary).
+		stop()
 		if s.zombie != nil {
 			s.zombie.Kill()
 		}
 		if s.node != nil {
 			s.node.Kill()
 		}
+		s.wg.Wait()
 	}()
 	s.restart(false)
 	if s.node == nil {
@@ -217,6 +225,15 @@ func (s *sim) act() string {
 		{"two-zones-down", 1, s.twoDown},
 		{"slow-zone", 4, func() {
 			s.timed("slow", func() { _ = s.w.Inj[s.bad].SetLatency(2*time.Millisecond, 200*time.Millisecond) })
+		}},
+		{"jitter", 5, func() {
+			// Every zone's calls take a random time, so a later slot can
+			// reach W copies before an earlier one: acks must still wait.
+			s.timed("jitter", func() {
+				for _, in := range s.w.Inj {
+					_ = in.SetLatency(2*time.Millisecond, 200*time.Millisecond)
+				}
+			})
 		}},
 		{"ambiguous-puts", 5, func() { s.w.Inj[s.bad].ForceAmbiguous(1+s.rng.IntN(3), s.rng.IntN(3) > 0) }},
 		{"zone-503s", 3, func() { s.timed("errors", func() { _ = s.w.Inj[s.bad].SetErrorRate(0.3) }) }},
@@ -291,6 +308,10 @@ func (s *sim) preStep() {
 			}
 		case "slow":
 			_ = s.w.Inj[s.bad].SetLatency(0, 0)
+		case "jitter":
+			for _, in := range s.w.Inj {
+				_ = in.SetLatency(0, 0)
+			}
 		case "errors":
 			_ = s.w.Inj[s.bad].SetErrorRate(0)
 		case "corrupt":
@@ -336,7 +357,7 @@ func (s *sim) goRun(fn func(ctx context.Context)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(s.runCtx, time.Minute)
 		defer cancel()
 		fn(ctx)
 	}()
