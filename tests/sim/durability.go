@@ -4,8 +4,9 @@ package sim
 // under every fault injector and test wrapper) and the unfaulted
 // metastore, never a star's memory:
 //
-//   - Durable: every slot below a star's released head and at or above the
-//     settled cursor holds at least W valid flight copies: the whole object
+//   - Durable: every slot from the settled cursor up to a star's released
+//     head (through each earlier epoch's fenced cut) holds at least W valid
+//     flight copies: the whole object
 //     parses with every CRC good (format.ParseFlight), and its envelope names
 //     the slot's epoch, slot and the nonce the epoch record holds. A copy
 //     the workload damaged on purpose (MarkCorrupted) counts as present: bit
@@ -68,7 +69,8 @@ func (d *Durability) MarkCorrupted(i int, key string) {
 	delete(d.valid, ck)
 }
 
-// nonce returns the writer nonce of epoch from the unfaulted metastore.
+// epoch returns the record of epoch (its writer nonce, its cut) from the
+// unfaulted metastore.
 func (d *Durability) epoch(ctx context.Context, epoch uint64) (metastore.Epoch, error) {
 	rec, err := d.w.Meta.GetEpoch(ctx, Chain, epoch)
 	if err != nil {
@@ -120,42 +122,57 @@ func (d *Durability) validCopy(ctx context.Context, i int, epoch, slot uint64, n
 	return true, nil
 }
 
-// Durable checks that every slot of rel's epoch in [settled, rel) holds at
-// least W valid flight copies in the raw buckets (slots below the settled
-// cursor live in settled objects and may be trimmed from the chain).
+// Durable checks that every slot from the settled cursor up to rel holds
+// at least W valid flight copies in the raw buckets: in rel's epoch the
+// slots below rel, in each earlier epoch the slots below its fenced cut
+// (committed, so their refs may point at them). Slots below the settled
+// cursor live in settled objects and may be trimmed from the chain.
 func (d *Durability) Durable(ctx context.Context, rel, settled metastore.Cursor) error {
-	from := uint64(0)
-	switch {
-	case settled.Epoch > rel.Epoch:
-		return nil
-	case settled.Epoch == rel.Epoch:
-		from = settled.Slot
-	}
-	if from >= rel.Slot {
-		return nil
-	}
-	rec, err := d.epoch(ctx, rel.Epoch)
-	if err != nil {
-		return err
-	}
-	for slot := from; slot < rel.Slot; slot++ {
-		n, damaged := 0, 0
-		for i := range d.w.Mems {
-			ok, err := d.validCopy(ctx, i, rel.Epoch, slot, rec.Nonce)
-			if err != nil {
+	for e := max(settled.Epoch, 1); e <= rel.Epoch; e++ {
+		rec, err := d.epoch(ctx, e)
+		if errors.Is(err, metastore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		from, end := uint64(0), rel.Slot
+		if e == settled.Epoch {
+			from = settled.Slot
+		}
+		if e < rel.Epoch {
+			if rec.State != metastore.EpochFenced {
+				return fmt.Errorf("sim: epoch %d below %d (released %v) is not fenced", e, rel.Epoch, rel)
+			}
+			end = rec.Cut
+		}
+		for slot := from; slot < end; slot++ {
+			if err := d.slotDurable(ctx, e, slot, rec.Nonce, rel); err != nil {
 				return err
 			}
-			switch {
-			case ok:
-				n++
-			case d.corrupted[copyKey{i, format.SlotKey(StarID, rel.Epoch, slot)}]:
-				damaged++
-			}
 		}
-		if n+damaged < d.w.Opt.W {
-			return fmt.Errorf("%w: slot %d/%d below the released head %v has %d valid flight copies (%d damaged on purpose), W=%d",
-				ErrNotDurable, rel.Epoch, slot, rel, n, damaged, d.w.Opt.W)
+	}
+	return nil
+}
+
+func (d *Durability) slotDurable(ctx context.Context, epoch, slot uint64, nonce [16]byte, rel metastore.Cursor) error {
+	key := format.SlotKey(StarID, epoch, slot)
+	n, damaged := 0, 0
+	for i := range d.w.Mems {
+		ok, err := d.validCopy(ctx, i, epoch, slot, nonce)
+		if err != nil {
+			return err
 		}
+		switch {
+		case ok:
+			n++
+		case d.corrupted[copyKey{i, key}]:
+			damaged++
+		}
+	}
+	if n+damaged < d.w.Opt.W {
+		return fmt.Errorf("%w: slot %d/%d (released head %v) has %d valid flight copies (%d damaged on purpose), W=%d",
+			ErrNotDurable, epoch, slot, rel, n, damaged, d.w.Opt.W)
 	}
 	return nil
 }
