@@ -36,6 +36,12 @@ func row(t *testing.T, name string, opt sim.Options, fn func(t *testing.T, w *si
 	t.Helper()
 	b := &book{acked: map[int]map[uint64]string{}}
 	var faults int64
+	defer func() {
+		// Deferred: a failing row stops this goroutine too.
+		tl := b.counted()
+		rows.Add(t.Name(), tl, t.Failed())
+		t.Logf("ROW %s: failed=%v faults_injected=%d verified=%v %s", name, t.Failed(), faults, b.verified.Load(), tl)
+	}()
 	synctest.Test(t, func(t *testing.T) {
 		w, err := sim.NewWorld(1, opt)
 		if err != nil {
@@ -44,9 +50,6 @@ func row(t *testing.T, name string, opt sim.Options, fn func(t *testing.T, w *si
 		defer func() { faults = w.Faults() + b.extra.Load() }()
 		fn(t, w, b)
 	})
-	tl := b.counted()
-	rows.Add(t.Name(), tl, t.Failed())
-	t.Logf("ROW %s: failed=%v faults_injected=%d verified=%v %s", name, t.Failed(), faults, b.verified.Load(), tl)
 }
 
 // book is the acknowledged records, per stream index, by seq.
