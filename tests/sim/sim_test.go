@@ -734,9 +734,9 @@ func (s *sim) checkRelease(n *Node) {
 	s.verified[vk] = max(s.verified[vk], rel.Slot)
 }
 
-// checkDurable: every slot below the star's released head (and not yet
-// settled) holds W valid flight copies in the raw buckets (invariant 1,
-// read from the stores, not from the star's confirmations).
+// checkDurable: every slot from the settled cursor up to the star's
+// released head holds W valid flight copies in the raw buckets (invariant
+// 1, read from the stores, not from the star's confirmations).
 func (s *sim) checkDurable(n *Node) {
 	if err := s.dur.Durable(s.ctx, n.Star.Released(Chain), s.lastHead.Settled); err != nil {
 		s.fatalf("star gen %d: %v", n.Gen, err)
