@@ -35,6 +35,16 @@ soak:
 	@$(GO) test -count=1 -timeout 60m ./tests/sim -run TestSim -seeds=$(SOAK_SEEDS) -steps=$(SOAK_STEPS) -v > soak.log 2>&1; \
 	  status=$$?; grep -E 'SUMMARY|FAIL|seed=[0-9]+ step=|^ok' soak.log; echo "full log: soak.log"; exit $$status
 
+# mutants applies each mutation listed in tests/mutants/mutants.sh (small
+# changes to protocol code that break a promise) to a temporary copy of the
+# tree, and fails unless the simulation's default budget and the named
+# package tests each catch every one. Heavy (several minutes): run it with
+# the soak, never in `make test`. `make mutants MUTANTS="name ..."` runs some.
+MUTANTS ?=
+.PHONY: mutants
+mutants:
+	@bash tests/mutants/mutants.sh $(MUTANTS)
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.

@@ -3,8 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,21 +13,42 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/tests/promtest"
 	"github.com/strandlog/strand/tests/sim"
 )
 
+// rows sums every row's record counts, failed rows included, for the
+// package's summary line (TestMain).
+var rows = sim.Totals{Kind: "rows"}
+
+// TestMain prints the matrix's summary after every row ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fmt.Printf("SUMMARY faults: %s\n", &rows)
+	os.Exit(code)
+}
+
 // row runs one fault-matrix row in a synctest bubble (virtual time) on a
-// fresh simulated world, and logs its figures for docs/reliability.md.
+// fresh simulated world, and logs its figures for docs/reliability.md: the
+// record counts are the last verify's (the book against what was read
+// back), also when the row fails.
 func row(t *testing.T, name string, opt sim.Options, fn func(t *testing.T, w *sim.World, b *book)) {
 	t.Helper()
+	b := &book{acked: map[int]map[uint64]string{}}
+	var faults int64
+	defer func() {
+		// Deferred: a failing row stops this goroutine too.
+		tl := b.counted()
+		rows.Add(t.Name(), tl, t.Failed())
+		t.Logf("ROW %s: failed=%v faults_injected=%d verified=%v %s", name, t.Failed(), faults, b.verified.Load(), tl)
+	}()
 	synctest.Test(t, func(t *testing.T) {
 		w, err := sim.NewWorld(1, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := &book{acked: map[int]map[uint64]string{}}
+		defer func() { faults = w.Faults() + b.extra.Load() }()
 		fn(t, w, b)
-		t.Logf("ROW %s: faults_injected=%d records_acked=%d records_lost=0", name, w.Faults()+b.extra.Load(), b.count())
 	})
 }
 
@@ -39,6 +59,21 @@ type book struct {
 	n     int
 	loads atomic.Int64
 	extra atomic.Int64 // faults injected by test wrappers, not the stores' injectors
+	// tally is the last verify's count of acked records read back;
+	// verified says whether a verify ran at all.
+	tally    sim.Tally
+	verified atomic.Bool
+}
+
+// counted returns the last verify's counts (acked: the whole book when no
+// verify ran, none of it read back).
+func (b *book) counted() sim.Tally {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.verified.Load() {
+		return sim.Tally{Acked: int64(b.n), Lost: int64(b.n)}
+	}
+	return b.tally
 }
 
 func (b *book) add(stream int, a star.Ack, bodies []string) error {
@@ -106,20 +141,44 @@ func load(t *testing.T, n *sim.Node, w *sim.World, b *book, producers, each int,
 	wg.Wait()
 }
 
-// verify reads every stream from seq 0 through the reader over the
-// unfaulted stores: every acked record at its seq, seqs contiguous, no
-// record twice.
+// verify checks that every slot below the star's released head holds W
+// valid copies in the raw buckets, then reads every stream from seq 0 as a
+// successor would (refs, and flights from valid raw copies up to the
+// released head; never the star's memory): every acked record at its seq,
+// seqs contiguous, no record twice.
 func verify(t *testing.T, w *sim.World, n *sim.Node, b *book) {
 	t.Helper()
-	r := w.Reader(n.Star, true)
+	ctx := context.Background()
+	d := sim.NewDurability(w)
+	rel, h := n.Star.Released(sim.Chain), head(t, w)
+	if err := d.Durable(ctx, rel, h.Settled); err != nil {
+		t.Fatal(err)
+	}
+	succ, err := d.Successor(ctx, h, rel)
+	if err != nil {
+		t.Fatalf("rebuild what a successor reads: %v", err)
+	}
+	r := w.Reader(succ, true)
+	all := make([][]star.SeqRecord, len(w.Streams))
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		var tl sim.Tally
+		for si, recs := range all {
+			tl.Add(sim.CountRecords(b.acked[si], recs))
+		}
+		b.tally = tl
+		b.verified.Store(true)
+	}()
 	for si, st := range w.Streams {
-		recs, tail, err := sim.ReadAll(context.Background(), r, st)
+		recs, tail, err := sim.ReadAll(ctx, r, st)
 		if err != nil {
 			t.Fatalf("read %s: %v", st.Name, err)
 		}
 		if uint64(len(recs)) != tail {
 			t.Fatalf("%s: %d records, tail %d", st.Name, len(recs), tail)
 		}
+		all[si] = recs
 		seen := map[string]bool{}
 		for i, rec := range recs {
 			if rec.Seq != uint64(i) || seen[string(rec.Body)] {
@@ -174,18 +233,11 @@ func start(t *testing.T, w *sim.World, gen int) *sim.Node {
 	return n
 }
 
-// metric reads one series of the star's registry.
-func metric(n *sim.Node, series string) float64 {
-	var sb strings.Builder
-	n.Star.Metrics().Write(&sb)
-	for _, line := range strings.Split(sb.String(), "\n") {
-		if strings.HasPrefix(line, series+" ") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			return v
-		}
-	}
-	return 0
+// metric reads one series of the star's registry; a series the star does
+// not export fails the test (it never reads as 0).
+func metric(t *testing.T, n *sim.Node, series string) float64 {
+	t.Helper()
+	return promtest.Value(t, n.Star.Metrics(), series)
 }
 
 const (

@@ -39,7 +39,7 @@ func TestFault_ZonesDown(t *testing.T) {
 					w.Inj[i].SetDown(true)
 				}
 				load(t, n, w, b, 4, 40, 0)
-				if h := metric(n, haltsSeries); h != 0 {
+				if h := metric(t, n, haltsSeries); h != 0 {
 					t.Fatalf("%d epoch halts with %d of K=%d buckets down", int(h), down, tc.k)
 				}
 				verify(t, w, n, b)
@@ -54,9 +54,12 @@ func TestFault_ZonesDown(t *testing.T) {
 // zone is invisible to producers; its copies still land in the background.
 func TestFault_SlowZone(t *testing.T) {
 	opt := sim.DefaultOptions()
-	// The absorb walks copies in bucket order, so the slow zone slows it;
-	// with the simulation's tiny backlog budget that would stall acks. At
-	// the default budget the ack path is what this row measures.
+	// The absorb's hedged reads (chain.Set.Hedge) wait one hedge delay
+	// (20 ms) on the slow zone before asking the next, so a pass costs
+	// about 20 ms; a producer cutting a flight every 2 ms fills the
+	// simulation's 8-flight backlog budget within a pass and stalls
+	// (absorb_lagging; a 20 ms worst ack with the budget at 8). This row
+	// measures the ack path, so it runs at a production-sized budget.
 	opt.BacklogFlights = 1024
 	row(t, "SlowZone", opt, func(t *testing.T, w *sim.World, b *book) {
 		n := start(t, w, 1)
@@ -120,7 +123,7 @@ func TestFault_AmbiguousFlightPut(t *testing.T) {
 		if exists.Load() == 0 {
 			t.Fatal("no retried PUT met 412 for our own write")
 		}
-		if h := metric(n, haltsSeries); h != 0 {
+		if h := metric(t, n, haltsSeries); h != 0 {
 			t.Fatalf("our own ghost write halted the epoch (%v halts)", h)
 		}
 		// Lost requests (the write did not land) are retried too.
@@ -241,7 +244,7 @@ func TestFault_Conflict409(t *testing.T) {
 			t.Fatal("no 409 was injected")
 		}
 		b.extra.Add(cs[0].n.Load() + cs[1].n.Load())
-		if h := metric(n, haltsSeries); h != 0 {
+		if h := metric(t, n, haltsSeries); h != 0 {
 			t.Fatalf("409 conflicts halted the epoch %v times", h)
 		}
 		verify(t, w, n, b)
@@ -451,10 +454,10 @@ func TestFault_MetastoreDown(t *testing.T) {
 			t.Fatalf("an append past the backlog budget returned while the metastore was down: %v", err)
 		default:
 		}
-		if v := metric(n, backlogSeries); int(v) > budget {
+		if v := metric(t, n, backlogSeries); int(v) > budget {
 			t.Fatalf("backlog %v over the budget %d", v, budget)
 		}
-		if v := metric(n, stallSeries(star.StallMetastoreSlow)); v < 1 {
+		if v := metric(t, n, stallSeries(star.StallMetastoreSlow)); v < 1 {
 			t.Fatalf("stall not diagnosed as metastore_slow (counter %v; logged %v)", v, w.Logs.Stalls())
 		}
 		if w.Logs.Stalls()[star.StallMetastoreSlow] < 1 {
@@ -512,7 +515,7 @@ func TestFault_Bucket503ForMinutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		load(t, n, w, b, 2, 150, time.Second) // 150 s of appends from each producer
-		if h := metric(n, haltsSeries); h != 0 {
+		if h := metric(t, n, haltsSeries); h != 0 {
 			t.Fatalf("one zone answering 503 halted the epoch %v times", h)
 		}
 		_ = w.Inj[0].SetErrorRate(0)
@@ -523,7 +526,7 @@ func TestFault_Bucket503ForMinutes(t *testing.T) {
 		_ = w.Inj[0].SetErrorRate(1)
 		_ = w.Inj[1].SetErrorRate(1)
 		time.Sleep(3 * time.Minute)
-		if h := metric(n, haltsSeries); h == 0 {
+		if h := metric(t, n, haltsSeries); h == 0 {
 			t.Fatal("W unreachable for minutes did not halt the epoch")
 		}
 		_ = w.Inj[0].SetErrorRate(0)
@@ -618,7 +621,7 @@ func TestFault_WrongEpochAtKey(t *testing.T) {
 			}
 		}
 		load(t, n, w, b, 3, 20, 0)
-		if h := metric(n, haltsSeries); h == 0 {
+		if h := metric(t, n, haltsSeries); h == 0 {
 			t.Fatal("another epoch's envelope at our slot did not halt the epoch")
 		}
 		if got := n.Star.Released(sim.Chain).Epoch; got <= rel.Epoch {
@@ -698,6 +701,126 @@ func TestFault_TrimAndProbeRaceReaders(t *testing.T) {
 		if served.Load() == 0 {
 			t.Fatal("nothing served")
 		}
+		verify(t, w, n, b)
+	})
+}
+
+// TestFault_AckWaitsForWCopies: one zone down and a second zone's flight
+// PUTs held: one copy lands, and the batch must not be acked until the
+// held copy lands too (W=2). Checked from the raw buckets: while the PUTs
+// are held exactly one valid copy exists and the append has not returned;
+// once released it returns and every slot below the released head has W
+// valid copies.
+func TestFault_AckWaitsForWCopies(t *testing.T) {
+	row(t, "AckWaitsForWCopies", sim.DefaultOptions(), func(t *testing.T, w *sim.World, b *book) {
+		n := start(t, w, 1)
+		load(t, n, w, b, 2, 5, 0) // the pipeline is warm
+		w.Inj[0].SetDown(true)
+		hold := make(chan struct{})
+		var held atomic.Int64
+		w.Inj[1].OnCall(func(op objstore.Op, key string) {
+			if op == objstore.OpPut && strings.HasPrefix(key, "chains/") {
+				held.Add(1)
+				<-hold
+			}
+		})
+		defer func() {
+			select {
+			case <-hold:
+			default:
+				close(hold)
+			}
+		}()
+		rel0 := n.Star.Released(sim.Chain)
+		done := make(chan error, 1)
+		go func() { _, err := appendOne(context.Background(), n, w, b, 0, "held", 2); done <- err }()
+		time.Sleep(100 * time.Millisecond) // well within the 2 s commit deadline
+		synctestWait()
+		if held.Load() == 0 {
+			t.Fatal("no flight PUT reached the held zone")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the append returned (%v) with one copy of W=%d landed", err, w.Opt.W)
+		default:
+		}
+		if rel := n.Star.Released(sim.Chain); rel != rel0 {
+			t.Fatalf("the released head moved from %v to %v with one copy landed", rel0, rel)
+		}
+		if err := sim.NewDurability(w).Durable(context.Background(), n.Star.Released(sim.Chain), head(t, w).Settled); err != nil {
+			t.Fatal(err)
+		}
+		close(hold)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		w.Inj[0].SetDown(false)
+		b.extra.Add(held.Load())
+		verify(t, w, n, b)
+	})
+}
+
+// TestFault_AcksReleaseInSlotOrder: a slot whose copies are held below W
+// holds back every later slot: a batch whose own slot reached W copies is
+// not acked, and the released head does not move, until the earlier slot
+// is durable too (invariant 4); then both ack, in slot order.
+func TestFault_AcksReleaseInSlotOrder(t *testing.T) {
+	row(t, "AcksReleaseInSlotOrder", sim.DefaultOptions(), func(t *testing.T, w *sim.World, b *book) {
+		n := start(t, w, 1)
+		load(t, n, w, b, 2, 5, 0) // the pipeline is warm and idle
+		rel0 := n.Star.Released(sim.Chain)
+		first := format.SlotKey(sim.StarID, rel0.Epoch, rel0.Slot)
+		hold := make(chan struct{})
+		var held atomic.Int64
+		for _, z := range []int{1, 2} { // one copy of the first slot lands, below W=2
+			w.Inj[z].OnCall(func(op objstore.Op, key string) {
+				if op == objstore.OpPut && key == first {
+					held.Add(1)
+					<-hold
+				}
+			})
+		}
+		release := sync.OnceFunc(func() { close(hold) })
+		defer release()
+		type res struct {
+			a   star.Ack
+			err error
+		}
+		early, late := make(chan res, 1), make(chan res, 1)
+		go func() { a, err := appendOne(context.Background(), n, w, b, 0, "early", 1); early <- res{a, err} }()
+		time.Sleep(10 * time.Millisecond) // cut into the first slot
+		synctestWait()
+		go func() { a, err := appendOne(context.Background(), n, w, b, 1, "late", 1); late <- res{a, err} }()
+		time.Sleep(100 * time.Millisecond) // cut into a later slot, whose copies all land
+		synctestWait()
+		if held.Load() == 0 {
+			t.Fatalf("no PUT of %s was held", first)
+		}
+		select {
+		case r := <-late:
+			t.Fatalf("the later slot's batch was acked (%+v, %v) while slot %v is below W", r.a, r.err, rel0)
+		case r := <-early:
+			t.Fatalf("the held slot's batch returned (%+v, %v) with one copy", r.a, r.err)
+		default:
+		}
+		if rel := n.Star.Released(sim.Chain); rel != rel0 {
+			t.Fatalf("the released head moved from %v to %v past a slot below W", rel0, rel)
+		}
+		later := 0
+		for _, m := range w.Mems {
+			if _, err := m.Head(context.Background(), format.SlotKey(sim.StarID, rel0.Epoch, rel0.Slot+1)); err == nil {
+				later++
+			}
+		}
+		if later < w.Opt.W {
+			t.Fatalf("the later slot has %d copies: the test did not reach its point", later)
+		}
+		release()
+		re, rl := <-early, <-late
+		if re.err != nil || rl.err != nil {
+			t.Fatalf("after the release: %v, %v", re.err, rl.err)
+		}
+		b.extra.Add(held.Load())
 		verify(t, w, n, b)
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/tests/promtest"
 )
 
 var (
@@ -31,7 +32,10 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	seeds, steps, acked, records, faults, takeovers, zombies, halts, stalls, reads, corrupt atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt atomic.Int64
+
+	// records: every seed's record counts, failed seeds included.
+	records Totals
 }
 
 // TestSim runs the deterministic simulation for each seed of the budget:
@@ -47,14 +51,17 @@ func TestSim(t *testing.T) {
 			seeds = append(seeds, int64(i))
 		}
 	}
+	totals.records.Kind = "seeds"
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+		var tl Tally
+		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("seed=%d; replay: go test ./tests/sim -run TestSim -seed=%d -steps=%d -v", seed, seed, *stepsFlag)
-			synctest.Test(t, func(t *testing.T) { runSim(t, seed, *stepsFlag) })
+			synctest.Test(t, func(t *testing.T) { runSim(t, seed, *stepsFlag, &tl) })
 		})
+		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: seeds=%d steps=%d batches_acked=%d records_acked=%d records_lost=0 faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d",
-		totals.seeds.Load(), totals.steps.Load(), totals.acked.Load(), totals.records.Load(), totals.faults.Load(), totals.takeovers.Load(),
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d",
+		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
 		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load())
 }
 
@@ -94,6 +101,8 @@ type sim struct {
 	rng  *rand.Rand
 	w    *World
 	ctx  context.Context
+	// runCtx ends every background run (goRun) when the seed ends.
+	runCtx context.Context
 
 	mu      sync.Mutex
 	batches map[string]*batchRec // by "prod.idx"
@@ -123,9 +132,14 @@ type sim struct {
 	halts     uint64
 	epoch0    uint64
 	started   bool
+
+	dur   *Durability // invariant 1 read from the raw buckets
+	tally Tally       // the last history check's record counts
 }
 
-func runSim(t *testing.T, seed int64, steps int) {
+// runSim runs one seed; tally gets its record counts (from the last
+// history check, also when the seed fails).
+func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
 	opt := DefaultOptions()
 	opt.IdleCut = seed%2 == 0 // both cut policies, without drawing from the seed's stream
 	w, err := NewWorld(seed, opt)
@@ -133,19 +147,26 @@ func runSim(t *testing.T, seed int64, steps int) {
 		t.Fatal(err)
 	}
 	s := &sim{t: t, seed: seed, w: w, ctx: context.Background(), rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
-		batches: map[string]*batchRec{}, until: map[string]int{}, fenced: map[uint64]uint64{}, verified: map[string]uint64{}}
+		batches: map[string]*batchRec{}, until: map[string]int{}, fenced: map[uint64]uint64{}, verified: map[string]uint64{}, dur: NewDurability(w)}
 	s.bad = s.rng.IntN(w.Opt.K)
 	for i := range 6 {
 		s.prods = append(s.prods, &producer{stream: i % w.Opt.Streams})
 	}
+	var stop context.CancelFunc
+	s.runCtx, stop = context.WithCancel(context.Background())
 	defer func() {
-		// On a failure too: stop every incarnation so the bubble can end.
+		*tally = s.tally
+		// On a failure too: stop every incarnation and every background
+		// run, and wait for them, so the bubble ends cleanly and the next
+		// seed runs (a failed seed is counted, not a crashed binary).
+		stop()
 		if s.zombie != nil {
 			s.zombie.Kill()
 		}
 		if s.node != nil {
 			s.node.Kill()
 		}
+		s.wg.Wait()
 	}()
 	s.restart(false)
 	if s.node == nil {
@@ -163,13 +184,11 @@ func runSim(t *testing.T, seed int64, steps int) {
 		s.check()
 	}
 	s.drain()
-	totals.seeds.Add(1)
 	totals.steps.Add(int64(steps))
 	totals.faults.Add(w.Faults())
 	for _, b := range s.batches {
 		if b.state == acked {
-			totals.acked.Add(1)
-			totals.records.Add(int64(len(b.bodies)))
+			totals.batches.Add(1)
 		}
 	}
 	st := w.Logs.Stalls()
@@ -207,6 +226,15 @@ func (s *sim) act() string {
 		{"slow-zone", 4, func() {
 			s.timed("slow", func() { _ = s.w.Inj[s.bad].SetLatency(2*time.Millisecond, 200*time.Millisecond) })
 		}},
+		{"jitter", 5, func() {
+			// Every zone's calls take a random time, so a later slot can
+			// reach W copies before an earlier one: acks must still wait.
+			s.timed("jitter", func() {
+				for _, in := range s.w.Inj {
+					_ = in.SetLatency(2*time.Millisecond, 200*time.Millisecond)
+				}
+			})
+		}},
 		{"ambiguous-puts", 5, func() { s.w.Inj[s.bad].ForceAmbiguous(1+s.rng.IntN(3), s.rng.IntN(3) > 0) }},
 		{"zone-503s", 3, func() { s.timed("errors", func() { _ = s.w.Inj[s.bad].SetErrorRate(0.3) }) }},
 		{"corrupt-reads", 3, func() { s.timed("corrupt", func() { _ = s.w.Inj[s.bad].SetCorrupt(0.05, 0.05) }) }},
@@ -221,6 +249,11 @@ func (s *sim) act() string {
 			for range 2 {
 				s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) })
 			}
+		}},
+		{"slow-settler", 3, func() {
+			d := time.Duration(20+s.rng.IntN(300)) * time.Millisecond
+			s.goRun(func(ctx context.Context) { _, _ = s.w.SlowSettler(d).Run(ctx, Chain) })
+			s.goRun(func(ctx context.Context) { time.Sleep(d / 2); _, _ = s.w.Settler().Run(ctx, Chain) })
 		}},
 		{"trim", 3, func() {
 			s.goRun(func(ctx context.Context) { _, _ = s.w.Trimmer().Run(ctx, Chain); _, _ = s.w.Trimmer().Streams(ctx) })
@@ -275,6 +308,10 @@ func (s *sim) preStep() {
 			}
 		case "slow":
 			_ = s.w.Inj[s.bad].SetLatency(0, 0)
+		case "jitter":
+			for _, in := range s.w.Inj {
+				_ = in.SetLatency(0, 0)
+			}
 		case "errors":
 			_ = s.w.Inj[s.bad].SetErrorRate(0)
 		case "corrupt":
@@ -320,7 +357,7 @@ func (s *sim) goRun(fn func(ctx context.Context)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(s.runCtx, time.Minute)
 		defer cancel()
 		fn(ctx)
 	}()
@@ -440,6 +477,9 @@ func (s *sim) corruptAtRest() {
 		s.fatalf("corrupt %s: %v", key, err)
 	}
 	if ok {
+		s.mu.Lock()
+		s.dur.MarkCorrupted(s.bad, key)
+		s.mu.Unlock()
 		totals.corrupt.Add(1)
 	}
 }
@@ -514,6 +554,7 @@ func (s *sim) check() {
 	for _, n := range []*Node{s.node, s.zombie} {
 		if n != nil {
 			s.checkRelease(n)
+			s.checkDurable(n)
 			s.checkBacklog(n)
 		}
 	}
@@ -693,29 +734,39 @@ func (s *sim) checkRelease(n *Node) {
 	s.verified[vk] = max(s.verified[vk], rel.Slot)
 }
 
+// checkDurable: every slot from the settled cursor up to the star's
+// released head holds W valid flight copies in the raw buckets (invariant
+// 1, read from the stores, not from the star's confirmations).
+func (s *sim) checkDurable(n *Node) {
+	if err := s.dur.Durable(s.ctx, n.Star.Released(Chain), s.lastHead.Settled); err != nil {
+		s.fatalf("star gen %d: %v", n.Gen, err)
+	}
+}
+
 // checkBacklog: the released-unabsorbed flights never exceed the budget
 // (invariant 7).
 func (s *sim) checkBacklog(n *Node) {
-	var sb strings.Builder
-	n.Star.Metrics().Write(&sb)
-	for _, line := range strings.Split(sb.String(), "\n") {
-		if strings.HasPrefix(line, `strand_backlog_flights{class="express"}`) {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				s.fatalf("metric line %q: %v", line, err)
-			}
-			if int(v) > s.w.Opt.BacklogFlights {
-				s.fatalf("backlog %v flights over the budget %d", v, s.w.Opt.BacklogFlights)
-			}
-		}
-		if strings.HasPrefix(line, `strand_epoch_halts_total{class="express"}`) {
-			f := strings.Fields(line)
-			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil && n == s.node {
-				s.noteHalts(uint64(v))
-			}
-		}
+	exp := promtest.Render(n.Star.Metrics())
+	v := s.metric(exp, `strand_backlog_flights{class="express"}`)
+	if int(v) > s.w.Opt.BacklogFlights {
+		s.fatalf("backlog %v flights over the budget %d", v, s.w.Opt.BacklogFlights)
 	}
+	if h := s.metric(exp, haltsSeries); n == s.node {
+		s.noteHalts(uint64(h))
+	}
+}
+
+const haltsSeries = `strand_epoch_halts_total{class="express"}`
+
+// metric reads one series from an exposition; a missing series fails the
+// run (a renamed metric must not read as 0).
+func (s *sim) metric(exposition, series string) float64 {
+	s.t.Helper()
+	v, err := promtest.Lookup(exposition, series)
+	if err != nil {
+		s.fatalf("%v", err)
+	}
+	return v
 }
 
 func (s *sim) noteHalts(h uint64) {
@@ -750,16 +801,7 @@ func (s *sim) checkNoMetastoreOnAckPath() {
 		s.busy = true
 		return
 	}
-	var sb strings.Builder
-	s.node.Star.Metrics().Write(&sb)
-	halts := uint64(0)
-	for _, line := range strings.Split(sb.String(), "\n") {
-		if strings.HasPrefix(line, `strand_epoch_halts_total{class="express"}`) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			halts = uint64(v)
-		}
-	}
+	halts := uint64(s.metric(promtest.Render(s.node.Star.Metrics()), haltsSeries))
 	recovered := s.node.Star.Released(Chain).Epoch - s.epoch0
 	prevHalts := s.myHalts
 	s.myHalts = halts
@@ -771,20 +813,33 @@ func (s *sim) checkNoMetastoreOnAckPath() {
 	}
 }
 
-// checkHistory reads every stream through the reader (refs and the flight
-// index; unfaulted stores, so a check never fails for availability) and
+// checkHistory reads every stream as a successor would (refs, and the
+// flights from the checkpoint to the released head read from valid copies
+// in the raw buckets: never the star's memory; unfaulted stores, so a
+// check never fails for availability) and
 // checks invariants 1 to 3: every acked record is at its acked seq,
 // unchanged; seqs are contiguous from 0 and no record is there twice; a
 // producer's records are in its arrival order; only appended records are
 // there; and every earlier workload read agrees with this history.
 func (s *sim) checkHistory(n *Node) {
-	r := s.w.Reader(n.Star, true)
+	succ, err := s.dur.Successor(s.ctx, s.lastHead, n.Star.Released(Chain))
+	if err != nil {
+		s.fatalf("rebuild what a successor reads: %v", err)
+	}
+	r := s.w.Reader(succ, true)
 	hist := make([][]string, len(s.w.Streams))
+	all := make([][]star.SeqRecord, len(s.w.Streams))
+	tails := make([]uint64, len(s.w.Streams))
 	for si, st := range s.w.Streams {
 		recs, tail, err := ReadAll(s.ctx, r, st)
 		if err != nil {
 			s.fatalf("read %s back: %v", st.Name, err)
 		}
+		all[si], tails[si] = recs, tail
+	}
+	s.countRecords(all)
+	for si, st := range s.w.Streams {
+		recs, tail := all[si], tails[si]
 		if uint64(len(recs)) != tail {
 			s.fatalf("stream %s: read %d records, tail %d", st.Name, len(recs), tail)
 		}
@@ -852,6 +907,29 @@ func (s *sim) checkHistory(n *Node) {
 		}
 	}
 	s.obs = kept
+}
+
+// countRecords tallies the records read back (by seq, per stream) against
+// the book of acked batches: the run's figures, computed before any check
+// can stop the run, so a failed seed is counted too.
+func (s *sim) countRecords(all [][]star.SeqRecord) {
+	book := make([]map[uint64]string, len(all))
+	for i := range book {
+		book[i] = map[uint64]string{}
+	}
+	for _, b := range s.batches {
+		if b.state != acked {
+			continue
+		}
+		for k, bd := range b.bodies {
+			book[b.stream][b.ack.FirstSeq+uint64(k)] = bd
+		}
+	}
+	var t Tally
+	for si, recs := range all {
+		t.Add(CountRecords(book[si], recs))
+	}
+	s.tally = t
 }
 
 // drain ends the run: faults clear, the zombie dies, every producer gets
