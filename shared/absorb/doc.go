@@ -16,7 +16,10 @@
 // Handler dispatches both, and a bare Event (direct invocation, strand
 // dev). SQS batches report failures per message (BatchItemFailures): a
 // malformed message, or every message of a chain whose run failed; never
-// the whole batch.
+// the whole batch. A transient failure is retried inside the invocation
+// (Retry), and a chain still failing has its messages made visible again
+// within seconds (Visibility), so its FIFO group is not held for the
+// queue's visibility timeout.
 //
 // # One pass, under a lease
 //
