@@ -205,17 +205,11 @@ func (h *Handler) redeliver(ctx context.Context, msgs []events.SQSMessage, start
 }
 
 // Sweep absorbs every configured chain up to its last committed slot. A
-// chain that was never minted is skipped; errors are joined.
+// chain that was never minted is skipped; errors are joined. No chain
+// starts within the deadline margin (ErrMargin is then among the errors).
 func (h *Handler) Sweep(ctx context.Context) error {
-	var errs []error
-	for _, c := range h.Chains {
-		if _, err := h.Absorber.Run(ctx, c, metastore.Cursor{}); err != nil {
-			if errors.Is(err, metastore.ErrNotFound) {
-				continue
-			}
-			h.log().Error("absorb: sweep failed", "chain", c.String(), "err", err)
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return h.Margin.Sweep(ctx, h.Chains, h.log(), "absorb sweep", func(ctx context.Context, c metastore.ChainID) error {
+		_, err := h.Absorber.Run(ctx, c, metastore.Cursor{})
+		return err
+	})
 }

@@ -2,6 +2,7 @@ package absorb_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,5 +140,80 @@ func TestHandlerReturnsFailedChainEarly(t *testing.T) {
 		if vis.got[k] != d {
 			t.Fatalf("visibility of %s: %v, want %v (all: %v)", k, vis.got[k], d, vis.got)
 		}
+	}
+}
+
+// late moves the clock forward by jump on chainX's first GetHead once
+// armed: the chain's run takes the invocation into its deadline margin.
+type late struct {
+	metastore.Store
+	clk   *fakeClock
+	jump  time.Duration
+	armed atomic.Bool
+}
+
+func (l *late) GetHead(ctx context.Context, c metastore.ChainID) (metastore.Head, error) {
+	if c == chainX && l.armed.CompareAndSwap(true, false) {
+		func() {
+			l.clk.mu.Lock()
+			l.clk.now = l.clk.now.Add(l.jump)
+			l.clk.mu.Unlock()
+		}()
+	}
+	return l.Store.GetHead(ctx, c)
+}
+
+// TestHandlerStopsStartingWithinDeadlineMargin: the first chain's run
+// takes the invocation within its deadline margin, so the next chain is
+// not started: its messages are reported failed and made visible at once
+// (nothing failed), while the first chain's succeeded. A sweep started
+// within the margin runs nothing and says so. Regression test: it failed
+// before the margin (the second chain ran into the deadline).
+func TestHandlerStopsStartingWithinDeadlineMargin(t *testing.T) {
+	clk := &fakeClock{now: time.Now()}
+	var l *late
+	e := newEnv(t, 2, func(s metastore.Store) metastore.Store { l = &late{Store: s, clk: clk, jump: time.Hour}; return l })
+	e.flights(3)
+	l.armed.Store(true)
+	other := metastore.ChainID{Star: "star-1", Class: metastore.Express}
+	ctx, cancel := context.WithDeadline(t.Context(), clk.now.Add(time.Hour+absorb.DefaultMargin/2))
+	defer cancel()
+	vis := &visibilities{}
+	h := &absorb.Handler{Absorber: e.a, Margin: absorb.Margin{Clock: clk, Finish: -1}, Visibility: vis}
+	second := events.SQSMessage{MessageId: "m2", ReceiptHandle: "rh-m2", EventSourceARN: "q",
+		Body: string(absorb.NewEvent(other, cur(1, 1)).Marshal())}
+	resp, err := h.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{releaseMsg("m1", cur(1, 3), "1"), second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m2" {
+		t.Fatalf("failures %+v, want only m2 (not started)", resp.BatchItemFailures)
+	}
+	if d, ok := vis.got["q|rh-m2"]; !ok || d != 0 || len(vis.got) != 1 {
+		t.Fatalf("visibility changes %v, want m2 visible at once", vis.got)
+	}
+	if got := e.head().Checkpoint; got != cur(1, 3) {
+		t.Fatalf("checkpoint %s, want 1/3 (the first chain ran)", got)
+	}
+	h.Chains = []metastore.ChainID{chainX}
+	if err := h.Sweep(ctx); !errors.Is(err, absorb.ErrMargin) {
+		t.Fatalf("sweep within the margin: %v, want ErrMargin", err)
+	}
+}
+
+// TestSweepWithinMarginStartsNothing: the sweep settle and trim run starts
+// no chain within the default deadline margin and reports ErrMargin;
+// without a deadline every chain runs.
+func TestSweepWithinMarginStartsNothing(t *testing.T) {
+	chains := []metastore.ChainID{chainX, {Star: "star-1", Class: metastore.Express}}
+	ran := 0
+	run := func(context.Context, metastore.ChainID) error { ran++; return nil }
+	ctx, cancel := context.WithTimeout(t.Context(), absorb.DefaultMargin/2)
+	defer cancel()
+	if err := absorb.Sweep(ctx, chains, nil, "settle", run); !errors.Is(err, absorb.ErrMargin) || ran != 0 {
+		t.Fatalf("within the margin: %v after %d runs, want ErrMargin and none", err, ran)
+	}
+	if err := absorb.Sweep(t.Context(), chains, nil, "settle", run); err != nil || ran != 2 {
+		t.Fatalf("no deadline: %v after %d runs, want both", err, ran)
 	}
 }
