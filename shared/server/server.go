@@ -580,9 +580,14 @@ func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.
 	if err != nil {
 		return err
 	}
-	st, _, err := s.leading(ctx, auth.Read, r.Stream)
+	st, id, err := s.leading(ctx, auth.Read, r.Stream)
 	if err != nil {
 		return err
+	}
+	if !r.Options.NoTail {
+		if err := s.answerOpen(ss, id); err != nil {
+			return err
+		}
 	}
 	err = s.cfg.Reader.Session(ctx, st, r.Start, r.Options, func(b read.Batch) error {
 		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})
