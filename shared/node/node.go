@@ -113,6 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var local *wake.Local
 	var poller *wake.Poller
+	var releases *wake.SQS // counts stalled sends in the star's registry
 	probeSets := map[metastore.ChainID]chain.Set{}
 	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log}
 	if cfg.Remote == nil {
@@ -130,7 +131,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	} else {
 		if cfg.Remote.ReleaseQueueURL != "" {
-			opt.Waker = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL}
+			releases = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL, Log: log}
+			opt.Waker = releases
 		}
 		if u := cfg.Remote.FenceQueueURL; u != "" {
 			opt.OnFenced = func(c metastore.ChainID, epoch, cut uint64, window int) {
@@ -146,6 +148,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.Star = st
+	if releases != nil {
+		releases.Metrics = st.Metrics()
+	}
 	for _, c := range st.Chains() {
 		set, err := sets.For(c)
 		if err != nil {
