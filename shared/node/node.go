@@ -59,6 +59,9 @@ type Config struct {
 	Remote *Remote
 	// In-process timers (0: defaults 2 s, 5 s, 30 s).
 	SettleEvery, TrimEvery, ProbeEvery time.Duration
+	// DrainBudget bounds a graceful Close (0: DefaultDrainBudget; see
+	// drain.go).
+	DrainBudget time.Duration
 
 	Logger *slog.Logger
 }
@@ -71,6 +74,8 @@ type Node struct {
 	log      *slog.Logger
 	api      *http.Server
 	admin    *http.Server
+	srv      *server.Server
+	budget   time.Duration
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	errc     chan error
@@ -98,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sets := Sets(cfg.Star)
 	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
 	runCtx, cancel := context.WithCancel(context.Background())
-	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2)}
+	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}
 	fail := func(err error) (*Node, error) {
 		cancel()
 		n.wg.Wait()
@@ -190,6 +195,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		st.Close()
 		return fail(err)
 	}
+	n.srv = srv
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		st.Close()
@@ -301,23 +307,6 @@ func (n *Node) Wait(ctx context.Context) error {
 			return nil
 		}
 		return fmt.Errorf("serve: %w", err)
-	}
-}
-
-// Close stops the API, the settlement loops and the star.
-func (n *Node) Close() {
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if n.api != nil {
-		_ = n.api.Shutdown(sctx)
-	}
-	if n.admin != nil {
-		_ = n.admin.Shutdown(sctx)
-	}
-	n.cancel()
-	n.wg.Wait()
-	if n.Star != nil {
-		n.Star.Close()
 	}
 }
 

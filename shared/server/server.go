@@ -63,6 +63,8 @@ type Server struct {
 	led      map[string]metastore.Stream // streams this star leads, by name
 	opened   map[format.StreamID]bool
 	draining map[format.StreamID]bool // DeleteStream in progress: no reopen
+
+	shutdown shutdown // BeginDrain, EndSessions (shutdown.go)
 }
 
 var _ strandv1connect.StrandServiceHandler = (*Server)(nil)
@@ -97,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the API's HTTP handler (the Connect service, with the
 // auth interceptor when Config.Auth is set).
 func (s *Server) Handler() http.Handler {
-	var opts []connect.HandlerOption
+	opts := []connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -542,11 +544,27 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			}
 		}
 	}()
-	for pd := range ch {
+	for {
+		var pd pending
+		var ok bool
+		select {
+		case pd, ok = <-ch:
+		case <-ctx.Done():
+			// Ended (EndSessions, or the client left): batches already
+			// queued still get their acks, if they have them.
+			select {
+			case pd, ok = <-ch:
+			default:
+				return ctx.Err()
+			}
+		}
+		if !ok {
+			return nil
+		}
 		if pd.err != nil {
 			return toConnect(pd.err)
 		}
-		ack, err := pd.p.Wait(ctx)
+		ack, err := ackOrWait(ctx, pd.p)
 		if err != nil {
 			return toConnect(err)
 		}
@@ -554,7 +572,6 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			return err
 		}
 	}
-	return nil
 }
 
 // Read implements the API.

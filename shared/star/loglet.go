@@ -113,6 +113,7 @@ type loglet struct {
 	relBytes  int
 	halted    error
 	closed    bool
+	draining  bool   // Quiesce: admit nothing more
 	stall     string // current stall cause, "" when not stalled
 	builders  []*format.Builder
 	relSignal chan struct{} // wakes the notifier
@@ -222,6 +223,9 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 	for {
 		if l.closed {
 			return ErrClosed
+		}
+		if l.draining {
+			return ErrDraining
 		}
 		if l.deposed != nil {
 			return l.deposed
