@@ -6,9 +6,9 @@ import (
 )
 
 // DefaultDrainBudget bounds a graceful Close: enough for a flight in the
-// air to commit (star.Defaults' CommitDeadline is 5 s) and for the final
-// release event, well inside a container's stop timeout (ECS: set the
-// task's stopTimeout to the budget plus 10 s).
+// air to commit (the default commit deadline is 10 s on Standard, 2 s on
+// Express) and for the final release event, well inside a container's stop
+// timeout (ECS: set the task's stopTimeout to the budget plus 10 s).
 const DefaultDrainBudget = 15 * time.Second
 
 // Close drains the process and stops it, within the drain budget
