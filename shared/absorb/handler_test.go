@@ -74,6 +74,19 @@ func releaseMsg(id string, head metastore.Cursor, receives string) events.SQSMes
 		Body: string(absorb.NewEvent(chainX, head).Marshal()), Attributes: map[string]string{"ApproximateReceiveCount": receives}}
 }
 
+// flakyHandler is a handler on an env with the given flights whose
+// metastore fails chainX's next `fails` GetHeads, on a fake clock, with
+// recorded visibility changes.
+func flakyHandler(t *testing.T, flights int, fails int32) (*env, *fakeClock, *visibilities, *absorb.Handler) {
+	var f *flaky
+	e := newEnv(t, 2, func(s metastore.Store) metastore.Store { f = &flaky{Store: s}; return f })
+	e.flights(flights)
+	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	vis := &visibilities{}
+	f.fails.Store(fails)
+	return e, clk, vis, &absorb.Handler{Absorber: e.a, Margin: absorb.Margin{Clock: clk}, Visibility: vis}
+}
+
 // TestHandlerRetriesTransientFailureInInvocation: a chain whose run fails
 // transiently (the metastore unavailable twice) is retried inside the
 // invocation, with a doubling backoff on the injected clock, and the batch
@@ -81,13 +94,7 @@ func releaseMsg(id string, head metastore.Cursor, receives string) events.SQSMes
 // Regression test: it failed before the retry (the message was reported
 // failed).
 func TestHandlerRetriesTransientFailureInInvocation(t *testing.T) {
-	var f *flaky
-	e := newEnv(t, 2, func(s metastore.Store) metastore.Store { f = &flaky{Store: s}; return f })
-	e.flights(4)
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	vis := &visibilities{}
-	h := &absorb.Handler{Absorber: e.a, Margin: absorb.Margin{Clock: clk}, Visibility: vis}
-	f.fails.Store(2)
+	e, clk, vis, h := flakyHandler(t, 4, 2)
 	resp, err := h.HandleSQS(t.Context(), events.SQSEvent{Records: []events.SQSMessage{releaseMsg("m1", cur(1, 4), "1")}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("response %+v, %v: the transient failure was not retried", resp, err)
@@ -110,13 +117,7 @@ func TestHandlerRetriesTransientFailureInInvocation(t *testing.T) {
 // chain with no bucket set) is not retried. Regression test: before the
 // fix nothing changed the visibility (the FIFO group waited 360 s).
 func TestHandlerReturnsFailedChainEarly(t *testing.T) {
-	var f *flaky
-	e := newEnv(t, 2, func(s metastore.Store) metastore.Store { f = &flaky{Store: s}; return f })
-	e.flights(2)
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	vis := &visibilities{}
-	h := &absorb.Handler{Absorber: e.a, Margin: absorb.Margin{Clock: clk}, Visibility: vis}
-	f.fails.Store(1000)
+	_, clk, vis, h := flakyHandler(t, 2, 1000)
 	standard := events.SQSMessage{MessageId: "std", ReceiptHandle: "rh-std", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:release.fifo",
 		Body: `{"star":"star-0","class":"standard","epoch":1,"slot":3}`}
 	resp, err := h.HandleSQS(t.Context(), events.SQSEvent{Records: []events.SQSMessage{

@@ -69,16 +69,7 @@ func TestDevDrainsOnSIGTERM(t *testing.T) {
 	for i := range drainReaders {
 		wg.Go(func() { testproc.Reader(ctx, c, name(i), o, stop) })
 	}
-	waitAcked := func(n int64) {
-		t.Helper()
-		for o.Acked.Load() < n {
-			if ctx.Err() != nil {
-				t.Fatalf("only %d records acked, want %d", o.Acked.Load(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitAcked(drainBefore)
+	o.WaitAcked(ctx, t, drainBefore)
 
 	term := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -95,7 +86,7 @@ func TestDevDrainsOnSIGTERM(t *testing.T) {
 	atTerm := o.Acked.Load()
 	d = startDev(t, bin, dataDir, addr, "--drain-budget", drainBudget.String())
 	serving := time.Now()
-	waitAcked(atTerm + drainAfter)
+	o.WaitAcked(ctx, t, atTerm+drainAfter)
 	close(stop)
 	wg.Wait()
 

@@ -58,16 +58,7 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 		wg.Go(func() { testproc.Producer(ctx, c, n, o, &ackedTo[i], stop) })
 		wg.Go(func() { testproc.Reader(ctx, c, n, o, stop) })
 	}
-	waitAcked := func(n int64) {
-		t.Helper()
-		for o.Acked.Load() < n {
-			if ctx.Err() != nil {
-				t.Fatalf("only %d records acked, want %d", o.Acked.Load(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitAcked(500)
+	o.WaitAcked(ctx, t, 500)
 	term := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -82,7 +73,7 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 	}
 	atTerm := o.Acked.Load()
 	startStar(ctx, t, bin, d, addr, admin, 2)
-	waitAcked(atTerm + 500)
+	o.WaitAcked(ctx, t, atTerm+500)
 	close(stop)
 	wg.Wait()
 	o.Check(t, names, names)

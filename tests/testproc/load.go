@@ -217,3 +217,15 @@ func (o *Observed) Check(t testing.TB, producers, readers []string) {
 		}
 	}
 }
+
+// WaitAcked waits until the producers have n records acknowledged, failing
+// t if ctx ends first.
+func (o *Observed) WaitAcked(ctx context.Context, t testing.TB, n int64) {
+	t.Helper()
+	for o.Acked.Load() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("only %d records acked, want %d", o.Acked.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
