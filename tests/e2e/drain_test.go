@@ -87,6 +87,7 @@ func TestDevDrainsOnSIGTERM(t *testing.T) {
 	d = startDev(t, bin, dataDir, addr, "--drain-budget", drainBudget.String())
 	serving := time.Now()
 	o.WaitAcked(ctx, t, atTerm+drainAfter)
+	o.WaitTailed(ctx, t, exited)
 	close(stop)
 	wg.Wait()
 

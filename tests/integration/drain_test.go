@@ -64,7 +64,8 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.done
-	took := time.Since(term)
+	exited := time.Now()
+	took := exited.Sub(term)
 	if !p.cmd.ProcessState.Success() {
 		t.Fatalf("the star exited with %v after SIGTERM, want a clean exit", p.cmd.ProcessState)
 	}
@@ -74,6 +75,7 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 	atTerm := o.Acked.Load()
 	startStar(ctx, t, bin, d, addr, admin, 2)
 	o.WaitAcked(ctx, t, atTerm+500)
+	o.WaitTailed(ctx, t, exited)
 	close(stop)
 	wg.Wait()
 	o.Check(t, names, names)

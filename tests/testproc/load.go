@@ -149,50 +149,45 @@ func produceOnce(ctx context.Context, c *client.Client, name string, o *Observed
 
 var errLost = errors.New("acknowledged records lost")
 
-// Reader tails name from seq 0 until stop, checking every record,
-// and resumes at the next seq after a session ends.
+// Reader tails name from seq 0 until stop through the Go client's
+// TailSession, which resumes after a session ends with unavailable,
+// checking every record; each such end is recorded.
 func Reader(ctx context.Context, c *client.Client, name string, o *Observed, stop <-chan struct{}) {
-	var next uint64
 	who := "reader " + name
-	for {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
 		case <-stop:
-			return
-		default:
+			cancel()
+		case <-ctx.Done():
 		}
-		rs, err := c.OpenReadSession(ctx, name, client.FromSeq(next), client.SessionOptions{Heartbeat: time.Second})
-		if err == nil {
-			for rs.Next() {
-				b := rs.Batch()
-				for _, r := range b.Records {
-					if r.Seq != next || string(r.Body) != Body(name, r.Seq) {
-						o.mu.Lock()
-						o.Bad = append(o.Bad, fmt.Errorf("%s: seq %d body %q, want seq %d", who, r.Seq, r.Body, next))
-						o.mu.Unlock()
-						rs.Close()
-						return
-					}
-					next++
-				}
-				if len(b.Records) > 0 {
-					o.at(&o.Tails)
-				}
-				select {
-				case <-stop:
-					rs.Close()
-					return
-				default:
-				}
+	}()
+	ts := c.OpenTailSession(ctx, name, client.FromSeq(0), client.TailOptions{
+		SessionOptions: client.SessionOptions{Heartbeat: time.Second},
+		OnEnd:          func(err error) { o.end(who, err) },
+	})
+	defer ts.Close()
+	var next uint64
+	for ts.Next() {
+		b := ts.Batch()
+		for _, r := range b.Records {
+			if r.Seq != next || string(r.Body) != Body(name, r.Seq) {
+				o.mu.Lock()
+				o.Bad = append(o.Bad, fmt.Errorf("%s: seq %d body %q, want seq %d", who, r.Seq, r.Body, next))
+				o.mu.Unlock()
+				return
 			}
-			err = rs.Err()
-			rs.Close()
+			next++
 		}
-		o.end(who, err)
-		select {
-		case <-stop:
-			return
-		case <-time.After(20 * time.Millisecond):
+		if len(b.Records) > 0 {
+			o.at(&o.Tails)
 		}
+	}
+	select {
+	case <-stop:
+	default:
+		o.end(who, ts.Err()) // ended by an error the TailSession does not retry
 	}
 }
 
@@ -225,6 +220,24 @@ func (o *Observed) WaitAcked(ctx context.Context, t testing.TB, n int64) {
 	for o.Acked.Load() < n {
 		if ctx.Err() != nil {
 			t.Fatalf("only %d records acked, want %d", o.Acked.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WaitTailed waits until a reader has received records after at, failing
+// t if ctx ends first.
+func (o *Observed) WaitTailed(ctx context.Context, t testing.TB, at time.Time) {
+	t.Helper()
+	for {
+		o.mu.Lock()
+		ok := len(o.Tails) > 0 && o.Tails[len(o.Tails)-1].After(at)
+		o.mu.Unlock()
+		if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no reader received records after the restart")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
