@@ -31,7 +31,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	seeds, steps, acked, records, faults, takeovers, zombies, halts, stalls, reads, corrupt atomic.Int64
+	seeds, steps, acked, records, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains atomic.Int64
 }
 
 // TestSim runs the deterministic simulation for each seed of the budget:
@@ -53,9 +53,9 @@ func TestSim(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { runSim(t, seed, *stepsFlag) })
 		})
 	}
-	t.Logf("SUMMARY sim: seeds=%d steps=%d batches_acked=%d records_acked=%d records_lost=0 faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d",
+	t.Logf("SUMMARY sim: seeds=%d steps=%d batches_acked=%d records_acked=%d records_lost=0 faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d",
 		totals.seeds.Load(), totals.steps.Load(), totals.acked.Load(), totals.records.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load())
 }
 
 // batch states
@@ -229,6 +229,7 @@ func (s *sim) act() string {
 		{"stale-absorb-event", 3, s.staleEvent},
 		{"read", 6, s.workloadRead},
 		{"crash-takeover", 3, func() { s.restart(false) }},
+		{"graceful-restart", 2, s.gracefulRestart},
 		{"zombie-takeover", 2, func() { s.restart(true) }},
 	}
 	total := 0
