@@ -43,7 +43,11 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 			}
 			switch {
 			case cmd.Flags().Changed("endpoint"):
-				cfg.Mode, cfg.Endpoint, cfg.Token = bench.ModeRemote, cf.endpoint, cf.token
+				tok, err := cf.bearer()
+				if err != nil {
+					return err
+				}
+				cfg.Mode, cfg.Endpoint, cfg.Token = bench.ModeRemote, cf.endpoint, tok
 			case api:
 				cfg.Mode = bench.ModeAPI
 			}

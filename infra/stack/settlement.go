@@ -159,11 +159,14 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.table(ms, tableRead, tableWrite)
 	grants["trim"] = a
 	// probe: reads and deletes garbage copies above a cut; lists settled
-	// objects to find those no ref points to (it does not delete them).
+	// objects to find those no ref points to, marks them (one small object
+	// each under OrphanMarkPrefix) and deletes them once they stayed
+	// provably unreferenced for the grace period.
 	a = &access{}
 	a.expressSession(st, false)
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
-	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
+	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:DeleteObject")
+	a.objects(st.Settled.BucketArn(), OrphanMarkPrefix, false, "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 	a.table(ms, tableRead)
 	grants["probe"] = a
 

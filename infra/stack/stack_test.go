@@ -538,16 +538,21 @@ func TestLeastPrivilege(t *testing.T) {
 	if !has(task, "s3:PutObject", "StorageChain") || has(task, "s3:PutObject", "StorageSettled") {
 		t.Errorf("star PutObject: %v", task["s3:PutObject"])
 	}
-	for name, g := range map[string]map[string][]string{"absorb": absorb, "trim": trim, "probe": probe} {
+	for name, g := range map[string]map[string][]string{"absorb": absorb, "trim": trim} {
 		if g["s3:PutObject"] != nil {
 			t.Errorf("%s may PutObject", name)
 		}
 	}
-	// trim deletes from the chain and settled buckets; probe only chains.
+	// probe writes only its orphan markers.
+	if !onPrefix(probe["s3:PutObject"], OrphanMarkPrefix) || has(probe, "s3:PutObject", "StorageChain") {
+		t.Errorf("probe PutObject: %v", probe["s3:PutObject"])
+	}
+	// trim deletes from the chain and settled buckets; probe too (garbage
+	// above a cut, orphans after their grace period).
 	if !has(trim, "s3:DeleteObject", "StorageChain") || !has(trim, "s3:DeleteObject", "StorageSettled") {
 		t.Errorf("trim DeleteObject: %v", trim["s3:DeleteObject"])
 	}
-	if !has(probe, "s3:DeleteObject", "StorageChain") || has(probe, "s3:DeleteObject", "StorageSettled") {
+	if !has(probe, "s3:DeleteObject", "StorageChain") || !has(probe, "s3:DeleteObject", "StorageSettled") {
 		t.Errorf("probe DeleteObject: %v", probe["s3:DeleteObject"])
 	}
 	// Nobody scans the table (the metastore lists streams by Query).

@@ -30,6 +30,9 @@ type Storage struct {
 const (
 	ChainPrefix   = "chains/"
 	SettledPrefix = "streams/"
+	// OrphanMarkPrefix is where the probe marks settled objects no ref
+	// points to, in the settled bucket (shared/probe MarkPrefix).
+	OrphanMarkPrefix = "probe/orphans/"
 )
 
 // abortUploadsDays bounds how long an aborted multipart upload is billed.

@@ -1,6 +1,7 @@
 package absorb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -197,7 +198,7 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 	if err != nil {
 		return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
 	}
-	for chunk := range slices.Chunk(refs, metastore.MaxPutRefsPerTx) {
+	for chunk := range metastore.RefChunks(refs) {
 		err := a.Meta.PutRefs(ctx, c, to, chunk)
 		if errors.Is(err, metastore.ErrConflict) {
 			// The pass is no longer current: another copy completed it.
@@ -221,46 +222,72 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 	return res, nil
 }
 
-// BuildRefs turns the slots of one pass (in slot order) into one ref per
-// stream, sorted by stream id: the stream's seq range, timestamps, record
-// bytes, and one transit location per segment in slot order. It is pure and
-// deterministic: the same slots give the same refs, which is what makes a
-// rerun write identical items. A stream whose seqs do not continue from
-// one segment to the next is ErrGap.
+// BuildRefs turns the slots of one pass (in slot order) into refs, sorted
+// by stream id then seq: per stream its seq range, timestamps, record
+// bytes, and one transit location per segment in slot order, split into
+// several adjacent refs where one would be over metastore.MaxRefBytes (a
+// stream in many slots of a long pass), so every ref is an item DynamoDB
+// takes and a pass can always be written. It is pure and deterministic: the
+// same slots give the same refs, which is what makes a rerun write
+// identical items. A stream whose seqs do not continue from one segment to
+// the next is ErrGap.
 func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
-	byStream := make(map[format.StreamID]*metastore.Ref)
+	type run struct {
+		done []metastore.Ref // full refs of the stream, in seq order
+		cur  *metastore.Ref
+		size int // metastore.RefSize(*cur)
+	}
+	byStream := make(map[format.StreamID]*run)
 	for _, s := range slots {
 		for _, e := range s.Entries {
 			loc := metastore.Location{Key: s.Key, Offset: int64(e.Offset), Length: int64(e.Length), FirstSeq: e.FirstSeq}
 			recBytes := int64(e.Length) - int64(format.SegmentSize(0))
-			r := byStream[e.Stream]
-			if r == nil {
-				byStream[e.Stream] = &metastore.Ref{
-					StreamID:  e.Stream.String(),
-					FirstSeq:  e.FirstSeq,
-					LastSeq:   e.LastSeq(),
-					FirstTsMs: e.FirstTsMs,
-					LastTsMs:  e.LastTsMs,
-					Bytes:     recBytes,
-					Locations: []metastore.Location{loc},
+			st := byStream[e.Stream]
+			if st != nil {
+				r := st.cur
+				if r.LastSeq == ^uint64(0) || e.FirstSeq != r.LastSeq+1 {
+					return nil, fmt.Errorf("stream %s: segment at seq %d in %s follows seq %d: %w",
+						r.StreamID, e.FirstSeq, s.Key, r.LastSeq, ErrGap)
 				}
-				continue
+				if n := metastore.LocationSize(loc); st.size+n <= metastore.MaxRefBytes {
+					r.LastSeq = e.LastSeq()
+					r.LastTsMs = e.LastTsMs
+					r.Bytes += recBytes
+					r.Locations = append(r.Locations, loc)
+					st.size += n
+					continue
+				}
+				st.done = append(st.done, *r) // full: the segment starts the next ref
+			} else {
+				st = &run{}
+				byStream[e.Stream] = st
 			}
-			if r.LastSeq == ^uint64(0) || e.FirstSeq != r.LastSeq+1 {
-				return nil, fmt.Errorf("stream %s: segment at seq %d in %s follows seq %d: %w",
-					r.StreamID, e.FirstSeq, s.Key, r.LastSeq, ErrGap)
+			st.cur = &metastore.Ref{
+				StreamID:  e.Stream.String(),
+				FirstSeq:  e.FirstSeq,
+				LastSeq:   e.LastSeq(),
+				FirstTsMs: e.FirstTsMs,
+				LastTsMs:  e.LastTsMs,
+				Bytes:     recBytes,
+				Locations: []metastore.Location{loc},
 			}
-			r.LastSeq = e.LastSeq()
-			r.LastTsMs = e.LastTsMs
-			r.Bytes += recBytes
-			r.Locations = append(r.Locations, loc)
+			st.size = metastore.RefSize(*st.cur)
+			if st.size > metastore.MaxRefBytes {
+				return nil, fmt.Errorf("stream %s: one location (key %.64q) is over a ref's size bound: %w", e.Stream, s.Key, metastore.ErrTooLarge)
+			}
 		}
 	}
 	refs := make([]metastore.Ref, 0, len(byStream))
-	for _, r := range byStream {
-		refs = append(refs, *r)
+	for _, st := range byStream {
+		refs = append(refs, st.done...)
+		refs = append(refs, *st.cur)
 	}
-	slices.SortFunc(refs, func(x, y metastore.Ref) int { return strings.Compare(x.StreamID, y.StreamID) })
+	slices.SortFunc(refs, func(x, y metastore.Ref) int {
+		if c := strings.Compare(x.StreamID, y.StreamID); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.FirstSeq, y.FirstSeq)
+	})
 	return refs, nil
 }
 

@@ -544,3 +544,56 @@ func TestConfigFromEnv(t *testing.T) {
 		env[k] = old
 	}
 }
+
+// TestLongPassSplitsRefs: one stream in every slot of a long pass would
+// make a ref over metastore.MaxRefBytes, which the metastore (as DynamoDB)
+// refuses, pinning the pass under its lease forever (issue 13, finding 2).
+// BuildRefs splits it into adjacent refs under the bound, and the pass
+// completes; with many streams, the refs go in transactions under 4 MB.
+func TestLongPassSplitsRefs(t *testing.T) {
+	const slots = 1000
+	e := newEnv(t, 2, nil)
+	e.a.MaxSlotsPerPass = slots
+	e.flights(slots)
+	res, err := e.a.Pass(t.Context(), chainX, e.star.Released())
+	if err != nil || res.Slots != slots || res.Lost {
+		t.Fatalf("pass: %+v, %v", res, err)
+	}
+	refs, err := e.mem.QueryRefs(t.Context(), e.ids[0].String(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) < 2 {
+		t.Fatalf("%d refs for one stream in %d slots, want it split", len(refs), slots)
+	}
+	for _, r := range refs {
+		if err := metastore.CheckRefSize(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := e.head(); !h.Absorbing.IsZero() || h.Checkpoint != cur(1, slots) {
+		t.Fatalf("head %+v: want the pass completed", h)
+	}
+	e.check()
+	// Deterministic: the same slots give the same refs.
+	var all []chain.Slot
+	if err := e.set.Walk(t.Context(), 1, 0, slots, func(s chain.Slot) error { all = append(all, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	a, err := absorb.BuildRefs(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := absorb.BuildRefs(all)
+	if len(a) != len(b) || len(a) < 4 {
+		t.Fatalf("BuildRefs gave %d then %d refs", len(a), len(b))
+	}
+	for i := range a {
+		if !metastore.EqualRef(a[i], b[i]) {
+			t.Fatalf("BuildRefs is not deterministic at ref %d", i)
+		}
+		if i > 0 && a[i].StreamID == a[i-1].StreamID && a[i].FirstSeq != a[i-1].LastSeq+1 {
+			t.Fatalf("refs %d and %d of one stream are not adjacent", i-1, i)
+		}
+	}
+}

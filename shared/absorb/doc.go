@@ -44,10 +44,22 @@
 //     (Settled false, Key format.SlotKey, object-absolute Offset and
 //     Length), FirstSeq/LastSeq and timestamps from the footer entries,
 //     Bytes the encoded record bytes. Seqs must be contiguous across the
-//     pass (ErrGap, loud, nothing written).
-//  5. PutRefs(chain, to, chunk) in chunks of MaxPutRefsPerTx, each
-//     conditioned on the lease: ErrConflict means the pass was completed by
-//     another copy, and this one stops.
+//     pass (ErrGap, loud, nothing written). A stream's run is split into
+//     adjacent refs wherever one would be over metastore.MaxRefBytes (64
+//     KiB as a DynamoDB item; about 300 segments), deterministically.
+//  5. PutRefs(chain, to, chunk) in chunks of metastore.RefChunks (at most
+//     MaxPutRefsPerTx refs and MaxTxRefBytes, under DynamoDB's 100 actions
+//     and 4 MB per transaction), each conditioned on the lease: ErrConflict
+//     means the pass was completed by another copy, and this one stops.
+//
+// No pass can be pinned in a state that cannot be written: every ref a
+// pass builds is under the item bound by construction, and any batch of
+// them is cut into transactions DynamoDB takes. The metastore fakes refuse
+// what DynamoDB refuses (ErrTooLarge), so a test cannot pass with a pass
+// production would be unable to write (issue 13, finding 2). A lease left
+// by a pass that an older build could not write is completed by this one:
+// the pass is recomputed from the slots, and the split refs overwrite any
+// unsplit ref the older build had written at the same first seq.
 //  6. AdvanceCursor(Checkpoint, from, to), which also ends the lease.
 //
 // # Why it is safe
@@ -65,7 +77,9 @@
 // # Cost
 //
 // A pass costs GetHead, BeginAbsorb, one PutRefs per 99 streams (one
-// DynamoDB transaction each; the items written are one per stream) and
+// DynamoDB transaction each; the items written are one per stream, more
+// for a stream in more than about 300 slots of the pass, and a chunk holds
+// fewer refs when they are large) and
 // AdvanceCursor, however many slots and records it covers, plus a GetEpoch
 // at an epoch boundary. The metastore bill is therefore passes per second
 // times streams per pass, and passes per second are bounded by the event

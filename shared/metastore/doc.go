@@ -5,7 +5,7 @@
 // # Items (DynamoDB single-table layout)
 //
 //	PK                      SK              holds
-//	STREAM#<name>           META            Stream: id, class, leader star, created, retention, state
+//	STREAM#<name>           META            Stream: id, class, leader star, created, retention, state, floor
 //	SID#<id>                REF#<first-seq> Ref: seq range, timestamps, bytes, locations
 //	CHAIN#<star>#<class>    HEAD            Head: current epoch, checkpoint/settled/trimmed cursors, absorb lease
 //	CHAIN#<star>#<class>    EPOCH#<epoch>   Epoch: state, K, W, buckets, window, nonce, cut
@@ -28,7 +28,20 @@
 //     whose range ends at or after fromSeq. LastRef returns the ref with the
 //     highest first seq. SwapRefs atomically replaces old refs (which must
 //     still be exactly as given, or ErrConflict) with one new ref covering
-//     the same seq range. DeleteRefs is idempotent.
+//     the same seq range. DeleteRefs(refs) deletes each ref only if the
+//     stored one is still exactly as given (EqualRef) or already gone
+//     (idempotent); a ref that changed since the caller read it (settle
+//     swapped a merged ref in at its key) is ErrConflict and the batch, or
+//     in DynamoDB its transaction, deletes nothing. Every ref delete is
+//     conditional on identity, as SwapRefs is: a delete by key alone could
+//     remove a ref that was merged in after the read (issue 13, finding 1).
+//   - Floors: Stream.Floor is the lowest next seq a stream may reopen at.
+//     RaiseFloor(name, id, floor) sets it to max(stored, floor) (the floor
+//     only grows; ErrNotFound for a missing name, ErrConflict for another
+//     id). Whoever deletes refs of a live stream raises the floor past them
+//     first, and whoever opens a stream's tail takes max(last ref's
+//     LastSeq+1, Floor): a stream's tail never moves backward, whatever
+//     happens to its refs, so no seq is ever given to two records.
 //   - Chain heads: GetHead returns ErrNotFound before the first mint.
 //     AdvanceCursor moves one cursor forward by compare-and-set: ErrConflict
 //     when the stored cursor is not `from`, ErrInvalid when `to` is not after
@@ -88,6 +101,10 @@
 //     StreamDeleting is final (back to StreamActive is ErrConflict); setting
 //     the current state again is nil. DeleteStream of a missing name is nil
 //     and of another id (a recreated name) ErrConflict.
+//   - DeleteRefs takes valid refs, no key twice (ValidateDeleteRefs); the
+//     empty batch is nil. A batch need not land atomically: DynamoDB
+//     splits it into transactions of MaxDeleteRefsPerTx deletes, memory
+//     and bolt delete it in one step.
 //   - Refs: each has at least one location; locations are in seq order and
 //     each carries the seq of its first record (Location.FirstSeq), which
 //     lets a read skip the locations that end before its start. PutRefs overwrites a ref at the
@@ -95,9 +112,9 @@
 //     with the same key; its pass is never the zero Cursor (ErrInvalid); an
 //     empty batch is nil and checks nothing. A batch of any size is taken;
 //     it need not land atomically: DynamoDB splits it into transactions of
-//     one condition check on the head and up to MaxPutRefsPerTx puts, each
-//     landing whole or not at all, while memory and bolt write it in one
-//     step. An invalid batch writes nothing. A ref on a chain never minted
+//     one condition check on the head and up to MaxPutRefsPerTx puts of at
+//     most MaxTxRefBytes (RefChunks), each landing whole or not at all,
+//     while memory and bolt write it in one step. An invalid batch writes nothing. A ref on a chain never minted
 //     is ErrConflict (there is no lease).
 //     A stream's refs never overlap: callers keep that (absorb writes
 //     disjoint ranges, SwapRefs replaces by their union), and QueryRefs may
@@ -124,6 +141,40 @@
 //     returns none of its own. A canceled context fails the call before any
 //     change.
 //
+// # Limits
+//
+// Every implementation refuses, before writing anything, what DynamoDB
+// would refuse for its size, with ErrTooLarge, so no test anywhere passes
+// with a write production cannot make (the emulator does not enforce
+// these limits, so metastore/dynamo checks them itself before sending, and
+// maps DynamoDB's own size refusals, a ValidationException or a
+// cancellation reason ValidationError about a size, to ErrTooLarge too).
+// DynamoDB's documented limits (Amazon DynamoDB Developer Guide,
+// "Constraints in Amazon DynamoDB" and "DynamoDB item sizes and formats";
+// API reference, TransactWriteItems and Query; 1 KB = 1024 bytes):
+//
+//	item, names and values                 400 KB     MaxItemBytes
+//	TransactWriteItems actions             100        MaxTxItems
+//	TransactWriteItems aggregate size      4 MB       MaxTxBytes
+//	Query page                             1 MB       MaxQueryBytes
+//	partition key / sort key value         2048 / 1024 bytes
+//
+// Strand's own bounds inside them: a ref written (PutRefs, SwapRefs'
+// replacement) is at most MaxRefBytes (64 KiB by RefSize, an upper bound
+// of DynamoDB's count; absorb splits a stream's run into several refs to
+// stay under it), while a ref only named (SwapRefs' old refs, DeleteRefs)
+// is not bound, so a larger ref an older build stored is still settled and
+// trimmed; PutRefs cuts a batch
+// into transactions of at most MaxPutRefsPerTx refs and MaxTxRefBytes
+// (RefChunks), so a batch of any size is written; SwapRefs holds at most
+// MaxSwapRefs refs (each under MaxRefBytes, so far under 4 MB); DeleteRefs
+// at most MaxDeleteRefsPerTx per transaction; an epoch (EpochSize) and a
+// token (TokenSize) are at most MaxItemBytes; a star id at most MaxStarLen
+// bytes and a stream name MaxNameLen, so every key is far under its limit.
+// RefSize, EpochSize and TokenSize are never below what DynamoDB counts
+// for the items metastore/dynamo writes (its tests check that).
+//
 // Every implementation (memory here, metastore/bolt, metastore/dynamo)
-// passes the conformance suite in metastore/metastoretest.
+// passes the conformance suite in metastore/metastoretest, which checks
+// each limit.
 package metastore

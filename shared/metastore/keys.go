@@ -32,6 +32,9 @@ const (
 	// MaxPutRefsPerTx is how many refs one DynamoDB transaction of PutRefs
 	// writes: 100 items, one of them the condition check on the head.
 	MaxPutRefsPerTx = 99
+	// MaxDeleteRefsPerTx is how many conditional deletes one DynamoDB
+	// transaction of DeleteRefs holds (100 items).
+	MaxDeleteRefsPerTx = 100
 	// MaxTokenDescriptionLen is the longest token description, in bytes.
 	MaxTokenDescriptionLen = 256
 )
@@ -143,7 +146,9 @@ func ValidateLimit(limit int) error {
 
 // ValidateRef checks one ref: a valid stream id, FirstSeq <= LastSeq,
 // Bytes >= 0, and at least one location, each with a key and a non-negative
-// offset and length.
+// offset and length (ErrInvalid). A ref being written must also pass
+// CheckRefSize; a ref only named (an old ref of SwapRefs, a ref to delete)
+// need not: a ref stored by an older build may be larger.
 func ValidateRef(r Ref) error {
 	if err := ValidateStreamID(r.StreamID); err != nil {
 		return err
@@ -165,10 +170,20 @@ func ValidateRef(r Ref) error {
 	return nil
 }
 
-// ValidatePutRefs checks a PutRefs batch: every ref valid and no two refs
-// with the same stream id and first seq (DynamoDB refuses duplicate keys in
-// one batch).
+// ValidatePutRefs checks a PutRefs batch: every ref valid and at most
+// MaxRefBytes (ErrTooLarge), and no two refs with the same stream id and
+// first seq (DynamoDB refuses duplicate keys in one batch).
 func ValidatePutRefs(refs []Ref) error {
+	for _, r := range refs {
+		if err := CheckRefSize(r); err != nil {
+			return err
+		}
+	}
+	return validateRefKeys(refs)
+}
+
+// validateRefKeys checks that every ref is valid and no key is given twice.
+func validateRefKeys(refs []Ref) error {
 	type key struct {
 		id  string
 		seq uint64
@@ -187,7 +202,43 @@ func ValidatePutRefs(refs []Ref) error {
 	return nil
 }
 
-// ValidateSwap checks the arguments of SwapRefs: 1 to MaxSwapRefs old refs,
+// ValidateDeleteRefs checks a DeleteRefs batch: every ref valid, no key
+// twice. Size is not checked: deleting a ref an older build stored larger
+// than MaxRefBytes must work.
+func ValidateDeleteRefs(refs []Ref) error { return validateRefKeys(refs) }
+
+// DeleteOn is DeleteRefs' decision for one ref: nil when the stored ref
+// (found reports whether there is one) may be deleted, that is when it is
+// gone already (deletes are idempotent) or still exactly r (EqualRef);
+// ErrConflict when it changed since it was read.
+func DeleteOn(stored Ref, found bool, r Ref) error {
+	if found && !EqualRef(stored, r) {
+		return fmt.Errorf("delete ref %s@%d: it changed since it was read: %w", r.StreamID, r.FirstSeq, ErrConflict)
+	}
+	return nil
+}
+
+// RaiseFloorOn is RaiseFloor's decision on the stored stream s (found
+// reports whether there is one): the stream to store and whether it
+// changed, or ErrNotFound (no stream of that name) or ErrConflict (another
+// id: the name was recreated). A floor at or below the stored one changes
+// nothing: the floor only grows.
+func RaiseFloorOn(s Stream, found bool, name, id string, floor uint64) (Stream, bool, error) {
+	switch {
+	case !found:
+		return s, false, fmt.Errorf("raise the floor of stream %q: %w", name, ErrNotFound)
+	case s.ID != id:
+		return s, false, fmt.Errorf("raise the floor of stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
+	case floor <= s.Floor:
+		return s, false, nil
+	}
+	s.Floor = floor
+	return s, true, nil
+}
+
+// ValidateSwap checks the arguments of SwapRefs: repl at most MaxRefBytes
+// (ErrTooLarge; the old refs may be larger, stored by an older build), 1 to
+// MaxSwapRefs old refs,
 // all valid and of repl's stream, in seq order and adjacent (each starts
 // right after the previous one ends), and repl valid and covering exactly
 // their union: repl.FirstSeq == old[0].FirstSeq and repl.LastSeq ==
@@ -197,6 +248,9 @@ func ValidateSwap(old []Ref, repl Ref) error {
 		return fmt.Errorf("%w: swap of %d refs, want 1 to %d", ErrInvalid, len(old), MaxSwapRefs)
 	}
 	if err := ValidateRef(repl); err != nil {
+		return err
+	}
+	if err := CheckRefSize(repl); err != nil {
 		return err
 	}
 	for i, r := range old {
@@ -373,6 +427,12 @@ func ValidateMint(prev uint64, e Epoch) error {
 	return nil
 }
 
+// CheckEpochSize refuses an epoch whose item would be over MaxItemBytes
+// (ErrTooLarge).
+func CheckEpochSize(c ChainID, e Epoch) error {
+	return checkItem(fmt.Sprintf("epoch %d of chain %s", e.Epoch, c), EpochSize(c, e))
+}
+
 // ValidateEpochUpdate checks UpdateEpoch's states: only an active epoch is
 // updated (from must be EpochActive: a fenced epoch and its cut are final),
 // to EpochActive or EpochFenced.
@@ -396,7 +456,8 @@ func ValidateTokenHash(hash string) error {
 
 // ValidateToken checks a token: a valid hash, a prefix that is "" or a
 // valid name prefix, no empty operation names, and a description of at most
-// MaxTokenDescriptionLen bytes of UTF-8 without control characters.
+// MaxTokenDescriptionLen bytes of UTF-8 without control characters
+// (ErrInvalid); and an item of at most MaxItemBytes (ErrTooLarge).
 func ValidateToken(t Token) error {
 	if err := ValidateTokenHash(t.Hash); err != nil {
 		return err
@@ -415,7 +476,7 @@ func ValidateToken(t Token) error {
 		strings.IndexFunc(t.Description, unicode.IsControl) >= 0 {
 		return fmt.Errorf("%w: token description: at most %d bytes of UTF-8 without control characters", ErrInvalid, MaxTokenDescriptionLen)
 	}
-	return nil
+	return checkItem(fmt.Sprintf("token %.8s...", t.Hash), TokenSize(t))
 }
 
 func validateClass(c Class) error {
@@ -426,9 +487,9 @@ func validateClass(c Class) error {
 }
 
 func validateStar(star string) error {
-	if star == "" || strings.ContainsAny(star, "#") || !utf8.ValidString(star) ||
+	if star == "" || len(star) > MaxStarLen || strings.ContainsAny(star, "#") || !utf8.ValidString(star) ||
 		strings.IndexFunc(star, unicode.IsControl) >= 0 {
-		return fmt.Errorf("%w: star id %q: want non-empty, no '#', no control characters", ErrInvalid, star)
+		return fmt.Errorf("%w: star id %.64q: want 1 to %d bytes, no '#', no control characters", ErrInvalid, star, MaxStarLen)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package metastore
 
 import (
 	"errors"
+	"fmt"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -101,6 +103,65 @@ func TestValidateStreamName(t *testing.T) {
 		err := ValidateStreamName(name)
 		if ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalid)) {
 			t.Errorf("ValidateStreamName(%.20q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
+
+// Only refs being written are bound by MaxRefBytes: a larger ref an older
+// build stored can still be swapped away and deleted.
+func TestRefSizeBindsOnlyWrites(t *testing.T) {
+	big := Ref{StreamID: strings.Repeat("a", 32), FirstSeq: 0, LastSeq: 0}
+	for i := 0; RefSize(big) <= MaxRefBytes; i++ {
+		big.Locations = append(big.Locations, Location{Key: fmt.Sprintf("chains/star-0/%020d/%020d", 1, i), Length: 1})
+	}
+	small := big
+	small.Locations = big.Locations[:1]
+	if err := ValidatePutRefs([]Ref{big}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("put of a ref over the bound: %v", err)
+	}
+	if err := ValidateSwap([]Ref{small}, big); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("swap in a ref over the bound: %v", err)
+	}
+	if err := ValidateSwap([]Ref{big}, small); err != nil {
+		t.Errorf("swap away a ref over the bound: %v", err)
+	}
+	if err := ValidateDeleteRefs([]Ref{big}); err != nil {
+		t.Errorf("delete a ref over the bound: %v", err)
+	}
+}
+
+// RefChunks cuts by count and by bytes, in order, and covers every ref once.
+func TestRefChunks(t *testing.T) {
+	mk := func(n, locs int) []Ref {
+		out := make([]Ref, n)
+		for i := range out {
+			out[i] = Ref{StreamID: strings.Repeat("a", 32), FirstSeq: uint64(i), LastSeq: uint64(i)}
+			for j := range locs {
+				out[i].Locations = append(out[i].Locations, Location{Key: fmt.Sprintf("chains/star-0/%020d/%020d", 1, j), Length: 1})
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct{ n, locs int }{{0, 1}, {1, 1}, {250, 1}, {99, 300}, {150, 300}} {
+		refs := mk(tc.n, tc.locs)
+		var got []Ref
+		for c := range RefChunks(refs) {
+			bytes := 0
+			for _, r := range c {
+				bytes += RefSize(r)
+			}
+			if len(c) == 0 || len(c) > MaxPutRefsPerTx || bytes > MaxTxRefBytes {
+				t.Fatalf("%+v: chunk of %d refs, %d bytes", tc, len(c), bytes)
+			}
+			got = append(got, c...)
+		}
+		if len(got) != len(refs) {
+			t.Fatalf("%+v: %d refs in chunks, want %d", tc, len(got), len(refs))
+		}
+		for i := range got {
+			if got[i].FirstSeq != refs[i].FirstSeq {
+				t.Fatalf("%+v: chunks out of order at %d", tc, i)
+			}
 		}
 	}
 }

@@ -260,21 +260,46 @@ func (m *Mem) SwapRefs(ctx context.Context, old []Ref, repl Ref) error {
 	return nil
 }
 
-// DeleteRefs implements Store.
-func (m *Mem) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+// DeleteRefs implements Store. The whole batch lands atomically: one ref
+// that changed since it was read fails it, and nothing is deleted.
+func (m *Mem) DeleteRefs(ctx context.Context, refs []Ref) error {
 	if err := ctxErr(ctx, "delete refs"); err != nil {
+		return err
+	}
+	if err := ValidateDeleteRefs(refs); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	byseq := m.refs[streamID]
-	for _, seq := range firstSeqs {
-		delete(byseq, seq)
+	for _, r := range refs {
+		cur, ok := m.refs[r.StreamID][r.FirstSeq]
+		if err := DeleteOn(cur, ok, r); err != nil {
+			return err
+		}
 	}
-	if byseq != nil && len(byseq) == 0 {
-		delete(m.refs, streamID)
+	for _, r := range refs {
+		byseq := m.refs[r.StreamID]
+		delete(byseq, r.FirstSeq)
+		if byseq != nil && len(byseq) == 0 {
+			delete(m.refs, r.StreamID)
+		}
 	}
 	return nil
+}
+
+// RaiseFloor implements Store.
+func (m *Mem) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
+	if err := ctxErr(ctx, "raise floor"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.streams[name]
+	s, changed, err := RaiseFloorOn(s, ok, name, id, floor)
+	if changed {
+		m.streams[name] = s
+	}
+	return err
 }
 
 // GetHead implements Store.
@@ -344,6 +369,9 @@ func (m *Mem) MintEpoch(ctx context.Context, chain ChainID, prev uint64, e Epoch
 		return err
 	}
 	if err := ValidateMint(prev, e); err != nil {
+		return err
+	}
+	if err := CheckEpochSize(chain, e); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -64,6 +64,13 @@ type Stream struct {
 	// RetentionMs is the age after which settled data is trimmed; 0 keeps forever.
 	RetentionMs int64
 	State       StreamState
+	// Floor is the lowest next seq the stream may ever have again: every
+	// seq below it was acknowledged once. Trim raises it (RaiseFloor)
+	// before it deletes refs, and a star that opens the stream starts its
+	// tail at max(last ref's LastSeq+1, Floor), so a stream's tail never
+	// moves backward whatever happens to its refs. 0: no floor. Only
+	// RaiseFloor changes it (CreateStream stores what it is given).
+	Floor uint64
 }
 
 // Location is where one part of a ref's bytes lives.
@@ -207,7 +214,8 @@ type Store interface {
 	QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error)
 	LastRef(ctx context.Context, streamID string) (Ref, error)
 	SwapRefs(ctx context.Context, old []Ref, repl Ref) error
-	DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error
+	DeleteRefs(ctx context.Context, refs []Ref) error
+	RaiseFloor(ctx context.Context, name, id string, floor uint64) error
 
 	GetHead(ctx context.Context, chain ChainID) (Head, error)
 	BeginAbsorb(ctx context.Context, chain ChainID, from, to Cursor) (Head, error)

@@ -1,6 +1,7 @@
 // Package probe is the garbage probe: after a fence, it removes the flight
 // copies a deposed writer left at and above the cut, and it reports settled
-// objects that no ref points to.
+// objects that no ref points to and deletes them once provably
+// unreferenced for a grace period.
 //
 // # Why there is garbage
 //
@@ -37,14 +38,34 @@
 // deleting a flight read there cannot remove a poison the slot needs, since
 // the slot was already dead.
 //
-// # Orphan report
+// # Orphans
 //
 // Orphans takes the settled keys (streams/<id>/<first>-<last>) and a ref
 // lookup (metastore QueryRefs) and returns the keys that no ref of their
-// stream names as a settled location. It never deletes: a settled object
-// written just before its ref swap looks orphaned for a moment. The sweep
-// lists the settled bucket under streams/ for it: a tool path, where
-// listing is allowed.
+// stream names as a settled location; it only reads. They come from a
+// merge whose superseded object was not deleted (a crash after the swap),
+// a settle copy whose swap lost, and trim crashing between a stream's
+// refs and its objects. The sweep lists the settled bucket under streams/
+// for it (a tool path, where listing is allowed) and then collects them:
+//
+//   - An orphan is deletable when, besides no ref naming it, no ref of its
+//     stream that overlaps its seq range is in transit. Only settle swaps
+//     a ref to a settled object, only from transit refs of that range, and
+//     its swap is conditional on those refs being unchanged; so once none
+//     is in transit, no ref can ever point at the object again, even from
+//     a settle copy that read the refs long ago. An orphan that overlaps a
+//     transit ref may be an object a settle step just wrote and is about
+//     to swap in: it is kept (and reported).
+//   - Grace: a deletable orphan is marked (an object under MarkPrefix,
+//     probe/orphans/<key>, holding when it was first found deletable, by
+//     the injected clock) and deleted by the first sweep that finds it
+//     still deletable OrphanGrace (default 24h) later; the marker goes with
+//     it. A marker whose object is no longer a deletable orphan is deleted,
+//     so the grace starts over. OrphanGrace < 0 only reports
+//     (STRAND_PROBE_ORPHAN_GRACE=off).
+//
+// Before issue 13 (finding 10) orphans were only reported, and storage
+// leaked.
 //
 // # Handler (the Lambda)
 //
@@ -63,6 +84,6 @@
 // skipped) and the epochs below the current one, at most SweepEpochs epoch
 // numbers down (GetEpoch; numbers never minted are skipped, unfenced ones
 // logged and skipped), and probe each fenced epoch above its Cut; then the
-// orphan report if a settled bucket is configured. Fixtures for every event
+// orphans (report, marks, deletes) if a settled bucket is configured. Fixtures for every event
 // shape are in testdata/.
 package probe

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 )
@@ -40,6 +42,12 @@ type Handler struct {
 	// SweepEpochs: epoch numbers below the current one a sweep probes (0:
 	// DefaultSweepEpochs).
 	SweepEpochs int
+	// OrphanGrace is how long a settled object must stay a deletable orphan
+	// (sweep after sweep) before a sweep deletes it: 0 is
+	// DefaultOrphanGrace, negative never deletes (report only).
+	OrphanGrace time.Duration
+	// Clock reads now for the grace period; nil is the real clock.
+	Clock clock.Clock
 	// Margin: no probe starts within it of the invocation's deadline (zero
 	// value: absorb.DefaultMargin on the real clock).
 	Margin absorb.Margin
@@ -170,7 +178,10 @@ type SweepReport struct {
 	Probes      []Result `json:"probes"`
 	Orphans     []string `json:"orphans,omitempty"` // at most MaxReported
 	OrphanCount int      `json:"orphanCount"`
-	Unparsed    []string `json:"unparsed,omitempty"` // keys under streams/ that are not settled keys
+	// OrphansDeleted: orphans deleted by this sweep (deletable, and first
+	// seen at least OrphanGrace ago).
+	OrphansDeleted []string `json:"orphansDeleted,omitempty"`
+	Unparsed       []string `json:"unparsed,omitempty"` // keys under streams/ that are not settled keys
 }
 
 // Sweep probes, for every chain in Sets (in chain order), the fenced epochs
@@ -179,8 +190,9 @@ type SweepReport struct {
 // EpochFenced is probed above its cut with its minted window. Epoch numbers
 // never minted are skipped; an epoch below the current one that is not
 // fenced is logged and skipped (it has no cut). Then, with a settled
-// bucket, it lists streams/ (a tool path: listing is allowed here) and
-// reports the settled objects no ref points to (Orphans). It goes on past a
+// bucket, it lists streams/ (a tool path: listing is allowed here),
+// reports the settled objects no ref points to (Orphans), and deletes the
+// ones that have been deletable for OrphanGrace (see collect). It goes on past a
 // failing chain and returns the report with the errors joined.
 func (h *Handler) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
@@ -240,21 +252,8 @@ func (h *Handler) Sweep(ctx context.Context) (SweepReport, error) {
 		}
 	}
 	if h.Settled != nil {
-		keys, err := h.Settled.List(ctx, SettledPrefix)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("probe: list settled objects: %w", err))
-		} else {
-			orphans, unparsed, err := Orphans(ctx, keys, h.Meta.QueryRefs)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			rep.OrphanCount = len(orphans)
-			rep.Orphans = orphans[:min(len(orphans), MaxReported)]
-			rep.Unparsed = unparsed[:min(len(unparsed), MaxReported)]
-			if len(orphans) > 0 || len(unparsed) > 0 {
-				h.log().Warn("probe: settled objects no ref points to (reported, not deleted)",
-					"count", len(orphans), "keys", rep.Orphans, "unparsed", rep.Unparsed)
-			}
+		if err := h.collect(ctx, &rep); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return rep, errors.Join(errs...)

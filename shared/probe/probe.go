@@ -262,15 +262,36 @@ type RefLookup func(ctx context.Context, streamID string, fromSeq uint64, limit 
 
 // Orphans is the settled-object report: of keys (settled object keys), the
 // ones no ref points to (no ref of the stream has a settled location with
-// that key), and the keys that are not settled keys at all. It only reads:
-// a settled object written just before its refs were swapped to it is
-// reported too, so the report is for an operator, never for a delete. Refs
-// are looked up once per stream, from the lowest first seq among its keys.
+// that key), and the keys that are not settled keys at all. It only reads.
+// A settled object written just before its refs were swapped to it is
+// reported too; Deletable tells the ones that may be deleted. Refs are
+// looked up once per stream, from the lowest first seq among its keys.
 func Orphans(ctx context.Context, keys []string, refs RefLookup) (orphans, unparsed []string, err error) {
+	found, unparsed, err := findOrphans(ctx, keys, refs)
+	for _, o := range found {
+		orphans = append(orphans, o.Key)
+	}
+	return orphans, unparsed, err
+}
+
+// Orphan is a settled object no ref points to.
+type Orphan struct {
+	Key string
+	// Deletable: no ref of its stream that overlaps its seq range is still
+	// in transit, so no settle (not even a copy that read the refs long
+	// ago, whose swap is conditional on them) can ever swap a ref to it:
+	// it is provably unreferenced from now on. An orphan overlapping a
+	// transit ref may be an object a settle step has written and is about
+	// to swap in; it is kept.
+	Deletable bool
+}
+
+func findOrphans(ctx context.Context, keys []string, refs RefLookup) (orphans []Orphan, unparsed []string, err error) {
 	type obj struct {
 		key         string
 		first, last uint64
 	}
+	type span struct{ first, last uint64 }
 	byStream := map[string][]obj{}
 	var streams []string
 	for _, k := range keys {
@@ -292,16 +313,23 @@ func Orphans(ctx context.Context, keys []string, refs RefLookup) (orphans, unpar
 			from = min(from, o.first)
 		}
 		referenced := map[string]bool{}
+		var transit []span
 		for {
 			rs, err := refs(ctx, id, from, page)
 			if err != nil {
 				return nil, nil, fmt.Errorf("probe: refs of stream %s from %d: %w", id, from, err)
 			}
 			for _, r := range rs {
+				inTransit := false
 				for _, loc := range r.Locations {
 					if loc.Settled {
 						referenced[loc.Key] = true
+					} else {
+						inTransit = true
 					}
+				}
+				if inTransit {
+					transit = append(transit, span{r.FirstSeq, r.LastSeq})
 				}
 			}
 			if len(rs) < page || rs[len(rs)-1].LastSeq == ^uint64(0) {
@@ -310,9 +338,17 @@ func Orphans(ctx context.Context, keys []string, refs RefLookup) (orphans, unpar
 			from = rs[len(rs)-1].LastSeq + 1
 		}
 		for _, o := range objs {
-			if !referenced[o.key] {
-				orphans = append(orphans, o.key)
+			if referenced[o.key] {
+				continue
 			}
+			deletable := true
+			for _, t := range transit {
+				if t.first <= o.last && o.first <= t.last {
+					deletable = false
+					break
+				}
+			}
+			orphans = append(orphans, Orphan{Key: o.key, Deletable: deletable})
 		}
 	}
 	return orphans, unparsed, nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -469,6 +470,8 @@ func TestConfigFromEnv(t *testing.T) {
 		"bad star":  {"STRAND_STAR_IDS": "a#b"},
 		"bad path":  {"STRAND_S3_PATH_STYLE": "maybe"},
 		"bad sweep": {"STRAND_PROBE_SWEEP_EPOCHS": "0"},
+		"bad grace": {"STRAND_PROBE_ORPHAN_GRACE": "5s"},
+		"no grace":  {"STRAND_PROBE_ORPHAN_GRACE": "soon"},
 	} {
 		kv := map[string]string{}
 		for k, v := range base {
@@ -481,6 +484,16 @@ func TestConfigFromEnv(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	if c.OrphanGrace != DefaultOrphanGrace {
+		t.Errorf("default grace %v", c.OrphanGrace)
+	}
+	for v, want := range map[string]time.Duration{"off": -1, "90m": 90 * time.Minute} {
+		base["STRAND_PROBE_ORPHAN_GRACE"] = v
+		if c, err := ConfigFromEnv(env(base)); err != nil || c.OrphanGrace != want {
+			t.Errorf("grace %q: %v %v", v, c.OrphanGrace, err)
+		}
+	}
+	delete(base, "STRAND_PROBE_ORPHAN_GRACE")
 	base["STRAND_STAR_IDS"], base["STRAND_STARS"] = "", "star-2"
 	if c, err := ConfigFromEnv(env(base)); err != nil || !slices.Equal(c.Stars, []string{"star-2"}) {
 		t.Errorf("STRAND_STARS: %+v %v", c.Stars, err)

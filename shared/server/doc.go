@@ -25,9 +25,15 @@
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail
 //	star stopping, stores unavailable       Unavailable
+//	epoch halted past --halt-wait (new)     Unavailable (nothing written)
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)
 //	DeleteStream while another one drains   Aborted
+//	append whose outcome is unknown         Aborted ("outcome unknown": the
+//	                                        batch may be committed; retry
+//	                                        only with match_seq_num)
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
+//	message, body or sessions over a limit  ResourceExhausted
+//	too many lookups of unknown tokens      ResourceExhausted
 //	corrupt data with no good copy          DataLoss
 //	client gone / deadline                  Canceled / DeadlineExceeded
 //
@@ -43,9 +49,19 @@
 // hashes, never secrets. A revoke is seen at once by this server (its
 // Checker forgets the grant) and by the others within their cache TTL.
 //
-// Authentication is the auth package's interceptor; each handler then
-// authorizes its operation on the stream it names before it changes or
-// reads anything.
+// Authentication is the auth package's middleware, from the headers, before
+// any body is read; each handler then authorizes its operation on the
+// stream it names before it changes or reads anything.
+//
+// # Limits
+//
+// Handler bounds every request (Config.Limits, limits.go): one message
+// (6 MiB, after decompression; gzip stops inflating there), the body of
+// every call but AppendSession (message + 64 KiB, read within 30 s of the
+// headers), and the sessions one token holds open (1000). NewHTTPServer
+// bounds headers (10 s, 64 KiB), idle connections (2 min) and HTTP/2
+// streams per connection (100); LimitListener bounds connections (1024).
+// docs/reliability.md lists each limit with the test that holds it.
 //
 // # Sessions
 //

@@ -51,6 +51,10 @@ type Config struct {
 	Clock        clock.Clock
 	Rand         io.Reader // stream ids; nil: crypto/rand
 	Logger       *slog.Logger
+
+	// Limits bound every request's size and body read time (zero: the
+	// defaults; see limits.go).
+	Limits Limits
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -96,29 +100,36 @@ func New(cfg Config) (*Server, error) {
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, draining: map[format.StreamID]bool{}}, nil
 }
 
-// Handler returns the API's HTTP handler (the Connect service, with the
-// auth interceptor when Config.Auth is set).
+// Handler returns the API's HTTP handler: the Connect service, behind
+// authentication from the headers when Config.Auth is set and the bounds
+// of Config.Limits (see guard).
 func (s *Server) Handler() http.Handler {
-	opts := []connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}
+	// The drain's refusals come first (shutdown.go), then the limits.
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
 	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
-	return mux
+	return s.guard(mux)
 }
 
-// AdminHandler serves /metrics (the star's registry) and /healthz.
+// AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
+// "ok" while the star serves (see star.Health.OK), else 503; either way one
+// line per chain follows (leading, halted and why, not leading).
 func AdminHandler(st *star.Star) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", st.Metrics().Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !st.Started() {
-			http.Error(w, "not started", http.StatusServiceUnavailable)
+		h := st.Health()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !h.OK() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, h.String())
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprint(w, "ok\n"+h.String())
 	})
 	return mux
 }
@@ -214,6 +225,7 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 		default:
 			info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
 		}
+		info.Next = max(info.Next, st.Floor) // the tail never moves backward (trim's floor)
 		if err := s.cfg.Star.Open(info); err != nil {
 			return st, id, connect.NewError(connect.CodeFailedPrecondition, err)
 		}
@@ -265,7 +277,11 @@ func toConnect(err error) error {
 		code = connect.CodeUnauthenticated
 	case errors.Is(err, auth.ErrDenied):
 		code = connect.CodePermissionDenied
-	case errors.Is(err, star.ErrNotLeader), errors.Is(err, star.ErrClosed), errors.Is(err, star.ErrNotStarted),
+	case errors.Is(err, star.ErrOutcomeUnknown):
+		// Not Unavailable: generic retry policies retry that blindly, and a
+		// blind retry of a batch that may be committed writes it twice.
+		code = connect.CodeAborted
+	case errors.Is(err, star.ErrNotLeader), errors.Is(err, star.ErrClosed), errors.Is(err, star.ErrNotStarted), errors.Is(err, star.ErrHalted),
 		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, objstore.ErrUnavailable):
 		code = connect.CodeUnavailable
 	case errors.Is(err, read.ErrCorrupt), errors.Is(err, chain.ErrNoCopy):

@@ -62,9 +62,10 @@ func (s *Server) drainErr() error {
 }
 
 // shutdownInterceptor refuses admitting calls during a drain, and runs each
-// streaming call under a context that EndSessions ends: a session ended so
-// reports unavailable (with the leader hint), never a clean end or a
-// cancellation, so its client reconnects.
+// streaming call under a context that EndSessions ends: a session ended so,
+// or by a batch the quiescing star refused, reports unavailable with the
+// leader hint, never a clean end or a cancellation, so its client
+// reconnects.
 type shutdownInterceptor struct{ s *Server }
 
 func (i shutdownInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -92,7 +93,11 @@ func (i shutdownInterceptor) WrapStreamingHandler(next connect.StreamingHandlerF
 		stop := context.AfterFunc(d.ctx, cancel)
 		defer stop()
 		err := next(ctx, conn)
-		if d.ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled) {
+		ended := d.ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || connect.CodeOf(err) == connect.CodeCanceled)
+		// An append refused by the quiescing star (unavailable) says so too,
+		// with the leader hint.
+		refused := d.refusing.Load() && err != nil && connect.CodeOf(err) == connect.CodeUnavailable
+		if ended || refused {
 			return i.s.drainErr()
 		}
 		return err

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/strandlog/strand/shared/format"
@@ -43,8 +46,24 @@ func (l *loglet) commit(ctx context.Context, f *flight) {
 	expired := make(chan struct{})
 	timer := l.s.clk.After(l.cfg.CommitDeadline)
 	obj := f.obj
+	// last is the latest failed attempt of any copy: at the deadline the
+	// copies are still retrying, and the halt must say why they fail.
+	var last struct {
+		sync.Mutex
+		err error
+	}
+	note := func(i int, err error) {
+		l.putFailed(i, err)
+		last.Lock()
+		first := last.err == nil
+		last.err = err
+		last.Unlock()
+		if first {
+			l.s.log.Warn("slot PUT failed; retrying until the commit deadline", "chain", l.chain.String(), "slot", key, "bucket", l.cfg.Buckets[i].Name(), "err", err.Error())
+		}
+	}
 	for i := range l.cfg.Buckets {
-		go func() { results <- l.putCopy(ctx, i, key, obj, epoch, f.slot, expired) }()
+		go func() { results <- l.putCopy(ctx, i, key, obj, epoch, f.slot, expired, note) }()
 	}
 	confirmed, failed := 0, 0
 	var firstErr error
@@ -80,7 +99,16 @@ func (l *loglet) commit(ctx context.Context, f *flight) {
 			timer = nil
 			close(expired)
 			if !durable {
-				l.halt(epoch, fmt.Errorf("slot %s: %d of W=%d copies after %s: %w (last error: %v)", key, confirmed, w, l.cfg.CommitDeadline, ErrQuorumDeadline, firstErr))
+				last.Lock()
+				cause := last.err
+				last.Unlock()
+				if cause == nil {
+					cause = firstErr
+				}
+				if cause == nil {
+					cause = errors.New("no copy answered (PUTs still pending)")
+				}
+				l.halt(epoch, fmt.Errorf("slot %s: %d of W=%d copies after %s: %w: %w", key, confirmed, w, l.cfg.CommitDeadline, ErrQuorumDeadline, cause))
 			}
 		}
 		// On ctx's end every putCopy returns promptly; waiting for all of
@@ -91,7 +119,8 @@ func (l *loglet) commit(ctx context.Context, f *flight) {
 // putCopy writes one copy, retrying transient failures until expired, and
 // resolving ambiguous outcomes by reading the envelope back: our own nonce
 // means the copy is ours.
-func (l *loglet) putCopy(ctx context.Context, i int, key string, obj []byte, epoch, slot uint64, expired <-chan struct{}) putOutcome {
+// Every failed attempt is told to note.
+func (l *loglet) putCopy(ctx context.Context, i int, key string, obj []byte, epoch, slot uint64, expired <-chan struct{}, note func(int, error)) putOutcome {
 	b := l.cfg.Buckets[i]
 	backoff := 5 * time.Millisecond
 	for attempt := 0; ; attempt++ {
@@ -117,6 +146,7 @@ func (l *loglet) putCopy(ctx context.Context, i int, key string, obj []byte, epo
 		if ctx.Err() != nil {
 			return putOutcome{bucket: i, err: ctx.Err()}
 		}
+		note(i, fmt.Errorf("bucket %s: %w", b.Name(), err))
 		select {
 		case <-expired:
 			return putOutcome{bucket: i, err: fmt.Errorf("bucket %s: %w", b.Name(), err)}
@@ -126,6 +156,22 @@ func (l *loglet) putCopy(ctx context.Context, i int, key string, obj []byte, epo
 		}
 		backoff = min(backoff*2, 500*time.Millisecond)
 	}
+}
+
+// putFailed counts a failed slot PUT attempt in
+// strand_put_errors_total{class,bucket,kind}.
+func (l *loglet) putFailed(i int, err error) {
+	kind := "other"
+	switch {
+	case errors.Is(err, objstore.ErrAmbiguous):
+		kind = "ambiguous"
+	case errors.Is(err, objstore.ErrUnavailable):
+		kind = "unavailable"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		kind = "read_only"
+	}
+	l.s.reg.Counter("strand_put_errors_total", "Failed slot PUT attempts (each is retried until the commit deadline), by bucket and kind.",
+		"class", l.class.String(), "bucket", itoa(i)+":"+l.cfg.Buckets[i].Name(), "kind", kind).Inc()
 }
 
 // readBack classifies the occupant of key: ours (a flight with our epoch,

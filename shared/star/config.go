@@ -62,6 +62,13 @@ type Config struct {
 	// (the latest head each time), which keeps absorb passes, and so the
 	// metastore bill, independent of the ingest rate.
 	ReleaseEventInterval time.Duration
+	// HaltWait bounds how long producers wait on a halted epoch. Past it,
+	// batches admitted before the halt fail with ErrOutcomeUnknown wrapping
+	// ErrHalted and the halt's reason (recovery may still commit them), new
+	// appends are refused with ErrHalted (nothing written), and Health
+	// reports the star unhealthy. Recovery keeps trying; once it succeeds
+	// the star serves again. 0 means the default, 30 s.
+	HaltWait time.Duration
 
 	Clock   clock.Clock  // nil: the real clock
 	Rand    io.Reader    // nonces; nil: crypto/rand
@@ -88,6 +95,7 @@ func Defaults() Config {
 		},
 		BacklogFlights:       1024,
 		ReleaseEventInterval: 200 * time.Millisecond,
+		HaltWait:             30 * time.Second,
 	}
 }
 
@@ -103,6 +111,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BacklogFlights, "s3-chain-backlog-flights", c.BacklogFlights, "released-but-unabsorbed flights per loglet before publishes block")
 	fs.IntVar(&c.BacklogMiB, "s3-chain-backlog-mib", c.BacklogMiB, "also bound the backlog in MiB per loglet (0: flights x flight size), e.g. to fit the task's memory")
 	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
+	fs.DurationVar(&c.HaltWait, "halt-wait", c.HaltWait, "how long producers wait on a halted epoch before their appends fail with the halt's reason (and /healthz turns unhealthy)")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
 	fs.BoolVar(&c.Standard.IdleCut, "s3-idle-cut", c.Standard.IdleCut, "Standard: cut at once when no flight is in the air instead of waiting for the deadline")
@@ -160,6 +169,9 @@ func (c Config) Validate() error {
 	}
 	if c.BacklogFlights < 1 {
 		return fmt.Errorf("star: --s3-chain-backlog-flights must be at least 1, got %d", c.BacklogFlights)
+	}
+	if c.HaltWait < 0 {
+		return fmt.Errorf("star: --halt-wait must be positive (0: the default 30s), got %s", c.HaltWait)
 	}
 	if c.BacklogMiB < 0 {
 		return fmt.Errorf("star: --s3-chain-backlog-mib must be 0 (derived) or positive, got %d", c.BacklogMiB)

@@ -11,7 +11,10 @@
 //     the pool is at its budget (--s3-memory-buffer-mib, Express
 //     --s3-express-memory-buffer-mib), honouring the caller's context. Under
 //     the loglet lock the sequencer checks match_seq_num (a miss rejects
-//     only that batch with *SeqMismatchError carrying the tail), assigns the
+//     only that batch with *SeqMismatchError carrying the acknowledged
+//     tail; while batches of the stream sequenced before the miss are
+//     unacknowledged, the answer waits until they resolve, so it never
+//     covers a batch that is only sequenced), assigns the
 //     next contiguous seqs, clamps timestamps to be non-decreasing per stream
 //     (0 means "now"), and appends the batch to the pool FIFO.
 //  2. One flusher per loglet cuts the pool into a flight when the pool holds
@@ -23,8 +26,11 @@
 //     window (--s3-parallel-uploads) is full or the backlog budget
 //     (--s3-chain-backlog-flights, counting released-unabsorbed plus
 //     in-flight flights) is reached; a backlog stall is counted and logged
-//     with its diagnosed cause (absorb_lagging, metastore_slow,
-//     epoch_settling).
+//     with its diagnosed cause: metastore_slow (the absorb says its
+//     metastore calls are throttled, failing or slow), epoch_settling (the
+//     oldest unabsorbed flight is of an earlier epoch: the absorb has yet
+//     to cross a fenced epoch after a recovery or takeover), else
+//     absorb_lagging.
 //  3. The flight is rendered once as a transit bundle (one segment per
 //     stream, in order of first arrival) and written with PutIfAbsent to
 //     chains/<star>/<epoch>/<slot> in every bucket in parallel. A copy that
@@ -45,26 +51,55 @@
 //
 // A foreign occupant in one of our slots (a fencer's poison, junk) or a
 // flight that cannot reach W copies by its commit deadline halts the epoch:
-// no ack at or past the first unreleased slot releases in it. With a Fencer
+// no ack at or past the first unreleased slot releases in it. The halt's
+// reason carries the store's own error (the latest failed PUT attempt), and
+// every failed attempt is counted in strand_put_errors_total. With a Fencer
 // configured, the star then recovers in-process: it fences its own epoch
-// from its first unreleased slot (the cut is the first slot not committed),
-// records the cut, mints epoch+1 by CAS, acks late the flights below the
-// cut, and republishes the rest into the new epoch's first slots with the
-// same seqs. Losing the mint means a successor exists: the loglet sheds
-// leadership, and pending batches fail with ErrNotLeader.
+// from its first unreleased slot or the absorb's checkpoint, whichever is
+// later (a sweep may absorb committed slots before their acks release, and
+// trim may then delete them), records the cut (the first slot not
+// committed), mints epoch+1 by CAS, acks late the flights below the cut,
+// and republishes the rest into the new epoch's first slots with the same
+// seqs. Losing the mint, or finding the epoch already fenced by another
+// star, means a successor exists: the loglet acks late what is committed
+// below the cut and sheds leadership; pending batches fail with
+// ErrNotLeader (they are not committed), and Health reports the loglet
+// not leading.
+//
+// Producers wait on a halt at most Config.HaltWait (--halt-wait): past it,
+// batches admitted before the halt fail with ErrOutcomeUnknown and
+// ErrHalted (recovery may still commit them), new appends are refused with
+// ErrHalted, and Health is not OK, until recovery succeeds.
 //
 // Start proves the buckets enforce put-if-absent (a probe key written twice
 // must be refused the second time: ErrNoConditionalWrites stops the star; a
 // bucket that cannot be probed now, such as one that is down, is tolerated
 // while W others prove it), then, per loglet, mints epoch 1 for a new chain
 // or takes over an existing one: fence the last epoch from its checkpoint,
-// record the cut, absorb up to it (Absorber), and mint the next epoch.
+// record the cut, absorb up to it (Absorber), and mint the next epoch. A
+// lost mint (typically the old leader, deposed but alive, minting first)
+// starts the takeover again after a bounded, jittered backoff, until it
+// wins or Start's context ends.
 // Stream tails are then recovered from refs by the caller (Open with
 // StreamInfo). A mint whose answer is lost is recognised by reading the
 // epoch record back: our nonce on it means the mint is ours.
 //
+// # Close
+//
+// Close stops the flushers and any recovery, and waits for them (a
+// recovery never acks or republishes after Close). Pending batches fail:
+// those still in the pool with ErrClosed (never written), those in a
+// flight with ErrOutcomeUnknown (the flight may be at W copies, and a
+// successor keeps it: retry only with match_seq_num).
+// Stop(ctx) is the orderly version: it refuses new appends, waits until
+// the admitted ones are acknowledged (or fail, or ctx ends), then closes.
+// Quiesce(ctx) is Stop's wait without the close, reporting what is left
+// pending and publishing the final release event: a process drain
+// (node.Close) ends its sessions between the two.
+//
 // # Time and randomness
 //
-// The star reads time only through Config.Clock and draws nonces only from
-// Config.Rand, so a seeded simulation replays exactly.
+// The star reads time only through Config.Clock and draws nonces and
+// backoff jitter only from Config.Rand, so a seeded simulation replays
+// exactly.
 package star

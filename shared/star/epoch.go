@@ -25,11 +25,25 @@ type Absorber interface {
 	AbsorbTo(ctx context.Context, chain metastore.ChainID, to metastore.Cursor) error
 }
 
+// Backoff between takeover rounds when the mint is lost (see lead).
+const (
+	leadBackoffMin = 50 * time.Millisecond
+	leadBackoffMax = 5 * time.Second
+)
+
 // lead takes the leadership of the loglet: mint the first epoch, or take
 // over from the previous one (fence it, absorb up to its cut, mint the next).
+//
+// A lost mint means another star minted the epoch first: typically the old
+// leader, deposed but alive, whose in-process recovery minted between our
+// fence and our mint. lead then takes over again (fencing that epoch too),
+// with a bounded, jittered backoff, until it wins or ctx ends: it never
+// gives up while the old leader keeps minting. The old leader sheds once it
+// finds its epoch fenced by someone else (tryRecover), so the rounds end.
 func (l *loglet) lead(ctx context.Context) error {
 	meta := l.s.meta
-	for attempt := 0; attempt < 3; attempt++ {
+	backoff := leadBackoffMin
+	for attempt := 1; ; attempt++ {
 		head, err := meta.GetHead(ctx, l.chain)
 		prev := uint64(0)
 		switch {
@@ -50,7 +64,14 @@ func (l *loglet) lead(ctx context.Context) error {
 		err = l.mint(ctx, prev, e)
 		if errors.Is(err, metastore.ErrConflict) {
 			// Another star minted first: it leads unless we take over again.
-			l.s.log.Warn("epoch mint lost a race; taking over again", "chain", l.chain.String(), "epoch", e.Epoch)
+			wait := backoff + l.s.jitter(backoff)
+			l.s.log.Warn("epoch mint lost a race; taking over again", "chain", l.chain.String(), "epoch", e.Epoch, "attempt", attempt, "in", wait.String())
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("star: %s: %w: lost the epoch mint %d times to another star: %w", l.chain, ErrNotLeader, attempt, ctx.Err())
+			case <-l.s.clk.After(wait):
+			}
+			backoff = min(2*backoff, leadBackoffMax)
 			continue
 		}
 		if err != nil {
@@ -63,7 +84,6 @@ func (l *loglet) lead(ctx context.Context) error {
 		l.s.log.Info("leading chain", "chain", l.chain.String(), "epoch", e.Epoch, "K", len(l.cfg.Buckets), "W", l.cfg.W)
 		return nil
 	}
-	return fmt.Errorf("star: %s: %w: lost the epoch mint three times to another star", l.chain, ErrNotLeader)
 }
 
 // mint mints e after prev. A mint whose answer was lost (ErrUnavailable)
@@ -114,7 +134,7 @@ func (l *loglet) epochRecord(epoch uint64, nonce format.Nonce) metastore.Epoch {
 
 // takeover fences the head's epoch, records its cut, and absorbs up to it.
 func (l *loglet) takeover(ctx context.Context, head metastore.Head) error {
-	cut, err := l.fenceAndRecord(ctx, head.Epoch, head.Checkpoint)
+	cut, _, err := l.fenceAndRecord(ctx, head.Epoch, head.Checkpoint)
 	if err != nil {
 		return err
 	}
@@ -127,17 +147,22 @@ func (l *loglet) takeover(ctx context.Context, head metastore.Head) error {
 }
 
 // fenceAndRecord fences epoch from the checkpoint (or slot 0) and records
-// the cut on the epoch record. Two fencers compute the same cut.
-func (l *loglet) fenceAndRecord(ctx context.Context, epoch uint64, checkpoint metastore.Cursor) (uint64, error) {
+// the cut on the epoch record. Two fencers compute the same cut. other
+// reports that another star recorded it: the epoch was found fenced though
+// this loglet never tried to record its cut, or our record lost the CAS.
+func (l *loglet) fenceAndRecord(ctx context.Context, epoch uint64, checkpoint metastore.Cursor) (cut uint64, other bool, err error) {
 	rec, err := l.s.meta.GetEpoch(ctx, l.chain, epoch)
 	if err != nil {
-		return 0, fmt.Errorf("star: %s: read epoch %d: %w", l.chain, epoch, err)
+		return 0, false, fmt.Errorf("star: %s: read epoch %d: %w", l.chain, epoch, err)
 	}
+	l.mu.Lock()
+	tried := l.cutTried == epoch && epoch != 0
+	l.mu.Unlock()
 	if rec.State == metastore.EpochFenced {
-		return rec.Cut, nil
+		return rec.Cut, !tried, nil
 	}
 	if l.s.fencer == nil {
-		return 0, fmt.Errorf("star: %s: epoch %d needs a fence but the star has no fencer", l.chain, epoch)
+		return 0, false, fmt.Errorf("star: %s: epoch %d needs a fence but the star has no fencer", l.chain, epoch)
 	}
 	from := uint64(0)
 	if checkpoint.Epoch == epoch {
@@ -145,30 +170,34 @@ func (l *loglet) fenceAndRecord(ctx context.Context, epoch uint64, checkpoint me
 	}
 	nonce, err := l.s.newNonce()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	cut, err := l.s.fencer(l).Fence(ctx, epoch, from, nonce)
+	cut, err = l.s.fencer(l).Fence(ctx, epoch, from, nonce)
 	if err != nil {
-		return 0, fmt.Errorf("star: %s: fence epoch %d: %w", l.chain, epoch, err)
+		return 0, false, fmt.Errorf("star: %s: fence epoch %d: %w", l.chain, epoch, err)
 	}
 	rec.State, rec.Cut = metastore.EpochFenced, cut
+	l.mu.Lock()
+	l.cutTried = epoch // a record whose answer is lost may have landed: ours
+	l.mu.Unlock()
 	if err := l.s.meta.UpdateEpoch(ctx, l.chain, metastore.EpochActive, rec); err != nil {
 		if !errors.Is(err, metastore.ErrConflict) && !errors.Is(err, metastore.ErrInvalid) {
-			return 0, fmt.Errorf("star: %s: record cut %d of epoch %d: %w", l.chain, cut, epoch, err)
+			return 0, false, fmt.Errorf("star: %s: record cut %d of epoch %d: %w", l.chain, cut, epoch, err)
 		}
 		again, gerr := l.s.meta.GetEpoch(ctx, l.chain, epoch)
 		if gerr != nil {
-			return 0, fmt.Errorf("star: %s: re-read epoch %d: %w", l.chain, epoch, gerr)
+			return 0, false, fmt.Errorf("star: %s: re-read epoch %d: %w", l.chain, epoch, gerr)
 		}
 		if again.State != metastore.EpochFenced || again.Cut != cut {
 			panic(fmt.Sprintf("star: %s: two fencers of epoch %d disagree on the cut: %d and %d", l.chain, epoch, cut, again.Cut))
 		}
+		other = true
 	}
 	l.s.log.Info("fenced epoch", "chain", l.chain.String(), "epoch", epoch, "cut", cut)
 	if l.s.onFenced != nil {
 		l.s.onFenced(l.chain, epoch, cut, rec.Window)
 	}
-	return cut, nil
+	return cut, other, nil
 }
 
 // recoverFrom is the star's answer to its own halt: fence the epoch, mint
@@ -196,17 +225,40 @@ func (l *loglet) recoverFrom(ctx context.Context, epoch uint64) {
 	}
 }
 
+// tryRecover makes one recovery attempt. It stops (returns nil) once the
+// loglet is closed: Close has failed every pending batch, so nothing may be
+// acked late or republished after it.
 func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 	l.mu.Lock()
-	if l.epoch != epoch || l.halted == nil {
+	if l.closed || l.epoch != epoch || l.halted == nil {
 		l.mu.Unlock()
 		return nil
 	}
 	base := l.ord.base
 	l.mu.Unlock()
-	cut, err := l.fenceAndRecord(ctx, epoch, metastore.Cursor{Epoch: epoch, Slot: base})
+	// The fence starts at the first unreleased slot or the checkpoint,
+	// whichever is later: a sweep may absorb committed slots before their
+	// acks release, and settle and trim may then delete them. Fencing from
+	// below the checkpoint would find those slots empty, poison them, and
+	// republish flights whose seqs refs already hold.
+	from := metastore.Cursor{Epoch: epoch, Slot: base}
+	head, err := l.s.meta.GetHead(ctx, l.chain)
+	if err != nil {
+		return fmt.Errorf("star: %s: read chain head: %w", l.chain, err)
+	}
+	if head.Checkpoint.Epoch == epoch && head.Checkpoint.Slot > base {
+		from.Slot = head.Checkpoint.Slot
+	}
+	cut, other, err := l.fenceAndRecord(ctx, epoch, from)
 	if err != nil {
 		return err
+	}
+	if other {
+		// Another star fenced our epoch: a successor is taking over. Minting
+		// now would race its mint (and could win, deposing it in turn):
+		// ack what is committed below the cut and shed instead.
+		l.lateAcks(epoch, cut)
+		return fmt.Errorf("star: %s: epoch %d was fenced by another star (cut %d): %w", l.chain, epoch, cut, ErrNotLeader)
 	}
 	nonce, err := l.s.newNonce()
 	if err != nil {
@@ -221,6 +273,12 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 		return fmt.Errorf("star: %s: mint epoch %d: %w", l.chain, epoch+1, err)
 	}
 	l.mu.Lock()
+	if l.closed {
+		// Closed between the fence and here: the minted epoch stays
+		// unused (a successor fences it at slot 0).
+		l.mu.Unlock()
+		return nil
+	}
 	now := l.s.clk.Now()
 	l.releaseBelow(cut, now)
 	var rest []*flight
@@ -238,7 +296,7 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 		l.inflight[nf.slot] = nf
 		again = append(again, nf)
 	}
-	l.halted = nil
+	l.halted, l.haltExpired = nil, false
 	l.broadcast()
 	l.mu.Unlock()
 	l.s.log.Info("epoch recovered", "chain", l.chain.String(), "halted_epoch", epoch, "cut", cut, "acked_late", cut-base, "republished", len(again), "epoch", epoch+1)
@@ -266,7 +324,7 @@ func (l *loglet) releaseBelow(cut uint64, now time.Time) {
 // lateAcks acks what the fence found committed when a successor exists.
 func (l *loglet) lateAcks(epoch, cut uint64) {
 	l.mu.Lock()
-	if l.epoch == epoch {
+	if l.epoch == epoch && !l.closed {
 		l.releaseBelow(cut, l.s.clk.Now())
 		l.broadcast()
 	}
@@ -279,8 +337,8 @@ func (l *loglet) lateAcks(epoch, cut uint64) {
 func (l *loglet) shed(why error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.deposed != nil {
-		return
+	if l.deposed != nil || l.closed {
+		return // closed: Close already failed every pending batch
 	}
 	l.deposed = why
 	l.s.log.Error("leadership lost: a successor leads this chain", "chain", l.chain.String(), "err", why.Error())

@@ -28,9 +28,12 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 	if st == nil {
 		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
 	}
+	// Under the loglet lock (the write path's), only pick the batches the
+	// window can need; decode them after unlocking. A released batch's
+	// fields and encoded records never change, and the batch stays valid
+	// after the absorb drops it from the index.
 	l := st.l
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	low = st.ackedNext
 	if len(st.indexed) > 0 {
 		low = st.indexed[0].first
@@ -40,17 +43,44 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 		b := st.indexed[i]
 		return b.first+uint64(b.recs) > from
 	})
-	size := 0
+	var window []*batch
+	n, size := 0, 0
 	for _, b := range st.indexed[i:] {
-		if len(recs) >= maxRecords || (size >= maxBytes && len(recs) > 0) {
+		if n >= maxRecords || (size >= maxBytes && n > 0) {
 			break
 		}
+		window = append(window, b)
+		n += int(b.first + uint64(b.recs) - max(from, b.first))
+		if b.first >= from {
+			size += len(b.enc) // a partial first batch counts 0: take one batch more, never one less
+		}
+	}
+	l.mu.Unlock()
+	if readIndexDecodeHook != nil {
+		readIndexDecodeHook()
+	}
+	return decodeWindow(window, from, maxRecords, maxBytes), low, nil
+}
+
+// readIndexDecodeHook, if set (tests), runs where ReadIndex decodes.
+var readIndexDecodeHook func()
+
+// decodeWindow decodes the records of window with seq >= from, in seq
+// order and contiguous, up to maxRecords records and maxBytes encoded bytes
+// (at least one): it stops at the first record that does not fit.
+func decodeWindow(window []*batch, from uint64, maxRecords, maxBytes int) []SeqRecord {
+	var recs []SeqRecord
+	size := 0
+	for _, b := range window {
 		seq := b.first
-		for off := 0; off < len(b.enc) && len(recs) < maxRecords; seq++ {
+		for off := 0; off < len(b.enc); seq++ {
+			if len(recs) >= maxRecords {
+				return recs
+			}
 			n := 4 + int(binary.BigEndian.Uint32(b.enc[off:]))
 			if seq >= from {
 				if size+n > maxBytes && len(recs) > 0 {
-					break
+					return recs
 				}
 				rs, err := format.DecodeRecords(b.enc[off:off+n], 1)
 				if err != nil {
@@ -62,7 +92,7 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 			off += n
 		}
 	}
-	return recs, low, nil
+	return recs
 }
 
 // Watch returns a stream's acked tail and a channel closed at the loglet's

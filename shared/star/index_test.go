@@ -3,6 +3,7 @@ package star
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/strandlog/strand/shared/metastore"
@@ -48,5 +49,61 @@ func TestReadIndexServesTheTailWindow(t *testing.T) {
 	tail, ch, err := h.star.Watch(ids[0])
 	if err != nil || tail != 30 || ch == nil {
 		t.Fatal(tail, err)
+	}
+}
+
+// TestReadIndexDecodesOutsideTheLogletLock: ReadIndex decodes (up to 1 MiB
+// of records) without holding the loglet mutex that the write path takes
+// on every admission and release. Regression test for issue 13 finding 11:
+// the decode ran under it.
+func TestReadIndexDecodesOutsideTheLogletLock(t *testing.T) {
+	h := newHarness(t, metastore.Standard, 1, 1)
+	h.start()
+	id := h.open(metastore.Standard, 1)[0]
+	if _, err := h.star.Append(context.Background(), id, recs(5, func(i int) []byte { return []byte("r") }), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l := h.star.loglets[metastore.Standard]
+	held := true
+	readIndexDecodeHook = func() {
+		if l.mu.TryLock() {
+			held = false
+			l.mu.Unlock()
+		}
+	}
+	defer func() { readIndexDecodeHook = nil }()
+	got, _, err := h.star.ReadIndex(id, 0, 10, 1<<20)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("%d records, %v", len(got), err)
+	}
+	if held {
+		t.Fatal("ReadIndex decoded while holding the loglet mutex")
+	}
+}
+
+// TestReadIndexNeverSkipsARecord: when a record does not fit the byte
+// limit, the read stops there; it never goes on to a smaller record of the
+// next batch (the reader would continue past the skipped one).
+func TestReadIndexNeverSkipsARecord(t *testing.T) {
+	h := newHarness(t, metastore.Standard, 1, 1)
+	h.start()
+	id := h.open(metastore.Standard, 1)[0]
+	for _, bodies := range [][]string{{"small", strings.Repeat("big", 400)}, {"small"}} {
+		rs := recs(len(bodies), func(i int) []byte { return []byte(bodies[i]) })
+		if _, err := h.star.Append(context.Background(), id, rs, AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, err := h.star.ReadIndex(id, 0, 10, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range got {
+		if r.Seq != uint64(i) {
+			t.Fatalf("record %d has seq %d: the read skipped a record", i, r.Seq)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d records, want 1 (the big one does not fit 200 bytes)", len(got))
 	}
 }

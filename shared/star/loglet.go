@@ -28,6 +28,9 @@ type batch struct {
 	ack  Ack
 	err  error
 	done chan struct{}
+	// abandoned: the producer was told the outcome is unknown (a halt
+	// outlived HaltWait); a later release or failure tells it nothing more.
+	abandoned bool
 }
 
 func newBatch(st *stream, recs []format.Record, size int, nowMs int64) *batch {
@@ -68,7 +71,11 @@ func (b *batch) clampTimestamps(floor int64) int64 {
 	return floor
 }
 
+// finish delivers the batch's outcome, once. Called with the loglet's mu.
 func (b *batch) finish(a Ack, err error) {
+	if b.abandoned {
+		return
+	}
 	b.ack, b.err = a, err
 	close(b.done)
 }
@@ -109,16 +116,22 @@ type loglet struct {
 	ord      *order
 	inflight map[uint64]*flight
 	// flight index: released, unabsorbed flights in slot order
-	released  []*flight
-	relBytes  int
-	halted    error
-	closed    bool
-	draining  bool   // Quiesce: admit nothing more
-	stall     string // current stall cause, "" when not stalled
-	builders  []*format.Builder
-	relSignal chan struct{} // wakes the notifier
-	deposed   error         // set when a successor exists: nothing more is served
-	runCtx    context.Context
+	released []*flight
+	relBytes int
+	halted   error
+	haltedAt time.Time
+	haltSeq  uint64 // counts halts, so a halt's timer knows its own
+	// haltExpired: the current halt outlived HaltWait: pending batches were
+	// told so, and admission refuses until recovery.
+	haltExpired bool
+	closed      bool
+	stopping    bool   // Stop: admission refuses, pending batches finish
+	stall       string // current stall cause, "" when not stalled
+	builders    []*format.Builder
+	relSignal   chan struct{} // wakes the notifier
+	deposed     error         // set when a successor exists: nothing more is served
+	cutTried    uint64        // the epoch whose cut this loglet last tried to record
+	runCtx      context.Context
 
 	m logletMetrics
 }
@@ -173,6 +186,14 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 		}
 		return float64(l.ord.pending())
 	}, "class", c)
+	r.GaugeFunc("strand_epoch_halted_seconds", "How long the current epoch has been halted (0: not halted).", func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.halted == nil {
+			return 0
+		}
+		return s.clk.Now().Sub(l.haltedAt).Seconds()
+	}, "class", c)
 	r.GaugeFunc("strand_backlog_flights", "Released, unabsorbed flights.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(len(l.released)) }, "class", c)
 	r.GaugeFunc("strand_backlog_age_seconds", "Age of the oldest released, unabsorbed flight.", func() float64 {
 		l.mu.Lock()
@@ -217,21 +238,44 @@ func (l *loglet) wait(ctx context.Context, timer <-chan time.Time) error {
 }
 
 // admit sequences b and queues it, blocking while the pool is at its budget.
+//
+// A match_seq_num miss is answered with the stream's acknowledged (durable)
+// tail. While batches of the stream that were sequenced before the miss are
+// still unacknowledged, the answer is held until they resolve: the assigned
+// tail would tell a producer retrying a timed-out batch that it was written
+// when it was only sequenced (and is lost if the star then closes or halts).
+// If they fail instead, the retry gets that failure (closed, not leader,
+// halted), never a tail covering them.
 func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	st := b.st
+	held, target := false, uint64(0)
 	for {
-		if l.closed {
+		if l.closed || l.stopping {
 			return ErrClosed
-		}
-		if l.draining {
-			return ErrDraining
 		}
 		if l.deposed != nil {
 			return l.deposed
 		}
-		if b.st.drained {
-			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, b.st.id)
+		if st.drained {
+			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, st.id)
+		}
+		if l.haltExpired {
+			return fmt.Errorf("%w: epoch %d halted for more than %s, nothing written: %v", ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
+		}
+		if match != nil && *match != st.next {
+			if !held {
+				held, target = true, st.next
+			}
+			if st.ackedNext >= target {
+				return &SeqMismatchError{Expected: *match, Tail: st.ackedNext}
+			}
+			if err := l.wait(ctx, nil); err != nil {
+				return fmt.Errorf("star: match_seq_num %d missed; waiting for the stream's batches below seq %d to be acknowledged (acknowledged tail %d): %w",
+					*match, target, st.ackedNext, err)
+			}
+			continue
 		}
 		if l.poolBytes == 0 || l.poolBytes+b.size <= l.budget {
 			break
@@ -239,10 +283,6 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 		if err := l.wait(ctx, nil); err != nil {
 			return fmt.Errorf("star: admission waiting for pool budget: %w", err)
 		}
-	}
-	st := b.st
-	if match != nil && *match != st.next {
-		return &SeqMismatchError{Expected: *match, Tail: st.next}
 	}
 	b.first = st.next
 	st.next += uint64(b.recs)
@@ -352,13 +392,23 @@ func (l *loglet) flusher(ctx context.Context) {
 }
 
 // diagnose names why the backlog is full. Called with l.mu held.
+//
+//   - metastore_slow: the absorb reports its metastore calls throttled,
+//     failing or slow;
+//   - epoch_settling: the oldest unabsorbed flight belongs to an earlier
+//     epoch than the one being written (after a halt's recovery or a
+//     takeover): the absorb must finish that epoch up to its recorded cut
+//     and step to the next before the backlog drains. (While the epoch is
+//     halted nothing is cut at all: that is a halt, reported as such, not
+//     a stall.)
+//   - absorb_lagging: otherwise; the absorb is behind or not running.
 func (l *loglet) diagnose() string {
 	if l.s.absorbHealth != nil {
 		if h := l.s.absorbHealth(l.chain); h.MetastoreSlow {
 			return StallMetastoreSlow
 		}
 	}
-	if l.halted != nil {
+	if l.halted != nil || (len(l.released) > 0 && l.released[0].epoch < l.epoch) {
 		return StallEpochSettling
 	}
 	return StallAbsorbLagging
@@ -545,14 +595,79 @@ func (l *loglet) halt(epoch uint64, why error) {
 		return
 	}
 	l.halted = why
+	l.haltedAt = l.s.clk.Now()
+	l.haltSeq++
 	l.m.halts.Inc()
 	l.s.log.Error("epoch halted: acks stop until recovery", "chain", l.chain.String(), "epoch", epoch, "reason", why.Error())
 	l.broadcast()
 	if l.s.onHalt != nil {
 		go l.s.onHalt(l.chain, epoch, why)
 	}
-	if l.s.fencer != nil && l.runCtx != nil {
-		go l.recoverFrom(l.runCtx, epoch)
+	if l.runCtx != nil && !l.closed {
+		seq := l.haltSeq
+		l.s.wg.Add(1)
+		go func() { defer l.s.wg.Done(); l.haltTimer(l.runCtx, seq) }()
+	}
+	if l.s.fencer != nil && l.runCtx != nil && !l.closed {
+		// Close waits for the recovery (s.wg): once closed, it stops. The
+		// Add happens under l.mu before close sets l.closed, so before
+		// Close's Wait.
+		l.s.wg.Add(1)
+		go func() { defer l.s.wg.Done(); l.recoverFrom(l.runCtx, epoch) }()
+	}
+}
+
+// haltTimer bounds the producers' wait on halt number seq: if it is still
+// the current halt after HaltWait, every pending batch fails with
+// ErrOutcomeUnknown and ErrHalted and the halt's reason (recovery may still
+// commit it: it is republished with its seqs, and its stream's tail moves
+// past it), and admission refuses until recovery.
+func (l *loglet) haltTimer(ctx context.Context, seq uint64) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-l.s.clk.After(l.s.cfg.HaltWait):
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.halted == nil || l.haltSeq != seq {
+		return
+	}
+	l.haltExpired = true
+	err := fmt.Errorf("%w: %w: epoch %d halted for %s: %v", ErrOutcomeUnknown, ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
+	n := 0
+	abandon := func(b *batch) {
+		if !b.abandoned {
+			b.finish(Ack{}, err)
+			b.abandoned = true
+			n++
+		}
+	}
+	for _, f := range l.inflight {
+		for _, b := range f.batches {
+			abandon(b)
+		}
+	}
+	for _, b := range l.pool {
+		abandon(b)
+	}
+	l.s.log.Error("epoch halted longer than --halt-wait: pending appends fail (outcome unknown), new appends are refused until recovery",
+		"chain", l.chain.String(), "epoch", l.epoch, "halt_wait", l.s.cfg.HaltWait.String(), "failed_batches", n, "reason", l.halted.Error())
+	l.broadcast()
+}
+
+// quiesce refuses new appends and waits, until ctx ends, for every admitted
+// batch to be acknowledged or to fail (it stops waiting early on a
+// successor, or a halt past HaltWait).
+func (l *loglet) quiesce(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopping = true
+	l.broadcast()
+	for (len(l.pool) > 0 || len(l.inflight) > 0) && !l.closed && l.deposed == nil && !l.haltExpired {
+		if l.wait(ctx, nil) != nil {
+			return
+		}
 	}
 }
 
@@ -567,12 +682,13 @@ func (l *loglet) close() {
 		b.finish(Ack{}, ErrClosed)
 	}
 	l.pool, l.poolBytes = nil, 0
+	unknown := fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrClosed)
 	for _, f := range l.inflight {
 		for _, b := range f.batches {
 			select {
 			case <-b.done:
 			default:
-				b.finish(Ack{}, ErrClosed)
+				b.finish(Ack{}, unknown)
 			}
 		}
 	}

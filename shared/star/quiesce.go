@@ -4,35 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/strandlog/strand/shared/metastore"
 )
 
-// ErrDraining: the star is draining for a shutdown (Quiesce) and admits no
-// new batch; its successor will. It matches ErrClosed (errors.Is), so it is
-// reported as unavailable, which clients retry.
-var ErrDraining = fmt.Errorf("%w: draining for shutdown", ErrClosed)
-
-// Quiesce prepares a graceful Close: it stops admitting batches (Submit
-// fails with ErrDraining, also for a batch waiting for pool budget), waits
-// until every batch admitted before is acknowledged (the pool is cut and
-// every flight in the air is committed and released, in slot order), and
-// then publishes each chain's final released head to the waker, so the
-// absorb catches up without waiting for a sweep. Close after Quiesce fails
-// nothing.
+// Quiesce prepares a graceful Close (node.Close's drain) and reports how it
+// went: like Stop it refuses new batches (ErrClosed: nothing written) and
+// waits until every admitted batch is acknowledged or has failed (the pool
+// is cut, flights in the air commit and release in slot order), but it
+// does not close, so the caller can end its sessions after their acks and
+// close later; and it then publishes each chain's final released head to
+// the waker, so the absorb catches up without waiting for a sweep.
 //
-// If ctx ends first (a commit outlasts the drain budget, or the epoch is
-// halted), Quiesce returns what is still pending; Close then fails it with
-// ErrClosed, as without Quiesce. Quiesce is not undone: a star that
-// quiesced only closes.
+// It returns nil when nothing admitted is left pending, else what is (ctx
+// ended: a commit outlasted the drain budget, or the epoch is halted; a
+// successor took over), joined with any release event not delivered.
+// Close then fails what is pending as it says. A star that quiesced only
+// closes.
 func (s *Star) Quiesce(ctx context.Context) error {
-	for _, l := range s.loglets {
-		l.mu.Lock()
-		l.draining = true
-		l.broadcast() // batches waiting for pool budget are refused
-		l.mu.Unlock()
-	}
 	var errs []error
-	for _, l := range s.loglets {
-		if err := l.quiesce(ctx); err != nil {
+	for _, cl := range s.classes() {
+		l := s.loglets[cl]
+		l.quiesce(ctx)
+		if err := l.pendingErr(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -46,21 +40,32 @@ func (s *Star) Quiesce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// quiesce waits until nothing admitted is unacknowledged: the pool is empty
-// and no slot is in the air.
-func (l *loglet) quiesce(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for len(l.pool) > 0 || l.ord.pending() > 0 {
-		if l.closed {
-			return fmt.Errorf("star: drain %s: %w", l.chain, ErrClosed)
-		}
-		if l.deposed != nil {
-			return fmt.Errorf("star: drain %s: %w", l.chain, l.deposed)
-		}
-		if err := l.wait(ctx, nil); err != nil {
-			return fmt.Errorf("star: drain %s: %d batches pooled, %d slots in the air: %w", l.chain, len(l.pool), l.ord.pending(), err)
+// classes are the star's classes with a loglet, in a fixed order.
+func (s *Star) classes() []metastore.Class {
+	var out []metastore.Class
+	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
+		if s.loglets[cl] != nil {
+			out = append(out, cl)
 		}
 	}
-	return nil
+	return out
+}
+
+// pendingErr says what the loglet still has pending after quiesce, or nil.
+func (l *loglet) pendingErr(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pool) == 0 && len(l.inflight) == 0 {
+		return nil
+	}
+	why := ctx.Err()
+	switch {
+	case l.deposed != nil:
+		why = l.deposed
+	case l.closed:
+		why = ErrClosed
+	case why == nil:
+		why = errors.New("epoch halted past its wait")
+	}
+	return fmt.Errorf("star: drain %s: %d batches pooled, %d flights in the air: %w", l.chain, len(l.pool), len(l.inflight), why)
 }

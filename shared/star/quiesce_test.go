@@ -12,7 +12,7 @@ import (
 )
 
 // TestQuiesceAcksEverythingAdmittedThenCloses: Quiesce refuses new batches
-// at once (ErrDraining, reported as unavailable), waits for the pooled
+// at once (ErrClosed, reported as unavailable), waits for the pooled
 // batches and the flight held in the air to commit and be acknowledged,
 // publishes the final released head (the notifier, at a 1 h interval,
 // would not), and Close then fails nothing. Without Quiesce, Close fails
@@ -43,11 +43,11 @@ func TestQuiesceAcksEverythingAdmittedThenCloses(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := h.star.Submit(ctx, id, one, AppendOptions{})
-		if errors.Is(err, ErrDraining) && errors.Is(err, ErrClosed) {
+		if errors.Is(err, ErrClosed) {
 			break
 		}
 		if err != nil {
-			t.Fatalf("submit while quiescing: %v, want ErrDraining", err)
+			t.Fatalf("submit while quiescing: %v, want ErrClosed", err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("still admitting 5 s after Quiesce began")

@@ -3,11 +3,14 @@ package star
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
@@ -21,10 +24,24 @@ var (
 	ErrNotLeader     = errors.New("star: not leader")
 	ErrClosed        = errors.New("star: closed")
 	ErrNotStarted    = errors.New("star: not started")
+	// ErrOutcomeUnknown: the batch was cut into a flight that may be
+	// committed (it may already be at W copies, or a recovery or a
+	// successor may yet keep it), and this star can no longer find out:
+	// it is closing. A blind retry may write the batch twice; retry with
+	// match_seq_num (or read the stream first). Batches that never left
+	// the pool fail with plain ErrClosed: nothing of them was written.
+	ErrOutcomeUnknown = errors.New("star: outcome unknown: the batch may be committed")
+	// ErrHalted: the class's epoch has been halted for longer than
+	// Config.HaltWait (its reason follows). A new append is refused with it
+	// (nothing written); a batch admitted before fails with it and
+	// ErrOutcomeUnknown (recovery may still commit it).
+	ErrHalted = errors.New("star: epoch halted")
 )
 
 // SeqMismatchError rejects one batch whose match_seq_num missed; it carries
-// the stream's current tail (the next seq to be assigned).
+// the stream's acknowledged tail (every seq below it is durable). The
+// answer waits for the stream's batches sequenced before the miss (see
+// Submit), so the tail never covers a batch that is only sequenced.
 type SeqMismatchError struct {
 	Expected uint64
 	Tail     uint64
@@ -152,6 +169,9 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 	if s.rand == nil {
 		s.rand = crand.Reader
 	}
+	if s.cfg.HaltWait == 0 {
+		s.cfg.HaltWait = Defaults().HaltWait
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -185,6 +205,15 @@ func (s *Star) newNonce() (format.Nonce, error) {
 		return n, fmt.Errorf("star: draw writer nonce: %w", err)
 	}
 	return n, nil
+}
+
+// jitter draws a duration in [0, d/2) from the star's randomness.
+func (s *Star) jitter(d time.Duration) time.Duration {
+	var b [2]byte
+	if _, err := io.ReadFull(s.rand, b[:]); err != nil || d <= 0 {
+		return 0
+	}
+	return time.Duration(uint64(d/2) * uint64(binary.BigEndian.Uint16(b[:])) >> 16)
 }
 
 // Open makes a stream appendable on this star with its recovered tail. It
@@ -262,7 +291,8 @@ func (s *Star) stream(id format.StreamID) (*stream, error) {
 // AppendOptions qualify one append.
 type AppendOptions struct {
 	// MatchSeq, if set, must equal the stream's tail (next seq) at
-	// sequencing, or the batch is rejected with *SeqMismatchError.
+	// sequencing, or the batch is rejected with *SeqMismatchError carrying
+	// the acknowledged tail, once the batches sequenced before it resolve.
 	MatchSeq *uint64
 }
 
@@ -384,8 +414,12 @@ func (s *Star) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the flushers. Admitted batches that are not yet acked fail
-// with ErrClosed; nothing acked is affected.
+// Close stops the flushers and any in-process recovery, and waits for them:
+// a recovery racing Close stops before it acks or republishes anything.
+// Admitted batches that are not yet acked fail: those still in the pool
+// with ErrClosed (never written), those in a flight with ErrClosed and
+// ErrOutcomeUnknown (the flight may be committed). Nothing acked is
+// affected.
 func (s *Star) Close() {
 	s.mu.Lock()
 	s.started = false
@@ -397,6 +431,20 @@ func (s *Star) Close() {
 		l.close()
 	}
 	s.wg.Wait()
+}
+
+// Stop is an orderly Close: it refuses new appends (ErrClosed: nothing
+// written), waits until every admitted batch is acknowledged or has failed,
+// or ctx ends, and then closes. Batches still pending then fail as Close
+// says (in a flight: ErrOutcomeUnknown), so a bounded Stop on shutdown
+// turns most of those outcomes into acks.
+func (s *Star) Stop(ctx context.Context) {
+	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
+		if l := s.loglets[cl]; l != nil {
+			l.quiesce(ctx)
+		}
+	}
+	s.Close()
 }
 
 // AbsorbHealth is the absorb's report used to diagnose backlog stalls.
@@ -438,4 +486,83 @@ func (s *Star) Released(chain metastore.ChainID) metastore.Cursor {
 		return metastore.Cursor{Epoch: l.epoch, Slot: l.ord.base}
 	}
 	return metastore.Cursor{}
+}
+
+// ChainHealth is one loglet's state, for /healthz.
+type ChainHealth struct {
+	Chain metastore.ChainID
+	Epoch uint64
+	// Deposed: a successor leads the chain; this star serves nothing more
+	// on it and should be replaced.
+	Deposed error
+	// Halted: the epoch is halted with this reason, for HaltedFor; the
+	// star recovers in-process. Stuck: for longer than HaltWait, so appends
+	// fail.
+	Halted    error
+	HaltedFor time.Duration
+	Stuck     bool
+}
+
+// Health is the star's state, for /healthz.
+type Health struct {
+	Started bool
+	Chains  []ChainHealth
+}
+
+// OK reports whether the star serves: started, leading every chain, and no
+// epoch halted for longer than HaltWait. A star that is not OK should be
+// replaced (ECS does so on a failing health check): a deposed star never
+// serves again, and a successor takes over a stuck one.
+func (h Health) OK() bool {
+	if !h.Started {
+		return false
+	}
+	for _, c := range h.Chains {
+		if c.Deposed != nil || c.Stuck {
+			return false
+		}
+	}
+	return true
+}
+
+// String is one line per chain (or "not started").
+func (h Health) String() string {
+	if !h.Started {
+		return "not started\n"
+	}
+	var b strings.Builder
+	for _, c := range h.Chains {
+		fmt.Fprintf(&b, "%s epoch %d: ", c.Chain, c.Epoch)
+		switch {
+		case c.Deposed != nil:
+			fmt.Fprintf(&b, "not leading: %v\n", c.Deposed)
+		case c.Stuck:
+			fmt.Fprintf(&b, "halted for %s, past --halt-wait (appends fail until recovery): %v\n", c.HaltedFor.Round(time.Millisecond), c.Halted)
+		case c.Halted != nil:
+			fmt.Fprintf(&b, "halted for %s, recovering: %v\n", c.HaltedFor.Round(time.Millisecond), c.Halted)
+		default:
+			b.WriteString("leading\n")
+		}
+	}
+	return b.String()
+}
+
+// Health reports the star's state: started, and per chain whether it
+// leads, is halted (and for how long, and why) or was deposed.
+func (s *Star) Health() Health {
+	h := Health{Started: s.Started()}
+	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
+		l := s.loglets[cl]
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		c := ChainHealth{Chain: l.chain, Epoch: l.epoch, Deposed: l.deposed, Halted: l.halted, Stuck: l.haltExpired}
+		if l.halted != nil {
+			c.HaltedFor = s.clk.Now().Sub(l.haltedAt)
+		}
+		l.mu.Unlock()
+		h.Chains = append(h.Chains, c)
+	}
+	return h
 }

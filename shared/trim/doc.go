@@ -13,9 +13,19 @@
 //   - Retention: a stream with RetentionMs > 0 loses its leading refs whose
 //     LastTsMs is older than now-RetentionMs and whose locations are all
 //     settled, then their settled objects. The stream's last ref is always
-//     kept (it carries the tail a takeover recovers).
+//     kept (it carries the tail a takeover recovers). Before it deletes
+//     any, trim raises the stream's floor (metastore RaiseFloor) to the
+//     first seq it keeps, so the stream never reopens below a seq it
+//     acknowledged even if every ref went. Each delete is conditional on
+//     the ref being the one trim read (DeleteRefs): if settle merged an
+//     expired ref with its successor in between (the merged ref is stored
+//     at the expired ref's key), the delete is refused (ErrConflict,
+//     counted in StreamResult.Conflicts) and the next run sees the merged
+//     ref; a delete by key would have removed records still inside
+//     retention (issue 13, finding 1).
 //   - Deletion: a stream in StreamDeleting loses all its refs, then its
-//     settled objects, then its metadata (DeleteStream).
+//     settled objects, then its metadata (DeleteStream). A ref that changed
+//     since it was read is read again (at most 3 times per run).
 //
 // Refs are deleted before the objects they point at, so no ref ever points
 // at a missing object; a crash between leaves orphans for the garbage

@@ -135,6 +135,7 @@ type StreamResult struct {
 	Deleted     int // deleting streams finished (metadata removed)
 	RefsDropped int // refs deleted (retention and deletion)
 	Objects     int // settled objects deleted
+	Conflicts   int // retention deletes refused: a ref changed since it was read
 }
 
 // Streams applies retention and deletion to every stream in the metastore:
@@ -183,7 +184,7 @@ func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 }
 
 func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *StreamResult) error {
-	for {
+	for conflicts := 0; ; {
 		refs, err := t.Meta.QueryRefs(ctx, st.ID, 0, refPage)
 		if err != nil {
 			return err
@@ -191,7 +192,12 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 		if len(refs) == 0 {
 			break
 		}
-		if err := t.drop(ctx, st.ID, refs, res); err != nil {
+		err = t.drop(ctx, refs, res)
+		if errors.Is(err, metastore.ErrConflict) && conflicts < maxConflicts {
+			conflicts++ // a ref changed since it was read (settle swapped it): read again
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -201,6 +207,10 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 	res.Deleted++
 	return nil
 }
+
+// maxConflicts bounds how often one stream's deletion re-reads its refs
+// after a conditional delete found one changed, in one run.
+const maxConflicts = 3
 
 func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, res *StreamResult) error {
 	from := uint64(0)
@@ -221,7 +231,20 @@ func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64,
 			n++
 		}
 		if n > 0 {
-			if err := t.drop(ctx, st.ID, refs[:n], res); err != nil {
+			// The floor first: whatever happens to the refs from here on,
+			// the stream never reopens below the seqs they held.
+			if err := t.Meta.RaiseFloor(ctx, st.Name, st.ID, refs[n-1].LastSeq+1); err != nil {
+				return fmt.Errorf("raise the floor to %d: %w", refs[n-1].LastSeq+1, err)
+			}
+			err := t.drop(ctx, refs[:n], res)
+			if errors.Is(err, metastore.ErrConflict) {
+				// Settle merged one of them since it was read: the next run
+				// sees the merged ref.
+				res.Conflicts++
+				t.log().Info("trim: retention: a ref changed since it was read; next run", "stream", st.Name, "err", err)
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -232,13 +255,12 @@ func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64,
 	}
 }
 
-// drop deletes refs, then the settled objects they point at.
-func (t *Trimmer) drop(ctx context.Context, id string, refs []metastore.Ref, res *StreamResult) error {
-	seqs := make([]uint64, len(refs))
+// drop deletes refs, each only if it is still exactly as read (ErrConflict
+// otherwise: settle swapped it), then the settled objects they point at.
+func (t *Trimmer) drop(ctx context.Context, refs []metastore.Ref, res *StreamResult) error {
 	var keys []string
 	seen := map[string]bool{}
-	for i, r := range refs {
-		seqs[i] = r.FirstSeq
+	for _, r := range refs {
 		for _, l := range r.Locations {
 			if l.Settled && !seen[l.Key] {
 				seen[l.Key] = true
@@ -246,10 +268,10 @@ func (t *Trimmer) drop(ctx context.Context, id string, refs []metastore.Ref, res
 			}
 		}
 	}
-	if err := t.Meta.DeleteRefs(ctx, id, seqs); err != nil {
-		return fmt.Errorf("delete %d refs: %w", len(seqs), err)
+	if err := t.Meta.DeleteRefs(ctx, refs); err != nil {
+		return fmt.Errorf("delete %d refs: %w", len(refs), err)
 	}
-	res.RefsDropped += len(seqs)
+	res.RefsDropped += len(refs)
 	for _, k := range keys {
 		if err := t.Settled.Delete(ctx, k); err != nil {
 			return fmt.Errorf("delete settled object %s: %w", k, err)

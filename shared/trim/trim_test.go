@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
@@ -22,17 +23,6 @@ import (
 )
 
 var chainX = metastore.ChainID{Star: "star-0", Class: metastore.Express}
-
-// fakeClock is a settable clock.Clock.
-type fakeClock struct{ now atomic.Int64 }
-
-func (f *fakeClock) Now() time.Time { return time.UnixMilli(f.now.Load()) }
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- f.Now().Add(d)
-	return ch
-}
-func (f *fakeClock) Sleep(d time.Duration) { f.now.Add(d.Milliseconds()) }
 
 // faults is a metastore wrapper whose armed faults fire once each.
 type faults struct {
@@ -77,7 +67,7 @@ type env struct {
 	star    *absorbtest.Star
 	ids     []format.StreamID
 	names   []string
-	clk     *fakeClock
+	clk     *clock.Manual
 	// One counting wrapper per component, all over meta.
 	ca, cs, ct *metacount.Store
 	a          *absorb.Absorber
@@ -90,8 +80,7 @@ type env struct {
 func newEnv(t *testing.T, streams int, retentionMs int64) *env {
 	t.Helper()
 	e := &env{t: t, mem: metastore.NewMem(), ids: absorbtest.StreamIDs(streams), ts: 1_700_000_000_000,
-		settled: objstore.NewMem("settled"), clk: &fakeClock{}}
-	e.clk.now.Store(e.ts)
+		settled: objstore.NewMem("settled"), clk: clock.NewManual(time.UnixMilli(1_700_000_000_000))}
 	e.meta = &faults{Store: e.mem}
 	e.set = chain.Set{Star: chainX.Star, W: 2, Buckets: []objstore.Bucket{objstore.NewMem("x-az1"), objstore.NewMem("x-az2"), objstore.NewMem("x-az3")}}
 	star, err := absorbtest.NewStar(t.Context(), e.mem, chainX, e.set)
@@ -312,7 +301,7 @@ func TestRetention(t *testing.T) {
 	// Now is a day and a third after the first write: the first two settled
 	// refs (written at +0 and +day/4) are older than a day, the third (+day/2)
 	// is not.
-	e.clk.now.Store(1_700_000_000_000 + day + day/3)
+	e.clk.Set(time.UnixMilli(1_700_000_000_000 + day + day/3))
 	res, err := e.tr.Streams(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -321,6 +310,10 @@ func TestRetention(t *testing.T) {
 	if res.Streams != 2 || len(after) != 3 || after[0].FirstSeq != before[2].FirstSeq || res.Objects != 4 {
 		t.Fatalf("retention: %+v, refs %d (first at %d)", res, len(after), after[0].FirstSeq)
 	}
+	// The floor holds the first seq left: the stream never reopens below.
+	if st, err := e.mem.GetStream(t.Context(), e.names[0]); err != nil || st.Floor != before[1].LastSeq+1 {
+		t.Fatalf("floor %d (%v), want %d", st.Floor, err, before[1].LastSeq+1)
+	}
 	for _, r := range before[:2] {
 		if _, err := e.settled.Head(t.Context(), r.Locations[0].Key); !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatalf("expired object %s: %v", r.Locations[0].Key, err)
@@ -328,7 +321,7 @@ func TestRetention(t *testing.T) {
 	}
 	// Far in the future every settled ref has expired, but the transit ref
 	// and the stream's last ref stay.
-	e.clk.now.Store(1_700_000_000_000 + 100*day)
+	e.clk.Set(time.UnixMilli(1_700_000_000_000 + 100*day))
 	if _, err := e.tr.Streams(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -392,4 +385,71 @@ func TestDeletion(t *testing.T) {
 	if _, err := h.Handle(t.Context(), []byte(`{"Records":[]}`)); err == nil || !strings.Contains(err.Error(), "unrecognised") {
 		t.Fatalf("trim took an SQS event: %v", err)
 	}
+}
+
+// mergeFirst is a metastore wrapper that runs a hook once, before the
+// first DeleteRefs it forwards: a settle merge landing between trim's read
+// and its delete.
+type mergeFirst struct {
+	metastore.Store
+	hook func()
+}
+
+func (m *mergeFirst) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
+	if h := m.hook; h != nil {
+		m.hook = nil
+		h()
+	}
+	return m.Store.DeleteRefs(ctx, refs)
+}
+
+// TestRetentionRacesSettleMerge: settle merges the expired ref P with the
+// stream's last ref R into M, stored at P's key, after trim read the refs
+// and before it deletes P. Trim must not delete M (issue 13, finding 1:
+// with a delete by key it did, losing records inside retention and the
+// stream's tail).
+func TestRetentionRacesSettleMerge(t *testing.T) {
+	const day = int64(24 * time.Hour / time.Millisecond)
+	e := newEnv(t, 1, day)
+	e.s.MergeBelowBytes = -1
+	e.flights(2)
+	e.settleAll()
+	e.ts += day / 2
+	e.flights(2)
+	e.settleAll()
+	id := e.ids[0].String()
+	refs, err := e.mem.QueryRefs(t.Context(), id, 0, 10)
+	if err != nil || len(refs) != 2 {
+		t.Fatalf("refs %+v, %v", refs, err)
+	}
+	p, r := refs[0], refs[1]
+	merged := metastore.Ref{StreamID: id, FirstSeq: p.FirstSeq, LastSeq: r.LastSeq, FirstTsMs: p.FirstTsMs, LastTsMs: r.LastTsMs,
+		Bytes: p.Bytes + r.Bytes, Locations: append(append([]metastore.Location(nil), p.Locations...), r.Locations...)}
+	m := &mergeFirst{Store: e.mem, hook: func() {
+		if err := e.mem.SwapRefs(t.Context(), []metastore.Ref{p, r}, merged); err != nil {
+			t.Errorf("merge: %v", err)
+		}
+	}}
+	tr := &trim.Trimmer{Meta: m, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, Clock: e.clk}
+	e.clk.Set(time.UnixMilli(1_700_000_000_000 + day + day/4)) // P expired, R not
+	res, err := tr.Streams(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.mem.QueryRefs(t.Context(), id, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 1 || !metastore.EqualRef(after[0], merged) {
+		t.Fatalf("refs after trim raced a merge: %+v (result %+v), want the merged ref", after, res)
+	}
+	if res.RefsDropped != 0 || res.Objects != 0 || res.Conflicts != 1 {
+		t.Fatalf("result %+v, want nothing dropped and one conflict", res)
+	}
+	e.check()
+	// The next run sees M, which is not expired: nothing goes.
+	if res, err := tr.Streams(t.Context()); err != nil || res.RefsDropped != 0 {
+		t.Fatalf("second run: %+v, %v", res, err)
+	}
+	e.check()
 }

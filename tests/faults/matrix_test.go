@@ -499,10 +499,14 @@ func TestFault_MetastoreThrottled(t *testing.T) {
 // TestFault_Bucket503ForMinutes: one zone answers every call with 503 for
 // five (virtual) minutes under load: acks continue and nothing halts. Then
 // two zones do so for three minutes: W is unreachable, the epoch halts,
-// producers wait (no error), and when the zones return the star recovers
-// and acks every batch.
+// producers wait (no error: --halt-wait is set past the outage; with the
+// default 30 s they would get "outcome unknown", see
+// star.TestUnwritableStoreFailsProducersWithTheCause), and when the zones
+// return the star recovers and acks every batch.
 func TestFault_Bucket503ForMinutes(t *testing.T) {
-	row(t, "Bucket503ForMinutes", sim.DefaultOptions(), func(t *testing.T, w *sim.World, b *book) {
+	opt := sim.DefaultOptions()
+	opt.HaltWait = 10 * time.Minute
+	row(t, "Bucket503ForMinutes", opt, func(t *testing.T, w *sim.World, b *book) {
 		n := start(t, w, 1)
 		if err := w.Inj[0].SetErrorRate(1); err != nil {
 			t.Fatal(err)

@@ -216,12 +216,20 @@ func (m *MetaFaults) SwapRefs(ctx context.Context, old []metastore.Ref, repl met
 	return m.after("SwapRefs", p, m.s.SwapRefs(ctx, old, repl))
 }
 
-func (m *MetaFaults) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+func (m *MetaFaults) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	p, err := m.before(ctx, "DeleteRefs", true)
 	if err != nil {
 		return err
 	}
-	return m.after("DeleteRefs", p, m.s.DeleteRefs(ctx, streamID, firstSeqs))
+	return m.after("DeleteRefs", p, m.s.DeleteRefs(ctx, refs))
+}
+
+func (m *MetaFaults) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
+	p, err := m.before(ctx, "RaiseFloor", true)
+	if err != nil {
+		return err
+	}
+	return m.after("RaiseFloor", p, m.s.RaiseFloor(ctx, name, id, floor))
 }
 
 func (m *MetaFaults) GetHead(ctx context.Context, c metastore.ChainID) (metastore.Head, error) {

@@ -53,6 +53,7 @@ type Options struct {
 	CommitDeadline time.Duration // 0: 2 s
 	FlightKiB      int           // 0: 4
 	IdleCut        bool          // the star's idle cut (ADR 0039)
+	HaltWait       time.Duration // --halt-wait; 0: the star's default (30 s)
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -158,7 +159,11 @@ func (w *World) Trimmer() *trim.Trimmer {
 	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log}
 }
 func (w *World) Prober() *probe.Handler {
-	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log}
+	// The shortest grace: an orphan found deletable by one sweep is deleted
+	// by the next, racing settle and trim, so the simulation checks that
+	// the deletable rule alone never removes an object a ref needs.
+	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
+		OrphanGrace: time.Nanosecond}
 }
 
 // ClearFaults removes every injected fault from every store.
@@ -202,6 +207,7 @@ func (w *World) StarConfig() star.Config {
 		cfg.Express.CommitDeadline = 2 * time.Second
 	}
 	cfg.BacklogFlights = w.Opt.BacklogFlights
+	cfg.HaltWait = w.Opt.HaltWait
 	cfg.ReleaseEventInterval = 5 * time.Millisecond
 	cfg.Rand = w.rand
 	cfg.Logger = w.Log
@@ -257,6 +263,13 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 			n.Kill()
 			return nil, fmt.Errorf("recover the tail of %s: %w", w.Streams[i].Name, err)
 		}
+		// As the server: the tail never moves backward (trim's floor).
+		meta, err := w.Meta.GetStream(ctx, w.Streams[i].Name)
+		if err != nil {
+			n.Kill()
+			return nil, fmt.Errorf("recover the floor of %s: %w", w.Streams[i].Name, err)
+		}
+		info.Next = max(info.Next, meta.Floor)
 		if err := st.Open(info); err != nil {
 			n.Kill()
 			return nil, err

@@ -391,18 +391,48 @@ func (s *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastor
 	})
 }
 
-// DeleteRefs implements metastore.Store.
-func (s *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
-	if len(firstSeqs) == 0 {
+// DeleteRefs implements metastore.Store. The checks and every delete run
+// in one transaction, so the batch lands whole or not at all.
+func (s *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
+	if err := metastore.ValidateDeleteRefs(refs); err != nil {
+		return err
+	}
+	if len(refs) == 0 {
 		return nil
 	}
-	return s.update(ctx, "delete refs of stream "+streamID, func(b *bbolt.Bucket) error {
-		for _, seq := range firstSeqs {
-			if err := b.Delete(refKey(streamID, seq)); err != nil {
+	return s.update(ctx, fmt.Sprintf("delete %d refs", len(refs)), func(b *bbolt.Bucket) error {
+		for _, r := range refs {
+			var cur metastore.Ref
+			found, err := get(b, refKey(r.StreamID, r.FirstSeq), &cur)
+			if err != nil {
+				return err
+			}
+			if err := metastore.DeleteOn(cur, found, r); err != nil {
+				return err
+			}
+		}
+		for _, r := range refs {
+			if err := b.Delete(refKey(r.StreamID, r.FirstSeq)); err != nil {
 				return err
 			}
 		}
 		return nil
+	})
+}
+
+// RaiseFloor implements metastore.Store.
+func (s *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
+	return s.update(ctx, "raise the floor of stream "+name, func(b *bbolt.Bucket) error {
+		var st metastore.Stream
+		found, err := get(b, streamKey(name), &st)
+		if err != nil {
+			return err
+		}
+		st, changed, err := metastore.RaiseFloorOn(st, found, name, id, floor)
+		if err != nil || !changed {
+			return err
+		}
+		return put(b, streamKey(name), st)
 	})
 }
 
@@ -469,6 +499,9 @@ func (s *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uin
 		return err
 	}
 	if err := metastore.ValidateMint(prev, e); err != nil {
+		return err
+	}
+	if err := metastore.CheckEpochSize(chain, e); err != nil {
 		return err
 	}
 	op := fmt.Sprintf("mint epoch %d of chain %s after %d", e.Epoch, chain, prev)

@@ -157,6 +157,9 @@ func (st *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev ui
 	if err := metastore.ValidateMint(prev, e); err != nil {
 		return err
 	}
+	if err := metastore.CheckEpochSize(chain, e); err != nil {
+		return err
+	}
 	var head types.TransactWriteItem
 	if prev == 0 {
 		head = types.TransactWriteItem{Put: &types.Put{

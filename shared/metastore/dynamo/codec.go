@@ -25,6 +25,8 @@ const (
 	attrCreatedMs   = "CreatedMs"
 	attrRetentionMs = "RetentionMs"
 	attrState       = "State"
+	// attrFloor is absent when the floor is 0.
+	attrFloor = "Floor"
 
 	// Ref (SID#<id>/REF#<first-seq>).
 	attrStreamID  = "StreamID"
@@ -203,7 +205,7 @@ func (it *item) strs(name string) []string {
 // Streams.
 
 func streamAttrs(pk, sk string, st metastore.Stream) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
+	m := map[string]types.AttributeValue{
 		attrPK:          s(pk),
 		attrSK:          s(sk),
 		attrName:        s(st.Name),
@@ -214,6 +216,10 @@ func streamAttrs(pk, sk string, st metastore.Stream) map[string]types.AttributeV
 		attrRetentionMs: ni(st.RetentionMs),
 		attrState:       nu(uint64(st.State)),
 	}
+	if st.Floor > 0 {
+		m[attrFloor] = nu(st.Floor)
+	}
+	return m
 }
 
 func decodeStream(m map[string]types.AttributeValue) (metastore.Stream, error) {
@@ -226,6 +232,9 @@ func decodeStream(m map[string]types.AttributeValue) (metastore.Stream, error) {
 		CreatedMs:   it.i64(attrCreatedMs),
 		RetentionMs: it.i64(attrRetentionMs),
 		State:       metastore.StreamState(it.u8(attrState)),
+	}
+	if _, ok := m[attrFloor]; ok { // absent when 0
+		st.Floor = it.u64(attrFloor)
 	}
 	return st, it.err
 }

@@ -6,7 +6,7 @@
 // # Items
 //
 //	PK                      SK                 attributes
-//	STREAM#<name>           META               Name ID Class Star CreatedMs RetentionMs State
+//	STREAM#<name>           META               Name ID Class Star CreatedMs RetentionMs State Floor (absent when 0)
 //	STREAMS                 <name>             the same (the listing item, below)
 //	SID#<id>                REF#<20 digits>    StreamID FirstSeq LastSeq FirstTsMs LastTsMs Bytes
 //	                                           Locations (L of M{Settled BOOL, Key S, Offset N, Length N}) Sum
@@ -49,9 +49,8 @@
 // and the SDK retries, DynamoDB recognises the retry and reports success,
 // not a failed condition on our own write. BeginAbsorb is a plain
 // conditional UpdateItem returning the new head: its condition accepts its
-// own effect, so a retry is harmless there too. DeleteRefs (idempotent
-// deletes) uses BatchWriteItem, resending unprocessed items with backoff
-// (BatchAttempts).
+// own effect, so a retry is harmless there too. DeleteRefs is a
+// transaction too: each Delete is conditional (see below).
 //
 //   - CreateStream: Put META if attribute_not_exists(PK) with ALL_OLD on
 //     failure, plus Put of the listing item. A failed condition returns the
@@ -59,19 +58,34 @@
 //   - SetStreamState, DeleteStream: conditions on ID (and, unless the new
 //     state is deleting, State <> deleting) on both items.
 //   - PutRefs: a ConditionCheck that the HEAD's Absorbing is the pass, and up
-//     to 99 Puts per transaction (100 items at most). A larger batch takes
+//     to 99 Puts per transaction (100 items at most) of at most
+//     metastore.MaxTxRefBytes together (metastore.RefChunks: under 4 MB). A larger batch takes
 //     several transactions, each atomic and each checked against the lease;
 //     if the lease is lost between two, the first stay written: they are the
 //     refs of that pass, which the pass holding the lease writes identically.
 //   - SwapRefs: Put of the replacement at old[0]'s key and Delete of the other
 //     old refs, each on condition Sum = the old ref's Sum; at most
 //     metastore.MaxSwapRefs (100) items, far under 4 MB.
+//   - DeleteRefs: a Delete per ref on condition attribute_not_exists(PK)
+//     OR Sum = the given ref's Sum (the ref is gone already, or still the
+//     one the caller read), up to metastore.MaxDeleteRefsPerTx (100) per
+//     transaction; each transaction is atomic.
+//   - RaiseFloor: Update of Floor on the META and listing items on
+//     condition ID = id AND (no Floor OR Floor < the new floor); a failed
+//     condition reads the META item to tell "already as high" (nil) from
+//     a missing or recreated stream.
 //   - MintEpoch: Put HEAD if absent (prev 0) or Update HEAD if Epoch = prev,
 //     and Put EPOCH if absent, in one transaction.
 //   - AdvanceCursor: Update of one cursor on condition that it is `from`;
 //     for the checkpoint also that Absorbing is 0/0 or `to`, and it clears
 //     Absorbing.
 //   - UpdateEpoch: Update of State and Cut on condition State = from.
+//
+// Sizes: every transaction is checked before it is sent (checkTx: at most
+// 100 actions, each item at most 400 KB and all at most 4 MB, counted as
+// DynamoDB counts, itemSize), because the emulator does not enforce these
+// limits; a refusal is metastore.ErrTooLarge, as is DynamoDB's own
+// ValidationException about a size.
 //
 // Reads are strongly consistent (GetItem and Query with ConsistentRead) and
 // paginate with ExclusiveStartKey until the limit is met.

@@ -28,10 +28,6 @@ const (
 	maxSKBytes = 1024
 )
 
-// BatchAttempts bounds the BatchWriteItem calls PutRefs and DeleteRefs make
-// for one chunk while DynamoDB returns unprocessed items.
-const BatchAttempts = 8
-
 // Store is a metastore.Store in one DynamoDB table.
 type Store struct {
 	client *dynamodb.Client
@@ -131,6 +127,8 @@ func translate(err error) error {
 		switch {
 		case throttleCodes[code] || status == 429 || status >= 500:
 			return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
+		case code == "ValidationException" && tooLarge(ae.ErrorMessage()):
+			return fmt.Errorf("%w: %w", metastore.ErrTooLarge, err)
 		case code == "ValidationException":
 			return fmt.Errorf("%w: %w", metastore.ErrInvalid, err)
 		}
@@ -171,7 +169,8 @@ func condFailed(reasons []types.CancellationReason) []int {
 	return idx
 }
 
-// transact runs one TransactWriteItems. It returns (nil, nil) when the
+// transact runs one TransactWriteItems, after checkTx (ErrTooLarge before
+// anything is sent). It returns (nil, nil) when the
 // transaction was applied, (reasons, nil) when a condition failed (nothing
 // was written; reasons[i] belongs to items[i], with the old item when the
 // item asked for ALL_OLD), and (nil, err) otherwise, with err translated.
@@ -180,6 +179,9 @@ func condFailed(reasons []types.CancellationReason) []int {
 // retries, so a retry after a lost answer is idempotent: it reports success
 // instead of failing the condition on the transaction's own write.
 func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
+	if err := checkTx(items); err != nil {
+		return nil, err
+	}
 	wait := TxBackoff
 	for attempt := 1; ; attempt++ {
 		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -195,6 +197,9 @@ func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) 
 		}
 		if !retryable(tce.CancellationReasons) {
 			for _, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ValidationError" && tooLarge(aws.ToString(r.Message)) {
+					return nil, fmt.Errorf("%w: %w", metastore.ErrTooLarge, err)
+				}
 				if aws.ToString(r.Code) == "ValidationError" {
 					return nil, fmt.Errorf("%w: %w", metastore.ErrInvalid, err)
 				}
@@ -225,32 +230,6 @@ func (st *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.A
 		return nil, translate(err)
 	}
 	return out.Item, nil
-}
-
-// batchWrite writes reqs (at most 25) with BatchWriteItem, resending the
-// unprocessed ones with backoff.
-func (st *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
-	wait := TxBackoff
-	for attempt := 1; len(reqs) > 0; attempt++ {
-		out, err := st.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-			RequestItems: map[string][]types.WriteRequest{st.table: reqs},
-		})
-		if err != nil {
-			return translate(err)
-		}
-		reqs = out.UnprocessedItems[st.table]
-		if len(reqs) == 0 {
-			return nil
-		}
-		if attempt >= BatchAttempts {
-			return fmt.Errorf("%w: %d items still unprocessed after %d batch writes", metastore.ErrUnavailable, len(reqs), attempt)
-		}
-		if err := st.sleep(ctx, wait); err != nil {
-			return fmt.Errorf("%w: %w", metastore.ErrUnavailable, err)
-		}
-		wait = min(2*wait, time.Second)
-	}
-	return nil
 }
 
 // query runs a Query page by page until limit items (0: all) are collected.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -12,12 +13,11 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 )
 
-// batchSize is BatchWriteItem's limit of requests per call.
-const batchSize = 25
-
 // PutRefs writes refs under the absorb lease: each transaction holds a
 // ConditionCheck that the chain's head has Absorbing == pass, and up to
-// metastore.MaxPutRefsPerTx (99) Puts. Each Put replaces the item at its key, so writing the same refs
+// metastore.MaxPutRefsPerTx (99) Puts of at most metastore.MaxTxRefBytes
+// together (metastore.RefChunks), so it is under DynamoDB's 100 actions
+// and 4 MB. Each Put replaces the item at its key, so writing the same refs
 // again leaves identical items. A batch of more than that takes several
 // transactions: each is atomic and checked against the lease, but a lease
 // lost between two of them leaves the first ones written (they are the
@@ -37,7 +37,7 @@ func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass meta
 		return err
 	}
 	pk := metastore.ChainPK(chain)
-	for chunk := range slices.Chunk(refs, metastore.MaxPutRefsPerTx) {
+	for chunk := range metastore.RefChunks(refs) {
 		items := make([]types.TransactWriteItem, 0, len(chunk)+1)
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                aws.String(st.table),
@@ -168,13 +168,7 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 		ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(old[0]))},
 	}}
 	for i, o := range old[1:] {
-		items[i+1] = types.TransactWriteItem{Delete: &types.Delete{
-			TableName:                 aws.String(st.table),
-			Key:                       key(metastore.RefPK(o.StreamID), metastore.RefSK(o.FirstSeq)),
-			ConditionExpression:       aws.String("#sum = :sum"),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(o))},
-		}}
+		items[i+1] = st.deleteRef(o, "#sum = :sum")
 	}
 	reasons, err := st.transact(ctx, items)
 	if err != nil {
@@ -187,27 +181,48 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 	return nil
 }
 
-// DeleteRefs deletes the refs at firstSeqs with BatchWriteItem; missing
-// ones are no-ops.
-func (st *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+// DeleteRefs deletes refs with TransactWriteItems, up to
+// metastore.MaxDeleteRefsPerTx per transaction, each Delete on condition
+// that the item is absent (deletes are idempotent) or its Sum is the given
+// ref's (it is still the ref that was read). Each transaction lands whole
+// or not at all; a changed ref fails its transaction with ErrConflict, and
+// the transactions before it stay done.
+func (st *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("delete refs: %w", err)
 	}
-	if metastore.ValidateStreamID(streamID) != nil {
-		return nil // never stored
+	if err := metastore.ValidateDeleteRefs(refs); err != nil {
+		return err
 	}
-	seqs := slices.Clone(firstSeqs)
-	slices.Sort(seqs)
-	seqs = slices.Compact(seqs) // a batch may not name one key twice
-	pk := metastore.RefPK(streamID)
-	for chunk := range slices.Chunk(seqs, batchSize) {
-		reqs := make([]types.WriteRequest, len(chunk))
-		for i, seq := range chunk {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(pk, metastore.RefSK(seq))}}
+	for chunk := range slices.Chunk(refs, metastore.MaxDeleteRefsPerTx) {
+		items := make([]types.TransactWriteItem, len(chunk))
+		for i, r := range chunk {
+			items[i] = st.deleteRef(r, "attribute_not_exists(#pk) OR #sum = :sum")
 		}
-		if err := st.batchWrite(ctx, reqs); err != nil {
-			return fmt.Errorf("delete %d refs of stream %s from %s: %w", len(seqs), streamID, st.table, err)
+		reasons, err := st.transact(ctx, items)
+		if err != nil {
+			return fmt.Errorf("delete %d refs from %s: %w", len(chunk), st.table, err)
+		}
+		if reasons != nil {
+			r := chunk[condFailed(reasons)[0]]
+			return fmt.Errorf("delete ref %s@%d: it changed since it was read: %w", r.StreamID, r.FirstSeq, metastore.ErrConflict)
 		}
 	}
 	return nil
+}
+
+// deleteRef is a transaction's Delete of ref r on condition cond, which may
+// use #pk (the partition key) and #sum = :sum (r's Sum).
+func (st *Store) deleteRef(r metastore.Ref, cond string) types.TransactWriteItem {
+	names := map[string]string{"#sum": attrSum}
+	if strings.Contains(cond, "#pk") {
+		names["#pk"] = attrPK // unused names are refused
+	}
+	return types.TransactWriteItem{Delete: &types.Delete{
+		TableName:                 aws.String(st.table),
+		Key:                       key(metastore.RefPK(r.StreamID), metastore.RefSK(r.FirstSeq)),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(r))},
+	}}
 }

@@ -236,6 +236,61 @@ func (st *Store) DeleteStream(ctx context.Context, name, id string) error {
 	return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, cur, id, metastore.ErrConflict)
 }
 
+// RaiseFloor sets Floor on the META item and the listing item in one
+// transaction, on condition that the META item exists with the given id and
+// its floor is below the new one. When the condition fails it reads the
+// stream to tell a floor already as high (nil) from a missing stream
+// (ErrNotFound) or a recreated one (ErrConflict).
+func (st *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("raise the floor of stream %q: %w", name, err)
+	}
+	if metastore.ValidateStreamName(name) != nil {
+		return fmt.Errorf("raise the floor of stream %q: %w", name, metastore.ErrNotFound)
+	}
+	cond := "attribute_exists(#pk) AND #id = :id AND (attribute_not_exists(#floor) OR #floor < :floor)"
+	names := map[string]string{"#pk": attrPK, "#id": attrID, "#floor": attrFloor}
+	vals := map[string]types.AttributeValue{":id": s(id), ":floor": nu(floor)}
+	for attempt := 1; ; attempt++ {
+		update := func(pk, sk string) types.TransactWriteItem {
+			return types.TransactWriteItem{Update: &types.Update{
+				TableName:                 aws.String(st.table),
+				Key:                       key(pk, sk),
+				UpdateExpression:          aws.String("SET #floor = :floor"),
+				ConditionExpression:       aws.String(cond),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: vals,
+			}}
+		}
+		reasons, err := st.transact(ctx, []types.TransactWriteItem{
+			update(metastore.StreamPK(name), metastore.MetaSK), update(ListPK, name),
+		})
+		if err != nil {
+			return fmt.Errorf("raise the floor of stream %q in %s: %w", name, st.table, err)
+		}
+		if reasons == nil {
+			return nil
+		}
+		old, err := st.getItem(ctx, metastore.StreamPK(name), metastore.MetaSK)
+		if err != nil {
+			return fmt.Errorf("raise the floor of stream %q: %w", name, err)
+		}
+		var cur metastore.Stream
+		if old != nil {
+			if cur, err = decodeStream(old); err != nil {
+				return err
+			}
+		}
+		_, changed, err := metastore.RaiseFloorOn(cur, old != nil, name, id, floor)
+		if err != nil || !changed {
+			return err
+		}
+		if attempt >= TxAttempts {
+			return fmt.Errorf("raise the floor of stream %q: recreated concurrently %d times: %w", name, attempt, metastore.ErrUnavailable)
+		}
+	}
+}
+
 // oldItem returns the item a failed condition saw: from the cancellation
 // reason (ALL_OLD) when the service returned it, else read now (nil when
 // absent). DynamoDB returns no item when there was none; reading again

@@ -35,6 +35,7 @@ const (
 	GetToken
 	DeleteToken
 	ListTokens
+	RaiseFloor
 	numOps
 )
 
@@ -59,6 +60,7 @@ var opNames = [numOps]string{
 	GetToken:       "GetToken",
 	DeleteToken:    "DeleteToken",
 	ListTokens:     "ListTokens",
+	RaiseFloor:     "RaiseFloor",
 }
 
 var opWrites = [numOps]bool{
@@ -74,6 +76,7 @@ var opWrites = [numOps]bool{
 	UpdateEpoch:    true,
 	PutToken:       true,
 	DeleteToken:    true,
+	RaiseFloor:     true,
 }
 
 func (o Op) String() string {
@@ -237,9 +240,15 @@ func (c *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastor
 }
 
 // DeleteRefs implements metastore.Store.
-func (c *Store) DeleteRefs(ctx context.Context, streamID string, firstSeqs []uint64) error {
+func (c *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	c.calls[DeleteRefs].Add(1)
-	return c.s.DeleteRefs(ctx, streamID, firstSeqs)
+	return c.s.DeleteRefs(ctx, refs)
+}
+
+// RaiseFloor implements metastore.Store.
+func (c *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
+	c.calls[RaiseFloor].Add(1)
+	return c.s.RaiseFloor(ctx, name, id, floor)
 }
 
 // GetHead implements metastore.Store.

@@ -35,6 +35,12 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SwapRefs", testSwapRefs},
 		{"SwapRefsInvalid", testSwapRefsInvalid},
 		{"DeleteRefs", testDeleteRefs},
+		{"DeleteRefsConditional", testDeleteRefsConditional},
+		{"RaiseFloor", testRaiseFloor},
+		{"RefTooLarge", testRefTooLarge},
+		{"PutRefsOverTxBytes", testPutRefsOverTxBytes},
+		{"ItemTooLarge", testItemTooLarge},
+		{"QueryRefsOverOnePage", testQueryRefsOverOnePage},
 		{"MintEpoch", testMintEpoch},
 		{"MintEpochInvalid", testMintEpochInvalid},
 		{"AdvanceCursor", testAdvanceCursor},
@@ -570,7 +576,7 @@ func testLastRef(t *testing.T, s metastore.Store) {
 	must(t, err, "last ref")
 	wantRefs(t, []metastore.Ref{last}, refs[11:], "last ref")
 
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{1100}), "delete last")
+	must(t, s.DeleteRefs(ctx, refs[11:]), "delete last")
 	last, err = s.LastRef(ctx, sid(1))
 	must(t, err, "last ref after delete")
 	wantRefs(t, []metastore.Ref{last}, refs[10:11], "last ref after delete")
@@ -595,20 +601,7 @@ func testSwapRefs(t *testing.T, s metastore.Store) {
 	// An old ref that differs from the stored one, in any field, fails the
 	// whole swap and changes nothing.
 	whole := newRef(sid(1), 0, 39)
-	variants := map[string]func(*metastore.Ref){
-		"bytes":    func(x *metastore.Ref) { x.Bytes++ },
-		"last ts":  func(x *metastore.Ref) { x.LastTsMs++ },
-		"location": func(x *metastore.Ref) { x.Locations = []metastore.Location{x.Locations[0], x.Locations[0]} },
-		"offset": func(x *metastore.Ref) {
-			x.Locations = append([]metastore.Location(nil), x.Locations...)
-			x.Locations[0].Offset++
-		},
-		"settled": func(x *metastore.Ref) {
-			x.Locations = append([]metastore.Location(nil), x.Locations...)
-			x.Locations[0].Settled = !x.Locations[0].Settled
-		},
-	}
-	for what, f := range variants {
+	for what, f := range staleVariants {
 		d2 := d
 		f(&d2)
 		wantErr(t, s.SwapRefs(ctx, []metastore.Ref{r, d2}, whole), metastore.ErrConflict, "swap with stale "+what)
@@ -631,6 +624,22 @@ func testSwapRefs(t *testing.T, s metastore.Store) {
 	settled.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-39", Length: 4000}}
 	must(t, s.SwapRefs(ctx, []metastore.Ref{whole}, settled), "one-ref swap")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{settled}, "refs after one-ref swap")
+}
+
+// staleVariants change a ref in one field each: a stored ref that differs
+// from the one given in any field is not "the ref that was read".
+var staleVariants = map[string]func(*metastore.Ref){
+	"bytes":    func(x *metastore.Ref) { x.Bytes++ },
+	"last ts":  func(x *metastore.Ref) { x.LastTsMs++ },
+	"location": func(x *metastore.Ref) { x.Locations = []metastore.Location{x.Locations[0], x.Locations[0]} },
+	"offset": func(x *metastore.Ref) {
+		x.Locations = append([]metastore.Location(nil), x.Locations...)
+		x.Locations[0].Offset++
+	},
+	"settled": func(x *metastore.Ref) {
+		x.Locations = append([]metastore.Location(nil), x.Locations...)
+		x.Locations[0].Settled = !x.Locations[0].Settled
+	},
 }
 
 func testSwapRefsInvalid(t *testing.T, s metastore.Store) {
@@ -670,17 +679,192 @@ func testDeleteRefs(t *testing.T, s metastore.Store) {
 	a, b, c := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
 	o := newRef(sid(2), 0, 9)
 	must(t, putRefs(t, s, []metastore.Ref{a, b, c, o}), "put")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{a, c}), "delete")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after delete")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{0, 20}), "delete again")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{5, 999}), "delete keys that never were")
-	must(t, s.DeleteRefs(ctx, sid(1), nil), "delete nothing")
-	must(t, s.DeleteRefs(ctx, sid(7), []uint64{0}), "delete in a stream without refs")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{a, c}), "delete again")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{newRef(sid(1), 5, 5), newRef(sid(1), 999, 1000)}), "delete refs that never were")
+	must(t, s.DeleteRefs(ctx, nil), "delete nothing")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{newRef(sid(7), 0, 0)}), "delete in a stream without refs")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{b}, "refs after idempotent deletes")
 	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "other stream's refs")
-	must(t, s.DeleteRefs(ctx, sid(1), []uint64{10}), "delete the last one")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{b}), "delete the last one")
 	_, err := s.LastRef(ctx, sid(1))
 	wantErr(t, err, metastore.ErrNotFound, "last ref after deleting all")
+
+	bad := newRef(sid(2), 0, 9)
+	bad.Locations = nil
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{bad}), metastore.ErrInvalid, "delete an invalid ref")
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{o, o}), metastore.ErrInvalid, "delete one ref twice")
+	wantRefs(t, allRefs(t, s, sid(2)), []metastore.Ref{o}, "refs after refused deletes")
+}
+
+// testDeleteRefsConditional: a delete names the ref that was read; a ref
+// swapped in at the same key since (settle merging it with its successor)
+// is not deleted, and the batch deletes nothing (issue 13, finding 1).
+func testDeleteRefsConditional(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	p, r, q := newRef(sid(1), 0, 9), newRef(sid(1), 10, 19), newRef(sid(1), 20, 29)
+	must(t, putRefs(t, s, []metastore.Ref{p, r, q}), "put")
+	merged := newRef(sid(1), 0, 19)
+	merged.Locations = []metastore.Location{{Settled: true, Key: "streams/" + sid(1) + "/0-19", Length: 2000}}
+	must(t, s.SwapRefs(ctx, []metastore.Ref{p, r}, merged), "merge the first two")
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{p}), metastore.ErrConflict, "delete the ref that was merged away")
+	wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{q, p}), metastore.ErrConflict, "delete a batch holding a merged-away ref")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged, q}, "refs after refused deletes")
+	for what, f := range staleVariants {
+		stale := q
+		f(&stale)
+		wantErr(t, s.DeleteRefs(ctx, []metastore.Ref{stale}), metastore.ErrConflict, "delete with a stale "+what)
+	}
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged, q}, "refs after stale deletes")
+	must(t, s.DeleteRefs(ctx, []metastore.Ref{merged}), "delete the ref as it is")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{q}, "refs after delete")
+}
+
+// bigRef is a ref of stream id at [first, first] whose item is as close to
+// metastore.MaxRefBytes as whole locations get, from below (over when over
+// is set: one location more).
+func bigRef(id string, first uint64, over bool) metastore.Ref {
+	r := newRef(id, first, first)
+	r.Locations = nil
+	for i := 0; ; i++ {
+		l := metastore.Location{Key: fmt.Sprintf("chains/star-1/%020d/%s", i, strings.Repeat("k", 8000)), Offset: int64(i), Length: 1, FirstSeq: first}
+		if metastore.RefSize(r)+metastore.LocationSize(l) > metastore.MaxRefBytes {
+			if over {
+				r.Locations = append(r.Locations, l)
+			}
+			return r
+		}
+		r.Locations = append(r.Locations, l)
+	}
+}
+
+// testRefTooLarge: a ref over MaxRefBytes is refused with ErrTooLarge by
+// PutRefs and SwapRefs, and nothing is written.
+func testRefTooLarge(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	fits, over := bigRef(sid(1), 0, false), bigRef(sid(1), 1, true)
+	must(t, metastore.CheckRefSize(fits), "the fitting ref")
+	wantErr(t, putRefs(t, s, []metastore.Ref{fits, over}), metastore.ErrTooLarge, "put a ref over the bound")
+	wantRefs(t, allRefs(t, s, sid(1)), nil, "refs after a refused put")
+	must(t, putRefs(t, s, []metastore.Ref{fits}), "put the ref at the bound")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{fits}, "refs after put")
+	repl := bigRef(sid(1), 0, true)
+	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{fits}, repl), metastore.ErrTooLarge, "swap in a ref over the bound")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{fits}, "refs after a refused swap")
+}
+
+// testPutRefsOverTxBytes: a PutRefs batch of many large refs, together
+// far over one transaction's 4 MB, lands whole (issue 13, finding 2: cut
+// by item count alone, DynamoDB refused it, and the absorb pass that
+// wrote it was pinned forever).
+func testPutRefsOverTxBytes(t *testing.T, s metastore.Store) {
+	var refs []metastore.Ref
+	total := 0
+	for i := range metastore.MaxPutRefsPerTx {
+		r := bigRef(sid(1), uint64(i), false)
+		total += metastore.RefSize(r)
+		refs = append(refs, r)
+	}
+	if total <= metastore.MaxTxBytes {
+		t.Fatalf("the batch is %d bytes, want over %d", total, metastore.MaxTxBytes)
+	}
+	must(t, putRefs(t, s, refs), "put refs over 4 MB together")
+	got, err := s.QueryRefs(t.Context(), sid(1), 0, len(refs)+1)
+	must(t, err, "query")
+	wantRefs(t, got, refs, "refs after put")
+}
+
+// testQueryRefsOverOnePage: DynamoDB returns at most 1 MB per Query call;
+// a QueryRefs over more than that returns every ref asked for, in order
+// (the adapter pages with LastEvaluatedKey), as the fakes do.
+func testQueryRefsOverOnePage(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	var refs []metastore.Ref
+	total := 0
+	for i := range 40 {
+		r := bigRef(sid(1), uint64(i), false)
+		total += metastore.RefSize(r)
+		refs = append(refs, r)
+	}
+	if total <= 2*metastore.MaxQueryBytes {
+		t.Fatalf("the refs are %d bytes, want over two pages", total)
+	}
+	must(t, putRefs(t, s, refs), "put")
+	got, err := s.QueryRefs(ctx, sid(1), 0, 100)
+	must(t, err, "query all")
+	wantRefs(t, got, refs, "refs over three pages")
+	got, err = s.QueryRefs(ctx, sid(1), 7, 25)
+	must(t, err, "query from the middle")
+	wantRefs(t, got, refs[7:32], "25 refs from seq 7")
+	last, err := s.LastRef(ctx, sid(1))
+	must(t, err, "last ref")
+	wantRefs(t, []metastore.Ref{last}, refs[39:], "last ref")
+}
+
+// testItemTooLarge: other items over 400 KB (an epoch with too many
+// buckets, a token with too many operations) are ErrTooLarge, and a star
+// id too long for a partition key is ErrInvalid; nothing is written.
+func testItemTooLarge(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	e := newEpoch(1)
+	e.K, e.W = 2000, 1
+	e.Buckets = make([]string, e.K)
+	for i := range e.Buckets {
+		e.Buckets[i] = fmt.Sprintf("%s-%d", strings.Repeat("b", 250), i)
+	}
+	wantErr(t, s.MintEpoch(ctx, chainA, 0, e), metastore.ErrTooLarge, "mint an epoch over 400 KB")
+	_, err := s.GetHead(ctx, chainA)
+	wantErr(t, err, metastore.ErrNotFound, "head after a refused mint")
+
+	tk := metastore.Token{Hash: hash(1), Ops: make([]string, 5000)}
+	for i := range tk.Ops {
+		tk.Ops[i] = strings.Repeat("o", 100)
+	}
+	wantErr(t, s.PutToken(ctx, tk), metastore.ErrTooLarge, "put a token over 400 KB")
+	_, err = s.GetToken(ctx, hash(1))
+	wantErr(t, err, metastore.ErrNotFound, "token after a refused put")
+
+	long := metastore.ChainID{Star: strings.Repeat("s", metastore.MaxStarLen+1), Class: metastore.Standard}
+	wantErr(t, s.MintEpoch(ctx, long, 0, newEpoch(1)), metastore.ErrInvalid, "mint on a star id over the bound")
+}
+
+// testRaiseFloor: the floor only grows, is kept on the stream (GetStream and
+// ListStreams), and needs the stream's id.
+func testRaiseFloor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	st := newStream("floored", 1)
+	_, err := s.CreateStream(ctx, st)
+	must(t, err, "create")
+	floor := func(want uint64, what string) {
+		t.Helper()
+		got, err := s.GetStream(ctx, st.Name)
+		must(t, err, what+": get")
+		wantEqual(t, got.Floor, want, what+": floor")
+		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
+		must(t, err, what+": list")
+		if len(list) != 1 {
+			t.Fatalf("%s: listed %d streams, want 1", what, len(list))
+		}
+		wantEqual(t, list[0], got, what+": listed stream")
+	}
+	floor(0, "new stream")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 100), "raise to 100")
+	floor(100, "after raise")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 40), "lower to 40")
+	floor(100, "after a lower floor")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 100), "raise to 100 again")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 101), "raise to 101")
+	floor(101, "after raise by one")
+	wantErr(t, s.RaiseFloor(ctx, st.Name, sid(2), 500), metastore.ErrConflict, "raise with another id")
+	wantErr(t, s.RaiseFloor(ctx, "missing", sid(1), 500), metastore.ErrNotFound, "raise a missing stream")
+	floor(101, "after refused raises")
+	must(t, s.SetStreamState(ctx, st.Name, st.ID, metastore.StreamDeleting), "deleting")
+	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 200), "raise a deleting stream")
+	got, err := s.GetStream(ctx, st.Name)
+	must(t, err, "get")
+	wantEqual(t, got.Floor, uint64(200), "floor of the deleting stream")
+	wantEqual(t, got.State, metastore.StreamDeleting, "state after raise")
 }
 
 // Chains.

@@ -15,7 +15,9 @@
 //     n > 0 sends bytes=off-(off+n-1), which S3 shortens at the end of the
 //     object (a short read, no error). n = 0 is answered by HeadObject (no
 //     byte range selects zero bytes). A negative off is ErrRange without a
-//     request.
+//     request. A Get returns at most DefaultMaxGet (256 MiB; WithMaxGet
+//     changes it): a longer answer (by Content-Length, or by the bytes that
+//     arrive) is ErrTooLarge, and nothing past the bound is read.
 //   - Head: HeadObject's Content-Length.
 //   - Delete: DeleteObject, which S3 answers 204 for a missing key too.
 //   - List: ListObjectsV2, every page, sorted here. Directory buckets list in
