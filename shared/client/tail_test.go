@@ -4,19 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
-	"github.com/strandlog/strand/shared/metastore"
-	"github.com/strandlog/strand/shared/objstore"
-	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
-	"github.com/strandlog/strand/shared/star"
 )
 
 // TestTailSessionResumesAfterDrain: a TailSession whose session is ended
@@ -26,24 +20,12 @@ import (
 func TestTailSessionResumesAfterDrain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	meta := metastore.NewMem()
-	b := objstore.NewMem("standard-0")
-	cfg := star.Defaults()
-	cfg.Express = star.ClassConfig{}
-	cfg.Standard.Buckets = []objstore.Bucket{b}
-	cfg.Standard.FlushDeadline = time.Millisecond
-	st, err := star.New(cfg, meta, star.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, meta, rd := memStar()
 	defer st.Close()
-	rd := &read.Reader{Star: st, Meta: meta, Sets: map[metastore.Class]chain.Set{metastore.Standard: {Star: cfg.StarID, Buckets: []objstore.Bucket{b}, W: 1}}}
 	// Two API servers over one star: the first drains, the second stands
 	// for its successor behind the same address.
 	var servers [2]*server.Server
+	var err error
 	for i := range servers {
 		if servers[i], err = server.New(server.Config{Star: st, Meta: meta, Reader: rd, Heartbeat: time.Hour}); err != nil {
 			t.Fatal(err)
@@ -52,11 +34,7 @@ func TestTailSessionResumesAfterDrain(t *testing.T) {
 	var live atomic.Pointer[http.Handler]
 	h0 := servers[0].Handler()
 	live.Store(&h0)
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*live.Load()).ServeHTTP(w, r) }))
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
+	ts := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*live.Load()).ServeHTTP(w, r) }))
 	defer ts.Close()
 	hc := client.NewHTTPClient()
 	defer hc.CloseIdleConnections()
