@@ -22,6 +22,9 @@ var (
 // access collects the statements of one principal.
 type access struct {
 	stmts []awsiam.PolicyStatement
+	// readOnlyExpress: Express sessions are granted in ReadOnly mode only
+	// (the client must ask for that mode: fnEnv).
+	readOnlyExpress bool
 }
 
 func (a *access) allow(actions []string, resources []*string, cond map[string]any) {
@@ -51,6 +54,7 @@ func (a *access) expressSession(s *Storage, readOnly bool) {
 	var cond map[string]any
 	if readOnly {
 		cond = map[string]any{"StringEquals": map[string]any{"s3express:SessionMode": "ReadOnly"}}
+		a.readOnlyExpress = true
 	}
 	a.allow([]string{"s3express:CreateSession"}, s.ExpressArns, cond)
 }

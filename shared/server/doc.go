@@ -15,7 +15,14 @@
 // a stream led by another star is answered with Unavailable and a Leader
 // detail (star id and URL from Config.Peers), which the Go client follows;
 // a stream this star leads but has not opened since it started is opened
-// with its tail recovered from the metastore's last ref.
+// with its tail recovered from the metastore's last ref. That read runs
+// outside the server's lock and once per stream (calls for a stream being
+// opened wait for its one read), so a slow metastore delays only the
+// streams being opened. A stream being drained or deleted by DeleteStream
+// is never (re)opened: the check is made again under the lock just before
+// the star opens it, and the ids this server deleted are remembered, so an
+// Append that looked the stream up as active before the delete gets
+// NotFound.
 //
 // # Errors
 //

@@ -48,6 +48,12 @@ type Options struct {
 	Credentials aws.CredentialsProvider
 	// HTTPClient overrides the SDK's default HTTP client. Optional.
 	HTTPClient aws.HTTPClient
+	// ExpressSessionMode is the S3 Express session mode to ask
+	// CreateSession for: "ReadOnly" for a principal allowed only ReadOnly
+	// sessions, "ReadWrite", or empty: the environment's
+	// STRAND_S3EXPRESS_SESSION_MODE, and if that is empty too the SDK's
+	// default provider (which asks for no mode, i.e. ReadWrite).
+	ExpressSessionMode string
 }
 
 // NewClient builds an S3 client from the SDK's default configuration chain
@@ -70,7 +76,11 @@ func NewClient(ctx context.Context, o Options) (*s3.Client, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("s3obj: no region: set Options.Region or AWS_REGION")
 	}
-	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+	mode, err := expressMode(o)
+	if err != nil {
+		return nil, err
+	}
+	opts3 := func(so *s3.Options) {
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)
 		}
@@ -78,7 +88,14 @@ func NewClient(ctx context.Context, o Options) (*s3.Client, error) {
 		// Ranged GETs cannot be checksum-validated (the checksum covers the
 		// whole object); segments and envelopes carry their own CRC-32C.
 		so.DisableLogOutputChecksumValidationSkipped = true
-	}), nil
+	}
+	if mode == "" {
+		return s3.NewFromConfig(cfg, opts3), nil
+	}
+	// Sessions of the requested mode, created through a client of the same
+	// configuration (CreateSession is signed with the base credentials).
+	sessions := newExpressSessions(s3.NewFromConfig(cfg, opts3), mode, time.Now)
+	return s3.NewFromConfig(cfg, opts3, func(so *s3.Options) { so.ExpressCredentials = sessions }), nil
 }
 
 // Bucket is one S3 bucket (general purpose or directory) as an
