@@ -99,6 +99,12 @@ func TestStarImageOffline(t *testing.T) {
 	if !strings.Contains(outb.String(), "-table") || !strings.Contains(outb.String(), "-settled-bucket") {
 		t.Errorf("star --help under qemu printed no flags:\n%s", outb.String())
 	}
+	// It prints its version, and says it is the arm64 build.
+	ver, err := exec.Command(qemu(t), bin, "-version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(ver), "star ") || !strings.Contains(string(ver), "linux/arm64") {
+		t.Errorf("qemu %s -version: %v\n%s", bin, err, ver)
+	}
+	t.Logf("star -version under qemu: %s", strings.TrimSpace(string(ver)))
 }
 
 // imageRepo is a repository root with a main package and a Dockerfile in

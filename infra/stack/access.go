@@ -13,10 +13,12 @@ import (
 // Table actions by use. No Scan: shared/metastore/dynamo lists streams by
 // a Query on its listing partition, and nothing else walks the table.
 var (
-	tableRead = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
+	// No batch actions: the metastore uses none (ref deletes are
+	// conditional, so they go in transactions, issue 13).
+	tableRead = []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
 	// Transactions need no actions of their own: TransactWriteItems and
 	// TransactGetItems are authorized per item by these and tableRead's.
-	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
 )
 
 // access collects the statements of one principal.
