@@ -33,6 +33,7 @@ type devFlags struct {
 	tlsCert   string
 	tlsKey    string
 	logLevel  string
+	drain     time.Duration
 	haltWait  time.Duration
 }
 
@@ -69,6 +70,7 @@ acknowledged lost.`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "serve TLS with this key (with --tls-cert)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.DurationVar(&f.drain, "drain-budget", node.DefaultDrainBudget, "on SIGTERM or Ctrl-C, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting")
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	return cmd
 }
@@ -192,13 +194,13 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 		return err
 	}
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
-		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log})
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain})
 	if err != nil {
 		return err
 	}
 	defer n.Close()
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
 	err = n.Wait(ctx)
-	log.Info("shutting down")
+	log.Info("shutting down: draining", "budget", f.drain.String())
 	return err
 }

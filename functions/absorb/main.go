@@ -22,7 +22,8 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &absorb.Handler{Absorber: &absorb.Absorber{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Log: log}, Chains: cfg.Chains(), Log: log}
+		h := &absorb.Handler{Absorber: &absorb.Absorber{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Log: log}, Chains: cfg.Chains(), Log: log,
+			Visibility: st.Visibility}
 		return h.Handle, nil
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -59,6 +60,7 @@ func run(args []string) error {
 		addr, admin, region, endpoint    string
 		peers, tlsCert, tlsKey, level    string
 		pathStyle, createTable, version  bool
+		drainBudget                      time.Duration
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -74,6 +76,7 @@ func run(args []string) error {
 	fs.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	fs.StringVar(&tlsKey, "tls-key", "", "the TLS key (PEM)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&drainBudget, "drain-budget", node.DefaultDrainBudget, "on SIGTERM, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting; keep the task's stop timeout above it")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -139,8 +142,9 @@ func run(args []string) error {
 	n, err := node.Start(ctx, node.Config{
 		Star: cfg, Meta: dynamo.New(ddb, table), Settled: s3obj.New(s3c, settled),
 		Addr: addr, AdminAddr: admin, TLSCert: tlsCert, TLSKey: tlsKey, Peers: peerMap,
-		Remote: &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
-		Logger: log,
+		Remote:      &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
+		Logger:      log,
+		DrainBudget: drainBudget,
 	})
 	if err != nil {
 		return err

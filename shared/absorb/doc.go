@@ -16,7 +16,12 @@
 // Handler dispatches both, and a bare Event (direct invocation, strand
 // dev). SQS batches report failures per message (BatchItemFailures): a
 // malformed message, or every message of a chain whose run failed; never
-// the whole batch.
+// the whole batch. A transient failure is retried inside the invocation
+// (Retry), and a chain still failing has its messages made visible again
+// within seconds (Visibility), so its FIFO group is not held for the
+// queue's visibility timeout. No chain run starts within the invocation's
+// deadline margin (Margin; Sweep, which settle and trim share, keeps it
+// too): the chains left are reported failed, not timed out with the batch.
 //
 // # One pass, under a lease
 //

@@ -132,10 +132,25 @@ func RunSteps(n int, step func() (from, to metastore.Cursor, err error)) (metast
 
 // Sweep runs run on every chain, in order: a chain never minted
 // (metastore.ErrNotFound) is skipped, and one chain's failure does not stop
-// the others. Failures are logged (what names the work) and joined.
+// the others. Failures are logged (what names the work) and joined. No
+// chain starts within the default deadline margin of ctx (Margin.Sweep).
 func Sweep(ctx context.Context, chains []metastore.ChainID, log *slog.Logger, what string, run func(context.Context, metastore.ChainID) error) error {
+	return Margin{}.Sweep(ctx, chains, log, what, run)
+}
+
+// Sweep is the package Sweep under margin m: once the margin closes, the
+// chains not started are logged and left to the next run, and ErrMargin is
+// among the errors returned.
+func (m Margin) Sweep(ctx context.Context, chains []metastore.ChainID, log *slog.Logger, what string, run func(context.Context, metastore.ChainID) error) error {
 	var errs []error
-	for _, c := range chains {
+	for i, c := range chains {
+		if !m.Open(ctx) {
+			if log != nil && ctx.Err() == nil {
+				log.Warn(what+": chains not started, within the invocation's deadline margin; the next run takes them", "chains", len(chains)-i, "first", c.String())
+			}
+			errs = append(errs, fmt.Errorf("%s: %d chains from %s: %w", what, len(chains)-i, c, ErrMargin))
+			break
+		}
 		if err := run(ctx, c); err != nil && !errors.Is(err, metastore.ErrNotFound) {
 			if log != nil && ctx.Err() == nil {
 				log.Warn(what+" failed; the next run retries", "chain", c.String(), "err", err.Error())

@@ -21,7 +21,10 @@
 //
 // AppendSession pipelines appends over one HTTP/2 stream, acks in order;
 // ReadSession reads history and then tails. Both open at the stream's
-// leader (found with CheckTail).
+// leader (found with CheckTail). A star draining for a restart ends its
+// sessions with unavailable (Retriable): TailSession reopens a tail by
+// itself after the last record it delivered; an append session is
+// reopened by the caller at the stream's tail.
 //
 // Errors are *connect.Error values; SeqMismatch extracts the tail from a
 // match_seq_num miss, and connect.CodeOf gives the code.

@@ -20,6 +20,18 @@ import (
 // startServer runs a star and its API on memory stores, without auth, and
 // returns its URL (a real deployment: `strand dev`, or the star task).
 func startServer() (url string, stop func()) {
+	st, meta, rd := memStar()
+	srv, err := server.New(server.Config{Star: st, Meta: meta, Reader: rd, Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ts := h2cServer(srv.Handler())
+	return ts.URL, func() { ts.Close(); st.Close() }
+}
+
+// memStar is a started star with one Standard memory bucket, its metastore
+// and a reader.
+func memStar() (*star.Star, metastore.Store, *read.Reader) {
 	meta := metastore.NewMem()
 	b := objstore.NewMem("standard-0")
 	cfg := star.Defaults()
@@ -34,16 +46,17 @@ func startServer() (url string, stop func()) {
 		log.Fatal(err)
 	}
 	rd := &read.Reader{Star: st, Meta: meta, Sets: map[metastore.Class]chain.Set{metastore.Standard: {Star: cfg.StarID, Buckets: []objstore.Bucket{b}, W: 1}}}
-	srv, err := server.New(server.Config{Star: st, Meta: meta, Reader: rd, Heartbeat: 50 * time.Millisecond})
-	if err != nil {
-		log.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
+	return st, meta, rd
+}
+
+// h2cServer serves h over HTTP/1.1 and HTTP/2 without TLS, as the star does.
+func h2cServer(h http.Handler) *httptest.Server {
+	ts := httptest.NewUnstartedServer(h)
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetHTTP1(true)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
-	return ts.URL, func() { ts.Close(); st.Close() }
+	return ts
 }
 
 func Example() {

@@ -20,6 +20,7 @@ type AppendSession struct {
 	stream *connect.BidiStreamForClient[strandv1.AppendRequest, strandv1.AppendResponse]
 	acks   chan AckOrErr
 	cancel context.CancelFunc
+	done   chan struct{} // closed when the receive goroutine returns
 	sendMu sync.Mutex
 }
 
@@ -37,18 +38,28 @@ func (c *Client) OpenAppendSession(ctx context.Context, name string) (*AppendSes
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	bs := c.api(c.baseFor(name)).AppendSession(ctx)
-	s := &AppendSession{name: name, stream: bs, acks: make(chan AckOrErr, 64), cancel: cancel}
+	s := &AppendSession{name: name, stream: bs, acks: make(chan AckOrErr, 64), cancel: cancel, done: make(chan struct{})}
 	go func() {
+		defer close(s.done)
 		defer close(s.acks)
 		for {
 			m, err := bs.Receive()
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					s.acks <- AckOrErr{Err: err}
-				}
+			r := AckOrErr{Err: err}
+			if err == nil {
+				r = AckOrErr{Ack: ackOf(m)}
+			} else if errors.Is(err, io.EOF) {
 				return
 			}
-			s.acks <- AckOrErr{Ack: ackOf(m)}
+			// Every send gives way to Close: acks nobody reads must not
+			// hold the goroutine.
+			select {
+			case s.acks <- r:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
 	}()
 	return s, nil
@@ -72,11 +83,13 @@ func (s *AppendSession) CloseSend() error {
 	return s.stream.CloseRequest()
 }
 
-// Close abandons the session.
+// Close abandons the session: acks not yet read are dropped, and Close
+// returns once the session's goroutine has.
 func (s *AppendSession) Close() {
 	s.cancel()
 	_ = s.stream.CloseRequest()
 	_ = s.stream.CloseResponse()
+	<-s.done
 }
 
 // SessionOptions configure a read session.

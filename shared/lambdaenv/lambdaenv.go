@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/metastore"
@@ -26,10 +27,12 @@ type Stores struct {
 	Meta metastore.Store
 	// Bucket opens a bucket by name (S3 general purpose or directory).
 	Bucket func(name string) objstore.Bucket
+	// Visibility changes received SQS messages' visibility.
+	Visibility *Visibility
 }
 
-// Open builds the DynamoDB metastore on cfg.Table and an S3 bucket opener,
-// from the SDK's default configuration chain.
+// Open builds the DynamoDB metastore on cfg.Table, an S3 bucket opener and
+// an SQS visibility changer, from the SDK's default configuration chain.
 func Open(ctx context.Context, cfg absorb.Config) (Stores, error) {
 	s3c, err := s3obj.NewClient(ctx, s3obj.Options{PathStyle: cfg.PathStyle})
 	if err != nil {
@@ -40,8 +43,9 @@ func Open(ctx context.Context, cfg absorb.Config) (Stores, error) {
 		return Stores{}, fmt.Errorf("aws config: %w", err)
 	}
 	return Stores{
-		Meta:   dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Table),
-		Bucket: func(name string) objstore.Bucket { return s3obj.New(s3c, name) },
+		Meta:       dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Table),
+		Bucket:     func(name string) objstore.Bucket { return s3obj.New(s3c, name) },
+		Visibility: &Visibility{Client: sqs.NewFromConfig(awsCfg)},
 	}, nil
 }
 

@@ -14,6 +14,9 @@
 //     absorb Lambda; the star learns the checkpoint by polling the chain
 //     heads (wake.Poller); fence events go to the probe's SQS queue.
 //
-// Start returns once the API listens; Close shuts everything down in order
-// (API, settlement loops, star).
+// Start returns once the API listens; Close drains gracefully within
+// Config.DrainBudget (stop admitting, let the star quiesce so admitted
+// batches are acknowledged, end every session with unavailable) and then
+// shuts everything down in order (API, settlement loops, star). See
+// drain.go and docs/operations.md, "Deploys and restarts".
 package node

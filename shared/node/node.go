@@ -63,6 +63,9 @@ type Config struct {
 	Remote *Remote
 	// In-process timers (0: defaults 2 s, 5 s, 30 s).
 	SettleEvery, TrimEvery, ProbeEvery time.Duration
+	// DrainBudget bounds a graceful Close (0: DefaultDrainBudget; see
+	// drain.go).
+	DrainBudget time.Duration
 
 	Logger *slog.Logger
 }
@@ -75,6 +78,8 @@ type Node struct {
 	log      *slog.Logger
 	api      *http.Server
 	admin    *http.Server
+	srv      *server.Server
+	budget   time.Duration
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	errc     chan error
@@ -102,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sets := Sets(cfg.Star)
 	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
 	runCtx, cancel := context.WithCancel(context.Background())
-	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2)}
+	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}
 	fail := func(err error) (*Node, error) {
 		cancel()
 		n.wg.Wait()
@@ -117,6 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var local *wake.Local
 	var poller *wake.Poller
+	var releases *wake.SQS // counts stalled sends in the star's registry
 	probeSets := map[metastore.ChainID]chain.Set{}
 	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log}
 	if cfg.Remote == nil {
@@ -134,7 +140,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	} else {
 		if cfg.Remote.ReleaseQueueURL != "" {
-			opt.Waker = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL}
+			releases = &wake.SQS{Client: cfg.Remote.SQS, QueueURL: cfg.Remote.ReleaseQueueURL, Log: log}
+			opt.Waker = releases
 		}
 		if u := cfg.Remote.FenceQueueURL; u != "" {
 			opt.OnFenced = func(c metastore.ChainID, epoch, cut uint64, window int) {
@@ -150,6 +157,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.Star = st
+	if releases != nil {
+		releases.Metrics = st.Metrics()
+	}
 	for _, c := range st.Chains() {
 		set, err := sets.For(c)
 		if err != nil {
@@ -189,6 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		st.Close()
 		return fail(err)
 	}
+	n.srv = srv
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		st.Close()
@@ -298,30 +309,6 @@ func (n *Node) Wait(ctx context.Context) error {
 			return nil
 		}
 		return fmt.Errorf("serve: %w", err)
-	}
-}
-
-// Close stops the star in order (new appends refused, up to 5 s for the
-// admitted ones to be acknowledged: star.Stop), then the API, the
-// settlement loops and the star.
-func (n *Node) Close() {
-	if n.Star != nil {
-		qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		n.Star.Stop(qctx)
-		qcancel()
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if n.api != nil {
-		_ = n.api.Shutdown(sctx)
-	}
-	if n.admin != nil {
-		_ = n.admin.Shutdown(sctx)
-	}
-	n.cancel()
-	n.wg.Wait()
-	if n.Star != nil {
-		n.Star.Close()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
@@ -47,6 +48,9 @@ type Handler struct {
 	OrphanGrace time.Duration
 	// Clock reads now for the grace period; nil is the real clock.
 	Clock clock.Clock
+	// Margin: no probe starts within it of the invocation's deadline (zero
+	// value: absorb.DefaultMargin on the real clock).
+	Margin absorb.Margin
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -127,10 +131,20 @@ func (h *Handler) HandleEventBridge(ctx context.Context, ev events.CloudWatchEve
 // an SQS target delivers it). Messages that fail, malformed ones included,
 // are reported in BatchItemFailures so only they are redelivered (and a
 // malformed one ends in the dead-letter queue); the batch itself never
-// fails.
+// fails. No probe starts within the deadline margin: the messages left are
+// reported failed, so a slow probe cannot time the whole batch out.
 func (h *Handler) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
+	for i, m := range ev.Records {
+		if !h.Margin.Open(ctx) {
+			// Not started: redelivered after the visibility timeout (a
+			// standard queue; fence events do not block one another).
+			h.log().Warn("probe: messages not started, within the invocation's deadline margin", "messages", len(ev.Records)-i)
+			for _, m := range ev.Records[i:] {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+			}
+			break
+		}
 		fe, err := fenceEventOf([]byte(m.Body))
 		if err == nil {
 			_, err = h.Probe(ctx, fe)
@@ -200,7 +214,11 @@ func (h *Handler) Sweep(ctx context.Context) (SweepReport, error) {
 	if depth <= 0 {
 		depth = DefaultSweepEpochs
 	}
-	for _, c := range chains {
+	for i, c := range chains {
+		if !h.Margin.Open(ctx) {
+			errs = append(errs, fmt.Errorf("probe: %d chains from %s: %w", len(chains)-i, c, absorb.ErrMargin))
+			break
+		}
 		head, err := h.Meta.GetHead(ctx, c)
 		if errors.Is(err, metastore.ErrNotFound) {
 			continue // never minted

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -496,5 +497,33 @@ func TestConfigFromEnv(t *testing.T) {
 	base["STRAND_STAR_IDS"], base["STRAND_STARS"] = "", "star-2"
 	if c, err := ConfigFromEnv(env(base)); err != nil || !slices.Equal(c.Stars, []string{"star-2"}) {
 		t.Errorf("STRAND_STARS: %+v %v", c.Stars, err)
+	}
+}
+
+// TestNothingStartsWithinDeadlineMargin: with less than the margin left
+// before the invocation's deadline, no probe starts: every SQS message is
+// reported failed (redelivered, not timed out with the batch) and a sweep
+// reports absorb.ErrMargin; nothing is deleted. Regression test: it failed
+// before the margin (the probes ran into the deadline).
+func TestNothingStartsWithinDeadlineMargin(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), absorb.DefaultMargin/2)
+	defer cancel()
+	out, err := w.h.Handle(ctx, fixture(t, "sqs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.SQSEvent
+	if err := json.Unmarshal(fixture(t, "sqs.json"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if resp := out.(events.SQSEventResponse); len(resp.BatchItemFailures) != len(ev.Records) {
+		t.Fatalf("%d failures, want all %d messages", len(resp.BatchItemFailures), len(ev.Records))
+	}
+	if _, err := w.h.Handle(ctx, fixture(t, "scheduled.json")); !errors.Is(err, absorb.ErrMargin) {
+		t.Fatalf("sweep within the margin: %v, want absorb.ErrMargin", err)
+	}
+	if len(w.deletes) != 0 {
+		t.Fatalf("deleted %v within the margin", w.deletes)
 	}
 }

@@ -78,5 +78,16 @@
 // stops reading the request stream (backpressure reaches the producer
 // through HTTP/2 flow control). A failed batch ends the session with its
 // error after the acks of the batches before it. ReadSession is
-// read.Reader.Session: history, then the live tail with heartbeats.
+// read.Reader.Session: history, then the live tail with heartbeats. A
+// tailing session's open is answered at once with a heartbeat carrying the
+// tail (answerOpen), so an open at an idle tail does not wait for the first
+// heartbeat interval.
+//
+// # Shutdown
+//
+// BeginDrain refuses Append, AppendSession and ReadSession with
+// unavailable and the leader hint (this star: its successor takes it
+// over); EndSessions then ends every open session the same way, an append
+// session after the acks it has earned (shutdown.go). node.Close calls
+// them around star.Quiesce.
 package server

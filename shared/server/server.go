@@ -72,6 +72,8 @@ type Server struct {
 	// (ids are random and never reused, so the set only grows, by one id
 	// per deletion).
 	deleted map[format.StreamID]bool
+
+	shutdown shutdown // BeginDrain, EndSessions (shutdown.go)
 }
 
 // opening is one stream's open in progress; calls that find it wait for
@@ -115,7 +117,8 @@ func New(cfg Config) (*Server, error) {
 // authentication from the headers when Config.Auth is set and the bounds
 // of Config.Limits (see guard).
 func (s *Server) Handler() http.Handler {
-	opts := s.cfg.Limits.withDefaults().handlerOptions()
+	// The drain's refusals come first (shutdown.go), then the limits.
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -628,11 +631,27 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			}
 		}
 	}()
-	for pd := range ch {
+	for {
+		var pd pending
+		var ok bool
+		select {
+		case pd, ok = <-ch:
+		case <-ctx.Done():
+			// Ended (EndSessions, or the client left): batches already
+			// queued still get their acks, if they have them.
+			select {
+			case pd, ok = <-ch:
+			default:
+				return ctx.Err()
+			}
+		}
+		if !ok {
+			return nil
+		}
 		if pd.err != nil {
 			return toConnect(pd.err)
 		}
-		ack, err := pd.p.Wait(ctx)
+		ack, err := ackOrWait(ctx, pd.p)
 		if err != nil {
 			return toConnect(err)
 		}
@@ -640,7 +659,6 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			return err
 		}
 	}
-	return nil
 }
 
 // Read implements the API.
@@ -666,9 +684,14 @@ func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.
 	if err != nil {
 		return err
 	}
-	st, _, err := s.leading(ctx, auth.Read, r.Stream)
+	st, id, err := s.leading(ctx, auth.Read, r.Stream)
 	if err != nil {
 		return err
+	}
+	if !r.Options.NoTail {
+		if err := s.answerOpen(ss, id); err != nil {
+			return err
+		}
 	}
 	err = s.cfg.Reader.Session(ctx, st, r.Start, r.Options, func(b read.Batch) error {
 		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})

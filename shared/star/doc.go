@@ -93,6 +93,9 @@
 // successor keeps it: retry only with match_seq_num).
 // Stop(ctx) is the orderly version: it refuses new appends, waits until
 // the admitted ones are acknowledged (or fail, or ctx ends), then closes.
+// Quiesce(ctx) is Stop's wait without the close, reporting what is left
+// pending and publishing the final release event: a process drain
+// (node.Close) ends its sessions between the two.
 //
 // # Time and randomness
 //

@@ -8,7 +8,10 @@
 //     flights from the flight index.
 //   - SQS (AWS): each release event is one message on a FIFO queue, message
 //     group = the chain, body = absorb.Event; the absorb Lambda consumes
-//     it. Poller then reads each chain head periodically (a few reads per
+//     it. Each send is bounded (DefaultSendTimeout): a hung connection
+//     fails the send, which is logged and counted
+//     (strand_release_event_stalls_total), and the star retries with its
+//     latest head. Poller then reads each chain head periodically (a few reads per
 //     second per star, off the write path) and tells the star the
 //     checkpoint.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metrics"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -131,10 +132,22 @@ func (l *Local) once(ctx context.Context, c metastore.ChainID, head metastore.Cu
 	}
 }
 
+// DefaultSendTimeout bounds one release-event send: a hung SQS connection
+// must not stall a chain's notifier (the star retries with its latest
+// head).
+const DefaultSendTimeout = 5 * time.Second
+
 // SQS publishes release events to a FIFO queue.
 type SQS struct {
 	Client   *sqs.Client
 	QueueURL string
+	// Timeout bounds each send (0: DefaultSendTimeout).
+	Timeout time.Duration
+	// Metrics, when set, counts sends that hit Timeout:
+	// strand_release_event_stalls_total{chain}.
+	Metrics *metrics.Registry
+	// Log: nil discards.
+	Log *slog.Logger
 }
 
 // Released sends one absorb.Event. A failed send returns its error: the
@@ -144,19 +157,35 @@ func (q *SQS) Released(ctx context.Context, c metastore.ChainID, head metastore.
 	return q.Send(ctx, c, head)
 }
 
-// Send publishes the event for chain's released head.
+// Send publishes the event for chain's released head, within Timeout. A
+// send that times out is logged and counted as a stalled notifier.
 func (q *SQS) Send(ctx context.Context, c metastore.ChainID, head metastore.Cursor) error {
+	timeout := q.Timeout
+	if timeout <= 0 {
+		timeout = DefaultSendTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	ev := absorb.NewEvent(c, head)
-	_, err := q.Client.SendMessage(ctx, &sqs.SendMessageInput{
+	_, err := q.Client.SendMessage(sctx, &sqs.SendMessageInput{
 		QueueUrl:               aws.String(q.QueueURL),
 		MessageBody:            aws.String(string(ev.Marshal())),
 		MessageGroupId:         aws.String(ev.GroupID()),
 		MessageDeduplicationId: aws.String(fmt.Sprintf("%s-%d-%d", ev.Star+"-"+ev.Class, head.Epoch, head.Slot)),
 	})
-	if err != nil {
-		return fmt.Errorf("wake: send release event of %s to %s: %w", c, q.QueueURL, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		if q.Metrics != nil {
+			q.Metrics.Counter("strand_release_event_stalls_total", "Release-event sends to SQS that did not answer within the send timeout.", "chain", c.String()).Inc()
+		}
+		if q.Log != nil {
+			q.Log.Warn("release event send stalled; the star retries with its latest head", "chain", c.String(), "head", head.String(), "timeout", timeout.String())
+		}
+		return fmt.Errorf("wake: send release event of %s to %s: no answer within %s: %w", c, q.QueueURL, timeout, err)
+	}
+	return fmt.Errorf("wake: send release event of %s to %s: %w", c, q.QueueURL, err)
 }
 
 // Poller reads each chain's head periodically and tells the star its

@@ -36,10 +36,11 @@ type dev struct {
 	cmd *exec.Cmd
 }
 
-// startDev runs `strand dev` and waits until it prints its endpoint.
-func startDev(t *testing.T, bin, dataDir, addr string) *dev {
+// startDev runs `strand dev` (with extra flags) and waits until it prints
+// its endpoint.
+func startDev(t *testing.T, bin, dataDir, addr string, extra ...string) *dev {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--data-dir", dataDir, "--addr", addr, "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", dataDir, "--addr", addr, "--log-level", "warn"}, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains atomic.Int64
 
 	// records: every seed's record counts, failed seeds included.
 	records Totals
@@ -60,9 +60,9 @@ func TestSim(t *testing.T) {
 		})
 		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d",
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load())
 }
 
 // batch states
@@ -262,6 +262,7 @@ func (s *sim) act() string {
 		{"stale-absorb-event", 3, s.staleEvent},
 		{"read", 6, s.workloadRead},
 		{"crash-takeover", 3, func() { s.restart(false) }},
+		{"graceful-restart", 2, s.gracefulRestart},
 		{"zombie-takeover", 2, func() { s.restart(true) }},
 	}
 	total := 0

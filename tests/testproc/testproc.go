@@ -1,6 +1,8 @@
 // Package testproc is test support for the tests that run strand's binaries
 // as processes (tests/e2e, tests/integration): find the repository, build a
-// main package, pick a free loopback address.
+// main package, pick a free loopback address; and, for restart tests, the
+// client load (Producer, Reader) that resumes after unavailable and records
+// what it saw (Observed, load.go).
 package testproc
 
 import (
