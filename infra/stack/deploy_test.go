@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/infra/bundle"
 )
@@ -312,6 +313,36 @@ func TestStarMemory(t *testing.T) {
 			}
 			if lim := atoi("GOMEMLIMIT", "MiB"); lim >= star || lim < pools+2*backlog {
 				t.Errorf("%s: GOMEMLIMIT %d MiB, want under the container's %d and over pools and backlogs %d", id, lim, star, pools+2*backlog)
+			}
+		}
+	}
+}
+
+// TestStopTimeoutFollowsDrainBudget: the star container's stop timeout is
+// its drain budget plus a margin, so ECS neither kills a draining star nor
+// waits minutes for one that has exited (it was a fixed 120 s with no
+// drain behind it).
+func TestStopTimeoutFollowsDrainBudget(t *testing.T) {
+	for id, r := range defaults(t).ofType("AWS::ECS::TaskDefinition") {
+		for _, c := range props(r)["ContainerDefinitions"].([]any) {
+			c := c.(map[string]any)
+			if fmt.Sprint(c["Name"]) != "star" {
+				continue
+			}
+			budget := ""
+			for _, kv := range c["Environment"].([]any) {
+				kv := kv.(map[string]any)
+				if kv["Name"] == "STRAND_DRAIN_BUDGET" {
+					budget = fmt.Sprint(kv["Value"])
+				}
+			}
+			d, err := time.ParseDuration(budget)
+			if err != nil {
+				t.Fatalf("%s: STRAND_DRAIN_BUDGET %q: %v", id, budget, err)
+			}
+			stop, _ := c["StopTimeout"].(float64)
+			if want := d.Seconds() + StopMarginSeconds; stop != want {
+				t.Errorf("%s: StopTimeout %v s, want the drain budget %v + %d s", id, stop, d, StopMarginSeconds)
 			}
 		}
 	}

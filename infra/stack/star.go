@@ -296,8 +296,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
 				LogGroup: s.Logs, StreamPrefix: jsii.String(star),
 			}),
-			// Time to drain the pool and ack in-flight slots on SIGTERM.
-			StopTimeout: awscdk.Duration_Seconds(jsii.Number(120)),
+			// SIGTERM starts the star's drain (admitted batches acked,
+			// sessions ended with unavailable), bounded by
+			// STRAND_DRAIN_BUDGET; ECS kills the task StopMarginSeconds
+			// after the budget.
+			StopTimeout: awscdk.Duration_Seconds(jsii.Number(DrainBudgetSeconds + StopMarginSeconds)),
 			Essential:   jsii.Bool(true),
 		})
 		cw, prom := agentConfig(star, *s.MetricLogs.LogGroupName())
@@ -423,6 +426,15 @@ type StarResources struct {
 }
 
 // StarEnv is the environment of star i's container. functions/star reads
+// DrainBudgetSeconds is the star's --drain-budget in the task (the star's
+// own default, shared/node.DefaultDrainBudget: above the 10 s Standard
+// commit deadline); StopMarginSeconds is how much longer ECS waits after
+// SIGTERM before it kills the task (the HTTP shutdown and process exit).
+const (
+	DrainBudgetSeconds = 15
+	StopMarginSeconds  = 10
+)
+
 // every flag from STRAND_<FLAG> (dashes to underscores, upper case), so
 // this is its whole configuration; see `go run ./functions/star --help`.
 func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
@@ -441,6 +453,7 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		"STRAND_S3_MEMORY_BUFFER_MIB":         jsii.String(strconv.Itoa(cfg.MemoryBufferMiB)),
 		"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": jsii.String(strconv.Itoa(cfg.ExpressMemoryBufferMiB)),
 		"STRAND_S3_CHAIN_BACKLOG_MIB":         jsii.String(strconv.Itoa(BacklogMiB(cfg))),
+		"STRAND_DRAIN_BUDGET":                 jsii.String(fmt.Sprintf("%ds", DrainBudgetSeconds)),
 	}
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that
