@@ -122,11 +122,18 @@ func (d *cappedGzip) Close() error            { return d.zr.Close() }
 // for every call but AppendSession (whose messages are bounded one by one
 // and whose stream lives as long as its producer), then authentication
 // from the headers, before any body is read, and the per-token session
-// limit (when Config.Auth is set).
+// limit (when Config.Auth is set; reflection and health skip both).
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	if s.cfg.Auth != nil {
-		next = auth.Middleware(s.cfg.Auth, l.limitSessions(next))
+		open, authed := next, auth.Middleware(s.cfg.Auth, l.limitSessions(next))
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isTooling(r.URL.Path) {
+				open.ServeHTTP(w, r)
+				return
+			}
+			authed.ServeHTTP(w, r)
+		})
 	}
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

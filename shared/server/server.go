@@ -100,7 +100,8 @@ func New(cfg Config) (*Server, error) {
 
 // Handler returns the API's HTTP handler: the Connect service, behind
 // authentication from the headers when Config.Auth is set and the bounds
-// of Config.Limits (see guard).
+// of Config.Limits (see guard), and gRPC reflection and health (see
+// tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
 	opts := s.cfg.Limits.withDefaults().handlerOptions()
 	if s.cfg.Auth != nil {
@@ -109,6 +110,7 @@ func (s *Server) Handler() http.Handler {
 	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
+	s.mountTooling(mux, s.cfg.Limits.withDefaults().handlerOptions()...)
 	return s.guard(mux)
 }
 
