@@ -85,4 +85,3 @@ func TestGRPCHealth(t *testing.T) {
 		t.Fatalf("stopped star: %d %s, want NOT_SERVING", code, got)
 	}
 }
-
