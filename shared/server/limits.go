@@ -118,7 +118,8 @@ func (d *cappedGzip) Read(p []byte) (int, error) {
 func (d *cappedGzip) Reset(r io.Reader) error { d.n = 0; return d.zr.Reset(r) }
 func (d *cappedGzip) Close() error            { return d.zr.Close() }
 
-// guard wraps the API's handler: first the body's size and read deadline
+// guard wraps the API's handler: first a request the API does not speak
+// is answered with what to send (requireAPIRequest), then the body's size and read deadline
 // for every call but AppendSession (whose messages are bounded one by one
 // and whose stream lives as long as its producer), then authentication
 // from the headers, before any body is read, and the per-token session
@@ -136,7 +137,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		})
 	}
 	ew := connect.NewErrorWriter()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return requireAPIRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure {
 			if r.ContentLength > l.MaxBodyBytes {
 				if r.ProtoMajor == 1 {
@@ -148,10 +149,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			}
 			rc := http.NewResponseController(w)
 			_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
-			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc}
+			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc, r: r}
 		}
 		next.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // deadlineBody clears the connection's read deadline once the body is read
@@ -160,6 +161,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
+	r    *http.Request
 	done bool
 }
 
@@ -169,7 +171,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
-	return n, err
+	return n, badFraming(b.r, err)
 }
 
 // NewHTTPServer returns the API's HTTP server (HTTP/1.1 and HTTP/2, with
