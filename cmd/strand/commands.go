@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
 )
 
@@ -31,13 +32,33 @@ type clientFlags struct {
 // bearer is the token to send: --token, else the contents of
 // --token-file, else STRAND_TOKEN.
 func (f *clientFlags) bearer() (string, error) {
+	tok, from := os.Getenv("STRAND_TOKEN"), "STRAND_TOKEN"
 	switch {
 	case f.token != "":
-		return f.token, nil
+		tok, from = f.token, "--token"
 	case f.tokenFile != "":
-		return readTokenFile(f.tokenFile)
+		var err error
+		if tok, err = readTokenFile(f.tokenFile); err != nil {
+			return "", err
+		}
+		from = "--token-file " + f.tokenFile
 	}
-	return os.Getenv("STRAND_TOKEN"), nil
+	if tok != "" && !auth.WellFormed(tok) {
+		return "", malformedToken(from, tok)
+	}
+	return tok, nil
+}
+
+// malformedToken says why the token from a source is not one, without
+// printing it.
+func malformedToken(from, tok string) error {
+	why := fmt.Sprintf("it is %d characters", len(tok))
+	if n := strings.Count(tok, "\n") + 1; n > 1 {
+		why = fmt.Sprintf("it has %d lines", n)
+	} else if !strings.HasPrefix(tok, auth.TokenPrefix) {
+		why = "it does not start with " + auth.TokenPrefix
+	}
+	return fmt.Errorf("the token from %s is malformed: %s; a token is %s followed by 52 base32 characters, on one line", from, why, auth.TokenPrefix)
 }
 
 // readTokenFile reads a token from a file (surrounding space trimmed).

@@ -5,13 +5,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 )
 
@@ -23,26 +21,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "strand:", explain(err))
 		os.Exit(1)
 	}
-}
-
-// explain turns an API error into advice.
-func explain(err error) string {
-	msg := err.Error()
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return msg
-	}
-	switch ce.Code() {
-	case connect.CodeUnauthenticated:
-		return msg + "\n  hint: pass --token or set STRAND_TOKEN (strand dev prints a token and writes it to DATA_DIR/token)"
-	case connect.CodePermissionDenied:
-		return msg + "\n  hint: this token's prefix or operations do not cover the request; use a token that does (an admin of a wider prefix can create one: strand token create)"
-	case connect.CodeUnavailable:
-		return msg + "\n  hint: is the server running? check --endpoint / STRAND_ENDPOINT (strand dev serves http://127.0.0.1:4780)"
-	case connect.CodeNotFound:
-		return msg + "\n  hint: list streams with `strand ls`; create one with `strand create NAME`"
-	}
-	return msg
 }
 
 func newRoot() *cobra.Command {

@@ -268,7 +268,9 @@ func toConnect(err error) error {
 	case errors.Is(err, format.ErrEmptyBatch), errors.Is(err, format.ErrBatchTooLarge), errors.Is(err, format.ErrRecordInvalid),
 		errors.Is(err, metastore.ErrInvalid), errors.Is(err, read.ErrInvalid), errors.Is(err, auth.ErrInvalid):
 		code = connect.CodeInvalidArgument
-	case errors.Is(err, metastore.ErrNotFound), errors.Is(err, star.ErrUnknownStream):
+	case errors.Is(err, star.ErrUnknownStream):
+		return unknownStream()
+	case errors.Is(err, metastore.ErrNotFound):
 		code = connect.CodeNotFound
 	case errors.Is(err, metastore.ErrExists):
 		code = connect.CodeAlreadyExists
