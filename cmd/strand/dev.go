@@ -34,6 +34,9 @@ type devFlags struct {
 	tlsKey    string
 	logLevel  string
 	haltWait  time.Duration
+	// exitWithParent: exit when the parent process dies (default: under
+	// go run; see parent.go).
+	exitWithParent bool
 }
 
 func newDev() *cobra.Command {
@@ -55,6 +58,9 @@ acknowledged lost.`,
 		Example: "  strand dev\n  strand dev --data-dir /tmp/strand --addr 127.0.0.1:5000",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.exitWithParent {
+				exitWithParent()
+			}
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
@@ -69,6 +75,7 @@ acknowledged lost.`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "serve TLS with this key (with --tls-cert)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.BoolVar(&f.exitWithParent, "exit-with-parent", underGoRun(), "exit (in order, as on Ctrl-C) when the parent process dies; on by default under go run, so that killing go run stops the server")
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	return cmd
 }
@@ -199,6 +206,6 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	defer n.Close()
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
 	err = n.Wait(ctx)
-	log.Info("shutting down")
+	fmt.Fprintln(out, "strand dev: stopping: up to 5 s for admitted appends to be acknowledged, then up to 5 s for open calls (a tail's read session holds one) to end")
 	return err
 }
