@@ -20,6 +20,7 @@ import (
 
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/format"
 )
 
 type clientFlags struct {
@@ -209,8 +210,8 @@ type batcher struct {
 }
 
 const (
-	maxBatchRecords = 1000
-	maxBatchBytes   = 1<<20 - 64<<10 // leave room for the encoding overhead
+	maxBatchRecords = format.MaxBatchRecords
+	maxBatchBytes   = format.MaxBatchMeteredBytes // metered: bodies here
 )
 
 func newAppend(cf *clientFlags) *cobra.Command {
@@ -303,20 +304,22 @@ func appendLines(ctx context.Context, c *client.Client, stream string, in io.Rea
 		b = batcher{}
 		return nil
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxBatchBytes)
-	for sc.Scan() {
-		line := []byte(sc.Text())
-		if len(b.recs) == maxBatchRecords || b.bytes+len(line)+32 > maxBatchBytes {
+	lines := newLineReader(in)
+	for {
+		line, err := lines.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if len(b.recs) == maxBatchRecords || b.bytes+len(line) > maxBatchBytes {
 			if err := flush(); err != nil {
 				break
 			}
 		}
 		b.recs = append(b.recs, client.Record{Body: line})
-		b.bytes += len(line) + 32
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, 0, fmt.Errorf("read input: %w (lines are limited to about 1 MiB)", err)
+		b.bytes += len(line)
 	}
 	_ = flush()
 	_ = sess.CloseSend()

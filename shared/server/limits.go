@@ -17,10 +17,11 @@ import (
 )
 
 // Limits bound what one request may cost the server. The largest legal
-// request is an Append of 1 MiB of encoded records (format.MaxBatchBytes):
-// about 1 MiB as protobuf, up to about 4.2 MiB as JSON when a batch is made
-// of one-byte headers with every field spelled out (base64, field names):
-// the default message limit, 6 MiB, sits above both.
+// request is an Append of 1 MiB metered (format.MaxBatchMeteredBytes, at
+// most format.MaxBatchBytes encoded): about 1.4 MiB as protobuf, about
+// 3 MiB as JSON when a batch holds its 65,535 one-byte headers and
+// every field spelled out (base64, field names): the default message
+// limit, 6 MiB, sits above both.
 type Limits struct {
 	// MaxMessageBytes bounds one request message, as received and after
 	// decompression, unary or in a stream (0: DefaultMaxMessageBytes).

@@ -23,7 +23,7 @@ type AppendArgs struct {
 }
 
 // ParseAppend validates an append request: a valid stream name, 1 to 1000
-// records of at most 1 MiB encoded, header names non-empty, timestamps not
+// records of at most 1 MiB metered (format.ValidateBatch), header names non-empty, timestamps not
 // negative. Every failure is CodeInvalidArgument with the reason. The
 // records alias the request's bytes.
 func ParseAppend(m *strandv1.AppendRequest) (AppendArgs, error) {
