@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,15 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/rawjson"
 )
 
 type clientFlags struct {
@@ -136,8 +136,9 @@ func newLs(cf *clientFlags) *cobra.Command {
 				}
 				for _, s := range page {
 					if asJSON {
-						b, _ := json.Marshal(s)
-						fmt.Fprintln(out, string(b))
+						if err := printRaw(out, streamMsg(s)); err != nil {
+							return err
+						}
 						continue
 					}
 					state := ""
@@ -192,8 +193,7 @@ func newCheckTail(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "{\"next_seq_num\":%d,\"last_timestamp_ms\":%d}\n", t.NextSeq, t.LastTsMs)
-				return nil
+				return printRaw(cmd.OutOrStdout(), &strandv1.CheckTailResponse{NextSeqNum: t.NextSeq, LastTimestampMs: t.LastTsMs})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "next_seq_num %d\nlast_timestamp_ms %d\n", t.NextSeq, t.LastTsMs)
 			return nil
@@ -384,19 +384,32 @@ func newPrinter(w io.Writer, format string) (*printer, error) {
 	return &printer{w: bufio.NewWriter(w), format: format}, nil
 }
 
-type jsonHeader struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+// printRaw prints m as one line of raw JSON (shared/rawjson): the CLI's
+// --json and --format json output is the API's Strand-Format: raw.
+func printRaw(w io.Writer, m proto.Message) error {
+	b, err := rawjson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
-type jsonRecord struct {
-	Seq        uint64       `json:"seq_num"`
-	Timestamp  int64        `json:"timestamp_ms"`
-	Headers    []jsonHeader `json:"headers,omitempty"`
-	Body       *string      `json:"body,omitempty"`
-	BodyBase64 *string      `json:"body_base64,omitempty"`
+// streamMsg is s as the API's Stream message.
+func streamMsg(s client.Stream) *strandv1.Stream {
+	m := &strandv1.Stream{Name: s.Name, Id: s.ID, Leader: s.Leader, CreatedMs: s.CreatedMs, RetentionMs: s.RetentionMs, Deleting: s.Deleting}
+	switch s.Class {
+	case "standard":
+		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_STANDARD
+	case "express":
+		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
+	}
+	return m
 }
 
+// print writes recs: text, each body on a line; or json, each record as
+// one line of raw JSON (shared/rawjson), the shape the API answers with
+// Strand-Format: raw.
 func (p *printer) print(recs []client.Record) error {
 	for _, r := range recs {
 		if p.format == "text" {
@@ -404,18 +417,14 @@ func (p *printer) print(recs []client.Record) error {
 			p.w.WriteByte('\n')
 			continue
 		}
-		j := jsonRecord{Seq: r.Seq, Timestamp: r.TimestampMs}
+		m := &strandv1.SequencedRecord{SeqNum: r.Seq, TimestampMs: r.TimestampMs, Body: r.Body}
 		for _, h := range r.Headers {
-			j.Headers = append(j.Headers, jsonHeader{Name: string(h.Name), Value: string(h.Value)})
+			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
 		}
-		if utf8.Valid(r.Body) {
-			s := string(r.Body)
-			j.Body = &s
-		} else {
-			s := base64.StdEncoding.EncodeToString(r.Body)
-			j.BodyBase64 = &s
+		b, err := rawjson.Marshal(m)
+		if err != nil {
+			return err
 		}
-		b, _ := json.Marshal(j)
 		p.w.Write(b)
 		p.w.WriteByte('\n')
 	}
@@ -431,8 +440,10 @@ func newRead(cf *clientFlags) *cobra.Command {
 		Short: "Print a stream's records from a start up to the tail",
 		Long: `Print records from a start (default: seq 0) up to the stream's tail at the
 time of the read, or --count records. Text prints each body on a line; json
-prints one JSON object per record (seq_num, timestamp_ms, headers, body, or
-body_base64 when the body is not UTF-8).`,
+prints one JSON object per record, every field present:
+{"seqNum":0,"timestampMs":1700000000000,"headers":[{"name":"k","value":"v"}],"body":"first"}
+(bodyBase64, valueBase64, nameBase64 instead when the bytes are not UTF-8;
+the API answers the same with Strand-Format: raw; see docs/cli.md).`,
 		Example: "  strand read orders\n  strand read orders --seq 100 --count 10 --format json\n  strand read orders --tail-offset 5",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

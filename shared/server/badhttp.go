@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/rawjson"
 )
 
 // Requests that are not the API's get an answer that says what to send
@@ -24,7 +26,7 @@ func apiContentType(ct string) bool {
 		return false
 	}
 	switch {
-	case mt == "application/json", mt == "application/proto":
+	case mt == "application/json", mt == "application/proto", mt == "application/"+rawjson.Name:
 		return true
 	case strings.HasPrefix(mt, "application/connect+"),
 		mt == "application/grpc", strings.HasPrefix(mt, "application/grpc+"),
@@ -55,7 +57,7 @@ func requireAPIRequest(next http.Handler) http.Handler {
 			msg = "send Content-Type: application/json (a JSON body) or application/proto (protobuf); gRPC clients send application/grpc. Got " + got
 		}
 		if msg == "" {
-			next.ServeHTTP(w, r)
+			rawFormat(next).ServeHTTP(w, r)
 			return
 		}
 		if r.ProtoMajor == 1 {

@@ -23,6 +23,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/rawjson"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/star"
 )
@@ -107,6 +108,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
+	opts = append(opts, connect.WithCodec(rawjson.Codec{})) // Strand-Format: raw (raw.go)
 	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
