@@ -117,11 +117,25 @@ func setupDevToken(ctx context.Context, meta metastore.Store, f devFlags) (strin
 		return "", err
 	}
 	if prev != "" && prev != tok && auth.WellFormed(prev) {
-		if err := meta.DeleteToken(ctx, auth.Hash(prev)); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+		if err := revoke(ctx, meta, auth.Hash(prev)); err != nil {
 			return "", fmt.Errorf("revoke the replaced admin token %.8s...: %w", auth.Hash(prev), err)
 		}
 	}
 	return tok, nil
+}
+
+// revoke marks the token with this hash revoked now (a tombstone: its use
+// is refused as revoked); a token never issued is nothing to revoke.
+func revoke(ctx context.Context, meta metastore.Store, hash string) error {
+	t, err := meta.GetToken(ctx, hash)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return nil
+	}
+	if err != nil || t.RevokedMs != 0 {
+		return err
+	}
+	t.RevokedMs = time.Now().UnixMilli()
+	return meta.PutToken(ctx, t)
 }
 
 // writeSecret writes a secret to path with mode 0600, whatever mode the

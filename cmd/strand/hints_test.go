@@ -75,8 +75,12 @@ func TestHintsThroughTheBinary(t *testing.T) {
 		t.Fatalf("revoke: %+v", r)
 	}
 	r = strand(t, env, "", "token", "revoke", auth.Hash(secret))
-	if r.code == 0 || !strings.Contains(r.stderr, "strand token ls") || strings.Contains(r.stderr, "strand ls`") {
+	if r.code == 0 || !strings.Contains(r.stderr, "revoked already") || strings.Contains(r.stderr, "strand ls`") {
 		t.Fatalf("second revoke: %+v", r)
+	}
+	r = strand(t, env, "", "token", "revoke", strings.Repeat("ab", 32))
+	if r.code == 0 || !strings.Contains(r.stderr, "hint: strand token ls") || strings.Contains(r.stderr, "strand ls`") {
+		t.Fatalf("revoke of a hash never issued: %+v", r)
 	}
 
 	// A token file with a second line: malformed, and where it came from;

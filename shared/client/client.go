@@ -485,13 +485,14 @@ type TokenInfo struct {
 	Prefix      string   `json:"prefix"`
 	Ops         []string `json:"ops"`
 	Description string   `json:"description,omitempty"`
+	ExpiresMs   int64    `json:"expiresMs,omitempty"` // 0: never expires
 }
 
 func tokenInfoOf(m *strandv1.TokenInfo) TokenInfo {
 	if m == nil {
 		return TokenInfo{}
 	}
-	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description}
+	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs}
 }
 
 // TokenSpec is the grant of a token to create.
@@ -502,12 +503,15 @@ type TokenSpec struct {
 	// Ops: one or more of "read", "append", "admin".
 	Ops         []string
 	Description string
+	// ExpiresMs: the token is refused from this time on (Unix ms, in the
+	// future); 0: never.
+	ExpiresMs int64
 }
 
 // CreateToken issues a token (the caller needs admin over spec.Prefix) and
 // returns its secret, shown only this once, and its info.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string, info TokenInfo, err error) {
-	res, err := c.api(c.base).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description}))
+	res, err := c.api(c.base).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs}))
 	if err != nil {
 		return "", TokenInfo{}, err
 	}

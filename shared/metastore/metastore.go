@@ -200,6 +200,13 @@ type Token struct {
 	// Description is free text for people (who holds it, what for); at
 	// most MaxTokenDescriptionLen bytes of UTF-8 without control characters.
 	Description string
+	// ExpiresMs: the token is refused from this time on (Unix ms); 0:
+	// never.
+	ExpiresMs int64
+	// RevokedMs: when the token was revoked (Unix ms); 0: it is not. A
+	// revoked token is kept (a tombstone), so that its use is refused as
+	// revoked rather than unknown.
+	RevokedMs int64
 }
 
 // Store is the metastore contract. See the package documentation.

@@ -276,7 +276,7 @@ func toConnect(err error) error {
 		code = connect.CodeNotFound
 	case errors.Is(err, metastore.ErrExists):
 		code = connect.CodeAlreadyExists
-	case errors.Is(err, auth.ErrUnauthenticated):
+	case errors.Is(err, auth.ErrUnauthenticated), errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
 		code = connect.CodeUnauthenticated
 	case errors.Is(err, auth.ErrDenied):
 		code = connect.CodePermissionDenied

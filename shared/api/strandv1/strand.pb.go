@@ -1391,8 +1391,11 @@ type TokenInfo struct {
 	// prefix: the stream-name prefix the token is scoped to ("" = every stream).
 	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// ops: "read", "append" and/or "admin" (admin implies read and append).
-	Ops           []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
-	Description   string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Ops         []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	Description string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// expires_ms: the token is refused from this time on (Unix ms), with an
+	// error that says it expired; 0: never.
+	ExpiresMs     int64 `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1455,6 +1458,13 @@ func (x *TokenInfo) GetDescription() string {
 	return ""
 }
 
+func (x *TokenInfo) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// prefix must be within the calling token's prefix (start with it).
@@ -1462,7 +1472,10 @@ type CreateTokenRequest struct {
 	// ops: one or more of "read", "append", "admin", each held by the caller.
 	Ops []string `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
 	// description: free text for people, at most 256 bytes.
-	Description   string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// expires_ms: refuse the token from this time on (Unix ms, in the
+	// future); 0: never expires.
+	ExpiresMs     int64 `protobuf:"varint,4,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1516,6 +1529,13 @@ func (x *CreateTokenRequest) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *CreateTokenRequest) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
 }
 
 type CreateTokenResponse struct {
@@ -1946,16 +1966,20 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
 	"\x11last_timestamp_ms\x18\x03 \x01(\x03R\x0flastTimestampMs\x12\x1c\n" +
-	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"k\n" +
+	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"\x8a\x01\n" +
 	"\tTokenInfo\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03ops\x18\x03 \x03(\tR\x03ops\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\"`\n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\"\x7f\n" +
 	"\x12CreateTokenRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03ops\x18\x02 \x03(\tR\x03ops\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"U\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x04 \x01(\x03R\texpiresMs\"U\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
 	"\x04info\x18\x02 \x01(\v2\x14.strand.v1.TokenInfoR\x04info\"(\n" +

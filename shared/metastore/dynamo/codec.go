@@ -65,6 +65,9 @@ const (
 	attrOps    = "Ops"
 	// attrDescription is absent when the description is empty.
 	attrDescription = "Description"
+	// attrExpiresMs and attrRevokedMs are absent when 0.
+	attrExpiresMs = "ExpiresMs"
+	attrRevokedMs = "RevokedMs"
 )
 
 // ListPK is the partition key of the stream listing items: one item per
@@ -393,6 +396,12 @@ func tokenAttrs(pk, sk string, t metastore.Token) map[string]types.AttributeValu
 	if t.Description != "" {
 		m[attrDescription] = s(t.Description)
 	}
+	if t.ExpiresMs != 0 {
+		m[attrExpiresMs] = ni(t.ExpiresMs)
+	}
+	if t.RevokedMs != 0 {
+		m[attrRevokedMs] = ni(t.RevokedMs)
+	}
 	return m
 }
 
@@ -401,6 +410,12 @@ func decodeToken(m map[string]types.AttributeValue) (metastore.Token, error) {
 	t := metastore.Token{Hash: it.str(attrHash), Prefix: it.str(attrPrefix), Ops: it.strs(attrOps)}
 	if _, ok := m[attrDescription]; ok { // absent when empty
 		t.Description = it.str(attrDescription)
+	}
+	if _, ok := m[attrExpiresMs]; ok { // absent when 0
+		t.ExpiresMs = it.i64(attrExpiresMs)
+	}
+	if _, ok := m[attrRevokedMs]; ok {
+		t.RevokedMs = it.i64(attrRevokedMs)
 	}
 	return t, it.err
 }

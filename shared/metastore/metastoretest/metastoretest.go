@@ -1061,6 +1061,17 @@ func testTokens(t *testing.T, s metastore.Store) {
 	must(t, err, "get")
 	wantEqual(t, got, tok, "token")
 
+	// Expiry and revocation times round-trip (a revoke is a put).
+	timed := metastore.Token{Hash: hash(5), Prefix: "app/", Ops: []string{"read"}, ExpiresMs: 1700000000123, RevokedMs: 1700000000456}
+	must(t, s.PutToken(ctx, timed), "put with times")
+	got, err = s.GetToken(ctx, hash(5))
+	must(t, err, "get with times")
+	wantEqual(t, got, timed, "token with times")
+	all, err := s.ListTokens(ctx, "app/")
+	must(t, err, "list with times")
+	wantEqual(t, all, []metastore.Token{tok, timed}, "listed tokens with times")
+	must(t, s.DeleteToken(ctx, hash(5)), "delete with times")
+
 	// Put overwrites: it is how grants change.
 	tok2 := metastore.Token{Hash: hash(1), Ops: []string{"admin"}}
 	must(t, s.PutToken(ctx, tok2), "overwrite")
@@ -1077,6 +1088,8 @@ func testTokens(t *testing.T, s metastore.Store) {
 		"empty op":          {Hash: hash(3), Ops: []string{""}},
 		"long description":  {Hash: hash(3), Ops: []string{"read"}, Description: strings.Repeat("d", metastore.MaxTokenDescriptionLen+1)},
 		"control character": {Hash: hash(3), Ops: []string{"read"}, Description: "a\nb"},
+		"negative expiry":   {Hash: hash(3), Ops: []string{"read"}, ExpiresMs: -1},
+		"negative revoked":  {Hash: hash(3), Ops: []string{"read"}, RevokedMs: -1},
 	} {
 		wantErr(t, s.PutToken(ctx, bad), metastore.ErrInvalid, what)
 	}
