@@ -84,30 +84,44 @@ func (f *clientFlags) client() (*client.Client, error) {
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {
-	var class string
+	var class, stamping string
 	var retention time.Duration
+	var uncapped bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a stream",
 		Long: `Create a stream. Its class (standard or express) is fixed for life; its
-retention (0: forever) bounds how long settled data is kept.`,
-		Example: "  strand create orders\n  strand create clicks --class express --retention 72h",
+retention (0: forever) bounds how long settled data is kept.
+
+--timestamping says where records' timestamps come from: client-prefer (the
+record's timestamp when it has one, else the arrival time; the default),
+client-require (every record must have one) or arrival (the arrival time,
+always). A client timestamp later than the arrival time becomes the arrival
+time unless --uncapped. A stream's timestamps never decrease.`,
+		Example: "  strand create orders\n  strand create clicks --class express --retention 72h\n  strand create sensor --timestamping client-require",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			s, err := c.CreateStream(cmd.Context(), args[0], client.CreateOptions{Class: class, RetentionMs: retention.Milliseconds()})
+			s, err := c.CreateStream(cmd.Context(), args[0], client.CreateOptions{Class: class, RetentionMs: retention.Milliseconds(),
+				Timestamping: stamping, Uncapped: uncapped})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s, id %s, leader %s)\n", s.Name, s.Class, s.ID, s.Leader)
+			capped := "capped"
+			if s.Uncapped {
+				capped = "uncapped"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s, id %s, leader %s, timestamps %s, %s)\n", s.Name, s.Class, s.ID, s.Leader, s.Timestamping, capped)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "standard", "storage class: standard or express")
 	cmd.Flags().DurationVar(&retention, "retention", 0, "keep settled data this long (e.g. 72h; 0 keeps forever)")
+	cmd.Flags().StringVar(&stamping, "timestamping", "client-prefer", "where timestamps come from: client-prefer, client-require or arrival")
+	cmd.Flags().BoolVar(&uncapped, "uncapped", false, "keep client timestamps later than the arrival time (default: capped to it)")
 	return cmd
 }
 

@@ -125,6 +125,9 @@ func ValidateStream(s Stream) error {
 	if s.State != StreamActive {
 		return fmt.Errorf("%w: stream %q: created in state %d, want active", ErrInvalid, s.Name, s.State)
 	}
+	if s.Timestamping.Mode > TimestampArrival {
+		return fmt.Errorf("%w: stream %q: unknown timestamp mode %d", ErrInvalid, s.Name, s.Timestamping.Mode)
+	}
 	return nil
 }
 

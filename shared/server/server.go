@@ -309,7 +309,7 @@ func streamMsg(st metastore.Stream) *strandv1.Stream {
 		c = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
 	}
 	return &strandv1.Stream{Name: st.Name, Id: st.ID, StorageClass: c, Leader: st.Star, CreatedMs: st.CreatedMs,
-		RetentionMs: st.RetentionMs, Deleting: st.State == metastore.StreamDeleting}
+		RetentionMs: st.RetentionMs, Deleting: st.State == metastore.StreamDeleting, Timestamping: timestampingMsg(st.Timestamping)}
 }
 
 // CreateStream implements the API.
@@ -328,6 +328,10 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	if m.RetentionMs < 0 {
 		return nil, invalid("retention_ms %d is negative (0 keeps forever)", m.RetentionMs)
 	}
+	stamping, err := timestampingOf(m.Timestamping)
+	if err != nil {
+		return nil, err
+	}
 	// Refuse before recording anything: a stream this star would lead but
 	// cannot open (no bucket set of its class) could never be appended to,
 	// and its name would stay taken.
@@ -339,7 +343,7 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("draw a stream id: %w", err))
 	}
 	st := metastore.Stream{Name: m.Name, ID: id.String(), Class: class, Star: s.cfg.DefaultStar,
-		CreatedMs: s.clk.Now().UnixMilli(), RetentionMs: m.RetentionMs, State: metastore.StreamActive}
+		CreatedMs: s.clk.Now().UnixMilli(), RetentionMs: m.RetentionMs, State: metastore.StreamActive, Timestamping: stamping}
 	got, err := s.cfg.Meta.CreateStream(ctx, st)
 	if errors.Is(err, metastore.ErrExists) {
 		why := "choose another name or delete it first"
@@ -504,8 +508,11 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	_, id, err := s.leading(ctx, auth.Append, a.Stream)
+	st, id, err := s.leading(ctx, auth.Append, a.Stream)
 	if err != nil {
+		return nil, err
+	}
+	if err := stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records); err != nil {
 		return nil, err
 	}
 	ack, err := s.cfg.Star.Append(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
@@ -552,7 +559,10 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
-			_, id, err := s.leading(ctx, auth.Append, a.Stream)
+			st, id, err := s.leading(ctx, auth.Append, a.Stream)
+			if err == nil {
+				err = stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records)
+			}
 			if err != nil {
 				push(pending{err: err})
 				return

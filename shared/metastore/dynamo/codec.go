@@ -27,6 +27,10 @@ const (
 	attrState       = "State"
 	// attrFloor is absent when the floor is 0.
 	attrFloor = "Floor"
+	// attrTsMode and attrTsUncapped (a stream's Timestamping) are absent
+	// when zero.
+	attrTsMode     = "TsMode"
+	attrTsUncapped = "TsUncapped"
 
 	// Ref (SID#<id>/REF#<first-seq>).
 	attrStreamID  = "StreamID"
@@ -222,6 +226,12 @@ func streamAttrs(pk, sk string, st metastore.Stream) map[string]types.AttributeV
 	if st.Floor > 0 {
 		m[attrFloor] = nu(st.Floor)
 	}
+	if st.Timestamping.Mode != 0 {
+		m[attrTsMode] = nu(uint64(st.Timestamping.Mode))
+	}
+	if st.Timestamping.Uncapped {
+		m[attrTsUncapped] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	return m
 }
 
@@ -238,6 +248,17 @@ func decodeStream(m map[string]types.AttributeValue) (metastore.Stream, error) {
 	}
 	if _, ok := m[attrFloor]; ok { // absent when 0
 		st.Floor = it.u64(attrFloor)
+	}
+	if _, ok := m[attrTsMode]; ok { // absent when 0
+		st.Timestamping.Mode = metastore.TimestampMode(it.u8(attrTsMode))
+	}
+	if v, ok := m[attrTsUncapped]; ok { // absent when false
+		b, isBool := v.(*types.AttributeValueMemberBOOL)
+		if !isBool {
+			it.fail(attrTsUncapped, "a Boolean")
+		} else {
+			st.Timestamping.Uncapped = b.Value
+		}
 	}
 	return st, it.err
 }

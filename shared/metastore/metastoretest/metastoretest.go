@@ -256,6 +256,25 @@ func testCreateStream(t *testing.T, s metastore.Store) {
 	got, err = s.GetStream(ctx, "orders")
 	must(t, err, "get after second create")
 	wantEqual(t, got, a, "stored stream after second create")
+
+	// A timestamp policy round-trips, through get and list.
+	for i, ts := range []metastore.Timestamping{
+		{Mode: metastore.TimestampArrival, Uncapped: true},
+		{Mode: metastore.TimestampClientRequire},
+		{Uncapped: true},
+	} {
+		st := newStream(fmt.Sprintf("stamped-%d", i), 10+i)
+		st.Timestamping = ts
+		got, err := s.CreateStream(ctx, st)
+		must(t, err, "create with a timestamp policy")
+		wantEqual(t, got, st, "created stream with a timestamp policy")
+		got, err = s.GetStream(ctx, st.Name)
+		must(t, err, "get with a timestamp policy")
+		wantEqual(t, got, st, "stored stream with a timestamp policy")
+		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
+		must(t, err, "list with a timestamp policy")
+		wantEqual(t, list, []metastore.Stream{st}, "listed stream with a timestamp policy")
+	}
 }
 
 func testCreateStreamInvalid(t *testing.T, s metastore.Store) {
@@ -276,6 +295,7 @@ func testCreateStreamInvalid(t *testing.T, s metastore.Store) {
 		"state deleting":  mod(func(s *metastore.Stream) { s.State = metastore.StreamDeleting }),
 		"state zero":      mod(func(s *metastore.Stream) { s.State = 0 }),
 		"negative retain": mod(func(s *metastore.Stream) { s.RetentionMs = -1 }),
+		"timestamp mode":  mod(func(s *metastore.Stream) { s.Timestamping.Mode = 3 }),
 	}
 	for what, st := range cases {
 		_, err := s.CreateStream(ctx, st)
