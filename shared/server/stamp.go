@@ -1,7 +1,6 @@
 package server
 
 import (
-
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -70,4 +69,3 @@ func timestampingMsg(t metastore.Timestamping) *strandv1.Timestamping {
 	}
 	return m
 }
-
