@@ -127,6 +127,16 @@ func strand(t *testing.T, env []string, stdin string, args ...string) result {
 	return r
 }
 
+// mustStrand is strand, failing the test unless the command exits 0.
+func mustStrand(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
+	r := strand(t, env, stdin, args...)
+	if r.code != 0 {
+		t.Fatalf("strand %v: exit %d: %s", args, r.code, r.stderr)
+	}
+	return r
+}
+
 // started is a CLI command left running (tail), its stdout read line by
 // line.
 type started struct {

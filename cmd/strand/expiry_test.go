@@ -14,9 +14,7 @@ import (
 func TestTokenExpiryAndRevocation(t *testing.T) {
 	d := startDev(t)
 	env := d.env()
-	if r := strand(t, env, "", "create", "a/s"); r.code != 0 {
-		t.Fatalf("create: %+v", r)
-	}
+	mustStrand(t, env, "", "create", "a/s")
 	mk := func(args ...string) string {
 		t.Helper()
 		r := strand(t, env, "", append([]string{"token", "create", "--prefix", "a/", "--ops", "read"}, args...)...)

@@ -106,16 +106,12 @@ func TestHintsThroughTheBinary(t *testing.T) {
 	if r.code != 0 || m == nil {
 		t.Fatalf("create: %+v", r)
 	}
-	if r := strand(t, env, "one\n", "append", "doomed"); r.code != 0 {
-		t.Fatalf("append: %+v", r)
-	}
+	mustStrand(t, env, "one\n", "append", "doomed")
 	tail := startStrand(t, env, "tail", "doomed", "--tail-offset", "1")
 	if l := tail.line(t); l != "one" {
 		t.Fatalf("tail printed %q", l)
 	}
-	if r := strand(t, env, "", "rm", "doomed"); r.code != 0 {
-		t.Fatalf("rm: %+v", r)
-	}
+	mustStrand(t, env, "", "rm", "doomed")
 	if _, err := tail.wait(t, 20*time.Second); err == nil {
 		t.Fatal("the tail of a deleted stream exited 0")
 	}

@@ -18,14 +18,8 @@ import (
 func TestOneJSONShape(t *testing.T) {
 	d := startDev(t)
 	env := d.env()
-	for _, args := range [][]string{{"create", "shape"}} {
-		if r := strand(t, env, "", args...); r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-	}
-	if r := strand(t, env, "first\n\nthird\n", "append", "shape"); r.code != 0 {
-		t.Fatalf("append: %+v", r)
-	}
+	mustStrand(t, env, "", "create", "shape")
+	mustStrand(t, env, "first\n\nthird\n", "append", "shape")
 	r := strand(t, env, "", "read", "shape", "--format", "json")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	shape := regexp.MustCompile(`^\{"seqNum":(\d+),"timestampMs":\d+,"headers":\[\],"body":"([a-z]*)"\}$`)

@@ -13,9 +13,7 @@ import (
 func TestAppendLinesUpToTheRecordLimit(t *testing.T) {
 	d := startDev(t)
 	env := d.env()
-	if r := strand(t, env, "", "create", "big"); r.code != 0 {
-		t.Fatalf("create: %+v", r)
-	}
+	mustStrand(t, env, "", "create", "big")
 	mib := strings.Repeat("x", 1<<20)
 	r := strand(t, env, "small\n"+mib+"\r\n"+mib, "append", "big")
 	if r.code != 0 || !strings.Contains(r.stdout, "appended 3 records") {
