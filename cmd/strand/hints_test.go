@@ -43,6 +43,7 @@ func TestHintsFollowTheirErrors(t *testing.T) {
 		{"no such stream", wire(connect.CodeNotFound, `stream "tokens" does not exist`), "strand create", "token ls"},
 		{"deleted stream", wire(connect.CodeNotFound, "star: stream not open on this star: the stream was deleted, or is being deleted"), "strand ls", ""},
 		{"bad argument", wire(connect.CodeInvalidArgument, "bad name"), "", ""},
+		{"server stopping under a tail", local(connect.CodeInvalidArgument, "protocol error: incomplete envelope: http2: server sent GOAWAY and closed the connection"), "stopping", ""},
 		{"not an API error", errors.New("--token-file x is empty"), "", ""},
 	} {
 		got := explain(tc.err)
