@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,13 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/rawjson"
 )
 
 type clientFlags struct {
@@ -31,13 +33,33 @@ type clientFlags struct {
 // bearer is the token to send: --token, else the contents of
 // --token-file, else STRAND_TOKEN.
 func (f *clientFlags) bearer() (string, error) {
+	tok, from := os.Getenv("STRAND_TOKEN"), "STRAND_TOKEN"
 	switch {
 	case f.token != "":
-		return f.token, nil
+		tok, from = f.token, "--token"
 	case f.tokenFile != "":
-		return readTokenFile(f.tokenFile)
+		var err error
+		if tok, err = readTokenFile(f.tokenFile); err != nil {
+			return "", err
+		}
+		from = "--token-file " + f.tokenFile
 	}
-	return os.Getenv("STRAND_TOKEN"), nil
+	if tok != "" && !auth.WellFormed(tok) {
+		return "", malformedToken(from, tok)
+	}
+	return tok, nil
+}
+
+// malformedToken says why the token from a source is not one, without
+// printing it.
+func malformedToken(from, tok string) error {
+	why := fmt.Sprintf("it is %d characters", len(tok))
+	if n := strings.Count(tok, "\n") + 1; n > 1 {
+		why = fmt.Sprintf("it has %d lines", n)
+	} else if !strings.HasPrefix(tok, auth.TokenPrefix) {
+		why = "it does not start with " + auth.TokenPrefix
+	}
+	return fmt.Errorf("the token from %s is malformed: %s; a token is %s followed by 52 base32 characters, on one line", from, why, auth.TokenPrefix)
 }
 
 // readTokenFile reads a token from a file (surrounding space trimmed).
@@ -62,30 +84,44 @@ func (f *clientFlags) client() (*client.Client, error) {
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {
-	var class string
+	var class, stamping string
 	var retention time.Duration
+	var uncapped bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a stream",
 		Long: `Create a stream. Its class (standard or express) is fixed for life; its
-retention (0: forever) bounds how long settled data is kept.`,
-		Example: "  strand create orders\n  strand create clicks --class express --retention 72h",
+retention (0: forever) bounds how long settled data is kept.
+
+--timestamping says where records' timestamps come from: client-prefer (the
+record's timestamp when it has one, else the arrival time; the default),
+client-require (every record must have one) or arrival (the arrival time,
+always). A client timestamp later than the arrival time becomes the arrival
+time unless --uncapped. A stream's timestamps never decrease.`,
+		Example: "  strand create orders\n  strand create clicks --class express --retention 72h\n  strand create sensor --timestamping client-require",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			s, err := c.CreateStream(cmd.Context(), args[0], client.CreateOptions{Class: class, RetentionMs: retention.Milliseconds()})
+			s, err := c.CreateStream(cmd.Context(), args[0], client.CreateOptions{Class: class, RetentionMs: retention.Milliseconds(),
+				Timestamping: stamping, Uncapped: uncapped})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s, id %s, leader %s)\n", s.Name, s.Class, s.ID, s.Leader)
+			capped := "capped"
+			if s.Uncapped {
+				capped = "uncapped"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s (%s, id %s, leader %s, timestamps %s, %s)\n", s.Name, s.Class, s.ID, s.Leader, s.Timestamping, capped)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&class, "class", "standard", "storage class: standard or express")
 	cmd.Flags().DurationVar(&retention, "retention", 0, "keep settled data this long (e.g. 72h; 0 keeps forever)")
+	cmd.Flags().StringVar(&stamping, "timestamping", "client-prefer", "where timestamps come from: client-prefer, client-require or arrival")
+	cmd.Flags().BoolVar(&uncapped, "uncapped", false, "keep client timestamps later than the arrival time (default: capped to it)")
 	return cmd
 }
 
@@ -114,8 +150,9 @@ func newLs(cf *clientFlags) *cobra.Command {
 				}
 				for _, s := range page {
 					if asJSON {
-						b, _ := json.Marshal(s)
-						fmt.Fprintln(out, string(b))
+						if err := printRaw(out, streamMsg(s)); err != nil {
+							return err
+						}
 						continue
 					}
 					state := ""
@@ -170,8 +207,7 @@ func newCheckTail(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "{\"next_seq_num\":%d,\"last_timestamp_ms\":%d}\n", t.NextSeq, t.LastTsMs)
-				return nil
+				return printRaw(cmd.OutOrStdout(), &strandv1.CheckTailResponse{NextSeqNum: t.NextSeq, LastTimestampMs: t.LastTsMs})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "next_seq_num %d\nlast_timestamp_ms %d\n", t.NextSeq, t.LastTsMs)
 			return nil
@@ -188,8 +224,8 @@ type batcher struct {
 }
 
 const (
-	maxBatchRecords = 1000
-	maxBatchBytes   = 1<<20 - 64<<10 // leave room for the encoding overhead
+	maxBatchRecords = format.MaxBatchRecords
+	maxBatchBytes   = format.MaxBatchMeteredBytes // metered: bodies here
 )
 
 func newAppend(cf *clientFlags) *cobra.Command {
@@ -282,20 +318,22 @@ func appendLines(ctx context.Context, c *client.Client, stream string, in io.Rea
 		b = batcher{}
 		return nil
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxBatchBytes)
-	for sc.Scan() {
-		line := []byte(sc.Text())
-		if len(b.recs) == maxBatchRecords || b.bytes+len(line)+32 > maxBatchBytes {
+	lines := newLineReader(in)
+	for {
+		line, err := lines.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if len(b.recs) == maxBatchRecords || b.bytes+len(line) > maxBatchBytes {
 			if err := flush(); err != nil {
 				break
 			}
 		}
 		b.recs = append(b.recs, client.Record{Body: line})
-		b.bytes += len(line) + 32
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, 0, fmt.Errorf("read input: %w (lines are limited to about 1 MiB)", err)
+		b.bytes += len(line)
 	}
 	_ = flush()
 	_ = sess.CloseSend()
@@ -360,19 +398,32 @@ func newPrinter(w io.Writer, format string) (*printer, error) {
 	return &printer{w: bufio.NewWriter(w), format: format}, nil
 }
 
-type jsonHeader struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+// printRaw prints m as one line of raw JSON (shared/rawjson): the CLI's
+// --json and --format json output is the API's Strand-Format: raw.
+func printRaw(w io.Writer, m proto.Message) error {
+	b, err := rawjson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
-type jsonRecord struct {
-	Seq        uint64       `json:"seq_num"`
-	Timestamp  int64        `json:"timestamp_ms"`
-	Headers    []jsonHeader `json:"headers,omitempty"`
-	Body       *string      `json:"body,omitempty"`
-	BodyBase64 *string      `json:"body_base64,omitempty"`
+// streamMsg is s as the API's Stream message.
+func streamMsg(s client.Stream) *strandv1.Stream {
+	m := &strandv1.Stream{Name: s.Name, Id: s.ID, Leader: s.Leader, CreatedMs: s.CreatedMs, RetentionMs: s.RetentionMs, Deleting: s.Deleting}
+	switch s.Class {
+	case "standard":
+		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_STANDARD
+	case "express":
+		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
+	}
+	return m
 }
 
+// print writes recs: text, each body on a line; or json, each record as
+// one line of raw JSON (shared/rawjson), the shape the API answers with
+// Strand-Format: raw.
 func (p *printer) print(recs []client.Record) error {
 	for _, r := range recs {
 		if p.format == "text" {
@@ -380,18 +431,14 @@ func (p *printer) print(recs []client.Record) error {
 			p.w.WriteByte('\n')
 			continue
 		}
-		j := jsonRecord{Seq: r.Seq, Timestamp: r.TimestampMs}
+		m := &strandv1.SequencedRecord{SeqNum: r.Seq, TimestampMs: r.TimestampMs, Body: r.Body}
 		for _, h := range r.Headers {
-			j.Headers = append(j.Headers, jsonHeader{Name: string(h.Name), Value: string(h.Value)})
+			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
 		}
-		if utf8.Valid(r.Body) {
-			s := string(r.Body)
-			j.Body = &s
-		} else {
-			s := base64.StdEncoding.EncodeToString(r.Body)
-			j.BodyBase64 = &s
+		b, err := rawjson.Marshal(m)
+		if err != nil {
+			return err
 		}
-		b, _ := json.Marshal(j)
 		p.w.Write(b)
 		p.w.WriteByte('\n')
 	}
@@ -407,8 +454,10 @@ func newRead(cf *clientFlags) *cobra.Command {
 		Short: "Print a stream's records from a start up to the tail",
 		Long: `Print records from a start (default: seq 0) up to the stream's tail at the
 time of the read, or --count records. Text prints each body on a line; json
-prints one JSON object per record (seq_num, timestamp_ms, headers, body, or
-body_base64 when the body is not UTF-8).`,
+prints one JSON object per record, every field present:
+{"seqNum":0,"timestampMs":1700000000000,"headers":[{"name":"k","value":"v"}],"body":"first"}
+(bodyBase64, valueBase64, nameBase64 instead when the bytes are not UTF-8;
+the API answers the same with Strand-Format: raw; see docs/cli.md).`,
 		Example: "  strand read orders\n  strand read orders --seq 100 --count 10 --format json\n  strand read orders --tail-offset 5",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

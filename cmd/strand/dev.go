@@ -35,6 +35,9 @@ type devFlags struct {
 	logLevel  string
 	drain     time.Duration
 	haltWait  time.Duration
+	// exitWithParent: exit when the parent process dies (default: under
+	// go run; see parent.go).
+	exitWithParent bool
 }
 
 func newDev() *cobra.Command {
@@ -56,6 +59,9 @@ acknowledged lost.`,
 		Example: "  strand dev\n  strand dev --data-dir /tmp/strand --addr 127.0.0.1:5000",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.exitWithParent {
+				exitWithParent()
+			}
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
@@ -71,6 +77,7 @@ acknowledged lost.`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "serve TLS with this key (with --tls-cert)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.DurationVar(&f.drain, "drain-budget", node.DefaultDrainBudget, "on SIGTERM or Ctrl-C, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting")
+	fl.BoolVar(&f.exitWithParent, "exit-with-parent", underGoRun(), "exit (in order, as on Ctrl-C) when the parent process dies; on by default under go run, so that killing go run stops the server")
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	return cmd
 }
@@ -112,11 +119,25 @@ func setupDevToken(ctx context.Context, meta metastore.Store, f devFlags) (strin
 		return "", err
 	}
 	if prev != "" && prev != tok && auth.WellFormed(prev) {
-		if err := meta.DeleteToken(ctx, auth.Hash(prev)); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+		if err := revoke(ctx, meta, auth.Hash(prev)); err != nil {
 			return "", fmt.Errorf("revoke the replaced admin token %.8s...: %w", auth.Hash(prev), err)
 		}
 	}
 	return tok, nil
+}
+
+// revoke marks the token with this hash revoked now (a tombstone: its use
+// is refused as revoked); a token never issued is nothing to revoke.
+func revoke(ctx context.Context, meta metastore.Store, hash string) error {
+	t, err := meta.GetToken(ctx, hash)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return nil
+	}
+	if err != nil || t.RevokedMs != 0 {
+		return err
+	}
+	t.RevokedMs = time.Now().UnixMilli()
+	return meta.PutToken(ctx, t)
 }
 
 // writeSecret writes a secret to path with mode 0600, whatever mode the
@@ -201,6 +222,6 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	defer n.Close()
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
 	err = n.Wait(ctx)
-	log.Info("shutting down: draining", "budget", f.drain.String())
+	fmt.Fprintf(out, "strand dev: stopping: draining for up to %s (the acks of admitted batches; open sessions such as a tail end with unavailable)\n", f.drain)
 	return err
 }

@@ -93,8 +93,8 @@ func TestDevTokenHygiene(t *testing.T) {
 	if err != nil || got != repl {
 		t.Fatalf("replace: %q %v", got, err)
 	}
-	if _, err := meta.GetToken(ctx, auth.Hash(old)); !errors.Is(err, metastore.ErrNotFound) {
-		t.Errorf("the replaced token is still valid: %v", err)
+	if _, err := (&auth.Checker{Meta: meta}).Check(ctx, old); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("the replaced token is not refused as revoked: %v", err)
 	}
 	if _, err := meta.GetToken(ctx, auth.Hash(repl)); err != nil {
 		t.Errorf("the new token is not issued: %v", err)
@@ -110,7 +110,7 @@ func TestDevTokenHygiene(t *testing.T) {
 	if got, err := setupDevToken(ctx, meta, devFlags{dataDir: dir, tokenFile: tf}); err != nil || got != third {
 		t.Fatalf("--token-file: %q %v", got, err)
 	}
-	if _, err := meta.GetToken(ctx, auth.Hash(repl)); !errors.Is(err, metastore.ErrNotFound) {
-		t.Errorf("the token replaced through --token-file is still valid: %v", err)
+	if _, err := (&auth.Checker{Meta: meta}).Check(ctx, repl); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("the token replaced through --token-file is not refused as revoked: %v", err)
 	}
 }

@@ -5,14 +5,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -23,26 +22,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "strand:", explain(err))
 		os.Exit(1)
 	}
-}
-
-// explain turns an API error into advice.
-func explain(err error) string {
-	msg := err.Error()
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return msg
-	}
-	switch ce.Code() {
-	case connect.CodeUnauthenticated:
-		return msg + "\n  hint: pass --token or set STRAND_TOKEN (strand dev prints a token and writes it to DATA_DIR/token)"
-	case connect.CodePermissionDenied:
-		return msg + "\n  hint: this token's prefix or operations do not cover the request; use a token that does (an admin of a wider prefix can create one: strand token create)"
-	case connect.CodeUnavailable:
-		return msg + "\n  hint: is the server running? check --endpoint / STRAND_ENDPOINT (strand dev serves http://127.0.0.1:4780)"
-	case connect.CodeNotFound:
-		return msg + "\n  hint: list streams with `strand ls`; create one with `strand create NAME`"
-	}
-	return msg
 }
 
 func newRoot() *cobra.Command {
@@ -67,14 +46,30 @@ then, in another shell, use the endpoint and token it prints:
 		SilenceErrors: true,
 	}
 	var cf clientFlags
-	root.PersistentFlags().StringVar(&cf.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
+	root.AddCommand(newDev())
+	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf)} {
+		root.AddCommand(cf.register(c, c.Flags(), true))
+	}
+	tok, bench := newToken(&cf), newBench(&cf)
+	root.AddCommand(cf.register(tok, tok.PersistentFlags(), true), cf.register(bench, bench.Flags(), false))
+	return root
+}
+
+// register adds the flags that find the server and the token to fs, a
+// client command's own flags (so `strand dev --help` lists none of them,
+// and `strand --endpoint URL ls` still works: cobra finds the command
+// first, then parses every flag with its set).
+// --trust-leader only where the command follows leaders (not bench).
+func (f *clientFlags) register(cmd *cobra.Command, fs *pflag.FlagSet, leaders bool) *cobra.Command {
+	fs.StringVar(&f.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
 	// The token's default is resolved at use (clientFlags.bearer), never
 	// shown by --help.
-	root.PersistentFlags().StringVar(&cf.token, "token", "", "bearer token (default: --token-file, else env STRAND_TOKEN); it shows in the process list: prefer --token-file or STRAND_TOKEN")
-	root.PersistentFlags().StringVar(&cf.tokenFile, "token-file", "", "read the bearer token from this file")
-	root.PersistentFlags().StringSliceVar(&cf.trust, "trust-leader", nil, "host names a stream's leader may be at besides the endpoint's (*.example.com: its subdomains); the token goes to no other host")
-	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newToken(&cf), newBench(&cf))
-	return root
+	fs.StringVar(&f.token, "token", "", "bearer token (default: --token-file, else env STRAND_TOKEN); it shows in the process list: prefer --token-file or STRAND_TOKEN")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file")
+	if leaders {
+		fs.StringSliceVar(&f.trust, "trust-leader", nil, "host names a stream's leader may be at besides the endpoint's (*.example.com: its subdomains); the token goes to no other host")
+	}
+	return cmd
 }
 
 func envOr(k, def string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +34,7 @@ working at once on the server that revoked it, and on every server within 10 s.`
 }
 
 func newTokenCreate(cf *clientFlags) *cobra.Command {
-	var prefix, ops, description string
+	var prefix, ops, description, expires string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "create --prefix PREFIX --ops OPS",
@@ -53,11 +54,15 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 			if strings.TrimSpace(ops) == "" {
 				return errors.New("--ops is required: a comma-separated list of read, append, admin (e.g. --ops read,append)")
 			}
+			expiresMs, err := parseExpiry(expires, time.Now())
+			if err != nil {
+				return err
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			secret, info, err := c.CreateToken(cmd.Context(), client.TokenSpec{Prefix: prefix, Ops: strings.Split(ops, ","), Description: description})
+			secret, info, err := c.CreateToken(cmd.Context(), client.TokenSpec{Prefix: prefix, Ops: strings.Split(ops, ","), Description: description, ExpiresMs: expiresMs})
 			if err != nil {
 				return err
 			}
@@ -73,15 +78,20 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 				return nil
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), secret)
-			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s; the secret above is shown only once\n",
-				info.Hash, info.Prefix, strings.Join(info.Ops, ","))
+			exp := ""
+			if info.ExpiresMs != 0 {
+				exp = ", expiring at " + msTime(info.ExpiresMs)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s%s; the secret above is shown only once\n",
+				info.Hash, info.Prefix, strings.Join(info.Ops, ","), exp)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", `stream-name prefix the token is scoped to ("" = every stream); required`)
 	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated operations: read, append, admin; required")
 	cmd.Flags().StringVar(&description, "description", "", "who holds it or what for (at most 256 bytes)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: token (the secret), hash, prefix, ops, description")
+	cmd.Flags().StringVar(&expires, "expires", "", "the token is refused from then on: a duration from now (24h, 90m) or a time (RFC 3339); default never")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: token (the secret), hash, prefix, ops, description, expiresMs")
 	return cmd
 }
 
@@ -110,7 +120,7 @@ func newTokenLs(cf *clientFlags) *cobra.Command {
 					fmt.Fprintln(out, string(b))
 					continue
 				}
-				fmt.Fprintf(out, "%s\t%q\t%s\t%s\n", t.Hash, t.Prefix, strings.Join(t.Ops, ","), t.Description)
+				fmt.Fprintf(out, "%s\t%q\t%s\t%s%s\n", t.Hash, t.Prefix, strings.Join(t.Ops, ","), t.Description, expiry(t.ExpiresMs))
 			}
 			return nil
 		},
@@ -148,3 +158,32 @@ every server within 10 s (their grant caches).`,
 		},
 	}
 }
+
+// parseExpiry reads --expires: "" (never: 0), a positive duration from
+// now, or an RFC 3339 time; the result is Unix ms.
+func parseExpiry(s string, now time.Time) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return 0, fmt.Errorf("--expires %q: want a positive duration", s)
+		}
+		return now.Add(d).UnixMilli(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return 0, fmt.Errorf("--expires %q: want a duration from now (24h, 90m) or a time (RFC 3339: 2027-01-02T15:04:05Z)", s)
+	}
+	return t.UnixMilli(), nil
+}
+
+// expiry describes an expiry for people ("" for none).
+func expiry(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return "\texpires " + msTime(ms)
+}
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }

@@ -37,6 +37,10 @@ var (
 	ErrDenied = errors.New("auth: permission denied")
 	// ErrInvalid: a bad operation name or prefix.
 	ErrInvalid = errors.New("auth: invalid argument")
+	// ErrExpired: the token was issued with an expiry that has passed.
+	ErrExpired = errors.New("auth: token expired")
+	// ErrRevoked: the token was revoked.
+	ErrRevoked = errors.New("auth: token revoked")
 )
 
 // TokenPrefix starts every token.
@@ -100,7 +104,7 @@ func Issue(ctx context.Context, meta metastore.Store, token, prefix string, ops 
 }
 
 // IssueGrant stores g for an existing token (its hash only), with a
-// description for people.
+// description for people; g.ExpiresMs, if not 0, is when it expires.
 func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant, description string) error {
 	if !WellFormed(token) {
 		return fmt.Errorf("%w: a token is %s followed by 52 base32 characters", ErrInvalid, TokenPrefix)
@@ -108,7 +112,7 @@ func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant
 	if len(g.Ops) == 0 {
 		return fmt.Errorf("%w: no operation", ErrInvalid)
 	}
-	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description}
+	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description, ExpiresMs: g.ExpiresMs}
 	for _, op := range g.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}
@@ -125,7 +129,25 @@ type Grant struct {
 	// Hash identifies the token the grant was looked up for (set by
 	// Checker; "" otherwise): the key of per-token limits.
 	Hash string
+	// ExpiresMs: the grant is void from this time on (Unix ms); 0: never.
+	ExpiresMs int64
+	// RevokedMs: when the token was revoked (Unix ms); 0: it is not.
+	RevokedMs int64
 }
+
+// Usable reports whether the grant may be used at now: nil, or ErrRevoked
+// or ErrExpired with the time.
+func (g Grant) Usable(now time.Time) error {
+	if g.RevokedMs != 0 {
+		return fmt.Errorf("%w at %s: use another token (an admin creates one with strand token create)", ErrRevoked, msTime(g.RevokedMs))
+	}
+	if g.ExpiresMs != 0 && now.UnixMilli() >= g.ExpiresMs {
+		return fmt.Errorf("%w at %s: use another token (an admin creates one with strand token create)", ErrExpired, msTime(g.ExpiresMs))
+	}
+	return nil
+}
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
 
 // Can reports whether the grant covers op (admin covers every operation).
 func (g Grant) Can(op Op) bool {
@@ -281,7 +303,8 @@ func (c *Checker) Check(ctx context.Context, token string) (Grant, error) {
 }
 
 // CheckFrom resolves a token presented from source (the caller's address):
-// its grant, or ErrUnauthenticated, or ErrRateLimited, or an error of the
+// its grant, or ErrUnauthenticated, ErrRevoked, ErrExpired (with the
+// grant), or ErrRateLimited, or an error of the
 // metastore.
 func (c *Checker) CheckFrom(ctx context.Context, token, source string) (Grant, error) {
 	if !WellFormed(token) {
@@ -298,7 +321,7 @@ func (c *Checker) CheckFrom(ctx context.Context, token, source string) (Grant, e
 	e, valid := c.known.get(h)
 	if valid && now.Before(e.exp) {
 		c.mu.Unlock()
-		return e.g, nil
+		return e.g, e.g.Usable(now)
 	}
 	if exp, miss := c.misses.get(h); miss && now.Before(exp) {
 		c.mu.Unlock()
@@ -342,7 +365,7 @@ func (c *Checker) CheckFrom(ctx context.Context, token, source string) (Grant, e
 	case !f.ok:
 		return Grant{}, ErrUnauthenticated
 	}
-	return f.g, nil
+	return f.g, f.g.Usable(now)
 }
 
 // lookup reads the token's grant: ok false when it is not issued.
@@ -354,7 +377,7 @@ func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) 
 	case err != nil:
 		return Grant{}, false, fmt.Errorf("auth: look up token: %w", err)
 	}
-	g := Grant{Prefix: t.Prefix, Hash: hash}
+	g := Grant{Prefix: t.Prefix, Hash: hash, ExpiresMs: t.ExpiresMs, RevokedMs: t.RevokedMs}
 	for _, op := range t.Ops {
 		g.Ops = append(g.Ops, Op(op))
 	}

@@ -178,3 +178,30 @@ func TestForgetSeesARevocationAtOnce(t *testing.T) {
 		t.Fatalf("after the TTL: %v", err)
 	}
 }
+
+// TestExpiredAndRevokedGrants: a token past its expiry, even with its grant
+// cached, and a revoked one are refused with ErrExpired and ErrRevoked
+// (not ErrUnauthenticated), each with its time.
+func TestExpiredAndRevokedGrants(t *testing.T) {
+	ctx := context.Background()
+	meta := metastore.NewMem()
+	now := time.UnixMilli(1_700_000_000_000)
+	c := &Checker{Meta: meta, Now: func() time.Time { return now }}
+	exp, rev := tokenN(t, 9001), tokenN(t, 9002)
+	if err := IssueGrant(ctx, meta, exp, Grant{Ops: []Op{Read}, ExpiresMs: now.Add(time.Second).UnixMilli()}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.PutToken(ctx, metastore.Token{Hash: Hash(rev), Ops: []string{"read"}, RevokedMs: now.UnixMilli() - 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Check(ctx, exp); err != nil {
+		t.Fatalf("before its expiry: %v", err)
+	}
+	now = now.Add(time.Second) // the grant is still cached (TTL 10 s)
+	if _, err := c.Check(ctx, exp); !errors.Is(err, ErrExpired) || errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "2023-11-14T22:13:21Z") {
+		t.Fatalf("at its expiry: %v", err)
+	}
+	if _, err := c.Check(ctx, rev); !errors.Is(err, ErrRevoked) || !strings.Contains(err.Error(), "revoked at 2023-11-14T22:13:19Z") {
+		t.Fatalf("revoked: %v", err)
+	}
+}

@@ -26,10 +26,13 @@
 // the minting token holds. The secret is returned once; the hash is the
 // token's id for RevokeToken and ListTokens, which obey the same scoping.
 //
-// Revocation deletes the stored hash. The Checker that served the revoke
-// forgets its cached grant at once (Forget); every other server's Checker
-// keeps a cached grant for at most its TTL (10 s by default), so a revoked
-// token stops working everywhere within 10 s.
+// Revocation marks the stored token revoked (Token.RevokedMs, a tombstone
+// kept so that its use fails with ErrRevoked, not ErrUnauthenticated). The
+// Checker that served the revoke forgets its cached grant at once
+// (Forget); every other server's Checker keeps a cached grant for at most
+// its TTL (10 s by default), so a revoked token stops working everywhere
+// within 10 s. A token may carry an expiry (Token.ExpiresMs): from then on
+// it fails with ErrExpired, checked at every call, cached grant or not.
 //
 // # Checking
 //

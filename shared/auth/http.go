@@ -46,6 +46,8 @@ func Source(remoteAddr string) string {
 func authenticate(ctx context.Context, c *Checker, h, source string) (context.Context, error) {
 	g, err := c.CheckFrom(ctx, bearer(h), source)
 	switch {
+	case errors.Is(err, ErrRevoked), errors.Is(err, ErrExpired):
+		return ctx, connect.NewError(connect.CodeUnauthenticated, err)
 	case errors.Is(err, ErrRateLimited):
 		return ctx, connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, ErrUnauthenticated):

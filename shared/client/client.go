@@ -37,6 +37,11 @@ type Stream struct {
 	CreatedMs   int64
 	RetentionMs int64
 	Deleting    bool
+	// Timestamping is the stream's timestamp mode ("client-prefer",
+	// "client-require" or "arrival"); Uncapped, whether client timestamps
+	// later than arrival are kept.
+	Timestamping string
+	Uncapped     bool
 }
 
 // Tail is a stream's tail: the next seq and the last record's timestamp.
@@ -313,7 +318,25 @@ func streamOf(m *strandv1.Stream) Stream {
 	if m.StorageClass == strandv1.StorageClass_STORAGE_CLASS_EXPRESS {
 		class = "express"
 	}
-	return Stream{Name: m.Name, ID: m.Id, Class: class, Leader: m.Leader, CreatedMs: m.CreatedMs, RetentionMs: m.RetentionMs, Deleting: m.Deleting}
+	s := Stream{Name: m.Name, ID: m.Id, Class: class, Leader: m.Leader, CreatedMs: m.CreatedMs, RetentionMs: m.RetentionMs, Deleting: m.Deleting,
+		Timestamping: "client-prefer"}
+	if ts := m.Timestamping; ts != nil {
+		for name, mode := range timestampingModes {
+			if mode == ts.Mode && name != "" {
+				s.Timestamping = name
+			}
+		}
+		s.Uncapped = ts.Uncapped
+	}
+	return s
+}
+
+// timestampingModes maps CreateOptions.Timestamping to the API's modes.
+var timestampingModes = map[string]strandv1.TimestampingMode{
+	"":               strandv1.TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED,
+	"client-prefer":  strandv1.TimestampingMode_TIMESTAMPING_MODE_CLIENT_PREFER,
+	"client-require": strandv1.TimestampingMode_TIMESTAMPING_MODE_CLIENT_REQUIRE,
+	"arrival":        strandv1.TimestampingMode_TIMESTAMPING_MODE_ARRIVAL,
 }
 
 // CreateOptions qualify a new stream.
@@ -322,6 +345,10 @@ type CreateOptions struct {
 	Class string
 	// RetentionMs: settled data older than this is trimmed (0: forever).
 	RetentionMs int64
+	// Timestamping is "client-prefer" (default), "client-require" or
+	// "arrival"; Uncapped keeps client timestamps later than arrival.
+	Timestamping string
+	Uncapped     bool
 }
 
 // CreateStream creates a stream.
@@ -334,6 +361,13 @@ func (c *Client) CreateStream(ctx context.Context, name string, opt CreateOption
 		req.StorageClass = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
 	default:
 		return Stream{}, fmt.Errorf("client: class %q: want standard or express", opt.Class)
+	}
+	mode, ok := timestampingModes[strings.ToLower(opt.Timestamping)]
+	if !ok {
+		return Stream{}, fmt.Errorf("client: timestamping %q: want client-prefer, client-require or arrival", opt.Timestamping)
+	}
+	if mode != strandv1.TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED || opt.Uncapped {
+		req.Timestamping = &strandv1.Timestamping{Mode: mode, Uncapped: opt.Uncapped}
 	}
 	res, err := c.api(c.base).CreateStream(ctx, connect.NewRequest(req))
 	if err != nil {
@@ -485,13 +519,14 @@ type TokenInfo struct {
 	Prefix      string   `json:"prefix"`
 	Ops         []string `json:"ops"`
 	Description string   `json:"description,omitempty"`
+	ExpiresMs   int64    `json:"expiresMs,omitempty"` // 0: never expires
 }
 
 func tokenInfoOf(m *strandv1.TokenInfo) TokenInfo {
 	if m == nil {
 		return TokenInfo{}
 	}
-	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description}
+	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs}
 }
 
 // TokenSpec is the grant of a token to create.
@@ -502,12 +537,15 @@ type TokenSpec struct {
 	// Ops: one or more of "read", "append", "admin".
 	Ops         []string
 	Description string
+	// ExpiresMs: the token is refused from this time on (Unix ms, in the
+	// future); 0: never.
+	ExpiresMs int64
 }
 
 // CreateToken issues a token (the caller needs admin over spec.Prefix) and
 // returns its secret, shown only this once, and its info.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string, info TokenInfo, err error) {
-	res, err := c.api(c.base).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description}))
+	res, err := c.api(c.base).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs}))
 	if err != nil {
 		return "", TokenInfo{}, err
 	}

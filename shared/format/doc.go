@@ -83,8 +83,11 @@
 //
 // # Limits
 //
-// A batch holds 1 to MaxBatchRecords records and at most MaxBatchBytes of
-// encoded records. Header names are at most 65535 bytes.
+// Limits count a record's metered size (MeteredSize: the body plus every
+// header's name and value). A record is at most MaxRecordBytes (1 MiB)
+// metered; a batch holds 1 to MaxBatchRecords records, at most
+// MaxBatchMeteredBytes (1 MiB) metered and MaxBatchHeaders headers, so its
+// encoding is at most MaxBatchBytes. Header names are at most 65535 bytes.
 //
 // Decoders never panic on any input; malformed input yields an error
 // matching one of the sentinels (ErrTruncated, ErrMagic, ErrVersion,

@@ -264,13 +264,63 @@ func TestBatchValidation(t *testing.T) {
 	if n, err := ValidateBatch(many[:MaxBatchRecords]); err != nil || n != MaxBatchRecords*recordFixed {
 		t.Fatal(n, err)
 	}
-	big := []Record{{Body: make([]byte, MaxBatchBytes/2)}, {Body: make([]byte, MaxBatchBytes/2)}}
+	big := []Record{{Body: make([]byte, MaxBatchMeteredBytes/2)}, {Body: make([]byte, MaxBatchMeteredBytes/2+1)}}
 	if _, err := ValidateBatch(big); !errors.Is(err, ErrBatchTooLarge) {
 		t.Fatal(err)
 	}
-	huge := []Record{{Body: make([]byte, MaxBatchBytes)}}
+	huge := []Record{{Body: make([]byte, MaxRecordBytes+1)}}
 	if _, err := ValidateBatch(huge); !errors.Is(err, ErrRecordInvalid) || !strings.Contains(err.Error(), "record 0") {
 		t.Fatal(err)
+	}
+}
+
+// TestRecordSizeIsMetered: the documented limit is 1 MiB per record,
+// counted as the body plus header names and values, and exactly that is
+// accepted (issue 20 item 5: the largest body accepted was 1,048,562
+// bytes, the limit counting the encoding).
+func TestRecordSizeIsMetered(t *testing.T) {
+	hdr := func(n, v int) Header { return Header{Name: bytes.Repeat([]byte("n"), n), Value: make([]byte, v)} }
+	oneByteHeaders := func(n int) []Header {
+		hs := make([]Header, n)
+		for i := range hs {
+			hs[i] = Header{Name: []byte("h")}
+		}
+		return hs
+	}
+	for _, tc := range []struct {
+		name string
+		recs []Record
+		want error // nil: accepted
+	}{
+		{"a body of exactly 1 MiB", []Record{{Body: make([]byte, 1<<20)}}, nil},
+		{"a body of 1 MiB + 1", []Record{{Body: make([]byte, 1<<20+1)}}, ErrRecordInvalid},
+		{"body and headers summing to 1 MiB", []Record{{Body: make([]byte, 1<<20-300), Headers: []Header{hdr(100, 100), hdr(50, 50)}}}, nil},
+		{"body and headers summing to 1 MiB + 1", []Record{{Body: make([]byte, 1<<20-299), Headers: []Header{hdr(100, 100), hdr(50, 50)}}}, ErrRecordInvalid},
+		{"two records summing to 1 MiB", []Record{{Body: make([]byte, 1<<19)}, {Body: make([]byte, 1<<19)}}, nil},
+		{"1000 records summing to 1 MiB", func() []Record {
+			rs := make([]Record, MaxBatchRecords)
+			for i := range rs {
+				rs[i].Body = make([]byte, 1<<20/MaxBatchRecords)
+			}
+			rs[0].Body = make([]byte, 1<<20-(MaxBatchRecords-1)*(1<<20/MaxBatchRecords))
+			return rs
+		}(), nil},
+		{"65535 headers in one record", []Record{{Headers: oneByteHeaders(MaxBatchHeaders)}}, nil},
+		{"65535 headers over two records", []Record{{Headers: oneByteHeaders(40000)}, {Headers: oneByteHeaders(25535)}}, nil},
+		{"65536 headers over two records", []Record{{Headers: oneByteHeaders(40000)}, {Headers: oneByteHeaders(25536)}}, ErrBatchTooLarge},
+	} {
+		n, err := ValidateBatch(tc.recs)
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		case tc.want == nil && (n > MaxBatchBytes || n != len(enc(tc.recs...))):
+			t.Errorf("%s: encoded size %d (encoding %d, bound %d)", tc.name, n, len(enc(tc.recs...)), MaxBatchBytes)
+		}
+	}
+	if MeteredSize(Record{Body: []byte("abc"), Headers: []Header{hdr(2, 5)}}) != 10 {
+		t.Fatal("MeteredSize is not body + names + values")
 	}
 	if _, err := ValidateBatch([]Record{{Headers: []Header{{Name: nil}}}}); !errors.Is(err, ErrRecordInvalid) {
 		t.Fatal(err)

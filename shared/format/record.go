@@ -6,12 +6,37 @@ import (
 	"math"
 )
 
-// Batch limits.
+// Record and batch limits. A record's size, as users count it and as every
+// limit states it, is its metered size (MeteredSize): the body plus every
+// header's name and value, no encoding overhead.
 const (
+	// MaxRecordBytes bounds one record's metered size: a record with no
+	// headers may have a body of exactly 1 MiB.
+	MaxRecordBytes = 1 << 20
+	// MaxBatchRecords bounds the records of a batch.
 	MaxBatchRecords = 1000
-	MaxBatchBytes   = 1 << 20 // encoded records
-	recordFixed     = 4 + 8 + 2
+	// MaxBatchMeteredBytes bounds the sum of a batch's metered sizes.
+	MaxBatchMeteredBytes = 1 << 20
+	// MaxBatchHeaders bounds the headers of a batch, all records together.
+	MaxBatchHeaders = math.MaxUint16
+	// MaxBatchBytes bounds a batch's encoded records. It follows from the
+	// limits above (it is never the one a valid batch meets): the
+	// metered bytes, plus each record's and each header's fixed fields.
+	MaxBatchBytes = MaxBatchMeteredBytes + MaxBatchRecords*recordFixed + MaxBatchHeaders*headerFixed
+
+	recordFixed = 4 + 8 + 2
+	headerFixed = 2 + 4
 )
+
+// MeteredSize is r's size as the limits count it: len(Body) plus, for
+// every header, len(Name) + len(Value).
+func MeteredSize(r Record) int {
+	n := len(r.Body)
+	for _, h := range r.Headers {
+		n += len(h.Name) + len(h.Value)
+	}
+	return n
+}
 
 // Header is one record header: a name and a value, both bytes.
 type Header struct {
@@ -31,7 +56,7 @@ type Record struct {
 func EncodedSize(r Record) int {
 	n := recordFixed + len(r.Body)
 	for _, h := range r.Headers {
-		n += 2 + len(h.Name) + 4 + len(h.Value)
+		n += headerFixed + len(h.Name) + len(h.Value)
 	}
 	return n
 }
@@ -49,14 +74,15 @@ func ValidateRecord(r Record) error {
 			return fmt.Errorf("header %d name is %d bytes (at most %d): %w", i, len(h.Name), math.MaxUint16, ErrRecordInvalid)
 		}
 	}
-	if EncodedSize(r) > MaxBatchBytes {
-		return fmt.Errorf("record is %d bytes encoded (at most %d): %w", EncodedSize(r), MaxBatchBytes, ErrRecordInvalid)
+	if m := MeteredSize(r); m > MaxRecordBytes {
+		return fmt.Errorf("record is %d bytes, body plus header names and values (at most %d): %w", m, MaxRecordBytes, ErrRecordInvalid)
 	}
 	return nil
 }
 
-// ValidateBatch checks a batch: 1..MaxBatchRecords valid records whose
-// encoded size is at most MaxBatchBytes. It returns the encoded size.
+// ValidateBatch checks a batch: 1..MaxBatchRecords valid records of at
+// most MaxBatchMeteredBytes metered and MaxBatchHeaders headers in all. It
+// returns the encoded size (at most MaxBatchBytes).
 func ValidateBatch(recs []Record) (int, error) {
 	if len(recs) == 0 {
 		return 0, ErrEmptyBatch
@@ -64,14 +90,22 @@ func ValidateBatch(recs []Record) (int, error) {
 	if len(recs) > MaxBatchRecords {
 		return 0, fmt.Errorf("%d records (at most %d): %w", len(recs), MaxBatchRecords, ErrBatchTooLarge)
 	}
-	total := 0
+	total, metered, headers := 0, 0, 0
 	for i, r := range recs {
 		if err := ValidateRecord(r); err != nil {
 			return 0, fmt.Errorf("record %d: %w", i, err)
 		}
 		total += EncodedSize(r)
+		metered += MeteredSize(r)
+		headers += len(r.Headers)
 	}
-	if total > MaxBatchBytes {
+	if metered > MaxBatchMeteredBytes {
+		return 0, fmt.Errorf("%d bytes, bodies plus header names and values (at most %d): %w", metered, MaxBatchMeteredBytes, ErrBatchTooLarge)
+	}
+	if headers > MaxBatchHeaders {
+		return 0, fmt.Errorf("%d headers (at most %d in a batch): %w", headers, MaxBatchHeaders, ErrBatchTooLarge)
+	}
+	if total > MaxBatchBytes { // implied by the limits above
 		return 0, fmt.Errorf("%d bytes encoded (at most %d): %w", total, MaxBatchBytes, ErrBatchTooLarge)
 	}
 	return total, nil

@@ -125,6 +125,9 @@ func ValidateStream(s Stream) error {
 	if s.State != StreamActive {
 		return fmt.Errorf("%w: stream %q: created in state %d, want active", ErrInvalid, s.Name, s.State)
 	}
+	if s.Timestamping.Mode > TimestampArrival {
+		return fmt.Errorf("%w: stream %q: unknown timestamp mode %d", ErrInvalid, s.Name, s.Timestamping.Mode)
+	}
 	return nil
 }
 
@@ -457,7 +460,8 @@ func ValidateTokenHash(hash string) error {
 // ValidateToken checks a token: a valid hash, a prefix that is "" or a
 // valid name prefix, no empty operation names, and a description of at most
 // MaxTokenDescriptionLen bytes of UTF-8 without control characters
-// (ErrInvalid); and an item of at most MaxItemBytes (ErrTooLarge).
+// (ErrInvalid), times not negative; and an item of at most MaxItemBytes
+// (ErrTooLarge).
 func ValidateToken(t Token) error {
 	if err := ValidateTokenHash(t.Hash); err != nil {
 		return err
@@ -471,6 +475,9 @@ func ValidateToken(t Token) error {
 		if op == "" {
 			return fmt.Errorf("%w: token: empty operation name", ErrInvalid)
 		}
+	}
+	if t.ExpiresMs < 0 || t.RevokedMs < 0 {
+		return fmt.Errorf("%w: token: negative expiry or revocation time", ErrInvalid)
 	}
 	if len(t.Description) > MaxTokenDescriptionLen || !utf8.ValidString(t.Description) ||
 		strings.IndexFunc(t.Description, unicode.IsControl) >= 0 {

@@ -71,6 +71,34 @@ type Stream struct {
 	// moves backward whatever happens to its refs. 0: no floor. Only
 	// RaiseFloor changes it (CreateStream stores what it is given).
 	Floor uint64
+	// Timestamping is how the stream's records get their timestamps (the
+	// zero value: client-prefer, capped).
+	Timestamping Timestamping
+}
+
+// TimestampMode says where a record's timestamp comes from.
+type TimestampMode uint8
+
+// Timestamp modes (stored: do not renumber).
+const (
+	// TimestampClientPrefer: the client's timestamp when it gives one
+	// (not 0), else the arrival time. The default.
+	TimestampClientPrefer TimestampMode = 0
+	// TimestampClientRequire: every record must carry a client timestamp;
+	// a batch with a record without one is refused.
+	TimestampClientRequire TimestampMode = 1
+	// TimestampArrival: the arrival time, whatever the client gives.
+	TimestampArrival TimestampMode = 2
+)
+
+// Timestamping is a stream's timestamp policy.
+type Timestamping struct {
+	Mode TimestampMode
+	// Uncapped lets a client timestamp be later than the arrival time.
+	// Capped (false, the default), such a timestamp becomes the arrival
+	// time, so that one far-future record cannot pin every later record
+	// of the stream (timestamps never decrease) to its timestamp.
+	Uncapped bool
 }
 
 // Location is where one part of a ref's bytes lives.
@@ -200,6 +228,13 @@ type Token struct {
 	// Description is free text for people (who holds it, what for); at
 	// most MaxTokenDescriptionLen bytes of UTF-8 without control characters.
 	Description string
+	// ExpiresMs: the token is refused from this time on (Unix ms); 0:
+	// never.
+	ExpiresMs int64
+	// RevokedMs: when the token was revoked (Unix ms); 0: it is not. A
+	// revoked token is kept (a tombstone), so that its use is refused as
+	// revoked rather than unknown.
+	RevokedMs int64
 }
 
 // Store is the metastore contract. See the package documentation.

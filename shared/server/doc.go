@@ -50,7 +50,9 @@
 // within the caller's prefix: a new token's prefix must start with the
 // caller's and its operations be ones the caller holds; a revoked token's
 // prefix must start with the caller's (else PermissionDenied; an unknown
-// hash is NotFound); a listing is narrowed to the caller's prefix. Bad ops,
+// hash, or one revoked already, is NotFound); a listing is narrowed to the
+// caller's prefix and leaves revoked tokens out. A revoked or expired token
+// is Unauthenticated with a message that says which. Bad ops,
 // prefixes, descriptions or hashes are InvalidArgument with the reason.
 // CreateToken returns the secret once and stores only its hash; logs carry
 // hashes, never secrets. A revoke is seen at once by this server (its

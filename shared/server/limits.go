@@ -17,10 +17,11 @@ import (
 )
 
 // Limits bound what one request may cost the server. The largest legal
-// request is an Append of 1 MiB of encoded records (format.MaxBatchBytes):
-// about 1 MiB as protobuf, up to about 4.2 MiB as JSON when a batch is made
-// of one-byte headers with every field spelled out (base64, field names):
-// the default message limit, 6 MiB, sits above both.
+// request is an Append of 1 MiB metered (format.MaxBatchMeteredBytes, at
+// most format.MaxBatchBytes encoded): about 1.4 MiB as protobuf, about
+// 3 MiB as JSON when a batch holds its 65,535 one-byte headers and
+// every field spelled out (base64, field names): the default message
+// limit, 6 MiB, sits above both.
 type Limits struct {
 	// MaxMessageBytes bounds one request message, as received and after
 	// decompression, unary or in a stream (0: DefaultMaxMessageBytes).
@@ -118,18 +119,26 @@ func (d *cappedGzip) Read(p []byte) (int, error) {
 func (d *cappedGzip) Reset(r io.Reader) error { d.n = 0; return d.zr.Reset(r) }
 func (d *cappedGzip) Close() error            { return d.zr.Close() }
 
-// guard wraps the API's handler: first the body's size and read deadline
+// guard wraps the API's handler: first a request the API does not speak
+// is answered with what to send (requireAPIRequest), then the body's size and read deadline
 // for every call but AppendSession (whose messages are bounded one by one
 // and whose stream lives as long as its producer), then authentication
 // from the headers, before any body is read, and the per-token session
-// limit (when Config.Auth is set).
+// limit (when Config.Auth is set; reflection and health skip both).
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	if s.cfg.Auth != nil {
-		next = auth.Middleware(s.cfg.Auth, l.limitSessions(next))
+		open, authed := next, auth.Middleware(s.cfg.Auth, l.limitSessions(next))
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isTooling(r.URL.Path) {
+				open.ServeHTTP(w, r)
+				return
+			}
+			authed.ServeHTTP(w, r)
+		})
 	}
 	ew := connect.NewErrorWriter()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return requireAPIRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure {
 			if r.ContentLength > l.MaxBodyBytes {
 				if r.ProtoMajor == 1 {
@@ -141,10 +150,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			}
 			rc := http.NewResponseController(w)
 			_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
-			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc}
+			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc, r: r}
 		}
 		next.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // deadlineBody clears the connection's read deadline once the body is read
@@ -153,6 +162,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
+	r    *http.Request
 	done bool
 }
 
@@ -162,7 +172,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
-	return n, err
+	return n, badFraming(b.r, err)
 }
 
 // NewHTTPServer returns the API's HTTP server (HTTP/1.1 and HTTP/2, with

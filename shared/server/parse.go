@@ -23,7 +23,7 @@ type AppendArgs struct {
 }
 
 // ParseAppend validates an append request: a valid stream name, 1 to 1000
-// records of at most 1 MiB encoded, header names non-empty, timestamps not
+// records of at most 1 MiB metered (format.ValidateBatch), header names non-empty, timestamps not
 // negative. Every failure is CodeInvalidArgument with the reason. The
 // records alias the request's bytes.
 func ParseAppend(m *strandv1.AppendRequest) (AppendArgs, error) {
@@ -137,11 +137,13 @@ type CreateTokenArgs struct {
 	Prefix      string
 	Ops         []auth.Op
 	Description string
+	ExpiresMs   int64 // 0: never
 }
 
 // ParseCreateToken validates a CreateToken request: a prefix that is "" or
 // a valid stream-name prefix, one or more known operations, a description of
-// at most 256 bytes of UTF-8 without control characters. Every failure is
+// at most 256 bytes of UTF-8 without control characters, an expiry not
+// negative (the handler refuses one in the past). Every failure is
 // CodeInvalidArgument with the reason. Scope is checked by the handler.
 func ParseCreateToken(m *strandv1.CreateTokenRequest) (CreateTokenArgs, error) {
 	if m.Prefix != "" {
@@ -153,11 +155,14 @@ func ParseCreateToken(m *strandv1.CreateTokenRequest) (CreateTokenArgs, error) {
 	if err != nil {
 		return CreateTokenArgs{}, invalid("ops: %w", err)
 	}
-	t := metastore.Token{Hash: strings.Repeat("0", 64), Prefix: m.Prefix, Ops: m.Ops, Description: m.Description}
+	if m.ExpiresMs < 0 {
+		return CreateTokenArgs{}, invalid("expires_ms %d is negative (0: never expires)", m.ExpiresMs)
+	}
+	t := metastore.Token{Hash: strings.Repeat("0", 64), Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs}
 	if err := metastore.ValidateToken(t); err != nil {
 		return CreateTokenArgs{}, invalid("%w", err)
 	}
-	return CreateTokenArgs{Prefix: m.Prefix, Ops: ops, Description: m.Description}, nil
+	return CreateTokenArgs{Prefix: m.Prefix, Ops: ops, Description: m.Description, ExpiresMs: m.ExpiresMs}, nil
 }
 
 // ParseRevokeToken validates a RevokeToken request: the hash is 64

@@ -23,6 +23,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/rawjson"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/star"
 )
@@ -115,16 +116,19 @@ func New(cfg Config) (*Server, error) {
 
 // Handler returns the API's HTTP handler: the Connect service, behind
 // authentication from the headers when Config.Auth is set and the bounds
-// of Config.Limits (see guard).
+// of Config.Limits (see guard), and gRPC reflection and health (see
+// tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
 	// The drain's refusals come first (shutdown.go), then the limits.
 	opts := append([]connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
+	opts = append(opts, connect.WithCodec(rawjson.Codec{})) // Strand-Format: raw (raw.go)
 	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
+	s.mountTooling(mux, s.cfg.Limits.withDefaults().handlerOptions()...)
 	return s.guard(mux)
 }
 
@@ -337,11 +341,13 @@ func toConnect(err error) error {
 	case errors.Is(err, format.ErrEmptyBatch), errors.Is(err, format.ErrBatchTooLarge), errors.Is(err, format.ErrRecordInvalid),
 		errors.Is(err, metastore.ErrInvalid), errors.Is(err, read.ErrInvalid), errors.Is(err, auth.ErrInvalid):
 		code = connect.CodeInvalidArgument
-	case errors.Is(err, metastore.ErrNotFound), errors.Is(err, star.ErrUnknownStream):
+	case errors.Is(err, star.ErrUnknownStream):
+		return unknownStream()
+	case errors.Is(err, metastore.ErrNotFound):
 		code = connect.CodeNotFound
 	case errors.Is(err, metastore.ErrExists):
 		code = connect.CodeAlreadyExists
-	case errors.Is(err, auth.ErrUnauthenticated):
+	case errors.Is(err, auth.ErrUnauthenticated), errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
 		code = connect.CodeUnauthenticated
 	case errors.Is(err, auth.ErrDenied):
 		code = connect.CodePermissionDenied
@@ -374,7 +380,7 @@ func streamMsg(st metastore.Stream) *strandv1.Stream {
 		c = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
 	}
 	return &strandv1.Stream{Name: st.Name, Id: st.ID, StorageClass: c, Leader: st.Star, CreatedMs: st.CreatedMs,
-		RetentionMs: st.RetentionMs, Deleting: st.State == metastore.StreamDeleting}
+		RetentionMs: st.RetentionMs, Deleting: st.State == metastore.StreamDeleting, Timestamping: timestampingMsg(st.Timestamping)}
 }
 
 // CreateStream implements the API.
@@ -393,6 +399,10 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	if m.RetentionMs < 0 {
 		return nil, invalid("retention_ms %d is negative (0 keeps forever)", m.RetentionMs)
 	}
+	stamping, err := timestampingOf(m.Timestamping)
+	if err != nil {
+		return nil, err
+	}
 	// Refuse before recording anything: a stream this star would lead but
 	// cannot open (no bucket set of its class) could never be appended to,
 	// and its name would stay taken.
@@ -404,7 +414,7 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("draw a stream id: %w", err))
 	}
 	st := metastore.Stream{Name: m.Name, ID: id.String(), Class: class, Star: s.cfg.DefaultStar,
-		CreatedMs: s.clk.Now().UnixMilli(), RetentionMs: m.RetentionMs, State: metastore.StreamActive}
+		CreatedMs: s.clk.Now().UnixMilli(), RetentionMs: m.RetentionMs, State: metastore.StreamActive, Timestamping: stamping}
 	got, err := s.cfg.Meta.CreateStream(ctx, st)
 	if errors.Is(err, metastore.ErrExists) {
 		why := "choose another name or delete it first"
@@ -572,8 +582,11 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	_, id, err := s.leading(ctx, auth.Append, a.Stream)
+	st, id, err := s.leading(ctx, auth.Append, a.Stream)
 	if err != nil {
+		return nil, err
+	}
+	if err := stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records); err != nil {
 		return nil, err
 	}
 	ack, err := s.cfg.Star.Append(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
@@ -620,7 +633,10 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
-			_, id, err := s.leading(ctx, auth.Append, a.Stream)
+			st, id, err := s.leading(ctx, auth.Append, a.Stream)
+			if err == nil {
+				err = stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records)
+			}
 			if err != nil {
 				push(pending{err: err})
 				return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -35,7 +36,7 @@ func within(g auth.Grant, what, prefix string) error {
 }
 
 func tokenInfo(t metastore.Token) *strandv1.TokenInfo {
-	return &strandv1.TokenInfo{Hash: t.Hash, Prefix: t.Prefix, Ops: t.Ops, Description: t.Description}
+	return &strandv1.TokenInfo{Hash: t.Hash, Prefix: t.Prefix, Ops: t.Ops, Description: t.Description, ExpiresMs: t.ExpiresMs}
 }
 
 // CreateToken implements the API: it draws a token, stores its hash with
@@ -58,18 +59,21 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 				fmt.Errorf("%w: creating a token with %q: the calling token does not hold it", auth.ErrDenied, op))
 		}
 	}
+	if now := s.clk.Now().UnixMilli(); a.ExpiresMs != 0 && a.ExpiresMs <= now {
+		return nil, invalid("expires_ms %d is not in the future (now is %d)", a.ExpiresMs, now)
+	}
 	secret, err := auth.NewToken(s.cfg.Rand)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	if err := auth.IssueGrant(ctx, s.cfg.Meta, secret, auth.Grant{Prefix: a.Prefix, Ops: a.Ops}, a.Description); err != nil {
+	if err := auth.IssueGrant(ctx, s.cfg.Meta, secret, auth.Grant{Prefix: a.Prefix, Ops: a.Ops, ExpiresMs: a.ExpiresMs}, a.Description); err != nil {
 		return nil, toConnect(err)
 	}
 	hash := auth.Hash(secret)
 	if s.cfg.Auth != nil {
 		s.cfg.Auth.Forget(hash) // no stale cached miss
 	}
-	t := metastore.Token{Hash: hash, Prefix: a.Prefix, Description: a.Description}
+	t := metastore.Token{Hash: hash, Prefix: a.Prefix, Description: a.Description, ExpiresMs: a.ExpiresMs}
 	for _, op := range a.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}
@@ -80,9 +84,10 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 	return connect.NewResponse(&strandv1.CreateTokenResponse{Token: secret, Info: tokenInfo(t)}), nil
 }
 
-// RevokeToken implements the API: it deletes the token's hash. This
-// server's checker forgets the grant at once; other servers' within their
-// cache TTL (10 s).
+// RevokeToken implements the API: it marks the token revoked (the item
+// stays, a tombstone, so that its use is refused as revoked, not unknown).
+// This server's checker forgets the grant at once; other servers' within
+// their cache TTL (10 s).
 func (s *Server) RevokeToken(ctx context.Context, req *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error) {
 	hash, err := ParseRevokeToken(req.Msg)
 	if err != nil {
@@ -95,7 +100,7 @@ func (s *Server) RevokeToken(ctx context.Context, req *connect.Request[strandv1.
 	t, err := s.cfg.Meta.GetToken(ctx, hash)
 	if errors.Is(err, metastore.ErrNotFound) {
 		return nil, connect.NewError(connect.CodeNotFound,
-			fmt.Errorf("no token has hash %s: it was revoked already or never issued (strand token ls lists them)", hash))
+			fmt.Errorf("no token has hash %s: it was never issued, or was deleted (strand token ls lists them)", hash))
 	}
 	if err != nil {
 		return nil, toConnect(fmt.Errorf("look up token %.8s...: %w", hash, err))
@@ -103,7 +108,12 @@ func (s *Server) RevokeToken(ctx context.Context, req *connect.Request[strandv1.
 	if err := within(g, "revoking a token", t.Prefix); err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Meta.DeleteToken(ctx, hash); err != nil {
+	if t.RevokedMs != 0 {
+		return nil, connect.NewError(connect.CodeNotFound,
+			fmt.Errorf("token %s was revoked already, at %s: nothing to do", hash, time.UnixMilli(t.RevokedMs).UTC().Format(time.RFC3339)))
+	}
+	t.RevokedMs = s.clk.Now().UnixMilli()
+	if err := s.cfg.Meta.PutToken(ctx, t); err != nil {
 		return nil, toConnect(fmt.Errorf("revoke token %.8s...: %w", hash, err))
 	}
 	if s.cfg.Auth != nil {
@@ -137,6 +147,9 @@ func (s *Server) ListTokens(ctx context.Context, req *connect.Request[strandv1.L
 	}
 	out := &strandv1.ListTokensResponse{}
 	for _, t := range ts {
+		if t.RevokedMs != 0 {
+			continue // a tombstone
+		}
 		out.Tokens = append(out.Tokens, tokenInfo(t))
 	}
 	return connect.NewResponse(out), nil

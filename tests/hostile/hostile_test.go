@@ -204,22 +204,37 @@ func TestLargestLegalRequestsPass(t *testing.T) {
 	stream := e.w.Streams[0].Name
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// One record: 1 MiB encoded, all body.
-	big := &strandv1.AppendRequest{Stream: stream, Records: []*strandv1.AppendRecord{{Body: make([]byte, format.MaxBatchBytes-14)}}}
-	// Many one-byte headers with empty values: 7 bytes encoded each, the
-	// most JSON per encoded byte.
+	// One record: 1 MiB metered, all body.
+	big := &strandv1.AppendRequest{Stream: stream, Records: []*strandv1.AppendRecord{{Body: make([]byte, format.MaxRecordBytes)}}}
+	// 1000 records holding the batch's 65,535 one-byte headers (with empty
+	// values: the most JSON per metered byte), the rest of the metered
+	// bytes in bodies.
 	headers := &strandv1.AppendRequest{Stream: stream}
-	for range format.MaxBatchRecords {
-		r := &strandv1.AppendRecord{}
-		for range (format.MaxBatchBytes/format.MaxBatchRecords - 14) / 7 {
+	per := format.MaxBatchHeaders / format.MaxBatchRecords
+	body := (format.MaxBatchMeteredBytes - per*format.MaxBatchRecords) / format.MaxBatchRecords
+	for i := range format.MaxBatchRecords {
+		r := &strandv1.AppendRecord{Body: make([]byte, body)}
+		n := per
+		if i == 0 {
+			n += format.MaxBatchHeaders - per*format.MaxBatchRecords
+			r.Body = r.Body[:body-(n-per)]
+		}
+		for range n {
 			r.Headers = append(r.Headers, &strandv1.Header{Name: []byte("h"), Value: []byte{}})
 		}
 		headers.Records = append(headers.Records, r)
 	}
 	for _, req := range []*strandv1.AppendRequest{big, headers} {
-		recs, _ := server.ParseAppend(req)
-		if n, err := format.ValidateBatch(recs.Records); err != nil || n < format.MaxBatchBytes*99/100 {
-			t.Fatalf("the test's request is not a largest legal one: %d bytes, %v", n, err)
+		recs, err := server.ParseAppend(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metered := 0
+		for _, r := range recs.Records {
+			metered += format.MeteredSize(r)
+		}
+		if _, err := format.ValidateBatch(recs.Records); err != nil || metered < format.MaxBatchMeteredBytes*99/100 {
+			t.Fatalf("the test's request is not a largest legal one: %d bytes metered, %v", metered, err)
 		}
 		js, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(req)
 		if err != nil {

@@ -79,6 +79,123 @@ func (StorageClass) EnumDescriptor() ([]byte, []int) {
 	return file_strand_v1_strand_proto_rawDescGZIP(), []int{0}
 }
 
+// TimestampingMode says where a record's timestamp comes from.
+type TimestampingMode int32
+
+const (
+	// UNSPECIFIED: CreateStream takes CLIENT_PREFER.
+	TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED TimestampingMode = 0
+	// CLIENT_PREFER: the record's timestamp_ms when it is not 0, else the
+	// arrival time.
+	TimestampingMode_TIMESTAMPING_MODE_CLIENT_PREFER TimestampingMode = 1
+	// CLIENT_REQUIRE: every record must carry timestamp_ms (not 0); an
+	// append with one that does not is refused (invalid_argument).
+	TimestampingMode_TIMESTAMPING_MODE_CLIENT_REQUIRE TimestampingMode = 2
+	// ARRIVAL: the arrival time; timestamp_ms is ignored.
+	TimestampingMode_TIMESTAMPING_MODE_ARRIVAL TimestampingMode = 3
+)
+
+// Enum value maps for TimestampingMode.
+var (
+	TimestampingMode_name = map[int32]string{
+		0: "TIMESTAMPING_MODE_UNSPECIFIED",
+		1: "TIMESTAMPING_MODE_CLIENT_PREFER",
+		2: "TIMESTAMPING_MODE_CLIENT_REQUIRE",
+		3: "TIMESTAMPING_MODE_ARRIVAL",
+	}
+	TimestampingMode_value = map[string]int32{
+		"TIMESTAMPING_MODE_UNSPECIFIED":    0,
+		"TIMESTAMPING_MODE_CLIENT_PREFER":  1,
+		"TIMESTAMPING_MODE_CLIENT_REQUIRE": 2,
+		"TIMESTAMPING_MODE_ARRIVAL":        3,
+	}
+)
+
+func (x TimestampingMode) Enum() *TimestampingMode {
+	p := new(TimestampingMode)
+	*p = x
+	return p
+}
+
+func (x TimestampingMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimestampingMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_strand_v1_strand_proto_enumTypes[1].Descriptor()
+}
+
+func (TimestampingMode) Type() protoreflect.EnumType {
+	return &file_strand_v1_strand_proto_enumTypes[1]
+}
+
+func (x TimestampingMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimestampingMode.Descriptor instead.
+func (TimestampingMode) EnumDescriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{1}
+}
+
+// Timestamping is a stream's timestamp policy. Whatever it is, a stream's
+// timestamps never decrease: a record's timestamp below the previous
+// record's becomes the previous record's.
+type Timestamping struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  TimestampingMode       `protobuf:"varint,1,opt,name=mode,proto3,enum=strand.v1.TimestampingMode" json:"mode,omitempty"`
+	// uncapped: a client timestamp later than the arrival time is kept.
+	// Capped (false, the default), it becomes the arrival time, so that one
+	// far-future record cannot pin the stream's later timestamps.
+	Uncapped      bool `protobuf:"varint,2,opt,name=uncapped,proto3" json:"uncapped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Timestamping) Reset() {
+	*x = Timestamping{}
+	mi := &file_strand_v1_strand_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Timestamping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Timestamping) ProtoMessage() {}
+
+func (x *Timestamping) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Timestamping.ProtoReflect.Descriptor instead.
+func (*Timestamping) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Timestamping) GetMode() TimestampingMode {
+	if x != nil {
+		return x.Mode
+	}
+	return TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED
+}
+
+func (x *Timestamping) GetUncapped() bool {
+	if x != nil {
+		return x.Uncapped
+	}
+	return false
+}
+
 // Stream describes one stream.
 type Stream struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -92,14 +209,15 @@ type Stream struct {
 	// retention_ms: settled data older than this is trimmed; 0 keeps forever.
 	RetentionMs int64 `protobuf:"varint,6,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
 	// deleting is true once DeleteStream was called; its data is being removed.
-	Deleting      bool `protobuf:"varint,7,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	Deleting      bool          `protobuf:"varint,7,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	Timestamping  *Timestamping `protobuf:"bytes,8,opt,name=timestamping,proto3" json:"timestamping,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Stream) Reset() {
 	*x = Stream{}
-	mi := &file_strand_v1_strand_proto_msgTypes[0]
+	mi := &file_strand_v1_strand_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +229,7 @@ func (x *Stream) String() string {
 func (*Stream) ProtoMessage() {}
 
 func (x *Stream) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[0]
+	mi := &file_strand_v1_strand_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +242,7 @@ func (x *Stream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stream.ProtoReflect.Descriptor instead.
 func (*Stream) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{0}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Stream) GetName() string {
@@ -176,6 +294,13 @@ func (x *Stream) GetDeleting() bool {
 	return false
 }
 
+func (x *Stream) GetTimestamping() *Timestamping {
+	if x != nil {
+		return x.Timestamping
+	}
+	return nil
+}
+
 // Header is one record header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -187,7 +312,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_strand_v1_strand_proto_msgTypes[1]
+	mi := &file_strand_v1_strand_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +324,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[1]
+	mi := &file_strand_v1_strand_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +337,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{1}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Header) GetName() []byte {
@@ -243,7 +368,7 @@ type AppendRecord struct {
 
 func (x *AppendRecord) Reset() {
 	*x = AppendRecord{}
-	mi := &file_strand_v1_strand_proto_msgTypes[2]
+	mi := &file_strand_v1_strand_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +380,7 @@ func (x *AppendRecord) String() string {
 func (*AppendRecord) ProtoMessage() {}
 
 func (x *AppendRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[2]
+	mi := &file_strand_v1_strand_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +393,7 @@ func (x *AppendRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRecord.ProtoReflect.Descriptor instead.
 func (*AppendRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{2}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AppendRecord) GetTimestampMs() int64 {
@@ -305,7 +430,7 @@ type SequencedRecord struct {
 
 func (x *SequencedRecord) Reset() {
 	*x = SequencedRecord{}
-	mi := &file_strand_v1_strand_proto_msgTypes[3]
+	mi := &file_strand_v1_strand_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +442,7 @@ func (x *SequencedRecord) String() string {
 func (*SequencedRecord) ProtoMessage() {}
 
 func (x *SequencedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[3]
+	mi := &file_strand_v1_strand_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +455,7 @@ func (x *SequencedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SequencedRecord.ProtoReflect.Descriptor instead.
 func (*SequencedRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{3}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SequencedRecord) GetSeqNum() uint64 {
@@ -362,17 +487,19 @@ func (x *SequencedRecord) GetBody() []byte {
 }
 
 type CreateStreamRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	StorageClass  StorageClass           `protobuf:"varint,2,opt,name=storage_class,json=storageClass,proto3,enum=strand.v1.StorageClass" json:"storage_class,omitempty"`
-	RetentionMs   int64                  `protobuf:"varint,3,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	StorageClass StorageClass           `protobuf:"varint,2,opt,name=storage_class,json=storageClass,proto3,enum=strand.v1.StorageClass" json:"storage_class,omitempty"`
+	RetentionMs  int64                  `protobuf:"varint,3,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
+	// timestamping: unset is client-prefer, capped.
+	Timestamping  *Timestamping `protobuf:"bytes,4,opt,name=timestamping,proto3" json:"timestamping,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateStreamRequest) Reset() {
 	*x = CreateStreamRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[4]
+	mi := &file_strand_v1_strand_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +511,7 @@ func (x *CreateStreamRequest) String() string {
 func (*CreateStreamRequest) ProtoMessage() {}
 
 func (x *CreateStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[4]
+	mi := &file_strand_v1_strand_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +524,7 @@ func (x *CreateStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateStreamRequest.ProtoReflect.Descriptor instead.
 func (*CreateStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{4}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateStreamRequest) GetName() string {
@@ -421,6 +548,13 @@ func (x *CreateStreamRequest) GetRetentionMs() int64 {
 	return 0
 }
 
+func (x *CreateStreamRequest) GetTimestamping() *Timestamping {
+	if x != nil {
+		return x.Timestamping
+	}
+	return nil
+}
+
 type CreateStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        *Stream                `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -430,7 +564,7 @@ type CreateStreamResponse struct {
 
 func (x *CreateStreamResponse) Reset() {
 	*x = CreateStreamResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[5]
+	mi := &file_strand_v1_strand_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +576,7 @@ func (x *CreateStreamResponse) String() string {
 func (*CreateStreamResponse) ProtoMessage() {}
 
 func (x *CreateStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[5]
+	mi := &file_strand_v1_strand_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +589,7 @@ func (x *CreateStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateStreamResponse.ProtoReflect.Descriptor instead.
 func (*CreateStreamResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{5}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateStreamResponse) GetStream() *Stream {
@@ -474,7 +608,7 @@ type DeleteStreamRequest struct {
 
 func (x *DeleteStreamRequest) Reset() {
 	*x = DeleteStreamRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[6]
+	mi := &file_strand_v1_strand_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +620,7 @@ func (x *DeleteStreamRequest) String() string {
 func (*DeleteStreamRequest) ProtoMessage() {}
 
 func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[6]
+	mi := &file_strand_v1_strand_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +633,7 @@ func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{6}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteStreamRequest) GetName() string {
@@ -517,7 +651,7 @@ type DeleteStreamResponse struct {
 
 func (x *DeleteStreamResponse) Reset() {
 	*x = DeleteStreamResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[7]
+	mi := &file_strand_v1_strand_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +663,7 @@ func (x *DeleteStreamResponse) String() string {
 func (*DeleteStreamResponse) ProtoMessage() {}
 
 func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[7]
+	mi := &file_strand_v1_strand_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +676,7 @@ func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{7}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{8}
 }
 
 type ListStreamsRequest struct {
@@ -559,7 +693,7 @@ type ListStreamsRequest struct {
 
 func (x *ListStreamsRequest) Reset() {
 	*x = ListStreamsRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[8]
+	mi := &file_strand_v1_strand_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +705,7 @@ func (x *ListStreamsRequest) String() string {
 func (*ListStreamsRequest) ProtoMessage() {}
 
 func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[8]
+	mi := &file_strand_v1_strand_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +718,7 @@ func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{8}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListStreamsRequest) GetPrefix() string {
@@ -619,7 +753,7 @@ type ListStreamsResponse struct {
 
 func (x *ListStreamsResponse) Reset() {
 	*x = ListStreamsResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[9]
+	mi := &file_strand_v1_strand_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +765,7 @@ func (x *ListStreamsResponse) String() string {
 func (*ListStreamsResponse) ProtoMessage() {}
 
 func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[9]
+	mi := &file_strand_v1_strand_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +778,7 @@ func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{9}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListStreamsResponse) GetStreams() []*Stream {
@@ -670,7 +804,7 @@ type GetStreamRequest struct {
 
 func (x *GetStreamRequest) Reset() {
 	*x = GetStreamRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[10]
+	mi := &file_strand_v1_strand_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +816,7 @@ func (x *GetStreamRequest) String() string {
 func (*GetStreamRequest) ProtoMessage() {}
 
 func (x *GetStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[10]
+	mi := &file_strand_v1_strand_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +829,7 @@ func (x *GetStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStreamRequest.ProtoReflect.Descriptor instead.
 func (*GetStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{10}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetStreamRequest) GetName() string {
@@ -714,7 +848,7 @@ type GetStreamResponse struct {
 
 func (x *GetStreamResponse) Reset() {
 	*x = GetStreamResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[11]
+	mi := &file_strand_v1_strand_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +860,7 @@ func (x *GetStreamResponse) String() string {
 func (*GetStreamResponse) ProtoMessage() {}
 
 func (x *GetStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[11]
+	mi := &file_strand_v1_strand_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +873,7 @@ func (x *GetStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStreamResponse.ProtoReflect.Descriptor instead.
 func (*GetStreamResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{11}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetStreamResponse) GetStream() *Stream {
@@ -758,7 +892,7 @@ type CheckTailRequest struct {
 
 func (x *CheckTailRequest) Reset() {
 	*x = CheckTailRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[12]
+	mi := &file_strand_v1_strand_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +904,7 @@ func (x *CheckTailRequest) String() string {
 func (*CheckTailRequest) ProtoMessage() {}
 
 func (x *CheckTailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[12]
+	mi := &file_strand_v1_strand_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +917,7 @@ func (x *CheckTailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTailRequest.ProtoReflect.Descriptor instead.
 func (*CheckTailRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{12}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckTailRequest) GetStream() string {
@@ -805,7 +939,7 @@ type CheckTailResponse struct {
 
 func (x *CheckTailResponse) Reset() {
 	*x = CheckTailResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[13]
+	mi := &file_strand_v1_strand_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +951,7 @@ func (x *CheckTailResponse) String() string {
 func (*CheckTailResponse) ProtoMessage() {}
 
 func (x *CheckTailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[13]
+	mi := &file_strand_v1_strand_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +964,7 @@ func (x *CheckTailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTailResponse.ProtoReflect.Descriptor instead.
 func (*CheckTailResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{13}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckTailResponse) GetNextSeqNum() uint64 {
@@ -861,7 +995,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[14]
+	mi := &file_strand_v1_strand_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1007,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[14]
+	mi := &file_strand_v1_strand_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1020,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{14}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AppendRequest) GetStream() string {
@@ -924,7 +1058,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[15]
+	mi := &file_strand_v1_strand_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1070,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[15]
+	mi := &file_strand_v1_strand_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1083,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{15}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AppendResponse) GetStartSeqNum() uint64 {
@@ -1003,7 +1137,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[16]
+	mi := &file_strand_v1_strand_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1149,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[16]
+	mi := &file_strand_v1_strand_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1162,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{16}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReadRequest) GetStream() string {
@@ -1123,7 +1257,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[17]
+	mi := &file_strand_v1_strand_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1269,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[17]
+	mi := &file_strand_v1_strand_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1282,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{17}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadResponse) GetRecords() []*SequencedRecord {
@@ -1195,7 +1329,7 @@ type ReadSessionRequest struct {
 
 func (x *ReadSessionRequest) Reset() {
 	*x = ReadSessionRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[18]
+	mi := &file_strand_v1_strand_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1341,7 @@ func (x *ReadSessionRequest) String() string {
 func (*ReadSessionRequest) ProtoMessage() {}
 
 func (x *ReadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[18]
+	mi := &file_strand_v1_strand_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1354,7 @@ func (x *ReadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionRequest.ProtoReflect.Descriptor instead.
 func (*ReadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{18}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadSessionRequest) GetStream() string {
@@ -1327,7 +1461,7 @@ type ReadSessionResponse struct {
 
 func (x *ReadSessionResponse) Reset() {
 	*x = ReadSessionResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[19]
+	mi := &file_strand_v1_strand_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1473,7 @@ func (x *ReadSessionResponse) String() string {
 func (*ReadSessionResponse) ProtoMessage() {}
 
 func (x *ReadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[19]
+	mi := &file_strand_v1_strand_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1486,7 @@ func (x *ReadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionResponse.ProtoReflect.Descriptor instead.
 func (*ReadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{19}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadSessionResponse) GetRecords() []*SequencedRecord {
@@ -1391,15 +1525,18 @@ type TokenInfo struct {
 	// prefix: the stream-name prefix the token is scoped to ("" = every stream).
 	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// ops: "read", "append" and/or "admin" (admin implies read and append).
-	Ops           []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
-	Description   string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Ops         []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	Description string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// expires_ms: the token is refused from this time on (Unix ms), with an
+	// error that says it expired; 0: never.
+	ExpiresMs     int64 `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_strand_v1_strand_proto_msgTypes[20]
+	mi := &file_strand_v1_strand_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1548,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[20]
+	mi := &file_strand_v1_strand_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1561,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{20}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TokenInfo) GetHash() string {
@@ -1455,6 +1592,13 @@ func (x *TokenInfo) GetDescription() string {
 	return ""
 }
 
+func (x *TokenInfo) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// prefix must be within the calling token's prefix (start with it).
@@ -1462,14 +1606,17 @@ type CreateTokenRequest struct {
 	// ops: one or more of "read", "append", "admin", each held by the caller.
 	Ops []string `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
 	// description: free text for people, at most 256 bytes.
-	Description   string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// expires_ms: refuse the token from this time on (Unix ms, in the
+	// future); 0: never expires.
+	ExpiresMs     int64 `protobuf:"varint,4,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[21]
+	mi := &file_strand_v1_strand_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1628,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[21]
+	mi := &file_strand_v1_strand_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1641,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{21}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateTokenRequest) GetPrefix() string {
@@ -1518,6 +1665,13 @@ func (x *CreateTokenRequest) GetDescription() string {
 	return ""
 }
 
+func (x *CreateTokenRequest) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
 type CreateTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// token is the secret (strand_ + 52 base32 characters). It is returned
@@ -1530,7 +1684,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[22]
+	mi := &file_strand_v1_strand_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1696,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[22]
+	mi := &file_strand_v1_strand_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1709,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{22}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -1583,7 +1737,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[23]
+	mi := &file_strand_v1_strand_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1749,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[23]
+	mi := &file_strand_v1_strand_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1762,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{23}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RevokeTokenRequest) GetHash() string {
@@ -1626,7 +1780,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[24]
+	mi := &file_strand_v1_strand_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1792,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[24]
+	mi := &file_strand_v1_strand_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1805,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{24}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{25}
 }
 
 type ListTokensRequest struct {
@@ -1665,7 +1819,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[25]
+	mi := &file_strand_v1_strand_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1831,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[25]
+	mi := &file_strand_v1_strand_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1844,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{25}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListTokensRequest) GetPrefix() string {
@@ -1710,7 +1864,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[26]
+	mi := &file_strand_v1_strand_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1876,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[26]
+	mi := &file_strand_v1_strand_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1889,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{26}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -1756,7 +1910,7 @@ type Tail struct {
 
 func (x *Tail) Reset() {
 	*x = Tail{}
-	mi := &file_strand_v1_strand_proto_msgTypes[27]
+	mi := &file_strand_v1_strand_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1922,7 @@ func (x *Tail) String() string {
 func (*Tail) ProtoMessage() {}
 
 func (x *Tail) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[27]
+	mi := &file_strand_v1_strand_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1935,7 @@ func (x *Tail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tail.ProtoReflect.Descriptor instead.
 func (*Tail) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{27}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Tail) GetNextSeqNum() uint64 {
@@ -1810,7 +1964,7 @@ type Leader struct {
 
 func (x *Leader) Reset() {
 	*x = Leader{}
-	mi := &file_strand_v1_strand_proto_msgTypes[28]
+	mi := &file_strand_v1_strand_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1976,7 @@ func (x *Leader) String() string {
 func (*Leader) ProtoMessage() {}
 
 func (x *Leader) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[28]
+	mi := &file_strand_v1_strand_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1989,7 @@ func (x *Leader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Leader.ProtoReflect.Descriptor instead.
 func (*Leader) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{28}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Leader) GetStar() string {
@@ -1856,7 +2010,10 @@ var File_strand_v1_strand_proto protoreflect.FileDescriptor
 
 const file_strand_v1_strand_proto_rawDesc = "" +
 	"\n" +
-	"\x16strand/v1/strand.proto\x12\tstrand.v1\"\xe0\x01\n" +
+	"\x16strand/v1/strand.proto\x12\tstrand.v1\"[\n" +
+	"\fTimestamping\x12/\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1b.strand.v1.TimestampingModeR\x04mode\x12\x1a\n" +
+	"\buncapped\x18\x02 \x01(\bR\buncapped\"\x9d\x02\n" +
 	"\x06Stream\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12<\n" +
@@ -1865,7 +2022,8 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\n" +
 	"created_ms\x18\x05 \x01(\x03R\tcreatedMs\x12!\n" +
 	"\fretention_ms\x18\x06 \x01(\x03R\vretentionMs\x12\x1a\n" +
-	"\bdeleting\x18\a \x01(\bR\bdeleting\"2\n" +
+	"\bdeleting\x18\a \x01(\bR\bdeleting\x12;\n" +
+	"\ftimestamping\x18\b \x01(\v2\x17.strand.v1.TimestampingR\ftimestamping\"2\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"r\n" +
@@ -1877,11 +2035,12 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\aseq_num\x18\x01 \x01(\x04R\x06seqNum\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12+\n" +
 	"\aheaders\x18\x03 \x03(\v2\x11.strand.v1.HeaderR\aheaders\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\fR\x04body\"\x8a\x01\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\"\xc7\x01\n" +
 	"\x13CreateStreamRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\rstorage_class\x18\x02 \x01(\x0e2\x17.strand.v1.StorageClassR\fstorageClass\x12!\n" +
-	"\fretention_ms\x18\x03 \x01(\x03R\vretentionMs\"A\n" +
+	"\fretention_ms\x18\x03 \x01(\x03R\vretentionMs\x12;\n" +
+	"\ftimestamping\x18\x04 \x01(\v2\x17.strand.v1.TimestampingR\ftimestamping\"A\n" +
 	"\x14CreateStreamResponse\x12)\n" +
 	"\x06stream\x18\x01 \x01(\v2\x11.strand.v1.StreamR\x06stream\")\n" +
 	"\x13DeleteStreamRequest\x12\x12\n" +
@@ -1946,16 +2105,20 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
 	"\x11last_timestamp_ms\x18\x03 \x01(\x03R\x0flastTimestampMs\x12\x1c\n" +
-	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"k\n" +
+	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"\x8a\x01\n" +
 	"\tTokenInfo\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03ops\x18\x03 \x03(\tR\x03ops\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\"`\n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\"\x7f\n" +
 	"\x12CreateTokenRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03ops\x18\x02 \x03(\tR\x03ops\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"U\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x04 \x01(\x03R\texpiresMs\"U\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
 	"\x04info\x18\x02 \x01(\v2\x14.strand.v1.TokenInfoR\x04info\"(\n" +
@@ -1976,7 +2139,12 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fStorageClass\x12\x1d\n" +
 	"\x19STORAGE_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STORAGE_CLASS_STANDARD\x10\x01\x12\x19\n" +
-	"\x15STORAGE_CLASS_EXPRESS\x10\x022\xb2\a\n" +
+	"\x15STORAGE_CLASS_EXPRESS\x10\x02*\x9f\x01\n" +
+	"\x10TimestampingMode\x12!\n" +
+	"\x1dTIMESTAMPING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fTIMESTAMPING_MODE_CLIENT_PREFER\x10\x01\x12$\n" +
+	" TIMESTAMPING_MODE_CLIENT_REQUIRE\x10\x02\x12\x1d\n" +
+	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\xb2\a\n" +
 	"\rStrandService\x12Q\n" +
 	"\fCreateStream\x12\x1e.strand.v1.CreateStreamRequest\x1a\x1f.strand.v1.CreateStreamResponse\"\x00\x12Q\n" +
 	"\fDeleteStream\x12\x1e.strand.v1.DeleteStreamRequest\x1a\x1f.strand.v1.DeleteStreamResponse\"\x00\x12Q\n" +
@@ -2004,82 +2172,87 @@ func file_strand_v1_strand_proto_rawDescGZIP() []byte {
 	return file_strand_v1_strand_proto_rawDescData
 }
 
-var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_strand_v1_strand_proto_goTypes = []any{
 	(StorageClass)(0),            // 0: strand.v1.StorageClass
-	(*Stream)(nil),               // 1: strand.v1.Stream
-	(*Header)(nil),               // 2: strand.v1.Header
-	(*AppendRecord)(nil),         // 3: strand.v1.AppendRecord
-	(*SequencedRecord)(nil),      // 4: strand.v1.SequencedRecord
-	(*CreateStreamRequest)(nil),  // 5: strand.v1.CreateStreamRequest
-	(*CreateStreamResponse)(nil), // 6: strand.v1.CreateStreamResponse
-	(*DeleteStreamRequest)(nil),  // 7: strand.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil), // 8: strand.v1.DeleteStreamResponse
-	(*ListStreamsRequest)(nil),   // 9: strand.v1.ListStreamsRequest
-	(*ListStreamsResponse)(nil),  // 10: strand.v1.ListStreamsResponse
-	(*GetStreamRequest)(nil),     // 11: strand.v1.GetStreamRequest
-	(*GetStreamResponse)(nil),    // 12: strand.v1.GetStreamResponse
-	(*CheckTailRequest)(nil),     // 13: strand.v1.CheckTailRequest
-	(*CheckTailResponse)(nil),    // 14: strand.v1.CheckTailResponse
-	(*AppendRequest)(nil),        // 15: strand.v1.AppendRequest
-	(*AppendResponse)(nil),       // 16: strand.v1.AppendResponse
-	(*ReadRequest)(nil),          // 17: strand.v1.ReadRequest
-	(*ReadResponse)(nil),         // 18: strand.v1.ReadResponse
-	(*ReadSessionRequest)(nil),   // 19: strand.v1.ReadSessionRequest
-	(*ReadSessionResponse)(nil),  // 20: strand.v1.ReadSessionResponse
-	(*TokenInfo)(nil),            // 21: strand.v1.TokenInfo
-	(*CreateTokenRequest)(nil),   // 22: strand.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),  // 23: strand.v1.CreateTokenResponse
-	(*RevokeTokenRequest)(nil),   // 24: strand.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),  // 25: strand.v1.RevokeTokenResponse
-	(*ListTokensRequest)(nil),    // 26: strand.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),   // 27: strand.v1.ListTokensResponse
-	(*Tail)(nil),                 // 28: strand.v1.Tail
-	(*Leader)(nil),               // 29: strand.v1.Leader
+	(TimestampingMode)(0),        // 1: strand.v1.TimestampingMode
+	(*Timestamping)(nil),         // 2: strand.v1.Timestamping
+	(*Stream)(nil),               // 3: strand.v1.Stream
+	(*Header)(nil),               // 4: strand.v1.Header
+	(*AppendRecord)(nil),         // 5: strand.v1.AppendRecord
+	(*SequencedRecord)(nil),      // 6: strand.v1.SequencedRecord
+	(*CreateStreamRequest)(nil),  // 7: strand.v1.CreateStreamRequest
+	(*CreateStreamResponse)(nil), // 8: strand.v1.CreateStreamResponse
+	(*DeleteStreamRequest)(nil),  // 9: strand.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil), // 10: strand.v1.DeleteStreamResponse
+	(*ListStreamsRequest)(nil),   // 11: strand.v1.ListStreamsRequest
+	(*ListStreamsResponse)(nil),  // 12: strand.v1.ListStreamsResponse
+	(*GetStreamRequest)(nil),     // 13: strand.v1.GetStreamRequest
+	(*GetStreamResponse)(nil),    // 14: strand.v1.GetStreamResponse
+	(*CheckTailRequest)(nil),     // 15: strand.v1.CheckTailRequest
+	(*CheckTailResponse)(nil),    // 16: strand.v1.CheckTailResponse
+	(*AppendRequest)(nil),        // 17: strand.v1.AppendRequest
+	(*AppendResponse)(nil),       // 18: strand.v1.AppendResponse
+	(*ReadRequest)(nil),          // 19: strand.v1.ReadRequest
+	(*ReadResponse)(nil),         // 20: strand.v1.ReadResponse
+	(*ReadSessionRequest)(nil),   // 21: strand.v1.ReadSessionRequest
+	(*ReadSessionResponse)(nil),  // 22: strand.v1.ReadSessionResponse
+	(*TokenInfo)(nil),            // 23: strand.v1.TokenInfo
+	(*CreateTokenRequest)(nil),   // 24: strand.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 25: strand.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),   // 26: strand.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),  // 27: strand.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),    // 28: strand.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),   // 29: strand.v1.ListTokensResponse
+	(*Tail)(nil),                 // 30: strand.v1.Tail
+	(*Leader)(nil),               // 31: strand.v1.Leader
 }
 var file_strand_v1_strand_proto_depIdxs = []int32{
-	0,  // 0: strand.v1.Stream.storage_class:type_name -> strand.v1.StorageClass
-	2,  // 1: strand.v1.AppendRecord.headers:type_name -> strand.v1.Header
-	2,  // 2: strand.v1.SequencedRecord.headers:type_name -> strand.v1.Header
-	0,  // 3: strand.v1.CreateStreamRequest.storage_class:type_name -> strand.v1.StorageClass
-	1,  // 4: strand.v1.CreateStreamResponse.stream:type_name -> strand.v1.Stream
-	1,  // 5: strand.v1.ListStreamsResponse.streams:type_name -> strand.v1.Stream
-	1,  // 6: strand.v1.GetStreamResponse.stream:type_name -> strand.v1.Stream
-	3,  // 7: strand.v1.AppendRequest.records:type_name -> strand.v1.AppendRecord
-	4,  // 8: strand.v1.ReadResponse.records:type_name -> strand.v1.SequencedRecord
-	4,  // 9: strand.v1.ReadSessionResponse.records:type_name -> strand.v1.SequencedRecord
-	21, // 10: strand.v1.CreateTokenResponse.info:type_name -> strand.v1.TokenInfo
-	21, // 11: strand.v1.ListTokensResponse.tokens:type_name -> strand.v1.TokenInfo
-	5,  // 12: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
-	7,  // 13: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
-	9,  // 14: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
-	11, // 15: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
-	13, // 16: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
-	15, // 17: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
-	15, // 18: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
-	17, // 19: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
-	19, // 20: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
-	22, // 21: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
-	24, // 22: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
-	26, // 23: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
-	6,  // 24: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
-	8,  // 25: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
-	10, // 26: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
-	12, // 27: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
-	14, // 28: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
-	16, // 29: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
-	16, // 30: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
-	18, // 31: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
-	20, // 32: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
-	23, // 33: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
-	25, // 34: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
-	27, // 35: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
-	24, // [24:36] is the sub-list for method output_type
-	12, // [12:24] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	1,  // 0: strand.v1.Timestamping.mode:type_name -> strand.v1.TimestampingMode
+	0,  // 1: strand.v1.Stream.storage_class:type_name -> strand.v1.StorageClass
+	2,  // 2: strand.v1.Stream.timestamping:type_name -> strand.v1.Timestamping
+	4,  // 3: strand.v1.AppendRecord.headers:type_name -> strand.v1.Header
+	4,  // 4: strand.v1.SequencedRecord.headers:type_name -> strand.v1.Header
+	0,  // 5: strand.v1.CreateStreamRequest.storage_class:type_name -> strand.v1.StorageClass
+	2,  // 6: strand.v1.CreateStreamRequest.timestamping:type_name -> strand.v1.Timestamping
+	3,  // 7: strand.v1.CreateStreamResponse.stream:type_name -> strand.v1.Stream
+	3,  // 8: strand.v1.ListStreamsResponse.streams:type_name -> strand.v1.Stream
+	3,  // 9: strand.v1.GetStreamResponse.stream:type_name -> strand.v1.Stream
+	5,  // 10: strand.v1.AppendRequest.records:type_name -> strand.v1.AppendRecord
+	6,  // 11: strand.v1.ReadResponse.records:type_name -> strand.v1.SequencedRecord
+	6,  // 12: strand.v1.ReadSessionResponse.records:type_name -> strand.v1.SequencedRecord
+	23, // 13: strand.v1.CreateTokenResponse.info:type_name -> strand.v1.TokenInfo
+	23, // 14: strand.v1.ListTokensResponse.tokens:type_name -> strand.v1.TokenInfo
+	7,  // 15: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
+	9,  // 16: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
+	11, // 17: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
+	13, // 18: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
+	15, // 19: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
+	17, // 20: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
+	17, // 21: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
+	19, // 22: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
+	21, // 23: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
+	24, // 24: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
+	26, // 25: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
+	28, // 26: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
+	8,  // 27: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
+	10, // 28: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
+	12, // 29: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
+	14, // 30: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
+	16, // 31: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
+	18, // 32: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
+	18, // 33: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
+	20, // 34: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
+	22, // 35: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
+	25, // 36: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
+	27, // 37: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
+	29, // 38: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
+	27, // [27:39] is the sub-list for method output_type
+	15, // [15:27] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_strand_proto_init() }
@@ -2087,13 +2260,13 @@ func file_strand_v1_strand_proto_init() {
 	if File_strand_v1_strand_proto != nil {
 		return
 	}
-	file_strand_v1_strand_proto_msgTypes[14].OneofWrappers = []any{}
-	file_strand_v1_strand_proto_msgTypes[16].OneofWrappers = []any{
+	file_strand_v1_strand_proto_msgTypes[15].OneofWrappers = []any{}
+	file_strand_v1_strand_proto_msgTypes[17].OneofWrappers = []any{
 		(*ReadRequest_SeqNum)(nil),
 		(*ReadRequest_TimestampMs)(nil),
 		(*ReadRequest_TailOffset)(nil),
 	}
-	file_strand_v1_strand_proto_msgTypes[18].OneofWrappers = []any{
+	file_strand_v1_strand_proto_msgTypes[19].OneofWrappers = []any{
 		(*ReadSessionRequest_SeqNum)(nil),
 		(*ReadSessionRequest_TimestampMs)(nil),
 		(*ReadSessionRequest_TailOffset)(nil),
@@ -2103,8 +2276,8 @@ func file_strand_v1_strand_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_strand_proto_rawDesc), len(file_strand_v1_strand_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   29,
+			NumEnums:      2,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,10 @@ const (
 	attrState       = "State"
 	// attrFloor is absent when the floor is 0.
 	attrFloor = "Floor"
+	// attrTsMode and attrTsUncapped (a stream's Timestamping) are absent
+	// when zero.
+	attrTsMode     = "TsMode"
+	attrTsUncapped = "TsUncapped"
 
 	// Ref (SID#<id>/REF#<first-seq>).
 	attrStreamID  = "StreamID"
@@ -65,6 +69,9 @@ const (
 	attrOps    = "Ops"
 	// attrDescription is absent when the description is empty.
 	attrDescription = "Description"
+	// attrExpiresMs and attrRevokedMs are absent when 0.
+	attrExpiresMs = "ExpiresMs"
+	attrRevokedMs = "RevokedMs"
 )
 
 // ListPK is the partition key of the stream listing items: one item per
@@ -219,6 +226,12 @@ func streamAttrs(pk, sk string, st metastore.Stream) map[string]types.AttributeV
 	if st.Floor > 0 {
 		m[attrFloor] = nu(st.Floor)
 	}
+	if st.Timestamping.Mode != 0 {
+		m[attrTsMode] = nu(uint64(st.Timestamping.Mode))
+	}
+	if st.Timestamping.Uncapped {
+		m[attrTsUncapped] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	return m
 }
 
@@ -235,6 +248,17 @@ func decodeStream(m map[string]types.AttributeValue) (metastore.Stream, error) {
 	}
 	if _, ok := m[attrFloor]; ok { // absent when 0
 		st.Floor = it.u64(attrFloor)
+	}
+	if _, ok := m[attrTsMode]; ok { // absent when 0
+		st.Timestamping.Mode = metastore.TimestampMode(it.u8(attrTsMode))
+	}
+	if v, ok := m[attrTsUncapped]; ok { // absent when false
+		b, isBool := v.(*types.AttributeValueMemberBOOL)
+		if !isBool {
+			it.fail(attrTsUncapped, "a Boolean")
+		} else {
+			st.Timestamping.Uncapped = b.Value
+		}
 	}
 	return st, it.err
 }
@@ -393,6 +417,12 @@ func tokenAttrs(pk, sk string, t metastore.Token) map[string]types.AttributeValu
 	if t.Description != "" {
 		m[attrDescription] = s(t.Description)
 	}
+	if t.ExpiresMs != 0 {
+		m[attrExpiresMs] = ni(t.ExpiresMs)
+	}
+	if t.RevokedMs != 0 {
+		m[attrRevokedMs] = ni(t.RevokedMs)
+	}
 	return m
 }
 
@@ -401,6 +431,12 @@ func decodeToken(m map[string]types.AttributeValue) (metastore.Token, error) {
 	t := metastore.Token{Hash: it.str(attrHash), Prefix: it.str(attrPrefix), Ops: it.strs(attrOps)}
 	if _, ok := m[attrDescription]; ok { // absent when empty
 		t.Description = it.str(attrDescription)
+	}
+	if _, ok := m[attrExpiresMs]; ok { // absent when 0
+		t.ExpiresMs = it.i64(attrExpiresMs)
+	}
+	if _, ok := m[attrRevokedMs]; ok {
+		t.RevokedMs = it.i64(attrRevokedMs)
 	}
 	return t, it.err
 }

@@ -256,6 +256,25 @@ func testCreateStream(t *testing.T, s metastore.Store) {
 	got, err = s.GetStream(ctx, "orders")
 	must(t, err, "get after second create")
 	wantEqual(t, got, a, "stored stream after second create")
+
+	// A timestamp policy round-trips, through get and list.
+	for i, ts := range []metastore.Timestamping{
+		{Mode: metastore.TimestampArrival, Uncapped: true},
+		{Mode: metastore.TimestampClientRequire},
+		{Uncapped: true},
+	} {
+		st := newStream(fmt.Sprintf("stamped-%d", i), 10+i)
+		st.Timestamping = ts
+		got, err := s.CreateStream(ctx, st)
+		must(t, err, "create with a timestamp policy")
+		wantEqual(t, got, st, "created stream with a timestamp policy")
+		got, err = s.GetStream(ctx, st.Name)
+		must(t, err, "get with a timestamp policy")
+		wantEqual(t, got, st, "stored stream with a timestamp policy")
+		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
+		must(t, err, "list with a timestamp policy")
+		wantEqual(t, list, []metastore.Stream{st}, "listed stream with a timestamp policy")
+	}
 }
 
 func testCreateStreamInvalid(t *testing.T, s metastore.Store) {
@@ -276,6 +295,7 @@ func testCreateStreamInvalid(t *testing.T, s metastore.Store) {
 		"state deleting":  mod(func(s *metastore.Stream) { s.State = metastore.StreamDeleting }),
 		"state zero":      mod(func(s *metastore.Stream) { s.State = 0 }),
 		"negative retain": mod(func(s *metastore.Stream) { s.RetentionMs = -1 }),
+		"timestamp mode":  mod(func(s *metastore.Stream) { s.Timestamping.Mode = 3 }),
 	}
 	for what, st := range cases {
 		_, err := s.CreateStream(ctx, st)
@@ -1061,6 +1081,17 @@ func testTokens(t *testing.T, s metastore.Store) {
 	must(t, err, "get")
 	wantEqual(t, got, tok, "token")
 
+	// Expiry and revocation times round-trip (a revoke is a put).
+	timed := metastore.Token{Hash: hash(5), Prefix: "app/", Ops: []string{"read"}, ExpiresMs: 1700000000123, RevokedMs: 1700000000456}
+	must(t, s.PutToken(ctx, timed), "put with times")
+	got, err = s.GetToken(ctx, hash(5))
+	must(t, err, "get with times")
+	wantEqual(t, got, timed, "token with times")
+	all, err := s.ListTokens(ctx, "app/")
+	must(t, err, "list with times")
+	wantEqual(t, all, []metastore.Token{tok, timed}, "listed tokens with times")
+	must(t, s.DeleteToken(ctx, hash(5)), "delete with times")
+
 	// Put overwrites: it is how grants change.
 	tok2 := metastore.Token{Hash: hash(1), Ops: []string{"admin"}}
 	must(t, s.PutToken(ctx, tok2), "overwrite")
@@ -1077,6 +1108,8 @@ func testTokens(t *testing.T, s metastore.Store) {
 		"empty op":          {Hash: hash(3), Ops: []string{""}},
 		"long description":  {Hash: hash(3), Ops: []string{"read"}, Description: strings.Repeat("d", metastore.MaxTokenDescriptionLen+1)},
 		"control character": {Hash: hash(3), Ops: []string{"read"}, Description: "a\nb"},
+		"negative expiry":   {Hash: hash(3), Ops: []string{"read"}, ExpiresMs: -1},
+		"negative revoked":  {Hash: hash(3), Ops: []string{"read"}, RevokedMs: -1},
 	} {
 		wantErr(t, s.PutToken(ctx, bad), metastore.ErrInvalid, what)
 	}

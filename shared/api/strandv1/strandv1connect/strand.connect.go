@@ -92,8 +92,9 @@ type StrandServiceClient interface {
 	ReadSession(context.Context, *connect.Request[strandv1.ReadSessionRequest]) (*connect.ServerStreamForClient[strandv1.ReadSessionResponse], error)
 	// CreateToken issues a token scoped within the caller's (admin only).
 	CreateToken(context.Context, *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error)
-	// RevokeToken deletes a token (admin only); other servers may accept it
-	// for up to 10 s more (their grant cache).
+	// RevokeToken revokes a token (admin only): its use is refused with an
+	// error that says it was revoked; other servers may accept it for up to
+	// 10 s more (their grant cache). ListTokens no longer lists it.
 	RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error)
 	// ListTokens lists the tokens within the caller's prefix (admin only).
 	ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error)
@@ -284,8 +285,9 @@ type StrandServiceHandler interface {
 	ReadSession(context.Context, *connect.Request[strandv1.ReadSessionRequest], *connect.ServerStream[strandv1.ReadSessionResponse]) error
 	// CreateToken issues a token scoped within the caller's (admin only).
 	CreateToken(context.Context, *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error)
-	// RevokeToken deletes a token (admin only); other servers may accept it
-	// for up to 10 s more (their grant cache).
+	// RevokeToken revokes a token (admin only): its use is refused with an
+	// error that says it was revoked; other servers may accept it for up to
+	// 10 s more (their grant cache). ListTokens no longer lists it.
 	RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error)
 	// ListTokens lists the tokens within the caller's prefix (admin only).
 	ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error)

@@ -1,0 +1,11 @@
+package main
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// deathSignal asks the kernel for SIGTERM when the parent dies. A parent
+// that died before the call is caught by exitWithParent's poll.
+func deathSignal() { _ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0) }
