@@ -425,12 +425,12 @@ func (e *edges) act(ctx context.Context) {
 		}
 		if e.readOnly == 0 && e.rng.IntN(2) == 0 {
 			if err := e.restart(ctx); err != nil {
-				e.t.Logf("seed=%d step=%d: restart failed (retried later): %v", e.seed, e.step, err)
+				e.t.Logf("seed %d, step %d: restart failed (retried later): %v", e.seed, e.step, err)
 			}
 		}
 	case k < 6 && e.node == nil && e.readOnly == 0:
 		if err := e.restart(ctx); err != nil {
-			e.t.Logf("seed=%d step=%d: restart failed (retried later): %v", e.seed, e.step, err)
+			e.t.Logf("seed %d, step %d: restart failed (retried later): %v", e.seed, e.step, err)
 		}
 	case k < 8: // delete a stream
 		e.deleteStream(ctx)
@@ -441,7 +441,7 @@ func (e *edges) act(ctx context.Context) {
 	}
 	if e.node == nil && e.readOnly == 0 && e.rng.IntN(3) == 0 {
 		if err := e.restart(ctx); err != nil {
-			e.t.Logf("seed=%d step=%d: restart failed (retried later): %v", e.seed, e.step, err)
+			e.t.Logf("seed %d, step %d: restart failed (retried later): %v", e.seed, e.step, err)
 		}
 	}
 }
