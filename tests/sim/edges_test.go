@@ -55,13 +55,7 @@ var edgeTotals struct {
 //   - a match_seq_num append lands exactly at the seq it matched;
 //   - no metastore write went over a DynamoDB limit (SizeGuard).
 func TestSimEdges(t *testing.T) {
-	seeds := []int64{*seedFlag}
-	if *seedFlag == 0 {
-		seeds = seeds[:0]
-		for i := 1; i <= *edgeSeedsFlag; i++ {
-			seeds = append(seeds, int64(i))
-		}
-	}
+	seeds := budgetSeeds(*edgeSeedsFlag)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { runEdges(t, seed, *edgeStepsFlag) })
@@ -190,13 +184,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	defer func() {
 		// On a failure too: stop everything so the bubble can end.
 		cancel()
-		e.mu.Lock()
-		n := e.node
-		e.node = nil
-		e.mu.Unlock()
-		if n != nil {
-			n.Kill()
-		}
+		e.kill()
 		bg.Wait()
 	}()
 	if err := e.restart(ctx); err != nil {
@@ -269,6 +257,18 @@ func (e *edges) syncWorld() {
 			e.w.IDs = append(e.w.IDs, es.id)
 		}
 	}
+}
+
+// kill closes the running incarnation at once, if there is one.
+func (e *edges) kill() bool {
+	e.mu.Lock()
+	n := e.node
+	e.node = nil
+	e.mu.Unlock()
+	if n != nil {
+		n.Kill()
+	}
+	return n != nil
 }
 
 // restart starts a new star incarnation (the old one is closed).
@@ -415,12 +415,7 @@ func (e *edges) act(ctx context.Context) {
 	e.recreate()
 	switch k := e.rng.IntN(40); {
 	case k < 3: // Close the star at once, restart it (maybe some steps later)
-		e.mu.Lock()
-		n := e.node
-		e.node = nil
-		e.mu.Unlock()
-		if n != nil {
-			n.Kill()
+		if e.kill() {
 			edgeTotals.restarts.Add(1)
 		}
 		if e.readOnly == 0 && e.rng.IntN(2) == 0 {
@@ -616,6 +611,18 @@ func (e *edges) checkExtra(es *edgeStream) {
 				es.name, es.gen, b.id, trunc(body), seqs, first, b.maybe)
 		}
 	}
+}
+
+// budgetSeeds is the seeds of a run: -seed alone if given, else 1..n.
+func budgetSeeds(n int) []int64 {
+	if *seedFlag != 0 {
+		return []int64{*seedFlag}
+	}
+	seeds := make([]int64, 0, n)
+	for i := 1; i <= n; i++ {
+		seeds = append(seeds, int64(i))
+	}
+	return seeds
 }
 
 func trunc(s string) string {
