@@ -187,7 +187,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 		e.kill()
 		bg.Wait()
 	}()
-	if err := e.restart(ctx); err != nil {
+	if err := e.restartRetrying(ctx); err != nil {
 		t.Fatalf("seed %d: the first star did not start: %v", seed, err)
 	}
 	e.settlement(ctx, &bg)
@@ -212,7 +212,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	// Writable again, the star up: everything acknowledged is still there.
 	e.setReadOnly(false)
 	if e.node == nil {
-		if err := e.restart(ctx); err != nil {
+		if err := e.restartRetrying(ctx); err != nil {
 			e.fatalf("restart at the end: %v", err)
 		}
 	}
@@ -286,6 +286,20 @@ func (e *edges) restart(ctx context.Context) error {
 	e.node = n
 	e.mu.Unlock()
 	return nil
+}
+
+// restartRetrying restarts until a start succeeds (a start fails when
+// lost answers leave fewer than W buckets through the star's
+// conditional-write probe), at most 50 times.
+func (e *edges) restartRetrying(ctx context.Context) error {
+	var err error
+	for range 50 {
+		if err = e.restart(ctx); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
 
 // settlement runs settle, trim (slots and streams) and the probe in their
