@@ -36,13 +36,7 @@ var readSeedsFlag = flag.Int("read-seeds", 16, "seeds of TestSimReadPath (seeds 
 //
 // A read may fail (Unavailable when the view stays torn): never wrong.
 func TestSimReadPath(t *testing.T) {
-	seeds := []int64{*seedFlag}
-	if *seedFlag == 0 {
-		seeds = seeds[:0]
-		for i := 1; i <= *readSeedsFlag; i++ {
-			seeds = append(seeds, int64(i))
-		}
-	}
+	seeds := budgetSeeds(*readSeedsFlag)
 	readPathHoles.Store(0)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
