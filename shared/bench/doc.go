@@ -21,6 +21,17 @@
 //   - remote: the Go client against --endpoint; only latency and
 //     throughput are known there.
 //
+// # Latency without coordinated omission
+//
+// At a fixed offered rate (--rate) each producer's sends are scheduled
+// interval apart (pacer); a batch's latency counts from its scheduled send
+// time, not from when a producer that fell behind (blocked on its
+// in-flight limit or on admission) finally sent it, so a stall shows in
+// the tail of every batch that was due during it. Result.SendLag is how
+// late the sends went. Unthrottled runs are closed loops: there the
+// schedule is the send. Latencies are recorded in HdrHistograms (1 ns to
+// 1 h, 3 significant digits), not sorted raw samples.
+//
 // Settlement (settle, trim) is kept out of the measured window: in place of
 // trim, a bench janitor deletes chain slots below the absorb's checkpoint
 // (reading the head from the unwrapped metastore, so it is not billed) so

@@ -211,8 +211,8 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 	go func() { defer bg.Done(); local.Run(runCtx, time.Second) }()
 	go func() { defer bg.Done(); e.janitor(runCtx) }()
 	defer func() { cancel(); bg.Wait() }()
-	for _, id := range e.ids {
-		if _, err := e.raw.CreateStream(ctx, metastore.Stream{Name: "bench-" + id.String()[:8], ID: id.String(), Class: pt.class, Star: st.ID(), State: metastore.StreamActive}); err != nil {
+	for i, id := range e.ids {
+		if _, err := e.raw.CreateStream(ctx, metastore.Stream{Name: streamName(i, id), ID: id.String(), Class: pt.class, Star: st.ID(), State: metastore.StreamActive}); err != nil {
 			return Result{}, err
 		}
 		if err := st.Open(star.StreamInfo{ID: id, Class: pt.class}); err != nil {
@@ -253,12 +253,13 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 	win := d.end.Sub(d.winStart).Seconds()
 	r.Seconds = win
 	var bodyBytes int64
-	var acks []time.Duration
+	var acks, lag []time.Duration
 	for _, s := range d.samples {
-		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+		if s.sched.Before(d.winStart) || !s.sched.Before(d.end) {
 			continue
 		}
-		acks = append(acks, s.ack.Sub(s.sub))
+		acks = append(acks, s.ack.Sub(s.sched))
+		lag = append(lag, s.sub.Sub(s.sched))
 		if s.ack.Before(d.end) {
 			r.Batches++
 			r.Records += int64(s.records)
@@ -274,7 +275,7 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 	r.MBps = float64(bodyBytes) / 1e6 / win
 	r.RecordsPerSec = float64(r.Records) / win
 	r.acks = append([]time.Duration(nil), acks...)
-	r.Ack = summarize(acks)
+	r.Ack, r.SendLag = summarize(acks), summarize(lag)
 	if e == nil {
 		return r, nil
 	}
@@ -366,7 +367,7 @@ func (e *env) floors(d *driveOut, r *Result) {
 	}
 	var floor, over, ord, cutw []time.Duration
 	for _, s := range d.samples {
-		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+		if s.sched.Before(d.winStart) || !s.sched.Before(d.end) {
 			continue
 		}
 		ref, ok := e.tr.batches[batchKey{s.stream, s.first}]
@@ -398,6 +399,13 @@ func sortRefs(refs []slotRef) {
 		}
 		return cmp.Compare(a.slot, b.slot)
 	})
+}
+
+// streamName names the i-th bench stream: unique at any count (the index),
+// and recognisable by its id's prefix. (Eight hex digits of the id alone
+// collide by the birthday bound: at 100000 streams a clash is likely.)
+func streamName(i int, id format.StreamID) string {
+	return fmt.Sprintf("bench-%d-%s", i, id.String()[:8])
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -96,10 +96,10 @@ func runNaive(ctx context.Context, cfg Config, pt point, r *Result) (*Baseline, 
 	var recs int64
 	var acks []time.Duration
 	for _, s := range d.samples {
-		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+		if s.sched.Before(d.winStart) || !s.sched.Before(d.end) {
 			continue
 		}
-		acks = append(acks, s.ack.Sub(s.sub))
+		acks = append(acks, s.ack.Sub(s.sched))
 		if s.ack.Before(d.end) {
 			body += int64(s.bytes)
 			recs += int64(s.records)

@@ -47,6 +47,9 @@ func WriteText(w io.Writer, rs []Result) error {
 		}
 		fmt.Fprintf(&b, "  throughput                 %.1f MB/s, %.0f records/s, %d batches, %d errors\n", r.MBps, r.RecordsPerSec, r.Batches, r.Errors)
 		pct("ack latency", r.Ack)
+		if r.OfferedMBps > 0 {
+			pct("  send lag (behind schedule)", r.SendLag)
+		}
 		pct("floor (cut wait + W-th PUT)", r.Floor)
 		pct("  wait for the cut", r.CutWait)
 		pct("  W-th PUT (per flight)", r.QuorumPut)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
@@ -35,7 +36,11 @@ type Result struct {
 	RecordsPerSec float64 `json:"records_per_s"`
 	Errors        int64   `json:"errors"`
 
-	Ack Percentiles `json:"ack"`
+	// Ack latency counts from each batch's scheduled send time at a fixed
+	// rate (no coordinated omission); SendLag is how late the producer
+	// actually sent (zero unpaced, where the schedule is the send).
+	Ack     Percentiles `json:"ack"`
+	SendLag Percentiles `json:"send_lag,omitempty"`
 	// The floor and the star's overhead above it (see the package doc).
 	Floor           Percentiles `json:"floor,omitempty"`
 	CutWait         Percentiles `json:"cut_wait,omitempty"`
@@ -161,9 +166,11 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 	return out, nil
 }
 
-// sample is one acknowledged batch as its producer saw it.
+// sample is one acknowledged batch as its producer saw it: sched is when
+// it was due to be sent (at a fixed rate; the actual send unpaced), sub
+// when it was submitted, ack when its ack arrived. Latency is ack - sched.
 type sample struct {
-	sub, ack time.Time
+	sched, sub, ack time.Time
 	stream   format.StreamID
 	first    uint64
 	records  int
@@ -247,7 +254,8 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 			}
 			defer pr.close()
 			type item struct {
-				sub    time.Time
+				sched  time.Time // scheduled send (latency counts from here)
+				sub    time.Time // actual send
 				stream int
 				wait   waitFn
 			}
@@ -262,40 +270,30 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 						fail(err)
 						continue
 					}
-					if now.Before(d.end) && !it.sub.Before(d.winStart) {
+					if now.Before(d.end) && !it.sched.Before(d.winStart) {
 						acked.Add(int64(batchBytes))
 					}
-					mine = append(mine, sample{sub: it.sub, ack: now, stream: tgt.streamID(it.stream), first: first, records: nrec, bytes: batchBytes})
+					mine = append(mine, sample{sched: it.sched, sub: it.sub, ack: now, stream: tgt.streamID(it.stream), first: first, records: nrec, bytes: batchBytes})
 				}
 			}()
 			var interval time.Duration
 			if pt.rate > 0 {
 				interval = time.Duration(float64(batchBytes) / (pt.rate * 1e6 / float64(pt.producers)) * float64(time.Second))
 			}
-			next := time.Now().Add(time.Duration(p) * interval / time.Duration(pt.producers))
-			for n := 0; ; n++ {
-				now := time.Now()
-				if !now.Before(d.end) || runCtx.Err() != nil {
-					break
-				}
-				if interval > 0 {
-					if w := next.Sub(now); w > 0 {
-						time.Sleep(w)
-					}
-					next = next.Add(interval)
+			pc := newPacer(time.Now().Add(time.Duration(p)*interval/time.Duration(pt.producers)), interval)
+			paceLoop(clock.Real{}, pc, d.end, func(n int, sched, actual time.Time) bool {
+				if runCtx.Err() != nil {
+					return false
 				}
 				s := (p + n) % pt.streams
-				sub := time.Now()
 				w, err := pr.submit(runCtx, s, recs)
 				if err != nil {
 					fail(err)
-					if errors.Is(err, context.Canceled) {
-						break
-					}
-					continue
+					return !errors.Is(err, context.Canceled)
 				}
-				pending <- item{sub: sub, stream: s, wait: w}
-			}
+				pending <- item{sched: sched, sub: actual, stream: s, wait: w}
+				return true
+			})
 			close(pending)
 			<-done
 		}()
