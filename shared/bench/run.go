@@ -171,10 +171,10 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 // when it was submitted, ack when its ack arrived. Latency is ack - sched.
 type sample struct {
 	sched, sub, ack time.Time
-	stream   format.StreamID
-	first    uint64
-	records  int
-	bytes    int
+	stream          format.StreamID
+	first           uint64
+	records         int
+	bytes           int
 }
 
 // waitFn waits for one batch's ack and returns its first seq.
