@@ -246,6 +246,7 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 		// Nothing kept below low (trimmed by retention, or deleted).
 		return low, false, nil
 	}
+	aheadOf(ctx).plan(refs, from) // ahead.go: read-ahead of a session
 	for _, ref := range refs {
 		if ref.FirstSeq > from {
 			from = ref.FirstSeq // trimmed gap: start at the oldest kept
@@ -260,13 +261,9 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 					continue
 				}
 			}
-			seg, err := r.segment(ctx, st, id, loc)
+			info, recs, err := r.load(ctx, st, id, loc) // ahead.go
 			if err != nil {
 				return from, false, err
-			}
-			info, recs, err := format.DecodeSegment(seg)
-			if err != nil {
-				return from, false, fmt.Errorf("read %s: %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
 			}
 			for i, rec := range recs {
 				seq := info.FirstSeq + uint64(i)
@@ -370,6 +367,8 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 	if err != nil {
 		return err
 	}
+	ctx, stop := r.withAhead(ctx, st, id) // ahead.go
+	defer stop()
 	var sentN, sentB uint64
 	for {
 		lim := Limits{}
