@@ -23,8 +23,9 @@ import (
 // read's retry (fromRefs) fetches afresh against the refs it re-queries.
 //
 // The hook is small on purpose: Session puts an ahead in its context,
-// refsOnce calls plan with the refs it walks and load for each location;
-// without an ahead (Read) load fetches and decodes as before.
+// refsOnce gets its refs from queryRefs, calls plan with them and load
+// for each location; without an ahead (Read) these query, fetch and
+// decode as before.
 
 // Read-ahead bounds per session.
 const (
@@ -62,6 +63,7 @@ type ahead struct {
 	have     map[locKey]*fetched
 	order    []metastore.Location // the planned locations, in read order
 	inflight int
+	refs     []metastore.Ref // the last refs queried, while they serve
 }
 
 // withAhead gives the session's reads a read-ahead; stop cancels its
@@ -145,8 +147,11 @@ func (a *ahead) fetch(l metastore.Location, f *fetched) {
 	f.info, f.recs, f.err = a.r.decode(a.ctx, a.st, a.id, l)
 	a.mu.Lock()
 	a.inflight--
-	if f.err != nil && a.have[keyOf(l)] == f {
-		delete(a.have, keyOf(l)) // the retry fetches afresh
+	if f.err != nil {
+		if a.have[keyOf(l)] == f {
+			delete(a.have, keyOf(l)) // the retry fetches afresh
+		}
+		a.refs = nil // and re-queries the refs
 	}
 	close(f.done)
 	a.fill()
@@ -178,6 +183,36 @@ func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.Stream
 		return format.SegmentInfo{}, nil, ctx.Err()
 	}
 	return f.info, f.recs, f.err
+}
+
+// queryRefs is refsOnce's query of the refs from from. A session's ahead
+// answers from the refs it last queried while they still reach from, so a
+// session queries the metastore once per page of refs, not once per
+// batch. Refs only ever change by being replaced with refs over the same
+// records (settle) or dropped (trim, retention): a cached ref whose data
+// is gone fails its fetch, which drops the cache, and fromRefs' retry
+// re-queries.
+func (r *Reader) queryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+	a := aheadOf(ctx)
+	if a != nil {
+		a.mu.Lock()
+		refs := a.refs
+		a.mu.Unlock()
+		if len(refs) > 0 && refs[0].FirstSeq <= from {
+			for i, ref := range refs {
+				if ref.LastSeq >= from {
+					return refs[i:], nil
+				}
+			}
+		}
+	}
+	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, limit)
+	if a != nil && err == nil {
+		a.mu.Lock()
+		a.refs = refs
+		a.mu.Unlock()
+	}
+	return refs, err
 }
 
 // decode fetches and decodes one location.

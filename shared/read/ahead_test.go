@@ -8,6 +8,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
@@ -93,7 +94,14 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 		t.Fatalf("backlog: %d settled and %d transit locations: want both", settled, transit)
 	}
 	sg, set := e.counted()
+	mc := metacount.New(e.meta)
+	e.r.Meta = mc
 	check(t, e.sessionAll(nil), 0, 4600)
+	// One query per page of 8 refs (and one that finds the end), not one
+	// per batch and page.
+	if q, pages := mc.Snapshot().Of(metacount.QueryRefs), int64(len(refs)+7)/8; q > pages+1 {
+		t.Fatalf("%d QueryRefs for %d refs (%d pages)", q, len(refs), pages)
+	}
 	chainGets := int64(0)
 	for _, c := range set {
 		chainGets += c.n.Load()

@@ -238,7 +238,7 @@ func (r *Reader) fromRefs(ctx context.Context, st metastore.Stream, id format.St
 }
 
 func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.StreamID, from, low uint64, add func(star.SeqRecord) bool) (uint64, bool, error) {
-	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, 8)
+	refs, err := r.queryRefs(ctx, st, from, 8) // ahead.go
 	if err != nil {
 		return from, false, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
 	}
