@@ -3,8 +3,10 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -45,8 +47,9 @@ func (e *encodings) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Read and ReadSession responses go out uncompressed although the client
-// accepts gzip (Connect clients do by default); other calls still compress
-// when asked (the control: the client did ask).
+// accepts gzip (Connect clients do by default), and so do small responses
+// of any call; a large response of another call still compresses (the
+// control: the client did ask).
 func TestReadResponsesUncompressed(t *testing.T) {
 	ctx := context.Background()
 	n := newNode(t, newMeta(t), "star-0", false, nil)
@@ -76,6 +79,13 @@ func TestReadResponsesUncompressed(t *testing.T) {
 	if got != 2 {
 		t.Fatalf("session read %d records", got)
 	}
+	// A large listing compresses; a small response does not.
+	for i := range 40 {
+		_, err = c.CreateStream(ctx, fmt.Sprintf("logs/%s-%02d", strings.Repeat("long-name-", 10), i), client.CreateOptions{Class: "express"})
+		must(t, err)
+	}
+	_, _, err = c.ListStreams(ctx, "logs/", "", 100)
+	must(t, err)
 	_, err = c.CheckTail(ctx, "logs/z")
 	must(t, err)
 	enc.mu.Lock()
@@ -85,7 +95,10 @@ func TestReadResponsesUncompressed(t *testing.T) {
 			t.Errorf("%s: response encoding %q (seen %v), want none", p, e, ok)
 		}
 	}
-	if e := enc.seen["/strand.v1.StrandService/CheckTail"]; e != "gzip" {
-		t.Errorf("CheckTail response encoding %q: want gzip (the client accepts it)", e)
+	if e := enc.seen["/strand.v1.StrandService/ListStreams"]; e != "gzip" {
+		t.Errorf("ListStreams response encoding %q: want gzip (the client accepts it, the listing is large)", e)
+	}
+	if e := enc.seen["/strand.v1.StrandService/CheckTail"]; e != "" {
+		t.Errorf("CheckTail response encoding %q: want none (under 1 KiB)", e)
 	}
 }

@@ -108,6 +108,10 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
+	// Messages under 1 KiB go out uncompressed whatever the client accepts:
+	// an append session's acks are tens of bytes, and resetting a gzip
+	// writer for each cost 5% of the server's CPU in a profiled run.
+	opts = append(opts, connect.WithCompressMinBytes(1<<10))
 	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
