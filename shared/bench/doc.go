@@ -69,6 +69,32 @@
 // gives requests per GB, metastore writes per second and throughput, and
 // their ratios against strand.
 //
+// # Reads
+//
+// Config.Workloads adds read workloads (readwork.go), in-process (a
+// read.Reader on the run's star and stores) or through the API (the Go
+// client's ReadSession), with every GET of the chain buckets and of the
+// settled bucket behind a GetModel (a lognormal first byte plus the body
+// at a per-request bandwidth):
+//
+//   - tail: Readers sessions per stream follow the tail from seq 0 while
+//     the producers append at TailRateMBps; each batch's scheduled send
+//     time is stamped in its bodies' first 8 bytes, and each reader records
+//     the time from it to each record's delivery (end-to-end), reported
+//     next to the same run's ack latency.
+//   - catchup: the producers write BacklogMB, SettledPct of it absorbed and
+//     settled (settle.Settler) before the rest; then Readers sessions per
+//     stream read from seq 0 to the tail. Reported: MB/s and records/s
+//     (aggregate, per reader), chain and settled GETs per GiB, bytes
+//     fetched per byte read, metastore read units per GiB, process CPU
+//     per GiB, and the read cost per GiB (Prices.readCost).
+//   - fanout: tail and catchup on one stream at each FanoutReaders count.
+//
+// Every reader checks, against its own count and not the store's, that it
+// receives every record of its stream once, in order, up to the tail; a
+// skip or a repeat fails the run (ErrOrder). The janitor does not run in
+// read workloads, so the backlog stays readable.
+//
 // # Cost
 //
 // Cost turns the counted requests and bytes into dollars per GB ingested
