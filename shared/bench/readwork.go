@@ -433,16 +433,9 @@ func fill(ctx context.Context, cfg Config, pt point, tgt target, bytes int64) er
 	if bytes <= 0 {
 		return nil
 	}
-	nrec := cfg.recordsPerBatch(pt.recordBytes)
-	recs := make([]format.Record, nrec)
-	body := make([]byte, pt.recordBytes)
-	for i := range body {
-		body[i] = byte(i * 31)
-	}
-	for i := range recs {
-		recs[i] = format.Record{Body: body}
-	}
-	batches := (bytes + int64(nrec*pt.recordBytes) - 1) / int64(nrec*pt.recordBytes)
+	recs := batchOf(cfg, pt)
+	per := int64(len(recs) * pt.recordBytes)
+	batches := (bytes + per - 1) / per
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, pt.producers)

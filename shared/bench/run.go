@@ -261,9 +261,10 @@ type driveOut struct {
 	start              time.Time // zero: now
 }
 
-func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
-	nrec := cfg.recordsPerBatch(pt.recordBytes)
-	recs := make([]format.Record, nrec)
+// batchOf is pt's batch: records per batch of pt.recordBytes each, all
+// sharing one patterned body.
+func batchOf(cfg Config, pt point) []format.Record {
+	recs := make([]format.Record, cfg.recordsPerBatch(pt.recordBytes))
 	body := make([]byte, pt.recordBytes)
 	for i := range body {
 		body[i] = byte(i * 31)
@@ -271,6 +272,12 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 	for i := range recs {
 		recs[i] = format.Record{Body: body}
 	}
+	return recs
+}
+
+func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
+	recs := batchOf(cfg, pt)
+	nrec := len(recs)
 	batchBytes := nrec * pt.recordBytes
 	start := d.start
 	if start.IsZero() {
