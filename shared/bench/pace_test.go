@@ -123,3 +123,20 @@ func TestStreamNamesUnique(t *testing.T) {
 		t.Fatal("no 8-hex-digit prefix clash at this seed: the test would not catch the old naming")
 	}
 }
+
+// The HdrHistogram's plot bins agree with binning the raw samples.
+func TestHistogramOfMatchesRaw(t *testing.T) {
+	var xs []time.Duration
+	h := newHist(0)
+	for i := 1; i <= 5000; i++ {
+		x := time.Duration(i*i) * time.Microsecond / 10
+		xs = append(xs, x)
+		h.record(x)
+	}
+	raw, hd := histogram(xs), histogramOf(h)
+	for i := range raw {
+		if d := raw[i] - hd[i]; d > 0.01 || d < -0.01 {
+			t.Fatalf("bin %d: raw %.4f hdr %.4f", i, raw[i], hd[i])
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,10 @@ func TestReadWorkloads(t *testing.T) {
 			}
 			if c.MetaReadsPerGB <= 0 || c.Cost.Total <= 0 || c.Cost.SettledGets <= 0 {
 				t.Fatalf("catch-up metastore reads %.1f/GiB cost %+v", c.MetaReadsPerGB, c.Cost)
+			}
+			svg, err := os.ReadFile(filepath.Join(cfg.PlotDir, tail.Name+"-latency.svg"))
+			if err != nil || !strings.Contains(string(svg), "end-to-end") {
+				t.Fatalf("tail plot without the end-to-end series: %v", err)
 			}
 			var txt bytes.Buffer
 			if err := WriteText(&txt, rs); err != nil || !strings.Contains(txt.String(), "end-to-end") || !strings.Contains(txt.String(), "read cost") {

@@ -281,7 +281,7 @@ func (rr *readRun) tailRun(ctx context.Context, cfg Config, pt point) (Result, e
 		e2e.merge(c.e2e)
 		rs.Records += int64(c.next.Load())
 	}
-	rs.EndToEnd = e2e.percentiles()
+	rs.EndToEnd, r.e2e = e2e.percentiles(), e2e
 	rs.GapP50Ms, rs.GapP99Ms, rs.GapP999Ms = rs.EndToEnd.P50-r.Ack.P50, rs.EndToEnd.P99-r.Ack.P99, rs.EndToEnd.P999-r.Ack.P999
 	rs.CPUSeconds = (c1 - c0).Seconds()
 	// Delivered in the window: the readers' share of the acked bytes.

@@ -70,6 +70,7 @@ type Result struct {
 	// kept for plots
 	acks []time.Duration
 	over []time.Duration
+	e2e  *hist // tail: end-to-end latency of every delivered record
 }
 
 // Baseline is the naive design measured in the same run.

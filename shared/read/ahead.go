@@ -27,7 +27,9 @@ import (
 // for each location; without an ahead (Read) these query, fetch and
 // decode as before.
 
-// Read-ahead bounds per session.
+// Read-ahead bounds per session. The bound is per session, not per
+// server: N catching-up sessions may hold N x AheadBytes (a server-wide
+// budget shared by the sessions is not built yet).
 const (
 	AheadParallel = 4
 	AheadBytes    = 16 << 20
