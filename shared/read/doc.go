@@ -40,4 +40,10 @@
 // Session reads from a start and then tails: it waits on the star's change
 // channel (star.Watch) and sends records as they are acked, and sends a
 // heartbeat (no records, the tail) after each idle interval.
+//
+// A session reads ahead (ahead.go): it keeps the decoded segments of the
+// locations its current refs name next, fetched by up to AheadParallel
+// ranged GETs at once within AheadBytes, and answers its ref queries from
+// the refs it last queried while they reach its position; a failed fetch
+// drops both, and the retry re-queries. A plain Read does neither.
 package read
