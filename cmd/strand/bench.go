@@ -51,7 +51,11 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 			}
 			switch {
 			case cmd.Flags().Changed("endpoint"):
-				cfg.Mode, cfg.Endpoint, cfg.Token = bench.ModeRemote, cf.endpoint, cf.token
+				tok, err := cf.bearer()
+				if err != nil {
+					return err
+				}
+				cfg.Mode, cfg.Endpoint, cfg.Token = bench.ModeRemote, cf.endpoint, tok
 			case api:
 				cfg.Mode = bench.ModeAPI
 			}

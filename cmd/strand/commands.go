@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -21,12 +22,43 @@ import (
 )
 
 type clientFlags struct {
-	endpoint string
-	token    string
+	endpoint  string
+	token     string
+	tokenFile string
+	trust     []string // hosts a leader may be at besides the endpoint's
+}
+
+// bearer is the token to send: --token, else the contents of
+// --token-file, else STRAND_TOKEN.
+func (f *clientFlags) bearer() (string, error) {
+	switch {
+	case f.token != "":
+		return f.token, nil
+	case f.tokenFile != "":
+		return readTokenFile(f.tokenFile)
+	}
+	return os.Getenv("STRAND_TOKEN"), nil
+}
+
+// readTokenFile reads a token from a file (surrounding space trimmed).
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", path)
+	}
+	return tok, nil
 }
 
 func (f *clientFlags) client() (*client.Client, error) {
-	return client.New(f.endpoint, client.WithToken(f.token))
+	tok, err := f.bearer()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(f.endpoint, client.WithToken(tok), client.WithTrustedLeaders(f.trust...))
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {

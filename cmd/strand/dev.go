@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/bolt"
 	"github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
@@ -25,6 +27,7 @@ type devFlags struct {
 	addr      string
 	adminAddr string
 	token     string
+	tokenFile string
 	starID    string
 	peers     string
 	tlsCert   string
@@ -44,8 +47,9 @@ garbage probe on timers, on embedded stores
 under --data-dir: directory buckets (buckets/express-0..2 with W=2,
 buckets/standard-0, buckets/settled) and a bbolt metastore (meta.db).
 
-It prints the endpoint and an admin token (kept in DATA_DIR/token, reused on
-restart unless --token is given). It survives kill -9: on restart the star
+It prints the endpoint and an admin token (kept in DATA_DIR/token with mode
+0600, reused on restart unless --token or --token-file gives another, which
+revokes the one it replaces). It survives kill -9: on restart the star
 fences its previous epoch, absorbs up to the cut and serves, with nothing
 acknowledged lost.`,
 		Example: "  strand dev\n  strand dev --data-dir /tmp/strand --addr 127.0.0.1:5000",
@@ -58,7 +62,8 @@ acknowledged lost.`,
 	fl.StringVar(&f.dataDir, "data-dir", "./strand-data", "directory holding the buckets, the metastore and the token")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:4780", "API listen address (HOST:PORT)")
 	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listen address for /metrics and /healthz (empty: off)")
-	fl.StringVar(&f.token, "token", "", "admin token to accept (default: DATA_DIR/token, else a new one)")
+	fl.StringVar(&f.token, "token", "", "admin token to accept (default: --token-file, else DATA_DIR/token, else a new one); it shows in the process list: prefer --token-file")
+	fl.StringVar(&f.tokenFile, "token-file", "", "read the admin token to accept from this file")
 	fl.StringVar(&f.starID, "star-id", "star-0", "this star's id")
 	fl.StringVar(&f.peers, "peers", "", "other stars' API URLs: star-1=http://host:4780,... (for leader redirects)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve TLS with this certificate (with --tls-key)")
@@ -68,13 +73,26 @@ acknowledged lost.`,
 	return cmd
 }
 
-func loadToken(f devFlags) (string, error) {
+// setupDevToken picks the admin token (--token, else --token-file, else
+// DATA_DIR/token, else a new one), writes it to DATA_DIR/token with mode
+// 0600 (fixed on every write, even when the file existed with another),
+// issues it, and revokes the token it replaces in DATA_DIR/token, so that
+// restarting with a new token leaves the old one invalid.
+func setupDevToken(ctx context.Context, meta metastore.Store, f devFlags) (string, error) {
 	path := filepath.Join(f.dataDir, "token")
+	var prev string
+	if b, err := os.ReadFile(path); err == nil {
+		prev = strings.TrimSpace(string(b))
+	}
 	tok := f.token
-	if tok == "" {
-		if b, err := os.ReadFile(path); err == nil {
-			tok = strings.TrimSpace(string(b))
+	if tok == "" && f.tokenFile != "" {
+		var err error
+		if tok, err = readTokenFile(f.tokenFile); err != nil {
+			return "", err
 		}
+	}
+	if tok == "" {
+		tok = prev
 	}
 	if tok == "" {
 		var err error
@@ -85,10 +103,30 @@ func loadToken(f devFlags) (string, error) {
 	if !auth.WellFormed(tok) {
 		return "", fmt.Errorf("token %q is malformed: a token is %s followed by 52 base32 characters; omit --token to generate one", "…", auth.TokenPrefix)
 	}
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+	if err := writeSecret(path, tok+"\n"); err != nil {
+		return "", err
+	}
+	if err := auth.Issue(ctx, meta, tok, "", []auth.Op{auth.Admin}); err != nil {
+		return "", err
+	}
+	if prev != "" && prev != tok && auth.WellFormed(prev) {
+		if err := meta.DeleteToken(ctx, auth.Hash(prev)); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+			return "", fmt.Errorf("revoke the replaced admin token %.8s...: %w", auth.Hash(prev), err)
+		}
 	}
 	return tok, nil
+}
+
+// writeSecret writes a secret to path with mode 0600, whatever mode the
+// file had.
+func writeSecret(path, data string) error {
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return nil
 }
 
 // devStores opens the embedded stores under the data directory: directory
@@ -149,11 +187,8 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 		return err
 	}
 	defer meta.Close()
-	token, err := loadToken(f)
+	token, err := setupDevToken(ctx, meta, f)
 	if err != nil {
-		return err
-	}
-	if err := auth.Issue(ctx, meta, token, "", []auth.Op{auth.Admin}); err != nil {
 		return err
 	}
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,

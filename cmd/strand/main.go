@@ -68,7 +68,11 @@ then, in another shell, use the endpoint and token it prints:
 	}
 	var cf clientFlags
 	root.PersistentFlags().StringVar(&cf.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
-	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("STRAND_TOKEN"), "bearer token (env STRAND_TOKEN)")
+	// The token's default is resolved at use (clientFlags.bearer), never
+	// shown by --help.
+	root.PersistentFlags().StringVar(&cf.token, "token", "", "bearer token (default: --token-file, else env STRAND_TOKEN); it shows in the process list: prefer --token-file or STRAND_TOKEN")
+	root.PersistentFlags().StringVar(&cf.tokenFile, "token-file", "", "read the bearer token from this file")
+	root.PersistentFlags().StringSliceVar(&cf.trust, "trust-leader", nil, "host names a stream's leader may be at besides the endpoint's (*.example.com: its subdomains); the token goes to no other host")
 	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newToken(&cf), newBench(&cf))
 	return root
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
 )
 
@@ -59,6 +60,9 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 			secret, info, err := c.CreateToken(cmd.Context(), client.TokenSpec{Prefix: prefix, Ops: strings.Split(ops, ","), Description: description})
 			if err != nil {
 				return err
+			}
+			if w := auth.PrefixWarning(info.Prefix); w != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
 			if asJSON {
 				b, _ := json.Marshal(struct {

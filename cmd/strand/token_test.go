@@ -86,6 +86,14 @@ func TestTokenCommandsEndToEnd(t *testing.T) {
 	if !auth.WellFormed(secret) || !strings.Contains(stderr, auth.Hash(secret)) || !strings.Contains(stderr, "only once") {
 		t.Fatalf("create printed %q / %q", stdout, stderr)
 	}
+	if strings.Contains(stderr, "warning") {
+		t.Fatalf("a prefix ending in a separator drew a warning: %q", stderr)
+	}
+	// A prefix that does not end in a separator covers more than it seems:
+	// team-b also covers team-bravo/...; the CLI says so.
+	if _, stderr, err := as(admin, "token", "create", "--prefix", "team-b", "--ops", "read"); err != nil || !strings.Contains(stderr, `warning: prefix "team-b" does not end in a separator`) {
+		t.Fatalf("create team-b: %q %v", stderr, err)
+	}
 	// The team token works within its prefix, and cannot escalate.
 	if _, _, err := as(secret, "create", "team-a/orders"); err != nil {
 		t.Fatalf("create a stream with the team token: %v", err)

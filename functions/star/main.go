@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,6 +35,21 @@ func main() {
 	}
 }
 
+// buildVersion is "star VERSION (REVISION) GOOS/GOARCH" from the build
+// information the Go toolchain embeds.
+func buildVersion() string {
+	v, rev := "(devel)", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v = bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				rev = s.Value
+			}
+		}
+	}
+	return fmt.Sprintf("star %s (%s) %s/%s", v, rev, runtime.GOOS, runtime.GOARCH)
+}
+
 func run(args []string) error {
 	cfg := star.Defaults()
 	fs := flag.NewFlagSet("star", flag.ContinueOnError)
@@ -41,7 +58,7 @@ func run(args []string) error {
 		table, settled, releaseQ, fenceQ string
 		addr, admin, region, endpoint    string
 		peers, tlsCert, tlsKey, level    string
-		pathStyle, createTable           bool
+		pathStyle, createTable, version  bool
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -57,8 +74,13 @@ func run(args []string) error {
 	fs.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	fs.StringVar(&tlsKey, "tls-key", "", "the TLS key (PEM)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if version {
+		fmt.Println(buildVersion())
+		return nil
 	}
 	if err := star.ApplyEnv(fs); err != nil {
 		return err

@@ -13,15 +13,20 @@ import (
 // Table actions by use. No Scan: shared/metastore/dynamo lists streams by
 // a Query on its listing partition, and nothing else walks the table.
 var (
-	tableRead = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
+	// No batch actions: the metastore uses none (ref deletes are
+	// conditional, so they go in transactions, issue 13).
+	tableRead = []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
 	// Transactions need no actions of their own: TransactWriteItems and
 	// TransactGetItems are authorized per item by these and tableRead's.
-	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	tableWrite = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
 )
 
 // access collects the statements of one principal.
 type access struct {
 	stmts []awsiam.PolicyStatement
+	// readOnlyExpress: Express sessions are granted in ReadOnly mode only
+	// (the client must ask for that mode: fnEnv).
+	readOnlyExpress bool
 }
 
 func (a *access) allow(actions []string, resources []*string, cond map[string]any) {
@@ -51,6 +56,7 @@ func (a *access) expressSession(s *Storage, readOnly bool) {
 	var cond map[string]any
 	if readOnly {
 		cond = map[string]any{"StringEquals": map[string]any{"s3express:SessionMode": "ReadOnly"}}
+		a.readOnlyExpress = true
 	}
 	a.allow([]string{"s3express:CreateSession"}, s.ExpressArns, cond)
 }

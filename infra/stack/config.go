@@ -30,6 +30,11 @@ const (
 	CtxAPIHostname            = "strand:apiHostname"
 	CtxAllowPlaintextPublic   = "strand:allowPlaintextPublicApi"
 	CtxExpressAZNames         = "strand:expressAzNames"
+	CtxAllowUnlistedZones     = "strand:allowUnlistedExpressZones"
+	CtxContainerInsights      = "strand:containerInsights"
+	CtxNLBAccessLogs          = "strand:nlbAccessLogs"
+	CtxS3AccessLogs           = "strand:s3AccessLogs"
+	CtxFlowLogs               = "strand:flowLogs"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -38,6 +43,7 @@ var ContextKeys = []string{
 	CtxExpressMemoryBufferMiB, CtxTaskCPU, CtxTaskMemoryMiB, CtxRetentionDays,
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
+	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -53,8 +59,9 @@ type Config struct {
 	Region string
 	// Account is optional; empty means "the CLI's current account".
 	Account string
-	// ExpressAZs are the three availability-zone ids (e.g. use1-az4) of the
-	// Express set, one directory bucket each.
+	// ExpressAZs are the availability-zone ids (e.g. use1-az4) of the
+	// Express set, one directory bucket each: three (K=3), or two (K=2) in
+	// a region with only two Express zones (regions.go).
 	ExpressAZs []string
 	// StarCount is the number of stars (star-0 .. star-N-1), one Fargate
 	// service each.
@@ -64,7 +71,8 @@ type Config struct {
 	MemoryBufferMiB        int
 	ExpressMemoryBufferMiB int
 	// TaskCPU (units of 1/1024 vCPU) and TaskMemoryMiB size each star task.
-	// TaskMemoryMiB 0 means "smallest valid size that fits the budgets".
+	// TaskMemoryMiB 0 means "smallest valid size that fits the budgets, the
+	// overhead, the agent sidecar and a minimal backlog" (starNeedMiB).
 	TaskCPU       int
 	TaskMemoryMiB int
 	// RetentionDays is the CloudWatch Logs retention of every log group.
@@ -95,10 +103,25 @@ type Config struct {
 	// that is bearer tokens in clear text on the internet.
 	AllowPlaintextPublicAPI bool
 	// ExpressAZNames are this account's availability-zone names of the
-	// three ExpressAZs, in the same order. When set (it needs Account),
-	// the VPC spans exactly those zones and star-i runs in zone i mod 3.
+	// ExpressAZs, in the same order. When set (it needs Account), the VPC
+	// spans exactly those zones and star-i runs in zone i mod K.
 	ExpressAZNames []string
+	// AllowUnlistedExpressZones accepts zone ids (and regions) that
+	// ExpressZones does not list, for zones AWS added since.
+	AllowUnlistedExpressZones bool
+	// Observability, each on by default (docs/deploy.md, Observability):
+	// ECS Container Insights on the cluster, the API load balancer's access
+	// logs (TLS listeners only), S3 server access logs of the Standard
+	// buckets, VPC flow logs. The logs go to one logs bucket (Storage.Logs)
+	// that expires them after RetentionDays.
+	ContainerInsights bool
+	NLBAccessLogs     bool
+	S3AccessLogs      bool
+	FlowLogs          bool
 }
+
+// LogsBucket reports whether the stack needs the logs bucket.
+func (c Config) LogsBucket() bool { return c.NLBAccessLogs || c.S3AccessLogs || c.FlowLogs }
 
 // TLS reports whether the API listeners terminate TLS.
 func (c Config) TLS() bool { return c.CertificateARN != "" }
@@ -107,22 +130,43 @@ func (c Config) TLS() bool { return c.CertificateARN != "" }
 func (c Config) ZoneAligned() bool { return len(c.ExpressAZNames) > 0 }
 
 // StarZone returns the index into ExpressAZs (and ExpressAZNames) of the
-// zone star i runs in when ZoneAligned.
-func StarZone(i int) int { return i % 3 }
+// zone star i runs in when ZoneAligned: i mod K.
+func (c Config) StarZone(i int) int { return i % len(c.ExpressAZs) }
 
-// StarOverheadMiB is the task memory reserved beyond the two pool budgets
-// (Go runtime, flight index, read buffers, sidecar-free container).
+// StarOverheadMiB is the star container's memory reserved beyond the two
+// pool budgets and the backlogs (Go runtime and GC headroom, flights in
+// upload, read buffers).
 const StarOverheadMiB = 512
+
+// AgentMemoryMiB is the CloudWatch agent sidecar's hard memory limit in
+// each star task; the star container gets the rest of the task's memory.
+const AgentMemoryMiB = 256
 
 // MinBacklogMiB is the least byte budget BacklogMiB gives a loglet.
 const MinBacklogMiB = 64
 
-// BacklogMiB is the star's --s3-chain-backlog-mib: the task memory left
-// after the pools and the overhead, split between the two loglets, so that
-// an absorb outage fills the flight index up to the task's memory and not
-// past it (at least MinBacklogMiB).
+// StarContainerMiB is the star container's hard memory limit: the task's
+// memory less the agent sidecar's.
+func StarContainerMiB(c Config) int { return c.TaskMemoryMiB - AgentMemoryMiB }
+
+// GoMemLimitMiB is the star's GOMEMLIMIT: 90% of its container's memory, so
+// the Go collector works harder before the container limit is reached
+// instead of the task being killed at it.
+func GoMemLimitMiB(c Config) int { return StarContainerMiB(c) * 9 / 10 }
+
+// BacklogMiB is the star's --s3-chain-backlog-mib: the star container's
+// memory left after the pools and the overhead, split between the two
+// loglets, so that an absorb outage fills the flight index up to the
+// container's memory and not past it (at least MinBacklogMiB; Validate
+// makes room for that minimum).
 func BacklogMiB(c Config) int {
-	return max(MinBacklogMiB, (c.TaskMemoryMiB-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB)/2)
+	return max(MinBacklogMiB, (StarContainerMiB(c)-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB)/2)
+}
+
+// starNeedMiB is the least task memory: both pools, the overhead, the
+// agent sidecar and a minimal backlog per loglet.
+func starNeedMiB(c Config) int {
+	return c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB + AgentMemoryMiB + 2*MinBacklogMiB
 }
 
 // DefaultConfig is the configuration used for every key the context does
@@ -139,6 +183,10 @@ func DefaultConfig() Config {
 		DeletionProtection:     true,
 		BucketPrefix:           "strand",
 		NatGateways:            1,
+		ContainerInsights:      true,
+		NLBAccessLogs:          true,
+		S3AccessLogs:           true,
+		FlowLogs:               true,
 	}
 }
 
@@ -238,6 +286,11 @@ func FromContext(get Lookup) (Config, error) {
 	str(CtxAPIHostname, &c.APIHostname)
 	boolean(CtxAllowPlaintextPublic, &c.AllowPlaintextPublicAPI)
 	list(CtxExpressAZNames, &c.ExpressAZNames)
+	boolean(CtxAllowUnlistedZones, &c.AllowUnlistedExpressZones)
+	boolean(CtxContainerInsights, &c.ContainerInsights)
+	boolean(CtxNLBAccessLogs, &c.NLBAccessLogs)
+	boolean(CtxS3AccessLogs, &c.S3AccessLogs)
+	boolean(CtxFlowLogs, &c.FlowLogs)
 	if err != nil {
 		return Config{}, err
 	}
@@ -283,16 +336,8 @@ func (c *Config) Validate() error {
 	if !regionRe.MatchString(c.Region) {
 		return fmt.Errorf("%w: %s=%q is not a region name", ErrConfig, CtxRegion, c.Region)
 	}
-	if len(c.ExpressAZs) != 3 {
-		return fmt.Errorf("%w: %s needs exactly 3 AZ ids, got %d", ErrConfig, CtxExpressAZs, len(c.ExpressAZs))
-	}
-	for i, az := range c.ExpressAZs {
-		if !azIDRe.MatchString(az) {
-			return fmt.Errorf("%w: %s[%d]=%q is not an AZ id like use1-az4", ErrConfig, CtxExpressAZs, i, az)
-		}
-		if slices.Contains(c.ExpressAZs[:i], az) {
-			return fmt.Errorf("%w: %s lists %q twice; the Express set needs three distinct zones", ErrConfig, CtxExpressAZs, az)
-		}
+	if err := c.validateExpressSet(); err != nil {
+		return err
 	}
 	if c.StarCount < 1 || c.StarCount > MaxStars {
 		return fmt.Errorf("%w: %s=%d must be in 1..%d (one load balancer listener each)", ErrConfig, CtxStarCount, c.StarCount, MaxStars)
@@ -303,7 +348,7 @@ func (c *Config) Validate() error {
 	if c.ExpressMemoryBufferMiB < 1 {
 		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxExpressMemoryBufferMiB, c.ExpressMemoryBufferMiB)
 	}
-	need := c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB
+	need := starNeedMiB(*c)
 	if c.TaskMemoryMiB == 0 {
 		m, err := SmallestFargateMemory(c.TaskCPU, need)
 		if err != nil {
@@ -315,8 +360,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s=%d with %s=%d is not a Fargate task size", ErrConfig, CtxTaskCPU, c.TaskCPU, CtxTaskMemoryMiB, c.TaskMemoryMiB)
 	}
 	if c.TaskMemoryMiB < need {
-		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead",
-			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB)
+		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead, the %d MiB agent sidecar and 2x%d MiB backlog",
+			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB, AgentMemoryMiB, MinBacklogMiB)
 	}
 	if !slices.Contains(LogRetentionDays, c.RetentionDays) {
 		return fmt.Errorf("%w: %s=%d is not a CloudWatch Logs retention (%v)", ErrConfig, CtxRetentionDays, c.RetentionDays, LogRetentionDays)
@@ -451,7 +496,8 @@ const (
 )
 
 // ExpressW is the Express set's write quorum: a slot commits at 2 of its 3
-// copies (K=3). The star (STRAND_EXPRESS_W) and every Lambda get it.
+// copies (K=3), or at both with K=2. The star (STRAND_EXPRESS_W) and every
+// Lambda get it.
 const ExpressW = 2
 
 // StarListenerPort is the load balancer port that reaches only star i; the

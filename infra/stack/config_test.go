@@ -29,8 +29,8 @@ func TestFromContextDefaults(t *testing.T) {
 func TestFromContextOverrides(t *testing.T) {
 	// cdk.json gives JSON types; `-c key=value` gives strings.
 	c, err := FromContext(ctx(map[string]any{
-		CtxRegion:               "eu-west-1",
-		CtxExpressAZs:           "euw1-az1, euw1-az2,euw1-az3",
+		CtxRegion:               "eu-north-1",
+		CtxExpressAZs:           "eun1-az1, eun1-az2,eun1-az3",
 		CtxStarCount:            "3",
 		CtxMemoryBufferMiB:      float64(2048),
 		CtxTaskCPU:              "2048",
@@ -43,15 +43,15 @@ func TestFromContextOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Region != "eu-west-1" || c.ExpressAZs[1] != "euw1-az2" || c.StarCount != 3 || c.DeletionProtection ||
+	if c.Region != "eu-north-1" || c.ExpressAZs[1] != "eun1-az2" || c.StarCount != 3 || c.DeletionProtection ||
 		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
-	// 2048+32+512 = 2592 MiB -> 4 GiB is the smallest 2 vCPU size.
+	// 2048+32+512+256+128 = 2976 MiB -> 4 GiB is the smallest 2 vCPU size.
 	if c.TaskMemoryMiB != 4096 {
 		t.Fatalf("task memory %d, want 4096", c.TaskMemoryMiB)
 	}
-	c, err = FromContext(ctx(map[string]any{CtxExpressAZs: []any{"use1-az1", "use1-az2", "use1-az4"}}))
+	c, err = FromContext(ctx(map[string]any{CtxExpressAZs: []any{"use1-az6", "use1-az5", "use1-az4"}}))
 	if err != nil || c.ExpressAZs[2] != "use1-az4" {
 		t.Fatalf("list form: %v %v", c.ExpressAZs, err)
 	}
@@ -69,6 +69,9 @@ func TestFromContextRejects(t *testing.T) {
 		{CtxTaskCPU: 1000},
 		{CtxTaskCPU: 256, CtxMemoryBufferMiB: float64(4096)}, // fits no 256-CPU size
 		{CtxTaskMemoryMiB: 2048, CtxMemoryBufferMiB: 2000},
+		// 256+32+512 fit 1 GiB, but not with the 256 MiB agent sidecar
+		// and 2x64 MiB of backlog.
+		{CtxTaskCPU: 256, CtxTaskMemoryMiB: 1024},
 		{CtxRetentionDays: 10},
 		{CtxDeletionProtection: "maybe"},
 		{CtxBucketPrefix: "Strand_Prod"},

@@ -19,6 +19,9 @@ type Metastore struct {
 // protection (plus a retain policy) when cfg.DeletionProtection is set.
 func NewMetastore(scope constructs.Construct, id string, cfg Config) *Metastore {
 	m := &Metastore{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+	// Retain, not RetainExceptOnCreate as for the buckets: with deletion
+	// protection on, CloudFormation could not delete the table on a failed
+	// create anyway, and its generated name blocks no later deploy.
 	removal := awscdk.RemovalPolicy_DESTROY
 	if cfg.DeletionProtection {
 		removal = awscdk.RemovalPolicy_RETAIN

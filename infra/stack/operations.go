@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -52,6 +53,24 @@ type Operations struct {
 func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settlement, star *Star) *Operations {
 	o := &Operations{Construct: constructs.NewConstruct(scope, jsii.String(id))}
 	o.Topic = awssns.NewTopic(o.Construct, jsii.String("Alarms"), &awssns.TopicProps{EnforceSSL: jsii.Bool(true)})
+	// EnforceSSL writes a topic policy (deny publishes without TLS) that
+	// replaces SNS's default policy, which is what let the account's
+	// CloudWatch alarms publish. Allow CloudWatch again, for alarms of
+	// this account only (confused deputy: aws:SourceAccount).
+	o.Topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("AllowCloudWatchAlarms"),
+		Effect:     awsiam.Effect_ALLOW,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  jsii.Strings(*o.Topic.TopicArn()),
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()},
+			"ArnLike": map[string]any{"aws:SourceArn": awscdk.Fn_Join(jsii.String(""), &[]*string{
+				jsii.String("arn:"), awscdk.Aws_PARTITION(), jsii.String(":cloudwatch:"), awscdk.Aws_REGION(),
+				jsii.String(":"), awscdk.Aws_ACCOUNT_ID(), jsii.String(":alarm:*"),
+			})},
+		},
+	}))
 	if cfg.AlarmEmail != "" {
 		o.Topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
 	}

@@ -1,9 +1,6 @@
 package stack
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,6 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/strandlog/strand/infra/bundle"
 )
 
 // FunctionNames are the settlement Lambdas, each built from functions/<name>.
@@ -37,6 +36,10 @@ var fnSpecs = map[string]fnSpec{
 	"probe":  {memoryMiB: 256, timeoutSecs: 300, sweepMinutes: 60},
 }
 
+// QueueRetentionDays is how long every queue (and DLQ) keeps a message:
+// SQS's maximum.
+const QueueRetentionDays = 14
+
 // maxReceives is how often a message is retried before its DLQ takes it.
 const maxReceives = 5
 
@@ -54,27 +57,22 @@ type Settlement struct {
 	EventSourceMaps map[string]awslambdaeventsources.SqsEventSource
 }
 
-// AssetDir returns infra/build/<name> under repoRoot, creating it with a
-// README placeholder (and a loud warning) when the bootstrap was not built,
-// so that synthesis never fails on a missing function.
-func AssetDir(repoRoot, name string) (string, error) {
-	dir := filepath.Join(repoRoot, "infra", "build", name)
-	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err == nil {
-		return dir, nil
+// EnvExpressSessionMode is shared/objstore/s3obj's variable for the S3
+// Express session mode its client asks CreateSession for.
+const EnvExpressSessionMode = "STRAND_S3EXPRESS_SESSION_MODE"
+
+// fnEnv is a function's environment: the shared one, plus ReadOnly Express
+// sessions when its role may only create those (the SDK's default provider
+// asks for ReadWrite, which that role is refused).
+func fnEnv(shared map[string]*string, a *access) *map[string]*string {
+	env := make(map[string]*string, len(shared)+1)
+	for k, v := range shared {
+		env[k] = v
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create asset dir for %s: %w", name, err)
+	if a.readOnlyExpress {
+		env[EnvExpressSessionMode] = jsii.String("ReadOnly")
 	}
-	readme := filepath.Join(dir, "README")
-	if _, err := os.Stat(readme); err != nil {
-		msg := fmt.Sprintf("placeholder: functions/%s has not been built into bootstrap (run `make -C infra build`).\n"+
-			"A stack deployed from this asset has a Lambda that cannot start.\n", name)
-		if err := os.WriteFile(readme, []byte(msg), 0o644); err != nil {
-			return "", fmt.Errorf("write placeholder for %s: %w", name, err)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "WARNING: %s has no bootstrap; the %s Lambda asset is a PLACEHOLDER and will not run\n", dir, name)
-	return dir, nil
+	return &env
 }
 
 // NewSettlement creates queues, Lambdas, triggers, schedules and the
@@ -86,7 +84,8 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 		Roles:           map[string]awsiam.Role{},
 		EventSourceMaps: map[string]awslambdaeventsources.SqsEventSource{},
 	}
-	retention := awscdk.Duration_Days(jsii.Number(14))
+	// Every queue keeps a message for SQS's maximum, 14 days.
+	retention := awscdk.Duration_Days(jsii.Number(QueueRetentionDays))
 	s.ReleaseDLQ = awssqs.NewQueue(s.Construct, jsii.String("ReleaseDLQ"), &awssqs.QueueProps{
 		Fifo:            jsii.Bool(true),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
@@ -100,6 +99,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 		ContentBasedDeduplication: jsii.Bool(true),
 		Encryption:                awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:                jsii.Bool(true),
+		// As long as its DLQ keeps a message: an absorb outage longer than
+		// SQS's 4-day default must not lose release events.
+		RetentionPeriod: retention,
 		// AWS recommends six times the consumer's timeout.
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * fnSpecs["absorb"].timeoutSecs)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.ReleaseDLQ, MaxReceiveCount: jsii.Number(maxReceives)},
@@ -112,6 +114,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	s.FenceQueue = awssqs.NewQueue(s.Construct, jsii.String("Fence"), &awssqs.QueueProps{
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
+		RetentionPeriod:   retention,
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * fnSpecs["probe"].timeoutSecs)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: s.FenceDLQ, MaxReceiveCount: jsii.Number(maxReceives)},
 	})
@@ -172,7 +175,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 
 	for _, name := range FunctionNames {
 		spec := fnSpecs[name]
-		dir, err := AssetDir(repoRoot, name)
+		// The asset is the bootstrap built now, from the sources as they
+		// are: never a placeholder or a stale binary (package bundle).
+		dir, err := bundle.Bootstrap(repoRoot, name)
 		if err != nil {
 			return nil, err
 		}
@@ -193,6 +198,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Resources: jsii.Strings(*logs.LogGroupArn()),
 		}))
 		grants[name].applyTo(role)
+		suppress(role, objectKeys())
 		fn := awslambda.NewFunction(s.Construct, jsii.String(title), &awslambda.FunctionProps{
 			FunctionName: jsii.String(*awscdk.Stack_Of(s.Construct).StackName() + "-" + name),
 			Description:  jsii.String("strand " + name + " (functions/" + name + ")"),
@@ -204,7 +210,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.timeoutSecs)),
 			Role:         role,
 			LogGroup:     logs,
-			Environment:  &env,
+			Environment:  fnEnv(env, grants[name]),
 			// Sweeps and SQS deliveries are retried by their sources; async
 			// invocations (the schedule) get one retry.
 			RetryAttempts: jsii.Number(1),

@@ -39,6 +39,10 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 		Env:         env,
 		Description: jsii.String("strand: durable ordered streams on S3 Express One Zone, S3 and DynamoDB"),
 	})
+	// S3 server access logs are delivered by bucket policy, not the
+	// LogDeliveryWrite ACL, which ACL-less buckets (BucketOwnerEnforced)
+	// refuse. Set on the stack, before any child, so every bucket sees it.
+	s.Stack.Node().SetContext(jsii.String("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"), true)
 	// Cost allocation tag on everything that takes tags (these two types
 	// do not, per the CloudFormation schema cfn-lint checks against).
 	awscdk.Tags_Of(s.Stack).Add(jsii.String("app"), jsii.String("strand"), &awscdk.TagProps{
@@ -72,7 +76,7 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 		// the Express zone the names were given for, else the names do
 		// not belong to this account.
 		if cs, ok := sn.Node().FindChild(jsii.String("Subnet")).(awsec2.CfnSubnet); ok {
-			want := cfg.ExpressAZs[StarZone(i)]
+			want := cfg.ExpressAZs[cfg.StarZone(i)]
 			out(fmt.Sprintf("Star%dZoneId", i), cs.AttrAvailabilityZoneId(),
 				fmt.Sprintf("zone id of %s's subnet: must be %s (else %s does not match this account)", StarID(i), want, CtxExpressAZNames))
 		}
@@ -81,6 +85,9 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 	out("ExpressBuckets", awscdk.Fn_Join(jsii.String(","), &s.Storage.ExpressNames), "Express set (directory buckets)")
 	out("StandardBucket", s.Storage.Chain.BucketName(), "Standard chain bucket")
 	out("SettledBucket", s.Storage.Settled.BucketName(), "settled bucket")
+	if s.Storage.Logs != nil {
+		out("LogsBucket", s.Storage.Logs.BucketName(), "access and flow logs (expire after strand:retentionDays)")
+	}
 	out("ReleaseQueueUrl", s.Settlement.ReleaseQueue.QueueUrl(), "release queue (FIFO)")
 	out("AlarmTopicArn", s.Operations.Topic.TopicArn(), "alarm notifications")
 	return s, nil
@@ -103,7 +110,7 @@ func zonePlacement(cfg Config) string {
 	}
 	parts := make([]string, 0, cfg.StarCount)
 	for i := range cfg.StarCount {
-		z := StarZone(i)
+		z := cfg.StarZone(i)
 		parts = append(parts, fmt.Sprintf("%s in %s (%s)", StarID(i), cfg.ExpressAZNames[z], cfg.ExpressAZs[z]))
 	}
 	return "aligned: " + strings.Join(parts, ", ")

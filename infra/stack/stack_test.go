@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 func TestMain(m *testing.M) {
@@ -85,6 +86,9 @@ func synth(t *testing.T, name string, values map[string]any) *synthesized {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every synthesized stack passes cdk-nag's AwsSolutions pack
+	// (TestNagAwsSolutions reads its findings from the cloud assembly).
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(nil), nil)
 	tmpl := assertions.Template_FromStack(st.Stack, nil)
 	app.Synth(nil)
 	raw, err := json.Marshal(tmpl.ToJSON())
@@ -108,6 +112,8 @@ func threeStars(t *testing.T) *synthesized {
 	return synth(t, "three", map[string]any{
 		CtxStarCount: float64(3), CtxDeletionProtection: false, CtxNatGateways: float64(0), CtxPublicAPI: true,
 		CtxAllowPlaintextPublic: true,
+		// The cheapest stack: no observability extras.
+		CtxContainerInsights: false, CtxNLBAccessLogs: "false", CtxS3AccessLogs: false, CtxFlowLogs: false,
 	})
 }
 
@@ -164,11 +170,19 @@ func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 func TestResourceCounts(t *testing.T) {
 	for _, s := range []*synthesized{defaults(t), threeStars(t), withTLS(t), aligned(t)} {
 		n := s.cfg.StarCount
+		logs, flow := 0, 0
+		if s.cfg.LogsBucket() {
+			logs = 1
+		}
+		if s.cfg.FlowLogs {
+			flow = 1
+		}
 		counts := map[string]int{
+			"AWS::EC2::FlowLog":                         flow,
 			"AWS::S3Express::DirectoryBucket":           3,
 			"AWS::S3Express::BucketPolicy":              3,
-			"AWS::S3::Bucket":                           2,
-			"AWS::S3::BucketPolicy":                     2,
+			"AWS::S3::Bucket":                           2 + logs,
+			"AWS::S3::BucketPolicy":                     2 + logs,
 			"AWS::DynamoDB::Table":                      1,
 			"AWS::Lambda::Function":                     4,
 			"AWS::Lambda::EventSourceMapping":           2,
@@ -213,9 +227,7 @@ func TestExpressSet(t *testing.T) {
 		if lc := js(p["LifecycleConfiguration"]); !strings.Contains(lc, `"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1}`) {
 			t.Errorf("%s: lifecycle %s", id, lc)
 		}
-		if r["DeletionPolicy"] != "Retain" {
-			t.Errorf("%s: deletion policy %v with deletion protection on", id, r["DeletionPolicy"])
-		}
+		// DeletionPolicy: TestBucketsRetainExceptOnCreate.
 	}
 	for _, az := range s.cfg.ExpressAZs {
 		if !got[az] {
@@ -251,7 +263,15 @@ func TestBucketsPrivateEncryptedTLSOnly(t *testing.T) {
 		if lc := js(p["LifecycleConfiguration"]); !strings.Contains(lc, `"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1}`) {
 			t.Errorf("%s: lifecycle %s", id, lc)
 		}
-		if lc := js(p["LifecycleConfiguration"]); strings.Contains(lc, "ExpirationInDays") {
+		lc := js(p["LifecycleConfiguration"])
+		if strings.HasPrefix(id, "StorageLogs") {
+			// Access and flow logs are not data: they expire.
+			if !strings.Contains(lc, fmt.Sprintf(`"ExpirationInDays":%d`, s.cfg.RetentionDays)) {
+				t.Errorf("%s: logs do not expire after %d days: %s", id, s.cfg.RetentionDays, lc)
+			}
+			continue
+		}
+		if strings.Contains(lc, "ExpirationInDays") {
 			t.Errorf("%s: a lifecycle rule expires data (trim is the only deleter): %s", id, lc)
 		}
 	}
@@ -561,6 +581,14 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s may Scan", name)
 		}
 	}
+	// Nobody is granted batch actions the metastore does not use.
+	for name, g := range map[string]map[string][]string{"absorb": absorb, "settle": settle, "trim": trim, "probe": probe, "star": task} {
+		for _, a := range []string{"dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"} {
+			if g[a] != nil {
+				t.Errorf("%s may %s, which the metastore never calls", name, a)
+			}
+		}
+	}
 	// probe reads the table but never writes it.
 	for _, a := range tableWrite {
 		if probe[a] != nil {
@@ -708,6 +736,9 @@ func TestStarEnvironment(t *testing.T) {
 			}
 			// Every variable is a flag of the binary.
 			for k := range env {
+				if k == "GOMEMLIMIT" {
+					continue // the Go runtime's, not a flag: TestStarMemory
+				}
 				flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "STRAND_"), "_", "-"))
 				if !strings.HasPrefix(k, "STRAND_") || !slices.Contains(starFlags(t), flag) {
 					t.Errorf("%s: %s is not a flag of functions/star (--%s)", star, k, flag)
@@ -963,13 +994,13 @@ func keys(m map[string]bool) []string {
 // two classes, never below the minimum.
 func TestBacklogMiBFitsTheTask(t *testing.T) {
 	c := Config{TaskMemoryMiB: 2048, MemoryBufferMiB: 256, ExpressMemoryBufferMiB: 32}
-	if got, want := BacklogMiB(c), (2048-256-32-StarOverheadMiB)/2; got != want {
+	if got, want := BacklogMiB(c), (2048-AgentMemoryMiB-256-32-StarOverheadMiB)/2; got != want {
 		t.Fatalf("BacklogMiB = %d, want %d", got, want)
 	}
 	if got := BacklogMiB(Config{TaskMemoryMiB: 1024, MemoryBufferMiB: 400, ExpressMemoryBufferMiB: 100}); got != MinBacklogMiB {
 		t.Fatalf("a tight task gets %d MiB, want the minimum %d", got, MinBacklogMiB)
 	}
-	if c.TaskMemoryMiB < c.MemoryBufferMiB+c.ExpressMemoryBufferMiB+StarOverheadMiB+2*BacklogMiB(c) {
-		t.Fatal("pools, overhead and two backlogs exceed the task")
+	if c.TaskMemoryMiB < AgentMemoryMiB+c.MemoryBufferMiB+c.ExpressMemoryBufferMiB+StarOverheadMiB+2*BacklogMiB(c) {
+		t.Fatal("the agent, pools, overhead and two backlogs exceed the task")
 	}
 }

@@ -27,10 +27,19 @@ const MetricsNamespace = "Strand"
 
 // AgentImage is the CloudWatch agent that scrapes the star's Prometheus
 // endpoint and publishes selected series as embedded-metric-format logs.
-const AgentImage = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:latest"
+// Pinned to a release (never latest): a task started tomorrow must run the
+// agent that was tested. To upgrade, pick a tag of
+// public.ecr.aws/cloudwatch-agent/cloudwatch-agent (one per agent release,
+// multi-arch) and deploy.
+const AgentImage = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:" + AgentVersion
 
-// agentMemoryMiB is reserved for the agent sidecar out of the task memory.
-const agentMemoryMiB = 128
+// AgentVersion is the pinned CloudWatch agent release.
+const AgentVersion = "1.300066.0b1367"
+
+// ProbePrefix is where the star proves, at start-up, that a bucket enforces
+// conditional writes (shared/star.ProveConditionalWrites): it writes one
+// object there and deletes it.
+const ProbePrefix = "probes/"
 
 // agentConfig returns the CloudWatch agent and Prometheus configuration
 // (JSON and YAML documents) for one star.
@@ -90,7 +99,7 @@ type Star struct {
 	Logs          awslogs.LogGroup
 	MetricLogs    awslogs.LogGroup
 	// StarSubnets[i] is the subnet star-i's task runs in when
-	// Config.ZoneAligned (the Express zone StarZone(i)); nil otherwise.
+	// Config.ZoneAligned (the Express zone cfg.StarZone(i)); nil otherwise.
 	StarSubnets []awsec2.ISubnet
 }
 
@@ -133,7 +142,19 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		vpcProps.MaxAzs = jsii.Number(3)
 	}
 	s.Vpc = awsec2.NewVpc(s.Construct, jsii.String("Vpc"), vpcProps)
-	s.Cluster = awsecs.NewCluster(s.Construct, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: s.Vpc})
+	if cfg.FlowLogs {
+		// All traffic (accepted and rejected) of the VPC, to the logs
+		// bucket: no IAM role needed, unlike a CloudWatch Logs destination.
+		s.Vpc.AddFlowLog(jsii.String("FlowLogs"), &awsec2.FlowLogOptions{
+			Destination: awsec2.FlowLogDestination_ToS3(st.Logs, jsii.String(LogsPrefixFlow), nil),
+			TrafficType: awsec2.FlowLogTrafficType_ALL,
+		})
+	}
+	insights := awsecs.ContainerInsights_DISABLED
+	if cfg.ContainerInsights {
+		insights = awsecs.ContainerInsights_ENABLED
+	}
+	s.Cluster = awsecs.NewCluster(s.Construct, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: s.Vpc, ContainerInsightsV2: insights})
 
 	s.Logs = awslogs.NewLogGroup(s.Construct, jsii.String("Logs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
 	s.Logs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
@@ -148,6 +169,9 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	// at start-up; ReadWrite sessions on the Express set.
 	a.expressSession(st, false)
 	a.objects(st.Chain.BucketArn(), "", true, "s3:GetObject", "s3:PutObject")
+	// The start-up probe deletes its own object; nothing else of the chain
+	// bucket is the star's to delete (trim and probe do that).
+	a.objects(st.Chain.BucketArn(), ProbePrefix, false, "s3:DeleteObject")
 	// Reads of settled data.
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
 	a.table(ms, tableRead, tableWrite)
@@ -157,6 +181,9 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	s.MetricLogs.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(jsii.Number(cfg.RetentionDays))
 	a.allow([]string{"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}, []*string{s.MetricLogs.LogGroupArn()}, nil)
 	a.applyTo(s.TaskRole)
+	// The star writes slots under chains/ and its start-up probe under
+	// probes/ of the chain bucket: Get and Put on the whole bucket.
+	suppress(s.TaskRole, objectKeys())
 	s.ExecutionRole = awsiam.NewRole(s.Construct, jsii.String("ExecutionRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
 		Description: jsii.String("strand star task execution (image pull, logs)"),
@@ -184,9 +211,28 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		VpcSubnets:       &awsec2.SubnetSelection{SubnetType: lbSubnets},
 		SecurityGroups:   &[]awsec2.ISecurityGroup{lbSG},
 	})
+	if cfg.NLBAccessLogs {
+		// A Network Load Balancer logs TLS connections only: with TCP
+		// listeners (no strand:certificateArn) the log stays empty.
+		s.LoadBalancer.LogAccessLogs(st.Logs, jsii.String(LogsPrefixNLB))
+	}
 	clients := awsec2.Peer_Ipv4(s.Vpc.VpcCidrBlock())
 	if cfg.PublicAPI {
 		clients = awsec2.Peer_AnyIpv4()
+		suppress(lbSG, nagException{rule: "AwsSolutions-EC23", reason: "strand:publicApi=true asks for an internet-facing API: " +
+			"only the API ports are open, and without strand:certificateArn synthesis refuses it unless strand:allowPlaintextPublicApi says otherwise"})
+	} else {
+		suppress(lbSG, nagException{rule: "CdkNagValidationFailure", appliesTo: []string{`/^AwsSolutions-EC23$/`},
+			reason: "the API ports are open to the VPC's CIDR only, a token cdk-nag cannot evaluate (internal load balancer)"})
+	}
+	if !cfg.NLBAccessLogs {
+		suppress(s.LoadBalancer, switchedOff("AwsSolutions-ELB2", CtxNLBAccessLogs))
+	}
+	if !cfg.FlowLogs {
+		suppress(s.Vpc, switchedOff("AwsSolutions-VPC7", CtxFlowLogs))
+	}
+	if !cfg.ContainerInsights {
+		suppress(s.Cluster, switchedOff("AwsSolutions-ECS4", CtxContainerInsights))
 	}
 	taskSG := awsec2.NewSecurityGroup(s.Construct, jsii.String("TaskSG"), &awsec2.SecurityGroupProps{
 		Vpc: s.Vpc, Description: jsii.String("strand star tasks"), AllowAllOutbound: jsii.Bool(true),
@@ -220,6 +266,8 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 				OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
 			},
 		})
+		suppress(td, nagException{rule: "AwsSolutions-ECS2", reason: "the environment holds configuration only (resource names, queue URLs, sizes, " +
+			"peers): no secret; API tokens live hashed in the table"})
 		env := StarEnv(cfg, i, StarResources{
 			Table:           ms.Table.TableName(),
 			ExpressBuckets:  awscdk.Fn_Join(jsii.String(","), &st.ExpressNames),
@@ -230,9 +278,14 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			Region:          awscdk.Aws_REGION(),
 			APIHost:         s.APIHost(cfg),
 		})
+		// The Go runtime's soft limit, under the container's hard one.
+		env["GOMEMLIMIT"] = jsii.String(fmt.Sprintf("%dMiB", GoMemLimitMiB(cfg)))
 		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
 			ContainerName: jsii.String("star"),
 			Image:         awsecs.ContainerImage_FromDockerImageAsset(image),
+			// The task's memory less the agent's: what BacklogMiB and
+			// GOMEMLIMIT are computed from.
+			MemoryLimitMiB: jsii.Number(StarContainerMiB(cfg)),
 			// No command: the image's ENTRYPOINT is the star binary and
 			// every flag comes from the environment (STRAND_<FLAG>).
 			Environment: &env,
@@ -249,10 +302,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		})
 		cw, prom := agentConfig(star, *s.MetricLogs.LogGroupName())
 		td.AddContainer(jsii.String("metrics"), &awsecs.ContainerDefinitionOptions{
-			ContainerName:        jsii.String("cloudwatch-agent"),
-			Image:                awsecs.ContainerImage_FromRegistry(jsii.String(AgentImage), nil),
-			MemoryReservationMiB: jsii.Number(agentMemoryMiB),
-			Essential:            jsii.Bool(false),
+			ContainerName: jsii.String("cloudwatch-agent"),
+			Image:         awsecs.ContainerImage_FromRegistry(jsii.String(AgentImage), nil),
+			// A hard limit: the agent cannot take the star's memory.
+			MemoryLimitMiB: jsii.Number(AgentMemoryMiB),
+			Essential:      jsii.Bool(false),
 			Environment: &map[string]*string{
 				"CW_CONFIG_CONTENT":         jsii.String(cw),
 				"PROMETHEUS_CONFIG_CONTENT": jsii.String(prom),
@@ -263,16 +317,16 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		})
 		taskPlacement := &awsec2.SubnetSelection{SubnetType: taskSubnets}
 		if cfg.ZoneAligned() {
-			// star-i in Express zone i mod 3: of the W=2 copies an ack
+			// star-i in Express zone i mod K: of the W=2 copies an ack
 			// waits for, one can be in the task's own zone.
-			taskPlacement.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames[StarZone(i)])
+			taskPlacement.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames[cfg.StarZone(i)])
 			var sel []awsec2.ISubnet
 			if p := s.Vpc.SelectSubnets(taskPlacement).Subnets; p != nil {
 				sel = *p
 			}
 			if len(sel) != 1 {
 				// A bug: the VPC has one subnet of this type per zone.
-				panic(fmt.Sprintf("infra: %s: %d subnets in %s, want 1", star, len(sel), cfg.ExpressAZNames[StarZone(i)]))
+				panic(fmt.Sprintf("infra: %s: %d subnets in %s, want 1", star, len(sel), cfg.ExpressAZNames[cfg.StarZone(i)]))
 			}
 			s.StarSubnets = append(s.StarSubnets, sel[0])
 		}
@@ -314,6 +368,13 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		Targets:             &anyTargets,
 		HealthCheck:         health,
 		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+	})
+	// After the task definitions: they add the pull and log grants (the
+	// role's default policy), and a suppression covers only the children
+	// that exist when it is made.
+	suppress(s.ExecutionRole, nagException{
+		rule: "AwsSolutions-IAM5", appliesTo: []string{`/^Resource::\*$/`},
+		reason: "ecr:GetAuthorizationToken has no resource type, so it can only be granted on *; image pulls and logs are on named resources",
 	})
 	return s
 }

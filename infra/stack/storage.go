@@ -10,7 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// Storage is every bucket strand writes: the Express set (three S3 Express
+// Storage is every bucket strand writes: the Express set (K=3 or 2 S3 Express
 // One Zone directory buckets, one per zone), the Standard chain bucket and
 // the Standard settled bucket.
 type Storage struct {
@@ -24,7 +24,19 @@ type Storage struct {
 	Chain awss3.Bucket
 	// Settled holds settled objects (streams/<id>/<first>-<last>).
 	Settled awss3.Bucket
+	// Logs receives the S3 server access logs of Chain and Settled, the
+	// load balancer's access logs and the VPC flow logs (LogsPrefix*),
+	// and expires them after Config.RetentionDays; nil when
+	// Config.LogsBucket is false.
+	Logs awss3.Bucket
 }
+
+// Key prefixes in the logs bucket.
+const (
+	LogsPrefixS3   = "s3-access/"
+	LogsPrefixNLB  = "nlb"
+	LogsPrefixFlow = "vpc-flow/"
+)
 
 // Key prefixes strand uses in each bucket (DESIGN.md, "Object format").
 const (
@@ -46,16 +58,26 @@ func ExpressBucketName(prefix, azID string) *string {
 	})
 }
 
+// dataRemoval is the removal policy of the buckets and the table. With
+// deletion protection they are retained on delete and on replacement, but
+// not when the stack's first create fails: CloudFormation then deletes them
+// (RetainExceptOnCreate), so the directory buckets, whose names are
+// fixed, do not survive a rolled-back create and block the next deploy with
+// "already exists". A failed create has acknowledged no data.
+func dataRemoval(cfg Config) awscdk.RemovalPolicy {
+	if cfg.DeletionProtection {
+		return awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}
+
 // NewStorage creates the buckets. Every bucket is encrypted (SSE-S3),
 // blocks public access (directory buckets always do), refuses non-TLS
 // requests by bucket policy, and aborts incomplete multipart uploads after
 // a day. No lifecycle rule expires data: trim is the only deleter.
 func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
 	s := &Storage{Construct: constructs.NewConstruct(scope, jsii.String(id))}
-	removal := awscdk.RemovalPolicy_DESTROY
-	if cfg.DeletionProtection {
-		removal = awscdk.RemovalPolicy_RETAIN
-	}
+	removal := dataRemoval(cfg)
 	for i, az := range cfg.ExpressAZs {
 		name := ExpressBucketName(cfg.BucketPrefix, az)
 		b := awss3express.NewCfnDirectoryBucket(s.Construct, jsii.String(fmt.Sprintf("Express%d", i)), &awss3express.CfnDirectoryBucketProps{
@@ -105,15 +127,41 @@ func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
 		s.ExpressNames = append(s.ExpressNames, b.Ref())
 		s.ExpressArns = append(s.ExpressArns, b.AttrArn())
 	}
-	standard := func(id string) awss3.Bucket {
-		return awss3.NewBucket(s.Construct, jsii.String(id), &awss3.BucketProps{
+	if cfg.LogsBucket() {
+		// SSE-S3: load balancer access logs cannot be written to a
+		// KMS-encrypted bucket. Logs are not data: they expire, and the
+		// bucket goes with the stack's data policy.
+		s.Logs = awss3.NewBucket(s.Construct, jsii.String("Logs"), &awss3.BucketProps{
 			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 			Encryption:        awss3.BucketEncryption_S3_MANAGED,
 			EnforceSSL:        jsii.Bool(true),
 			MinimumTLSVersion: jsii.Number(1.2),
 			ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-			Versioned:         jsii.Bool(false),
 			RemovalPolicy:     removal,
+			LifecycleRules: &[]*awss3.LifecycleRule{{
+				Id:                                  jsii.String("expire-logs"),
+				Enabled:                             jsii.Bool(true),
+				Expiration:                          awscdk.Duration_Days(jsii.Number(cfg.RetentionDays)),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(abortUploadsDays)),
+			}},
+		})
+	}
+	standard := func(id string) awss3.Bucket {
+		var logs awss3.IBucket
+		var logsPrefix *string
+		if cfg.S3AccessLogs {
+			logs, logsPrefix = s.Logs, jsii.String(LogsPrefixS3+id+"/")
+		}
+		return awss3.NewBucket(s.Construct, jsii.String(id), &awss3.BucketProps{
+			ServerAccessLogsBucket: logs,
+			ServerAccessLogsPrefix: logsPrefix,
+			BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
+			Encryption:             awss3.BucketEncryption_S3_MANAGED,
+			EnforceSSL:             jsii.Bool(true),
+			MinimumTLSVersion:      jsii.Number(1.2),
+			ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+			Versioned:              jsii.Bool(false),
+			RemovalPolicy:          removal,
 			LifecycleRules: &[]*awss3.LifecycleRule{{
 				Id:                                  jsii.String("abort-incomplete-uploads"),
 				Enabled:                             jsii.Bool(true),
@@ -123,5 +171,10 @@ func NewStorage(scope constructs.Construct, id string, cfg Config) *Storage {
 	}
 	s.Chain = standard("Chain")
 	s.Settled = standard("Settled")
+	if !cfg.S3AccessLogs {
+		for _, b := range []awss3.Bucket{s.Chain, s.Settled} {
+			suppress(b, switchedOff("AwsSolutions-S1", CtxS3AccessLogs))
+		}
+	}
 	return s
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
@@ -120,6 +122,9 @@ func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant
 type Grant struct {
 	Prefix string
 	Ops    []Op
+	// Hash identifies the token the grant was looked up for (set by
+	// Checker; "" otherwise): the key of per-token limits.
+	Hash string
 }
 
 // Can reports whether the grant covers op (admin covers every operation).
@@ -149,16 +154,59 @@ func (g Grant) Allow(op Op, name string) error {
 
 // Checker resolves tokens to grants through the metastore, caching grants
 // (and misses) for a short time so that a call costs no metastore read.
+//
+// What an unknown caller can make it spend is bounded: both caches are
+// LRUs of MaxEntries (misses are kept apart, so a flood of unknown tokens
+// never evicts a valid grant); concurrent checks of one token share one
+// lookup; and lookups of tokens not known to be valid are rate-limited per
+// source (SourceRate) and in all (GlobalRate): past them a check fails
+// with ErrRateLimited without a metastore read. A valid token whose cached
+// grant expired is looked up again without the limit.
 type Checker struct {
 	Meta metastore.Store
 	// TTL is how long a looked-up grant is cached (0: 10 s). A revoked
 	// token keeps working at most this long.
 	TTL time.Duration
-	// Now is the clock for the cache (nil: time.Now).
+	// Now is the clock for the cache and the rate limits (nil: time.Now).
 	Now func() time.Time
+	// MaxEntries bounds each cache: grants, misses and sources (0:
+	// DefaultMaxEntries).
+	MaxEntries int
+	// SourceRate and GlobalRate limit lookups of tokens not known valid,
+	// per source address and in all (zero: DefaultSourceRate,
+	// DefaultGlobalRate).
+	SourceRate, GlobalRate Rate
 
-	mu    sync.Mutex
-	cache map[string]cached
+	mu      sync.Mutex
+	known   *lru[cached]    // hash -> grant of a valid token
+	misses  *lru[time.Time] // hash -> expiry of a miss
+	sources *lru[*bucket]   // source -> its lookup bucket
+	global  bucket
+	flights map[string]*flight
+}
+
+// Defaults of Checker.
+const DefaultMaxEntries = 10_000
+
+var (
+	DefaultSourceRate = Rate{PerSecond: 50, Burst: 200}
+	DefaultGlobalRate = Rate{PerSecond: 500, Burst: 2000}
+)
+
+// ErrRateLimited: too many lookups of unknown tokens; retry later.
+var ErrRateLimited = errors.New("auth: too many lookups of unknown tokens; retry later")
+
+type cached struct {
+	g   Grant
+	exp time.Time
+}
+
+// flight is one metastore lookup that concurrent checks of a token share.
+type flight struct {
+	done chan struct{}
+	g    Grant
+	ok   bool
+	err  error
 }
 
 // Forget drops the cached grant of the token with this hash, so that this
@@ -167,64 +215,150 @@ type Checker struct {
 // TTL.
 func (c *Checker) Forget(hash string) {
 	c.mu.Lock()
-	delete(c.cache, hash)
+	c.init()
+	c.known.remove(hash)
+	c.misses.remove(hash)
 	c.mu.Unlock()
 }
 
-type cached struct {
-	g   Grant
-	ok  bool
-	exp time.Time
+// init makes the caches; c.mu held.
+func (c *Checker) init() {
+	if c.known != nil {
+		return
+	}
+	n := c.MaxEntries
+	if n <= 0 {
+		n = DefaultMaxEntries
+	}
+	c.known, c.misses, c.sources = newLRU[cached](n), newLRU[time.Time](n), newLRU[*bucket](n)
+	c.flights = map[string]*flight{}
 }
 
-// Check resolves a presented token.
+func (c *Checker) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// admit takes one lookup from the source's and the global bucket, or
+// reports that either is empty; c.mu held.
+func (c *Checker) admit(source string, now time.Time) bool {
+	gr, sr := c.GlobalRate, c.SourceRate
+	if gr == (Rate{}) {
+		gr = DefaultGlobalRate
+	}
+	if sr == (Rate{}) {
+		sr = DefaultSourceRate
+	}
+	c.global.refill(gr, now)
+	var sb *bucket
+	if source != "" {
+		var ok bool
+		if sb, ok = c.sources.get(source); !ok {
+			sb = &bucket{}
+			c.sources.put(source, sb)
+		}
+		sb.refill(sr, now)
+		if sb.tokens < 1 {
+			return false
+		}
+	}
+	if c.global.tokens < 1 {
+		return false
+	}
+	c.global.tokens--
+	if sb != nil {
+		sb.tokens--
+	}
+	return true
+}
+
+// Check resolves a presented token (no source: only the global limit
+// applies to its lookup).
 func (c *Checker) Check(ctx context.Context, token string) (Grant, error) {
+	return c.CheckFrom(ctx, token, "")
+}
+
+// CheckFrom resolves a token presented from source (the caller's address):
+// its grant, or ErrUnauthenticated, or ErrRateLimited, or an error of the
+// metastore.
+func (c *Checker) CheckFrom(ctx context.Context, token, source string) (Grant, error) {
 	if !WellFormed(token) {
 		return Grant{}, ErrUnauthenticated
 	}
 	h := Hash(token)
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
 	ttl := c.TTL
 	if ttl == 0 {
 		ttl = 10 * time.Second
 	}
+	now := c.now()
 	c.mu.Lock()
-	e, hit := c.cache[h]
-	c.mu.Unlock()
-	if hit && now().Before(e.exp) {
-		if !e.ok {
-			return Grant{}, ErrUnauthenticated
-		}
+	c.init()
+	e, valid := c.known.get(h)
+	if valid && now.Before(e.exp) {
+		c.mu.Unlock()
 		return e.g, nil
 	}
-	t, err := c.Meta.GetToken(ctx, h)
-	var g Grant
-	switch {
-	case errors.Is(err, metastore.ErrNotFound):
-	case err != nil:
-		return Grant{}, fmt.Errorf("auth: look up token: %w", err)
-	default:
-		g.Prefix = t.Prefix
-		for _, op := range t.Ops {
-			g.Ops = append(g.Ops, Op(op))
-		}
-	}
-	c.mu.Lock()
-	if c.cache == nil {
-		c.cache = map[string]cached{}
-	}
-	if len(c.cache) > 10000 {
-		clear(c.cache)
-	}
-	c.cache[h] = cached{g: g, ok: err == nil, exp: now().Add(ttl)}
-	c.mu.Unlock()
-	if err != nil {
+	if exp, miss := c.misses.get(h); miss && now.Before(exp) {
+		c.mu.Unlock()
 		return Grant{}, ErrUnauthenticated
 	}
-	return g, nil
+	f, joined := c.flights[h]
+	if !joined {
+		if !valid && !c.admit(source, now) {
+			c.mu.Unlock()
+			return Grant{}, ErrRateLimited
+		}
+		f = &flight{done: make(chan struct{})}
+		c.flights[h] = f
+	}
+	c.mu.Unlock()
+	if joined {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return Grant{}, ctx.Err()
+		}
+	} else {
+		f.g, f.ok, f.err = c.lookup(ctx, h)
+		c.mu.Lock()
+		delete(c.flights, h)
+		switch {
+		case f.err != nil:
+		case f.ok:
+			c.known.put(h, cached{g: f.g, exp: c.now().Add(ttl)})
+			c.misses.remove(h)
+		default:
+			c.misses.put(h, c.now().Add(ttl))
+			c.known.remove(h)
+		}
+		c.mu.Unlock()
+		close(f.done)
+	}
+	switch {
+	case f.err != nil:
+		return Grant{}, f.err
+	case !f.ok:
+		return Grant{}, ErrUnauthenticated
+	}
+	return f.g, nil
+}
+
+// lookup reads the token's grant: ok false when it is not issued.
+func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) {
+	t, err := c.Meta.GetToken(ctx, hash)
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		return Grant{}, false, nil
+	case err != nil:
+		return Grant{}, false, fmt.Errorf("auth: look up token: %w", err)
+	}
+	g := Grant{Prefix: t.Prefix, Hash: hash}
+	for _, op := range t.Ops {
+		g.Ops = append(g.Ops, Op(op))
+	}
+	return g, true, nil
 }
 
 type grantKey struct{}
@@ -256,16 +390,12 @@ func Interceptor(c *Checker) connect.Interceptor { return interceptor{c} }
 
 type interceptor struct{ c *Checker }
 
+// authenticate uses the grant Middleware stored, or checks the header.
 func (i interceptor) authenticate(ctx context.Context, h string) (context.Context, error) {
-	g, err := i.c.Check(ctx, bearer(h))
-	if errors.Is(err, ErrUnauthenticated) {
-		return ctx, connect.NewError(connect.CodeUnauthenticated,
-			errors.New("auth: missing or unknown bearer token: send 'Authorization: Bearer strand_...' (strand dev prints one and writes it to DATA_DIR/token)"))
+	if _, ok := FromContext(ctx); ok {
+		return ctx, nil
 	}
-	if err != nil {
-		return ctx, connect.NewError(connect.CodeUnavailable, err)
-	}
-	return WithGrant(ctx, g), nil
+	return authenticate(ctx, i.c, h, "")
 }
 
 func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -293,4 +423,20 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 		}
 		return next(ctx, conn)
 	}
+}
+
+// PrefixWarning explains, for a prefix that does not end in a separator
+// (any character but a letter or digit), what else it covers: a prefix is
+// a raw string prefix, so "team-a" also covers "team-admin/...". It is ""
+// for the empty prefix and for one ending in a separator.
+func PrefixWarning(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	r, _ := utf8.DecodeLastRuneInString(prefix)
+	if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+		return ""
+	}
+	return fmt.Sprintf("prefix %q does not end in a separator: it covers every stream name starting with it, such as %q, not only %q; end it with one (e.g. %q) to scope it to a namespace",
+		prefix, prefix+"x/...", prefix+"/...", prefix+"/")
 }

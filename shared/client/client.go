@@ -54,9 +54,11 @@ type Ack struct {
 
 // Client talks to a strand server. It is safe for concurrent use.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base    string
+	scheme  string   // the endpoint's
+	trusted []string // host names a leader may be at (the endpoint's first)
+	token   string
+	http    *http.Client
 
 	mu      sync.Mutex
 	clients map[string]strandv1connect.StrandServiceClient
@@ -68,6 +70,18 @@ type Option func(*Client)
 
 // WithToken sets the bearer token sent with every call.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithTrustedLeaders adds host names (without ports) that a stream's
+// leader may be at, besides the endpoint's own host; "*.example.com"
+// trusts every subdomain of example.com. The client follows a Leader
+// detail only to a trusted host, so its token goes nowhere else.
+func WithTrustedLeaders(hosts ...string) Option {
+	return func(c *Client) {
+		for _, h := range hosts {
+			c.trusted = append(c.trusted, strings.ToLower(h))
+		}
+	}
+}
 
 // WithHTTPClient replaces the HTTP client (it must speak HTTP/2 for the
 // sessions).
@@ -89,7 +103,9 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{base: base, clients: map[string]strandv1connect.StrandServiceClient{}, leaders: map[string]string{}}
+	u, _ := url.Parse(base)
+	c := &Client{base: base, scheme: u.Scheme, trusted: []string{strings.ToLower(u.Hostname())},
+		clients: map[string]strandv1connect.StrandServiceClient{}, leaders: map[string]string{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -122,7 +138,8 @@ func (c *Client) api(base string) strandv1connect.StrandServiceClient {
 	if a := c.clients[base]; a != nil {
 		return a
 	}
-	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token)))
+	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token)),
+		connect.WithReadMaxBytes(MaxResponseBytes))
 	c.clients[base] = a
 	return a
 }
@@ -139,21 +156,78 @@ func (c *Client) baseFor(stream string) string {
 // maxHops bounds how many leader redirects one call follows.
 const maxHops = 3
 
+// MaxResponseBytes bounds one response message the client reads (the
+// largest legal one, a read of 1 MiB of records, is about 1.1 MiB); a
+// larger one fails with ResourceExhausted instead of exhausting memory.
+const MaxResponseBytes = 4 << 20
+
+// ErrUntrustedLeader: a Leader detail named a host the client does not
+// trust, or a downgrade from https to http; it was not followed.
+var ErrUntrustedLeader = errors.New("client: leader not trusted")
+
+// leaderBase validates a leader URL from a Leader detail: a URL on a
+// trusted host (the endpoint's, or WithTrustedLeaders) with the endpoint's
+// scheme, never https to http.
+func (c *Client) leaderBase(raw string) (string, error) {
+	base, err := normalize(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUntrustedLeader, err)
+	}
+	u, _ := url.Parse(base)
+	if c.scheme == "https" && u.Scheme != "https" {
+		return "", fmt.Errorf("%w: %s would downgrade the endpoint's https to %s", ErrUntrustedLeader, base, u.Scheme)
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, t := range c.trusted {
+		if host == t || (strings.HasPrefix(t, "*.") && strings.HasSuffix(host, t[1:])) {
+			return base, nil
+		}
+	}
+	return "", fmt.Errorf("%w: host %q is not trusted (the endpoint's host is; add others with WithTrustedLeaders or --trust-leader)", ErrUntrustedLeader, u.Hostname())
+}
+
+// forget drops the stream's cached leader.
+func (c *Client) forget(stream string) {
+	c.mu.Lock()
+	delete(c.leaders, stream)
+	c.mu.Unlock()
+}
+
+// leaderFailed reports whether err says the star called is not (or no
+// longer) a working leader, rather than answering for the stream.
+func leaderFailed(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeInternal, connect.CodeUnimplemented:
+		return true
+	}
+	return false
+}
+
 // withLeader runs call against the stream's leader, following Leader
-// details.
+// details to trusted hosts (leaderBase). A cached leader that fails is
+// forgotten: the next call starts at the endpoint.
 func withLeader[T any](c *Client, stream string, call func(strandv1connect.StrandServiceClient) (T, error)) (T, error) {
 	base := c.baseFor(stream)
 	for hop := 0; ; hop++ {
 		res, err := call(c.api(base))
-		if err == nil || hop >= maxHops {
+		if err == nil {
+			return res, nil
+		}
+		if leaderFailed(err) {
+			c.forget(stream)
+		}
+		if hop >= maxHops {
 			return res, err
 		}
 		l, ok := LeaderOf(err)
 		if !ok || l.URL == "" {
 			return res, err
 		}
-		next, nerr := normalize(l.URL)
-		if nerr != nil || next == base {
+		next, nerr := c.leaderBase(l.URL)
+		if nerr != nil {
+			return res, fmt.Errorf("%w (%w)", err, nerr)
+		}
+		if next == base {
 			return res, err
 		}
 		base = next

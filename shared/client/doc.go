@@ -8,7 +8,16 @@
 // Calls that name a stream go to the star that leads it: a star that does
 // not lead the stream answers with where its leader is (an Unavailable
 // error with a Leader detail), and the client remembers that leader and
-// retries there (at most a few hops).
+// retries there (at most a few hops). It follows a leader only to a
+// trusted host, so that its token goes nowhere else: the endpoint's host
+// (on any port), or one given with WithTrustedLeaders; and never from
+// https to http. An untrusted leader is not called: the call fails with
+// the server's Unavailable error, wrapping ErrUntrustedLeader. A
+// remembered leader that fails (Unavailable, Unknown, Internal,
+// DeadlineExceeded) is forgotten, so the next call starts at the endpoint.
+//
+// A response message larger than MaxResponseBytes (4 MiB) is refused with
+// ResourceExhausted rather than read into memory.
 //
 // AppendSession pipelines appends over one HTTP/2 stream, acks in order;
 // ReadSession reads history and then tails. Both open at the stream's

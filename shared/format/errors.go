@@ -12,6 +12,9 @@ var (
 	ErrCRC       = errors.New("format: CRC mismatch")
 	ErrBounds    = errors.New("format: footer or segment out of bounds")
 	ErrMalformed = errors.New("format: malformed")
+	// ErrTooLong: a segment (or settled object) would not fit its 32-bit
+	// length or count fields. Refused, never wrapped.
+	ErrTooLong = errors.New("format: segment too long for its 32-bit lengths")
 )
 
 // Batch validation errors.

@@ -59,9 +59,56 @@ func goldenFlight() []byte {
 func goldenPoison() []byte { return Poison(3, 42, nonce()).Bytes() }
 
 func goldenSettled() []byte {
-	return AppendSettled(nil, SettledHeader{Stream: sid(0xc0), FirstSeq: 5, LastSeq: 7, FirstTsMs: 1700000000003, LastTsMs: 1700000000005},
+	obj, err := AppendSettled(nil, SettledHeader{Stream: sid(0xc0), FirstSeq: 5, LastSeq: 7, FirstTsMs: 1700000000003, LastTsMs: 1700000000005},
 		enc(Record{TimestampMs: 1700000000003, Body: []byte("a")}, Record{TimestampMs: 1700000000004, Body: []byte("bb")}),
 		enc(Record{TimestampMs: 1700000000005, Body: []byte("ccc")}))
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// The builder renders the golden settled object byte for byte, records
+// added one batch at a time.
+func TestSettledBuilderMatchesAppendSettled(t *testing.T) {
+	b := NewSettledBuilder(sid(0xc0), 5, 0)
+	if err := b.Add(enc(Record{TimestampMs: 1700000000003, Body: []byte("a")}, Record{TimestampMs: 1700000000004, Body: []byte("bb")}), 2, 1700000000003, 1700000000004); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add(enc(Record{TimestampMs: 1700000000005, Body: []byte("ccc")}), 1, 1700000000005, 1700000000005); err != nil {
+		t.Fatal(err)
+	}
+	obj, h, err := b.Finish()
+	if err != nil || !bytes.Equal(obj, goldenSettled()) || h.LastSeq != 7 || h.LastTsMs != 1700000000005 {
+		t.Fatalf("builder: header %+v, %v; equal to AppendSettled: %v", h, err, bytes.Equal(obj, goldenSettled()))
+	}
+	if _, _, err := NewSettledBuilder(sid(1), 0, 0).Finish(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("empty object: %v", err)
+	}
+}
+
+// Lengths and counts that 32 bits cannot hold are refused, never wrapped
+// (issue 19's finding 2). No 4 GiB is allocated: the chunks share one
+// buffer and the check comes before any copy.
+func TestSegmentLengthsRefuseToWrap(t *testing.T) {
+	chunk := make([]byte, 64<<20)
+	var chunks [][]byte
+	for range 64 { // 4 GiB in all
+		chunks = append(chunks, chunk)
+	}
+	if b, err := AppendSegment([]byte("x"), SegmentInfo{Stream: sid(1), Count: 1}, chunks...); !errors.Is(err, ErrTooLong) || string(b) != "x" {
+		t.Fatalf("4 GiB segment: %d bytes, %v", len(b), err)
+	}
+	if _, err := AppendSettled(nil, SettledHeader{Stream: sid(1), LastSeq: 1}, chunks...); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("4 GiB settled object: %v", err)
+	}
+	if _, err := AppendSettled(nil, SettledHeader{Stream: sid(1), FirstSeq: 1, LastSeq: 1 << 32}, enc(Record{Body: []byte("a")})); !errors.Is(err, ErrTooLong) {
+		t.Fatalf("2^32 seqs: %v", err)
+	}
+	b := NewSettledBuilder(sid(1), 0, 0)
+	if err := b.Add(enc(Record{Body: []byte("a")}), 1<<32, 0, 0); !errors.Is(err, ErrTooLong) || b.Count() != 0 {
+		t.Fatalf("2^32 records: %v (count %d)", err, b.Count())
+	}
 }
 
 func golden(t *testing.T, name string, got []byte) []byte {

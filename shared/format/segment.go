@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 )
 
 // StreamID is a stream's random, immutable 16-byte id.
@@ -36,16 +37,24 @@ type SegmentInfo struct {
 	Count    uint32
 }
 
+// MaxSegmentRecords is the most record bytes one segment holds: its length
+// field (and a settled header's segment length) is 32-bit.
+const MaxSegmentRecords = math.MaxUint32 - segmentOverhead
+
 // SegmentSize is the encoded size of a segment holding recordsLen bytes of records.
 func SegmentSize(recordsLen int) int { return segmentOverhead + recordsLen }
 
 // AppendSegment appends a segment of count records (already encoded, back to
-// back, in chunks) to b.
-func AppendSegment(b []byte, info SegmentInfo, chunks ...[]byte) []byte {
+// back, in chunks) to b. More than MaxSegmentRecords bytes is ErrTooLong
+// (b unchanged).
+func AppendSegment(b []byte, info SegmentInfo, chunks ...[]byte) ([]byte, error) {
 	start := len(b)
 	n := 0
 	for _, c := range chunks {
 		n += len(c)
+	}
+	if uint64(n) > MaxSegmentRecords {
+		return b, fmt.Errorf("segment of %d record bytes (at most %d): %w", n, uint64(MaxSegmentRecords), ErrTooLong)
 	}
 	b = append(b, info.Stream[:]...)
 	b = binary.BigEndian.AppendUint64(b, info.FirstSeq)
@@ -54,7 +63,7 @@ func AppendSegment(b []byte, info SegmentInfo, chunks ...[]byte) []byte {
 	for _, c := range chunks {
 		b = append(b, c...)
 	}
-	return binary.BigEndian.AppendUint32(b, CRC(b[start:]))
+	return binary.BigEndian.AppendUint32(b, CRC(b[start:])), nil
 }
 
 // ParseSegment checks a whole segment (its CRC and its length) and returns

@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Settled object constants. Frozen: part of the format.
@@ -22,13 +23,22 @@ type SettledHeader struct {
 }
 
 // AppendSettled renders a settled object for one stream from its records,
-// already encoded back to back in chunks.
-func AppendSettled(b []byte, h SettledHeader, chunks ...[]byte) []byte {
+// already encoded back to back in chunks. A segment past its 32-bit
+// lengths, or more than 2^32-1 seqs, is ErrTooLong (b unchanged).
+func AppendSettled(b []byte, h SettledHeader, chunks ...[]byte) ([]byte, error) {
 	rl := 0
 	for _, c := range chunks {
 		rl += len(c)
 	}
+	if uint64(rl) > MaxSegmentRecords || h.LastSeq < h.FirstSeq || h.LastSeq-h.FirstSeq >= math.MaxUint32 {
+		return b, fmt.Errorf("settled object of seqs %d..%d, %d record bytes: %w", h.FirstSeq, h.LastSeq, rl, ErrTooLong)
+	}
 	h.SegLen = uint32(SegmentSize(rl))
+	b = appendSettledHeader(b, h)
+	return AppendSegment(b, SegmentInfo{Stream: h.Stream, FirstSeq: h.FirstSeq, Count: uint32(h.LastSeq - h.FirstSeq + 1)}, chunks...)
+}
+
+func appendSettledHeader(b []byte, h SettledHeader) []byte {
 	start := len(b)
 	b = append(b, settledMagic...)
 	b = binary.BigEndian.AppendUint16(b, Version)
@@ -39,8 +49,66 @@ func AppendSettled(b []byte, h SettledHeader, chunks ...[]byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(h.FirstTsMs))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.LastTsMs))
 	b = binary.BigEndian.AppendUint32(b, h.SegLen)
-	b = binary.BigEndian.AppendUint32(b, CRC(b[start:]))
-	return AppendSegment(b, SegmentInfo{Stream: h.Stream, FirstSeq: h.FirstSeq, Count: uint32(h.LastSeq - h.FirstSeq + 1)}, chunks...)
+	return binary.BigEndian.AppendUint32(b, CRC(b[start:]))
+}
+
+// SettledBuilder renders one settled object while its records arrive, in
+// one buffer: building it takes the object's size in memory, not a copy of
+// every input besides. The result is byte for byte AppendSettled's.
+type SettledBuilder struct {
+	buf   []byte
+	h     SettledHeader
+	count uint64
+}
+
+// NewSettledBuilder starts the object of stream from seq first; sizeHint
+// is the expected record bytes (capacity only).
+func NewSettledBuilder(stream StreamID, first uint64, sizeHint int) *SettledBuilder {
+	const head = SettledHeaderSize + segmentHeader
+	return &SettledBuilder{buf: make([]byte, head, head+max(sizeHint, 0)+4), h: SettledHeader{Stream: stream, FirstSeq: first}}
+}
+
+// Len is the record bytes added so far.
+func (b *SettledBuilder) Len() int { return len(b.buf) - SettledHeaderSize - segmentHeader }
+
+// Count is the records added so far.
+func (b *SettledBuilder) Count() int { return int(b.count) }
+
+// Add appends count records (encoded back to back) whose first and last
+// timestamps are firstTs and lastTs. What the object's 32-bit lengths or
+// count could not hold is ErrTooLong, and nothing is added.
+func (b *SettledBuilder) Add(encoded []byte, count int, firstTs, lastTs int64) error {
+	if count <= 0 || uint64(b.Len())+uint64(len(encoded)) > MaxSegmentRecords || b.count+uint64(count) > math.MaxUint32 {
+		return fmt.Errorf("settled object from seq %d: add %d records (%d bytes) to %d (%d bytes): %w",
+			b.h.FirstSeq, count, len(encoded), b.count, b.Len(), ErrTooLong)
+	}
+	if b.count == 0 {
+		b.h.FirstTsMs = firstTs
+	}
+	b.h.LastTsMs = lastTs
+	b.count += uint64(count)
+	b.buf = append(b.buf, encoded...)
+	return nil
+}
+
+// Finish completes the object and returns it with its header. The
+// builder must not be used after.
+func (b *SettledBuilder) Finish() ([]byte, SettledHeader, error) {
+	if b.count == 0 {
+		return nil, b.h, fmt.Errorf("settled object from seq %d: no records: %w", b.h.FirstSeq, ErrMalformed)
+	}
+	h := b.h
+	h.LastSeq = h.FirstSeq + b.count - 1
+	rl := b.Len()
+	h.SegLen = uint32(SegmentSize(rl))
+	appendSettledHeader(b.buf[:0], h)
+	seg := b.buf[SettledHeaderSize:]
+	copy(seg[0:16], h.Stream[:])
+	binary.BigEndian.PutUint64(seg[16:24], h.FirstSeq)
+	binary.BigEndian.PutUint32(seg[24:28], uint32(b.count))
+	binary.BigEndian.PutUint32(seg[28:32], uint32(rl))
+	b.buf = binary.BigEndian.AppendUint32(b.buf, CRC(seg))
+	return b.buf, h, nil
 }
 
 // ParseSettledHeader decodes and checks the first 64 bytes of a settled object.

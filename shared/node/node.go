@@ -54,6 +54,10 @@ type Config struct {
 	Peers     map[string]string // star id -> API base URL
 	// NoAuth disables bearer tokens (tests only).
 	NoAuth bool
+	// Limits bound each request (zero: server's defaults); MaxConns the
+	// API's open connections (0: server.DefaultMaxConns).
+	Limits   server.Limits
+	MaxConns int
 
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
@@ -176,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
 		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
-	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock}
+	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
 	if !cfg.NoAuth {
 		sc.Auth = &auth.Checker{Meta: cfg.Meta}
 	}
@@ -190,10 +194,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		st.Close()
 		return fail(fmt.Errorf("listen on %s: %w (is another server running there? pick another address)", cfg.Addr, err))
 	}
-	n.api = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
-	n.api.Protocols.SetHTTP1(true)
-	n.api.Protocols.SetHTTP2(true)
-	n.api.Protocols.SetUnencryptedHTTP2(true)
+	ln = server.LimitListener(ln, cfg.MaxConns)
+	n.api = server.NewHTTPServer(srv.Handler())
 	scheme := "http"
 	if cfg.TLSCert != "" {
 		scheme = "https"

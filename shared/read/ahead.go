@@ -187,6 +187,16 @@ func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.Stream
 	return f.info, f.recs, f.err
 }
 
+// forgetRefs drops the cached refs: the next query goes to the metastore.
+func (a *ahead) forgetRefs() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.refs = nil
+	a.mu.Unlock()
+}
+
 // queryRefs is refsOnce's query of the refs from from. A session's ahead
 // answers from the refs it last queried while they still reach from, so a
 // session queries the metastore once per page of refs, not once per
@@ -203,7 +213,10 @@ func (r *Reader) queryRefs(ctx context.Context, st metastore.Stream, from uint64
 		if len(refs) > 0 && refs[0].FirstSeq <= from {
 			for i, ref := range refs {
 				if ref.LastSeq >= from {
-					return refs[i:], nil
+					if ref.FirstSeq <= from { // contiguous: else ask the metastore about the hole
+						return refs[i:], nil
+					}
+					break
 				}
 			}
 		}

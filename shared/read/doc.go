@@ -20,8 +20,22 @@
 // A read asks the index first (its `low` tells where refs end), reads refs
 // for [from, low) and the index from there. A location that vanished
 // between the ref lookup and the GET (settle swapped the ref, trim deleted
-// the slot) is retried with fresh refs. Seqs below the first ref (trimmed
-// by retention) are skipped: the read starts at the oldest record kept.
+// the slot) is retried with fresh refs.
+//
+// # Holes: trimmed or torn
+//
+// A read never skips a seq on one observation. The metastore gives no
+// snapshot across the Queries of one QueryRefs (DynamoDB: the last ref
+// before from, then the refs from it; nor across the pages of one Query),
+// so a SwapRefs that merges refs between them shows a hole that never
+// existed (0..9, 20..29 where 0..19 and 20..29 are stored). A read takes
+// only refs that continue from its next seq; at a hole it reads the
+// stream's first ref (a second read, one item). Seqs below the first ref
+// are trimmed (by retention) and skipped: the read goes on from the oldest
+// record kept (from the index when no ref is left). A hole at or above the
+// first ref is a torn view (or a trim in progress): the read queries
+// again, up to 8 times (1, 2, ... 8 ms apart), then fails with metastore.ErrUnavailable
+// (Unavailable to clients), never skipping it.
 //
 // # Starts and limits
 //
@@ -37,13 +51,17 @@
 //
 // # Sessions
 //
-// Session reads from a start and then tails: it waits on the star's change
-// channel (star.Watch) and sends records as they are acked, and sends a
-// heartbeat (no records, the tail) after each idle interval.
+// Session reads from a start and then tails: it waits on the stream's own
+// change channel (star.WatchStream, closed when this stream's acked tail
+// moves, not when other streams of its class append) and sends records as
+// they are acked. A heartbeat (no records, the tail) is due one interval
+// after the last message sent, by the session's clock, whatever wakes the
+// session in between.
 //
 // A session reads ahead (ahead.go): it keeps the decoded segments of the
 // locations its current refs name next, fetched by up to AheadParallel
 // ranged GETs at once within AheadBytes, and answers its ref queries from
-// the refs it last queried while they reach its position; a failed fetch
-// drops both, and the retry re-queries. A plain Read does neither.
+// the refs it last queried while they reach its position; any failed step
+// of a read from refs (a fetch, a torn view) drops the cached refs, and
+// the retry re-queries. A plain Read does neither.
 package read

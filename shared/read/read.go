@@ -33,7 +33,7 @@ const (
 type Index interface {
 	Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 	ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes int) ([]star.SeqRecord, uint64, error)
-	Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, err error)
+	WatchStream(id format.StreamID) (tail uint64, changed <-chan struct{}, err error)
 }
 
 var _ Index = (*star.Star)(nil)
@@ -142,10 +142,15 @@ func (r *Reader) resolve(ctx context.Context, st metastore.Stream, id format.Str
 				return 0, 0, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
 			}
 			for _, ref := range refs {
-				if ref.LastTsMs >= start.TsMs {
-					return max(from, ref.FirstSeq), start.TsMs, nil
+				if ref.FirstSeq > from {
+					// A hole (trimmed, or a torn view): the read decides
+					// it, filtering by timestamp from here.
+					return min(from, tail), start.TsMs, nil
 				}
-				from = ref.LastSeq + 1
+				if ref.LastTsMs >= start.TsMs {
+					return from, start.TsMs, nil
+				}
+				from = max(from, ref.LastSeq+1)
 			}
 			if len(refs) == 0 || from >= tail {
 				return min(from, tail), start.TsMs, nil
@@ -222,37 +227,69 @@ func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.St
 	return Result{Records: out, Tail: tail, LastTsMs: lastTs, Next: from}, nil
 }
 
+// tornRetries bounds how many times a read re-queries refs that leave a
+// hole the stream's first ref does not explain (after 1, 2, ... ms), before
+// it gives up with metastore.ErrUnavailable (it never skips the hole).
+const tornRetries = 8
+
+// errTorn: the refs read leave a hole at from that is not a trim. A torn
+// view (DynamoDB has no snapshot across Queries, nor across the pages of
+// one) or a trim in progress; read them again.
+var errTorn = errors.New("read: refs leave a hole")
+
 // fromRefs reads [from, low) from refs through add until add refuses. It
 // returns the next seq to read and whether add refused.
 func (r *Reader) fromRefs(ctx context.Context, st metastore.Stream, id format.StreamID, from, low uint64, add func(star.SeqRecord) bool) (uint64, bool, error) {
-	for attempt := 0; ; attempt++ {
+	vanished, torn := 0, 0
+	for {
 		next, stop, err := r.refsOnce(ctx, st, id, from, low, add)
-		if next > from || stop || err == nil || attempt >= 3 || !errors.Is(err, objstore.ErrNotFound) {
-			// Progress was made, or the error is not a vanished location.
+		if err != nil {
+			aheadOf(ctx).forgetRefs() // ahead.go: the retry re-queries (a torn view, a vanished location)
+		}
+		switch {
+		case next > from || stop || err == nil:
 			if err != nil && next > from {
 				err = nil // serve what was read; the next call retries
 			}
+			return next, stop, err
+		case errors.Is(err, errTorn) && torn < tornRetries:
+			torn++
+			// Let the write that tore the view (a merge, a trim) finish.
+			clock.OrReal(r.Clock).Sleep(time.Duration(torn) * time.Millisecond)
+		case errors.Is(err, errTorn):
+			return from, false, fmt.Errorf("read %s: %w: the refs from %d stayed inconsistent over %d queries: retry",
+				st.Name, metastore.ErrUnavailable, from, tornRetries+1)
+		case errors.Is(err, objstore.ErrNotFound) && vanished < 3:
+			vanished++ // a location vanished: read fresh refs
+		default:
 			return next, stop, err
 		}
 	}
 }
 
+// refsOnce reads from one query of refs. It reads only refs that continue
+// from without a hole: where the next ref starts past from it stops (when
+// it read something: the next query starts at the hole), or asks trimmed
+// whether the hole is below the stream's first ref.
 func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.StreamID, from, low uint64, add func(star.SeqRecord) bool) (uint64, bool, error) {
 	refs, err := r.queryRefs(ctx, st, from, 8) // ahead.go
 	if err != nil {
 		return from, false, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
 	}
-	if len(refs) == 0 {
-		// Nothing kept below low (trimmed by retention, or deleted).
-		return low, false, nil
-	}
+	start := from
 	aheadOf(ctx).plan(refs, from) // ahead.go: read-ahead of a session
 	for _, ref := range refs {
-		if ref.FirstSeq > from {
-			from = ref.FirstSeq // trimmed gap: start at the oldest kept
-		}
 		if from >= low {
 			return from, false, nil
+		}
+		if ref.LastSeq < from {
+			continue // overlaps what was read (a torn view): nothing new
+		}
+		if ref.FirstSeq > from {
+			if from > start {
+				return from, false, nil
+			}
+			return r.trimmed(ctx, st, from, low)
 		}
 		for li, loc := range ref.Locations {
 			if li+1 < len(ref.Locations) {
@@ -287,7 +324,30 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 			return from, false, fmt.Errorf("read %s: %w: ref %d..%d ends at %d", st.Name, ErrCorrupt, ref.FirstSeq, ref.LastSeq, from)
 		}
 	}
+	if from == start && from < low {
+		return r.trimmed(ctx, st, from, low) // no ref holds from
+	}
 	return from, false, nil
+}
+
+// trimmed decides a hole at from that one query of refs showed, by a
+// second read: the stream's first ref (one item: the lowest key, which a
+// merge never removes, since SwapRefs stores the merged ref at its first
+// ref's key). Seqs below it are trimmed (or the stream is gone): the read
+// goes on from it, or from low when no ref is left. A first ref at or below
+// from means the hole was a torn view: errTorn, read again.
+func (r *Reader) trimmed(ctx context.Context, st metastore.Stream, from, low uint64) (uint64, bool, error) {
+	first, err := r.Meta.QueryRefs(ctx, st.ID, 0, 1)
+	if err != nil {
+		return from, false, fmt.Errorf("read %s: query the first ref: %w", st.Name, err)
+	}
+	if len(first) == 0 {
+		return low, false, nil
+	}
+	if f := first[0].FirstSeq; f > from {
+		return min(f, low), false, nil
+	}
+	return from, false, fmt.Errorf("%w at %d (the first ref starts at %d)", errTorn, from, first[0].FirstSeq)
 }
 
 // segment fetches one location's segment, checked.
@@ -370,6 +430,9 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 	ctx, stop := r.withAhead(ctx, st, id) // ahead.go
 	defer stop()
 	var sentN, sentB uint64
+	// A heartbeat is due hb after the last message sent, whatever wakes
+	// the session in between.
+	lastSent := clk.Now()
 	for {
 		lim := Limits{}
 		if opt.Count > 0 {
@@ -380,7 +443,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 		}
 		// Watch before reading, so that a release between the read and
 		// the wait is not missed.
-		_, changed, err := r.Star.Watch(id)
+		_, changed, err := r.Star.WatchStream(id)
 		if err != nil {
 			return err
 		}
@@ -398,6 +461,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 			if err := send(Batch{Records: res.Records, Tail: res.Tail, LastTsMs: res.LastTsMs}); err != nil {
 				return err
 			}
+			lastSent = clk.Now()
 			if (opt.Count > 0 && sentN >= opt.Count) || (opt.Bytes > 0 && sentB >= opt.Bytes) {
 				return nil
 			}
@@ -409,14 +473,18 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 		if opt.NoTail {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-		case <-clk.After(hb):
-			if err := send(Batch{Tail: res.Tail, LastTsMs: res.LastTsMs, Heartbeat: true}); err != nil {
-				return err
+		if due := hb - clk.Now().Sub(lastSent); due > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-changed:
+				continue
+			case <-clk.After(due):
 			}
 		}
+		if err := send(Batch{Tail: res.Tail, LastTsMs: res.LastTsMs, Heartbeat: true}); err != nil {
+			return err
+		}
+		lastSent = clk.Now()
 	}
 }

@@ -210,8 +210,11 @@ func TestSettledLocation(t *testing.T) {
 	for _, r := range res.Records {
 		enc = format.AppendRecord(enc, r.Record)
 	}
-	obj := format.AppendSettled(nil, format.SettledHeader{Stream: e.id, FirstSeq: ref.FirstSeq, LastSeq: ref.LastSeq,
+	obj, err := format.AppendSettled(nil, format.SettledHeader{Stream: e.id, FirstSeq: ref.FirstSeq, LastSeq: ref.LastSeq,
 		FirstTsMs: ref.FirstTsMs, LastTsMs: ref.LastTsMs}, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := format.SettledKey(e.id, ref.FirstSeq, ref.LastSeq)
 	if err := e.settled.PutIfAbsent(ctx, key, obj); err != nil {
 		t.Fatal(err)
@@ -340,4 +343,150 @@ func TestReadSkipsLocationsBeforeStart(t *testing.T) {
 	if gets > 2 {
 		t.Fatalf("reading 5 records at the end of a %d-location ref made %d GETs", len(refs[0].Locations), gets)
 	}
+}
+
+// tornRefs answers QueryRefs the way the DynamoDB adapter does (the last
+// ref that starts before fromSeq, then, in a second Query, the refs from
+// fromSeq on) and runs between(fromSeq) once between the two Queries: what
+// a SwapRefs or DeleteRefs that commits there does to the reader's view.
+type tornRefs struct {
+	metastore.Store
+	between func(fromSeq uint64)
+}
+
+func (t *tornRefs) QueryRefs(ctx context.Context, id string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	var out []metastore.Ref
+	if fromSeq > 0 {
+		prev, err := t.Store.QueryRefs(ctx, id, fromSeq, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(prev) > 0 && prev[0].FirstSeq < fromSeq {
+			out = append(out, prev[0])
+		}
+	}
+	if fn := t.between; fn != nil {
+		t.between = nil
+		fn(fromSeq)
+	}
+	if len(out) >= limit {
+		return out, nil
+	}
+	rest, err := t.Store.QueryRefs(ctx, id, fromSeq, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rest {
+		if r.FirstSeq >= fromSeq && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// merge swaps the refs starting at the given seqs for one ref over their
+// range (what settle's merge does, here with the transit locations kept).
+func (e *env) merge(firsts ...uint64) {
+	e.t.Helper()
+	ctx := context.Background()
+	var old []metastore.Ref
+	for _, f := range firsts {
+		refs, err := e.meta.QueryRefs(ctx, e.st.ID, f, 1)
+		if err != nil || len(refs) != 1 || refs[0].FirstSeq != f {
+			e.t.Fatalf("ref at %d: %v %v", f, refs, err)
+		}
+		old = append(old, refs[0])
+	}
+	repl := old[0]
+	repl.Locations = nil
+	for _, o := range old {
+		repl.LastSeq, repl.LastTsMs, repl.Bytes = o.LastSeq, o.LastTsMs, repl.Bytes+o.Bytes
+		repl.Locations = append(repl.Locations, o.Locations...)
+	}
+	repl.Bytes -= old[0].Bytes
+	if err := e.meta.SwapRefs(ctx, old, repl); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// refsOf absorbs n passes of 10 records each: refs 0..9, 10..19, ...
+func (e *env) refsOf(n int) {
+	e.t.Helper()
+	for range n {
+		e.appendN(1, 10)
+		e.absorb()
+	}
+	refs, err := e.meta.QueryRefs(context.Background(), e.st.ID, 0, 100)
+	if err != nil || len(refs) != n {
+		e.t.Fatalf("want %d refs, got %v %v", n, refs, err)
+	}
+}
+
+// TestReadNeverSkipsATornRefView is issue 19's finding 1: settle merges
+// refs 0..9 and 10..19 between the two Queries of a QueryRefs from 5, which
+// then answers 0..9, 20..29. The read must not take that hole for a trim.
+func TestReadNeverSkipsATornRefView(t *testing.T) {
+	e := newEnv(t)
+	e.refsOf(4)
+	e.appendN(1, 10) // 40..49 in the index
+	torn := &tornRefs{Store: e.meta}
+	e.r.Meta = torn
+	torn.between = func(uint64) { e.merge(0, 10) }
+	res := e.read(Start{Seq: 5}, Limits{})
+	check(t, res.Records, 5, 45)
+	if res.Next != 50 {
+		t.Fatalf("next %d", res.Next)
+	}
+	// A tail session reading from refs sees the same tear: no skip either.
+	torn.between = func(uint64) { e.merge(20, 30) }
+	var got []star.SeqRecord
+	if err := e.r.Session(context.Background(), e.st, Start{Seq: 25}, SessionOptions{NoTail: true}, func(b Batch) error {
+		got = append(got, b.Records...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, got, 25, 25)
+}
+
+// trimmedRefs shows a store without the refs whose first seqs it names, as
+// retention trim leaves it (the reader sees refs only through QueryRefs).
+type trimmedRefs struct {
+	metastore.Store
+	gone map[uint64]bool
+}
+
+func (t *trimmedRefs) QueryRefs(ctx context.Context, id string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	refs, err := t.Store.QueryRefs(ctx, id, fromSeq, limit+len(t.gone))
+	var out []metastore.Ref
+	for _, r := range refs {
+		if !t.gone[r.FirstSeq] && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
+// TestReadSkipsOnlyBelowTheFirstRef: a hole below the stream's first ref is
+// a trim and is skipped; a hole between refs that stays (never a trim,
+// which removes refs from the oldest) is an Unavailable error, never
+// skipped.
+func TestReadSkipsOnlyBelowTheFirstRef(t *testing.T) {
+	e := newEnv(t)
+	e.refsOf(4)
+	ctx := context.Background()
+	tr := &trimmedRefs{Store: e.meta, gone: map[uint64]bool{0: true}}
+	e.r.Meta = tr
+	res := e.read(Start{Seq: 3}, Limits{})
+	check(t, res.Records, 10, 30)
+	check(t, e.read(Start{Kind: FromTimestamp, TsMs: 1002}, Limits{Count: 2}).Records, 10, 2)
+	tr.gone[20] = true
+	res, err := e.r.Read(ctx, e.st, Start{Seq: 12}, Limits{})
+	if !errors.Is(err, metastore.ErrUnavailable) {
+		t.Fatalf("read over a hole between refs: %v, records %d..", err, len(res.Records))
+	}
+	// Everything trimmed: the read starts at the index.
+	tr.gone[10], tr.gone[30] = true, true
+	e.appendN(1, 5)
+	check(t, e.read(Start{}, Limits{}).Records, 40, 5)
 }

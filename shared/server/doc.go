@@ -15,7 +15,14 @@
 // a stream led by another star is answered with Unavailable and a Leader
 // detail (star id and URL from Config.Peers), which the Go client follows;
 // a stream this star leads but has not opened since it started is opened
-// with its tail recovered from the metastore's last ref.
+// with its tail recovered from the metastore's last ref. That read runs
+// outside the server's lock and once per stream (calls for a stream being
+// opened wait for its one read), so a slow metastore delays only the
+// streams being opened. A stream being drained or deleted by DeleteStream
+// is never (re)opened: the check is made again under the lock just before
+// the star opens it, and the ids this server deleted are remembered, so an
+// Append that looked the stream up as active before the delete gets
+// NotFound.
 //
 // # Errors
 //
@@ -32,6 +39,8 @@
 //	                                        batch may be committed; retry
 //	                                        only with match_seq_num)
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
+//	message, body or sessions over a limit  ResourceExhausted
+//	too many lookups of unknown tokens      ResourceExhausted
 //	corrupt data with no good copy          DataLoss
 //	client gone / deadline                  Canceled / DeadlineExceeded
 //
@@ -47,9 +56,19 @@
 // hashes, never secrets. A revoke is seen at once by this server (its
 // Checker forgets the grant) and by the others within their cache TTL.
 //
-// Authentication is the auth package's interceptor; each handler then
-// authorizes its operation on the stream it names before it changes or
-// reads anything.
+// Authentication is the auth package's middleware, from the headers, before
+// any body is read; each handler then authorizes its operation on the
+// stream it names before it changes or reads anything.
+//
+// # Limits
+//
+// Handler bounds every request (Config.Limits, limits.go): one message
+// (6 MiB, after decompression; gzip stops inflating there), the body of
+// every call but AppendSession (message + 64 KiB, read within 30 s of the
+// headers), and the sessions one token holds open (1000). NewHTTPServer
+// bounds headers (10 s, 64 KiB), idle connections (2 min) and HTTP/2
+// streams per connection (100); LimitListener bounds connections (1024).
+// docs/reliability.md lists each limit with the test that holds it.
 //
 // # Sessions
 //

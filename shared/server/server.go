@@ -58,6 +58,10 @@ type Config struct {
 	Clock         clock.Clock
 	Rand          io.Reader // stream ids; nil: crypto/rand
 	Logger        *slog.Logger
+
+	// Limits bound every request's size and body read time (zero: the
+	// defaults; see limits.go).
+	Limits Limits
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -69,7 +73,19 @@ type Server struct {
 	mu       sync.Mutex
 	led      map[string]metastore.Stream // streams this star leads, by name
 	opened   map[format.StreamID]bool
-	draining map[format.StreamID]bool // DeleteStream in progress: no reopen
+	opening  map[format.StreamID]*opening // an open in progress (its LastRef runs outside mu)
+	draining map[format.StreamID]bool     // DeleteStream in progress: no reopen
+	// deleted holds the ids this server marked deleting: never reopened
+	// (ids are random and never reused, so the set only grows, by one id
+	// per deletion).
+	deleted map[format.StreamID]bool
+}
+
+// opening is one stream's open in progress; calls that find it wait for
+// done and then look again.
+type opening struct {
+	done chan struct{}
+	err  error
 }
 
 var _ strandv1connect.StrandServiceHandler = (*Server)(nil)
@@ -98,13 +114,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
-		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, draining: map[format.StreamID]bool{}}, nil
+		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
+		draining: map[format.StreamID]bool{}, deleted: map[format.StreamID]bool{}}, nil
 }
 
-// Handler returns the API's HTTP handler (the Connect service, with the
-// auth interceptor when Config.Auth is set).
+// Handler returns the API's HTTP handler: the Connect service, behind
+// authentication from the headers when Config.Auth is set and the bounds
+// of Config.Limits (see guard).
 func (s *Server) Handler() http.Handler {
-	var opts []connect.HandlerOption
+	opts := s.cfg.Limits.withDefaults().handlerOptions()
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -122,7 +140,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(strandv1connect.StrandServiceReadProcedure, rh)
 		mux.Handle(strandv1connect.StrandServiceReadSessionProcedure, rh)
 	}
-	return mux
+	return s.guard(mux)
 }
 
 // AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
@@ -220,29 +238,84 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 	if err != nil {
 		return st, id, connect.NewError(connect.CodeInternal, fmt.Errorf("stream %q has a malformed id: %w", name, err))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.draining[id] {
-		return st, id, connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", name))
-	}
-	if !s.opened[id] {
-		info := star.StreamInfo{ID: id, Class: st.Class}
-		last, err := s.cfg.Meta.LastRef(ctx, st.ID)
-		switch {
-		case errors.Is(err, metastore.ErrNotFound):
-		case err != nil:
-			return st, id, toConnect(fmt.Errorf("recover the tail of %q: %w", name, err))
-		default:
-			info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
+	return st, id, s.open(ctx, st, id)
+}
+
+// open opens the stream on the star unless it is open, recovering its tail
+// from the last ref. The metastore read runs outside s.mu (a slow LastRef
+// delays only this stream's calls) and once per stream at a time: calls
+// that find an open in progress wait for it. The stream's state is checked
+// again under s.mu just before Star.Open, so a DeleteStream that drained or
+// deleted it meanwhile wins: a deleted stream is never reopened.
+func (s *Server) open(ctx context.Context, st metastore.Stream, id format.StreamID) error {
+	for {
+		s.mu.Lock()
+		if err := s.gone(st, id); err != nil {
+			s.mu.Unlock()
+			return err
 		}
-		info.Next = max(info.Next, st.Floor) // the tail never moves backward (trim's floor)
-		if err := s.cfg.Star.Open(info); err != nil {
-			return st, id, connect.NewError(connect.CodeFailedPrecondition, err)
+		if s.opened[id] {
+			s.mu.Unlock()
+			return nil
 		}
-		s.opened[id] = true
-		s.led[name] = st
+		if op := s.opening[id]; op != nil {
+			s.mu.Unlock()
+			select {
+			case <-op.done:
+			case <-ctx.Done():
+				return toConnect(ctx.Err())
+			}
+			if op.err != nil && !errors.Is(op.err, context.Canceled) && !errors.Is(op.err, context.DeadlineExceeded) {
+				return op.err
+			}
+			continue // opened, or the opener's own context ended: look again
+		}
+		op := &opening{done: make(chan struct{})}
+		s.opening[id] = op
+		s.mu.Unlock()
+
+		info, err := s.recoverTail(ctx, st, id)
+		s.mu.Lock()
+		if err == nil {
+			err = s.gone(st, id)
+		}
+		if err == nil {
+			if oerr := s.cfg.Star.Open(info); oerr != nil {
+				err = connect.NewError(connect.CodeFailedPrecondition, oerr)
+			} else {
+				s.opened[id] = true
+				s.led[st.Name] = st
+			}
+		}
+		delete(s.opening, id)
+		op.err = err
+		close(op.done)
+		s.mu.Unlock()
+		return err
 	}
-	return st, id, nil
+}
+
+// gone reports a stream being or already deleted here. Called with s.mu.
+func (s *Server) gone(st metastore.Stream, id format.StreamID) error {
+	if s.draining[id] || s.deleted[id] {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", st.Name))
+	}
+	return nil
+}
+
+// recoverTail reads where the stream's tail is from its last ref.
+func (s *Server) recoverTail(ctx context.Context, st metastore.Stream, id format.StreamID) (star.StreamInfo, error) {
+	info := star.StreamInfo{ID: id, Class: st.Class}
+	last, err := s.cfg.Meta.LastRef(ctx, st.ID)
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+	case err != nil:
+		return info, toConnect(fmt.Errorf("recover the tail of %q: %w", st.Name, err))
+	default:
+		info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
+	}
+	info.Next = max(info.Next, st.Floor) // the tail never moves backward (trim's floor)
+	return info, nil
 }
 
 func (s *Server) notLeader(leader string, err error) error {
@@ -404,6 +477,9 @@ func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1
 	}
 	s.mu.Lock()
 	delete(s.led, name)
+	if id, err := format.ParseStreamID(st.ID); err == nil {
+		s.deleted[id] = true // before the drain's release: an Append that looked it up as active cannot reopen it
+	}
 	s.mu.Unlock()
 	s.log.Info("stream deleted", "stream", name, "id", st.ID)
 	return connect.NewResponse(&strandv1.DeleteStreamResponse{}), nil

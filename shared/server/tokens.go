@@ -74,6 +74,9 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 		t.Ops = append(t.Ops, string(op))
 	}
 	s.log.Info("token created", "hash", hash, "prefix", t.Prefix, "ops", strings.Join(t.Ops, ","), "caller_prefix", g.Prefix)
+	if w := auth.PrefixWarning(t.Prefix); w != "" {
+		s.log.Warn("token created with a prefix that does not end in a separator", "hash", hash, "why", w)
+	}
 	return connect.NewResponse(&strandv1.CreateTokenResponse{Token: secret, Info: tokenInfo(t)}), nil
 }
 

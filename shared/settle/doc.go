@@ -20,23 +20,35 @@
 //     grouped into runs of adjacent refs, each with the settled ref just
 //     before it.
 //  2. Each run splits into groups of at most MaxSwapRefs-1 refs and
-//     MaxObjectBytes of records (default 8 MiB: a read fetches a settled
-//     object whole, to check its CRC, so this bounds a read's fetch). A group's records are read segment by
+//     MaxObjectBytes of records. A group's records are read segment by
 //     segment (transit: chain.ReadRange through the bucket set, the first
 //     copy whose segment CRC checks; settled: the settled bucket), checked
-//     against the ref (stream, contiguous seqs), and rendered as one settled
-//     object (format.AppendSettled) at format.SettledKey(stream, first,
-//     last).
+//     against the ref (stream, contiguous seqs), and rendered into settled
+//     objects (format.SettledBuilder) at format.SettledKey(stream, first,
+//     last). Objects split at record boundaries, inside a ref when one ref
+//     is larger than MaxObjectBytes (one absorb pass can put up to 512
+//     flights of one stream in one ref), so every object holds at most
+//     MaxObjectBytes of records (default 8 MiB), or one record when a
+//     record is larger; and one ref points at most at MaxObjectsPerRef
+//     (256) objects, so it stays a small item (a ref of over 2 GiB at the
+//     default gets its records spread evenly over 256 larger objects). A read fetches a settled location whole (its one
+//     CRC covers it), so this also bounds a read's fetch. Each object is
+//     written as soon as it is complete: settle holds one object and one
+//     segment in memory, whatever the size of the refs
+//     (BenchmarkSettleStandardBacklog, docs/performance.md). Lengths that
+//     the format's 32-bit fields cannot hold are refused
+//     (format.ErrTooLong), never wrapped.
 //  3. Merge small: if the ref before the first group is settled, one
 //     object, smaller than MergeBelowBytes (default 4 MiB) and the merged
 //     object stays under MaxObjectBytes, it is rewritten together with the
 //     group, so a stream's history is not thousands of tiny objects.
-//  4. PutIfAbsent the object; ErrExists or ErrAmbiguous reads it back and
+//  4. PutIfAbsent each object; ErrExists or ErrAmbiguous reads it back and
 //     must find identical bytes (a rerun, or a copy racing: records never
 //     change, so a key's content is determined), else ErrForeign.
-//  5. SwapRefs(old refs -> one settled ref: Location{Settled, key, Offset
-//     64 (format.SettledHeaderSize), Length = the segment}); Bytes stays the
-//     record bytes. ErrConflict means another copy (or trim) changed them:
+//  5. SwapRefs(old refs -> one settled ref with one location per object,
+//     in seq order: Location{Settled, key, Offset 64
+//     (format.SettledHeaderSize), Length = the segment, FirstSeq}); Bytes
+//     stays the record bytes. ErrConflict means another copy (or trim) changed them:
 //     re-read the stream and continue. After a swap that merged, the
 //     superseded small object is deleted (refs first: no ref ever points at
 //     a missing object; a reader that read the old ref just before gets

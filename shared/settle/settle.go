@@ -3,10 +3,12 @@ package settle
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -26,6 +28,15 @@ const (
 	// to another copy.
 	swapRetries = 4
 )
+
+// MaxObjectsPerRef bounds the settled objects one swapped ref points at,
+// so that the ref stays a small item: a settled location is about 200
+// bytes of a DynamoDB item, 256 of them about 51 KB. A ref with more than
+// that many objects' worth of records (over 2 GiB at the default 8 MiB
+// objects: one absorb pass of a stream over hundreds of 8 MiB Standard
+// flights) gets larger objects instead: its records spread evenly over the
+// objects left.
+const MaxObjectsPerRef = 256
 
 // Errors.
 var (
@@ -83,8 +94,8 @@ type Result struct {
 	From, To metastore.Cursor // the settled cursor moved from From to To
 	Slots    int              // slots walked
 	Streams  int              // streams seen in them
-	Objects  int              // settled objects written (swaps won)
-	Merged   int              // of which merged a previous small object
+	Objects  int              // settled objects in the swaps won
+	Merged   int              // swaps won that merged a previous small object
 	Lost     bool             // another copy moved the cursor first
 }
 
@@ -196,17 +207,9 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 				if mergePrev {
 					old = append([]metastore.Ref{*prev}, g...)
 				}
-				obj, repl, err := s.build(ctx, set, id, old)
+				repl, err := s.build(ctx, set, id, old)
 				if errors.Is(err, errGone) {
 					lost = true // a copy merged it away since we read the refs: re-read
-					break runs
-				}
-				if err != nil {
-					return objects, merged, err
-				}
-				err = s.put(ctx, repl.Locations[0].Key, obj)
-				if errors.Is(err, errGone) {
-					lost = true
 					break runs
 				}
 				if err != nil {
@@ -220,13 +223,13 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 				if err != nil {
 					return objects, merged, fmt.Errorf("swap refs %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
 				}
-				objects++
+				objects += len(repl.Locations)
 				if mergePrev {
 					merged++
 					// The merged object supersedes prev's. A reader holding the
 					// old ref re-queries on ErrNotFound; a crash here leaves an
 					// orphan for the garbage probe.
-					if k := prev.Locations[0].Key; k != repl.Locations[0].Key {
+					if k := prev.Locations[0].Key; !slices.ContainsFunc(repl.Locations, func(l metastore.Location) bool { return l.Key == k }) {
 						if err := s.Settled.Delete(ctx, k); err != nil {
 							s.log().Warn("settle: delete superseded settled object", "key", k, "err", err)
 						}
@@ -324,48 +327,146 @@ func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
 	return prev.Bytes+n <= orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
 }
 
-// build renders the settled object that replaces old (adjacent refs of
-// stream id) and the ref that points at it.
-func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref) ([]byte, metastore.Ref, error) {
-	var chunks [][]byte
-	var recBytes int64
-	next := old[0].FirstSeq
+// build renders the settled objects that replace old (adjacent refs of
+// stream id), writes each (put) as soon as it is complete, and returns the
+// ref that points at them, one location per object in seq order. Objects
+// split at record boundaries, inside a ref when it is larger, so that each
+// holds at most MaxObjectBytes of records (one record larger than that is
+// an object of its own), and at most MaxObjectsPerRef objects (see there).
+// Memory: the object being built and the one segment being read, whatever
+// the size of the refs.
+func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref) (metastore.Ref, error) {
+	var left int64 // the refs' record bytes not yet added (as the refs say)
+	for _, r := range old {
+		left += max(r.Bytes, 0)
+	}
+	first, last := old[0], old[len(old)-1]
+	repl := metastore.Ref{StreamID: id.String(), FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
+		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs}
+	var cur *format.SettledBuilder
+	var curMax int64 // the record bytes cur may hold
+	// objMax is what the next object may hold: MaxObjectBytes, or the
+	// records left spread over the objects the ref may still point at;
+	// the last one takes everything left.
+	objMax := func() int64 {
+		slots := int64(MaxObjectsPerRef - len(repl.Locations))
+		if slots <= 1 {
+			return math.MaxInt64
+		}
+		return max(orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes), (left+slots-1)/slots)
+	}
+	flush := func() error {
+		obj, h, err := cur.Finish()
+		if err != nil {
+			return err
+		}
+		cur = nil
+		key := format.SettledKey(id, h.FirstSeq, h.LastSeq)
+		if err := s.put(ctx, key, obj); err != nil {
+			return err
+		}
+		repl.Locations = append(repl.Locations, metastore.Location{Settled: true, Key: key,
+			Offset: format.SettledHeaderSize, Length: int64(len(obj) - format.SettledHeaderSize), FirstSeq: h.FirstSeq})
+		return nil
+	}
+	// add appends the records of recs (encoded, n of them, from seq) to
+	// the current object, starting a new one where the next record would
+	// take it past maxObj.
+	add := func(recs []byte, seq uint64, n uint32) error {
+		off, i := 0, uint32(0)
+		for i < n {
+			// The longest run of whole records from off that fits.
+			end, j := off, i
+			for j < n {
+				if len(recs)-end < 4 {
+					return fmt.Errorf("record %d of a segment at seq %d: truncated: %w", j, seq, ErrMismatch)
+				}
+				rl := 4 + int64(binary.BigEndian.Uint32(recs[end:]))
+				if rl > int64(len(recs)-end) || rl < minRecord {
+					return fmt.Errorf("record %d of a segment at seq %d: %d bytes of %d left: %w", j, seq, rl, len(recs)-end, ErrMismatch)
+				}
+				size, limit := int64(end-off)+rl, objMax()
+				if cur != nil {
+					size, limit = size+int64(cur.Len()), curMax
+				}
+				if size > limit && (end > off || (cur != nil && cur.Count() > 0)) {
+					break
+				}
+				end += int(rl)
+				j++
+			}
+			if end == off { // the current object is full
+				if err := flush(); err != nil {
+					return err
+				}
+				continue
+			}
+			if cur == nil {
+				curMax = objMax()
+				cur = format.NewSettledBuilder(id, seq+uint64(i), int(min(curMax, left, orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes))))
+			}
+			ts0, ts1 := format.RecordTimestamp(recs[off:]), lastTimestamp(recs[off:end])
+			if err := cur.Add(recs[off:end], int(j-i), ts0, ts1); err != nil {
+				return err
+			}
+			left -= int64(end - off)
+			off, i = end, j
+			if i != n {
+				if err := flush(); err != nil { // stopped for size: the object is full
+					return err
+				}
+			}
+		}
+		if off != len(recs) {
+			return fmt.Errorf("segment at seq %d: %d bytes after its %d records: %w", seq, len(recs)-off, n, ErrMismatch)
+		}
+		return nil
+	}
+	next := first.FirstSeq
 	for _, r := range old {
 		for _, l := range r.Locations {
 			seg, err := s.segment(ctx, set, l)
 			if err != nil {
-				return nil, metastore.Ref{}, fmt.Errorf("ref %d-%d: %w", r.FirstSeq, r.LastSeq, err)
+				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %w", r.FirstSeq, r.LastSeq, err)
 			}
 			info, recs, err := format.ParseSegment(seg)
 			if err != nil {
-				return nil, metastore.Ref{}, fmt.Errorf("ref %d-%d: %s: %w", r.FirstSeq, r.LastSeq, l.Key, err)
+				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %s: %w", r.FirstSeq, r.LastSeq, l.Key, err)
 			}
 			if info.Stream != id || info.FirstSeq != next {
-				return nil, metastore.Ref{}, fmt.Errorf("%s: segment of %s at %d, want %s at %d: %w", l.Key, info.Stream, info.FirstSeq, id, next, ErrMismatch)
+				return metastore.Ref{}, fmt.Errorf("%s: segment of %s at %d, want %s at %d: %w", l.Key, info.Stream, info.FirstSeq, id, next, ErrMismatch)
+			}
+			if err := add(recs, next, info.Count); err != nil {
+				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %s: %w", r.FirstSeq, r.LastSeq, l.Key, err)
 			}
 			next += uint64(info.Count)
-			chunks = append(chunks, recs)
-			recBytes += int64(len(recs))
+			repl.Bytes += int64(len(recs))
 		}
 		if next != r.LastSeq+1 {
-			return nil, metastore.Ref{}, fmt.Errorf("ref %d-%d: segments end at %d: %w", r.FirstSeq, r.LastSeq, next-1, ErrMismatch)
+			return metastore.Ref{}, fmt.Errorf("ref %d-%d: segments end at %d: %w", r.FirstSeq, r.LastSeq, next-1, ErrMismatch)
 		}
 	}
-	first, last := old[0], old[len(old)-1]
-	h := format.SettledHeader{Stream: id, FirstSeq: first.FirstSeq, LastSeq: last.LastSeq, FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs}
-	obj := format.AppendSettled(nil, h, chunks...)
-	repl := metastore.Ref{
-		StreamID: id.String(), FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
-		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs, Bytes: recBytes,
-		Locations: []metastore.Location{{
-			Settled:  true,
-			Key:      format.SettledKey(id, first.FirstSeq, last.LastSeq),
-			Offset:   format.SettledHeaderSize,
-			Length:   int64(len(obj) - format.SettledHeaderSize),
-			FirstSeq: first.FirstSeq,
-		}},
+	if cur != nil {
+		if err := flush(); err != nil {
+			return metastore.Ref{}, err
+		}
 	}
-	return obj, repl, nil
+	return repl, nil
+}
+
+// minRecord is the smallest encoded record: length, timestamp, header count.
+const minRecord = 4 + 8 + 2
+
+// lastTimestamp is the timestamp of the last of the whole records in b.
+func lastTimestamp(b []byte) int64 {
+	off := 0
+	for {
+		n := 4 + int(binary.BigEndian.Uint32(b[off:]))
+		if off+n >= len(b) {
+			return format.RecordTimestamp(b[off:])
+		}
+		off += n
+	}
 }
 
 func checkSegment(b []byte) error {

@@ -110,23 +110,40 @@ func (e *env) check() {
 	}
 }
 
-// checkSettled checks that every ref is settled and that its object parses
-// and holds exactly the ref's range.
+// checkSettled checks that every ref is settled, that its objects parse
+// and hold exactly the ref's range between them, in order, and that each
+// holds at most MaxObjectBytes of records (unless it is one record).
 func (e *env) checkSettled() {
 	e.t.Helper()
+	maxObj := e.s.MaxObjectBytes
+	if maxObj == 0 {
+		maxObj = settle.DefaultMaxObjectBytes
+	}
 	for i := range e.ids {
 		for _, r := range e.refs(i) {
-			if len(r.Locations) != 1 || !r.Locations[0].Settled {
-				e.t.Fatalf("stream %d: ref %d-%d not settled: %+v", i, r.FirstSeq, r.LastSeq, r.Locations)
+			next := r.FirstSeq
+			for li, l := range r.Locations {
+				if !l.Settled {
+					e.t.Fatalf("stream %d: ref %d-%d not settled: %+v", i, r.FirstSeq, r.LastSeq, r.Locations)
+				}
+				obj, err := e.settled.Get(e.t.Context(), l.Key, 0, -1)
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				h, recs, err := format.ParseSettled(obj)
+				last := li == len(r.Locations)-1
+				if err != nil || h.FirstSeq != next || l.FirstSeq != next || len(recs) != int(h.LastSeq-h.FirstSeq+1) ||
+					(li == 0 && h.FirstTsMs != r.FirstTsMs) || (last && (h.LastSeq != r.LastSeq || h.LastTsMs != r.LastTsMs)) ||
+					int64(len(obj))-format.SettledHeaderSize != l.Length || l.Offset != format.SettledHeaderSize {
+					e.t.Fatalf("stream %d: object %s: %+v, %v (ref %+v)", i, l.Key, h, err, r)
+				}
+				if rb := int64(len(obj) - format.SettledHeaderSize - format.SegmentSize(0)); rb > maxObj && len(recs) > 1 && len(r.Locations) < settle.MaxObjectsPerRef {
+					e.t.Fatalf("stream %d: object %s holds %d record bytes, over MaxObjectBytes %d", i, l.Key, rb, maxObj)
+				}
+				next = h.LastSeq + 1
 			}
-			obj, err := e.settled.Get(e.t.Context(), r.Locations[0].Key, 0, -1)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			h, recs, err := format.ParseSettled(obj)
-			if err != nil || h.FirstSeq != r.FirstSeq || h.LastSeq != r.LastSeq || len(recs) != int(r.LastSeq-r.FirstSeq+1) ||
-				h.FirstTsMs != r.FirstTsMs || h.LastTsMs != r.LastTsMs || int64(len(obj))-format.SettledHeaderSize != r.Locations[0].Length {
-				e.t.Fatalf("stream %d: object %s: %+v, %v (ref %+v)", i, r.Locations[0].Key, h, err, r)
+			if len(r.Locations) > settle.MaxObjectsPerRef {
+				e.t.Fatalf("stream %d: ref %d-%d points at %d objects, over %d", i, r.FirstSeq, r.LastSeq, len(r.Locations), settle.MaxObjectsPerRef)
 			}
 		}
 	}
@@ -365,4 +382,69 @@ func TestHandlerFixtures(t *testing.T) {
 	if _, err := h.Handle(t.Context(), []byte(`{"x":1}`)); err == nil {
 		t.Fatal("unrecognised event accepted")
 	}
+}
+
+// TestSettleSplitsInsideARef is issue 19's finding 2: one ref (one absorb
+// pass over many flights of one stream) larger than MaxObjectBytes becomes
+// several settled objects, split at record boundaries, each within the
+// bound; the ref points at all of them and reads back whole.
+func TestSettleSplitsInsideARef(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.a.MaxSlotsPerPass = 64
+	e.s.MaxObjectBytes = 4000
+	for range 12 {
+		if _, err := e.star.Flight(t.Context(), e.ids, []int{20}, e.ts, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.ts += 20
+	}
+	e.absorbAll()
+	refs := e.refs(0)
+	if len(refs) != 1 || refs[0].Bytes <= 4*e.s.MaxObjectBytes {
+		t.Fatalf("want one ref of many objects' worth, got %d refs (%d bytes)", len(refs), refs[0].Bytes)
+	}
+	res, err := e.s.Step(t.Context(), chainX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs = e.refs(0)
+	if len(refs) != 1 || len(refs[0].Locations) < 5 || res.Objects != len(refs[0].Locations) {
+		t.Fatalf("step %+v: %d refs, %d locations: want one ref over several objects", res, len(refs), len(refs[0].Locations))
+	}
+	e.checkSettled()
+	e.check()
+	// A rerun (another copy) rewrites the same objects byte for byte.
+	if _, err := e.s.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	e.checkSettled()
+	e.check()
+}
+
+// A ref with more than MaxObjectsPerRef objects' worth of records points at
+// MaxObjectsPerRef objects at most (each larger instead), so the swapped ref
+// stays a small item.
+func TestSettleBoundsObjectsPerRef(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.a.MaxSlotsPerPass = 64
+	e.s.MaxObjectBytes = 100 // every record (about 150 bytes) would be an object
+	for range 20 {
+		if _, err := e.star.Flight(t.Context(), e.ids, []int{20}, e.ts, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.ts += 20
+	}
+	e.absorbAll()
+	if refs := e.refs(0); len(refs) != 1 || refs[0].LastSeq+1 <= settle.MaxObjectsPerRef {
+		t.Fatalf("want one ref of more than %d records, got %d refs", settle.MaxObjectsPerRef, len(refs))
+	}
+	if _, err := e.s.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	refs := e.refs(0)
+	if n := len(refs[0].Locations); n > settle.MaxObjectsPerRef || n < settle.MaxObjectsPerRef/2 {
+		t.Fatalf("%d objects for 400 records: want at most %d, and about that many", n, settle.MaxObjectsPerRef)
+	}
+	e.checkSettled()
+	e.check()
 }

@@ -108,3 +108,21 @@ func (s *Star) Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, 
 	defer st.l.mu.Unlock()
 	return st.ackedNext, st.l.watch(), nil
 }
+
+// WatchStream is Watch for one stream: the channel is closed when this
+// stream's acked tail moves (or Drain takes it off the star), not on the
+// loglet's other changes, so a reader of an idle stream does no work for
+// the appends of the class's other streams. A halt or Close does not close
+// it: a reader waiting on it also keeps a timer (its heartbeat).
+func (s *Star) WatchStream(id format.StreamID) (tail uint64, changed <-chan struct{}, err error) {
+	st, err := s.stream(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	st.l.mu.Lock()
+	defer st.l.mu.Unlock()
+	if st.changed == nil {
+		st.changed = make(chan struct{})
+	}
+	return st.ackedNext, st.changed, nil
+}

@@ -498,6 +498,7 @@ func (l *loglet) release(f *flight, now time.Time) {
 		st := b.st
 		st.ackedNext = b.first + uint64(b.recs)
 		st.ackedTs = b.lastTs
+		st.wake()
 	}
 	for _, b := range f.batches {
 		b.finish(Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1, Tail: b.st.ackedNext, LastTsMs: b.st.ackedTs,

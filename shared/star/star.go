@@ -97,6 +97,18 @@ type stream struct {
 	indexed []*batch
 	// drained: Drain has taken the stream off the star; admission refuses it.
 	drained bool
+	// changed is closed (and cleared) when the acked tail moves or the
+	// stream is drained; nil while nobody watches (see WatchStream).
+	changed chan struct{}
+}
+
+// wake closes the stream's watch channel, if anyone holds it. Called with
+// l.mu held.
+func (st *stream) wake() {
+	if st.changed != nil {
+		close(st.changed)
+		st.changed = nil
+	}
 }
 
 // Star is one star's write core: sequencer, pools, flushers, commit and
@@ -252,6 +264,7 @@ func (s *Star) Drain(ctx context.Context, id format.StreamID) error {
 	l := st.l
 	l.mu.Lock()
 	st.drained = true
+	st.wake()
 	for st.ackedNext != st.next || len(st.indexed) > 0 {
 		if l.deposed != nil {
 			err := l.deposed

@@ -254,8 +254,10 @@ func (b *Bucket) Get(ctx context.Context, key string, off, n int64) ([]byte, err
 		return nil, err
 	}
 	wrap := func(err error) error { return fmt.Errorf("get %s/%s: %w", b.name, key, err) }
-	f, err := os.Open(b.path(key))
-	if notFound(err) {
+	// O_NOFOLLOW: a symlink planted in the bucket is no object (as for
+	// Head and Delete); its target is never read.
+	f, err := os.OpenFile(b.path(key), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if notFound(err) || errors.Is(err, syscall.ELOOP) {
 		return nil, wrap(objstore.ErrNotFound)
 	}
 	if err != nil {

@@ -248,3 +248,28 @@ func TestPutRacesPrune(t *testing.T) {
 		}
 	}
 }
+
+// TestSymlinksNotFollowed: a symlink planted in the bucket folder is not
+// an object to Get, as it is not to Head or Delete: the file it points to
+// outside the bucket is never read.
+func TestSymlinksNotFollowed(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	b, err := Open(root, "bkt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(root, "secret")
+	if err := os.WriteFile(outside, []byte("outside"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(b.Root(), "link")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, "link", 0, -1); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("Get through a symlink: %q, %v; want ErrNotFound", got, err)
+	}
+	if _, err := b.Head(ctx, "link"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("Head of a symlink: %v, want ErrNotFound", err)
+	}
+}

@@ -28,7 +28,9 @@
 //
 // # Reads and deletes
 //
-// Get opens the file and uses ReadAt; Head stats it. Delete unlinks the file
+// Get opens the file (never through a symlink: O_NOFOLLOW) and uses
+// ReadAt; Head stats it (Lstat). A symlink planted in the bucket is no
+// object to any of them. Delete unlinks the file
 // (a missing key is not an error), fsyncs its directory and removes parent
 // directories left empty, up to the bucket. List walks the bucket and sorts
 // the keys in byte order.

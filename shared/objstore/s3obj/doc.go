@@ -2,8 +2,16 @@
 // aws-sdk-go-v2. One Bucket is one bucket: a general purpose bucket (S3
 // Standard) or an S3 Express One Zone directory bucket (<base>--<zone-id>--x-s3).
 // For directory buckets the SDK signs with CreateSession credentials and uses
-// the zonal endpoint on its own; this package adds nothing for them except in
-// List (below). Directory buckets do not accept path-style requests: leave
+// the zonal endpoint on its own; this package adds two things for them: List
+// (below), and the session mode. The SDK's default session provider asks
+// CreateSession for no mode, which S3 serves as a ReadWrite session, so a
+// principal whose policy allows s3express:CreateSession only with
+// s3express:SessionMode = ReadOnly is refused. With
+// Options.ExpressSessionMode (or the environment's
+// STRAND_S3EXPRESS_SESSION_MODE) set to ReadOnly or ReadWrite, NewClient
+// installs its own provider (express.go) that sends that mode
+// (x-amz-create-session-mode), caches one session per bucket and renews it
+// a minute before it expires. A mode other than those two is ErrSessionMode. Directory buckets do not accept path-style requests: leave
 // Options.PathStyle false on AWS; set it for emulators and MinIO.
 //
 // # Operations
@@ -15,7 +23,9 @@
 //     n > 0 sends bytes=off-(off+n-1), which S3 shortens at the end of the
 //     object (a short read, no error). n = 0 is answered by HeadObject (no
 //     byte range selects zero bytes). A negative off is ErrRange without a
-//     request.
+//     request. A Get returns at most DefaultMaxGet (256 MiB; WithMaxGet
+//     changes it): a longer answer (by Content-Length, or by the bytes that
+//     arrive) is ErrTooLarge, and nothing past the bound is read.
 //   - Head: HeadObject's Content-Length.
 //   - Delete: DeleteObject, which S3 answers 204 for a missing key too.
 //   - List: ListObjectsV2, every page, sorted here. Directory buckets list in
@@ -73,6 +83,10 @@
 // as 404 NotFound and does map to ErrNotFound.
 //
 // # Tests
+//
+// The session provider is tested against a local HTTP server: the mode
+// header, the base credentials signing CreateSession, the session token
+// signing the GETs, one session per bucket, renewal.
 //
 // The package runs objstoretest.Run against S3 on the emulator (package
 // emulator: single-threaded moto, or STRAND_AWS_ENDPOINT), a fresh bucket per

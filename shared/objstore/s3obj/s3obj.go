@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"slices"
@@ -47,6 +48,12 @@ type Options struct {
 	Credentials aws.CredentialsProvider
 	// HTTPClient overrides the SDK's default HTTP client. Optional.
 	HTTPClient aws.HTTPClient
+	// ExpressSessionMode is the S3 Express session mode to ask
+	// CreateSession for: "ReadOnly" for a principal allowed only ReadOnly
+	// sessions, "ReadWrite", or empty: the environment's
+	// STRAND_S3EXPRESS_SESSION_MODE, and if that is empty too the SDK's
+	// default provider (which asks for no mode, i.e. ReadWrite).
+	ExpressSessionMode string
 }
 
 // NewClient builds an S3 client from the SDK's default configuration chain
@@ -69,7 +76,11 @@ func NewClient(ctx context.Context, o Options) (*s3.Client, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("s3obj: no region: set Options.Region or AWS_REGION")
 	}
-	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+	mode, err := expressMode(o)
+	if err != nil {
+		return nil, err
+	}
+	opts3 := func(so *s3.Options) {
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)
 		}
@@ -77,7 +88,14 @@ func NewClient(ctx context.Context, o Options) (*s3.Client, error) {
 		// Ranged GETs cannot be checksum-validated (the checksum covers the
 		// whole object); segments and envelopes carry their own CRC-32C.
 		so.DisableLogOutputChecksumValidationSkipped = true
-	}), nil
+	}
+	if mode == "" {
+		return s3.NewFromConfig(cfg, opts3), nil
+	}
+	// Sessions of the requested mode, created through a client of the same
+	// configuration (CreateSession is signed with the base credentials).
+	sessions := newExpressSessions(s3.NewFromConfig(cfg, opts3), mode, time.Now)
+	return s3.NewFromConfig(cfg, opts3, func(so *s3.Options) { so.ExpressCredentials = sessions }), nil
 }
 
 // Bucket is one S3 bucket (general purpose or directory) as an
@@ -86,6 +104,26 @@ type Bucket struct {
 	client *s3.Client
 	name   string
 	sleep  func(ctx context.Context, d time.Duration) error
+	maxGet int64 // bytes one Get may return
+}
+
+// DefaultMaxGet bounds the bytes one Get returns: far above strand's
+// largest objects (a flight of a few MiB, a settled object of 8 MiB by
+// default), so that a foreign or damaged object cannot exhaust memory.
+const DefaultMaxGet = 256 << 20
+
+// ErrTooLarge: a Get would return more than the bucket's bound.
+var ErrTooLarge = errors.New("objstore/s3obj: object larger than the read bound")
+
+// WithMaxGet returns a copy of b whose Gets return at most n bytes (n <= 0:
+// DefaultMaxGet); a larger one fails with ErrTooLarge.
+func (b *Bucket) WithMaxGet(n int64) *Bucket {
+	c := *b
+	c.maxGet = n
+	if n <= 0 {
+		c.maxGet = DefaultMaxGet
+	}
+	return &c
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -93,7 +131,7 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // New returns the bucket named bucket, reached through client. It makes no
 // request; a missing bucket shows on first use.
 func New(client *s3.Client, bucket string) *Bucket {
-	return &Bucket{client: client, name: bucket, sleep: sleepCtx}
+	return &Bucket{client: client, name: bucket, sleep: sleepCtx, maxGet: DefaultMaxGet}
 }
 
 // Name returns the bucket's name.
@@ -180,12 +218,18 @@ func (b *Bucket) Get(ctx context.Context, key string, off, n int64) ([]byte, err
 		return nil, b.wrap(fmt.Sprintf("get (range %s)", aws.ToString(in.Range)), key, kind, err)
 	}
 	defer out.Body.Close()
+	if cl := aws.ToInt64(out.ContentLength); cl > b.maxGet {
+		return nil, fmt.Errorf("get s3://%s/%s (range %s): %d bytes, more than the bound of %d: %w", b.name, key, aws.ToString(in.Range), cl, b.maxGet, ErrTooLarge)
+	}
 	var buf bytes.Buffer
-	if cl := aws.ToInt64(out.ContentLength); cl > 0 && cl < 1<<31 {
+	if cl := aws.ToInt64(out.ContentLength); cl > 0 {
 		buf.Grow(int(cl))
 	}
-	if _, err := buf.ReadFrom(out.Body); err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(out.Body, b.maxGet+1)); err != nil {
 		return nil, b.wrap("get: read body", key, unavailable, err)
+	}
+	if int64(buf.Len()) > b.maxGet {
+		return nil, fmt.Errorf("get s3://%s/%s (range %s): more than the bound of %d bytes: %w", b.name, key, aws.ToString(in.Range), b.maxGet, ErrTooLarge)
 	}
 	if cl := out.ContentLength; cl != nil && *cl != int64(buf.Len()) {
 		return nil, fmt.Errorf("get s3://%s/%s: body has %d bytes, Content-Length %d: %w",

@@ -399,3 +399,28 @@ func TestGetZeroLength(t *testing.T) {
 		t.Fatalf("Get(-1, 2): %v, want ErrRange", err)
 	}
 }
+
+// TestGetBounded: a read (whole object or open range) of an object larger
+// than the bucket's read bound fails with ErrTooLarge, without reading it
+// into memory; reads within the bound are served.
+func TestGetBounded(t *testing.T) {
+	c, name := newBucket(t)
+	ctx := context.Background()
+	b := New(c, name)
+	body := bytes.Repeat([]byte("x"), 1000)
+	if err := b.PutIfAbsent(ctx, "big", body); err != nil {
+		t.Fatal(err)
+	}
+	small := b.WithMaxGet(100)
+	for _, r := range [][2]int64{{0, -1}, {10, -1}, {0, 500}} {
+		if got, err := small.Get(ctx, "big", r[0], r[1]); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Get(%d, %d) of 1000 bytes with a bound of 100: %d bytes, %v; want ErrTooLarge", r[0], r[1], len(got), err)
+		}
+	}
+	if got, err := small.Get(ctx, "big", 950, -1); err != nil || len(got) != 50 {
+		t.Errorf("Get of the last 50 bytes: %d bytes, %v", len(got), err)
+	}
+	if got, err := b.Get(ctx, "big", 0, -1); err != nil || !bytes.Equal(got, body) {
+		t.Errorf("Get with the default bound: %d bytes, %v", len(got), err)
+	}
+}

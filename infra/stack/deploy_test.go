@@ -1,0 +1,556 @@
+package stack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/strandlog/strand/infra/bundle"
+)
+
+// Assertions for what would fail or hurt on a first deploy to a real
+// account (issue 15); each fails if its fix is undone.
+
+// TestBucketsRetainExceptOnCreate: with deletion protection, the buckets
+// (the directory buckets have fixed names) are retained on delete and on
+// replacement but deleted when the stack's first create rolls back;
+// without it they are deleted.
+func TestBucketsRetainExceptOnCreate(t *testing.T) {
+	for _, c := range []struct {
+		s              *synthesized
+		delete, update string
+	}{
+		{defaults(t), "RetainExceptOnCreate", "Retain"},
+		{threeStars(t), "Delete", "Delete"},
+	} {
+		for _, typ := range []string{"AWS::S3Express::DirectoryBucket", "AWS::S3::Bucket"} {
+			bs := c.s.ofType(typ)
+			if len(bs) == 0 {
+				t.Fatalf("no %s", typ)
+			}
+			for id, r := range bs {
+				if r["DeletionPolicy"] != c.delete || r["UpdateReplacePolicy"] != c.update {
+					t.Errorf("deletionProtection=%v: %s: DeletionPolicy %v UpdateReplacePolicy %v, want %s and %s",
+						c.s.cfg.DeletionProtection, id, r["DeletionPolicy"], r["UpdateReplacePolicy"], c.delete, c.update)
+				}
+			}
+		}
+	}
+}
+
+// TestAlarmTopicAllowsCloudWatch: the alarm topic's policy (which replaces
+// SNS's default policy) lets CloudWatch alarms of this account publish, and
+// every alarm notifies that topic.
+func TestAlarmTopicAllowsCloudWatch(t *testing.T) {
+	s := defaults(t)
+	topics := s.ofType("AWS::SNS::Topic")
+	if len(topics) != 1 {
+		t.Fatalf("%d topics, want 1", len(topics))
+	}
+	var topic string
+	for id := range topics {
+		topic = id
+	}
+	ref := js(map[string]any{"Ref": topic})
+	policies := s.ofType("AWS::SNS::TopicPolicy")
+	allowed := false
+	for id, r := range policies {
+		p := props(r)
+		if !strings.Contains(js(p["Topics"]), ref) {
+			continue
+		}
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			m := st.(map[string]any)
+			if m["Effect"] != "Allow" || js(m["Principal"]) != `{"Service":"cloudwatch.amazonaws.com"}` {
+				continue
+			}
+			if !strings.Contains(js(m["Action"]), "sns:Publish") || js(m["Resource"]) != ref {
+				t.Errorf("%s: CloudWatch statement %s does not allow sns:Publish on the topic", id, js(m))
+				continue
+			}
+			cond := js(m["Condition"])
+			if !strings.Contains(cond, `"StringEquals":{"aws:SourceAccount":{"Ref":"AWS::AccountId"}}`) {
+				t.Errorf("%s: CloudWatch may publish without aws:SourceAccount = this account: %s", id, cond)
+				continue
+			}
+			allowed = true
+		}
+	}
+	if !allowed {
+		t.Errorf("no topic policy of %s allows cloudwatch.amazonaws.com to publish: alarms would notify nobody (policies %s)", topic, js(policies))
+	}
+	alarms := s.ofType("AWS::CloudWatch::Alarm")
+	for id, r := range alarms {
+		if acts := js(props(r)["AlarmActions"]); acts != "["+ref+"]" {
+			t.Errorf("alarm %s: actions %s, want the alarm topic", id, acts)
+		}
+	}
+}
+
+// TestQueueRetention: every queue keeps messages 14 days, as long as the
+// dead-letter queues.
+func TestQueueRetention(t *testing.T) {
+	s := defaults(t)
+	qs := s.ofType("AWS::SQS::Queue")
+	if len(qs) != 4 {
+		t.Fatalf("%d queues, want 4", len(qs))
+	}
+	for id, r := range qs {
+		if got := props(r)["MessageRetentionPeriod"]; got != float64(14*24*3600) {
+			t.Errorf("%s: MessageRetentionPeriod %v, want %d (14 days)", id, got, 14*24*3600)
+		}
+	}
+}
+
+// TestLambdaAssetsAreArm64Bootstraps: the Code of every function is an
+// asset holding exactly one file, bootstrap, an aarch64 ELF executable
+// (no placeholder, no amd64 binary).
+func TestLambdaAssetsAreArm64Bootstraps(t *testing.T) {
+	s := defaults(t)
+	raw, err := os.ReadFile(filepath.Join(s.outdir, "Strand.assets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct {
+		Files map[string]struct {
+			Source struct{ Path, Packaging string }
+		}
+	}
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	fns := s.ofType("AWS::Lambda::Function")
+	if len(fns) != len(FunctionNames) {
+		t.Fatalf("%d functions, want %d", len(fns), len(FunctionNames))
+	}
+	for id, r := range fns {
+		key, _ := props(r)["Code"].(map[string]any)["S3Key"].(string)
+		hash, ok := strings.CutSuffix(key, ".zip")
+		asset, found := manifest.Files[hash]
+		if !ok || !found {
+			t.Errorf("%s: Code S3Key %q is not a file asset of the stack", id, key)
+			continue
+		}
+		if asset.Source.Packaging != "zip" {
+			t.Errorf("%s: asset packaging %q, want zip", id, asset.Source.Packaging)
+		}
+		dir := filepath.Join(s.outdir, asset.Source.Path)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+			continue
+		}
+		if len(ents) != 1 || ents[0].Name() != "bootstrap" {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s: asset holds %v, want exactly [bootstrap]", id, names)
+			continue
+		}
+		if err := bundle.CheckELF(filepath.Join(dir, "bootstrap")); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+}
+
+// starStages parses the star's Dockerfile.
+func starStages(t *testing.T) []bundle.Stage {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repoRoot, StarDockerfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stages, err := bundle.ParseDockerfile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stages
+}
+
+// TestDockerfilePlatformArgs: the build stages of the star's Dockerfile
+// declare BuildKit's automatic platform arguments without defaults (a
+// default would pin the binary's architecture whatever --platform says).
+func TestDockerfilePlatformArgs(t *testing.T) {
+	stages := starStages(t)
+	declared := map[string]bool{}
+	for _, st := range stages[:len(stages)-1] {
+		for _, in := range st.Instrs {
+			if in.Cmd != "ARG" {
+				continue
+			}
+			for _, a := range strings.Fields(in.Args) {
+				name, def, hasDef := strings.Cut(a, "=")
+				if strings.HasPrefix(name, "TARGET") || strings.HasPrefix(name, "BUILD") {
+					declared[name] = true
+					if hasDef {
+						t.Errorf("%s: ARG %s has the default %q: --platform would not override it", StarDockerfile, name, def)
+					}
+				}
+			}
+		}
+	}
+	for _, a := range []string{"TARGETOS", "TARGETARCH"} {
+		if !declared[a] {
+			t.Errorf("%s does not declare ARG %s: the build stage would not see the target platform", StarDockerfile, a)
+		}
+	}
+}
+
+// TestImagesPinned: every container image of every task definition is the
+// star's own asset or a pinned release tag, never latest or untagged.
+func TestImagesPinned(t *testing.T) {
+	s := threeStars(t)
+	tagged := regexp.MustCompile(`^[a-z0-9./-]+:[0-9]+(\.[0-9a-z]+)+$`)
+	n := 0
+	for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+		for _, c := range props(r)["ContainerDefinitions"].([]any) {
+			c := c.(map[string]any)
+			img := c["Image"]
+			if str, ok := img.(string); ok {
+				n++
+				if !tagged.MatchString(str) || strings.HasSuffix(str, ":latest") {
+					t.Errorf("%s/%v: image %q is not pinned to a release tag", id, c["Name"], str)
+				}
+				continue
+			}
+			// The star's image: the asset's content hash in the CDK's
+			// asset repository.
+			if !strings.Contains(js(img), "cdk-hnb659fds-container-assets") {
+				t.Errorf("%s/%v: image %s is neither pinned nor the star's asset", id, c["Name"], js(img))
+			}
+		}
+	}
+	if n != s.cfg.StarCount {
+		t.Errorf("%d registry images, want one agent per star (%d)", n, s.cfg.StarCount)
+	}
+	if !strings.HasSuffix(AgentImage, ":"+AgentVersion) {
+		t.Errorf("AgentImage %s is not pinned to AgentVersion %s", AgentImage, AgentVersion)
+	}
+}
+
+// TestStarDeletesItsProbe: the task role may delete the start-up probe's
+// object in the Standard chain bucket, and nothing else there.
+func TestStarDeletesItsProbe(t *testing.T) {
+	s := defaults(t)
+	task := grants(t, s, "StarTaskRole")
+	dels := task["s3:DeleteObject"]
+	if len(dels) == 0 {
+		t.Fatalf("the star cannot delete %s objects: one leaks per task start", ProbePrefix)
+	}
+	for _, r := range dels {
+		if !strings.Contains(r, "StorageChain") || !strings.Contains(r, "/"+ProbePrefix+"*") {
+			t.Errorf("star DeleteObject on %s, want only the chain bucket's %s*", r, ProbePrefix)
+		}
+	}
+	// The prefix is the one shared/star's probe writes under.
+	src, err := os.ReadFile(filepath.Join(repoRoot, "shared", "star", "commit.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), `key := fmt.Sprintf("`+ProbePrefix) {
+		t.Errorf("shared/star/commit.go no longer writes its probe under %s", ProbePrefix)
+	}
+}
+
+// TestStarMemory: in every task the star container and the agent sidecar
+// have hard limits that add up to the task's memory; the star's pools,
+// overhead and both backlogs fit its container (the sidecar is not counted
+// twice), and GOMEMLIMIT is below the container's limit.
+func TestStarMemory(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), threeStars(t), withTLS(t)} {
+		for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+			p := props(r)
+			task, err := strconv.Atoi(fmt.Sprint(p["Memory"]))
+			if err != nil {
+				t.Fatalf("%s: Memory %v", id, p["Memory"])
+			}
+			limits := map[string]int{}
+			env := map[string]string{}
+			for _, c := range p["ContainerDefinitions"].([]any) {
+				c := c.(map[string]any)
+				name := fmt.Sprint(c["Name"])
+				l, ok := c["Memory"].(float64)
+				if !ok {
+					t.Errorf("%s/%s: no hard memory limit", id, name)
+				}
+				limits[name] = int(l)
+				if name != "star" {
+					continue
+				}
+				for _, kv := range c["Environment"].([]any) {
+					kv := kv.(map[string]any)
+					if v, ok := kv["Value"].(string); ok {
+						env[fmt.Sprint(kv["Name"])] = v
+					}
+				}
+			}
+			star, agent := limits["star"], limits["cloudwatch-agent"]
+			if star+agent != task || agent != AgentMemoryMiB {
+				t.Errorf("%s: star %d + agent %d MiB, task %d MiB (agent should be %d)", id, star, agent, task, AgentMemoryMiB)
+			}
+			atoi := func(k, suffix string) int {
+				n, err := strconv.Atoi(strings.TrimSuffix(env[k], suffix))
+				if err != nil {
+					t.Fatalf("%s: %s=%q", id, k, env[k])
+				}
+				return n
+			}
+			backlog := atoi("STRAND_S3_CHAIN_BACKLOG_MIB", "")
+			pools := atoi("STRAND_S3_MEMORY_BUFFER_MIB", "") + atoi("STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB", "")
+			if worst := pools + 2*backlog + StarOverheadMiB; worst > star {
+				t.Errorf("%s: pools %d + 2 x backlog %d + overhead %d = %d MiB > the star container's %d MiB",
+					id, pools, backlog, StarOverheadMiB, worst, star)
+			}
+			if lim := atoi("GOMEMLIMIT", "MiB"); lim >= star || lim < pools+2*backlog {
+				t.Errorf("%s: GOMEMLIMIT %d MiB, want under the container's %d and over pools and backlogs %d", id, lim, star, pools+2*backlog)
+			}
+		}
+	}
+}
+
+// TestSweepsOverlapAtMostPairwise: no function reserves concurrency (on a
+// new account, whose Lambda concurrency quota can be 10, any reservation
+// fails the deploy: the unreserved pool may not drop below its minimum),
+// and no sweep fires more often than its function's timeout, so the
+// schedule alone never runs more than two copies of a sweep at once. That
+// overlap is safe: settle, absorb and trim are tested with concurrent
+// copies (shared/settle TestSettleConcurrentCopies, shared/absorb, and
+// shared/trim TestPipelineUnderFaults); see docs/deploy.md, Sizing.
+func TestSweepsOverlapAtMostPairwise(t *testing.T) {
+	s := defaults(t)
+	for id, r := range s.ofType("AWS::Lambda::Function") {
+		if v, ok := props(r)["ReservedConcurrentExecutions"]; ok {
+			t.Errorf("%s reserves concurrency %v: fails the first deploy on a new account", id, v)
+		}
+	}
+	for name, spec := range fnSpecs {
+		if spec.sweepMinutes*60 < spec.timeoutSecs {
+			t.Errorf("%s: sweep every %d min but runs up to %d s: more than two sweeps may overlap", name, spec.sweepMinutes, spec.timeoutSecs)
+		}
+	}
+}
+
+// TestRegions: the Express set is checked against the zones S3 Express
+// One Zone has in the region, and a two-zone region gets a K=2 set.
+func TestRegions(t *testing.T) {
+	ok := []map[string]any{
+		nil,
+		{CtxRegion: "us-west-2", CtxExpressAZs: "usw2-az1,usw2-az3,usw2-az4"},
+		{CtxRegion: "eu-north-1", CtxExpressAZs: "eun1-az1,eun1-az2,eun1-az3"},
+		{CtxRegion: "eu-west-1", CtxExpressAZs: "euw1-az1,euw1-az3"},
+		{CtxRegion: "sa-east-1", CtxExpressAZs: "sae1-az1,sae1-az2,sae1-az3", CtxAllowUnlistedZones: true},
+	}
+	for _, m := range ok {
+		if _, err := FromContext(ctx(m)); err != nil {
+			t.Errorf("%v: %v", m, err)
+		}
+	}
+	bad := []struct {
+		m    map[string]any
+		says string
+	}{
+		{map[string]any{CtxExpressAZs: "use1-az1,use1-az4,use1-az5"}, "use1-az1 is not an S3 Express One Zone zone of us-east-1"},
+		{map[string]any{CtxExpressAZs: "use1-az4,use1-az5"}, "us-east-1 has 3 Express zones"},
+		{map[string]any{CtxRegion: "eu-west-1", CtxExpressAZs: "euw1-az1,euw1-az2,euw1-az3"}, "euw1-az2"},
+		{map[string]any{CtxRegion: "sa-east-1", CtxExpressAZs: "sae1-az1,sae1-az2,sae1-az3"}, "regions with three: eu-north-1, us-east-1, us-west-2"},
+		{map[string]any{CtxRegion: "us-west-2", CtxExpressAZs: "use1-az4,use1-az5,use1-az6"}, "not an S3 Express One Zone zone of us-west-2"},
+		{map[string]any{CtxExpressAZs: "use1-az4"}, "needs 3 or 2 AZ ids"},
+		{map[string]any{CtxExpressAZs: "use1-az4,use1-az5,use1-az6,use1-az1"}, "needs 3 or 2 AZ ids"},
+	}
+	for _, c := range bad {
+		_, err := FromContext(ctx(c.m))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%v: %v, want ErrConfig saying %q", c.m, err, c.says)
+		}
+	}
+	if got := twoZoneRegions(); !slices.Equal(got, []string{"ap-northeast-1", "ap-south-1", "eu-west-1", "us-east-2"}) {
+		t.Errorf("two-zone regions %v", got)
+	}
+}
+
+// TestTwoZoneSet: a K=2 stack has two directory buckets, both in every
+// reader's and writer's bucket list, with W=2, and aligned stars alternate
+// between the two zones.
+func TestTwoZoneSet(t *testing.T) {
+	const lookup = "availability-zones:account=111111111111:region=eu-west-1"
+	s := synth(t, "two-zone", map[string]any{
+		CtxRegion: "eu-west-1", CtxExpressAZs: []any{"euw1-az1", "euw1-az3"}, CtxStarCount: float64(3),
+		CtxAccount: "111111111111", CtxExpressAZNames: []any{"eu-west-1b", "eu-west-1a"},
+		lookup: []any{"eu-west-1a", "eu-west-1b", "eu-west-1c"},
+	})
+	if n := len(s.ofType("AWS::S3Express::DirectoryBucket")); n != 2 {
+		t.Fatalf("%d directory buckets, want 2", n)
+	}
+	for id, r := range s.ofType("AWS::Lambda::Function") {
+		env := js(props(r)["Environment"])
+		if !strings.Contains(env, `"STRAND_EXPRESS_W":"2"`) || strings.Count(env, "StorageExpress") != 2 {
+			t.Errorf("%s: environment %s, want two Express buckets and W=2", id, env)
+		}
+	}
+	zones := subnetZones(s)
+	for star, subnets := range serviceSubnets(t, s) {
+		i, err := strconv.Atoi(strings.TrimPrefix(star, "star-"))
+		if err != nil {
+			t.Fatalf("service %s", star)
+		}
+		want := s.cfg.ExpressAZNames[i%2]
+		for _, sn := range subnets {
+			if zones[sn] != js(want) {
+				t.Errorf("%s runs in subnet %s of %s, want %s", star, sn, zones[sn], want)
+			}
+		}
+	}
+}
+
+// TestObservability: Container Insights, load balancer access logs, S3
+// server access logs of the Standard buckets and VPC flow logs are on by
+// default, delivered to the logs bucket, and each switch turns its part off.
+func TestObservability(t *testing.T) {
+	on, off := defaults(t), threeStars(t)
+	cluster := func(s *synthesized) string {
+		for _, r := range s.ofType("AWS::ECS::Cluster") {
+			return js(props(r)["ClusterSettings"])
+		}
+		return ""
+	}
+	if c := cluster(on); !strings.Contains(c, `{"Name":"containerInsights","Value":"enabled"}`) {
+		t.Errorf("Container Insights not enabled: %s", c)
+	}
+	if c := cluster(off); strings.Contains(c, `"enabled"`) {
+		t.Errorf("Container Insights on with %s=false: %s", CtxContainerInsights, c)
+	}
+	var logs string
+	for id := range on.ofType("AWS::S3::Bucket") {
+		if strings.HasPrefix(id, "StorageLogs") {
+			logs = id
+		}
+	}
+	if logs == "" {
+		t.Fatal("no logs bucket")
+	}
+	ref := js(map[string]any{"Ref": logs})
+	for _, r := range on.ofType("AWS::ElasticLoadBalancingV2::LoadBalancer") {
+		attrs := js(props(r)["LoadBalancerAttributes"])
+		if !strings.Contains(attrs, `{"Key":"access_logs.s3.enabled","Value":"true"}`) || !strings.Contains(attrs, ref) {
+			t.Errorf("load balancer access logs not to %s: %s", logs, attrs)
+		}
+	}
+	for id, r := range on.ofType("AWS::S3::Bucket") {
+		lc := js(props(r)["LoggingConfiguration"])
+		if id == logs {
+			continue
+		}
+		if !strings.Contains(lc, `"DestinationBucketName":`+ref) || !strings.Contains(lc, LogsPrefixS3) {
+			t.Errorf("%s: server access logs %s, want %s under %s", id, lc, logs, LogsPrefixS3)
+		}
+	}
+	flows := on.ofType("AWS::EC2::FlowLog")
+	if len(flows) != 1 {
+		t.Fatalf("%d flow logs, want 1", len(flows))
+	}
+	for id, r := range flows {
+		p := props(r)
+		if p["LogDestinationType"] != "s3" || p["TrafficType"] != "ALL" || p["ResourceType"] != "VPC" || !strings.Contains(js(p["LogDestination"]), logs) {
+			t.Errorf("%s: %s", id, js(p))
+		}
+	}
+	// The logs bucket lets the delivery services write (by policy: the
+	// bucket takes no ACLs).
+	var policy string
+	for _, r := range on.ofType("AWS::S3::BucketPolicy") {
+		if js(props(r)["Bucket"]) == ref {
+			policy = js(props(r)["PolicyDocument"])
+		}
+	}
+	for _, svc := range []string{"logging.s3.amazonaws.com", "delivery.logs.amazonaws.com"} {
+		if !strings.Contains(policy, svc) {
+			t.Errorf("the logs bucket policy does not let %s write: %s", svc, policy)
+		}
+	}
+	// Switched off: no logs bucket, no logging, no flow log.
+	for id, r := range off.ofType("AWS::S3::Bucket") {
+		if strings.HasPrefix(id, "StorageLogs") || props(r)["LoggingConfiguration"] != nil {
+			t.Errorf("%s: logs bucket or access logs with the switches off", id)
+		}
+	}
+	for _, r := range off.ofType("AWS::ElasticLoadBalancingV2::LoadBalancer") {
+		if attrs := js(props(r)["LoadBalancerAttributes"]); strings.Contains(attrs, `"access_logs.s3.enabled","Value":"true"`) {
+			t.Errorf("load balancer access logs with %s=false: %s", CtxNLBAccessLogs, attrs)
+		}
+	}
+	if n := len(off.ofType("AWS::EC2::FlowLog")); n != 0 {
+		t.Errorf("%d flow logs with %s=false", n, CtxFlowLogs)
+	}
+}
+
+// TestDockerfileMatchesTask: the star image's final stage exposes the
+// ports the task maps and starts the star binary (the image itself is built
+// offline and run in package bundle's TestStarImageOffline).
+func TestDockerfileMatchesTask(t *testing.T) {
+	stages := starStages(t)
+	final := stages[len(stages)-1]
+	var expose, entry string
+	for _, in := range final.Instrs {
+		switch in.Cmd {
+		case "EXPOSE":
+			expose = in.Args
+		case "ENTRYPOINT":
+			entry = in.Args
+		}
+	}
+	if want := fmt.Sprintf("%d %d", APIPort, AdminPort); expose != want {
+		t.Errorf("EXPOSE %q, want %q (the task's port mappings)", expose, want)
+	}
+	if entry != `["/star"]` {
+		t.Errorf("ENTRYPOINT %s, want [\"/star\"]", entry)
+	}
+}
+
+// TestExpressSessionModeMatchesGrant: a function whose role may create
+// only ReadOnly Express sessions tells its S3 client to ask for ReadOnly
+// ones (the SDK's default asks for ReadWrite and would be refused), and no
+// other function does.
+func TestExpressSessionModeMatchesGrant(t *testing.T) {
+	s := defaults(t)
+	src, err := os.ReadFile(filepath.Join(repoRoot, "shared", "objstore", "s3obj", "express.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), `EnvExpressSessionMode = "`+EnvExpressSessionMode+`"`) {
+		t.Fatalf("shared/objstore/s3obj no longer reads %s", EnvExpressSessionMode)
+	}
+	readOnly := 0
+	for _, name := range FunctionNames {
+		title := strings.ToUpper(name[:1]) + name[1:]
+		g := grants(t, s, "Settlement"+title+"Role")
+		ro := false
+		for _, r := range g["s3express:CreateSession"] {
+			ro = ro || strings.Contains(r, `"s3express:SessionMode":"ReadOnly"`)
+		}
+		var env string
+		for id, r := range s.ofType("AWS::Lambda::Function") {
+			if strings.HasPrefix(id, "Settlement"+title) {
+				env = js(props(r)["Environment"])
+			}
+		}
+		asks := strings.Contains(env, `"`+EnvExpressSessionMode+`":"ReadOnly"`)
+		if ro != asks {
+			t.Errorf("%s: role ReadOnly-only %v, client asks for ReadOnly %v (%s)", name, ro, asks, env)
+		}
+		if ro {
+			readOnly++
+		}
+	}
+	if readOnly != 2 {
+		t.Errorf("%d functions with ReadOnly sessions, want absorb and settle", readOnly)
+	}
+}

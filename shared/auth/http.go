@@ -1,0 +1,58 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+
+	"connectrpc.com/connect"
+)
+
+// Middleware authenticates every request from its Authorization header
+// before anything reads its body: a request without a valid token is
+// answered Unauthenticated (in the protocol it spoke: Connect, gRPC or
+// gRPC-Web) at the cost of its headers only, and the grant of a valid one
+// is stored in the request's context, where Interceptor finds it and
+// FromContext returns it.
+func Middleware(c *Checker, next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, err := authenticate(r.Context(), c, r.Header.Get("Authorization"), Source(r.RemoteAddr))
+		if err != nil {
+			// HTTP/1: answer at once and hang up rather than drain the
+			// body of a caller nobody knows.
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
+			_ = ew.Write(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// Source is the address a request came from, without its port: the key of
+// the per-source limit on lookups of unknown tokens.
+func Source(remoteAddr string) string {
+	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		return host
+	}
+	return remoteAddr
+}
+
+// authenticate checks the Authorization header value h and returns ctx with
+// the grant, or the Connect error to answer.
+func authenticate(ctx context.Context, c *Checker, h, source string) (context.Context, error) {
+	g, err := c.CheckFrom(ctx, bearer(h), source)
+	switch {
+	case errors.Is(err, ErrRateLimited):
+		return ctx, connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, ErrUnauthenticated):
+		return ctx, connect.NewError(connect.CodeUnauthenticated,
+			errors.New("auth: missing or unknown bearer token: send 'Authorization: Bearer strand_...' (strand dev prints one and writes it to DATA_DIR/token)"))
+	case err != nil:
+		return ctx, connect.NewError(connect.CodeUnavailable, err)
+	}
+	return WithGrant(ctx, g), nil
+}

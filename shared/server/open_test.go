@@ -1,0 +1,159 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// hookMeta runs a hook inside GetStream (after the read) and LastRef
+// (before it), so a test can hold a call at the point a race needs.
+type hookMeta struct {
+	metastore.Store
+	mu        sync.Mutex
+	getStream func(name string)
+	lastRef   func(id string)
+}
+
+func (h *hookMeta) GetStream(ctx context.Context, name string) (metastore.Stream, error) {
+	st, err := h.Store.GetStream(ctx, name)
+	h.mu.Lock()
+	fn := h.getStream
+	h.mu.Unlock()
+	if fn != nil {
+		fn(name)
+	}
+	return st, err
+}
+
+func (h *hookMeta) LastRef(ctx context.Context, id string) (metastore.Ref, error) {
+	h.mu.Lock()
+	fn := h.lastRef
+	h.mu.Unlock()
+	if fn != nil {
+		fn(id)
+	}
+	return h.Store.LastRef(ctx, id)
+}
+
+// holdOnce returns a hook that, on its first call with key, signals entered
+// and waits for release (idempotent; also called at cleanup, before the
+// server's); every other call passes.
+func holdOnce(t *testing.T, key string) (hook func(string), entered chan struct{}, release func()) {
+	entered, ch := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release)
+	var first atomic.Bool
+	return func(k string) {
+		if k != key || !first.CompareAndSwap(false, true) {
+			return
+		}
+		close(entered)
+		<-ch
+	}, entered, release
+}
+
+// createIn records a stream led by star-0 in the metastore only, as after a
+// restart: the server has not opened it yet.
+func createIn(t *testing.T, meta metastore.Store, name string, b byte) metastore.Stream {
+	t.Helper()
+	st := metastore.Stream{Name: name, ID: format.StreamID{b}.String(), Class: metastore.Express, Star: "star-0", State: metastore.StreamActive}
+	_, err := meta.CreateStream(context.Background(), st)
+	must(t, err)
+	return st
+}
+
+// TestAppendRacingDeleteStreamDoesNotResurrectIt is issue 19's finding 4:
+// an Append looks the stream up as active, DeleteStream drains it and marks
+// it deleting, and then the Append must not open it again (it would ack
+// appends and write refs for a stream whose metadata trim deletes).
+func TestAppendRacingDeleteStreamDoesNotResurrectIt(t *testing.T) {
+	ctx := context.Background()
+	meta := &hookMeta{Store: newMeta(t)}
+	n := newNode(t, meta, "star-0", true, nil)
+	c := newClient(t, n, adminTok)
+	st := createIn(t, meta, "logs/r", 7)
+	hook, entered, release := holdOnce(t, "logs/r")
+	meta.mu.Lock()
+	meta.getStream = hook
+	meta.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Append(ctx, "logs/r", recs(1, "late"), client.AppendOptions{})
+		done <- err
+	}()
+	<-entered // the Append read the stream as active
+	must(t, c.DeleteStream(ctx, "logs/r"))
+	release()
+	err := <-done
+	wantCode(t, err, connect.CodeNotFound)
+	id, _ := format.ParseStreamID(st.ID)
+	if _, _, err := n.star.Tail(id); err == nil {
+		t.Fatal("the deleted stream is open on the star again")
+	}
+	if _, err := meta.LastRef(ctx, st.ID); err == nil {
+		t.Fatal("a ref was written for the deleted stream")
+	}
+}
+
+// TestSlowLastRefDelaysOnlyItsStream is issue 19's finding 5 (and issue
+// 13's 11b): opening a stream reads its last ref; while that read hangs,
+// appends to a stream already open go through, and other calls for the
+// stream being opened wait for the one read instead of issuing their own.
+func TestSlowLastRefDelaysOnlyItsStream(t *testing.T) {
+	ctx := context.Background()
+	meta := &hookMeta{Store: newMeta(t)}
+	n := newNode(t, meta, "star-0", true, nil)
+	c := newClient(t, n, adminTok)
+	_, err := c.CreateStream(ctx, "logs/open", client.CreateOptions{Class: "express"})
+	must(t, err)
+	slow := createIn(t, meta, "logs/slow", 9)
+	hook, entered, release := holdOnce(t, slow.ID)
+	var calls atomic.Int64
+	meta.mu.Lock()
+	meta.lastRef = func(id string) {
+		if id == slow.ID {
+			calls.Add(1)
+		}
+		hook(id)
+	}
+	meta.mu.Unlock()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.Append(ctx, "logs/slow", recs(1, "s"), client.AppendOptions{})
+			done <- err
+		}()
+	}
+	<-entered
+	// Not a speed assertion: the bound only turns a deadlock into a failure.
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a, err := c.Append(actx, "logs/open", recs(3, "o"), client.AppendOptions{})
+	if err != nil {
+		t.Fatalf("append to an open stream while another stream's LastRef hangs: %v", err)
+	}
+	if a.StartSeq != 0 || a.EndSeq != 3 {
+		t.Fatalf("ack %+v", a)
+	}
+	release()
+	for range 2 {
+		must(t, <-done)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Fatalf("%d LastRef calls to open one stream, want 1", got)
+	}
+	id, _ := format.ParseStreamID(slow.ID)
+	if next, _, err := n.star.Tail(id); err != nil || next != 2 {
+		t.Fatalf("slow stream tail %d %v, want 2", next, err)
+	}
+}
