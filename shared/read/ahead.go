@@ -153,7 +153,10 @@ func (a *ahead) fetch(l metastore.Location, f *fetched) {
 		if a.have[keyOf(l)] == f {
 			delete(a.have, keyOf(l)) // the retry fetches afresh
 		}
-		a.refs = nil // and re-queries the refs
+		// The plan is stale (a location vanished, or the session ended):
+		// fetch nothing more until the read re-queries and plans again.
+		// (Refilling here re-launched the failed fetch at once, forever.)
+		a.refs, a.order = nil, nil
 	}
 	close(f.done)
 	a.fill()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -182,5 +183,41 @@ func TestUpcomingLocations(t *testing.T) {
 	}
 	if u := upcoming(refs, 20); len(u) != 0 {
 		t.Fatalf("past the refs: %v", u)
+	}
+}
+
+// A location that is gone for good (its slot deleted, no ref replacing
+// it) fails the session, and the read-ahead stops fetching: a failed fetch
+// must not re-launch itself (it once did, forever, spinning a core).
+func TestAheadStopsAfterAFailedFetch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendN(20, 50)
+	e.absorb()
+	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10)
+	if err != nil || len(refs) == 0 || len(refs[0].Locations) < 2 {
+		t.Fatalf("refs %v %v", refs, err)
+	}
+	gone := refs[0].Locations[1].Key
+	for _, m := range e.mems {
+		_ = m.Delete(ctx, gone)
+	}
+	_, set := e.counted()
+	gets := func() int64 {
+		n := int64(0)
+		for _, c := range set {
+			n += c.n.Load()
+		}
+		return n
+	}
+	err = e.r.Session(ctx, e.st, Start{}, SessionOptions{NoTail: true}, func(Batch) error { return nil })
+	if err == nil {
+		t.Fatal("a session over a vanished location succeeded")
+	}
+	time.Sleep(50 * time.Millisecond) // fetches in flight at the end finish
+	after := gets()
+	time.Sleep(100 * time.Millisecond)
+	if n := gets(); n != after {
+		t.Fatalf("GETs went on after the session ended: %d, then %d", after, n)
 	}
 }
