@@ -20,17 +20,25 @@ func newBench(cf *clientFlags) *cobra.Command {
 	var jsonOut, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure ack latency, throughput, requests per GB, metastore ops and cost",
+		Short: "Measure ack and end-to-end latency, write and read throughput, requests per GB, metastore ops and cost",
 		Long: `Measure the star: producers x streams x record size x class (x rate x
 flush deadline), each list a matrix dimension. By default an in-process star runs on memory buckets
 behind a per-bucket S3 latency model (see docs/performance.md for the figures
 the defaults are calibrated to), with the in-process absorb so metastore
 traffic is real. --api runs a whole node on loopback and drives it through the
-Go client; --endpoint (given explicitly) drives a running server instead.`,
+Go client; --endpoint (given explicitly) drives a running server instead.
+
+--workload picks what runs: write (the default), tail (readers follow every
+stream while producers append at --tail-rate: end-to-end latency next to ack
+latency), catchup (readers from seq 0 over a --backlog-mb backlog, part
+settled: MB/s, GETs and metastore reads per GB, read cost), fanout (tail and
+catch-up of one stream by each of --fanout-readers readers). Reads run
+in-process or with --api; GETs follow the --*-get-* models.`,
 		Example: `  strand bench
   strand bench --class express,standard --rate 1,10,100 --duration 10s
   strand bench --rate 100 --s3-express-flush-deadline 2ms,4ms,8ms --baseline=false
-  strand bench --api --class standard --producers 8 --json-out run.json --plot docs/perf`,
+  strand bench --api --class standard --producers 8 --json-out run.json --plot docs/perf
+  strand bench --workload tail,catchup,fanout --backlog-mb 512`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Classes = nil
@@ -106,6 +114,18 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 	f.DurationVar(&cfg.StandardPut.P99, "standard-put-p99", cfg.StandardPut.P99, "Standard PUT latency model: 0.99 quantile")
 	f.DurationVar(&cfg.MetaWrite.P50, "meta-write-p50", cfg.MetaWrite.P50, "baseline DynamoDB write latency model: median")
 	f.DurationVar(&cfg.MetaWrite.P99, "meta-write-p99", cfg.MetaWrite.P99, "baseline DynamoDB write latency model: 0.99 quantile")
+	f.StringSliceVar(&cfg.Workloads, "workload", cfg.Workloads, "workloads: write, tail, catchup, fanout (list)")
+	f.IntSliceVar(&cfg.Readers, "readers", cfg.Readers, "tail and catch-up: readers per stream (list)")
+	f.IntSliceVar(&cfg.FanoutReaders, "fanout-readers", cfg.FanoutReaders, "fan-out: readers of one stream (list)")
+	f.IntVar(&cfg.BacklogMB, "backlog-mb", cfg.BacklogMB, "catch-up: backlog written before the read, MB across the streams")
+	f.IntVar(&cfg.SettledPct, "settled-pct", cfg.SettledPct, "catch-up: percent of the backlog settled before the rest is written")
+	f.Float64Var(&cfg.TailRateMBps, "tail-rate", cfg.TailRateMBps, "tail and fan-out: producers' offered MB/s")
+	f.DurationVar(&cfg.ExpressGet.FirstByte.P50, "express-get-p50", cfg.ExpressGet.FirstByte.P50, "Express GET first-byte latency model: median")
+	f.DurationVar(&cfg.ExpressGet.FirstByte.P99, "express-get-p99", cfg.ExpressGet.FirstByte.P99, "Express GET first-byte latency model: 0.99 quantile")
+	f.Float64Var(&cfg.ExpressGet.MBps, "express-get-mbps", cfg.ExpressGet.MBps, "Express GET bandwidth per request, MB/s (0: unlimited)")
+	f.DurationVar(&cfg.StandardGet.FirstByte.P50, "standard-get-p50", cfg.StandardGet.FirstByte.P50, "Standard GET first-byte latency model: median (also the settled bucket)")
+	f.DurationVar(&cfg.StandardGet.FirstByte.P99, "standard-get-p99", cfg.StandardGet.FirstByte.P99, "Standard GET first-byte latency model: 0.99 quantile")
+	f.Float64Var(&cfg.StandardGet.MBps, "standard-get-mbps", cfg.StandardGet.MBps, "Standard GET bandwidth per request, MB/s (0: unlimited)")
 	f.IntVar(&cfg.ExpressK, "express-k", cfg.ExpressK, "Express buckets in the set (K)")
 	f.IntVar(&cfg.ExpressW, "express-w", cfg.ExpressW, "Express copies that commit (W)")
 	f.DurationSliceVar(&cfg.ExpressFlush, "s3-express-flush-deadline", nil, "Express flush deadlines (list; default: the star's)")
@@ -130,6 +150,9 @@ Go client; --endpoint (given explicitly) drives a running server instead.`,
 	f.Float64Var(&p.StandardPutPer1000, "price-standard-put", p.StandardPutPer1000, "USD per 1000 S3 Standard PUTs")
 	f.Float64Var(&p.DynamoWRUPerM, "price-dynamo-wru", p.DynamoWRUPerM, "USD per million DynamoDB write request units")
 	f.Float64Var(&p.DynamoRRUPerM, "price-dynamo-rru", p.DynamoRRUPerM, "USD per million DynamoDB read request units")
+	f.Float64Var(&p.StandardGetPer1000, "price-standard-get", p.StandardGetPer1000, "USD per 1000 S3 Standard GETs")
+	f.Float64Var(&p.ExpressGetPer1000, "price-express-get", p.ExpressGetPer1000, "USD per 1000 S3 Express One Zone GETs")
+	f.Float64Var(&p.ExpressRetrPerGB, "price-express-retrieval-gb", p.ExpressRetrPerGB, "USD per GB retrieved from S3 Express One Zone")
 	f.Float64Var(&p.LambdaPerM, "price-lambda", p.LambdaPerM, "USD per million Lambda invocations")
 	f.Float64Var(&p.LambdaGBSecond, "price-lambda-gb-s", p.LambdaGBSecond, "USD per Lambda GB-second")
 	f.Float64Var(&p.SQSFIFOPerM, "price-sqs-fifo", p.SQSFIFOPerM, "USD per million SQS FIFO requests")

@@ -386,16 +386,24 @@ func (s *startFlags) start(def client.Start) (client.Start, error) {
 	return def, nil
 }
 
+// printer writes records through one large buffer: a batch of small
+// records costs a few writes, not one per record. A follower (tail)
+// flushes after every batch; a reader (read) only when the buffer fills
+// and at the end.
 type printer struct {
-	w      *bufio.Writer
-	format string
+	w         *bufio.Writer
+	format    string
+	flushEach bool
 }
 
-func newPrinter(w io.Writer, format string) (*printer, error) {
+// printBuffer is the printer's buffer size.
+const printBuffer = 256 << 10
+
+func newPrinter(w io.Writer, format string, flushEach bool) (*printer, error) {
 	if format != "text" && format != "json" {
 		return nil, fmt.Errorf("--format %q: want text or json", format)
 	}
-	return &printer{w: bufio.NewWriter(w), format: format}, nil
+	return &printer{w: bufio.NewWriterSize(w, printBuffer), format: format, flushEach: flushEach}, nil
 }
 
 // printRaw prints m as one line of raw JSON (shared/rawjson): the CLI's
@@ -442,7 +450,10 @@ func (p *printer) print(recs []client.Record) error {
 		p.w.Write(b)
 		p.w.WriteByte('\n')
 	}
-	return p.w.Flush()
+	if p.flushEach {
+		return p.w.Flush()
+	}
+	return nil
 }
 
 func newRead(cf *clientFlags) *cobra.Command {
@@ -465,7 +476,7 @@ the API answers the same with Strand-Format: raw; see docs/cli.md).`,
 			if err != nil {
 				return err
 			}
-			p, err := newPrinter(cmd.OutOrStdout(), format)
+			p, err := newPrinter(cmd.OutOrStdout(), format, false)
 			if err != nil {
 				return err
 			}
@@ -498,7 +509,7 @@ new record as it is acknowledged, until interrupted (Ctrl-C) or --count records.
 			if err != nil {
 				return err
 			}
-			p, err := newPrinter(cmd.OutOrStdout(), format)
+			p, err := newPrinter(cmd.OutOrStdout(), format, true)
 			if err != nil {
 				return err
 			}
@@ -529,6 +540,10 @@ func session(ctx context.Context, c *client.Client, name string, start client.St
 		if err := p.print(rs.Batch().Records); err != nil {
 			return err
 		}
+	}
+	// What was read is written out even when the session then failed.
+	if err := p.w.Flush(); err != nil {
+		return err
 	}
 	if err := rs.Err(); err != nil && ctx.Err() == nil {
 		return err

@@ -44,9 +44,9 @@ func (p *apiProducer) submit(ctx context.Context, stream int, recs []format.Reco
 	}
 	if len(p.recs) != len(recs) {
 		p.recs = make([]client.Record, len(recs))
-		for i, r := range recs {
-			p.recs[i] = client.Record{Body: r.Body}
-		}
+	}
+	for i, r := range recs { // Submit encodes the batch before it returns
+		p.recs[i] = client.Record{Body: r.Body}
 	}
 	if err := s.Submit(p.recs, client.AppendOptions{}); err != nil {
 		return nil, err

@@ -16,6 +16,14 @@ const (
 	ModeRemote = "remote"
 )
 
+// Workloads.
+const (
+	WorkWrite   = "write"   // producers only: ack latency, throughput, cost
+	WorkTail    = "tail"    // tailing readers while producers append: end-to-end latency
+	WorkCatchup = "catchup" // readers from seq 0 over a backlog: MB/s, GETs and metastore reads per GB
+	WorkFanout  = "fanout"  // tail and catch-up with 1, 10, 100 readers of one stream
+)
+
 // ErrConfig: the configuration cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
 
@@ -48,6 +56,23 @@ type Config struct {
 	// independently), and the naive baseline's metastore write.
 	ExpressPut, StandardPut, MetaWrite Latency
 	ExpressK, ExpressW                 int
+	// GET models (read workloads): the chain buckets of each class, and
+	// the settled bucket (S3 Standard).
+	ExpressGet, StandardGet GetModel
+
+	// Workloads to run (WorkWrite, WorkTail, WorkCatchup, WorkFanout);
+	// empty: write only.
+	Workloads []string
+	// Readers per stream of the tail and catch-up workloads (list), and
+	// readers of the one stream of the fan-out workload (list).
+	Readers, FanoutReaders []int
+	// Catch-up backlog across the streams, in MB (10^6 bytes of bodies),
+	// and the share of it settled before it is read (the rest stays in
+	// transit slots).
+	BacklogMB  int
+	SettledPct int
+	// Offered rate of the tail and fan-out producers, MB/s in all.
+	TailRateMBps float64
 
 	// Star tuning (zero: star.Defaults()). The flush deadlines are a
 	// matrix dimension of their class's runs: the cut policy trades ack
@@ -87,6 +112,15 @@ func Defaults() Config {
 		MetaWrite:   Latency{5 * time.Millisecond, 15 * time.Millisecond},
 		ExpressK:    3,
 		ExpressW:    2,
+		ExpressGet:  GetModel{FirstByte: Latency{3 * time.Millisecond, 10 * time.Millisecond}, MBps: 90},
+		StandardGet: GetModel{FirstByte: Latency{30 * time.Millisecond, 120 * time.Millisecond}, MBps: 90},
+
+		Workloads:     []string{WorkWrite},
+		Readers:       []int{1},
+		FanoutReaders: []int{1, 10, 100},
+		BacklogMB:     256,
+		SettledPct:    50,
+		TailRateMBps:  8,
 
 		ExpressIdleCut:  star.Defaults().Express.IdleCut,
 		StandardIdleCut: star.Defaults().Standard.IdleCut,
@@ -137,7 +171,37 @@ func (c Config) Validate() error {
 	if c.ExpressK < 1 || c.ExpressW < 1 || c.ExpressW > c.ExpressK {
 		return fmt.Errorf("%w: Express K=%d W=%d", ErrConfig, c.ExpressK, c.ExpressW)
 	}
-	for _, l := range []Latency{c.ExpressPut, c.StandardPut, c.MetaWrite} {
+	for _, w := range c.Workloads {
+		switch w {
+		case WorkWrite, WorkTail, WorkCatchup, WorkFanout:
+		default:
+			return fmt.Errorf("%w: workload %q (want write, tail, catchup or fanout)", ErrConfig, w)
+		}
+		if w != WorkWrite && c.Mode == ModeRemote {
+			return fmt.Errorf("%w: the %s workload runs in-process or with --api, not against an endpoint", ErrConfig, w)
+		}
+	}
+	if len(c.Workloads) > 0 && !(len(c.Workloads) == 1 && c.Workloads[0] == WorkWrite) {
+		for _, v := range c.RecordBytes {
+			if v < 8 {
+				return fmt.Errorf("%w: read workloads need records of at least 8 bytes (the send time is stamped in each body)", ErrConfig)
+			}
+		}
+	}
+	for _, v := range append(append([]int{}, c.Readers...), c.FanoutReaders...) {
+		if v < 1 || v > 10000 {
+			return fmt.Errorf("%w: readers %d (1 to 10000)", ErrConfig, v)
+		}
+	}
+	if c.BacklogMB < 1 || c.SettledPct < 0 || c.SettledPct > 100 || c.TailRateMBps <= 0 {
+		return fmt.Errorf("%w: backlog %d MB, settled %d%%, tail rate %g MB/s: want a positive backlog and rate, 0..100%%", ErrConfig, c.BacklogMB, c.SettledPct, c.TailRateMBps)
+	}
+	for _, g := range []GetModel{c.ExpressGet, c.StandardGet} {
+		if g.MBps < 0 {
+			return fmt.Errorf("%w: negative GET bandwidth %g MB/s", ErrConfig, g.MBps)
+		}
+	}
+	for _, l := range []Latency{c.ExpressPut, c.StandardPut, c.MetaWrite, c.ExpressGet.FirstByte, c.StandardGet.FirstByte} {
 		if l.P50 < 0 || l.P99 < l.P50 || (l.P50 == 0) != (l.P99 == 0) {
 			return fmt.Errorf("%w: latency %s: want 0 <= p50 <= p99 (both zero for none)", ErrConfig, l)
 		}

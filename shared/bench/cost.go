@@ -18,6 +18,9 @@ type Prices struct {
 	LambdaPerM         float64 // Lambda, per million invocations
 	LambdaGBSecond     float64 // Lambda, per GB-second (x86)
 	SQSFIFOPerM        float64 // SQS FIFO, per million requests
+	StandardGetPer1000 float64 // S3 Standard GET
+	ExpressGetPer1000  float64 // S3 Express One Zone GET
+	ExpressRetrPerGB   float64 // S3 Express One Zone data retrieval, per GB of response body
 
 	// Model parameters, not prices.
 	TransitWindow     time.Duration // how long a slot lives before trim (storage)
@@ -43,6 +46,9 @@ func DefaultPrices() Prices {
 		LambdaPerM:         0.20,
 		LambdaGBSecond:     0.0000166667,
 		SQSFIFOPerM:        0.50,
+		StandardGetPer1000: 0.0004,
+		ExpressGetPer1000:  0.00003,
+		ExpressRetrPerGB:   0.0006,
 		TransitWindow:      time.Minute,
 		AbsorbSeconds:      0.1,
 		AbsorbMemoryGB:     0.5,
@@ -124,5 +130,36 @@ func (p Prices) naiveCost(express bool, puts int64, bytes int64, writes int64, g
 	}
 	c.Metastore = float64(writes) * p.DynamoWRUPerM / 1e6 / gb
 	c.Total = c.ChainPuts + c.ChainUpload + c.Metastore
+	return c
+}
+
+// ReadCost is dollars per GiB of record bodies read, by line item.
+type ReadCost struct {
+	ChainGets   float64 `json:"chain_gets"`   // GETs of transit slots (the class's price)
+	Retrieval   float64 `json:"retrieval"`    // S3 Express per-GB retrieval of those GETs
+	SettledGets float64 `json:"settled_gets"` // GETs of settled objects (S3 Standard)
+	Metastore   float64 `json:"metastore"`    // reads as DynamoDB read request units
+	Total       float64 `json:"total"`
+}
+
+// readCost prices a read of gib GiB of bodies that made chainGets GETs
+// returning chainBytes from transit slots, settledGets GETs of settled
+// objects, and rru metastore read units. Express retrieval is charged on
+// every byte fetched above the free portion per request (approximated
+// here as every byte when ExpressUploadFreeB is 0, the default).
+func (p Prices) readCost(express bool, gib float64, chainGets, chainBytes, settledGets int64, rru float64) ReadCost {
+	var c ReadCost
+	if gib <= 0 {
+		return c
+	}
+	if express {
+		c.ChainGets = float64(chainGets) * p.ExpressGetPer1000 / 1000 / gib
+		c.Retrieval = float64(max(0, chainBytes-chainGets*p.ExpressUploadFreeB)) / (1 << 30) * p.ExpressRetrPerGB / gib
+	} else {
+		c.ChainGets = float64(chainGets) * p.StandardGetPer1000 / 1000 / gib
+	}
+	c.SettledGets = float64(settledGets) * p.StandardGetPer1000 / 1000 / gib
+	c.Metastore = rru * p.DynamoRRUPerM / 1e6 / gib
+	c.Total = c.ChainGets + c.Retrieval + c.SettledGets + c.Metastore
 	return c
 }

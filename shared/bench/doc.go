@@ -21,6 +21,17 @@
 //   - remote: the Go client against --endpoint; only latency and
 //     throughput are known there.
 //
+// # Latency without coordinated omission
+//
+// At a fixed offered rate (--rate) each producer's sends are scheduled
+// interval apart (pacer); a batch's latency counts from its scheduled send
+// time, not from when a producer that fell behind (blocked on its
+// in-flight limit or on admission) finally sent it, so a stall shows in
+// the tail of every batch that was due during it. Result.SendLag is how
+// late the sends went. Unthrottled runs are closed loops: there the
+// schedule is the send. Latencies are recorded in HdrHistograms (1 ns to
+// 1 h, 3 significant digits), not sorted raw samples.
+//
 // Settlement (settle, trim) is kept out of the measured window: in place of
 // trim, a bench janitor deletes chain slots below the absorb's checkpoint
 // (reading the head from the unwrapped metastore, so it is not billed) so
@@ -57,6 +68,32 @@
 // per append (a lognormal DynamoDB latency model, counted). The report
 // gives requests per GB, metastore writes per second and throughput, and
 // their ratios against strand.
+//
+// # Reads
+//
+// Config.Workloads adds read workloads (readwork.go), in-process (a
+// read.Reader on the run's star and stores) or through the API (the Go
+// client's ReadSession), with every GET of the chain buckets and of the
+// settled bucket behind a GetModel (a lognormal first byte plus the body
+// at a per-request bandwidth):
+//
+//   - tail: Readers sessions per stream follow the tail from seq 0 while
+//     the producers append at TailRateMBps; each batch's scheduled send
+//     time is stamped in its bodies' first 8 bytes, and each reader records
+//     the time from it to each record's delivery (end-to-end), reported
+//     next to the same run's ack latency.
+//   - catchup: the producers write BacklogMB, SettledPct of it absorbed and
+//     settled (settle.Settler) before the rest; then Readers sessions per
+//     stream read from seq 0 to the tail. Reported: MB/s and records/s
+//     (aggregate, per reader), chain and settled GETs per GiB, bytes
+//     fetched per byte read, metastore read units per GiB, process CPU
+//     per GiB, and the read cost per GiB (Prices.readCost).
+//   - fanout: tail and catchup on one stream at each FanoutReaders count.
+//
+// Every reader checks, against its own count and not the store's, that it
+// receives every record of its stream once, in order, up to the tail; a
+// skip or a repeat fails the run (ErrOrder). The janitor does not run in
+// read workloads, so the backlog stays readable.
 //
 // # Cost
 //

@@ -75,6 +75,10 @@ type env struct {
 	tr      *tracer
 	ids     []format.StreamID
 	chain   metastore.ChainID
+	// GETs of the chain buckets and of the settled bucket (S3 Standard),
+	// each behind its class's GET model.
+	gets, settledGets *getCount
+	settled           objstore.Bucket
 }
 
 func newEnv(cfg Config, pt point) *env {
@@ -86,17 +90,20 @@ func newEnv(cfg Config, pt point) *env {
 	if cfg.ReleaseEventInterval > 0 {
 		sc.ReleaseEventInterval = cfg.ReleaseEventInterval
 	}
-	k, lat := 1, cfg.StandardPut
+	k, lat, gm := 1, cfg.StandardPut, cfg.StandardGet
 	if pt.class == metastore.Express {
-		k, lat = cfg.ExpressK, cfg.ExpressPut
+		k, lat, gm = cfg.ExpressK, cfg.ExpressPut, cfg.ExpressGet
 	}
+	e.gets, e.settledGets = &getCount{}, &getCount{}
+	first := newLognormal(cfg.Seed, 11, gm.FirstByte)
+	e.settled = withGetModel(objstore.NewMem("settled"), cfg.StandardGet, newLognormal(cfg.Seed, 12, cfg.StandardGet.FirstByte), e.settledGets)
 	var names []string
 	for i := 0; i < k; i++ {
 		inj := objstore.NewInjector(cfg.Seed*100 + int64(i))
 		_ = inj.SetLatency(lat.P50, lat.P99, objstore.OpPut) // validated in Config.Validate
 		name := fmt.Sprintf("%s-%d", pt.class, i)
 		names = append(names, name)
-		e.set = append(e.set, &recording{Bucket: objstore.WithFaults(objstore.NewMem(name), inj), log: e.log})
+		e.set = append(e.set, withGetModel(&recording{Bucket: objstore.WithFaults(objstore.NewMem(name), inj), log: e.log}, gm, first, e.gets))
 	}
 	if pt.class == metastore.Express {
 		e.w = cfg.ExpressW
@@ -190,6 +197,18 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 		return runRemote(ctx, cfg, pt)
 	}
 	e := newEnv(cfg, pt)
+	st, stop, err := e.startInProc(ctx, pt, true)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	return measure(ctx, cfg, pt, e, &inproc{st: st, ids: e.ids})
+}
+
+// startInProc starts a star on e's stores with the in-process absorb (and
+// the janitor, when asked) and creates and opens pt's streams. stop ends
+// it all.
+func (e *env) startInProc(ctx context.Context, pt point, janitor bool) (*star.Star, func(), error) {
 	abs := &absorb.Absorber{Meta: e.meta, Sets: node.Sets(e.starCfg), Log: quietLog()}
 	local := wake.NewLocal(abs, nil, quietLog())
 	st, err := star.New(e.starCfg, e.meta, star.Options{Waker: local, Absorber: abs,
@@ -197,34 +216,43 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 			return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
 		}})
 	if err != nil {
-		return Result{}, err
+		return nil, nil, err
 	}
 	local.SetObserver(st)
 	st.SetAbsorbHealth(local.Health)
 	if err := st.Start(ctx); err != nil {
-		return Result{}, err
+		return nil, nil, err
 	}
-	defer st.Close()
 	runCtx, cancel := context.WithCancel(ctx)
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(1)
 	go func() { defer bg.Done(); local.Run(runCtx, time.Second) }()
-	go func() { defer bg.Done(); e.janitor(runCtx) }()
-	defer func() { cancel(); bg.Wait() }()
-	for _, id := range e.ids {
-		if _, err := e.raw.CreateStream(ctx, metastore.Stream{Name: "bench-" + id.String()[:8], ID: id.String(), Class: pt.class, Star: st.ID(), State: metastore.StreamActive}); err != nil {
-			return Result{}, err
+	if janitor {
+		bg.Add(1)
+		go func() { defer bg.Done(); e.janitor(runCtx) }()
+	}
+	stop := func() { cancel(); bg.Wait(); st.Close() }
+	for i, id := range e.ids {
+		if _, err := e.raw.CreateStream(ctx, metastore.Stream{Name: streamName(i, id), ID: id.String(), Class: pt.class, Star: st.ID(), State: metastore.StreamActive}); err != nil {
+			stop()
+			return nil, nil, err
 		}
 		if err := st.Open(star.StreamInfo{ID: id, Class: pt.class}); err != nil {
-			return Result{}, err
+			stop()
+			return nil, nil, err
 		}
 	}
-	return measure(ctx, cfg, pt, e, &inproc{st: st, ids: e.ids})
+	return st, stop, nil
 }
 
 // measure drives tgt and analyzes the run against e's records.
 func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Result, error) {
-	d := &driveOut{mem: newMemSampler()}
+	return measureAt(ctx, cfg, pt, e, tgt, time.Time{})
+}
+
+// measureAt is measure with the run starting at start (zero: now).
+func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, start time.Time) (Result, error) {
+	d := &driveOut{mem: newMemSampler(), start: start}
 	var c0, c1 metacount.Counts
 	var p0, p1, b0, b1, o0, o1 int64
 	if e != nil {
@@ -239,7 +267,7 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 		}
 	}
 	drive(ctx, cfg, pt, tgt, d)
-	r := Result{Name: pt.name(cfg.Mode), Mode: cfg.Mode, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
+	r := Result{Name: pt.name(cfg.Mode), Mode: cfg.Mode, Workload: pt.workload, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
 		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate,
 		Errors: d.errors, Timeline: d.timeline,
 		PeakHeapMiB: float64(d.mem.heap) / (1 << 20), PeakTotalMiB: float64(d.mem.total) / (1 << 20), PeakStoreMiB: float64(d.peakStore) / (1 << 20)}
@@ -253,12 +281,13 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 	win := d.end.Sub(d.winStart).Seconds()
 	r.Seconds = win
 	var bodyBytes int64
-	var acks []time.Duration
+	var acks, lag []time.Duration
 	for _, s := range d.samples {
-		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+		if s.sched.Before(d.winStart) || !s.sched.Before(d.end) {
 			continue
 		}
-		acks = append(acks, s.ack.Sub(s.sub))
+		acks = append(acks, s.ack.Sub(s.sched))
+		lag = append(lag, s.sub.Sub(s.sched))
 		if s.ack.Before(d.end) {
 			r.Batches++
 			r.Records += int64(s.records)
@@ -274,7 +303,7 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 	r.MBps = float64(bodyBytes) / 1e6 / win
 	r.RecordsPerSec = float64(r.Records) / win
 	r.acks = append([]time.Duration(nil), acks...)
-	r.Ack = summarize(acks)
+	r.Ack, r.SendLag = summarize(acks), summarize(lag)
 	if e == nil {
 		return r, nil
 	}
@@ -366,7 +395,7 @@ func (e *env) floors(d *driveOut, r *Result) {
 	}
 	var floor, over, ord, cutw []time.Duration
 	for _, s := range d.samples {
-		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+		if s.sched.Before(d.winStart) || !s.sched.Before(d.end) {
 			continue
 		}
 		ref, ok := e.tr.batches[batchKey{s.stream, s.first}]
@@ -398,6 +427,13 @@ func sortRefs(refs []slotRef) {
 		}
 		return cmp.Compare(a.slot, b.slot)
 	})
+}
+
+// streamName names the i-th bench stream: unique at any count (the index),
+// and recognisable by its id's prefix. (Eight hex digits of the id alone
+// collide by the birthday bound: at 100000 streams a clash is likely.)
+func streamName(i int, id format.StreamID) string {
+	return fmt.Sprintf("bench-%d-%s", i, id.String()[:8])
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

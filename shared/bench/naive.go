@@ -3,9 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,21 +23,7 @@ type naive struct {
 	log    *putLog
 	writes atomic.Int64
 
-	mu  sync.Mutex
-	rng *rand.Rand
-	lat Latency
-}
-
-func (n *naive) metaDelay() time.Duration {
-	if n.lat.P50 == 0 {
-		return 0
-	}
-	n.mu.Lock()
-	z := n.rng.NormFloat64()
-	n.mu.Unlock()
-	mu := math.Log(float64(n.lat.P50))
-	sigma := (math.Log(float64(n.lat.P99)) - mu) / 2.3263478740408408
-	return time.Duration(math.Min(math.Exp(mu+sigma*z), 100*float64(n.lat.P99)))
+	meta *lognormal // the metastore write's latency
 }
 
 func (n *naive) open(context.Context, int) (producerTarget, error) { return n, nil }
@@ -62,7 +45,7 @@ func (n *naive) submit(ctx context.Context, stream int, recs []format.Record) (w
 			done <- err
 			return
 		}
-		if err := objstore.SleepContext(ctx, n.metaDelay()); err != nil {
+		if err := objstore.SleepContext(ctx, n.meta.draw()); err != nil {
 			done <- err
 			return
 		}
@@ -85,7 +68,7 @@ func runNaive(ctx context.Context, cfg Config, pt point, r *Result) (*Baseline, 
 	log := newPutLog(cfg.Prices.ExpressUploadFreeB)
 	n := &naive{ids: streamIDs(cfg.Seed, pt.streams), next: make([]atomic.Uint64, pt.streams), log: log,
 		bucket: &recording{Bucket: objstore.WithFaults(objstore.NewMem("naive"), inj), log: log},
-		rng:    rand.New(rand.NewPCG(uint64(cfg.Seed), 9)), lat: cfg.MetaWrite}
+		meta:   newLognormal(cfg.Seed, 9, cfg.MetaWrite)}
 	d := &driveOut{mem: newMemSampler()}
 	var p0, p1, b0, b1, w0, w1 int64
 	d.onWindow = func() { p0, b0, w0 = log.puts.Load(), log.bytes.Load(), n.writes.Load() }
@@ -96,10 +79,10 @@ func runNaive(ctx context.Context, cfg Config, pt point, r *Result) (*Baseline, 
 	var recs int64
 	var acks []time.Duration
 	for _, s := range d.samples {
-		if s.sub.Before(d.winStart) || !s.sub.Before(d.end) {
+		if s.sched.Before(d.winStart) || !s.sched.Before(d.end) {
 			continue
 		}
-		acks = append(acks, s.ack.Sub(s.sub))
+		acks = append(acks, s.ack.Sub(s.sched))
 		if s.ack.Before(d.end) {
 			body += int64(s.bytes)
 			recs += int64(s.records)

@@ -46,19 +46,33 @@ func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
+// bin is the log-spaced bin of v milliseconds.
+func bin(v float64) int {
+	v = math.Max(v, histLo)
+	i := int(math.Log10(v/histLo) / math.Log10(histHi/histLo) * histBins)
+	return max(0, min(i, histBins-1))
+}
+
 func histogram(xs []time.Duration) []float64 {
 	h := make([]float64, histBins)
-	span := math.Log10(histHi / histLo)
 	for _, x := range xs {
-		v := ms(x)
-		if v < histLo {
-			v = histLo
-		}
-		i := int(math.Log10(v/histLo) / span * histBins)
-		h[max(0, min(i, histBins-1))]++
+		h[bin(ms(x))]++
 	}
 	for i := range h {
 		h[i] /= float64(max(1, len(xs)))
+	}
+	return h
+}
+
+// histogramOf bins an HdrHistogram's recorded values (each bucket at its
+// midpoint) like histogram.
+func histogramOf(x *hist) []float64 {
+	h := make([]float64, histBins)
+	n := float64(max(1, x.h.TotalCount()))
+	for _, b := range x.h.Distribution() {
+		if b.Count > 0 {
+			h[bin(ms(time.Duration((b.From+b.To)/2)-x.offset))] += float64(b.Count) / n
+		}
 	}
 	return h
 }
@@ -79,6 +93,12 @@ func latencySVG(r *Result) string {
 			name, color string
 			h           []float64
 		}{"overhead above the floor", "#d62728", histogram(pos)})
+	}
+	if r.e2e != nil {
+		series = append(series, struct {
+			name, color string
+			h           []float64
+		}{"end-to-end (records, readers)", "#2ca02c", histogramOf(r.e2e)})
 	}
 	top := 0.0
 	for _, s := range series {

@@ -10,6 +10,14 @@ import (
 
 // Line is a one-line summary of r.
 func (r Result) Line() string {
+	if rs := r.Read; rs != nil && rs.Workload == WorkCatchup {
+		return fmt.Sprintf("%s: %d readers/stream, %.1f MB/s aggregate (reader min %.1f, mean %.1f), %.0f records/s, %.1f chain + %.1f settled GETs/GiB, %.1f metastore reads/GiB, %.2f CPU-s/GiB, $%.6f/GiB",
+			r.Name, rs.Readers, rs.MBps, rs.ReaderMBpsMin, rs.ReaderMBpsMean, rs.RecordsPerSec, rs.ChainGetsPerGB, rs.SettledGetsPerGB, rs.MetaReadsPerGB, rs.CPUSecondsPerGB, rs.Cost.Total)
+	}
+	if rs := r.Read; rs != nil {
+		return fmt.Sprintf("%s: %d readers/stream, ack p50 %.2f p99 %.2f p999 %.2f ms, end-to-end p50 %.2f p99 %.2f p999 %.2f ms (gap p99 %+.2f ms), %.1f MB/s written, %.1f MB/s delivered, %.2f CPU-s/GiB delivered",
+			r.Name, rs.Readers, r.Ack.P50, r.Ack.P99, r.Ack.P999, rs.EndToEnd.P50, rs.EndToEnd.P99, rs.EndToEnd.P999, rs.GapP99Ms, r.MBps, rs.MBps, rs.CPUSecondsPerGB)
+	}
 	s := fmt.Sprintf("%s: %.1f MB/s, %.0f records/s, ack p50 %.2f p99 %.2f p999 %.2f ms", r.Name, r.MBps, r.RecordsPerSec, r.Ack.P50, r.Ack.P99, r.Ack.P999)
 	if r.Overhead.N > 0 {
 		s += fmt.Sprintf(", overhead p50 %.3f p99 %.3f ms (ordered p99 %.3f)", r.Overhead.P50, r.Overhead.P99, r.OrderedOverhead.P99)
@@ -39,6 +47,10 @@ func WriteText(w io.Writer, rs []Result) error {
 		}
 	}
 	for _, r := range rs {
+		if r.Read != nil && r.Read.Workload == WorkCatchup {
+			writeCatchup(&b, r)
+			continue
+		}
 		fmt.Fprintf(&b, "== %s\n", r.Name)
 		fmt.Fprintf(&b, "  %d producers, %d streams, %d-byte records, %d records/batch, offered %s, window %.1fs\n",
 			r.Producers, r.Streams, r.RecordBytes, r.RecordsPerBatch, offered(r.OfferedMBps), r.Seconds)
@@ -47,6 +59,14 @@ func WriteText(w io.Writer, rs []Result) error {
 		}
 		fmt.Fprintf(&b, "  throughput                 %.1f MB/s, %.0f records/s, %d batches, %d errors\n", r.MBps, r.RecordsPerSec, r.Batches, r.Errors)
 		pct("ack latency", r.Ack)
+		if rd := r.Read; rd != nil {
+			pct(fmt.Sprintf("end-to-end (%d readers)", rd.Readers*r.Streams), rd.EndToEnd)
+			fmt.Fprintf(&b, "  end-to-end - ack            p50 %+9.3f  p99 %+9.3f  p999 %+9.3f ms; %.1f MB/s delivered, %.1f CPU-s (%.2f per GiB delivered)\n",
+				rd.GapP50Ms, rd.GapP99Ms, rd.GapP999Ms, rd.MBps, rd.CPUSeconds, rd.CPUSecondsPerGB)
+		}
+		if r.OfferedMBps > 0 {
+			pct("  send lag (behind schedule)", r.SendLag)
+		}
 		pct("floor (cut wait + W-th PUT)", r.Floor)
 		pct("  wait for the cut", r.CutWait)
 		pct("  W-th PUT (per flight)", r.QuorumPut)
@@ -87,4 +107,19 @@ func offered(r float64) string {
 		return "unthrottled"
 	}
 	return fmt.Sprintf("%g MB/s", r)
+}
+
+func writeCatchup(b *strings.Builder, r Result) {
+	rd := r.Read
+	fmt.Fprintf(b, "== %s\n", r.Name)
+	fmt.Fprintf(b, "  %d streams x %d readers from seq 0 over a %.0f MB backlog (%d%% settled, the rest in transit slots), %d-byte records\n",
+		r.Streams, rd.Readers, rd.BacklogMB, rd.SettledPct, r.RecordBytes)
+	fmt.Fprintf(b, "  throughput                 %.1f MB/s, %.0f records/s aggregate over %.2fs; per reader min %.1f mean %.1f MB/s\n",
+		rd.MBps, rd.RecordsPerSec, rd.Seconds, rd.ReaderMBpsMin, rd.ReaderMBpsMean)
+	fmt.Fprintf(b, "  requests per GiB read       %.1f chain GETs, %.1f settled GETs, %.1f metastore read units; %.2f bytes fetched per byte read\n",
+		rd.ChainGetsPerGB, rd.SettledGetsPerGB, rd.MetaReadsPerGB, rd.GetBytesPerByte)
+	fmt.Fprintf(b, "  CPU                        %.1f s (%.2f per GiB read); peak heap %.0f MiB\n", rd.CPUSeconds, rd.CPUSecondsPerGB, r.PeakHeapMiB)
+	c := rd.Cost
+	fmt.Fprintf(b, "  read cost $/GiB            %.6f = chain GETs %.6f + Express retrieval %.6f + settled GETs %.6f + metastore %.6f\n",
+		c.Total, c.ChainGets, c.Retrieval, c.SettledGets, c.Metastore)
 }

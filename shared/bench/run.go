@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
@@ -19,6 +21,7 @@ import (
 type Result struct {
 	Name            string  `json:"name"`
 	Mode            string  `json:"mode"`
+	Workload        string  `json:"workload,omitempty"` // "": write
 	Class           string  `json:"class"`
 	Producers       int     `json:"producers"`
 	Streams         int     `json:"streams"`
@@ -35,7 +38,11 @@ type Result struct {
 	RecordsPerSec float64 `json:"records_per_s"`
 	Errors        int64   `json:"errors"`
 
-	Ack Percentiles `json:"ack"`
+	// Ack latency counts from each batch's scheduled send time at a fixed
+	// rate (no coordinated omission); SendLag is how late the producer
+	// actually sent (zero unpaced, where the schedule is the send).
+	Ack     Percentiles `json:"ack"`
+	SendLag Percentiles `json:"send_lag,omitempty"`
 	// The floor and the star's overhead above it (see the package doc).
 	Floor           Percentiles `json:"floor,omitempty"`
 	CutWait         Percentiles `json:"cut_wait,omitempty"`
@@ -55,13 +62,15 @@ type Result struct {
 	PeakTotalMiB float64 `json:"peak_total_mib"`
 	PeakStoreMiB float64 `json:"peak_store_mib,omitempty"` // held by the memory buckets (the backlog)
 
-	Timeline []float64 `json:"timeline_mbps,omitempty"` // MB/s per sample interval
-	Cost     *Cost     `json:"cost_usd_per_gb,omitempty"`
-	Baseline *Baseline `json:"baseline,omitempty"`
+	Timeline []float64  `json:"timeline_mbps,omitempty"` // MB/s per sample interval
+	Cost     *Cost      `json:"cost_usd_per_gb,omitempty"`
+	Baseline *Baseline  `json:"baseline,omitempty"`
+	Read     *ReadStats `json:"read,omitempty"` // read workloads
 
 	// kept for plots
 	acks []time.Duration
 	over []time.Duration
+	e2e  *hist // tail: end-to-end latency of every delivered record
 }
 
 // Baseline is the naive design measured in the same run.
@@ -86,6 +95,10 @@ type point struct {
 	class                           metastore.Class
 	rate                            float64
 	flush                           time.Duration // 0: the star's default
+
+	workload string // "" or WorkWrite: the write benchmark; WorkTail, WorkCatchup
+	readers  int    // per stream (read workloads)
+	stamp    bool   // producers stamp each batch's scheduled send in its bodies' first 8 bytes
 }
 
 func (p point) name(mode string) string {
@@ -93,9 +106,19 @@ func (p point) name(mode string) string {
 	if p.rate > 0 {
 		r = fmt.Sprintf("%gMBps", p.rate)
 	}
-	n := fmt.Sprintf("%s-%s-p%d-s%d-r%d-%s", mode, p.class, p.producers, p.streams, p.recordBytes, r)
+	if p.workload == WorkCatchup {
+		return fmt.Sprintf("%s-catchup-%s-s%d-r%d-x%d", mode, p.class, p.streams, p.recordBytes, p.readers)
+	}
+	w := ""
+	if p.workload == WorkTail {
+		w = "-tail"
+	}
+	n := fmt.Sprintf("%s%s-%s-p%d-s%d-r%d-%s", mode, w, p.class, p.producers, p.streams, p.recordBytes, r)
 	if p.flush > 0 {
 		n += "-f" + p.flush.String()
+	}
+	if p.workload == WorkTail {
+		n += fmt.Sprintf("-x%d", p.readers)
 	}
 	return n
 }
@@ -129,26 +152,17 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 		for _, pr := range cfg.Producers {
 			for _, st := range cfg.Streams {
 				for _, rb := range cfg.RecordBytes {
-					for _, pt := range cfg.ratePoints(point{producers: pr, streams: st, recordBytes: rb, class: cl}) {
-						fmt.Fprintf(log, "running %s for %s (+%s warm-up)...\n", pt.name(cfg.Mode), cfg.Duration, cfg.Warmup)
-						r, err := runPoint(ctx, cfg, pt)
+					base := point{producers: pr, streams: st, recordBytes: rb, class: cl}
+					var pts []point
+					if cfg.writes() {
+						pts = cfg.ratePoints(base)
+					}
+					pts = append(pts, cfg.readPoints(base)...)
+					for _, pt := range pts {
+						r, err := runOne(ctx, cfg, pt, log)
 						if err != nil {
-							return out, fmt.Errorf("bench %s: %w", pt.name(cfg.Mode), err)
+							return out, err
 						}
-						if cfg.Baseline && cfg.Mode != ModeRemote {
-							fmt.Fprintf(log, "running the naive baseline of %s...\n", r.Name)
-							b, err := runNaive(ctx, cfg, pt, &r)
-							if err != nil {
-								return out, fmt.Errorf("bench %s baseline: %w", r.Name, err)
-							}
-							r.Baseline = b
-						}
-						if cfg.PlotDir != "" {
-							if err := writePlots(cfg.PlotDir, &r); err != nil {
-								return out, err
-							}
-						}
-						fmt.Fprintln(log, r.Line())
 						out = append(out, r)
 						if ctx.Err() != nil {
 							return out, ctx.Err()
@@ -161,13 +175,61 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 	return out, nil
 }
 
-// sample is one acknowledged batch as its producer saw it.
+// writes: the write workload is asked for (it is the default).
+func (c Config) writes() bool {
+	return len(c.Workloads) == 0 || slices.Contains(c.Workloads, WorkWrite)
+}
+
+// runOne runs one point (and its baseline and plots).
+func runOne(ctx context.Context, cfg Config, pt point, log io.Writer) (Result, error) {
+	if pt.workload == WorkCatchup {
+		fmt.Fprintf(log, "running %s: writing a %d MB backlog, then reading it...\n", pt.name(cfg.Mode), cfg.BacklogMB)
+	} else {
+		fmt.Fprintf(log, "running %s for %s (+%s warm-up)...\n", pt.name(cfg.Mode), cfg.Duration, cfg.Warmup)
+	}
+	if pt.workload == WorkTail || pt.workload == WorkCatchup {
+		r, err := runRead(ctx, cfg, pt)
+		if err != nil {
+			return r, fmt.Errorf("bench %s: %w", pt.name(cfg.Mode), err)
+		}
+		if cfg.PlotDir != "" && pt.workload == WorkTail {
+			if err := writePlots(cfg.PlotDir, &r); err != nil {
+				return r, err
+			}
+		}
+		fmt.Fprintln(log, r.Line())
+		return r, nil
+	}
+	r, err := runPoint(ctx, cfg, pt)
+	if err != nil {
+		return r, fmt.Errorf("bench %s: %w", pt.name(cfg.Mode), err)
+	}
+	if cfg.Baseline && cfg.Mode != ModeRemote {
+		fmt.Fprintf(log, "running the naive baseline of %s...\n", r.Name)
+		b, err := runNaive(ctx, cfg, pt, &r)
+		if err != nil {
+			return r, fmt.Errorf("bench %s baseline: %w", r.Name, err)
+		}
+		r.Baseline = b
+	}
+	if cfg.PlotDir != "" {
+		if err := writePlots(cfg.PlotDir, &r); err != nil {
+			return r, err
+		}
+	}
+	fmt.Fprintln(log, r.Line())
+	return r, nil
+}
+
+// sample is one acknowledged batch as its producer saw it: sched is when
+// it was due to be sent (at a fixed rate; the actual send unpaced), sub
+// when it was submitted, ack when its ack arrived. Latency is ack - sched.
 type sample struct {
-	sub, ack time.Time
-	stream   format.StreamID
-	first    uint64
-	records  int
-	bytes    int
+	sched, sub, ack time.Time
+	stream          format.StreamID
+	first           uint64
+	records         int
+	bytes           int
 }
 
 // waitFn waits for one batch's ack and returns its first seq.
@@ -197,11 +259,13 @@ type driveOut struct {
 	store              func() int64
 	peakStore          int64
 	firstErr           error
+	start              time.Time // zero: now
 }
 
-func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
-	nrec := cfg.recordsPerBatch(pt.recordBytes)
-	recs := make([]format.Record, nrec)
+// batchOf is pt's batch: records per batch of pt.recordBytes each, all
+// sharing one patterned body.
+func batchOf(cfg Config, pt point) []format.Record {
+	recs := make([]format.Record, cfg.recordsPerBatch(pt.recordBytes))
 	body := make([]byte, pt.recordBytes)
 	for i := range body {
 		body[i] = byte(i * 31)
@@ -209,8 +273,17 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 	for i := range recs {
 		recs[i] = format.Record{Body: body}
 	}
+	return recs
+}
+
+func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
+	recs := batchOf(cfg, pt)
+	nrec := len(recs)
 	batchBytes := nrec * pt.recordBytes
-	start := time.Now()
+	start := d.start
+	if start.IsZero() {
+		start = time.Now()
+	}
 	d.winStart = start.Add(cfg.Warmup)
 	d.end = d.winStart.Add(cfg.Duration)
 	var acked atomic.Int64
@@ -247,7 +320,8 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 			}
 			defer pr.close()
 			type item struct {
-				sub    time.Time
+				sched  time.Time // scheduled send (latency counts from here)
+				sub    time.Time // actual send
 				stream int
 				wait   waitFn
 			}
@@ -262,40 +336,34 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 						fail(err)
 						continue
 					}
-					if now.Before(d.end) && !it.sub.Before(d.winStart) {
+					if now.Before(d.end) && !it.sched.Before(d.winStart) {
 						acked.Add(int64(batchBytes))
 					}
-					mine = append(mine, sample{sub: it.sub, ack: now, stream: tgt.streamID(it.stream), first: first, records: nrec, bytes: batchBytes})
+					mine = append(mine, sample{sched: it.sched, sub: it.sub, ack: now, stream: tgt.streamID(it.stream), first: first, records: nrec, bytes: batchBytes})
 				}
 			}()
 			var interval time.Duration
 			if pt.rate > 0 {
 				interval = time.Duration(float64(batchBytes) / (pt.rate * 1e6 / float64(pt.producers)) * float64(time.Second))
 			}
-			next := time.Now().Add(time.Duration(p) * interval / time.Duration(pt.producers))
-			for n := 0; ; n++ {
-				now := time.Now()
-				if !now.Before(d.end) || runCtx.Err() != nil {
-					break
-				}
-				if interval > 0 {
-					if w := next.Sub(now); w > 0 {
-						time.Sleep(w)
-					}
-					next = next.Add(interval)
+			pc := newPacer(time.Now().Add(time.Duration(p)*interval/time.Duration(pt.producers)), interval)
+			paceLoop(clock.Real{}, pc, d.end, func(n int, sched, actual time.Time) bool {
+				if runCtx.Err() != nil {
+					return false
 				}
 				s := (p + n) % pt.streams
-				sub := time.Now()
-				w, err := pr.submit(runCtx, s, recs)
+				batch := recs
+				if pt.stamp {
+					batch = stamped(recs, sched)
+				}
+				w, err := pr.submit(runCtx, s, batch)
 				if err != nil {
 					fail(err)
-					if errors.Is(err, context.Canceled) {
-						break
-					}
-					continue
+					return !errors.Is(err, context.Canceled)
 				}
-				pending <- item{sub: sub, stream: s, wait: w}
-			}
+				pending <- item{sched: sched, sub: actual, stream: s, wait: w}
+				return true
+			})
 			close(pending)
 			<-done
 		}()
@@ -356,6 +424,20 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 			d.onEnd()
 		}
 	}
+}
+
+// stamped copies recs with one new body: the template's, its first 8
+// bytes the scheduled send time (Unix ns, big-endian), for the readers'
+// end-to-end latency. The star keeps the records until released, so every
+// batch gets its own body.
+func stamped(recs []format.Record, sched time.Time) []format.Record {
+	body := append([]byte(nil), recs[0].Body...)
+	binary.BigEndian.PutUint64(body, uint64(sched.UnixNano()))
+	out := make([]format.Record, len(recs))
+	for i := range out {
+		out[i] = format.Record{Body: body}
+	}
+	return out
 }
 
 // streamIDs draws n stream ids from the run's seed.

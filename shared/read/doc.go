@@ -57,4 +57,11 @@
 // they are acked. A heartbeat (no records, the tail) is due one interval
 // after the last message sent, by the session's clock, whatever wakes the
 // session in between.
+//
+// A session reads ahead (ahead.go): it keeps the decoded segments of the
+// locations its current refs name next, fetched by up to AheadParallel
+// ranged GETs at once within AheadBytes, and answers its ref queries from
+// the refs it last queried while they reach its position; any failed step
+// of a read from refs (a fetch, a torn view) drops the cached refs, and
+// the retry re-queries. A plain Read does neither.
 package read

@@ -243,6 +243,9 @@ func (r *Reader) fromRefs(ctx context.Context, st metastore.Stream, id format.St
 	vanished, torn := 0, 0
 	for {
 		next, stop, err := r.refsOnce(ctx, st, id, from, low, add)
+		if err != nil {
+			aheadOf(ctx).forgetRefs() // ahead.go: the retry re-queries (a torn view, a vanished location)
+		}
 		switch {
 		case next > from || stop || err == nil:
 			if err != nil && next > from {
@@ -269,11 +272,12 @@ func (r *Reader) fromRefs(ctx context.Context, st metastore.Stream, id format.St
 // it read something: the next query starts at the hole), or asks trimmed
 // whether the hole is below the stream's first ref.
 func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.StreamID, from, low uint64, add func(star.SeqRecord) bool) (uint64, bool, error) {
-	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, 8)
+	refs, err := r.queryRefs(ctx, st, from, 8) // ahead.go
 	if err != nil {
 		return from, false, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
 	}
 	start := from
+	aheadOf(ctx).plan(refs, from) // ahead.go: read-ahead of a session
 	for _, ref := range refs {
 		if from >= low {
 			return from, false, nil
@@ -294,13 +298,9 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 					continue
 				}
 			}
-			seg, err := r.segment(ctx, st, id, loc)
+			info, recs, err := r.load(ctx, st, id, loc) // ahead.go
 			if err != nil {
 				return from, false, err
-			}
-			info, recs, err := format.DecodeSegment(seg)
-			if err != nil {
-				return from, false, fmt.Errorf("read %s: %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
 			}
 			for i, rec := range recs {
 				seq := info.FirstSeq + uint64(i)
@@ -427,6 +427,8 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 	if err != nil {
 		return err
 	}
+	ctx, stop := r.withAhead(ctx, st, id) // ahead.go
+	defer stop()
 	var sentN, sentB uint64
 	// A heartbeat is due hb after the last message sent, whatever wakes
 	// the session in between.

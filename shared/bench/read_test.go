@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+func tinyReadConfig(t *testing.T, mode string) Config {
+	cfg := tinyConfig(t)
+	cfg.Mode = mode
+	cfg.Baseline = false
+	cfg.Producers, cfg.Streams = []int{2}, []int{2}
+	cfg.Workloads = []string{WorkTail, WorkCatchup}
+	cfg.Readers = []int{2}
+	cfg.BacklogMB, cfg.SettledPct = 4, 50
+	cfg.TailRateMBps = 2
+	cfg.ExpressGet = GetModel{FirstByte: Latency{time.Millisecond, 3 * time.Millisecond}, MBps: 500}
+	cfg.StandardGet = GetModel{FirstByte: Latency{2 * time.Millisecond, 6 * time.Millisecond}, MBps: 500}
+	return cfg
+}
+
+// The read workloads run in-process and through the API: every reader
+// sees every record of its stream once, in order, up to the tail (the
+// checker fails the run otherwise); the catch-up read half its backlog
+// from settled objects and half from transit slots; the tail reports an
+// end-to-end latency no lower than the ack's floor of one quorum PUT.
+func TestReadWorkloads(t *testing.T) {
+	for _, mode := range []string{ModeInProc, ModeAPI} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := tinyReadConfig(t, mode)
+			var log bytes.Buffer
+			rs, err := Run(context.Background(), cfg, &log)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			if len(rs) != 2 {
+				t.Fatalf("%d results, want tail and catch-up", len(rs))
+			}
+			tail, cu := rs[0], rs[1]
+			if tail.Read == nil || tail.Read.Workload != WorkTail || cu.Read == nil || cu.Read.Workload != WorkCatchup {
+				t.Fatalf("workloads %+v %+v", tail.Read, cu.Read)
+			}
+			e := tail.Read.EndToEnd
+			if e.N == 0 || e.P50 < 0.5 || e.P50 > e.P99 || tail.Ack.N == 0 {
+				t.Fatalf("end-to-end %+v ack %+v", e, tail.Ack)
+			}
+			// Each record is delivered to both readers of its stream.
+			if tail.Read.Records < 2*tail.Records {
+				t.Fatalf("%d deliveries of %d records acked in the window to 2 readers each", tail.Read.Records, tail.Records)
+			}
+			c := cu.Read
+			wantRecs := int64(2 * (cfg.BacklogMB * 1e6 / 1024)) // the backlog (across the streams) x 2 readers, at least
+			if c.Records < wantRecs || c.MBps <= 0 || c.ReaderMBpsMin <= 0 {
+				t.Fatalf("catch-up %+v: want at least %d records delivered", c, wantRecs)
+			}
+			if c.SettledGetsPerGB <= 0 || c.ChainGetsPerGB <= 0 {
+				t.Fatalf("catch-up GETs per GiB: settled %.1f chain %.1f: want both parts of the backlog read", c.SettledGetsPerGB, c.ChainGetsPerGB)
+			}
+			if c.MetaReadsPerGB <= 0 || c.Cost.Total <= 0 || c.Cost.SettledGets <= 0 {
+				t.Fatalf("catch-up metastore reads %.1f/GiB cost %+v", c.MetaReadsPerGB, c.Cost)
+			}
+			svg, err := os.ReadFile(filepath.Join(cfg.PlotDir, tail.Name+"-latency.svg"))
+			if err != nil || !strings.Contains(string(svg), "end-to-end") {
+				t.Fatalf("tail plot without the end-to-end series: %v", err)
+			}
+			var txt bytes.Buffer
+			if err := WriteText(&txt, rs); err != nil || !strings.Contains(txt.String(), "end-to-end") || !strings.Contains(txt.String(), "read cost") {
+				t.Fatalf("text: %v\n%s", err, txt.String())
+			}
+			t.Log(log.String())
+		})
+	}
+}
+
+// The checker refuses a skipped or repeated record.
+func TestCheckerOrder(t *testing.T) {
+	c := &checker{now: time.Now}
+	for _, seq := range []uint64{0, 1, 2} {
+		if err := c.record(seq, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.record(2, nil); !errors.Is(err, ErrOrder) {
+		t.Fatalf("repeat: %v", err)
+	}
+	if err := c.record(4, nil); !errors.Is(err, ErrOrder) {
+		t.Fatalf("skip: %v", err)
+	}
+}
+
+func TestReadPoints(t *testing.T) {
+	c := Defaults()
+	c.Workloads = []string{WorkFanout}
+	ps := c.readPoints(point{producers: 4, streams: 16, recordBytes: 1024, class: metastore.Express})
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.name(ModeInProc))
+	}
+	want := "inproc-tail-express-p4-s1-r1024-8MBps-x1 inproc-tail-express-p4-s1-r1024-8MBps-x10 inproc-tail-express-p4-s1-r1024-8MBps-x100 " +
+		"inproc-catchup-express-s1-r1024-x1 inproc-catchup-express-s1-r1024-x10 inproc-catchup-express-s1-r1024-x100"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("fan-out points\n%s\nwant\n%s", got, want)
+	}
+	c.Workloads = []string{"read"}
+	if err := c.Validate(); err == nil {
+		t.Fatal("accepted workload read")
+	}
+	c.Workloads, c.RecordBytes = []string{WorkTail}, []int{4}
+	if err := c.Validate(); err == nil {
+		t.Fatal("accepted 4-byte records for a tail (no room for the stamp)")
+	}
+}

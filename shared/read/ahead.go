@@ -1,0 +1,247 @@
+package read
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Read-ahead of a session. A session reads its stream in batches of at
+// most MaxBytes; without a cache, every batch re-fetched and re-decoded
+// the whole location (segment) it started in, so a location of L bytes
+// cost about L/MaxBytes GETs of L bytes each, and every GET's first byte
+// was waited for in turn. The session's ahead keeps the decoded segments
+// of the locations the current refs name next, fetched by up to
+// AheadParallel ranged GETs at once and bounded by AheadBytes (a location
+// larger than the bound is still fetched, alone). Only the locations of
+// the refs the read is walking are kept: a location the read has passed,
+// or that a later query no longer names (settle swapped the ref, trim
+// dropped it), is forgotten; a failed fetch is forgotten too, so the
+// read's retry (fromRefs) fetches afresh against the refs it re-queries.
+//
+// The hook is small on purpose: Session puts an ahead in its context,
+// refsOnce gets its refs from queryRefs, calls plan with them and load
+// for each location; without an ahead (Read) these query, fetch and
+// decode as before.
+
+// Read-ahead bounds per session. The bound is per session, not per
+// server: N catching-up sessions may hold N x AheadBytes (a server-wide
+// budget shared by the sessions is not built yet).
+const (
+	AheadParallel = 4
+	AheadBytes    = 16 << 20
+)
+
+type aheadKey struct{}
+
+type locKey struct {
+	settled     bool
+	key         string
+	off, length int64
+}
+
+func keyOf(l metastore.Location) locKey {
+	return locKey{l.Settled, l.Key, l.Offset, l.Length}
+}
+
+// fetched is one location's decoded segment, or the fetch in progress.
+type fetched struct {
+	done chan struct{}
+	info format.SegmentInfo
+	recs []format.Record
+	err  error
+}
+
+type ahead struct {
+	r   *Reader
+	st  metastore.Stream
+	id  format.StreamID
+	ctx context.Context
+
+	mu       sync.Mutex
+	have     map[locKey]*fetched
+	order    []metastore.Location // the planned locations, in read order
+	inflight int
+	refs     []metastore.Ref // the last refs queried, while they serve
+}
+
+// withAhead gives the session's reads a read-ahead; stop cancels its
+// fetches.
+func (r *Reader) withAhead(ctx context.Context, st metastore.Stream, id format.StreamID) (context.Context, func()) {
+	actx, cancel := context.WithCancel(ctx)
+	a := &ahead{r: r, st: st, id: id, ctx: actx, have: map[locKey]*fetched{}}
+	return context.WithValue(ctx, aheadKey{}, a), cancel
+}
+
+func aheadOf(ctx context.Context) *ahead {
+	a, _ := ctx.Value(aheadKey{}).(*ahead)
+	return a
+}
+
+// upcoming lists refs' locations that hold seqs at or above from, in
+// read order.
+func upcoming(refs []metastore.Ref, from uint64) []metastore.Location {
+	var out []metastore.Location
+	for _, ref := range refs {
+		if ref.LastSeq < from {
+			continue
+		}
+		for li, loc := range ref.Locations {
+			if li+1 < len(ref.Locations) {
+				if next := ref.Locations[li+1].FirstSeq; next > 0 && next <= from {
+					continue
+				}
+			}
+			out = append(out, loc)
+		}
+	}
+	return out
+}
+
+// plan is called with the refs a read walks from from: it forgets the
+// locations they no longer name and starts fetches of the next ones.
+func (a *ahead) plan(refs []metastore.Ref, from uint64) {
+	if a == nil {
+		return
+	}
+	locs := upcoming(refs, from)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	keep := make(map[locKey]bool, len(locs))
+	for _, l := range locs {
+		keep[keyOf(l)] = true
+	}
+	for k := range a.have {
+		if !keep[k] {
+			delete(a.have, k) // an in-flight fetch finishes into nothing
+		}
+	}
+	a.order = locs
+	a.fill()
+}
+
+// fill starts fetches of the planned locations in order while the bounds
+// allow: at most AheadParallel in flight, at most AheadBytes held or in
+// flight (the first location always). a.mu is held.
+func (a *ahead) fill() {
+	var held int64
+	for i, l := range a.order {
+		k := keyOf(l)
+		if _, ok := a.have[k]; ok {
+			held += l.Length
+			continue
+		}
+		if a.inflight >= AheadParallel || (i > 0 && held+l.Length > AheadBytes) {
+			return
+		}
+		held += l.Length
+		f := &fetched{done: make(chan struct{})}
+		a.have[k] = f
+		a.inflight++
+		go a.fetch(l, f)
+	}
+}
+
+func (a *ahead) fetch(l metastore.Location, f *fetched) {
+	f.info, f.recs, f.err = a.r.decode(a.ctx, a.st, a.id, l)
+	a.mu.Lock()
+	a.inflight--
+	if f.err != nil {
+		if a.have[keyOf(l)] == f {
+			delete(a.have, keyOf(l)) // the retry fetches afresh
+		}
+		// The plan is stale (a location vanished, or the session ended):
+		// fetch nothing more until the read re-queries and plans again.
+		// (Refilling here re-launched the failed fetch at once, forever.)
+		a.refs, a.order = nil, nil
+	}
+	close(f.done)
+	a.fill()
+	a.mu.Unlock()
+}
+
+// load returns loc's decoded segment: from the session's read-ahead when
+// there is one (waiting for its fetch), else fetched now. The ahead
+// forgets a location at the first plan whose refs start past it.
+func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) (format.SegmentInfo, []format.Record, error) {
+	a := aheadOf(ctx)
+	if a == nil {
+		return r.decode(ctx, st, id, loc)
+	}
+	k := keyOf(loc)
+	a.mu.Lock()
+	f, ok := a.have[k]
+	if !ok {
+		// Not planned (or forgotten): fetch it as the only one.
+		f = &fetched{done: make(chan struct{})}
+		a.have[k] = f
+		a.inflight++
+		go a.fetch(loc, f)
+	}
+	a.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return format.SegmentInfo{}, nil, ctx.Err()
+	}
+	return f.info, f.recs, f.err
+}
+
+// forgetRefs drops the cached refs: the next query goes to the metastore.
+func (a *ahead) forgetRefs() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.refs = nil
+	a.mu.Unlock()
+}
+
+// queryRefs is refsOnce's query of the refs from from. A session's ahead
+// answers from the refs it last queried while they still reach from, so a
+// session queries the metastore once per page of refs, not once per
+// batch. Refs only ever change by being replaced with refs over the same
+// records (settle) or dropped (trim, retention): a cached ref whose data
+// is gone fails its fetch, which drops the cache, and fromRefs' retry
+// re-queries.
+func (r *Reader) queryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+	a := aheadOf(ctx)
+	if a != nil {
+		a.mu.Lock()
+		refs := a.refs
+		a.mu.Unlock()
+		if len(refs) > 0 && refs[0].FirstSeq <= from {
+			for i, ref := range refs {
+				if ref.LastSeq >= from {
+					if ref.FirstSeq <= from { // contiguous: else ask the metastore about the hole
+						return refs[i:], nil
+					}
+					break
+				}
+			}
+		}
+	}
+	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, limit)
+	if a != nil && err == nil {
+		a.mu.Lock()
+		a.refs = refs
+		a.mu.Unlock()
+	}
+	return refs, err
+}
+
+// decode fetches and decodes one location.
+func (r *Reader) decode(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) (format.SegmentInfo, []format.Record, error) {
+	seg, err := r.segment(ctx, st, id, loc)
+	if err != nil {
+		return format.SegmentInfo{}, nil, err
+	}
+	info, recs, err := format.DecodeSegment(seg)
+	if err != nil {
+		return info, nil, fmt.Errorf("read %s: %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
+	}
+	return info, recs, nil
+}

@@ -1,0 +1,223 @@
+package read
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/shared/trim"
+)
+
+// sessionAll reads e's stream from 0 to the tail in one NoTail session
+// and returns every record delivered; between batches it calls between
+// (the settle and trim that run during the read).
+func (e *env) sessionAll(between func(batch int)) []star.SeqRecord {
+	e.t.Helper()
+	var out []star.SeqRecord
+	n := 0
+	err := e.r.Session(context.Background(), e.st, Start{}, SessionOptions{NoTail: true}, func(b Batch) error {
+		out = append(out, b.Records...)
+		if between != nil {
+			between(n)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if n < 2 {
+		e.t.Fatalf("the session read in %d batches: the test wants several", n)
+	}
+	return out
+}
+
+func (e *env) settler() *settle.Settler {
+	return &settle.Settler{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, MergeBelowBytes: 1 << 20}
+}
+
+// counted swaps e's reader onto buckets that count GETs of the chain set
+// and of the settled bucket.
+func (e *env) counted() (settledGets *countingGets, set []*countingGets) {
+	var bs []objstore.Bucket
+	for _, b := range e.set.Buckets {
+		c := &countingGets{Bucket: b}
+		set = append(set, c)
+		bs = append(bs, c)
+	}
+	s := e.set
+	s.Buckets = bs
+	sg := &countingGets{Bucket: e.settled}
+	e.r.Sets = map[metastore.Class]chain.Set{metastore.Express: s}
+	e.r.Settled = sg
+	return sg, set
+}
+
+// A session reads a backlog that lies in settled objects, then in transit
+// slots, then in the star's index: every record once, in order (checked
+// against the bodies the test appended, not against the store), and each
+// location fetched about once: the read-ahead keeps the decoded segment
+// across the session's batches instead of re-fetching it per batch.
+func TestAheadAcrossSettledAndTransit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendN(60, 50) // 3000 records: batches of 1000 start three times in the settled object
+	e.absorb()
+	if _, err := e.settler().Run(ctx, e.chain); err != nil {
+		t.Fatal(err)
+	}
+	e.appendN(30, 50) // 1500 more, in transit
+	e.absorb()
+	e.appendN(2, 50) // and 100 in the index only
+	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled, transit := 0, 0
+	for _, r := range refs {
+		for _, l := range r.Locations {
+			if l.Settled {
+				settled++
+			} else {
+				transit++
+			}
+		}
+	}
+	if settled == 0 || transit == 0 {
+		t.Fatalf("backlog: %d settled and %d transit locations: want both", settled, transit)
+	}
+	sg, set := e.counted()
+	mc := metacount.New(e.meta)
+	e.r.Meta = mc
+	check(t, e.sessionAll(nil), 0, 4600)
+	// One query per page of 8 refs (and one that finds the end), not one
+	// per batch and page.
+	if q, pages := mc.Snapshot().Of(metacount.QueryRefs), int64(len(refs)+7)/8; q > pages+1 {
+		t.Fatalf("%d QueryRefs for %d refs (%d pages)", q, len(refs), pages)
+	}
+	chainGets := int64(0)
+	for _, c := range set {
+		chainGets += c.n.Load()
+	}
+	// Re-fetching per batch would be one GET per location per batch that
+	// starts in it (three of the settled object, regression-checked); the
+	// chain set's hedged reads may ask a second copy.
+	t.Logf("settled GETs %d of %d locations; chain GETs %d of %d", sg.n.Load(), settled, chainGets, transit)
+	if got := sg.n.Load(); got > int64(settled) {
+		t.Fatalf("%d GETs of %d settled locations", got, settled)
+	}
+	if chainGets > int64(2*transit) {
+		t.Fatalf("%d chain GETs of %d transit locations", chainGets, transit)
+	}
+}
+
+// Settle (merging the last small settled object with the new data) and
+// trim (deleting transit slots and replaced objects) run while a session
+// reads: prefetched locations may vanish or be replaced under it. Every
+// record still arrives once, in order.
+func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
+	for _, trimAt := range []int{0, 1} {
+		t.Run(fmt.Sprintf("trim-after-batch-%d", trimAt), func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			e.appendN(5, 50)
+			e.absorb()
+			if _, err := e.settler().Run(ctx, e.chain); err != nil { // a small settled object: the next settle merges it
+				t.Fatal(err)
+			}
+			e.appendN(60, 50)
+			e.absorb()
+			before := 0
+			for _, m := range e.mems {
+				before += len(m.Keys())
+			}
+			tr := &trim.Trimmer{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled}
+			got := e.sessionAll(func(batch int) {
+				if batch == 0 {
+					res, err := e.settler().Step(ctx, e.chain)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Merged == 0 {
+						t.Fatalf("settle during the read merged nothing: %+v", res)
+					}
+				}
+				if batch == trimAt {
+					if _, err := tr.Run(ctx, e.chain); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			after := 0
+			for _, m := range e.mems {
+				after += len(m.Keys())
+			}
+			if after >= before {
+				t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
+			}
+			check(t, got, 0, 3250)
+		})
+	}
+}
+
+// upcoming skips the locations that end before from, as refsOnce does.
+func TestUpcomingLocations(t *testing.T) {
+	refs := []metastore.Ref{
+		{FirstSeq: 0, LastSeq: 9, Locations: []metastore.Location{{Key: "a", FirstSeq: 0}, {Key: "b", FirstSeq: 5}}},
+		{FirstSeq: 10, LastSeq: 19, Locations: []metastore.Location{{Key: "c", Settled: true}}},
+	}
+	var keys []string
+	for _, l := range upcoming(refs, 6) {
+		keys = append(keys, l.Key)
+	}
+	if fmt.Sprint(keys) != "[b c]" {
+		t.Fatalf("from 6: %v", keys)
+	}
+	if u := upcoming(refs, 20); len(u) != 0 {
+		t.Fatalf("past the refs: %v", u)
+	}
+}
+
+// A location that is gone for good (its slot deleted, no ref replacing
+// it) fails the session, and the read-ahead stops fetching: a failed fetch
+// must not re-launch itself (it once did, forever, spinning a core).
+func TestAheadStopsAfterAFailedFetch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendN(20, 50)
+	e.absorb()
+	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10)
+	if err != nil || len(refs) == 0 || len(refs[0].Locations) < 2 {
+		t.Fatalf("refs %v %v", refs, err)
+	}
+	gone := refs[0].Locations[1].Key
+	for _, m := range e.mems {
+		_ = m.Delete(ctx, gone)
+	}
+	_, set := e.counted()
+	gets := func() int64 {
+		n := int64(0)
+		for _, c := range set {
+			n += c.n.Load()
+		}
+		return n
+	}
+	err = e.r.Session(ctx, e.st, Start{}, SessionOptions{NoTail: true}, func(Batch) error { return nil })
+	if err == nil {
+		t.Fatal("a session over a vanished location succeeded")
+	}
+	time.Sleep(50 * time.Millisecond) // fetches in flight at the end finish
+	after := gets()
+	time.Sleep(100 * time.Millisecond)
+	if n := gets(); n != after {
+		t.Fatalf("GETs went on after the session ended: %d, then %d", after, n)
+	}
+}
