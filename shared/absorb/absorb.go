@@ -226,7 +226,9 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 // bytes, and one transit location per segment in slot order. It is pure and
 // deterministic: the same slots give the same refs, which is what makes a
 // rerun write identical items. A stream whose seqs do not continue from
-// one segment to the next is ErrGap.
+// one segment to the next is ErrGap. Each ref keeps the producer marks of
+// its stream's producer batches (the slots' batch tables), bounded by
+// metastore.TrimMarks: a successor star rebuilds its dedupe table from them.
 func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 	byStream := make(map[format.StreamID]*metastore.Ref)
 	for _, s := range slots {
@@ -255,9 +257,14 @@ func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 			r.Bytes += recBytes
 			r.Locations = append(r.Locations, loc)
 		}
+		for _, b := range s.Batches { // the parser checked b.Entry
+			r := byStream[s.Entries[b.Entry].Stream]
+			r.Producers = append(r.Producers, metastore.ProducerMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
+		}
 	}
 	refs := make([]metastore.Ref, 0, len(byStream))
 	for _, r := range byStream {
+		r.Producers = metastore.TrimMarks(r.Producers)
 		refs = append(refs, *r)
 	}
 	slices.SortFunc(refs, func(x, y metastore.Ref) int { return strings.Compare(x.StreamID, y.StreamID) })

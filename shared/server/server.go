@@ -208,14 +208,9 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 		return st, id, connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", name))
 	}
 	if !s.opened[id] {
-		info := star.StreamInfo{ID: id, Class: st.Class}
-		last, err := s.cfg.Meta.LastRef(ctx, st.ID)
-		switch {
-		case errors.Is(err, metastore.ErrNotFound):
-		case err != nil:
+		info, err := star.RecoverStream(ctx, s.cfg.Meta, id, st.Class, s.clk.Now())
+		if err != nil {
 			return st, id, toConnect(fmt.Errorf("recover the tail of %q: %w", name, err))
-		default:
-			info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
 		}
 		if err := s.cfg.Star.Open(info); err != nil {
 			return st, id, connect.NewError(connect.CodeFailedPrecondition, err)
@@ -260,6 +255,8 @@ func toConnect(err error) error {
 	case errors.Is(err, format.ErrEmptyBatch), errors.Is(err, format.ErrBatchTooLarge), errors.Is(err, format.ErrRecordInvalid),
 		errors.Is(err, metastore.ErrInvalid), errors.Is(err, read.ErrInvalid), errors.Is(err, auth.ErrInvalid):
 		code = connect.CodeInvalidArgument
+	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld):
+		code = connect.CodeFailedPrecondition
 	case errors.Is(err, metastore.ErrNotFound), errors.Is(err, star.ErrUnknownStream):
 		code = connect.CodeNotFound
 	case errors.Is(err, metastore.ErrExists):
@@ -496,7 +493,7 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	ack, err := s.cfg.Star.Append(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
+	ack, err := s.cfg.Star.Append(ctx, id, a.Records, a.options())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -545,7 +542,7 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
-			p, err := s.cfg.Star.Submit(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
+			p, err := s.cfg.Star.Submit(ctx, id, a.Records, a.options())
 			if !push(pending{p: p, err: err}) {
 				return
 			}

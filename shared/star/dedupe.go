@@ -81,10 +81,14 @@ func (d *dedupe) seed(states []ProducerState, nowMs int64) {
 			continue
 		}
 		p := &producer{id: s.ID, lastMs: s.LastMs}
+		// The ring holds consecutive batch seqs: keep the consecutive tail
+		// (a producer that restarted after expiry left older marks).
 		bs := s.Batches
-		if len(bs) > d.window {
-			bs = bs[len(bs)-d.window:]
+		n := 1
+		for n < len(bs) && n < d.window && bs[len(bs)-n-1].BatchSeq+1 == bs[len(bs)-n].BatchSeq {
+			n++
 		}
+		bs = bs[len(bs)-n:]
 		for _, m := range bs {
 			p.ring = append(p.ring, dedupEntry{seq: m.BatchSeq, ack: Ack{FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}})
 		}
