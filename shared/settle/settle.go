@@ -364,6 +364,7 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 			Length:   int64(len(obj) - format.SettledHeaderSize),
 			FirstSeq: first.FirstSeq,
 		}},
+		Producers: mergeMarks(old),
 	}
 	return obj, repl, nil
 }
