@@ -56,7 +56,7 @@ func (w *cutWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 func (l lossy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l.drop(r) {
-		if strings.HasSuffix(r.URL.Path, "/ReadSession") {
+		if strings.HasSuffix(r.URL.Path, "/ReadSession") || strings.HasSuffix(r.URL.Path, "/AppendSession") {
 			l.h.ServeHTTP(&cutWriter{ResponseWriter: w, limit: 2}, r)
 			return
 		}
@@ -205,5 +205,58 @@ func TestReadSessionResumesAfterTheLastRecord(t *testing.T) {
 		if b != fmt.Sprintf("r%d", i) {
 			t.Fatalf("record %d is %q: gap or repeat", i, b)
 		}
+	}
+}
+
+// TestProducerSessionRidesThroughDrops: the append session's connection
+// drops three times mid-stream; the producer session reconnects, resends
+// what is unacknowledged with the same batch seqs, and every batch is in
+// the stream once, in order, each acked once.
+func TestProducerSessionRidesThroughDrops(t *testing.T) {
+	var sessions atomic.Int64
+	url := lossyServer(t, func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/AppendSession") && sessions.Add(1) <= 3
+	})
+	ctx := context.Background()
+	c, _ := client.New(url, client.WithRetry(client.Retry{MaxAttempts: 5, MaxElapsed: 10 * time.Second, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}))
+	if _, err := c.CreateStream(ctx, "s", client.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var reconnects atomic.Int64
+	ps, err := c.OpenProducerSession(ctx, "s", client.ProducerOptions{OnReconnect: func(error) { reconnects.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	go func() {
+		for i := range n {
+			if err := ps.Submit([]client.Record{{Body: fmt.Appendf(nil, "r%d", i)}}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		_ = ps.CloseSend()
+	}()
+	var acks []client.Ack
+	for a := range ps.Acks() {
+		if a.Err != nil {
+			t.Fatal(a.Err)
+		}
+		acks = append(acks, a.Ack)
+	}
+	if len(acks) != n || reconnects.Load() == 0 {
+		t.Fatalf("%d acks after %d reconnects", len(acks), reconnects.Load())
+	}
+	for i, a := range acks {
+		if a.StartSeq != uint64(i) || a.EndSeq != uint64(i+1) {
+			t.Fatalf("ack %d is %d-%d", i, a.StartSeq, a.EndSeq)
+		}
+	}
+	if ps.NextBatchSeq() != n {
+		t.Fatalf("next batch seq %d", ps.NextBatchSeq())
+	}
+	tail, err := c.CheckTail(ctx, "s")
+	if err != nil || tail.NextSeq != n {
+		t.Fatalf("tail %d (%v): a resent batch was written twice", tail.NextSeq, err)
 	}
 }
