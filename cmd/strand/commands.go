@@ -23,10 +23,16 @@ import (
 type clientFlags struct {
 	endpoint string
 	token    string
+	retryFor time.Duration
 }
 
 func (f *clientFlags) client() (*client.Client, error) {
-	return client.New(f.endpoint, client.WithToken(f.token))
+	r := client.DefaultRetry
+	r.MaxElapsed = f.retryFor
+	if f.retryFor <= 0 {
+		r.MaxAttempts = 1
+	}
+	return client.New(f.endpoint, client.WithToken(f.token), client.WithRetry(r))
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {

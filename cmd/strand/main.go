@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/strandlog/strand/shared/client"
 	"os"
 	"os/signal"
 	"syscall"
@@ -69,6 +70,7 @@ then, in another shell, use the endpoint and token it prints:
 	var cf clientFlags
 	root.PersistentFlags().StringVar(&cf.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
 	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("STRAND_TOKEN"), "bearer token (env STRAND_TOKEN)")
+	root.PersistentFlags().DurationVar(&cf.retryFor, "retry-for", client.DefaultRetry.MaxElapsed, "how long one call retries retriable errors (a restart, a takeover, a dropped connection) with backoff; 0: no retries")
 	root.AddCommand(newDev(), newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newToken(&cf), newBench(&cf))
 	return root
 }

@@ -151,7 +151,7 @@ func produceCLI(ctx context.Context, c *client.Client, bin, endpoint, token, nam
 			sb.WriteString(body(name, tail.NextSeq+i))
 			sb.WriteByte('\n')
 		}
-		cmd := exec.CommandContext(ctx, bin, "append", name, "--endpoint", endpoint)
+		cmd := exec.CommandContext(ctx, bin, "append", name, "--endpoint", endpoint, "--retry-for", "0") // fails at the kill, as the client producers do
 		cmd.Env = append(os.Environ(), "STRAND_TOKEN="+token)
 		cmd.Stdin = strings.NewReader(sb.String())
 		out, err := cmd.CombinedOutput()
