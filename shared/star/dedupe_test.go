@@ -2,6 +2,8 @@ package star
 
 import (
 	"context"
+	"encoding/binary"
+	"runtime"
 	"errors"
 	"strings"
 	"testing"
@@ -169,5 +171,31 @@ func TestOpenSeedsTheTable(t *testing.T) {
 	a, err = h.star.Append(ctx, id, recs(1, nil2), AppendOptions{Producer: p, BatchSeq: 5})
 	if err != nil || a.FirstSeq != 100 {
 		t.Fatalf("next batch: %+v %v", a, err)
+	}
+}
+
+// BenchmarkDedupeBytesPerProducer reports the heap bytes one remembered
+// producer costs with a full window (docs/operations.md quotes it):
+// go test ./shared/star -run XXX -bench DedupeBytesPerProducer -benchtime 1x
+func BenchmarkDedupeBytesPerProducer(b *testing.B) {
+	const n = 20000
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, n)
+		for i := range n {
+			var p format.ProducerID
+			binary.BigEndian.PutUint64(p[:], uint64(i)+1)
+			for s := range uint64(DefaultDedupeWindow) {
+				bt := &batch{producer: p, batchSeq: s}
+				d.admit(p, s, bt, 0)
+				d.released(bt, Ack{FirstSeq: s, LastSeq: s})
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/producer")
+		runtime.KeepAlive(d)
 	}
 }
