@@ -3,8 +3,8 @@ package star
 import (
 	"context"
 	"encoding/binary"
-	"runtime"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
