@@ -146,9 +146,9 @@ func (d *dedupe) check(id format.ProducerID, seq uint64, nowMs int64) verdict {
 	case seq == last+1:
 		return verdict{}
 	case seq > last+1:
-		return verdict{err: fmt.Errorf("%w: producer %x sent batch seq %d, expected %d", ErrBatchSeqGap, id[:], seq, last+1)}
+		return verdict{err: fmt.Errorf("%w: producer %x sent batch seq %d, expected %d", ErrBatchSeqGap, id, seq, last+1)}
 	case seq < p.ring[0].seq:
-		return verdict{err: fmt.Errorf("%w: producer %x sent batch seq %d; the window keeps %d..%d", ErrBatchSeqTooOld, id[:], seq, p.ring[0].seq, last)}
+		return verdict{err: fmt.Errorf("%w: producer %x sent batch seq %d; the window keeps %d..%d", ErrBatchSeqTooOld, id, seq, p.ring[0].seq, last)}
 	}
 	return verdict{dup: &p.ring[len(p.ring)-1-int(last-seq)]}
 }
