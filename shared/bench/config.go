@@ -62,9 +62,9 @@ type Config struct {
 	// seq (exactly-once appends), to price the dedupe table.
 	Idempotent bool
 	Prices     Prices
-	PlotDir  string // "" writes no plots
-	Seed     int64
-	Sample   time.Duration // timeline resolution
+	PlotDir    string // "" writes no plots
+	Seed       int64
+	Sample     time.Duration // timeline resolution
 }
 
 // Defaults are the documented defaults. The latency models are

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +20,11 @@ import (
 
 // startServer runs a star and its API on memory stores, without auth, and
 // returns its URL (a real deployment: `strand dev`, or the star task).
-func startServer() (url string, stop func()) {
+func startServer() (url string, stop func()) { return startServerWith(nil) }
+
+// startServerWith is startServer with the API handler wrapped by wrap (nil:
+// as is); the retry tests wrap it to lose answers and drop connections.
+func startServerWith(wrap func(http.Handler) http.Handler) (url string, stop func()) {
 	meta := metastore.NewMem()
 	b := objstore.NewMem("standard-0")
 	cfg := star.Defaults()
@@ -38,10 +43,15 @@ func startServer() (url string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
+	var h http.Handler = srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewUnstartedServer(h)
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetHTTP1(true)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
 	ts.Start()
 	return ts.URL, func() { ts.Close(); st.Close() }
 }

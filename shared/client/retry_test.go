@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,13 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
-	"github.com/strandlog/strand/shared/metastore"
-	"github.com/strandlog/strand/shared/objstore"
-	"github.com/strandlog/strand/shared/read"
-	"github.com/strandlog/strand/shared/server"
-	"github.com/strandlog/strand/shared/star"
 )
 
 // lossy serves h, but drops the connection after the handler ran for the
@@ -67,32 +60,24 @@ func (l lossy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func lossyServer(t *testing.T, drop func(r *http.Request) bool) string {
-	meta := metastore.NewMem()
-	b := objstore.NewMem("standard-0")
-	cfg := star.Defaults()
-	cfg.Express = star.ClassConfig{}
-	cfg.Standard.Buckets = []objstore.Bucket{b}
-	cfg.Standard.FlushDeadline = time.Millisecond
-	st, err := star.New(cfg, meta, star.Options{})
+	url, stop := startServerWith(func(h http.Handler) http.Handler { return lossy{h: h, drop: drop} })
+	t.Cleanup(stop)
+	return url
+}
+
+// fastRetry is a retry budget for tests: quick backoff.
+var fastRetry = client.WithRetry(client.Retry{MaxAttempts: 5, MaxElapsed: 10 * time.Second, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond})
+
+// newStream returns a client of url with fastRetry and a new stream "s".
+func newStream(t *testing.T, url string) *client.Client {
+	c, err := client.New(url, fastRetry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Start(context.Background()); err != nil {
+	if _, err := c.CreateStream(context.Background(), "s", client.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rd := &read.Reader{Star: st, Meta: meta, Sets: map[metastore.Class]chain.Set{metastore.Standard: {Star: cfg.StarID, Buckets: []objstore.Bucket{b}, W: 1}}}
-	srv, err := server.New(server.Config{Star: st, Meta: meta, Reader: rd, Heartbeat: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(lossy{h: srv.Handler(), drop: drop})
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
-	ts.Start()
-	t.Cleanup(func() { ts.Close(); st.Close() })
-	return ts.URL
+	return c
 }
 
 // TestLostAnswersAreRetriedExactlyOnce: every other append's answer is
@@ -105,13 +90,7 @@ func TestLostAnswersAreRetriedExactlyOnce(t *testing.T) {
 		return strings.HasSuffix(r.URL.Path, "/Append") && n.Add(1)%2 == 1
 	})
 	ctx := context.Background()
-	c, err := client.New(url, client.WithRetry(client.Retry{MaxAttempts: 5, MaxElapsed: 10 * time.Second, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateStream(ctx, "s", client.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := newStream(t, url)
 	for i := range 20 {
 		a, err := c.Append(ctx, "s", []client.Record{{Body: fmt.Appendf(nil, "r%d", i)}}, client.AppendOptions{})
 		if err != nil {
@@ -174,10 +153,7 @@ func TestReadSessionResumesAfterTheLastRecord(t *testing.T) {
 		return strings.HasSuffix(r.URL.Path, "/ReadSession") && sessions.Add(1) <= 3
 	})
 	ctx := context.Background()
-	c, _ := client.New(url, client.WithRetry(client.Retry{MaxAttempts: 5, MaxElapsed: 10 * time.Second, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}))
-	if _, err := c.CreateStream(ctx, "s", client.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := newStream(t, url)
 	for i := range 10 {
 		if _, err := c.Append(ctx, "s", []client.Record{{Body: fmt.Appendf(nil, "r%d", i)}}, client.AppendOptions{}); err != nil {
 			t.Fatal(err)
@@ -218,10 +194,7 @@ func TestProducerSessionRidesThroughDrops(t *testing.T) {
 		return strings.HasSuffix(r.URL.Path, "/AppendSession") && sessions.Add(1) <= 3
 	})
 	ctx := context.Background()
-	c, _ := client.New(url, client.WithRetry(client.Retry{MaxAttempts: 5, MaxElapsed: 10 * time.Second, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}))
-	if _, err := c.CreateStream(ctx, "s", client.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := newStream(t, url)
 	var reconnects atomic.Int64
 	ps, err := c.OpenProducerSession(ctx, "s", client.ProducerOptions{OnReconnect: func(error) { reconnects.Add(1) }})
 	if err != nil {

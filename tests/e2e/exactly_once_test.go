@@ -36,26 +36,9 @@ var nextBatchRe = regexp.MustCompile(`producer ([0-9a-f]{32}) next batch seq (\d
 // then in the stream exactly once, each producer's in order, seqs
 // contiguous, and the tail printed the whole stream exactly once.
 func TestExactlyOnceThroughKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := testproc.Build(t, "./cmd/strand")
-	work := t.TempDir()
-	dataDir := filepath.Join(work, "data")
-	addr := testproc.FreeAddr(t)
-	endpoint := "http://" + addr
-	d := startDev(t, bin, dataDir, addr)
-	tokb, err := os.ReadFile(filepath.Join(dataDir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tokb))
+	bin, dataDir, addr, endpoint, token, d, c := devUnderTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := client.New(endpoint, client.WithToken(token))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const stream = "eo/all"
 	if _, err := c.CreateStream(ctx, stream, client.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -200,6 +183,30 @@ func TestExactlyOnceThroughKill9(t *testing.T) {
 		t.Fatalf("strand tail printed %d lines, the stream holds %d: not the whole stream exactly once", len(got), len(all))
 	}
 	t.Logf("strand tail resumed %d times", strings.Count(tailErr.String(), "resuming at seq"))
+}
+
+// devUnderTest builds strand, starts `strand dev` on a free address with a
+// fresh data directory, and returns it with its token and a client.
+func devUnderTest(t *testing.T) (bin, dataDir, addr, endpoint, token string, d *dev, c *client.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin = testproc.Build(t, "./cmd/strand")
+	dataDir = filepath.Join(t.TempDir(), "data")
+	addr = testproc.FreeAddr(t)
+	endpoint = "http://" + addr
+	d = startDev(t, bin, dataDir, addr)
+	tokb, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token = strings.TrimSpace(string(tokb))
+	c, err = client.New(endpoint, client.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, dataDir, addr, endpoint, token, d, c
 }
 
 func slicesEqual(a, b []string) bool {
