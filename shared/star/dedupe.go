@@ -107,14 +107,17 @@ func (d *dedupe) put(p *producer, nowMs int64) {
 }
 
 // evict forgets every expired producer, and if none was, the least
-// recently used one.
+// recently used one with no batch in flight (forgetting one in flight
+// would admit its retry afresh).
 func (d *dedupe) evict(nowMs int64) {
 	var lru *producer
 	n := len(d.ps)
 	for id, p := range d.ps {
-		if nowMs-p.lastMs > d.idle {
+		inflight := p.ring[len(p.ring)-1].b != nil
+		switch {
+		case nowMs-p.lastMs > d.idle && !inflight:
 			delete(d.ps, id)
-		} else if lru == nil || p.lastMs < lru.lastMs {
+		case !inflight && (lru == nil || p.lastMs < lru.lastMs):
 			lru = p
 		}
 	}

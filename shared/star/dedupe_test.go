@@ -60,11 +60,24 @@ func TestDedupeTable(t *testing.T) {
 	}
 	// Two producers fit; a third evicts the least recently used (a was
 	// used at day 1, b at day 2).
+	d.released(p, Ack{FirstSeq: 50, LastSeq: 50})
 	b, c := pid(2), pid(3)
-	d.admit(b, 0, &batch{}, 2*day)
+	bb := &batch{producer: b}
+	d.admit(b, 0, bb, 2*day)
+	d.released(bb, Ack{})
 	d.admit(c, 0, &batch{}, 3*day)
 	if d.ps[a] != nil || d.ps[b] == nil || d.ps[c] == nil {
 		t.Fatalf("LRU eviction kept %v", d.ps)
+	}
+	// A producer with a batch in flight is never the one evicted.
+	e := newDedupe(3, 7*24*time.Hour, 2)
+	e.admit(a, 0, &batch{}, 0) // in flight, least recently used
+	eb := &batch{producer: b}
+	e.admit(b, 0, eb, day)
+	e.released(eb, Ack{}) // b's batch committed
+	e.admit(c, 0, &batch{}, 2*day)
+	if e.ps[a] == nil || e.ps[b] != nil {
+		t.Fatalf("evicted the producer with a batch in flight: %v", e.ps)
 	}
 	// Idle past 7 days: forgotten, any seq starts afresh.
 	if v := d.check(b, 99, 2*day+7*day+1); v.err != nil || v.dup != nil || d.ps[b] != nil {
