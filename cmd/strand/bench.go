@@ -100,6 +100,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f := cmd.Flags()
 	f.BoolVar(&api, "api", false, "run a node in-process and drive it through the API on loopback")
 	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
+	f.BoolVar(&cfg.Idempotent, "idempotent", false, "in-process producers append exactly once (a producer id and batch seq per batch)")
 	f.IntSliceVar(&cfg.Streams, "streams", cfg.Streams, "streams (list)")
 	f.IntSliceVar(&cfg.RecordBytes, "record-size", cfg.RecordBytes, "record body bytes (list)")
 	f.StringSliceVar(&classes, "class", []string{"express"}, "classes: express, standard (list)")

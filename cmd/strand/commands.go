@@ -28,6 +28,7 @@ type clientFlags struct {
 	token     string
 	tokenFile string
 	trust     []string // hosts a leader may be at besides the endpoint's
+	retryFor  time.Duration
 }
 
 // bearer is the token to send: --token, else the contents of
@@ -80,7 +81,12 @@ func (f *clientFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(f.endpoint, client.WithToken(tok), client.WithTrustedLeaders(f.trust...))
+	r := client.DefaultRetry
+	r.MaxElapsed = f.retryFor
+	if f.retryFor <= 0 {
+		r.MaxAttempts = 1
+	}
+	return client.New(f.endpoint, client.WithToken(tok), client.WithTrustedLeaders(f.trust...), client.WithRetry(r))
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {
@@ -229,6 +235,7 @@ const (
 )
 
 func newAppend(cf *clientFlags) *cobra.Command {
+	var pf producerFlags
 	var file string
 	var progress string
 	cmd := &cobra.Command{
@@ -237,8 +244,17 @@ func newAppend(cf *clientFlags) *cobra.Command {
 		Long: `Append each line of the input (stdin, or --file) as one record, batched
 (up to 1000 records and 1 MiB per batch) and pipelined over one append session.
 It returns once every record is acknowledged as durable, and prints the range
-of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.`,
-		Example: "  echo hello | strand append orders\n  strand append orders --file events.log",
+of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.
+
+Appends are exactly once: every batch carries a producer id and a batch seq,
+and after a server restart, a takeover or a dropped connection the command
+reconnects and resends what is unacknowledged; the server answers batches it
+already has with their original acks. The producer is random unless
+--producer-id names one; on exit the command prints the producer and its next
+batch seq on stderr, so that a rerun with --producer-id and --batch-seq
+resumes it (rerunning the same input from the same batch seq appends nothing
+twice).`,
+		Example: "  echo hello | strand append orders\n  strand append orders --file events.log\n  strand append orders --file part2.log --producer-id 6f1c...e2 --batch-seq 12",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
@@ -264,7 +280,11 @@ of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.`,
 				defer bar.Finish()
 				in = io.TeeReader(in, bar)
 			}
-			first, last, n, err := appendLines(cmd.Context(), c, args[0], in)
+			popt, err := pf.options(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			first, last, n, err := appendLines(cmd.Context(), c, args[0], in, popt, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -278,72 +298,8 @@ of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "read lines from this file instead of stdin")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar: auto (on a terminal, for inputs over 1 MiB), on or off")
+	pf.bind(cmd)
 	return cmd
-}
-
-// appendLines appends each line of in as a record through one session, and
-// waits for every ack.
-func appendLines(ctx context.Context, c *client.Client, stream string, in io.Reader) (first, last uint64, n int, err error) {
-	sess, err := c.OpenAppendSession(ctx, stream)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer sess.Close()
-	sent := 0
-	done := make(chan error, 1)
-	var acked int
-	go func() {
-		for a := range sess.Acks() {
-			if a.Err != nil {
-				done <- a.Err
-				return
-			}
-			if acked == 0 {
-				first = a.StartSeq
-			}
-			last = a.EndSeq - 1
-			acked += int(a.EndSeq - a.StartSeq)
-		}
-		done <- nil
-	}()
-	var b batcher
-	flush := func() error {
-		if len(b.recs) == 0 {
-			return nil
-		}
-		if err := sess.Submit(b.recs, client.AppendOptions{}); err != nil {
-			return err
-		}
-		sent += len(b.recs)
-		b = batcher{}
-		return nil
-	}
-	lines := newLineReader(in)
-	for {
-		line, err := lines.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if len(b.recs) == maxBatchRecords || b.bytes+len(line) > maxBatchBytes {
-			if err := flush(); err != nil {
-				break
-			}
-		}
-		b.recs = append(b.recs, client.Record{Body: line})
-		b.bytes += len(line)
-	}
-	_ = flush()
-	_ = sess.CloseSend()
-	if err := <-done; err != nil {
-		return first, last, acked, fmt.Errorf("after %d of %d records were acknowledged: %w", acked, sent, err)
-	}
-	if acked != sent {
-		return first, last, acked, fmt.Errorf("only %d of %d records were acknowledged; the rest may or may not be appended: check with strand check-tail", acked, sent)
-	}
-	return first, last, acked, nil
 }
 
 // startFlags are the read start options shared by read and tail.
@@ -484,7 +440,7 @@ the API answers the same with Strand-Format: raw; see docs/cli.md).`,
 			if err != nil {
 				return err
 			}
-			return session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count, NoTail: true}, p)
+			return session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count, NoTail: true}, p, cmd.ErrOrStderr())
 		},
 	}
 	sf.bind(cmd, "")
@@ -517,7 +473,7 @@ new record as it is acknowledged, until interrupted (Ctrl-C) or --count records.
 			if err != nil {
 				return err
 			}
-			err = session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count}, p)
+			err = session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count}, p, cmd.ErrOrStderr())
 			if errors.Is(err, context.Canceled) || cmd.Context().Err() != nil {
 				return nil
 			}
@@ -530,7 +486,10 @@ new record as it is acknowledged, until interrupted (Ctrl-C) or --count records.
 	return cmd
 }
 
-func session(ctx context.Context, c *client.Client, name string, start client.Start, opt client.SessionOptions, p *printer) error {
+func session(ctx context.Context, c *client.Client, name string, start client.Start, opt client.SessionOptions, p *printer, stderr io.Writer) error {
+	opt.OnResume = func(from uint64, cause error) {
+		fmt.Fprintf(stderr, "strand: connection lost (%v); resuming at seq %d\n", cause, from)
+	}
 	rs, err := c.OpenReadSession(ctx, name, start, opt)
 	if err != nil {
 		return err

@@ -230,7 +230,9 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 // takes and a pass can always be written. It is pure and deterministic: the
 // same slots give the same refs, which is what makes a rerun write
 // identical items. A stream whose seqs do not continue from one segment to
-// the next is ErrGap.
+// the next is ErrGap. Each ref keeps the producer marks of the producer
+// batches it holds (the slots' batch tables), bounded by
+// metastore.TrimMarks: a successor star rebuilds its dedupe table from them.
 func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 	type run struct {
 		done []metastore.Ref // full refs of the stream, in seq order
@@ -276,11 +278,18 @@ func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 				return nil, fmt.Errorf("stream %s: one location (key %.64q) is over a ref's size bound: %w", e.Stream, s.Key, metastore.ErrTooLarge)
 			}
 		}
+		for _, b := range s.Batches { // the parser checked b.Entry
+			// The slot's segment of the stream is the last of its current ref.
+			r := byStream[s.Entries[b.Entry].Stream].cur
+			r.Producers = append(r.Producers, metastore.ProducerMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
+		}
 	}
 	refs := make([]metastore.Ref, 0, len(byStream))
 	for _, st := range byStream {
-		refs = append(refs, st.done...)
-		refs = append(refs, *st.cur)
+		for _, r := range append(st.done, *st.cur) {
+			r.Producers = metastore.TrimMarks(r.Producers)
+			refs = append(refs, r)
+		}
 	}
 	slices.SortFunc(refs, func(x, y metastore.Ref) int {
 		if c := strings.Compare(x.StreamID, y.StreamID); c != 0 {

@@ -83,10 +83,13 @@ type Config struct {
 	ReleaseEventInterval            time.Duration
 
 	Baseline bool
-	Prices   Prices
-	PlotDir  string // "" writes no plots
-	Seed     int64
-	Sample   time.Duration // timeline resolution
+	// Idempotent: in-process producers append with a producer id and batch
+	// seq (exactly-once appends), to price the dedupe table.
+	Idempotent bool
+	Prices     Prices
+	PlotDir    string // "" writes no plots
+	Seed       int64
+	Sample     time.Duration // timeline resolution
 }
 
 // Defaults are the documented defaults. The latency models are

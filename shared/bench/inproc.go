@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -166,19 +167,40 @@ func (e *env) janitor(ctx context.Context) {
 
 // inproc drives star.Submit directly.
 type inproc struct {
-	st  *star.Star
-	ids []format.StreamID
+	st   *star.Star
+	ids  []format.StreamID
+	idem bool // producers append with a producer id and batch seq
 }
 
-type inprocProducer struct{ t *inproc }
+// inprocProducer is one producer goroutine's target; with idem it is an
+// idempotent producer (its batch seqs per stream in next).
+type inprocProducer struct {
+	t    *inproc
+	id   format.ProducerID
+	next map[int]uint64
+}
 
-func (t *inproc) open(context.Context, int) (producerTarget, error) { return inprocProducer{t}, nil }
-func (t *inproc) streamID(i int) format.StreamID                    { return t.ids[i] }
+func (t *inproc) open(_ context.Context, i int) (producerTarget, error) {
+	p := &inprocProducer{t: t}
+	if t.idem {
+		binary.BigEndian.PutUint64(p.id[8:], uint64(i)+1)
+		p.next = map[int]uint64{}
+	}
+	return p, nil
+}
+func (t *inproc) streamID(i int) format.StreamID { return t.ids[i] }
 
-func (p inprocProducer) submit(ctx context.Context, stream int, recs []format.Record) (waitFn, error) {
-	pend, err := p.t.st.Submit(ctx, p.t.ids[stream], recs, star.AppendOptions{})
+func (p *inprocProducer) submit(ctx context.Context, stream int, recs []format.Record) (waitFn, error) {
+	var opt star.AppendOptions
+	if p.t.idem {
+		opt.Producer, opt.BatchSeq = p.id, p.next[stream]
+	}
+	pend, err := p.t.st.Submit(ctx, p.t.ids[stream], recs, opt)
 	if err != nil {
 		return nil, err
+	}
+	if p.t.idem {
+		p.next[stream]++
 	}
 	return func() (uint64, error) {
 		a, err := pend.Wait(ctx)
@@ -186,7 +208,7 @@ func (p inprocProducer) submit(ctx context.Context, stream int, recs []format.Re
 	}, nil
 }
 
-func (inprocProducer) close() {}
+func (*inprocProducer) close() {}
 
 // runPoint runs one point in cfg.Mode.
 func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
@@ -202,7 +224,7 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 		return Result{}, err
 	}
 	defer stop()
-	return measure(ctx, cfg, pt, e, &inproc{st: st, ids: e.ids})
+	return measure(ctx, cfg, pt, e, &inproc{st: st, ids: e.ids, idem: cfg.Idempotent})
 }
 
 // startInProc starts a star on e's stores with the in-process absorb (and

@@ -365,6 +365,8 @@ type Slot struct {
 	Bucket   int // index in Buckets of the copy read
 	Envelope format.Envelope
 	Entries  []format.FooterEntry
+	// Batches is the flight's batch table (format version 2; nil for 1).
+	Batches []format.BatchEntry
 }
 
 // Walk calls fn for every committed slot in [from, cut) of epoch, in slot
@@ -448,12 +450,12 @@ func (s Set) readFlight(ctx context.Context, epoch, slot uint64) (Slot, error) {
 				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
 				return false
 			}
-			entries, err := format.ParseFooter(c.Env, foot)
+			entries, batches, err := format.ParseFooterBatches(c.Env, foot)
 			if err != nil {
 				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
 				return false
 			}
-			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: entries}
+			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: entries, Batches: batches}
 			return true
 		})
 		if win >= 0 {

@@ -65,6 +65,10 @@ type Client struct {
 	token   string
 	http    *http.Client
 
+	retry  Retry
+	noIdem bool
+	prods  producers
+
 	mu      sync.Mutex
 	clients map[string]strandv1connect.StrandServiceClient
 	leaders map[string]string // stream name -> base URL of its leader
@@ -422,10 +426,21 @@ type AppendOptions struct {
 	// MatchSeq, if set, must equal the stream's tail or the batch is
 	// rejected (see SeqMismatch).
 	MatchSeq *uint64
+	// Producer and BatchSeq make the append idempotent under a producer
+	// the caller manages (resume it across processes): BatchSeq is the
+	// producer's batch sequence on this stream, one more per batch. Unset,
+	// the client uses its own random producers (unless
+	// WithoutIdempotence), so its retries never duplicate a batch.
+	Producer *ProducerID
+	BatchSeq uint64
 }
 
 func appendReq(name string, recs []Record, opt AppendOptions) *strandv1.AppendRequest {
 	req := &strandv1.AppendRequest{Stream: name, MatchSeqNum: opt.MatchSeq, Records: make([]*strandv1.AppendRecord, len(recs))}
+	if opt.Producer != nil {
+		seq := opt.BatchSeq
+		req.ProducerId, req.BatchSeq = opt.Producer[:], &seq
+	}
 	for i, r := range recs {
 		m := &strandv1.AppendRecord{TimestampMs: r.TimestampMs, Body: r.Body}
 		for _, h := range r.Headers {
@@ -441,14 +456,28 @@ func ackOf(m *strandv1.AppendResponse) Ack {
 }
 
 // Append appends one batch (1 to 1000 records, at most 1 MiB) and returns
-// once it is durable.
+// once it is durable. It is exactly once by default: the batch carries a
+// producer id and batch seq (the client's own, or opt's), and retriable
+// errors are retried with backoff within the client's Retry budget; a
+// retry of a batch already committed gets the original ack.
 func (c *Client) Append(ctx context.Context, name string, recs []Record, opt AppendOptions) (Ack, error) {
+	var pr *producer
+	if opt.Producer == nil && !c.noIdem {
+		pr = c.prods.take()
+		opt.Producer, opt.BatchSeq = &pr.id, pr.next[name]
+	}
 	req := appendReq(name, recs, opt)
-	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.AppendResponse], error) {
-		return a.Append(ctx, connect.NewRequest(req))
+	res, err := retrying(ctx, c.retryPolicy(), opt.Producer != nil, func() (*connect.Response[strandv1.AppendResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.AppendResponse], error) {
+			return a.Append(ctx, connect.NewRequest(req))
+		})
 	})
 	if err != nil {
-		return Ack{}, err
+		return Ack{}, err // pr is dropped: its last batch's outcome may be unknown
+	}
+	if pr != nil {
+		pr.next[name]++
+		c.prods.give(pr)
 	}
 	return ackOf(res.Msg), nil
 }

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -19,13 +20,21 @@ import (
 
 // startServer runs a star and its API on memory stores, without auth, and
 // returns its URL (a real deployment: `strand dev`, or the star task).
-func startServer() (url string, stop func()) {
+func startServer() (url string, stop func()) { return startServerWith(nil) }
+
+// startServerWith is startServer with the API handler wrapped by wrap (nil:
+// as is); the retry tests wrap it to lose answers and drop connections.
+func startServerWith(wrap func(http.Handler) http.Handler) (url string, stop func()) {
 	st, meta, rd := memStar()
 	srv, err := server.New(server.Config{Star: st, Meta: meta, Reader: rd, Heartbeat: 50 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ts := h2cServer(srv.Handler())
+	var h http.Handler = srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := h2cServer(h)
 	return ts.URL, func() { ts.Close(); st.Close() }
 }
 
@@ -55,6 +64,7 @@ func h2cServer(h http.Handler) *httptest.Server {
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetHTTP1(true)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
 	ts.Start()
 	return ts
 }

@@ -100,6 +100,13 @@ type SessionOptions struct {
 	NoTail bool
 	// Heartbeat is the idle interval between heartbeats (0: server default).
 	Heartbeat time.Duration
+	// NoResume: end the session on a retriable error (a restart, a
+	// takeover, a dropped connection) instead of reopening it after the
+	// last record delivered (the default, within the client's Retry
+	// budget per outage).
+	NoResume bool
+	// OnResume, if set, is told of every reopen (the CLI prints a notice).
+	OnResume func(fromSeq uint64, cause error)
 }
 
 // ReadBatch is one message of a read session.
@@ -114,6 +121,7 @@ type ReadSession struct {
 	stream *connect.ServerStreamForClient[strandv1.ReadSessionResponse]
 	cur    ReadBatch
 	err    error
+	resume resumer
 }
 
 // OpenReadSession opens a read session at the stream's leader.
@@ -133,20 +141,35 @@ func (c *Client) OpenReadSession(ctx context.Context, name string, start Start, 
 	}
 	ss, err := c.api(c.baseFor(name)).ReadSession(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, err
+		return nil, transportError(err)
 	}
-	return &ReadSession{stream: ss}, nil
+	return &ReadSession{stream: ss, resume: resumer{c: c, ctx: ctx, name: name, req: req, opt: opt}}, nil
 }
 
 // Next waits for the next batch (records or a heartbeat); false when the
 // session ended (see Err).
+//
+// Unless SessionOptions.NoResume, a retriable end (Unavailable, a dropped
+// connection) reopens the session right after the last record it
+// delivered: no gap, no repeat.
 func (r *ReadSession) Next() bool {
-	if !r.stream.Receive() {
-		r.err = r.stream.Err()
-		return false
+	for !r.stream.Receive() {
+		err := transportError(r.stream.Err())
+		if err == nil || !Retriable(err) || r.resume.opt.NoResume || r.resume.done() {
+			r.err = err
+			return false
+		}
+		ss, rerr := r.resume.reopen(err)
+		if rerr != nil {
+			r.err = rerr
+			return false
+		}
+		_ = r.stream.Close()
+		r.stream = ss
 	}
 	m := r.stream.Msg()
 	r.cur = ReadBatch{Records: recordsOf(m.Records), Tail: Tail{NextSeq: m.NextSeqNum, LastTsMs: m.LastTimestampMs}, Heartbeat: m.Heartbeat}
+	r.resume.delivered(r.cur.Records)
 	return true
 }
 

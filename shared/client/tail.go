@@ -3,14 +3,7 @@ package client
 import (
 	"context"
 	"time"
-
-	"connectrpc.com/connect"
 )
-
-// Retriable reports whether err is one to retry after a pause: unavailable
-// (the star is draining for a restart or a deploy, leadership moved, a
-// store is unavailable). Any other code will not change on a retry.
-func Retriable(err error) bool { return connect.CodeOf(err) == connect.CodeUnavailable }
 
 // TailOptions configure a TailSession.
 type TailOptions struct {

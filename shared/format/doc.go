@@ -12,7 +12,7 @@
 //
 //	offset size field
 //	0      4    magic "STRN"
-//	4      2    format version (1)
+//	4      2    format version (1; 2 for a flight with a batch table)
 //	6      1    kind: 1 flight, 2 poison
 //	7      1    reserved, 0
 //	8      8    epoch
@@ -62,6 +62,23 @@
 //	             48   8 last record timestamp (ms)
 //	4+56N  4    CRC-32C of the footer's bytes before it
 //
+// Version 2 (VersionBatches) is a flight whose footer also carries the
+// batch table, between the entries and the CRC; it is written only when
+// some batch of the flight has a producer id (a flight without one is
+// version 1, byte for byte, so it costs nothing):
+//
+//	4+56N  4    batch count B (at least 1)
+//	8+56N  40*B batches, in (segment, seq) order, not overlapping:
+//	              0  4 footer entry (segment) index
+//	              4 16 producer id (not all zero)
+//	             20  8 batch sequence
+//	             28  8 first seq
+//	             36  4 record count (at least 1; inside the segment's seqs)
+//	8+56N+40B 4 CRC-32C of the footer's bytes before it
+//
+// Only producer batches are listed. Poisons and settled objects stay at
+// version 1.
+//
 // The footer ends the object: footer offset + footer length = object size.
 // A ref stores a segment's object-absolute offset and length, so reading a
 // stream's part of a flight is one ranged GET.
@@ -88,6 +105,8 @@
 // metered; a batch holds 1 to MaxBatchRecords records, at most
 // MaxBatchMeteredBytes (1 MiB) metered and MaxBatchHeaders headers, so its
 // encoding is at most MaxBatchBytes. Header names are at most 65535 bytes.
+//
+// Readers decode versions 1 and 2.
 //
 // Decoders never panic on any input; malformed input yields an error
 // matching one of the sentinels (ErrTruncated, ErrMagic, ErrVersion,

@@ -10,7 +10,11 @@ import (
 const (
 	EnvelopeSize = 60
 	Version      = 1
-	magic        = "STRN"
+	// VersionBatches is the flight format whose footer also carries the
+	// batch table (each producer batch's producer id and batch seq). A
+	// flight without producer batches is written as Version, byte for byte.
+	VersionBatches = 2
+	magic          = "STRN"
 )
 
 // Kind is an envelope's kind.
@@ -52,6 +56,10 @@ type Envelope struct {
 	Size      uint64 // whole object, envelope included
 	FooterOff uint32
 	FooterLen uint32
+	// Version is VersionBatches for a flight whose footer carries a batch
+	// table; 0 means version 1 (every poison, and flights without producer
+	// batches).
+	Version uint16
 }
 
 // Poison returns the envelope a fencer writes to kill a slot.
@@ -63,7 +71,11 @@ func Poison(epoch, slot uint64, nonce Nonce) Envelope {
 func (e Envelope) Put(b []byte) {
 	_ = b[EnvelopeSize-1]
 	copy(b[0:4], magic)
-	binary.BigEndian.PutUint16(b[4:6], Version)
+	v := uint16(Version)
+	if e.Version != 0 {
+		v = e.Version
+	}
+	binary.BigEndian.PutUint16(b[4:6], v)
 	b[6] = byte(e.Kind)
 	b[7] = 0
 	binary.BigEndian.PutUint64(b[8:16], e.Epoch)
@@ -93,8 +105,9 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 	if string(b[0:4]) != magic {
 		return Envelope{}, fmt.Errorf("envelope: magic %q: %w", b[0:4], ErrMagic)
 	}
-	if v := binary.BigEndian.Uint16(b[4:6]); v != Version {
-		return Envelope{}, fmt.Errorf("envelope: version %d (this build reads %d): %w", v, Version, ErrVersion)
+	v := binary.BigEndian.Uint16(b[4:6])
+	if v != Version && v != VersionBatches {
+		return Envelope{}, fmt.Errorf("envelope: version %d (this build reads %d and %d): %w", v, Version, VersionBatches, ErrVersion)
 	}
 	if got, want := CRC(b[0:56]), binary.BigEndian.Uint32(b[56:60]); got != want {
 		return Envelope{}, fmt.Errorf("envelope: crc %08x, stored %08x: %w", got, want, ErrCRC)
@@ -108,17 +121,27 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 		FooterLen: binary.BigEndian.Uint32(b[52:56]),
 	}
 	copy(e.Nonce[:], b[24:40])
+	if v == VersionBatches {
+		e.Version = v
+	}
 	if b[7] != 0 {
 		return Envelope{}, fmt.Errorf("envelope: reserved byte %d: %w", b[7], ErrMalformed)
 	}
 	switch e.Kind {
 	case KindPoison:
+		if e.Version != 0 {
+			return Envelope{}, fmt.Errorf("envelope: poison of version %d: %w", v, ErrVersion)
+		}
 		if e.Size != EnvelopeSize || e.FooterOff != 0 || e.FooterLen != 0 {
 			return Envelope{}, fmt.Errorf("envelope: poison with size %d footer %d/%d: %w", e.Size, e.FooterOff, e.FooterLen, ErrMalformed)
 		}
 	case KindFlight:
 		end := uint64(e.FooterOff) + uint64(e.FooterLen)
-		if e.FooterOff < EnvelopeSize || e.FooterLen < footerMinLen || end != e.Size || (e.FooterLen-footerMinLen)%footerEntrySize != 0 {
+		bad := e.FooterLen < footerMinLen || (e.FooterLen-footerMinLen)%footerEntrySize != 0
+		if e.Version == VersionBatches {
+			bad = e.FooterLen < footerMinLen+4
+		}
+		if e.FooterOff < EnvelopeSize || bad || end != e.Size {
 			return Envelope{}, fmt.Errorf("envelope: footer %d+%d in object of %d bytes: %w", e.FooterOff, e.FooterLen, e.Size, ErrBounds)
 		}
 	default:

@@ -32,6 +32,7 @@ func (e FooterEntry) LastSeq() uint64 { return e.FirstSeq + uint64(e.Count) - 1 
 type Builder struct {
 	buf     []byte
 	entries []FooterEntry
+	batches []BatchEntry
 	env     Envelope
 	seg     int // start of the open segment, -1 if none
 	done    bool
@@ -44,6 +45,7 @@ func NewBuilder() *Builder { return &Builder{seg: -1} }
 func (b *Builder) Reset(epoch, slot uint64, nonce Nonce) {
 	b.buf = append(b.buf[:0], make([]byte, EnvelopeSize)...)
 	b.entries = b.entries[:0]
+	b.batches = b.batches[:0]
 	b.env = Envelope{Kind: KindFlight, Epoch: epoch, Slot: slot, Nonce: nonce}
 	b.seg = -1
 	b.done = false
@@ -108,6 +110,10 @@ func (b *Builder) Finish() []byte {
 	for _, e := range b.entries {
 		b.buf = appendEntry(b.buf, e)
 	}
+	if len(b.batches) > 0 {
+		b.env.Version = VersionBatches
+		b.buf = appendBatchTable(b.buf, b.batches)
+	}
 	b.buf = binary.BigEndian.AppendUint32(b.buf, CRC(b.buf[off:]))
 	b.env.FooterOff = uint32(off)
 	b.env.FooterLen = uint32(len(b.buf) - off)
@@ -129,21 +135,31 @@ func appendEntry(b []byte, e FooterEntry) []byte {
 
 // ParseFooter decodes a flight's footer, as read at env's footer offset and
 // length, and checks its CRC and that every segment lies between the
-// envelope and the footer without overlapping.
+// envelope and the footer without overlapping. A version-2 footer's batch
+// table is checked and dropped (see ParseFooterBatches).
 func ParseFooter(env Envelope, b []byte) ([]FooterEntry, error) {
+	entries, _, err := ParseFooterBatches(env, b)
+	return entries, err
+}
+
+// ParseFooterBatches is ParseFooter that also returns the batch table of a
+// version-2 flight (nil for version 1).
+func ParseFooterBatches(env Envelope, b []byte) ([]FooterEntry, []BatchEntry, error) {
 	if env.Kind != KindFlight {
-		return nil, fmt.Errorf("footer of a %s: %w", env.Kind, ErrKind)
+		return nil, nil, fmt.Errorf("footer of a %s: %w", env.Kind, ErrKind)
 	}
 	if uint32(len(b)) != env.FooterLen || len(b) < footerMinLen {
-		return nil, fmt.Errorf("footer: %d bytes, envelope says %d: %w", len(b), env.FooterLen, ErrTruncated)
+		return nil, nil, fmt.Errorf("footer: %d bytes, envelope says %d: %w", len(b), env.FooterLen, ErrTruncated)
 	}
 	end := len(b) - 4
 	if got, want := CRC(b[:end]), binary.BigEndian.Uint32(b[end:]); got != want {
-		return nil, fmt.Errorf("footer: crc %08x, stored %08x: %w", got, want, ErrCRC)
+		return nil, nil, fmt.Errorf("footer: crc %08x, stored %08x: %w", got, want, ErrCRC)
 	}
 	n := binary.BigEndian.Uint32(b[0:4])
-	if uint64(n)*footerEntrySize != uint64(end-4) {
-		return nil, fmt.Errorf("footer: %d entries in %d bytes: %w", n, end-4, ErrMalformed)
+	entriesEnd := uint64(4) + uint64(n)*footerEntrySize
+	// Version 2: the batch table follows the entries.
+	if entriesEnd > uint64(end) || (env.Version != VersionBatches && entriesEnd != uint64(end)) {
+		return nil, nil, fmt.Errorf("footer: %d entries in %d bytes: %w", n, end-4, ErrMalformed)
 	}
 	out := make([]FooterEntry, n)
 	next := uint64(EnvelopeSize)
@@ -159,23 +175,31 @@ func ParseFooter(env Envelope, b []byte) ([]FooterEntry, error) {
 		e.FirstTsMs = int64(binary.BigEndian.Uint64(p[40:48]))
 		e.LastTsMs = int64(binary.BigEndian.Uint64(p[48:56]))
 		if uint64(e.Offset) != next || e.Length < segmentOverhead || uint64(e.Offset)+uint64(e.Length) > uint64(env.FooterOff) {
-			return nil, fmt.Errorf("footer entry %d: segment %d+%d (expected at %d, footer at %d): %w", i, e.Offset, e.Length, next, env.FooterOff, ErrBounds)
+			return nil, nil, fmt.Errorf("footer entry %d: segment %d+%d (expected at %d, footer at %d): %w", i, e.Offset, e.Length, next, env.FooterOff, ErrBounds)
 		}
 		if e.Count == 0 || e.FirstSeq+uint64(e.Count) < e.FirstSeq {
-			return nil, fmt.Errorf("footer entry %d: %d records from seq %d: %w", i, e.Count, e.FirstSeq, ErrMalformed)
+			return nil, nil, fmt.Errorf("footer entry %d: %d records from seq %d: %w", i, e.Count, e.FirstSeq, ErrMalformed)
 		}
 		next = uint64(e.Offset) + uint64(e.Length)
 	}
 	if next != uint64(env.FooterOff) {
-		return nil, fmt.Errorf("footer: segments end at %d, footer at %d: %w", next, env.FooterOff, ErrBounds)
+		return nil, nil, fmt.Errorf("footer: segments end at %d, footer at %d: %w", next, env.FooterOff, ErrBounds)
 	}
-	return out, nil
+	if env.Version != VersionBatches {
+		return out, nil, nil
+	}
+	batches, err := parseBatchTable(b[entriesEnd:end], out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("footer: %w", err)
+	}
+	return out, batches, nil
 }
 
 // Flight is a fully parsed and checked flight object.
 type Flight struct {
 	Envelope Envelope
 	Entries  []FooterEntry
+	Batches  []BatchEntry // version 2: the producer batches
 }
 
 // ParseFlight checks a whole flight object: envelope, footer and every
@@ -191,7 +215,7 @@ func ParseFlight(obj []byte) (Flight, error) {
 	if uint64(len(obj)) != env.Size {
 		return Flight{}, fmt.Errorf("flight: %d bytes, envelope says %d: %w", len(obj), env.Size, ErrTruncated)
 	}
-	entries, err := ParseFooter(env, obj[env.FooterOff:])
+	entries, batches, err := ParseFooterBatches(env, obj[env.FooterOff:])
 	if err != nil {
 		return Flight{}, err
 	}
@@ -207,5 +231,5 @@ func ParseFlight(obj []byte) (Flight, error) {
 			return Flight{}, fmt.Errorf("flight segment %d: %w", i, err)
 		}
 	}
-	return Flight{Envelope: env, Entries: entries}, nil
+	return Flight{Envelope: env, Entries: entries, Batches: batches}, nil
 }

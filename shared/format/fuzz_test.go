@@ -5,6 +5,7 @@ import "testing"
 func FuzzParseEnvelope(f *testing.F) {
 	f.Add(goldenPoison())
 	f.Add(goldenFlight()[:EnvelopeSize])
+	f.Add(goldenFlightV2()[:EnvelopeSize])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseEnvelope(b)
 		if err != nil {
@@ -19,6 +20,7 @@ func FuzzParseEnvelope(f *testing.F) {
 
 func FuzzParseFlight(f *testing.F) {
 	f.Add(goldenFlight())
+	f.Add(goldenFlightV2())
 	f.Add(goldenPoison())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fl, err := ParseFlight(b)
@@ -90,10 +92,16 @@ func FuzzParseStreamID(f *testing.F) {
 func FuzzParseFooter(f *testing.F) {
 	g := goldenFlight()
 	env, _ := ParseEnvelope(g)
-	f.Add(g[env.FooterOff:], env.FooterOff)
-	f.Fuzz(func(t *testing.T, b []byte, off uint32) {
+	f.Add(g[env.FooterOff:], env.FooterOff, false)
+	g2 := goldenFlightV2()
+	env2, _ := ParseEnvelope(g2)
+	f.Add(g2[env2.FooterOff:], env2.FooterOff, true)
+	f.Fuzz(func(t *testing.T, b []byte, off uint32, v2 bool) {
 		env := Envelope{Kind: KindFlight, FooterOff: off, FooterLen: uint32(len(b)), Size: uint64(off) + uint64(len(b))}
-		entries, err := ParseFooter(env, b)
+		if v2 {
+			env.Version = VersionBatches
+		}
+		entries, batches, err := ParseFooterBatches(env, b)
 		if err != nil {
 			return
 		}
@@ -106,6 +114,9 @@ func FuzzParseFooter(f *testing.F) {
 		}
 		if next != off {
 			t.Fatalf("segments end at %d, footer at %d", next, off)
+		}
+		if !v2 && batches != nil {
+			t.Fatalf("version 1 footer with a batch table")
 		}
 	})
 }

@@ -160,14 +160,15 @@
 //	partition key / sort key value         2048 / 1024 bytes
 //
 // Strand's own bounds inside them: a ref written (PutRefs, SwapRefs'
-// replacement) is at most MaxRefBytes (64 KiB by RefSize, an upper bound
-// of DynamoDB's count; absorb splits a stream's run into several refs to
-// stay under it), while a ref only named (SwapRefs' old refs, DeleteRefs)
+// replacement) has locations of at most MaxRefBytes (64 KiB by RefSize
+// without its producer marks, an upper bound of DynamoDB's count; absorb
+// splits a stream's run into several refs to stay under it) and at most
+// MaxRefProducerMarks producer marks (40 KiB), while a ref only named (SwapRefs' old refs, DeleteRefs)
 // is not bound, so a larger ref an older build stored is still settled and
 // trimmed; PutRefs cuts a batch
 // into transactions of at most MaxPutRefsPerTx refs and MaxTxRefBytes
 // (RefChunks), so a batch of any size is written; SwapRefs holds at most
-// MaxSwapRefs refs (each under MaxRefBytes, so far under 4 MB); DeleteRefs
+// MaxSwapRefs refs (each under MaxRefBytes plus its marks, so far under 4 MB); DeleteRefs
 // at most MaxDeleteRefsPerTx per transaction; an epoch (EpochSize) and a
 // token (TokenSize) are at most MaxItemBytes; a star id at most MaxStarLen
 // bytes and a stream name MaxNameLen, so every key is far under its limit.

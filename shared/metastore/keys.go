@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -170,7 +171,7 @@ func ValidateRef(r Ref) error {
 			return fmt.Errorf("%w: ref %s@%d: location %d: empty key or negative offset/length", ErrInvalid, r.StreamID, r.FirstSeq, i)
 		}
 	}
-	return nil
+	return validateMarks(r)
 }
 
 // ValidatePutRefs checks a PutRefs batch: every ref valid and at most
@@ -288,7 +289,7 @@ func EqualRef(a, b Ref) bool {
 			return false
 		}
 	}
-	return true
+	return slices.Equal(a.Producers, b.Producers)
 }
 
 // ValidateChain checks a chain id: a non-empty star without '#' and a known

@@ -496,6 +496,7 @@ func (m *Mem) ListTokens(ctx context.Context, prefix string) ([]Token, error) {
 
 func cloneRef(r Ref) Ref {
 	r.Locations = slices.Clone(r.Locations)
+	r.Producers = slices.Clone(r.Producers)
 	return r
 }
 

@@ -126,6 +126,9 @@ type Ref struct {
 	LastTsMs  int64
 	Bytes     int64
 	Locations []Location
+	// Producers are the idempotent producer batches the ref remembers (see
+	// ProducerMark), in seq order; nil for refs without any.
+	Producers []ProducerMark `json:",omitempty"`
 }
 
 // ChainID names one loglet: a star's chain of one class.

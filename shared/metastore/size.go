@@ -70,8 +70,13 @@ const (
 // LocationSize is an upper bound of one location's share of a ref item.
 func LocationSize(l Location) int { return locFixedBytes + len(l.Key) }
 
-// RefSize is an upper bound of the DynamoDB size of r's item.
-func RefSize(r Ref) int {
+// RefSize is an upper bound of the DynamoDB size of r's item, producer
+// marks included (what a transaction's aggregate counts).
+func RefSize(r Ref) int { return refLocSize(r) + marksSize(r) }
+
+// refLocSize is RefSize without the producer marks: what MaxRefBytes
+// bounds (absorb splits a stream's run of segments by it).
+func refLocSize(r Ref) int {
 	n := refFixedBytes + 2*len(r.StreamID)
 	for _, l := range r.Locations {
 		n += LocationSize(l)
@@ -79,11 +84,27 @@ func RefSize(r Ref) int {
 	return n
 }
 
-// CheckRefSize refuses a ref over MaxRefBytes with ErrTooLarge.
+// marksSize is the producer marks' share of a ref item: one binary
+// attribute (its name and ProducerMarkSize bytes a mark), at most
+// MaxRefProducerMarks marks, so 40 KiB at most.
+func marksSize(r Ref) int {
+	if len(r.Producers) == 0 {
+		return 0
+	}
+	return len("Producers") + len(r.Producers)*ProducerMarkSize
+}
+
+// CheckRefSize refuses with ErrTooLarge a ref whose locations are over
+// MaxRefBytes or that holds more than MaxRefProducerMarks producer marks:
+// so an item is at most MaxRefBytes + 40 KiB, far under MaxItemBytes.
 func CheckRefSize(r Ref) error {
-	if n := RefSize(r); n > MaxRefBytes {
+	if n := refLocSize(r); n > MaxRefBytes {
 		return fmt.Errorf("%w: ref %s@%d: %d locations, %d bytes as an item, over %d (split it)",
 			ErrTooLarge, r.StreamID, r.FirstSeq, len(r.Locations), n, MaxRefBytes)
+	}
+	if len(r.Producers) > MaxRefProducerMarks {
+		return fmt.Errorf("%w: ref %s@%d: %d producer marks, over %d (TrimMarks)",
+			ErrTooLarge, r.StreamID, r.FirstSeq, len(r.Producers), MaxRefProducerMarks)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@
 //
 //	bad input (names, records, limits)      InvalidArgument, with the reason
 //	match_seq_num miss                      FailedPrecondition + Tail detail
+//	producer batch_seq gap / below window   FailedPrecondition (nothing written)
 //	unknown stream                          NotFound
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail
@@ -37,7 +38,8 @@
 //	DeleteStream while another one drains   Aborted
 //	append whose outcome is unknown         Aborted ("outcome unknown": the
 //	                                        batch may be committed; retry
-//	                                        only with match_seq_num)
+//	                                        with its producer_id and batch_seq,
+//	                                        or with match_seq_num)
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
 //	message, body or sessions over a limit  ResourceExhausted
 //	too many lookups of unknown tokens      ResourceExhausted

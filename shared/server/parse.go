@@ -20,6 +20,9 @@ type AppendArgs struct {
 	Stream   string
 	Records  []format.Record
 	MatchSeq *uint64
+	// Producer and BatchSeq: an idempotent append (zero Producer: none).
+	Producer format.ProducerID
+	BatchSeq uint64
 }
 
 // ParseAppend validates an append request: a valid stream name, 1 to 1000
@@ -53,6 +56,9 @@ func ParseAppend(m *strandv1.AppendRequest) (AppendArgs, error) {
 	if m.MatchSeqNum != nil {
 		v := *m.MatchSeqNum
 		a.MatchSeq = &v
+	}
+	if err := parseProducer(m, &a); err != nil {
+		return AppendArgs{}, err
 	}
 	return a, nil
 }

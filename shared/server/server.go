@@ -310,16 +310,12 @@ func (s *Server) gone(st metastore.Stream, id format.StreamID) error {
 	return nil
 }
 
-// recoverTail reads where the stream's tail is from its last ref.
+// recoverTail reads where the stream's tail is from its last ref, and its
+// producers' last batches from its last refs (star.RecoverStream).
 func (s *Server) recoverTail(ctx context.Context, st metastore.Stream, id format.StreamID) (star.StreamInfo, error) {
-	info := star.StreamInfo{ID: id, Class: st.Class}
-	last, err := s.cfg.Meta.LastRef(ctx, st.ID)
-	switch {
-	case errors.Is(err, metastore.ErrNotFound):
-	case err != nil:
+	info, err := star.RecoverStream(ctx, s.cfg.Meta, id, st.Class, s.clk.Now())
+	if err != nil {
 		return info, toConnect(fmt.Errorf("recover the tail of %q: %w", st.Name, err))
-	default:
-		info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
 	}
 	info.Next = max(info.Next, st.Floor) // the tail never moves backward (trim's floor)
 	return info, nil
@@ -361,6 +357,8 @@ func toConnect(err error) error {
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrUnknownStream):
 		return unknownStream()
+	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld):
+		code = connect.CodeFailedPrecondition
 	case errors.Is(err, metastore.ErrNotFound):
 		code = connect.CodeNotFound
 	case errors.Is(err, metastore.ErrExists):
@@ -607,7 +605,7 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err := stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records); err != nil {
 		return nil, err
 	}
-	ack, err := s.cfg.Star.Append(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
+	ack, err := s.cfg.Star.Append(ctx, id, a.Records, a.options())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -659,7 +657,7 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
-			p, err := s.cfg.Star.Submit(ctx, id, a.Records, star.AppendOptions{MatchSeq: a.MatchSeq})
+			p, err := s.cfg.Star.Submit(ctx, id, a.Records, a.options())
 			if !push(pending{p: p, err: err}) {
 				return
 			}

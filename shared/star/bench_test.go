@@ -162,7 +162,14 @@ func BenchmarkRender(b *testing.B) {
 // BenchmarkSubmit is admission: validate, encode the records, sequence and
 // pool one batch of 64 records of 1 KiB (the flusher cuts and commits to a
 // memory bucket behind it). It reports the allocations per batch.
-func BenchmarkSubmit(b *testing.B) {
+func BenchmarkSubmit(b *testing.B) { benchSubmit(b, false) }
+
+// BenchmarkSubmitIdempotent is BenchmarkSubmit with a producer id and batch
+// seq on every batch: the dedupe table's cost on admission and release
+// (docs/performance.md compares the two).
+func BenchmarkSubmitIdempotent(b *testing.B) { benchSubmit(b, true) }
+
+func benchSubmit(b *testing.B, idem bool) {
 	s := benchStar(b, nil)
 	id := sid(0)
 	if err := s.Open(StreamInfo{ID: id, Class: metastore.Standard}); err != nil {
@@ -176,8 +183,13 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportAllocs()
 	var last *Pending
 	i := 0
+	var opt AppendOptions
+	if idem {
+		opt.Producer = format.ProducerID{1}
+	}
 	for b.Loop() {
-		p, err := s.Submit(ctx, id, rs, AppendOptions{})
+		p, err := s.Submit(ctx, id, rs, opt)
+		opt.BatchSeq++
 		if err != nil {
 			b.Fatal(err)
 		}

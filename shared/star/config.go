@@ -69,6 +69,14 @@ type Config struct {
 	// reports the star unhealthy. Recovery keeps trying; once it succeeds
 	// the star serves again. 0 means the default, 30 s.
 	HaltWait time.Duration
+	// DedupeWindow, ProducerIdle and MaxProducers size each stream's
+	// producer dedupe table (exactly-once appends): the latest batches
+	// remembered per producer, how long an idle producer is remembered,
+	// and how many producers (past it the least recently used is
+	// forgotten). 0 means the defaults (DefaultDedupeWindow, ...).
+	DedupeWindow int
+	ProducerIdle time.Duration
+	MaxProducers int
 
 	Clock   clock.Clock  // nil: the real clock
 	Rand    io.Reader    // nonces; nil: crypto/rand

@@ -47,6 +47,25 @@
 //
 // Nothing between admission and ack calls the metastore.
 //
+// # Exactly-once appends
+//
+// A batch may carry a producer id and the producer's batch sequence
+// (AppendOptions.Producer, BatchSeq). Each stream keeps a dedupe table
+// (dedupe.go, under the loglet lock, sequenced with the appends): per
+// producer its latest DedupeWindow batches with their acks. Admission
+// checks the table first: the next batch sequence (or any, for a producer
+// the stream does not know) is admitted; a retry of a remembered batch is
+// not written again and gets the original ack (same first and last seq),
+// waiting while the original is in flight; a skip ahead fails with
+// ErrBatchSeqGap naming the expected sequence, a sequence below the window
+// with ErrBatchSeqTooOld. A producer idle for ProducerIdle (7 days) is
+// forgotten, and a stream remembers at most MaxProducers (the least
+// recently used is forgotten first). The flight lists every producer batch
+// in its batch table (format version 2), the absorb copies each
+// producer's latest batches into refs, and a successor seeds the table
+// from them (StreamInfo.Producers); an in-process recovery keeps the live
+// table. ADR 0041.
+//
 // # Halts, recovery and takeover
 //
 // A foreign occupant in one of our slots (a fencer's poison, junk) or a

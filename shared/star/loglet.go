@@ -24,6 +24,10 @@ type batch struct {
 	lastTs  int64
 	at      time.Time // admission time
 	fl      *flight   // the flight that carries it (set at release)
+	// producer and batchSeq: an idempotent producer's batch (zero producer:
+	// none); see dedupe.go.
+	producer format.ProducerID
+	batchSeq uint64
 
 	ack  Ack
 	err  error
@@ -246,33 +250,56 @@ func (l *loglet) wait(ctx context.Context, timer <-chan time.Time) error {
 // when it was only sequenced (and is lost if the star then closes or halts).
 // If they fail instead, the retry gets that failure (closed, not leader,
 // halted), never a tail covering them.
-func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
+//
+// A producer batch (b.producer set) is first checked against the stream's
+// dedupe table: a retry of a remembered batch is not admitted again; admit
+// returns the original's ack once it is committed (waiting while it is in
+// flight). A gap or a batch below the window is refused.
+func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := b.st
 	held, target := false, uint64(0)
+	nowMs := l.s.clk.Now().UnixMilli()
 	for {
 		if l.closed || l.stopping {
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		if l.deposed != nil {
-			return l.deposed
+			return nil, l.deposed
 		}
 		if st.drained {
-			return fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, st.id)
+			return nil, fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, st.id)
 		}
 		if l.haltExpired {
-			return fmt.Errorf("%w: epoch %d halted for more than %s, nothing written: %v", ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
+			return nil, fmt.Errorf("%w: epoch %d halted for more than %s, nothing written: %v", ErrHalted, l.epoch, l.s.cfg.HaltWait, l.halted)
+		}
+		if !b.producer.IsZero() {
+			v := st.dedupe(l.s).check(b.producer, b.batchSeq, nowMs)
+			if v.err != nil {
+				return nil, fmt.Errorf("stream %s: %w", st.id, v.err)
+			}
+			if v.dup != nil {
+				if v.dup.b == nil {
+					a := v.dup.ack
+					a.Tail, a.LastTsMs = max(a.Tail, st.ackedNext), max(a.LastTsMs, st.ackedTs)
+					return &a, nil
+				}
+				if err := l.wait(ctx, nil); err != nil {
+					return nil, fmt.Errorf("star: retry of producer %x batch seq %d waiting for the original's outcome: %w", b.producer[:], b.batchSeq, err)
+				}
+				continue
+			}
 		}
 		if match != nil && *match != st.next {
 			if !held {
 				held, target = true, st.next
 			}
 			if st.ackedNext >= target {
-				return &SeqMismatchError{Expected: *match, Tail: st.ackedNext}
+				return nil, &SeqMismatchError{Expected: *match, Tail: st.ackedNext}
 			}
 			if err := l.wait(ctx, nil); err != nil {
-				return fmt.Errorf("star: match_seq_num %d missed; waiting for the stream's batches below seq %d to be acknowledged (acknowledged tail %d): %w",
+				return nil, fmt.Errorf("star: match_seq_num %d missed; waiting for the stream's batches below seq %d to be acknowledged (acknowledged tail %d): %w",
 					*match, target, st.ackedNext, err)
 			}
 			continue
@@ -281,11 +308,14 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 			break
 		}
 		if err := l.wait(ctx, nil); err != nil {
-			return fmt.Errorf("star: admission waiting for pool budget: %w", err)
+			return nil, fmt.Errorf("star: admission waiting for pool budget: %w", err)
 		}
 	}
 	b.first = st.next
 	st.next += uint64(b.recs)
+	if !b.producer.IsZero() {
+		st.dd.admit(b.producer, b.batchSeq, b, nowMs)
+	}
 	st.lastTs = b.clampTimestamps(st.lastTs)
 	b.at = l.s.clk.Now()
 	l.pool = append(l.pool, b)
@@ -293,7 +323,7 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) error {
 	if len(l.pool) == 1 || l.poolBytes >= l.cfg.FlightKiB<<10 {
 		l.broadcast()
 	}
-	return nil
+	return nil, nil
 }
 
 // backlogFull reports whether claiming another slot would exceed the
@@ -454,6 +484,9 @@ func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches [
 		for _, bt := range batches[i:] {
 			if bt.st == first.st {
 				b.AddRecords(bt.enc, bt.recs, bt.firstTs, bt.lastTs)
+				if !bt.producer.IsZero() {
+					b.AddBatch(bt.producer, bt.batchSeq, bt.first, bt.recs)
+				}
 			}
 		}
 		b.EndSegment()
@@ -501,8 +534,12 @@ func (l *loglet) release(f *flight, now time.Time) {
 		st.wake()
 	}
 	for _, b := range f.batches {
-		b.finish(Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1, Tail: b.st.ackedNext, LastTsMs: b.st.ackedTs,
-			FirstTsMs: b.firstTs, EndTsMs: b.lastTs}, nil)
+		a := Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1, Tail: b.st.ackedNext, LastTsMs: b.st.ackedTs,
+			FirstTsMs: b.firstTs, EndTsMs: b.lastTs}
+		if !b.producer.IsZero() {
+			b.st.dd.released(b, a)
+		}
+		b.finish(a, nil)
 		l.m.appends.Inc()
 		l.m.records.Add(uint64(b.recs))
 		l.m.bytes.Add(uint64(b.size))

@@ -80,6 +80,9 @@ type StreamInfo struct {
 	Class    metastore.Class
 	Next     uint64
 	LastTsMs int64
+	// Producers seed the dedupe table: each producer's latest batches as
+	// recovered from refs (exactly-once appends across takeovers).
+	Producers []ProducerState
 }
 
 type stream struct {
@@ -100,6 +103,9 @@ type stream struct {
 	// changed is closed (and cleared) when the acked tail moves or the
 	// stream is drained; nil while nobody watches (see WatchStream).
 	changed chan struct{}
+	// dd is the producer dedupe table (nil until a producer appends or
+	// Open seeds it).
+	dd *dedupe
 }
 
 // wake closes the stream's watch channel, if anyone holds it. Called with
@@ -109,6 +115,14 @@ func (st *stream) wake() {
 		close(st.changed)
 		st.changed = nil
 	}
+}
+
+// dedupe returns the stream's producer table, creating it. Called with l.mu.
+func (st *stream) dedupe(s *Star) *dedupe {
+	if st.dd == nil {
+		st.dd = newDedupe(s.cfg.DedupeWindow, s.cfg.ProducerIdle, s.cfg.MaxProducers)
+	}
+	return st.dd
 }
 
 // Star is one star's write core: sequencer, pools, flushers, commit and
@@ -184,6 +198,15 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 	if s.cfg.HaltWait == 0 {
 		s.cfg.HaltWait = Defaults().HaltWait
 	}
+	if s.cfg.DedupeWindow <= 0 {
+		s.cfg.DedupeWindow = DefaultDedupeWindow
+	}
+	if s.cfg.ProducerIdle <= 0 {
+		s.cfg.ProducerIdle = DefaultProducerIdle
+	}
+	if s.cfg.MaxProducers <= 0 {
+		s.cfg.MaxProducers = DefaultMaxProducers
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -240,7 +263,11 @@ func (s *Star) Open(info StreamInfo) error {
 	if l == nil {
 		return fmt.Errorf("star: stream %s is %s, but this star has no %s bucket set", info.ID, info.Class, info.Class)
 	}
-	s.streams[info.ID] = &stream{id: info.ID, class: info.Class, l: l, next: info.Next, lastTs: info.LastTsMs, ackedNext: info.Next, ackedTs: info.LastTsMs}
+	st := &stream{id: info.ID, class: info.Class, l: l, next: info.Next, lastTs: info.LastTsMs, ackedNext: info.Next, ackedTs: info.LastTsMs}
+	if len(info.Producers) > 0 {
+		st.dedupe(s).seed(info.Producers, s.clk.Now().UnixMilli())
+	}
+	s.streams[info.ID] = st
 	return nil
 }
 
@@ -307,6 +334,11 @@ type AppendOptions struct {
 	// sequencing, or the batch is rejected with *SeqMismatchError carrying
 	// the acknowledged tail, once the batches sequenced before it resolve.
 	MatchSeq *uint64
+	// Producer and BatchSeq make the append idempotent (exactly once): a
+	// retry of a batch the stream remembers gets the original ack instead
+	// of being written again. The zero Producer means none. See dedupe.go.
+	Producer format.ProducerID
+	BatchSeq uint64
 }
 
 // Pending is an admitted batch waiting for its ack.
@@ -349,8 +381,15 @@ func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Rec
 	p.b = &p.inner
 	b := p.b
 	b.init(st, recs, size, s.clk.Now().UnixMilli())
-	if err := st.l.admit(ctx, b, opt.MatchSeq); err != nil {
+	b.producer, b.batchSeq = opt.Producer, opt.BatchSeq
+	dup, err := st.l.admit(ctx, b, opt.MatchSeq)
+	if err != nil {
 		return nil, err
+	}
+	if dup != nil {
+		// A retry of a committed batch: answered, not written again.
+		b.ack = *dup
+		close(b.done)
 	}
 	return p, nil
 }

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/client"
-	"github.com/strandlog/strand/tests/testproc"
 )
 
 const (
@@ -152,7 +151,7 @@ func produceCLI(ctx context.Context, c *client.Client, bin, endpoint, token, nam
 			sb.WriteString(body(name, tail.NextSeq+i))
 			sb.WriteByte('\n')
 		}
-		cmd := exec.CommandContext(ctx, bin, "append", name, "--endpoint", endpoint)
+		cmd := exec.CommandContext(ctx, bin, "append", name, "--endpoint", endpoint, "--retry-for", "0") // fails at the kill, as the client producers do
 		cmd.Env = append(os.Environ(), "STRAND_TOKEN="+token)
 		cmd.Stdin = strings.NewReader(sb.String())
 		out, err := cmd.CombinedOutput()
@@ -192,26 +191,9 @@ func checkPrefix(t *testing.T, ctx context.Context, c *client.Client, n string, 
 func name(i int) string { return fmt.Sprintf("e2e/stream-%02d", i) }
 
 func TestDevSurvivesKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	bin := testproc.Build(t, "./cmd/strand")
-	work := t.TempDir()
-	dataDir := filepath.Join(work, "data")
-	addr := testproc.FreeAddr(t)
-	endpoint := "http://" + addr
-	d := startDev(t, bin, dataDir, addr)
-	tokb, err := os.ReadFile(filepath.Join(dataDir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tokb))
+	bin, dataDir, addr, endpoint, token, d, c := devUnderTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.New(endpoint, client.WithToken(token))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Streams: created through the CLI and the client, both classes.
 	for i := range streams {
 		class := "standard"

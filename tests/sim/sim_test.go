@@ -32,7 +32,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries atomic.Int64
 
 	// records: every seed's record counts, failed seeds included.
 	records Totals
@@ -60,9 +60,9 @@ func TestSim(t *testing.T) {
 		})
 		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d",
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load())
 }
 
 // batch states
@@ -81,12 +81,17 @@ type batchRec struct {
 	state             int
 	ack               star.Ack
 	err               error
+	retries           int // idempotent retries (idempotent_test.go)
 }
 
 type producer struct {
 	stream int
 	next   int
 	busy   bool
+	// idem: an idempotent producer (idempotent_test.go): it retries every
+	// batch not acked with its producer id and batch seq (= idx).
+	idem bool
+	pid  format.ProducerID
 }
 
 type observation struct {
@@ -124,6 +129,7 @@ type sim struct {
 	// monotonic metadata
 	lastHead metastore.Head
 	fenced   map[uint64]uint64 // epoch -> cut
+	draining bool              // drain: producers retry, make no new batches
 	verified map[string]uint64 // "gen/epoch" -> slots checked below the released head
 	// invariant 6 bookkeeping
 	starCalls int64
@@ -150,7 +156,7 @@ func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
 		batches: map[string]*batchRec{}, until: map[string]int{}, fenced: map[uint64]uint64{}, verified: map[string]uint64{}, dur: NewDurability(w)}
 	s.bad = s.rng.IntN(w.Opt.K)
 	for i := range 6 {
-		s.prods = append(s.prods, &producer{stream: i % w.Opt.Streams})
+		s.prods = append(s.prods, newProducer(i, w.Opt.Streams))
 	}
 	var stop context.CancelFunc
 	s.runCtx, stop = context.WithCancel(context.Background())
@@ -406,9 +412,11 @@ func (s *sim) appendBurst() {
 			continue
 		}
 		pr.busy = true
+		rs, recs := s.outstanding(pi, pr)
 		nb := 1 + s.rng.IntN(6)
-		var recs [][]format.Record
-		var rs []*batchRec
+		if len(rs) > 0 || s.draining {
+			nb = 0
+		}
 		for range nb {
 			idx := pr.next
 			pr.next++
@@ -432,7 +440,7 @@ func (s *sim) appendBurst() {
 			defer func() { s.mu.Lock(); pr.busy = false; s.mu.Unlock() }()
 			// Submit in order (arrival order), then wait for every ack.
 			for j, b := range rs {
-				p, err := n.Star.Submit(context.Background(), id, recs[j], star.AppendOptions{})
+				p, err := n.Star.Submit(context.Background(), id, recs[j], appendOptions(pr, b))
 				s.mu.Lock()
 				if err != nil {
 					b.state, b.err = failed, err
@@ -971,6 +979,7 @@ func (s *sim) drain() {
 		}
 	}
 	s.mu.Unlock()
+	s.drainIdempotent()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.w.Absorber().AbsorbTo(ctx, Chain, s.node.Star.Released(Chain)); err != nil {
@@ -988,6 +997,7 @@ func (s *sim) drain() {
 	s.wg.Wait()
 	synctest.Wait()
 	s.check()
+	s.checkIdempotent()
 	s.node.Kill()
 	s.wg.Wait()
 }

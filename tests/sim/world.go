@@ -254,12 +254,8 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 		return nil, err
 	}
 	for i, id := range w.IDs {
-		info := star.StreamInfo{ID: id, Class: metastore.Express}
-		r, err := w.Meta.LastRef(ctx, id.String())
-		switch {
-		case err == nil:
-			info.Next, info.LastTsMs = r.LastSeq+1, r.LastTsMs
-		case !errors.Is(err, metastore.ErrNotFound):
+		info, err := star.RecoverStream(ctx, w.Meta, id, metastore.Express, time.Now()) // virtual time under synctest
+		if err != nil {
 			n.Kill()
 			return nil, fmt.Errorf("recover the tail of %s: %w", w.Streams[i].Name, err)
 		}

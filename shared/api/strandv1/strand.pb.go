@@ -988,7 +988,16 @@ type AppendRequest struct {
 	Records []*AppendRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	// match_seq_num, if set, must equal the stream's tail, or the batch is
 	// rejected with FailedPrecondition and a Tail detail.
-	MatchSeqNum   *uint64 `protobuf:"varint,3,opt,name=match_seq_num,json=matchSeqNum,proto3,oneof" json:"match_seq_num,omitempty"`
+	MatchSeqNum *uint64 `protobuf:"varint,3,opt,name=match_seq_num,json=matchSeqNum,proto3,oneof" json:"match_seq_num,omitempty"`
+	// producer_id (16 bytes, client-chosen, e.g. random) and batch_seq make
+	// the append idempotent (exactly once): a retry with the same pair gets
+	// the original ack and is not written again. batch_seq is the producer's
+	// per-stream batch sequence, one more per batch. A skip ahead is refused
+	// with FailedPrecondition naming the expected one; a batch_seq older than
+	// the stream's dedupe window also with FailedPrecondition. Absent or
+	// empty: not idempotent (batch_seq must then be unset).
+	ProducerId    []byte  `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	BatchSeq      *uint64 `protobuf:"varint,5,opt,name=batch_seq,json=batchSeq,proto3,oneof" json:"batch_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1040,6 +1049,20 @@ func (x *AppendRequest) GetRecords() []*AppendRecord {
 func (x *AppendRequest) GetMatchSeqNum() uint64 {
 	if x != nil && x.MatchSeqNum != nil {
 		return *x.MatchSeqNum
+	}
+	return 0
+}
+
+func (x *AppendRequest) GetProducerId() []byte {
+	if x != nil {
+		return x.ProducerId
+	}
+	return nil
+}
+
+func (x *AppendRequest) GetBatchSeq() uint64 {
+	if x != nil && x.BatchSeq != nil {
+		return *x.BatchSeq
 	}
 	return 0
 }
@@ -2063,12 +2086,17 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x11CheckTailResponse\x12 \n" +
 	"\fnext_seq_num\x18\x01 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
-	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\x95\x01\n" +
+	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\xe6\x01\n" +
 	"\rAppendRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x121\n" +
 	"\arecords\x18\x02 \x03(\v2\x17.strand.v1.AppendRecordR\arecords\x12'\n" +
-	"\rmatch_seq_num\x18\x03 \x01(\x04H\x00R\vmatchSeqNum\x88\x01\x01B\x10\n" +
-	"\x0e_match_seq_num\"\xa2\x01\n" +
+	"\rmatch_seq_num\x18\x03 \x01(\x04H\x00R\vmatchSeqNum\x88\x01\x01\x12\x1f\n" +
+	"\vproducer_id\x18\x04 \x01(\fR\n" +
+	"producerId\x12 \n" +
+	"\tbatch_seq\x18\x05 \x01(\x04H\x01R\bbatchSeq\x88\x01\x01B\x10\n" +
+	"\x0e_match_seq_numB\f\n" +
+	"\n" +
+	"_batch_seq\"\xa2\x01\n" +
 	"\x0eAppendResponse\x12\"\n" +
 	"\rstart_seq_num\x18\x01 \x01(\x04R\vstartSeqNum\x12\x1e\n" +
 	"\vend_seq_num\x18\x02 \x01(\x04R\tendSeqNum\x12 \n" +

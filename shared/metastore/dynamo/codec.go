@@ -40,6 +40,7 @@ const (
 	attrLastTsMs  = "LastTsMs"
 	attrBytes     = "Bytes"
 	attrLocations = "Locations"
+	attrProducers = "Producers"
 	attrSum       = "Sum"
 	// Location map keys.
 	attrSettled = "Settled"
@@ -274,6 +275,9 @@ func refSum(r metastore.Ref) string {
 	for _, l := range r.Locations {
 		fmt.Fprintf(h, "|%t|%q|%d|%d|%d", l.Settled, l.Key, l.Offset, l.Length, l.FirstSeq)
 	}
+	if len(r.Producers) > 0 { // absent for refs without marks: their sums are unchanged
+		fmt.Fprintf(h, "|producers|%x", metastore.EncodeProducerMarks(r.Producers))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -288,7 +292,7 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 			attrLocSeq:  nu(l.FirstSeq),
 		}}
 	}
-	return map[string]types.AttributeValue{
+	m := map[string]types.AttributeValue{
 		attrPK:        s(metastore.RefPK(r.StreamID)),
 		attrSK:        s(metastore.RefSK(r.FirstSeq)),
 		attrStreamID:  s(r.StreamID),
@@ -300,6 +304,10 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 		attrLocations: &types.AttributeValueMemberL{Value: locs},
 		attrSum:       s(refSum(r)),
 	}
+	if len(r.Producers) > 0 {
+		m[attrProducers] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Producers)}
+	}
+	return m
 }
 
 func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
@@ -335,6 +343,16 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 			break
 		}
 		r.Locations = append(r.Locations, l)
+	}
+	if v, ok := m[attrProducers]; ok {
+		b, ok := v.(*types.AttributeValueMemberB)
+		if !ok {
+			it.fail(attrProducers, "binary producer marks")
+		} else if ps, err := metastore.DecodeProducerMarks(b.Value); err != nil {
+			it.fail(attrProducers, err.Error())
+		} else {
+			r.Producers = ps
+		}
 	}
 	return r, it.err
 }

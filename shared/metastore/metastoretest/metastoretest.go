@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"LastRef", testLastRef},
 		{"SwapRefs", testSwapRefs},
 		{"SwapRefsInvalid", testSwapRefsInvalid},
+		{"RefProducerMarks", testRefProducerMarks},
 		{"DeleteRefs", testDeleteRefs},
 		{"DeleteRefsConditional", testDeleteRefsConditional},
 		{"RaiseFloor", testRaiseFloor},

@@ -1,0 +1,34 @@
+package server
+
+import (
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/star"
+)
+
+// parseProducer validates an append's idempotency fields: producer_id is
+// absent or exactly 16 bytes, not all zero; batch_seq is given exactly when
+// producer_id is. Failures are CodeInvalidArgument with the reason.
+func parseProducer(m *strandv1.AppendRequest, a *AppendArgs) error {
+	id := m.GetProducerId()
+	switch {
+	case len(id) == 0 && m.BatchSeq != nil:
+		return invalid("batch_seq %d without producer_id", m.GetBatchSeq())
+	case len(id) == 0:
+		return nil
+	case len(id) != len(a.Producer):
+		return invalid("producer_id is %d bytes, want %d", len(id), len(a.Producer))
+	case m.BatchSeq == nil:
+		return invalid("producer_id without batch_seq")
+	}
+	copy(a.Producer[:], id)
+	if a.Producer.IsZero() {
+		return invalid("producer_id is all zero bytes")
+	}
+	a.BatchSeq = m.GetBatchSeq()
+	return nil
+}
+
+// options are the star's append options for a.
+func (a AppendArgs) options() star.AppendOptions {
+	return star.AppendOptions{MatchSeq: a.MatchSeq, Producer: a.Producer, BatchSeq: a.BatchSeq}
+}

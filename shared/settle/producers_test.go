@@ -1,0 +1,24 @@
+package settle
+
+import (
+	"testing"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+func TestMergeMarksCarriesTheLatest(t *testing.T) {
+	p := [16]byte{1}
+	var old []metastore.Ref
+	for k := range 12 {
+		old = append(old, metastore.Ref{FirstSeq: uint64(k * 10), LastSeq: uint64(k*10 + 9),
+			Producers: []metastore.ProducerMark{{Producer: p, BatchSeq: uint64(k), FirstSeq: uint64(k * 10), LastSeq: uint64(k * 10)}}})
+	}
+	old = append(old, metastore.Ref{FirstSeq: 120, LastSeq: 129}) // no marks
+	got := mergeMarks(old)
+	if len(got) != metastore.MaxMarksPerProducer || got[0].BatchSeq != 4 || got[len(got)-1].BatchSeq != 11 {
+		t.Fatalf("merged %+v", got)
+	}
+	if mergeMarks(old[12:]) != nil {
+		t.Fatal("marks from refs without any")
+	}
+}

@@ -1,0 +1,61 @@
+package star
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// TestRecoverStreamFromRefs: the tail and the producers' latest batches
+// come back from the last refs (what a successor reads after takeover).
+func TestRecoverStreamFromRefs(t *testing.T) {
+	ctx := context.Background()
+	m := metastore.NewMem()
+	ch := metastore.ChainID{Star: "star-r", Class: metastore.Standard}
+	if err := m.MintEpoch(ctx, ch, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.BeginAbsorb(ctx, ch, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sid(3)
+	p, q := pid(1), pid(2)
+	var refs []metastore.Ref
+	// 20 refs of 10 records; p writes batch k in ref k; q only in ref 2.
+	for k := range 20 {
+		r := metastore.Ref{StreamID: id.String(), FirstSeq: uint64(10 * k), LastSeq: uint64(10*k + 9), LastTsMs: int64(k),
+			Locations: []metastore.Location{{Key: fmt.Sprintf("chains/x/%d", k), Length: 1}}}
+		r.Producers = []metastore.ProducerMark{{Producer: p, BatchSeq: uint64(k), FirstSeq: uint64(10 * k), LastSeq: uint64(10*k + 4)}}
+		if k == 2 {
+			r.Producers = append(r.Producers, metastore.ProducerMark{Producer: q, BatchSeq: 7, FirstSeq: 25, LastSeq: 29})
+		}
+		refs = append(refs, r)
+	}
+	if err := m.PutRefs(ctx, ch, h.Absorbing, refs); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_900_000_000, 0)
+	info, err := RecoverStream(ctx, m, id, metastore.Standard, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Next != 200 || info.LastTsMs != 19 {
+		t.Fatalf("tail %d/%d", info.Next, info.LastTsMs)
+	}
+	// q's only batch is in ref 2, beyond the last RecoverRefs (16) refs.
+	if len(info.Producers) != 1 || info.Producers[0].ID != p || info.Producers[0].LastMs != now.UnixMilli() {
+		t.Fatalf("producers %+v", info.Producers)
+	}
+	bs := info.Producers[0].Batches
+	if len(bs) != metastore.MaxMarksPerProducer || bs[len(bs)-1] != (BatchMark{BatchSeq: 19, FirstSeq: 190, LastSeq: 194}) {
+		t.Fatalf("p's batches %+v", bs)
+	}
+	// An unknown stream opens empty.
+	if info, err := RecoverStream(ctx, m, sid(4), metastore.Standard, now); err != nil || info.Next != 0 || info.Producers != nil {
+		t.Fatal(info, err)
+	}
+}
