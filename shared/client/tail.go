@@ -50,7 +50,11 @@ func (t *TailSession) Next() bool {
 	}
 	for t.err == nil {
 		if t.rs == nil {
-			rs, err := t.c.OpenReadSession(t.ctx, t.name, t.next, t.opt.SessionOptions)
+			// The TailSession resumes itself (and tells OnEnd of each end),
+			// so its sessions do not.
+			so := t.opt.SessionOptions
+			so.NoResume = true
+			rs, err := t.c.OpenReadSession(t.ctx, t.name, t.next, so)
 			if err != nil {
 				if t.retry(err, &wait, maxWait) {
 					continue

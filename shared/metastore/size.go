@@ -95,16 +95,13 @@ func marksSize(r Ref) int {
 }
 
 // CheckRefSize refuses with ErrTooLarge a ref whose locations are over
-// MaxRefBytes or that holds more than MaxRefProducerMarks producer marks:
-// so an item is at most MaxRefBytes + 40 KiB, far under MaxItemBytes.
+// MaxRefBytes. Its producer marks are bounded apart (validateMarks: at most
+// MaxRefProducerMarks, ErrInvalid), so an item is at most MaxRefBytes +
+// 40 KiB, far under MaxItemBytes.
 func CheckRefSize(r Ref) error {
 	if n := refLocSize(r); n > MaxRefBytes {
 		return fmt.Errorf("%w: ref %s@%d: %d locations, %d bytes as an item, over %d (split it)",
 			ErrTooLarge, r.StreamID, r.FirstSeq, len(r.Locations), n, MaxRefBytes)
-	}
-	if len(r.Producers) > MaxRefProducerMarks {
-		return fmt.Errorf("%w: ref %s@%d: %d producer marks, over %d (TrimMarks)",
-			ErrTooLarge, r.StreamID, r.FirstSeq, len(r.Producers), MaxRefProducerMarks)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestCloseDrainsSessionsWithUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rs, err := c.OpenReadSession(ctx, "tail", client.FromSeq(0), client.SessionOptions{Heartbeat: time.Hour})
+	rs, err := c.OpenReadSession(ctx, "tail", client.FromSeq(0), client.SessionOptions{Heartbeat: time.Hour, NoResume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
