@@ -29,7 +29,9 @@ const (
 func Body(name string, seq uint64) string { return fmt.Sprintf("%s/%d", name, seq) }
 
 // NewObserved is an empty record of what clients saw.
-func NewObserved() *Observed { return &Observed{Drained: map[string]int{}, Other: map[string][]string{}} }
+func NewObserved() *Observed {
+	return &Observed{Drained: map[string]int{}, Other: map[string][]string{}}
+}
 
 // Observed is what the clients of a drain test saw, checked against the
 // records they sent, never against the server's own state.
@@ -45,9 +47,9 @@ type Observed struct {
 	// connection refused while the successor starts, a session that ended
 	// as the process exited), for the log.
 	Other map[string][]string
-	Acks    []time.Time // when each ack arrived
-	Tails   []time.Time // when each tailed batch arrived
-	Acked   atomic.Int64
+	Acks  []time.Time // when each ack arrived
+	Tails []time.Time // when each tailed batch arrived
+	Acked atomic.Int64
 }
 
 func (o *Observed) end(who string, err error) {
