@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/star"
 )
@@ -31,4 +33,12 @@ func parseProducer(m *strandv1.AppendRequest, a *AppendArgs) error {
 // options are the star's append options for a.
 func (a AppendArgs) options() star.AppendOptions {
 	return star.AppendOptions{MatchSeq: a.MatchSeq, Producer: a.Producer, BatchSeq: a.BatchSeq}
+}
+
+// appendOptions are a's options for the star, with the caller's token as
+// the tenant whose fair share of the pool the batch uses.
+func (s *Server) appendOptions(ctx context.Context, a AppendArgs) star.AppendOptions {
+	o := a.options()
+	o.Tenant = s.grant(ctx).Hash
+	return o
 }

@@ -605,7 +605,7 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err := stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records); err != nil {
 		return nil, err
 	}
-	ack, err := s.cfg.Star.Append(ctx, id, a.Records, a.options())
+	ack, err := s.cfg.Star.Append(ctx, id, a.Records, s.appendOptions(ctx, a))
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -657,7 +657,7 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
-			p, err := s.cfg.Star.Submit(ctx, id, a.Records, a.options())
+			p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 			if !push(pending{p: p, err: err}) {
 				return
 			}

@@ -77,6 +77,10 @@ type Config struct {
 	DedupeWindow int
 	ProducerIdle time.Duration
 	MaxProducers int
+	// TenantFIFO turns tenant fairness off: one FIFO pool for every
+	// tenant, whose budget any one may fill (the behaviour before issue
+	// 18; benchmarks compare the two). See fair.go.
+	TenantFIFO bool
 
 	Clock   clock.Clock  // nil: the real clock
 	Rand    io.Reader    // nonces; nil: crypto/rand
@@ -119,6 +123,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BacklogFlights, "s3-chain-backlog-flights", c.BacklogFlights, "released-but-unabsorbed flights per loglet before publishes block")
 	fs.IntVar(&c.BacklogMiB, "s3-chain-backlog-mib", c.BacklogMiB, "also bound the backlog in MiB per loglet (0: flights x flight size), e.g. to fit the task's memory")
 	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
+	fs.BoolVar(&c.TenantFIFO, "tenant-fifo", c.TenantFIFO, "turn tenant fairness off: one FIFO pool per class that one token may fill (default: the pool budget and flights are shared fairly among tokens)")
 	fs.DurationVar(&c.HaltWait, "halt-wait", c.HaltWait, "how long producers wait on a halted epoch before their appends fail with the halt's reason (and /healthz turns unhealthy)")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")

@@ -64,7 +64,7 @@ func poolLen(s *Star) int {
 	l := s.loglets[metastore.Express]
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.pool)
+	return l.pool.n
 }
 
 func submit(t *testing.T, s *Star, id format.StreamID, body string) *Pending {

@@ -133,11 +133,11 @@ func TestDrainRacingAppends(t *testing.T) {
 	l := h.star.loglets[metastore.Standard]
 	l.mu.Lock()
 	left := 0
-	for _, b := range l.pool {
+	l.pool.each(func(b *batch) {
 		if b.st.id == id {
 			left++
 		}
-	}
+	})
 	for _, f := range l.inflight {
 		for _, b := range f.batches {
 			if b.st.id == id {

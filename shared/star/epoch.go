@@ -342,10 +342,8 @@ func (l *loglet) shed(why error) {
 	}
 	l.deposed = why
 	l.s.log.Error("leadership lost: a successor leads this chain", "chain", l.chain.String(), "err", why.Error())
-	for _, b := range l.pool {
-		b.finish(Ack{}, why)
-	}
-	l.pool, l.poolBytes = nil, 0
+	l.pool.each(func(b *batch) { b.finish(Ack{}, why) })
+	l.pool.drop()
 	for s, f := range l.inflight {
 		for _, b := range f.batches {
 			b.finish(Ack{}, why)

@@ -28,6 +28,8 @@ type batch struct {
 	// none); see dedupe.go.
 	producer format.ProducerID
 	batchSeq uint64
+	// tenant is AppendOptions.Tenant: whose share of the pool it uses.
+	tenant string
 
 	ack  Ack
 	err  error
@@ -112,10 +114,9 @@ type loglet struct {
 	watched bool          // someone holds changed (see watch)
 	epoch   uint64
 	nonce   format.Nonce
-	// pool: admitted, uncut batches, FIFO
-	pool      []*batch
-	poolBytes int
-	budget    int
+	// pool: admitted, uncut batches, per tenant (fair.go)
+	pool   *pool
+	budget int
 	// pipeline
 	ord      *order
 	inflight map[uint64]*flight
@@ -161,6 +162,7 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 		chain:     metastore.ChainID{Star: s.cfg.StarID, Class: cl},
 		changed:   make(chan struct{}),
 		budget:    cfg.MemoryBufferMiB << 20,
+		pool:      newPool(s.cfg.TenantFIFO),
 		inflight:  map[uint64]*flight{},
 		relSignal: make(chan struct{}, 1),
 	}
@@ -181,7 +183,7 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 	for i, b := range cfg.Buckets {
 		l.m.bucketPut = append(l.m.bucketPut, r.Histogram("strand_put_seconds", "Slot PUT latency per bucket.", metrics.LatencyBuckets, "class", c, "bucket", itoa(i)+":"+b.Name()))
 	}
-	r.GaugeFunc("strand_pool_bytes", "Admitted, uncut bytes.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(l.poolBytes) }, "class", c)
+	r.GaugeFunc("strand_pool_bytes", "Admitted, uncut bytes.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(l.pool.bytes) }, "class", c)
 	r.GaugeFunc("strand_window_slots", "Slots assigned and unreleased.", func() float64 {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -260,6 +262,7 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 	defer l.mu.Unlock()
 	st := b.st
 	held, target := false, uint64(0)
+	waiting := false // counted as waiting for room (pool.wait)
 	nowMs := l.s.clk.Now().UnixMilli()
 	for {
 		if l.closed || l.stopping {
@@ -304,11 +307,16 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 			}
 			continue
 		}
-		if l.poolBytes == 0 || l.poolBytes+b.size <= l.budget {
+		if l.pool.fits(b.tenant, b.size, l.budget) {
 			break
 		}
+		if !waiting {
+			waiting = true
+			l.pool.wait(b.tenant)
+			defer l.unwait(b.tenant)
+		}
 		if err := l.wait(ctx, nil); err != nil {
-			return nil, fmt.Errorf("star: admission waiting for pool budget: %w", err)
+			return nil, fmt.Errorf("star: admission waiting for pool budget (%d MiB, shared fairly among %d tenants): %w", l.budget>>20, len(l.pool.tenants), err)
 		}
 	}
 	b.first = st.next
@@ -318,12 +326,18 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 	}
 	st.lastTs = b.clampTimestamps(st.lastTs)
 	b.at = l.s.clk.Now()
-	l.pool = append(l.pool, b)
-	l.poolBytes += b.size
-	if len(l.pool) == 1 || l.poolBytes >= l.cfg.FlightKiB<<10 {
+	l.pool.push(b)
+	if l.pool.n == 1 || l.pool.bytes >= l.cfg.FlightKiB<<10 {
 		l.broadcast()
 	}
 	return nil, nil
+}
+
+// unwait ends a batch's wait for room; the tenants over their share that
+// it held back may now enter. Called with l.mu held.
+func (l *loglet) unwait(tenant string) {
+	l.pool.unwait(tenant)
+	l.broadcast()
 }
 
 // backlogFull reports whether claiming another slot would exceed the
@@ -360,10 +374,10 @@ func (l *loglet) flusher(ctx context.Context) {
 				}
 				continue
 			}
-			if len(l.pool) > 0 {
-				age := l.s.clk.Now().Sub(l.pool[0].at)
+			if o := l.pool.oldest(); o != nil {
+				age := l.s.clk.Now().Sub(o.at)
 				idle := l.cfg.IdleCut && l.ord.pending() == 0
-				if idle || l.poolBytes >= target || age >= l.cfg.FlushDeadline || l.poolBytes+l.pool[0].size > l.budget {
+				if idle || l.pool.bytes >= target || age >= l.cfg.FlushDeadline || l.pool.bytes+o.size > l.budget || l.pool.waiters > 0 {
 					break
 				}
 				if l.wait(ctx, l.s.clk.After(l.cfg.FlushDeadline-age)) != nil {
@@ -393,20 +407,12 @@ func (l *loglet) flusher(ctx context.Context) {
 			l.s.log.Info("backlog stall cleared", "chain", l.chain.String(), "cause", l.stall)
 			l.stall = ""
 		}
-		if l.halted != nil || l.closed || len(l.pool) == 0 {
+		if l.halted != nil || l.closed || l.pool.n == 0 {
 			continue
 		}
 		// 3. Cut and claim, inline.
 		f := &flight{cutAt: l.s.clk.Now(), epoch: l.epoch}
-		n := 0
-		for n < len(l.pool) && (n == 0 || f.bytes+l.pool[n].size <= target) {
-			f.bytes += l.pool[n].size
-			n++
-		}
-		f.batches = append(f.batches, l.pool[:n]...)
-		clear(l.pool[:n])
-		l.pool = l.pool[n:]
-		l.poolBytes -= f.bytes
+		f.batches, f.bytes = l.pool.cut(target)
 		f.slot = l.ord.claim()
 		l.inflight[f.slot] = f
 		nonce := l.nonce
@@ -686,9 +692,7 @@ func (l *loglet) haltTimer(ctx context.Context, seq uint64) {
 			abandon(b)
 		}
 	}
-	for _, b := range l.pool {
-		abandon(b)
-	}
+	l.pool.each(abandon)
 	l.s.log.Error("epoch halted longer than --halt-wait: pending appends fail (outcome unknown), new appends are refused until recovery",
 		"chain", l.chain.String(), "epoch", l.epoch, "halt_wait", l.s.cfg.HaltWait.String(), "failed_batches", n, "reason", l.halted.Error())
 	l.broadcast()
@@ -702,7 +706,7 @@ func (l *loglet) quiesce(ctx context.Context) {
 	defer l.mu.Unlock()
 	l.stopping = true
 	l.broadcast()
-	for (len(l.pool) > 0 || len(l.inflight) > 0) && !l.closed && l.deposed == nil && !l.haltExpired {
+	for (l.pool.n > 0 || len(l.inflight) > 0) && !l.closed && l.deposed == nil && !l.haltExpired {
 		if l.wait(ctx, nil) != nil {
 			return
 		}
@@ -716,10 +720,8 @@ func (l *loglet) close() {
 		return
 	}
 	l.closed = true
-	for _, b := range l.pool {
-		b.finish(Ack{}, ErrClosed)
-	}
-	l.pool, l.poolBytes = nil, 0
+	l.pool.each(func(b *batch) { b.finish(Ack{}, ErrClosed) })
+	l.pool.drop()
 	unknown := fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrClosed)
 	for _, f := range l.inflight {
 		for _, b := range f.batches {

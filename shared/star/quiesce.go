@@ -55,7 +55,7 @@ func (s *Star) classes() []metastore.Class {
 func (l *loglet) pendingErr(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.pool) == 0 && len(l.inflight) == 0 {
+	if l.pool.n == 0 && len(l.inflight) == 0 {
 		return nil
 	}
 	why := ctx.Err()
@@ -67,5 +67,5 @@ func (l *loglet) pendingErr(ctx context.Context) error {
 	case why == nil:
 		why = errors.New("epoch halted past its wait")
 	}
-	return fmt.Errorf("star: drain %s: %d batches pooled, %d flights in the air: %w", l.chain, len(l.pool), len(l.inflight), why)
+	return fmt.Errorf("star: drain %s: %d batches pooled, %d flights in the air: %w", l.chain, l.pool.n, len(l.inflight), why)
 }

@@ -106,6 +106,9 @@ type stream struct {
 	// dd is the producer dedupe table (nil until a producer appends or
 	// Open seeds it).
 	dd *dedupe
+	// queue holds the stream's pooled batches (pooled of them; see fair.go).
+	queue  *tenantQueue
+	pooled int
 }
 
 // wake closes the stream's watch channel, if anyone holds it. Called with
@@ -339,6 +342,10 @@ type AppendOptions struct {
 	// of being written again. The zero Producer means none. See dedupe.go.
 	Producer format.ProducerID
 	BatchSeq uint64
+	// Tenant names whose share of the pool budget and of the flights the
+	// batch uses (the API server passes its token's hash); see fair.go.
+	// "" is a tenant like any other.
+	Tenant string
 }
 
 // Pending is an admitted batch waiting for its ack.
@@ -381,7 +388,7 @@ func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Rec
 	p.b = &p.inner
 	b := p.b
 	b.init(st, recs, size, s.clk.Now().UnixMilli())
-	b.producer, b.batchSeq = opt.Producer, opt.BatchSeq
+	b.producer, b.batchSeq, b.tenant = opt.Producer, opt.BatchSeq, opt.Tenant
 	dup, err := st.l.admit(ctx, b, opt.MatchSeq)
 	if err != nil {
 		return nil, err

@@ -413,7 +413,7 @@ func TestAdmissionBlocksAtBudgetAndResumes(t *testing.T) {
 	}
 	l := h.star.loglets[metastore.Standard]
 	l.mu.Lock()
-	pb := l.poolBytes
+	pb := l.pool.bytes
 	l.mu.Unlock()
 	if pb > 1<<20 {
 		t.Fatalf("pool holds %d bytes over its 1 MiB budget", pb)
