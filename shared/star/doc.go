@@ -9,20 +9,24 @@
 //  1. Submit validates the batch (1..1000 records, at most 1 MiB encoded),
 //     encodes it, and admits it to its class's loglet: admission waits while
 //     the pool is at its budget (--s3-memory-buffer-mib, Express
-//     --s3-express-memory-buffer-mib), honouring the caller's context. Under
+//     --s3-express-memory-buffer-mib), or, while another tenant waits, the
+//     batch's tenant (AppendOptions.Tenant) holds its share of it (fair.go),
+//     honouring the caller's context. Under
 //     the loglet lock the sequencer checks match_seq_num (a miss rejects
 //     only that batch with *SeqMismatchError carrying the acknowledged
 //     tail; while batches of the stream sequenced before the miss are
 //     unacknowledged, the answer waits until they resolve, so it never
 //     covers a batch that is only sequenced), assigns the
 //     next contiguous seqs, clamps timestamps to be non-decreasing per stream
-//     (0 means "now"), and appends the batch to the pool FIFO.
+//     (0 means "now"), and appends the batch to its tenant's pool queue
+//     (or to the queue holding its stream's pooled batches).
 //  2. One flusher per loglet cuts the pool into a flight when the pool holds
 //     a target flight of bytes, when its oldest byte is as old as the flush
 //     deadline, when admission is blocked, or (IdleCut, Express by default)
 //     at once when no flight of the loglet is in the air (ADR 0039), and
 //     claims the flight's slot
-//     inline: cut order is slot order. Claiming waits while the pipeline
+//     inline: cut order is slot order. A flight is filled from the
+//     tenants' queues by deficit round robin (fair.go). Claiming waits while the pipeline
 //     window (--s3-parallel-uploads) is full or the backlog budget
 //     (--s3-chain-backlog-flights, counting released-unabsorbed plus
 //     in-flight flights) is reached; a backlog stall is counted and logged

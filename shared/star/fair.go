@@ -10,8 +10,10 @@ import "slices"
 //     with bytes in the pool or a batch waiting for room). While another
 //     tenant waits, a tenant may hold at most budget/active bytes (and
 //     always one batch); with nobody else waiting it may use the whole
-//     budget (work-conserving: a lone tenant is never slowed). Room freed
-//     by a cut therefore goes to the tenants under their share first.
+//     budget but for a reserve of budget/fairReserve kept for tenants that
+//     hold nothing (work-conserving otherwise). A newcomer's first batch
+//     thus enters at once, and room freed by a cut goes to the tenants
+//     under their share first.
 //   - Cut: the pool is one FIFO queue per tenant, and the flusher fills a
 //     flight from the queues by deficit round robin (a quantum of bytes per
 //     turn), so a batch admitted behind a flood rides the next flight
@@ -26,6 +28,11 @@ import "slices"
 // The tenant is AppendOptions.Tenant (the API server passes the token's
 // hash); "" is one tenant like any other. Config.TenantFIFO turns both
 // rules off (one FIFO for everyone, as before), for comparison.
+
+// fairReserve: 1/fairReserve of the pool budget is kept for tenants that
+// hold nothing in the pool, so a newcomer's batch enters at once however
+// full a flood keeps the pool.
+const fairReserve = 8
 
 // fairQuantum is the bytes a queue may cut per round-robin turn; a larger
 // head batch accumulates turns (deficit round robin).
@@ -80,23 +87,24 @@ func (p *pool) forget(key string) {
 }
 
 // fits reports whether a batch of size bytes of tenant key may enter now,
-// with budget the pool's budget: the pool's room (an empty pool takes any
-// batch), and, while another tenant waits for room, the tenant's share
-// (budget over the active tenants; a tenant holding nothing may always
-// enter).
+// with budget the pool's budget: an empty pool takes any batch; a tenant
+// holding nothing takes any room; a tenant holding bytes may fill the pool
+// up to budget - budget/fairReserve (the rest is kept for newcomers), and,
+// while another tenant waits for room, at most its share: budget over the
+// active tenants.
 func (p *pool) fits(key string, size, budget int) bool {
 	if p.bytes == 0 {
 		return true
 	}
-	if p.bytes+size > budget {
-		return false
-	}
 	if p.fifo {
-		return true
+		return p.bytes+size <= budget
 	}
 	t := p.tenants[key]
 	if t == nil || t.held == 0 {
-		return true
+		return p.bytes+size <= budget
+	}
+	if p.bytes+size > budget-budget/fairReserve {
+		return false
 	}
 	others := p.waiters
 	if t.waiting > 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -52,45 +53,49 @@ func TestPoolCutsAQuietTenantFirst(t *testing.T) {
 	}
 }
 
-// TestPoolShareWhileOthersWait: a tenant that filled the budget alone
-// (work-conserving) is held to budget/active while another tenant waits for
-// room, and the room a cut frees goes to the waiting tenant.
+// TestPoolShareWhileOthersWait: a tenant alone fills the budget but for
+// the newcomers' reserve (work-conserving); a newcomer enters at once into
+// the reserve; while another tenant waits for room, a tenant is held to
+// budget/active, and the room a cut frees goes to the waiting tenant.
 func TestPoolShareWhileOthersWait(t *testing.T) {
-	const budget = 1000
+	const budget = 1000 // reserve 1000/8 = 125
 	p := newPool(false)
-	a, b := &stream{id: sid(0)}, &stream{id: sid(1)}
-	for i := 0; i < 10; i++ {
+	a, b, c := &stream{id: sid(0)}, &stream{id: sid(1)}, &stream{id: sid(2)}
+	for i := 0; i < 8; i++ {
 		if !p.fits("A", 100, budget) {
 			t.Fatalf("alone, A was refused at %d bytes of a %d budget", p.bytes, budget)
 		}
 		p.push(fairBatch(a, "A", 100, i))
 	}
-	if p.fits("B", 100, budget) || p.fits("A", 100, budget) {
+	if p.fits("A", 100, budget) {
+		t.Fatalf("A took the newcomers' reserve: %d bytes + 100 of %d", p.bytes, budget)
+	}
+	if !p.fits("B", 100, budget) {
+		t.Fatal("a newcomer was refused the reserve")
+	}
+	p.push(fairBatch(b, "B", 100, 8))
+	if p.fits("C", 200, budget) || p.fits("B", 100, budget) {
 		t.Fatal("a full pool admitted a batch")
 	}
-	p.wait("B")
-	p.cut(300) // room for three batches
+	p.wait("C")
+	p.cut(300) // A's first three batches leave: 600 bytes pooled
 	if p.fits("A", 100, budget) {
-		t.Fatalf("A holds %d of %d bytes, over its half while B waits, and was admitted", p.tenants["A"].held, budget)
+		t.Fatalf("A holds %d of %d bytes, over its third while C waits, and was admitted", p.tenants["A"].held, budget)
 	}
-	if !p.fits("B", 100, budget) {
-		t.Fatal("B, holding nothing, was refused with room in the pool")
+	if !p.fits("C", 200, budget) {
+		t.Fatal("C, holding nothing, was refused with room in the pool")
 	}
-	p.unwait("B")
-	p.push(fairBatch(b, "B", 100, 10))
-	if !p.fits("A", 100, budget) {
-		t.Fatal("nobody waits, the pool has room, and A was refused (not work-conserving)")
+	p.unwait("C")
+	p.push(fairBatch(c, "C", 200, 9))
+	if !p.fits("A", 25, budget) {
+		t.Fatal("nobody waits, the pool has room below the reserve, and A was refused (not work-conserving)")
 	}
-	p.wait("A")
-	if !p.fits("B", 100, budget) {
-		t.Fatal("B under its share was refused while A waits")
-	}
-	// Without fairness, A takes the room B waits for.
+	// Without fairness, A takes the room C waits for, and the reserve.
 	q := newPool(true)
-	for i := 0; i < 7; i++ {
+	for i := 0; i < 9; i++ {
 		q.push(fairBatch(a, "A", 100, i))
 	}
-	q.wait("B")
+	q.wait("C")
 	if !q.fits("A", 100, budget) {
 		t.Fatal("FIFO pool refused A with room")
 	}
@@ -160,5 +165,36 @@ func TestPoolKeepsStreamOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTenantFairnessInVirtualTime runs BenchmarkTenantFairness's scenarios
+// in a synctest bubble: time is virtual, so the latencies are the PUT
+// model's and the star's queueing alone, whatever else loads the machine.
+// A flooding tenant leaves the quiet tenant's ack p99 within twice its solo
+// p99; without fairness (TenantFIFO) it does not.
+func TestTenantFairnessInVirtualTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of CPU")
+	}
+	var solo, fair, fifo fairnessResult
+	for _, sc := range []struct {
+		r           *fairnessResult
+		flood, fifo bool
+	}{{&solo, false, false}, {&fair, true, false}, {&fifo, true, true}} {
+		synctest.Test(t, func(t *testing.T) {
+			*sc.r = runFairness(t, sc.flood, sc.fifo, 200*time.Millisecond, time.Second)
+		})
+	}
+	t.Logf("quiet tenant ack p50/p99 (virtual ms): solo %.1f/%.1f, flood %.1f/%.1f (flood %.0f MB/s), flood without fairness %.1f/%.1f (flood %.0f MB/s)",
+		solo.p50, solo.p99, fair.p50, fair.p99, fair.floodMBps, fifo.p50, fifo.p99, fifo.floodMBps)
+	if fair.floodMBps < 50 || fifo.floodMBps < 50 {
+		t.Fatalf("the flood did not load the star: %.0f and %.0f MB/s", fair.floodMBps, fifo.floodMBps)
+	}
+	if fair.p99 > 2*solo.p99 {
+		t.Fatalf("with fairness, the flood took the quiet tenant's p99 from %.1f ms to %.1f ms: over twice", solo.p99, fair.p99)
+	}
+	if fifo.p99 <= 2*solo.p99 {
+		t.Fatalf("without fairness the quiet tenant's p99 went from %.1f ms to only %.1f ms: the scenario does not flood", solo.p99, fifo.p99)
 	}
 }
