@@ -21,7 +21,7 @@ import (
 // cleared, every batch of an idempotent producer is acked: zero losses.
 
 func newProducer(i, streams int) *producer {
-	p := &producer{stream: i % streams, idem: i%2 == 1}
+	p := &producer{stream: i % streams, idem: i%2 == 1, tenant: fmt.Sprint("tenant-", i%3)}
 	if p.idem {
 		p.pid[0], p.pid[15] = byte(i), 0x14
 	}
@@ -30,9 +30,9 @@ func newProducer(i, streams int) *producer {
 
 func appendOptions(pr *producer, b *batchRec) star.AppendOptions {
 	if !pr.idem {
-		return star.AppendOptions{}
+		return star.AppendOptions{Tenant: pr.tenant}
 	}
-	return star.AppendOptions{Producer: pr.pid, BatchSeq: uint64(b.idx)}
+	return star.AppendOptions{Producer: pr.pid, BatchSeq: uint64(b.idx), Tenant: pr.tenant}
 }
 
 // outstanding returns an idempotent producer's batches that are not acked

@@ -92,6 +92,10 @@ type producer struct {
 	// batch not acked with its producer id and batch seq (= idx).
 	idem bool
 	pid  format.ProducerID
+	// tenant: the producer's AppendOptions.Tenant (three tenants, so a
+	// stream is appended by several: the star's per-tenant pool queues
+	// must still cut each stream in seq order).
+	tenant string
 }
 
 type observation struct {
