@@ -42,7 +42,10 @@
 //	seq        from that seq
 //	timestamp  the first record with timestamp >= T (timestamps are
 //	           non-decreasing per stream; refs carry their first and last
-//	           timestamps, so whole refs before T are skipped unread)
+//	           timestamps, so whole refs before T are skipped unread;
+//	           the first one that does not end before T is found by a
+//	           binary search over seqs, at most 1 + ceil(log2(tail))
+//	           metastore queries: seek.go)
 //	tail off.  from tail-n (0 when n > tail)
 //
 // A start past the tail reads nothing and reports the tail: that is not an

@@ -133,29 +133,13 @@ func (r *Reader) resolve(ctx context.Context, st metastore.Stream, id format.Str
 		if tail == 0 || lastTs < start.TsMs {
 			return tail, 0, nil
 		}
-		// Skip whole refs that end before T; the rest is filtered by
-		// timestamp as it is read.
-		from := uint64(0)
-		for {
-			refs, err := r.Meta.QueryRefs(ctx, st.ID, from, 100)
-			if err != nil {
-				return 0, 0, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
-			}
-			for _, ref := range refs {
-				if ref.FirstSeq > from {
-					// A hole (trimmed, or a torn view): the read decides
-					// it, filtering by timestamp from here.
-					return min(from, tail), start.TsMs, nil
-				}
-				if ref.LastTsMs >= start.TsMs {
-					return from, start.TsMs, nil
-				}
-				from = max(from, ref.LastSeq+1)
-			}
-			if len(refs) == 0 || from >= tail {
-				return min(from, tail), start.TsMs, nil
-			}
+		// Skip whole refs that end before T (a search, seek.go); the rest
+		// is filtered by timestamp as it is read.
+		from, err := seekTimestamp(ctx, r.Meta, st.ID, tail, start.TsMs)
+		if err != nil {
+			return 0, 0, fmt.Errorf("read %s from timestamp %d: %w", st.Name, start.TsMs, err)
 		}
+		return from, start.TsMs, nil
 	}
 	return 0, 0, fmt.Errorf("%w: unknown start kind %d", ErrInvalid, start.Kind)
 }
