@@ -55,6 +55,8 @@ func run(args []string) error {
 	cfg := star.Defaults()
 	fs := flag.NewFlagSet("star", flag.ContinueOnError)
 	cfg.BindFlags(fs)
+	var limits node.Config // the API's abuse limits only
+	limits.BindLimitFlags(fs)
 	var (
 		table, settled, releaseQ, fenceQ string
 		addr, admin, region, endpoint    string
@@ -145,6 +147,7 @@ func run(args []string) error {
 		Remote:      &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
 		Logger:      log,
 		DrainBudget: drainBudget,
+		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
 	})
 	if err != nil {
 		return err

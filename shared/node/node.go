@@ -58,6 +58,10 @@ type Config struct {
 	// API's open connections (0: server.DefaultMaxConns).
 	Limits   server.Limits
 	MaxConns int
+	// SourceRate and GlobalRate limit metastore lookups of tokens not
+	// known valid, per source address and in all (zero: auth's defaults).
+	// BindLimitFlags binds these and the two above to flags.
+	SourceRate, GlobalRate auth.Rate
 
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
@@ -103,6 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.Star.Logger = log
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("node: give both a TLS certificate and key, or neither")
+	}
+	if err := cfg.CheckLimits(); err != nil {
+		return nil, err
 	}
 	sets := Sets(cfg.Star)
 	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
@@ -192,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
 	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
 	if !cfg.NoAuth {
-		sc.Auth = &auth.Checker{Meta: cfg.Meta}
+		sc.Auth = &auth.Checker{Meta: cfg.Meta, SourceRate: cfg.SourceRate, GlobalRate: cfg.GlobalRate}
 	}
 	srv, err := server.New(sc)
 	if err != nil {

@@ -1,0 +1,67 @@
+package node
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/server"
+)
+
+// BindLimitFlags registers the API's abuse limits on fs (the star's
+// command and strand dev share them; each is also STRAND_ + its name
+// upper-cased, through star.ApplyEnv), with the defaults as today:
+//
+//	--max-sessions-per-token          1000  Limits.MaxSessionsPerToken
+//	--max-conns                       1024  MaxConns
+//	--token-lookups-per-source         50   SourceRate.PerSecond (per s)
+//	--token-lookup-burst-per-source   200   SourceRate.Burst
+//	--token-lookups                   500   GlobalRate.PerSecond (per s)
+//	--token-lookup-burst             2000   GlobalRate.Burst
+//
+// Zero fields of c are set to those defaults first. CheckLimits says
+// what is wrong with a value given.
+func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
+	if c.Limits.MaxSessionsPerToken == 0 {
+		c.Limits.MaxSessionsPerToken = server.DefaultMaxSessionsPerToken
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = server.DefaultMaxConns
+	}
+	if c.SourceRate == (auth.Rate{}) {
+		c.SourceRate = auth.DefaultSourceRate
+	}
+	if c.GlobalRate == (auth.Rate{}) {
+		c.GlobalRate = auth.DefaultGlobalRate
+	}
+	fs.IntVar(&c.Limits.MaxSessionsPerToken, "max-sessions-per-token", c.Limits.MaxSessionsPerToken, "sessions (AppendSession + ReadSession) one token may hold open on this star; past it resource_exhausted")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "open API connections; more wait in the listen backlog")
+	fs.Float64Var(&c.SourceRate.PerSecond, "token-lookups-per-source", c.SourceRate.PerSecond, "metastore lookups per second of tokens not known valid, per source address (past it and its burst: resource_exhausted, no lookup)")
+	fs.IntVar(&c.SourceRate.Burst, "token-lookup-burst-per-source", c.SourceRate.Burst, "burst of --token-lookups-per-source")
+	fs.Float64Var(&c.GlobalRate.PerSecond, "token-lookups", c.GlobalRate.PerSecond, "metastore lookups per second of tokens not known valid, from all sources together")
+	fs.IntVar(&c.GlobalRate.Burst, "token-lookup-burst", c.GlobalRate.Burst, "burst of --token-lookups")
+}
+
+// CheckLimits reports a limit that cannot work: each must be positive
+// (zero fields mean the defaults). A rate below 1 per second with a burst
+// of at least 1 is allowed (a lookup every few seconds).
+func (c *Config) CheckLimits() error {
+	switch {
+	case c.Limits.MaxSessionsPerToken < 0:
+		return fmt.Errorf("node: --max-sessions-per-token must be positive, got %d", c.Limits.MaxSessionsPerToken)
+	case c.MaxConns < 0:
+		return fmt.Errorf("node: --max-conns must be positive, got %d", c.MaxConns)
+	}
+	for _, r := range []struct {
+		rate, burst string
+		r           auth.Rate
+	}{{"--token-lookups-per-source", "--token-lookup-burst-per-source", c.SourceRate}, {"--token-lookups", "--token-lookup-burst", c.GlobalRate}} {
+		if r.r == (auth.Rate{}) {
+			continue
+		}
+		if !(r.r.PerSecond > 0) || r.r.Burst < 1 {
+			return fmt.Errorf("node: %s must be positive and %s at least 1, got %v and %d", r.rate, r.burst, r.r.PerSecond, r.r.Burst)
+		}
+	}
+	return nil
+}
