@@ -585,3 +585,42 @@ func TestExpressSessionModeMatchesGrant(t *testing.T) {
 		t.Errorf("%d functions with ReadOnly sessions, want absorb and settle", readOnly)
 	}
 }
+
+// TestTargetsSeeClientAddresses: every API target group (IP targets over
+// TCP, for which an NLB would otherwise pass its own address) preserves the
+// client's address, so the star's per-source limit on lookups of unknown
+// tokens (issue 18) keys on clients, not on the balancer's few addresses;
+// and the tasks admit the balancer's security group on the API port, which
+// AWS honours with client IP preservation on.
+func TestTargetsSeeClientAddresses(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), withTLS(t)} {
+		tgs := s.ofType("AWS::ElasticLoadBalancingV2::TargetGroup")
+		if len(tgs) < 2 {
+			t.Fatalf("%d target groups, want the any-star group and one per star", len(tgs))
+		}
+		for id, r := range tgs {
+			p := props(r)
+			preserved := ""
+			attrs, _ := p["TargetGroupAttributes"].([]any)
+			for _, a := range attrs {
+				a := a.(map[string]any)
+				if a["Key"] == "preserve_client_ip.enabled" {
+					preserved = fmt.Sprint(a["Value"])
+				}
+			}
+			if p["TargetType"] != "ip" || p["Protocol"] != "TCP" || preserved != "true" {
+				t.Errorf("%s: target type %v, protocol %v, preserve_client_ip.enabled %q: want ip, TCP, true", id, p["TargetType"], p["Protocol"], preserved)
+			}
+		}
+		fromLB := false
+		for _, r := range s.ofType("AWS::EC2::SecurityGroupIngress") {
+			p := props(r)
+			if p["FromPort"] == float64(APIPort) && p["SourceSecurityGroupId"] != nil {
+				fromLB = true
+			}
+		}
+		if !fromLB {
+			t.Error("no ingress on the API port from a security group (the balancer's)")
+		}
+	}
+}

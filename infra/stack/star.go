@@ -249,6 +249,16 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		HealthyThresholdCount:   jsii.Number(2),
 		UnhealthyThresholdCount: jsii.Number(3),
 	}
+	// preserveClientIP: the targets are the tasks' IPs (Fargate, awsvpc)
+	// over TCP, for which an NLB passes its own address as the source
+	// unless the target group's preserve_client_ip.enabled is set. The
+	// star limits lookups of unknown tokens per source address (issue 18):
+	// with the NLB's few addresses as sources, every client would share
+	// them. The task security group admits the LB's security group, which
+	// AWS honours with client IP preservation too; no star connects to the
+	// API through the NLB (leader redirects go to the client), so the
+	// hairpin that preservation forbids (a target reaching itself through
+	// its NLB) does not arise.
 	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), listenerProps(cfg, APIPort))
 	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
 	var anyTargets []elbv2.INetworkLoadBalancerTarget
@@ -362,6 +372,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			Targets:             &[]elbv2.INetworkLoadBalancerTarget{target},
 			HealthCheck:         health,
 			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
 		})
 		s.Services = append(s.Services, svc)
 	}
@@ -371,6 +382,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		Targets:             &anyTargets,
 		HealthCheck:         health,
 		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+		PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
 	})
 	// After the task definitions: they add the pull and log grants (the
 	// role's default policy), and a suppression covers only the children
