@@ -73,6 +73,9 @@
 // bounds headers (10 s, 64 KiB), idle connections (2 min) and HTTP/2
 // streams per connection (100); LimitListener bounds connections (1024).
 // docs/reliability.md lists each limit with the test that holds it.
+// Every append names its token's hash as its tenant
+// (star.AppendOptions.Tenant), so the star shares each class's pool and
+// flights fairly among tokens (shared/star/fair.go).
 //
 // # Sessions
 //

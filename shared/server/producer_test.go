@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -47,5 +49,23 @@ func TestProducerErrorsAreFailedPrecondition(t *testing.T) {
 		if c := connect.CodeOf(toConnect(errors.Join(errors.New("stream x"), err))); c != connect.CodeFailedPrecondition {
 			t.Errorf("%v maps to %v", err, c)
 		}
+	}
+}
+
+// TestAppendTenantIsTheToken: with authentication, an append's tenant (whose
+// fair share of the star's pool it uses) is its token's hash, and its other
+// options are kept; without authentication every caller is one tenant.
+func TestAppendTenantIsTheToken(t *testing.T) {
+	seq := uint64(4)
+	a := AppendArgs{MatchSeq: &seq, Producer: [16]byte{1}, BatchSeq: 7}
+	authed := &Server{cfg: Config{Auth: &auth.Checker{}}}
+	for _, hash := range []string{"aa11", "bb22"} {
+		o := authed.appendOptions(auth.WithGrant(context.Background(), auth.Grant{Hash: hash}), a)
+		if o.Tenant != hash || o.MatchSeq != &seq || o.Producer != a.Producer || o.BatchSeq != 7 {
+			t.Fatalf("options %+v for token %s", o, hash)
+		}
+	}
+	if o := (&Server{}).appendOptions(context.Background(), a); o.Tenant != "" {
+		t.Fatalf("without authentication the tenant is %q", o.Tenant)
 	}
 }
