@@ -184,6 +184,8 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 		l.m.bucketPut = append(l.m.bucketPut, r.Histogram("strand_put_seconds", "Slot PUT latency per bucket.", metrics.LatencyBuckets, "class", c, "bucket", itoa(i)+":"+b.Name()))
 	}
 	r.GaugeFunc("strand_pool_bytes", "Admitted, uncut bytes.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(l.pool.bytes) }, "class", c)
+	r.GaugeFunc("strand_pool_tenants", "Tenants (tokens) with pooled bytes or a batch waiting for room.", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(len(l.pool.tenants)) }, "class", c)
+	r.GaugeFunc("strand_pool_waiting_tenants", "Tenants with a batch waiting for room in the pool (or for their share of it).", func() float64 { l.mu.Lock(); defer l.mu.Unlock(); return float64(l.pool.waiters) }, "class", c)
 	r.GaugeFunc("strand_window_slots", "Slots assigned and unreleased.", func() float64 {
 		l.mu.Lock()
 		defer l.mu.Unlock()
