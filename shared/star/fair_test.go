@@ -183,7 +183,7 @@ func TestTenantFairnessInVirtualTime(t *testing.T) {
 		flood, fifo bool
 	}{{&solo, false, false}, {&fair, true, false}, {&fifo, true, true}} {
 		synctest.Test(t, func(t *testing.T) {
-			*sc.r = runFairness(t, sc.flood, sc.fifo, 200*time.Millisecond, time.Second)
+			*sc.r = runFairness(t, sc.flood, sc.fifo, 200*time.Millisecond, 2*time.Second)
 		})
 	}
 	t.Logf("quiet tenant ack p50/p99 (virtual ms): solo %.1f/%.1f, flood %.1f/%.1f (flood %.0f MB/s), flood without fairness %.1f/%.1f (flood %.0f MB/s)",
