@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,8 @@ func TestSessionsPerTokenBounded(t *testing.T) {
 			s.Close()
 		}
 		t.Fatalf("a third session of one token: %v, want resource_exhausted", err)
+	} else if !strings.Contains(err.Error(), "already has 2 sessions open on this server (the limit)") {
+		t.Fatalf("the refusal does not name the limit: %v", err)
 	}
 	s, err := open(other)
 	if err != nil {
