@@ -57,10 +57,20 @@ type Result struct {
 	MetaOpsPerSec    float64          `json:"metastore_ops_per_s"`
 	MetaWritesPerSec float64          `json:"metastore_writes_per_s"`
 	MetaOps          map[string]int64 `json:"metastore_ops,omitempty"`
+	// The metastore's bill by item: item writes (every item a call puts,
+	// updates, deletes or checks) and DynamoDB request units by item size
+	// (metacount.Units).
+	MetaItemWritesPerSec float64 `json:"metastore_item_writes_per_s"`
+	MetaWRUPerSec        float64 `json:"metastore_wru_per_s"`
+	MetaRRUPerSec        float64 `json:"metastore_rru_per_s"`
 
 	PeakHeapMiB  float64 `json:"peak_heap_mib"`
 	PeakTotalMiB float64 `json:"peak_total_mib"`
 	PeakStoreMiB float64 `json:"peak_store_mib,omitempty"` // held by the memory buckets (the backlog)
+	// Heap in use after a GC (in-process runs): before the star started,
+	// once every stream was created and opened, and at the window's end.
+	// The whole process: star, memory buckets and metastore, bench trace.
+	Heap *HeapFigures `json:"heap,omitempty"`
 
 	Timeline []float64  `json:"timeline_mbps,omitempty"` // MB/s per sample interval
 	Cost     *Cost      `json:"cost_usd_per_gb,omitempty"`
@@ -170,6 +180,11 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 					}
 				}
 			}
+		}
+	}
+	if cfg.PlotDir != "" {
+		if err := writeStreamsPlots(cfg.PlotDir, out); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
