@@ -154,3 +154,40 @@ func TestFlightObjectFreedOnceUploaded(t *testing.T) {
 		t.Fatalf("flight index: %d records from %d, %v", len(recs), low, err)
 	}
 }
+
+// BenchmarkDedupeMemory measures one stream's producer table at its bound:
+// MaxProducers producers, each remembering DedupeWindow committed batches
+// (the defaults: 4096 and 8). It reports the bytes per producer and the
+// table's largest size; the star holds one such table per stream that an
+// idempotent producer appends to, so its dedupe memory is at most streams
+// x that (docs/performance.md, "Many streams").
+//
+//	go test ./shared/star -run '^$' -bench DedupeMemory -benchtime 1x
+func BenchmarkDedupeMemory(b *testing.B) {
+	for range b.N {
+		h0 := heapInuse()
+		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers)
+		for p := range DefaultMaxProducers {
+			var id format.ProducerID
+			binary.BigEndian.PutUint64(id[8:], uint64(p)+1)
+			for seq := range uint64(DefaultDedupeWindow + 2) { // the ring slides
+				bt := &batch{producer: id, batchSeq: seq}
+				d.admit(id, seq, bt, 0)
+				d.released(bt, Ack{FirstSeq: seq, LastSeq: seq})
+			}
+		}
+		h1 := heapInuse()
+		if len(d.ps) != DefaultMaxProducers {
+			b.Fatalf("%d producers remembered, want %d", len(d.ps), DefaultMaxProducers)
+		}
+		for _, p := range d.ps {
+			if len(p.ring) != DefaultDedupeWindow {
+				b.Fatalf("producer remembers %d batches, want %d", len(p.ring), DefaultDedupeWindow)
+			}
+		}
+		per := float64(h1-h0) / DefaultMaxProducers
+		b.ReportMetric(per, "B/producer")
+		b.ReportMetric(per*DefaultMaxProducers/(1<<20), "MiB/stream-at-bound")
+		runtime.KeepAlive(d)
+	}
+}
