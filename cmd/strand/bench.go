@@ -103,6 +103,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
 	f.BoolVar(&cfg.Idempotent, "idempotent", false, "in-process producers append exactly once (a producer id and batch seq per batch)")
 	f.IntSliceVar(&cfg.Streams, "streams", cfg.Streams, "streams (list)")
+	f.StringVar(&cfg.StreamOrder, "stream-order", "sweep", "how producers pick each batch's stream: sweep (in turn) or random (uniform)")
 	f.IntSliceVar(&cfg.RecordBytes, "record-size", cfg.RecordBytes, "record body bytes (list)")
 	f.StringSliceVar(&classes, "class", []string{"express"}, "classes: express, standard (list)")
 	f.Float64SliceVar(&cfg.RatesMBps, "rate", cfg.RatesMBps, "offered MB/s (list; 0 = as fast as acks allow)")

@@ -299,8 +299,8 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	if e != nil && e.heap != nil {
 		heapEnd = heapInuse()
 	}
-	r := Result{Name: pt.name(cfg.Mode), Mode: cfg.Mode, Workload: pt.workload, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
-		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate,
+	r := Result{Name: pt.name(cfg.Mode) + orderSuffix(cfg), Mode: cfg.Mode, Workload: pt.workload, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
+		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate, StreamOrder: cfg.StreamOrder,
 		Errors: d.errors, Timeline: d.timeline,
 		PeakHeapMiB: float64(d.mem.heap) / (1 << 20), PeakTotalMiB: float64(d.mem.total) / (1 << 20), PeakStoreMiB: float64(d.peakStore) / (1 << 20)}
 	if e != nil {

@@ -49,3 +49,39 @@ func TestStreamsTableAndPlot(t *testing.T) {
 		t.Fatalf("%d plots, want 1", len(ents))
 	}
 }
+
+// The random stream order spreads a producer's batches over the streams
+// (a window touches many), the sweep takes them in turn; both stay in
+// range, and a run in random order is named apart.
+func TestStreamOrder(t *testing.T) {
+	cfg := Defaults()
+	pt := point{streams: 100000}
+	seen := map[int]bool{}
+	rnd := cfg
+	rnd.StreamOrder = OrderRandom
+	pick := streamPicker(rnd, pt, 3)
+	for n := range 1000 {
+		s := pick(n)
+		if s < 0 || s >= pt.streams {
+			t.Fatalf("stream %d of %d", s, pt.streams)
+		}
+		seen[s] = true
+	}
+	if len(seen) < 990 {
+		t.Fatalf("1000 random picks hit %d streams", len(seen))
+	}
+	sweep := streamPicker(cfg, pt, 3)
+	for n := range 1000 {
+		if s := sweep(n); s != 3+n {
+			t.Fatalf("sweep: batch %d to stream %d", n, s)
+		}
+	}
+	if orderSuffix(rnd) != "-random" || orderSuffix(cfg) != "" {
+		t.Fatal("run names do not tell the orders apart")
+	}
+	bad := cfg
+	bad.StreamOrder = "zigzag"
+	if err := bad.Validate(); err == nil {
+		t.Fatal("stream order zigzag accepted")
+	}
+}
