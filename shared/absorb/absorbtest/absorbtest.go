@@ -9,6 +9,7 @@ package absorbtest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,13 +21,13 @@ import (
 	"github.com/strandlog/strand/shared/objstore"
 )
 
-// StreamIDs returns n deterministic stream ids.
+// StreamIDs returns n deterministic, distinct stream ids (0x5a, then i+1
+// big-endian in the last 8 bytes).
 func StreamIDs(n int) []format.StreamID {
 	out := make([]format.StreamID, n)
 	for i := range out {
 		out[i][0] = 0x5a
-		out[i][15] = byte(i + 1)
-		out[i][14] = byte((i + 1) >> 8)
+		binary.BigEndian.PutUint64(out[i][8:], uint64(i)+1)
 	}
 	return out
 }

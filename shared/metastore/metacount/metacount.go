@@ -232,7 +232,7 @@ func (c *Store) GetStream(ctx context.Context, name string) (metastore.Stream, e
 func (c *Store) ListStreams(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Stream, string, error) {
 	c.calls[ListStreams].Add(1)
 	sts, next, err := c.s.ListStreams(ctx, prefix, startAfter, limit)
-	c.bill(read(streamSizes(sts)...))
+	c.bill(read(sizes(sts, StreamItemBytes)...))
 	return sts, next, err
 }
 
@@ -262,7 +262,7 @@ func (c *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass metas
 func (c *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
 	c.calls[QueryRefs].Add(1)
 	refs, err := c.s.QueryRefs(ctx, streamID, fromSeq, limit)
-	c.bill(read(refSizes(refs)...).add(read())) // the ref before fromSeq, then the rest
+	c.bill(read(sizes(refs, metastore.RefSize)...).add(read())) // the ref before fromSeq, then the rest
 	return refs, err
 }
 
@@ -364,6 +364,6 @@ func (c *Store) DeleteToken(ctx context.Context, hash string) error {
 func (c *Store) ListTokens(ctx context.Context, prefix string) ([]metastore.Token, error) {
 	c.calls[ListTokens].Add(1)
 	ts, err := c.s.ListTokens(ctx, prefix)
-	c.bill(read(tokenSizes(ts)...))
+	c.bill(read(sizes(ts, metastore.TokenSize)...))
 	return ts, err
 }

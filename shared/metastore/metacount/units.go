@@ -123,26 +123,11 @@ func DeleteRefsUnits(refs []metastore.Ref) Units {
 	return u
 }
 
-func refSizes(refs []metastore.Ref) []int {
-	out := make([]int, len(refs))
-	for i, r := range refs {
-		out[i] = metastore.RefSize(r)
-	}
-	return out
-}
-
-func streamSizes(sts []metastore.Stream) []int {
-	out := make([]int, len(sts))
-	for i, s := range sts {
-		out[i] = StreamItemBytes(s)
-	}
-	return out
-}
-
-func tokenSizes(ts []metastore.Token) []int {
-	out := make([]int, len(ts))
-	for i, t := range ts {
-		out[i] = metastore.TokenSize(t)
+// sizes is the item size of each of xs.
+func sizes[T any](xs []T, size func(T) int) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = size(x)
 	}
 	return out
 }
