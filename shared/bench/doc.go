@@ -122,5 +122,8 @@
 // count. The heap is read after a GC before the star starts, once every
 // stream is created and opened, and at the window's end (HeapFigures): it
 // is the whole process's, memory buckets and metastore included. Stream
-// names carry their index, so they are unique at any count.
+// names carry their index, so they are unique at any count. Producers take
+// the streams in turn (Config.StreamOrder sweep: a short window touches few
+// streams) or at random (random: up to one stream per batch, the absorb's
+// worst case for ref writes).
 package bench
