@@ -9,7 +9,6 @@ package absorbtest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,13 +20,13 @@ import (
 	"github.com/strandlog/strand/shared/objstore"
 )
 
-// StreamIDs returns n deterministic, distinct stream ids (0x5a, then i+1
-// big-endian in the last 8 bytes).
+// StreamIDs returns n deterministic stream ids.
 func StreamIDs(n int) []format.StreamID {
 	out := make([]format.StreamID, n)
 	for i := range out {
 		out[i][0] = 0x5a
-		binary.BigEndian.PutUint64(out[i][8:], uint64(i)+1)
+		out[i][15] = byte(i + 1)
+		out[i][14] = byte((i + 1) >> 8)
 	}
 	return out
 }
