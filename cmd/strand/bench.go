@@ -38,7 +38,8 @@ in-process or with --api; GETs follow the --*-get-* models.`,
   strand bench --class express,standard --rate 1,10,100 --duration 10s
   strand bench --rate 100 --s3-express-flush-deadline 2ms,4ms,8ms --baseline=false
   strand bench --api --class standard --producers 8 --json-out run.json --plot docs/perf
-  strand bench --workload tail,catchup,fanout --backlog-mb 512`,
+  strand bench --workload tail,catchup,fanout --backlog-mb 512
+  strand bench --streams 1000,10000,100000 --record-size 100 --batch-bytes 100 --rate 2 --producers 16 --baseline=false --plot docs/perf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Classes = nil
@@ -102,6 +103,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
 	f.BoolVar(&cfg.Idempotent, "idempotent", false, "in-process producers append exactly once (a producer id and batch seq per batch)")
 	f.IntSliceVar(&cfg.Streams, "streams", cfg.Streams, "streams (list)")
+	f.StringVar(&cfg.StreamOrder, "stream-order", "sweep", "how producers pick each batch's stream: sweep (in turn) or random (uniform)")
 	f.IntSliceVar(&cfg.RecordBytes, "record-size", cfg.RecordBytes, "record body bytes (list)")
 	f.StringSliceVar(&classes, "class", []string{"express"}, "classes: express, standard (list)")
 	f.Float64SliceVar(&cfg.RatesMBps, "rate", cfg.RatesMBps, "offered MB/s (list; 0 = as fast as acks allow)")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,6 +79,17 @@ func TestTinyInProcRun(t *testing.T) {
 	}
 	if r.Cost == nil || r.Cost.Total <= 0 || r.Cost.ChainPuts <= 0 {
 		t.Fatalf("cost %+v", r.Cost)
+	}
+	// Item writes: at least one per ref put, and every item written costs
+	// at least one WRU (two in a transaction).
+	if r.MetaItemWritesPerSec < r.MetaWritesPerSec || r.MetaWRUPerSec < r.MetaItemWritesPerSec || r.MetaRRUPerSec <= 0 {
+		t.Fatalf("metastore %.1f item writes/s, %.1f WRU/s, %.1f RRU/s for %.1f write calls/s", r.MetaItemWritesPerSec, r.MetaWRUPerSec, r.MetaRRUPerSec, r.MetaWritesPerSec)
+	}
+	if sh := r.Cost.MetastoreShare; sh <= 0 || sh >= 1 || math.Abs(sh-r.Cost.Metastore/r.Cost.Total) > 1e-12 {
+		t.Fatalf("metastore share %g of %+v", sh, r.Cost)
+	}
+	if h := r.Heap; h == nil || h.BaseMiB <= 0 || h.OpenMiB <= 0 || h.EndMiB <= 0 {
+		t.Fatalf("heap figures %+v", h)
 	}
 	b := r.Baseline
 	if b == nil || b.MBps <= 0 || b.MetaWritesPerSec <= 0 || b.PutsPerGBRatio <= 1 {

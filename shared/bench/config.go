@@ -24,6 +24,12 @@ const (
 	WorkFanout  = "fanout"  // tail and catch-up with 1, 10, 100 readers of one stream
 )
 
+// Stream orders (Config.StreamOrder).
+const (
+	OrderSweep  = "sweep"
+	OrderRandom = "random"
+)
+
 // ErrConfig: the configuration cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
 
@@ -48,9 +54,14 @@ type Config struct {
 	RatesMBps   []float64 // offered load per run; 0 = as fast as acks allow
 
 	BatchBytes int // target batch size: records per batch = BatchBytes / RecordBytes, 1..1000
-	Inflight   int // batches outstanding per producer
-	Duration   time.Duration
-	Warmup     time.Duration // excluded from every figure
+	// StreamOrder is how producers pick each batch's stream: OrderSweep
+	// (""; producer p's n-th batch goes to stream (p+n) mod streams, so a
+	// short window touches few streams) or OrderRandom (uniform, seeded:
+	// a window touches up to one stream per batch).
+	StreamOrder string
+	Inflight    int // batches outstanding per producer
+	Duration    time.Duration
+	Warmup      time.Duration // excluded from every figure
 
 	// PUT latency models per class (every bucket of the set draws
 	// independently), and the naive baseline's metastore write.
@@ -167,6 +178,11 @@ func (c Config) Validate() error {
 		if d < 0 {
 			return fmt.Errorf("%w: negative flush deadline %s", ErrConfig, d)
 		}
+	}
+	switch c.StreamOrder {
+	case "", OrderSweep, OrderRandom:
+	default:
+		return fmt.Errorf("%w: stream order %q (want sweep or random)", ErrConfig, c.StreamOrder)
 	}
 	if c.BatchBytes < 1 || c.Inflight < 1 || c.Duration <= 0 || c.Warmup < 0 || c.Sample <= 0 {
 		return fmt.Errorf("%w: batch bytes, inflight, duration and sample must be positive", ErrConfig)

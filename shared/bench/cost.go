@@ -69,6 +69,8 @@ type Cost struct {
 	SettlePuts    float64 `json:"settle_puts_modelled"`
 	Total         float64 `json:"total"`
 	MetastorePerH float64 `json:"metastore_usd_per_hour"`
+	// MetastoreShare is Metastore / Total.
+	MetastoreShare float64 `json:"metastore_share"`
 }
 
 // Counted is what a run counted inside its measured window.
@@ -112,6 +114,9 @@ func (p Prices) cost(express bool, n Counted) Cost {
 		c.SettlePuts = 1024 / p.SettledObjectMiB * p.StandardPutPer1000 / 1000
 	}
 	c.Total = c.ChainPuts + c.ChainUpload + c.CrossAZ + c.TransitStore + c.Metastore + c.Lambda + c.SettlePuts
+	if c.Total > 0 {
+		c.MetastoreShare = c.Metastore / c.Total
+	}
 	return c
 }
 

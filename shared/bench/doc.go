@@ -103,4 +103,27 @@
 // every copy, cross-zone transfer of the remote copies and transit
 // storage; the metastore's measured operations as DynamoDB request units;
 // absorb Lambda invocations; and the later settle PUTs as a modelled line.
+//
+// The metastore is billed by item, not by call (metacount.Units): every
+// item a call puts, updates, deletes or checks is an item write, and
+// request units follow DynamoDB's rules by item size (1 WRU per KB written,
+// 2 per KB in a transaction; 1 RRU per 4 KB read strongly consistent, a
+// Query's items summed). A run reports item writes, WRU and RRU per
+// second, the metastore's dollars per hour and its share of the cost per
+// GB.
+//
+// # Many streams
+//
+// Runs that differ only in their stream count (--streams 1000,10000,...)
+// are grouped: WriteText ends with a table, one row per count (metastore
+// item writes, request units and $/h, the metastore's share of $/GiB,
+// chain PUTs per GiB, the heap in use, ack p99), and with a plot
+// directory Run writes <name with -streams- for the count>.svg against the
+// count. The heap is read after a GC before the star starts, once every
+// stream is created and opened, and at the window's end (HeapFigures): it
+// is the whole process's, memory buckets and metastore included. Stream
+// names carry their index, so they are unique at any count. Producers take
+// the streams in turn (Config.StreamOrder sweep: a short window touches few
+// streams) or at random (random: up to one stream per batch, the absorb's
+// worst case for ref writes).
 package bench

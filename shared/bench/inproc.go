@@ -80,6 +80,9 @@ type env struct {
 	// each behind its class's GET model.
 	gets, settledGets *getCount
 	settled           objstore.Bucket
+	// heap: the process's heap before and after the streams opened (set
+	// by runPoint; measureAt adds the end).
+	heap *HeapFigures
 }
 
 func newEnv(cfg Config, pt point) *env {
@@ -218,12 +221,15 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 	case ModeRemote:
 		return runRemote(ctx, cfg, pt)
 	}
+	base := heapInuse()
 	e := newEnv(cfg, pt)
 	st, stop, err := e.startInProc(ctx, pt, true)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
+	open := heapInuse()
+	e.heap = &HeapFigures{BaseMiB: mib(base), OpenMiB: mib(open), PerStream: (float64(open) - float64(base)) / float64(pt.streams)}
 	return measure(ctx, cfg, pt, e, &inproc{st: st, ids: e.ids, idem: cfg.Idempotent})
 }
 
@@ -289,8 +295,12 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 		}
 	}
 	drive(ctx, cfg, pt, tgt, d)
-	r := Result{Name: pt.name(cfg.Mode), Mode: cfg.Mode, Workload: pt.workload, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
-		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate,
+	var heapEnd uint64
+	if e != nil && e.heap != nil {
+		heapEnd = heapInuse()
+	}
+	r := Result{Name: pt.name(cfg.Mode) + orderSuffix(cfg), Mode: cfg.Mode, Workload: pt.workload, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
+		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate, StreamOrder: cfg.StreamOrder,
 		Errors: d.errors, Timeline: d.timeline,
 		PeakHeapMiB: float64(d.mem.heap) / (1 << 20), PeakTotalMiB: float64(d.mem.total) / (1 << 20), PeakStoreMiB: float64(d.peakStore) / (1 << 20)}
 	if e != nil {
@@ -329,17 +339,24 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	if e == nil {
 		return r, nil
 	}
+	if e.heap != nil {
+		h := *e.heap
+		h.EndMiB = mib(heapEnd)
+		r.Heap = &h
+	}
 	e.floors(d, &r)
 	snap := d.snapEnd.Sub(d.snapStart).Seconds()
 	dc := c1.Sub(c0)
 	r.MetaOps = map[string]int64{}
-	for op := metacount.Op(0); op <= metacount.GetToken; op++ {
+	for _, op := range metacount.Ops() {
 		if n := dc.Of(op); n > 0 {
 			r.MetaOps[op.String()] = n
 		}
 	}
 	r.MetaOpsPerSec = float64(dc.Total()) / snap
 	r.MetaWritesPerSec = float64(dc.Writes()) / snap
+	r.MetaItemWritesPerSec = float64(dc.Items) / snap
+	r.MetaWRUPerSec, r.MetaRRUPerSec = float64(dc.WRU)/snap, float64(dc.RRU)/snap
 	gbWin := float64(bodyBytes) / (1 << 30) * snap / win // bodies over the snapshot's span
 	if gbWin > 0 {
 		r.PutsPerGB = float64(p1-p0) / gbWin
@@ -352,23 +369,11 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	return r, nil
 }
 
-// requestUnits prices metastore calls in DynamoDB request units: PutRefs
-// is a transaction (2 WRU per item: each ref and the lease check), every
-// other write a conditional single-item write (1 WRU, items under 1 KB),
-// every read a strongly consistent read (1 RRU).
+// requestUnits is the DynamoDB request units of metastore calls, by item
+// size (metacount.Units: 1 WRU per KB written, 2 in a transaction; 1 RRU
+// per 4 KB read strongly consistent).
 func requestUnits(c metacount.Counts) (wru, rru float64) {
-	for op := metacount.Op(0); op <= metacount.GetToken; op++ {
-		n := float64(c.Of(op))
-		switch {
-		case op == metacount.PutRefs:
-			wru += 2 * (float64(c.RefItems) + n)
-		case op.Write():
-			wru += n
-		default:
-			rru += n
-		}
-	}
-	return wru, rru
+	return float64(c.WRU), float64(c.RRU)
 }
 
 // floors computes the floor and the overheads of every measured batch.

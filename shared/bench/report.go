@@ -75,7 +75,8 @@ func WriteText(w io.Writer, rs []Result) error {
 		pct("overhead, ordered floor", r.OrderedOverhead)
 		if r.Mode != ModeRemote {
 			fmt.Fprintf(&b, "  flights                    %d, mean %.0f KiB; %.0f chain PUTs per GiB\n", r.Flights, r.MeanFlightKiB, r.PutsPerGB)
-			fmt.Fprintf(&b, "  metastore                  %.1f ops/s (%.1f writes/s):", r.MetaOpsPerSec, r.MetaWritesPerSec)
+			fmt.Fprintf(&b, "  metastore                  %.1f item writes/s, %.1f WRU/s, %.1f RRU/s; %.1f ops/s (%.1f writes/s):",
+				r.MetaItemWritesPerSec, r.MetaWRUPerSec, r.MetaRRUPerSec, r.MetaOpsPerSec, r.MetaWritesPerSec)
 			var ops []string
 			for op := range r.MetaOps {
 				ops = append(ops, op)
@@ -87,9 +88,12 @@ func WriteText(w io.Writer, rs []Result) error {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "  memory                     peak heap %.0f MiB, peak from OS %.0f MiB, buckets held peak %.0f MiB\n", r.PeakHeapMiB, r.PeakTotalMiB, r.PeakStoreMiB)
+		if h := r.Heap; h != nil {
+			fmt.Fprintf(&b, "  heap in use after GC       %.0f MiB before the star, %.0f MiB with the streams open (%.0f bytes per stream), %.0f MiB at the end\n", h.BaseMiB, h.OpenMiB, h.PerStream, h.EndMiB)
+		}
 		if c := r.Cost; c != nil {
-			fmt.Fprintf(&b, "  cost $/GiB                 %.6f = PUTs %.6f + upload %.6f + cross-AZ %.6f + transit storage %.6f + metastore %.6f + absorb Lambda/SQS %.6f + settle PUTs %.6f; metastore $%.4f/h\n",
-				c.Total, c.ChainPuts, c.ChainUpload, c.CrossAZ, c.TransitStore, c.Metastore, c.Lambda, c.SettlePuts, c.MetastorePerH)
+			fmt.Fprintf(&b, "  cost $/GiB                 %.6f = PUTs %.6f + upload %.6f + cross-AZ %.6f + transit storage %.6f + metastore %.6f + absorb Lambda/SQS %.6f + settle PUTs %.6f; metastore $%.4f/h, %.0f%% of $/GiB\n",
+				c.Total, c.ChainPuts, c.ChainUpload, c.CrossAZ, c.TransitStore, c.Metastore, c.Lambda, c.SettlePuts, c.MetastorePerH, 100*c.MetastoreShare)
 		}
 		if nb := r.Baseline; nb != nil {
 			fmt.Fprintf(&b, "  naive baseline             %.1f MB/s, ack p50 %.2f p99 %.2f ms, %.0f PUTs/GiB, %.1f metastore writes/s, $%.6f/GiB\n",
@@ -98,6 +102,7 @@ func WriteText(w io.Writer, rs []Result) error {
 				nb.PutsPerGBRatio, nb.MetaWritesRatio, nb.CostPerGBRatio, nb.ThroughputRatio)
 		}
 	}
+	writeStreamsTables(&b, rs)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

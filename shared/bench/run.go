@@ -28,6 +28,7 @@ type Result struct {
 	RecordBytes     int     `json:"record_bytes"`
 	RecordsPerBatch int     `json:"records_per_batch"`
 	OfferedMBps     float64 `json:"offered_mbps"`                // 0: unthrottled
+	StreamOrder     string  `json:"stream_order,omitempty"`      // "": sweep
 	FlushDeadlineMs float64 `json:"flush_deadline_ms,omitempty"` // the star's, in-process and API runs
 	IdleCut         bool    `json:"idle_cut,omitempty"`          // the star cut at once when no flight was in the air
 	Seconds         float64 `json:"seconds"`                     // measured window
@@ -57,10 +58,20 @@ type Result struct {
 	MetaOpsPerSec    float64          `json:"metastore_ops_per_s"`
 	MetaWritesPerSec float64          `json:"metastore_writes_per_s"`
 	MetaOps          map[string]int64 `json:"metastore_ops,omitempty"`
+	// The metastore's bill by item: item writes (every item a call puts,
+	// updates, deletes or checks) and DynamoDB request units by item size
+	// (metacount.Units).
+	MetaItemWritesPerSec float64 `json:"metastore_item_writes_per_s"`
+	MetaWRUPerSec        float64 `json:"metastore_wru_per_s"`
+	MetaRRUPerSec        float64 `json:"metastore_rru_per_s"`
 
 	PeakHeapMiB  float64 `json:"peak_heap_mib"`
 	PeakTotalMiB float64 `json:"peak_total_mib"`
 	PeakStoreMiB float64 `json:"peak_store_mib,omitempty"` // held by the memory buckets (the backlog)
+	// Heap in use after a GC (in-process runs): before the star started,
+	// once every stream was created and opened, and at the window's end.
+	// The whole process: star, memory buckets and metastore, bench trace.
+	Heap *HeapFigures `json:"heap,omitempty"`
 
 	Timeline []float64  `json:"timeline_mbps,omitempty"` // MB/s per sample interval
 	Cost     *Cost      `json:"cost_usd_per_gb,omitempty"`
@@ -170,6 +181,11 @@ func Run(ctx context.Context, cfg Config, log io.Writer) ([]Result, error) {
 					}
 				}
 			}
+		}
+	}
+	if cfg.PlotDir != "" {
+		if err := writeStreamsPlots(cfg.PlotDir, out); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
@@ -346,12 +362,13 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 			if pt.rate > 0 {
 				interval = time.Duration(float64(batchBytes) / (pt.rate * 1e6 / float64(pt.producers)) * float64(time.Second))
 			}
+			pick := streamPicker(cfg, pt, p)
 			pc := newPacer(time.Now().Add(time.Duration(p)*interval/time.Duration(pt.producers)), interval)
 			paceLoop(clock.Real{}, pc, d.end, func(n int, sched, actual time.Time) bool {
 				if runCtx.Err() != nil {
 					return false
 				}
-				s := (p + n) % pt.streams
+				s := pick(n)
 				batch := recs
 				if pt.stamp {
 					batch = stamped(recs, sched)
@@ -424,6 +441,25 @@ func drive(ctx context.Context, cfg Config, pt point, tgt target, d *driveOut) {
 			d.onEnd()
 		}
 	}
+}
+
+// streamPicker is producer p's choice of stream for its n-th batch
+// (Config.StreamOrder).
+func streamPicker(cfg Config, pt point, p int) func(n int) int {
+	if cfg.StreamOrder == OrderRandom {
+		r := rand.New(rand.NewPCG(uint64(cfg.Seed), 1000+uint64(p)))
+		return func(int) int { return r.IntN(pt.streams) }
+	}
+	return func(n int) int { return (p + n) % pt.streams }
+}
+
+// orderSuffix marks a run's name with a stream order other than the
+// default sweep.
+func orderSuffix(cfg Config) string {
+	if cfg.StreamOrder == OrderRandom {
+		return "-random"
+	}
+	return ""
 }
 
 // stamped copies recs with one new body: the template's, its first 8

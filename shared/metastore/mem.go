@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -16,6 +15,7 @@ import (
 type Mem struct {
 	mu      sync.Mutex
 	streams map[string]Stream            // by name
+	names   nameIndex                    // the streams' names, in order (ListStreams)
 	refs    map[string]map[uint64]Ref    // by stream id, then first seq
 	heads   map[ChainID]Head             // by chain
 	epochs  map[ChainID]map[uint64]Epoch // by chain, then epoch
@@ -56,6 +56,7 @@ func (m *Mem) CreateStream(ctx context.Context, s Stream) (Stream, error) {
 		return cur, fmt.Errorf("create stream %q: %w", s.Name, ErrExists)
 	}
 	m.streams[s.Name] = s
+	m.names.add(s.Name)
 	return s, nil
 }
 
@@ -82,13 +83,7 @@ func (m *Mem) ListStreams(ctx context.Context, prefix, startAfter string, limit 
 		return nil, "", err
 	}
 	m.mu.Lock()
-	var names []string
-	for name := range m.streams {
-		if strings.HasPrefix(name, prefix) && name > startAfter {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
+	names := m.names.page(prefix, startAfter, limit+1, func(n string) bool { _, ok := m.streams[n]; return ok })
 	next := ""
 	if len(names) > limit {
 		names = names[:limit]
@@ -141,6 +136,7 @@ func (m *Mem) DeleteStream(ctx context.Context, name, id string) error {
 		return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
 	}
 	delete(m.streams, name)
+	m.names.remove()
 	return nil
 }
 

@@ -54,7 +54,7 @@ func tok(b byte) string {
 
 // newNode starts a star with both classes on memory buckets, and its API
 // server over HTTP (h2c).
-func newNode(t *testing.T, meta metastore.Store, id string, withAuth bool, peers map[string]string) *node {
+func newNode(t testing.TB, meta metastore.Store, id string, withAuth bool, peers map[string]string) *node {
 	t.Helper()
 	var chk *auth.Checker
 	if withAuth {
@@ -65,7 +65,7 @@ func newNode(t *testing.T, meta metastore.Store, id string, withAuth bool, peers
 
 // newNodeWith is newNode with a given checker (nil: no authentication) and
 // logger (nil: discard).
-func newNodeWith(t *testing.T, meta metastore.Store, id string, chk *auth.Checker, peers map[string]string, log *slog.Logger) *node {
+func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checker, peers map[string]string, log *slog.Logger) *node {
 	t.Helper()
 	mk := func(prefix string, k int) []objstore.Bucket {
 		var bs []objstore.Bucket
@@ -114,7 +114,7 @@ func newNodeWith(t *testing.T, meta metastore.Store, id string, chk *auth.Checke
 	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop}
 }
 
-func newMeta(t *testing.T) metastore.Store {
+func newMeta(t testing.TB) metastore.Store {
 	meta := metastore.NewMem()
 	ctx := context.Background()
 	must(t, auth.Issue(ctx, meta, adminTok, "", []auth.Op{auth.Admin}))
@@ -123,14 +123,14 @@ func newMeta(t *testing.T) metastore.Store {
 	return meta
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func newClient(t *testing.T, n *node, token string) *client.Client {
+func newClient(t testing.TB, n *node, token string) *client.Client {
 	t.Helper()
 	c, err := client.New(n.ts.URL, client.WithToken(token))
 	must(t, err)

@@ -301,7 +301,7 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 	l.mu.Unlock()
 	l.s.log.Info("epoch recovered", "chain", l.chain.String(), "halted_epoch", epoch, "cut", cut, "acked_late", cut-base, "republished", len(again), "epoch", epoch+1)
 	for _, nf := range again {
-		nf.obj = render(nf.builder, nf.epoch, nf.slot, nonce, nf.batches)
+		nf.setObj(render(nf.builder, nf.epoch, nf.slot, nonce, nf.batches))
 		go l.commit(ctx, nf)
 	}
 	l.notify()

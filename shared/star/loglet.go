@@ -94,13 +94,21 @@ type flight struct {
 	bytes   int
 	builder *format.Builder
 	obj     []byte
+	objLen  int // len(obj), kept once obj is recycled (backlog bytes)
 	cutAt   time.Time
 	durable bool
 	relAt   time.Time
-	// The builder (and obj) go back to the free list only when every copy's
-	// upload has finished and the flight left the flight index.
-	uploaded, absorbed bool
+	// The builder (and obj) go back to the free list as soon as every
+	// copy's upload has finished: nothing reads the rendered object after
+	// that (the flight index serves reads from each batch's own records),
+	// so a released flight waiting for the absorb holds its batches only,
+	// not a second copy of their bytes.
+	uploaded bool
 }
+
+// setObj sets the flight's rendered object. Called before its commit
+// starts, so the commit and release see objLen.
+func (f *flight) setObj(obj []byte) { f.obj, f.objLen = obj, len(obj) }
 
 // loglet is one class's chain on this star: pool, flusher, commit, release.
 type loglet struct {
@@ -422,7 +430,7 @@ func (l *loglet) flusher(ctx context.Context) {
 		l.broadcast() // pool space freed
 		// 4. Render once, outside the lock; commit in the background.
 		l.mu.Unlock()
-		f.obj = render(f.builder, f.epoch, f.slot, nonce, f.batches)
+		f.setObj(render(f.builder, f.epoch, f.slot, nonce, f.batches))
 		l.trace(TraceCut, f, f.cutAt)
 		go l.commit(ctx, f)
 		l.mu.Lock()
@@ -460,10 +468,10 @@ func (l *loglet) uploaded(f *flight) {
 	l.recycle(f)
 }
 
-// recycle returns f's builder to the free list once nothing reads its bytes.
-// Called with l.mu held.
+// recycle returns f's builder to the free list once nothing reads its
+// bytes: every copy's upload has finished. Called with l.mu held.
 func (l *loglet) recycle(f *flight) {
-	if f.uploaded && f.absorbed && f.builder != nil {
+	if f.uploaded && f.builder != nil {
 		l.builders = append(l.builders, f.builder)
 		f.builder, f.obj = nil, nil
 	}
@@ -559,7 +567,7 @@ func (l *loglet) release(f *flight, now time.Time) {
 		b.st.indexed = append(b.st.indexed, b)
 	}
 	l.released = append(l.released, f)
-	l.relBytes += len(f.obj)
+	l.relBytes += f.objLen
 }
 
 // absorbed drops flights below the checkpoint from the flight index.
@@ -572,9 +580,7 @@ func (l *loglet) absorbed(cur metastore.Cursor) {
 		if !(metastore.Cursor{Epoch: f.epoch, Slot: f.slot}).Less(cur) {
 			break
 		}
-		l.relBytes -= len(f.obj)
-		f.absorbed = true
-		l.recycle(f)
+		l.relBytes -= f.objLen
 		for _, b := range f.batches {
 			st := b.st
 			if len(st.indexed) > 0 && st.indexed[0] == b {

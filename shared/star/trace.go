@@ -53,7 +53,7 @@ func (l *loglet) trace(kind TraceKind, f *flight, at time.Time) {
 	}
 	ev := TraceEvent{Kind: kind, Class: l.class, Epoch: f.epoch, Slot: f.slot, At: at}
 	if kind == TraceCut {
-		ev.Bytes = len(f.obj)
+		ev.Bytes = f.objLen
 		ev.Batches = make([]TraceBatch, len(f.batches))
 		for i, b := range f.batches {
 			ev.Batches[i] = TraceBatch{Stream: b.st.id, FirstSeq: b.first, Records: b.recs}

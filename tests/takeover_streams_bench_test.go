@@ -1,0 +1,94 @@
+package tests
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/star"
+)
+
+// manyIDs is n distinct stream ids, past the 65,535 that
+// absorbtest.StreamIDs numbers on main (another branch widens it).
+func manyIDs(n int) []format.StreamID {
+	ids := make([]format.StreamID, n)
+	for i := range ids {
+		ids[i][0] = 0x5a
+		binary.BigEndian.PutUint64(ids[i][8:], uint64(i)+1)
+	}
+	return ids
+}
+
+// BenchmarkTakeoverStreams measures takeover when the star that died had
+// many streams, each with one released but unabsorbed append (nothing
+// absorbed while it ran): the successor fences the chain, absorbs up to
+// the cut (a ref per stream) and mints its epoch. It also reports the time
+// to reopen every stream on the new star with its tail recovered from its
+// last ref, which the API server does lazily, one stream at a time, on
+// its first append after the takeover. Bucket calls take no modelled
+// latency here: the figure is the star's and the absorb's own work.
+// docs/performance.md ("Many streams") reports it:
+//
+//	go test ./tests -run '^$' -bench TakeoverStreams -benchtime 1x
+func BenchmarkTakeoverStreams(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				ctx := context.Background()
+				w := newWorld(3)
+				old := w.startStar(b, false)
+				ids := manyIDs(n)
+				for _, id := range ids {
+					if err := old.s.Open(star.StreamInfo{ID: id, Class: metastore.Express}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var pend []*star.Pending
+				wait := func() {
+					for _, p := range pend {
+						if _, err := p.Wait(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					pend = pend[:0]
+				}
+				for i, id := range ids {
+					p, err := old.s.Submit(ctx, id, []format.Record{{Body: []byte("r")}}, star.AppendOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if pend = append(pend, p); len(pend) == 4096 || i == len(ids)-1 {
+						wait()
+					}
+				}
+				old.kill()
+				b.StartTimer()
+				start := time.Now()
+				nw := w.startStar(b, false)
+				took := time.Since(start)
+				b.StopTimer()
+				head, err := w.meta.GetHead(ctx, metastore.ChainID{Star: "star-0", Class: metastore.Express})
+				if err != nil || head.Checkpoint.Epoch != 1 || head.Checkpoint.Slot == 0 {
+					b.Fatalf("takeover left the checkpoint at %s: %v", head.Checkpoint, err)
+				}
+				start = time.Now()
+				w.open(b, nw.s, ids)
+				reopen := time.Since(start)
+				for _, i := range []int{0, n / 2, n - 1} {
+					if r, err := w.meta.LastRef(ctx, ids[i].String()); err != nil || r.LastSeq != 0 {
+						b.Fatalf("stream %d after the takeover: last ref %+v, %v", i, r, err)
+					}
+				}
+				nw.kill()
+				b.ReportMetric(float64(took.Milliseconds()), "ms/takeover")
+				b.ReportMetric(float64(reopen.Milliseconds()), "ms/reopen-all")
+				b.ReportMetric(float64(head.Checkpoint.Slot), "flights")
+			}
+		})
+	}
+}
