@@ -171,6 +171,11 @@ func ValidateRef(r Ref) error {
 			return fmt.Errorf("%w: ref %s@%d: location %d: empty key or negative offset/length", ErrInvalid, r.StreamID, r.FirstSeq, i)
 		}
 	}
+	if r.Commands != nil {
+		if err := r.Commands.Validate(); err != nil {
+			return fmt.Errorf("%w: ref %s@%d: %v", ErrInvalid, r.StreamID, r.FirstSeq, err)
+		}
+	}
 	return validateMarks(r)
 }
 
@@ -288,6 +293,9 @@ func EqualRef(a, b Ref) bool {
 		if a.Locations[i] != b.Locations[i] {
 			return false
 		}
+	}
+	if (a.Commands == nil) != (b.Commands == nil) || (a.Commands != nil && *a.Commands != *b.Commands) {
+		return false
 	}
 	return slices.Equal(a.Producers, b.Producers)
 }

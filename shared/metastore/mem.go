@@ -497,6 +497,10 @@ func (m *Mem) ListTokens(ctx context.Context, prefix string) ([]Token, error) {
 func cloneRef(r Ref) Ref {
 	r.Locations = slices.Clone(r.Locations)
 	r.Producers = slices.Clone(r.Producers)
+	if r.Commands != nil {
+		c := *r.Commands
+		r.Commands = &c
+	}
 	return r
 }
 

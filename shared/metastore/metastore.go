@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/strandlog/strand/shared/format"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -129,6 +131,11 @@ type Ref struct {
 	// Producers are the idempotent producer batches the ref remembers (see
 	// ProducerMark), in seq order; nil for refs without any.
 	Producers []ProducerMark `json:",omitempty"`
+	// Commands is the stream's command state (fencing token, trim point)
+	// as of the ref's last record, as the flight's command table gave it
+	// (format version 3); nil when the stream had no command record by
+	// then. A successor star seeds the stream's state from its last ref.
+	Commands *format.StreamCommands `json:",omitempty"`
 }
 
 // ChainID names one loglet: a star's chain of one class.

@@ -28,6 +28,13 @@ type batch struct {
 	// none); see dedupe.go.
 	producer format.ProducerID
 	batchSeq uint64
+	// fenceToken is the token the append carries; cmd is set for a command
+	// record (commands.go); cmds is the stream's command state after the
+	// batch, for the flight's command table (hasCmds: the stream has any).
+	fenceToken string
+	cmd        *command
+	cmds       format.StreamCommands
+	hasCmds    bool
 
 	ack  Ack
 	err  error
@@ -291,6 +298,9 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 				continue
 			}
 		}
+		if err := st.checkFence(b); err != nil {
+			return nil, err
+		}
 		if match != nil && *match != st.next {
 			if !held {
 				held, target = true, st.next
@@ -316,6 +326,7 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 	if !b.producer.IsZero() {
 		st.dd.admit(b.producer, b.batchSeq, b, nowMs)
 	}
+	st.apply(b)
 	st.lastTs = b.clampTimestamps(st.lastTs)
 	b.at = l.s.clk.Now()
 	l.pool = append(l.pool, b)
@@ -487,6 +498,9 @@ func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches [
 				if !bt.producer.IsZero() {
 					b.AddBatch(bt.producer, bt.batchSeq, bt.first, bt.recs)
 				}
+				if bt.hasCmds {
+					b.SetCommands(bt.cmds) // the latest batch's state wins
+				}
 			}
 		}
 		b.EndSegment()
@@ -531,6 +545,9 @@ func (l *loglet) release(f *flight, now time.Time) {
 		st := b.st
 		st.ackedNext = b.first + uint64(b.recs)
 		st.ackedTs = b.lastTs
+		if b.hasCmds {
+			st.ackedCmds = b.cmds
+		}
 		st.wake()
 	}
 	for _, b := range f.batches {

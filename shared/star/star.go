@@ -83,6 +83,9 @@ type StreamInfo struct {
 	// Producers seed the dedupe table: each producer's latest batches as
 	// recovered from refs (exactly-once appends across takeovers).
 	Producers []ProducerState
+	// Commands seeds the stream's command state (fencing token, trim
+	// point) as recovered from its last ref; nil: none.
+	Commands *format.StreamCommands
 }
 
 type stream struct {
@@ -106,6 +109,11 @@ type stream struct {
 	// dd is the producer dedupe table (nil until a producer appends or
 	// Open seeds it).
 	dd *dedupe
+	// cmds is the command state as of the last sequenced record, ackedCmds
+	// as of the acknowledged tail; hasCmds: the stream has command state,
+	// so every segment of it carries cmds in its flight's command table.
+	cmds, ackedCmds format.StreamCommands
+	hasCmds         bool
 }
 
 // wake closes the stream's watch channel, if anyone holds it. Called with
@@ -267,6 +275,9 @@ func (s *Star) Open(info StreamInfo) error {
 	if len(info.Producers) > 0 {
 		st.dedupe(s).seed(info.Producers, s.clk.Now().UnixMilli())
 	}
+	if info.Commands != nil {
+		st.cmds, st.ackedCmds, st.hasCmds = *info.Commands, *info.Commands, true
+	}
 	s.streams[info.ID] = st
 	return nil
 }
@@ -339,6 +350,10 @@ type AppendOptions struct {
 	// of being written again. The zero Producer means none. See dedupe.go.
 	Producer format.ProducerID
 	BatchSeq uint64
+	// FenceToken must be the stream's current fencing token ("" for a
+	// stream that is not fenced), or the batch is refused with ErrFenced.
+	// The check is sequenced with the appends (see Fence).
+	FenceToken string
 }
 
 // Pending is an admitted batch waiting for its ack.
@@ -381,7 +396,7 @@ func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Rec
 	p.b = &p.inner
 	b := p.b
 	b.init(st, recs, size, s.clk.Now().UnixMilli())
-	b.producer, b.batchSeq = opt.Producer, opt.BatchSeq
+	b.producer, b.batchSeq, b.fenceToken = opt.Producer, opt.BatchSeq, opt.FenceToken
 	dup, err := st.l.admit(ctx, b, opt.MatchSeq)
 	if err != nil {
 		return nil, err

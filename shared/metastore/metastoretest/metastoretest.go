@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SwapRefs", testSwapRefs},
 		{"SwapRefsInvalid", testSwapRefsInvalid},
 		{"RefProducerMarks", testRefProducerMarks},
+		{"RefCommands", testRefCommands},
 		{"DeleteRefs", testDeleteRefs},
 		{"DeleteRefsConditional", testDeleteRefsConditional},
 		{"RaiseFloor", testRaiseFloor},
