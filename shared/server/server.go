@@ -357,7 +357,9 @@ func toConnect(err error) error {
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrUnknownStream):
 		return unknownStream()
-	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld):
+	case errors.Is(err, star.ErrBadCommand):
+		code = connect.CodeInvalidArgument
+	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld), errors.Is(err, star.ErrFenced):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, metastore.ErrNotFound):
 		code = connect.CodeNotFound

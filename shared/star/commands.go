@@ -92,24 +92,29 @@ func (s *Star) Fence(ctx context.Context, id format.StreamID, token string, ifTo
 	if len(token) > format.MaxFenceTokenBytes {
 		return Ack{}, fmt.Errorf("%w: fencing token of %d bytes (at most %d)", ErrBadCommand, len(token), format.MaxFenceTokenBytes)
 	}
-	return s.command(ctx, id, format.FenceRecord(token), &command{kind: format.CommandFence, token: token, ifToken: ifToken}, AppendOptions{MatchSeq: match})
+	a, _, err := s.command(ctx, id, format.FenceRecord(token), &command{kind: format.CommandFence, token: token, ifToken: ifToken}, AppendOptions{MatchSeq: match})
+	return a, err
 }
 
 // Trim trims the stream below seq: a command record sequenced with the
 // appends (format.TrimRecord). A trim point past the command record's own
 // seq trims up to it; the trim point never moves backward. opt carries the
 // fencing token (a fenced stream's trim must carry it) and match_seq_num.
-// It returns the command record's ack once durable; reads honour the trim
-// from then (Star.Commands), and trim removes the records later.
-func (s *Star) Trim(ctx context.Context, id format.StreamID, seq uint64, opt AppendOptions) (Ack, error) {
+// It returns the command record's ack and the stream's trim point after it,
+// once durable; reads honour the trim from then (Star.Commands), and trim
+// removes the records later.
+func (s *Star) Trim(ctx context.Context, id format.StreamID, seq uint64, opt AppendOptions) (Ack, uint64, error) {
 	opt.Producer = format.ProducerID{}
-	return s.command(ctx, id, format.TrimRecord(seq), &command{kind: format.CommandTrim, trimTo: seq}, opt)
+	a, cmds, err := s.command(ctx, id, format.TrimRecord(seq), &command{kind: format.CommandTrim, trimTo: seq}, opt)
+	return a, cmds.TrimSeq, err
 }
 
-func (s *Star) command(ctx context.Context, id format.StreamID, rec format.Record, c *command, opt AppendOptions) (Ack, error) {
+// command admits one command record and waits for its ack; it returns the
+// stream's command state after it.
+func (s *Star) command(ctx context.Context, id format.StreamID, rec format.Record, c *command, opt AppendOptions) (Ack, format.StreamCommands, error) {
 	st, err := s.stream(id)
 	if err != nil {
-		return Ack{}, err
+		return Ack{}, format.StreamCommands{}, err
 	}
 	p := &Pending{}
 	p.b = &p.inner
@@ -117,9 +122,10 @@ func (s *Star) command(ctx context.Context, id format.StreamID, rec format.Recor
 	b.init(st, []format.Record{rec}, format.EncodedSize(rec), s.clk.Now().UnixMilli())
 	b.cmd, b.fenceToken = c, opt.FenceToken
 	if _, err := st.l.admit(ctx, b, opt.MatchSeq); err != nil {
-		return Ack{}, err
+		return Ack{}, format.StreamCommands{}, err
 	}
-	return p.Wait(ctx)
+	a, err := p.Wait(ctx)
+	return a, b.cmds, err // b.cmds was set at admission
 }
 
 // Commands returns a stream's acknowledged command state: what the command

@@ -237,27 +237,27 @@ func TestTrimCommand(t *testing.T) {
 	if _, err := h.star.Append(ctx, id, recs(5, nil2), AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := h.star.Trim(ctx, id, 3, AppendOptions{})
-	if err != nil || a.FirstSeq != 5 {
-		t.Fatalf("trim: %+v %v", a, err)
+	a, point, err := h.star.Trim(ctx, id, 3, AppendOptions{})
+	if err != nil || a.FirstSeq != 5 || point != 3 {
+		t.Fatalf("trim: %+v point %d %v", a, point, err)
 	}
 	if c, _ := h.star.Commands(id); c.TrimSeq != 3 {
 		t.Fatalf("trim point %d, want 3", c.TrimSeq)
 	}
-	if _, err := h.star.Trim(ctx, id, 1, AppendOptions{}); err != nil {
+	if _, _, err := h.star.Trim(ctx, id, 1, AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := h.star.Commands(id); c.TrimSeq != 3 {
 		t.Fatalf("trim moved backward to %d", c.TrimSeq)
 	}
-	a, err = h.star.Trim(ctx, id, 1000, AppendOptions{})
-	if c, _ := h.star.Commands(id); err != nil || c.TrimSeq != a.FirstSeq {
+	a, point, err = h.star.Trim(ctx, id, 1000, AppendOptions{})
+	if c, _ := h.star.Commands(id); err != nil || c.TrimSeq != a.FirstSeq || point != a.FirstSeq {
 		t.Fatalf("trim past the tail: point %d, the command at %d (%v)", c.TrimSeq, a.FirstSeq, err)
 	}
 	if _, err := h.star.Fence(ctx, id, "w", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.star.Trim(ctx, id, 9, AppendOptions{}); !errors.Is(err, ErrFenced) {
+	if _, _, err := h.star.Trim(ctx, id, 9, AppendOptions{}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("trim without the token: %v", err)
 	}
 	obj, _ := h.mems[0].Get(ctx, format.SlotKey("star-0", 1, 1), 0, -1)

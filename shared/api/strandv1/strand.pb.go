@@ -996,8 +996,12 @@ type AppendRequest struct {
 	// with FailedPrecondition naming the expected one; a batch_seq older than
 	// the stream's dedupe window also with FailedPrecondition. Absent or
 	// empty: not idempotent (batch_seq must then be unset).
-	ProducerId    []byte  `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	BatchSeq      *uint64 `protobuf:"varint,5,opt,name=batch_seq,json=batchSeq,proto3,oneof" json:"batch_seq,omitempty"`
+	ProducerId []byte  `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	BatchSeq   *uint64 `protobuf:"varint,5,opt,name=batch_seq,json=batchSeq,proto3,oneof" json:"batch_seq,omitempty"`
+	// fencing_token must be the stream's current fencing token (see Fence;
+	// empty for a stream that is not fenced), or the batch is refused with
+	// FailedPrecondition and nothing is written. At most 36 bytes.
+	FencingToken  string `protobuf:"bytes,6,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1065,6 +1069,13 @@ func (x *AppendRequest) GetBatchSeq() uint64 {
 		return *x.BatchSeq
 	}
 	return 0
+}
+
+func (x *AppendRequest) GetFencingToken() string {
+	if x != nil {
+		return x.FencingToken
+	}
+	return ""
 }
 
 type AppendResponse struct {
@@ -2029,6 +2040,271 @@ func (x *Leader) GetUrl() string {
 	return ""
 }
 
+// FenceRequest fences a stream to token: a command record sequenced with
+// the appends (it takes a seq). Every append sequenced after it must carry
+// token as its fencing_token; those before it were checked against the
+// previous token. An empty token unfences the stream.
+type FenceRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// token: at most 36 bytes; empty unfences.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// current_token, if set, must be the stream's current token (empty: not
+	// fenced), or the fence is refused with FailedPrecondition.
+	CurrentToken *string `protobuf:"bytes,3,opt,name=current_token,json=currentToken,proto3,oneof" json:"current_token,omitempty"`
+	// match_seq_num, if set, must equal the stream's tail (as for Append).
+	MatchSeqNum   *uint64 `protobuf:"varint,4,opt,name=match_seq_num,json=matchSeqNum,proto3,oneof" json:"match_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceRequest) Reset() {
+	*x = FenceRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceRequest) ProtoMessage() {}
+
+func (x *FenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
+func (*FenceRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FenceRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetCurrentToken() string {
+	if x != nil && x.CurrentToken != nil {
+		return *x.CurrentToken
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetMatchSeqNum() uint64 {
+	if x != nil && x.MatchSeqNum != nil {
+		return *x.MatchSeqNum
+	}
+	return 0
+}
+
+type FenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq_num is the fence command record's seq; next_seq_num the tail after it.
+	SeqNum        uint64 `protobuf:"varint,1,opt,name=seq_num,json=seqNum,proto3" json:"seq_num,omitempty"`
+	NextSeqNum    uint64 `protobuf:"varint,2,opt,name=next_seq_num,json=nextSeqNum,proto3" json:"next_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceResponse) Reset() {
+	*x = FenceResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceResponse) ProtoMessage() {}
+
+func (x *FenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
+func (*FenceResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FenceResponse) GetSeqNum() uint64 {
+	if x != nil {
+		return x.SeqNum
+	}
+	return 0
+}
+
+func (x *FenceResponse) GetNextSeqNum() uint64 {
+	if x != nil {
+		return x.NextSeqNum
+	}
+	return 0
+}
+
+// TrimRequest trims a stream below trim_seq_num: a command record sequenced
+// with the appends (it takes a seq). Reads honour it as soon as it is
+// acknowledged: a read that starts below the trim point starts at it. The
+// records are removed from storage later. A trim point past the command
+// record's own seq trims up to it; the trim point never moves backward.
+type TrimRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Stream     string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	TrimSeqNum uint64                 `protobuf:"varint,2,opt,name=trim_seq_num,json=trimSeqNum,proto3" json:"trim_seq_num,omitempty"`
+	// fencing_token: as for Append (a fenced stream's trim must carry it).
+	FencingToken  string  `protobuf:"bytes,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	MatchSeqNum   *uint64 `protobuf:"varint,4,opt,name=match_seq_num,json=matchSeqNum,proto3,oneof" json:"match_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimRequest) Reset() {
+	*x = TrimRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimRequest) ProtoMessage() {}
+
+func (x *TrimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
+func (*TrimRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TrimRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TrimRequest) GetTrimSeqNum() uint64 {
+	if x != nil {
+		return x.TrimSeqNum
+	}
+	return 0
+}
+
+func (x *TrimRequest) GetFencingToken() string {
+	if x != nil {
+		return x.FencingToken
+	}
+	return ""
+}
+
+func (x *TrimRequest) GetMatchSeqNum() uint64 {
+	if x != nil && x.MatchSeqNum != nil {
+		return *x.MatchSeqNum
+	}
+	return 0
+}
+
+type TrimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq_num is the trim command record's seq; next_seq_num the tail after it.
+	SeqNum     uint64 `protobuf:"varint,1,opt,name=seq_num,json=seqNum,proto3" json:"seq_num,omitempty"`
+	NextSeqNum uint64 `protobuf:"varint,2,opt,name=next_seq_num,json=nextSeqNum,proto3" json:"next_seq_num,omitempty"`
+	// trim_seq_num is the stream's trim point after the command.
+	TrimSeqNum    uint64 `protobuf:"varint,3,opt,name=trim_seq_num,json=trimSeqNum,proto3" json:"trim_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimResponse) Reset() {
+	*x = TrimResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimResponse) ProtoMessage() {}
+
+func (x *TrimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
+func (*TrimResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TrimResponse) GetSeqNum() uint64 {
+	if x != nil {
+		return x.SeqNum
+	}
+	return 0
+}
+
+func (x *TrimResponse) GetNextSeqNum() uint64 {
+	if x != nil {
+		return x.NextSeqNum
+	}
+	return 0
+}
+
+func (x *TrimResponse) GetTrimSeqNum() uint64 {
+	if x != nil {
+		return x.TrimSeqNum
+	}
+	return 0
+}
+
 var File_strand_v1_strand_proto protoreflect.FileDescriptor
 
 const file_strand_v1_strand_proto_rawDesc = "" +
@@ -2086,14 +2362,15 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x11CheckTailResponse\x12 \n" +
 	"\fnext_seq_num\x18\x01 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
-	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\xe6\x01\n" +
+	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\x8b\x02\n" +
 	"\rAppendRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x121\n" +
 	"\arecords\x18\x02 \x03(\v2\x17.strand.v1.AppendRecordR\arecords\x12'\n" +
 	"\rmatch_seq_num\x18\x03 \x01(\x04H\x00R\vmatchSeqNum\x88\x01\x01\x12\x1f\n" +
 	"\vproducer_id\x18\x04 \x01(\fR\n" +
 	"producerId\x12 \n" +
-	"\tbatch_seq\x18\x05 \x01(\x04H\x01R\bbatchSeq\x88\x01\x01B\x10\n" +
+	"\tbatch_seq\x18\x05 \x01(\x04H\x01R\bbatchSeq\x88\x01\x01\x12#\n" +
+	"\rfencing_token\x18\x06 \x01(\tR\ffencingTokenB\x10\n" +
 	"\x0e_match_seq_numB\f\n" +
 	"\n" +
 	"_batch_seq\"\xa2\x01\n" +
@@ -2163,7 +2440,31 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\".\n" +
 	"\x06Leader\x12\x12\n" +
 	"\x04star\x18\x01 \x01(\tR\x04star\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url*d\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\"\xb3\x01\n" +
+	"\fFenceRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12(\n" +
+	"\rcurrent_token\x18\x03 \x01(\tH\x00R\fcurrentToken\x88\x01\x01\x12'\n" +
+	"\rmatch_seq_num\x18\x04 \x01(\x04H\x01R\vmatchSeqNum\x88\x01\x01B\x10\n" +
+	"\x0e_current_tokenB\x10\n" +
+	"\x0e_match_seq_num\"J\n" +
+	"\rFenceResponse\x12\x17\n" +
+	"\aseq_num\x18\x01 \x01(\x04R\x06seqNum\x12 \n" +
+	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
+	"nextSeqNum\"\xa7\x01\n" +
+	"\vTrimRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +
+	"\ftrim_seq_num\x18\x02 \x01(\x04R\n" +
+	"trimSeqNum\x12#\n" +
+	"\rfencing_token\x18\x03 \x01(\tR\ffencingToken\x12'\n" +
+	"\rmatch_seq_num\x18\x04 \x01(\x04H\x00R\vmatchSeqNum\x88\x01\x01B\x10\n" +
+	"\x0e_match_seq_num\"k\n" +
+	"\fTrimResponse\x12\x17\n" +
+	"\aseq_num\x18\x01 \x01(\x04R\x06seqNum\x12 \n" +
+	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
+	"nextSeqNum\x12 \n" +
+	"\ftrim_seq_num\x18\x03 \x01(\x04R\n" +
+	"trimSeqNum*d\n" +
 	"\fStorageClass\x12\x1d\n" +
 	"\x19STORAGE_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STORAGE_CLASS_STANDARD\x10\x01\x12\x19\n" +
@@ -2172,7 +2473,7 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x1dTIMESTAMPING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fTIMESTAMPING_MODE_CLIENT_PREFER\x10\x01\x12$\n" +
 	" TIMESTAMPING_MODE_CLIENT_REQUIRE\x10\x02\x12\x1d\n" +
-	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\xb2\a\n" +
+	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\xab\b\n" +
 	"\rStrandService\x12Q\n" +
 	"\fCreateStream\x12\x1e.strand.v1.CreateStreamRequest\x1a\x1f.strand.v1.CreateStreamResponse\"\x00\x12Q\n" +
 	"\fDeleteStream\x12\x1e.strand.v1.DeleteStreamRequest\x1a\x1f.strand.v1.DeleteStreamResponse\"\x00\x12Q\n" +
@@ -2186,7 +2487,9 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\vCreateToken\x12\x1d.strand.v1.CreateTokenRequest\x1a\x1e.strand.v1.CreateTokenResponse\"\x00\x12Q\n" +
 	"\vRevokeToken\x12\x1d.strand.v1.RevokeTokenRequest\x1a\x1e.strand.v1.RevokeTokenResponse\"\x03\x90\x02\x02\x12N\n" +
 	"\n" +
-	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
+	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01\x12<\n" +
+	"\x05Fence\x12\x17.strand.v1.FenceRequest\x1a\x18.strand.v1.FenceResponse\"\x00\x129\n" +
+	"\x04Trim\x12\x16.strand.v1.TrimRequest\x1a\x17.strand.v1.TrimResponse\"\x00B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_strand_proto_rawDescOnce sync.Once
@@ -2201,7 +2504,7 @@ func file_strand_v1_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_strand_v1_strand_proto_goTypes = []any{
 	(StorageClass)(0),            // 0: strand.v1.StorageClass
 	(TimestampingMode)(0),        // 1: strand.v1.TimestampingMode
@@ -2235,6 +2538,10 @@ var file_strand_v1_strand_proto_goTypes = []any{
 	(*ListTokensResponse)(nil),   // 29: strand.v1.ListTokensResponse
 	(*Tail)(nil),                 // 30: strand.v1.Tail
 	(*Leader)(nil),               // 31: strand.v1.Leader
+	(*FenceRequest)(nil),         // 32: strand.v1.FenceRequest
+	(*FenceResponse)(nil),        // 33: strand.v1.FenceResponse
+	(*TrimRequest)(nil),          // 34: strand.v1.TrimRequest
+	(*TrimResponse)(nil),         // 35: strand.v1.TrimResponse
 }
 var file_strand_v1_strand_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.Timestamping.mode:type_name -> strand.v1.TimestampingMode
@@ -2264,20 +2571,24 @@ var file_strand_v1_strand_proto_depIdxs = []int32{
 	24, // 24: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
 	26, // 25: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
 	28, // 26: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
-	8,  // 27: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
-	10, // 28: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
-	12, // 29: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
-	14, // 30: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
-	16, // 31: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
-	18, // 32: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
-	18, // 33: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
-	20, // 34: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
-	22, // 35: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
-	25, // 36: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
-	27, // 37: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
-	29, // 38: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
-	27, // [27:39] is the sub-list for method output_type
-	15, // [15:27] is the sub-list for method input_type
+	32, // 27: strand.v1.StrandService.Fence:input_type -> strand.v1.FenceRequest
+	34, // 28: strand.v1.StrandService.Trim:input_type -> strand.v1.TrimRequest
+	8,  // 29: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
+	10, // 30: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
+	12, // 31: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
+	14, // 32: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
+	16, // 33: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
+	18, // 34: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
+	18, // 35: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
+	20, // 36: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
+	22, // 37: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
+	25, // 38: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
+	27, // 39: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
+	29, // 40: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
+	33, // 41: strand.v1.StrandService.Fence:output_type -> strand.v1.FenceResponse
+	35, // 42: strand.v1.StrandService.Trim:output_type -> strand.v1.TrimResponse
+	29, // [29:43] is the sub-list for method output_type
+	15, // [15:29] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -2299,13 +2610,15 @@ func file_strand_v1_strand_proto_init() {
 		(*ReadSessionRequest_TimestampMs)(nil),
 		(*ReadSessionRequest_TailOffset)(nil),
 	}
+	file_strand_v1_strand_proto_msgTypes[30].OneofWrappers = []any{}
+	file_strand_v1_strand_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_strand_proto_rawDesc), len(file_strand_v1_strand_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
