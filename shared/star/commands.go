@@ -39,12 +39,12 @@ func (st *stream) checkFence(b *batch) error {
 	cur := st.cmds.FenceToken
 	if b.cmd != nil && b.cmd.kind == format.CommandFence {
 		if b.cmd.ifToken != nil && *b.cmd.ifToken != cur {
-			return fmt.Errorf("%w: stream %s: the fence expects the current token %s, but it is %s", ErrFenced, st.id, describeToken(*b.cmd.ifToken), describeCurrent(cur))
+			return fmt.Errorf("%w: the fence expects the current token %s, but the stream is %s (nothing written)", ErrFenced, describeToken(*b.cmd.ifToken), describeCurrent(cur))
 		}
 		return nil
 	}
 	if b.fenceToken != cur {
-		return fmt.Errorf("%w: stream %s: the append carries %s, but the stream is %s (nothing written)", ErrFenced, st.id, describeToken(b.fenceToken), describeCurrent(cur))
+		return fmt.Errorf("%w: the append carries %s, but the stream is %s (nothing written)", ErrFenced, describeToken(b.fenceToken), describeCurrent(cur))
 	}
 	return nil
 }
