@@ -11,8 +11,9 @@ import (
 // Stream a0 (seqs 20..21): an ordinary record, then the command record
 // fencing it to "writer-2"; its state: token "writer-2", trim 0. Stream b0
 // (seq 3): one record of producer 0x33 batch seq 1, no command state.
-// Stream c0 (seqs 8..9): the command record trimming it below seq 6, then
-// a record; its state: trim 6, token "t".
+// Stream c0 (seqs 8..10): the command record trimming it below seq 6, the
+// config command record (retention one day, arrival timestamps, uncapped),
+// then a record; its state: trim 6, token "t", that config.
 func goldenFlightV3() []byte {
 	b := NewBuilder()
 	b.Reset(5, 2, nonce())
@@ -28,11 +29,15 @@ func goldenFlightV3() []byte {
 	b.BeginSegment(sid(0xc0), 8)
 	rec := TrimRecord(6)
 	rec.TimestampMs = 1700000000012
-	b.AddRecords(enc(rec, Record{TimestampMs: 1700000000012, Body: []byte("after")}), 2, 1700000000012, 1700000000012)
-	b.SetCommands(StreamCommands{FenceToken: "t", TrimSeq: 6})
+	cfg := ConfigRecord(goldenConfig)
+	cfg.TimestampMs = 1700000000012
+	b.AddRecords(enc(rec, cfg, Record{TimestampMs: 1700000000012, Body: []byte("after")}), 3, 1700000000012, 1700000000012)
+	b.SetCommands(StreamCommands{FenceToken: "t", TrimSeq: 6, HasConfig: true, Config: goldenConfig})
 	b.EndSegment()
 	return bytes.Clone(b.Finish())
 }
+
+var goldenConfig = StreamConfig{RetentionMs: 86_400_000, TimestampMode: 2, Uncapped: true}
 
 func TestGoldenFlightV3(t *testing.T) {
 	obj := golden(t, "flight-v3.bin", goldenFlightV3())
@@ -49,7 +54,7 @@ func TestGoldenFlightV3(t *testing.T) {
 	if len(f.Batches) != 1 || f.Batches[0] != (BatchEntry{Entry: 1, Producer: producer(0x33), BatchSeq: 1, FirstSeq: 3, Count: 1}) {
 		t.Fatalf("batches %+v", f.Batches)
 	}
-	want := []CommandEntry{{Entry: 0, Commands: StreamCommands{FenceToken: "writer-2"}}, {Entry: 2, Commands: StreamCommands{FenceToken: "t", TrimSeq: 6}}}
+	want := []CommandEntry{{Entry: 0, Commands: StreamCommands{FenceToken: "writer-2"}}, {Entry: 2, Commands: StreamCommands{FenceToken: "t", TrimSeq: 6, HasConfig: true, Config: goldenConfig}}}
 	if len(f.Commands) != len(want) || f.Commands[0] != want[0] || f.Commands[1] != want[1] {
 		t.Fatalf("commands %+v, want %+v", f.Commands, want)
 	}
@@ -62,8 +67,11 @@ func TestGoldenFlightV3(t *testing.T) {
 		t.Fatalf("segment a0: %+v, %v", recs, err)
 	}
 	_, recs, err = DecodeSegment(obj[f.Entries[2].Offset : f.Entries[2].Offset+f.Entries[2].Length])
-	if err != nil || CommandOf(recs[0]) != CommandTrim || binary.BigEndian.Uint64(recs[0].Body) != 6 {
+	if err != nil || CommandOf(recs[0]) != CommandTrim || binary.BigEndian.Uint64(recs[0].Body) != 6 || CommandOf(recs[1]) != CommandConfig {
 		t.Fatalf("segment c0: %+v, %v", recs, err)
+	}
+	if c, err := DecodeConfig(recs[1].Body); err != nil || c != goldenConfig {
+		t.Fatalf("config record: %+v, %v", c, err)
 	}
 }
 
@@ -108,10 +116,13 @@ func TestCommandTableErrors(t *testing.T) {
 		want error
 	}{
 		{"segment out of range", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab+4:], 3); return f }), ErrMalformed},
-		{"segments not increasing", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab+4+13+8:], 0); return f }), ErrMalformed},
+		{"segments not increasing", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab+4+commandsFixed+8:], 0); return f }), ErrMalformed},
+		{"bad has-config byte", mut(func(f []byte) []byte { f[tab+4+13+8] = 2; return f }), ErrMalformed},
+		{"config without has-config", mut(func(f []byte) []byte { f[tab+4+commandsFixed+8+13+1] = 0; return f }), ErrMalformed},
+		{"unknown timestamp mode", mut(func(f []byte) []byte { f[tab+4+commandsFixed+8+13+1+1+1] = 3; return f }), ErrMalformed},
 		{"zero entries", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab:], 0); return f }), ErrMalformed},
 		{"token too long", mut(func(f []byte) []byte { f[tab+4+12] = MaxFenceTokenBytes + 1; return f }), ErrTruncated},
-		{"token past the table", mut(func(f []byte) []byte { f[tab+4+12] = 30; return f }), ErrTruncated},
+		{"token past the table", mut(func(f []byte) []byte { f[tab+4+12] = MaxFenceTokenBytes; return f }), ErrTruncated},
 		{"trailing bytes", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab:], 1); return f }), ErrMalformed},
 		{"batch count past the end", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab-4-batchEntrySize:], 1000); return f }), ErrMalformed},
 	}
@@ -134,13 +145,17 @@ func TestFlightV3Corruption(t *testing.T) {
 }
 
 func TestCommandsCodec(t *testing.T) {
-	for _, c := range []StreamCommands{{}, {FenceToken: "a"}, {TrimSeq: 1 << 60}, {FenceToken: string(bytes.Repeat([]byte("z"), MaxFenceTokenBytes)), TrimSeq: 9}} {
+	for _, c := range []StreamCommands{{}, {FenceToken: "a"}, {TrimSeq: 1 << 60}, {FenceToken: string(bytes.Repeat([]byte("z"), MaxFenceTokenBytes)), TrimSeq: 9},
+		{HasConfig: true}, {FenceToken: "q", HasConfig: true, Config: goldenConfig}} {
 		got, err := DecodeCommands(AppendCommands(nil, c))
 		if err != nil || got != c {
 			t.Fatalf("%+v: got %+v, %v", c, got, err)
 		}
 	}
-	for _, b := range [][]byte{nil, make([]byte, 8), append(make([]byte, 8), 2, 'a'), append(make([]byte, 8), 0, 'a'), append(make([]byte, 8), 40)} {
+	for _, b := range [][]byte{nil, make([]byte, 8), append(make([]byte, 8), 2, 'a'), append(make([]byte, 8), 0, 'a'), append(make([]byte, 8), 40),
+		append(make([]byte, 9), 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0),    // a config without has-config
+		append(make([]byte, 9), 1, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0), // negative retention
+	} {
 		if _, err := DecodeCommands(b); err == nil {
 			t.Fatalf("%x decoded", b)
 		}
@@ -158,7 +173,11 @@ func TestCommandsCodec(t *testing.T) {
 
 func FuzzDecodeCommands(f *testing.F) {
 	f.Add(AppendCommands(nil, StreamCommands{FenceToken: "tok", TrimSeq: 5}))
+	f.Add(AppendCommands(nil, StreamCommands{HasConfig: true, Config: goldenConfig}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if c, err := DecodeConfig(b); err == nil && !bytes.Equal(AppendConfig(nil, c), b) {
+			t.Fatalf("re-encoded config %+v differs from %x", c, b)
+		}
 		c, err := DecodeCommands(b)
 		if err != nil {
 			return

@@ -30,6 +30,41 @@ type command struct {
 	// trim: records below trimTo are trimmed (capped to the command
 	// record's own seq).
 	trimTo uint64
+	// config: the change to the stream's configuration.
+	patch ConfigPatch
+}
+
+// ConfigPatch is a change to a stream's configuration: the fields set
+// replace the stream's current ones, the others are kept.
+type ConfigPatch struct {
+	RetentionMs   *int64
+	TimestampMode *uint8
+	Uncapped      *bool
+}
+
+// apply returns c changed by p.
+func (p ConfigPatch) apply(c format.StreamConfig) format.StreamConfig {
+	if p.RetentionMs != nil {
+		c.RetentionMs = *p.RetentionMs
+	}
+	if p.TimestampMode != nil {
+		c.TimestampMode = *p.TimestampMode
+	}
+	if p.Uncapped != nil {
+		c.Uncapped = *p.Uncapped
+	}
+	return c
+}
+
+// validate checks p's values.
+func (p ConfigPatch) validate() error {
+	if p.RetentionMs != nil && *p.RetentionMs < 0 {
+		return fmt.Errorf("%w: retention %d ms is negative (0 keeps forever)", ErrBadCommand, *p.RetentionMs)
+	}
+	if p.TimestampMode != nil && *p.TimestampMode > format.MaxTimestampMode {
+		return fmt.Errorf("%w: unknown timestamp mode %d", ErrBadCommand, *p.TimestampMode)
+	}
+	return nil
 }
 
 // checkFence refuses b unless its fencing token (for a fence command: the
@@ -37,6 +72,9 @@ type command struct {
 // with l.mu held, in the same critical section as b's sequencing.
 func (st *stream) checkFence(b *batch) error {
 	cur := st.cmds.FenceToken
+	if b.cmd != nil && b.cmd.kind == format.CommandConfig {
+		return nil // an admin's reconfiguration, not a writer's
+	}
 	if b.cmd != nil && b.cmd.kind == format.CommandFence {
 		if b.cmd.ifToken != nil && *b.cmd.ifToken != cur {
 			return fmt.Errorf("%w: the fence expects the current token %s, but the stream is %s (nothing written)", ErrFenced, describeToken(*b.cmd.ifToken), describeCurrent(cur))
@@ -74,6 +112,13 @@ func (st *stream) apply(b *batch) {
 			st.cmds.FenceToken = c.token
 		case format.CommandTrim:
 			st.cmds.TrimSeq = max(st.cmds.TrimSeq, min(c.trimTo, b.first))
+		case format.CommandConfig:
+			// The record's body becomes the full new configuration (its
+			// last bytes: the body ends the encoded record).
+			st.cfg = c.patch.apply(st.cfg)
+			st.cmds.HasConfig, st.cmds.Config = true, st.cfg
+			body := format.AppendConfig(nil, st.cfg)
+			copy(b.enc[len(b.enc)-len(body):], body)
 		}
 		st.hasCmds = true
 	}
@@ -109,6 +154,20 @@ func (s *Star) Trim(ctx context.Context, id format.StreamID, seq uint64, opt App
 	return a, cmds.TrimSeq, err
 }
 
+// Reconfigure changes the stream's configuration (retention,
+// timestamping) by patch: a config command record sequenced with the
+// appends (format.ConfigRecord, its body the full new configuration).
+// Records before it were judged by the old configuration, every record
+// after it by the new one; a fencing token is not needed. It returns the
+// command record's ack and the configuration after it, once durable.
+func (s *Star) Reconfigure(ctx context.Context, id format.StreamID, patch ConfigPatch) (Ack, format.StreamConfig, error) {
+	if err := patch.validate(); err != nil {
+		return Ack{}, format.StreamConfig{}, err
+	}
+	a, cmds, err := s.command(ctx, id, format.ConfigRecord(format.StreamConfig{}), &command{kind: format.CommandConfig, patch: patch}, AppendOptions{})
+	return a, cmds.Config, err
+}
+
 // command admits one command record and waits for its ack; it returns the
 // stream's command state after it.
 func (s *Star) command(ctx context.Context, id format.StreamID, rec format.Record, c *command, opt AppendOptions) (Ack, format.StreamCommands, error) {
@@ -119,7 +178,7 @@ func (s *Star) command(ctx context.Context, id format.StreamID, rec format.Recor
 	p := &Pending{}
 	p.b = &p.inner
 	b := p.b
-	b.init(st, []format.Record{rec}, format.EncodedSize(rec), s.clk.Now().UnixMilli())
+	b.init(st, []format.Record{rec}, format.EncodedSize(rec))
 	b.cmd, b.fenceToken = c, opt.FenceToken
 	if _, err := st.l.admit(ctx, b, opt.MatchSeq); err != nil {
 		return Ack{}, format.StreamCommands{}, err

@@ -44,19 +44,20 @@ type batch struct {
 	abandoned bool
 }
 
+// newBatch is an encoded batch whose 0 timestamps are nowMs (as stamp
+// would give them under client-prefer).
 func newBatch(st *stream, recs []format.Record, size int, nowMs int64) *batch {
 	b := &batch{}
-	b.init(st, recs, size, nowMs)
+	b.init(st, recs, size)
+	_ = b.stamp(format.StreamConfig{Uncapped: true}, nowMs)
 	return b
 }
 
-// init fills b with recs, encoded (0 timestamps become nowMs).
-func (b *batch) init(st *stream, recs []format.Record, size int, nowMs int64) {
+// init fills b with recs, encoded. Their timestamps are given at
+// sequencing (stamp), by the stream's timestamping mode then in force.
+func (b *batch) init(st *stream, recs []format.Record, size int) {
 	*b = batch{st: st, recs: len(recs), size: size, enc: make([]byte, 0, size), done: make(chan struct{})}
 	for _, r := range recs {
-		if r.TimestampMs == 0 {
-			r.TimestampMs = nowMs
-		}
 		b.enc = format.AppendRecord(b.enc, r)
 	}
 }
@@ -320,6 +321,11 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 		if err := l.wait(ctx, nil); err != nil {
 			return nil, fmt.Errorf("star: admission waiting for pool budget: %w", err)
 		}
+	}
+	// Stamp, sequence and apply in one critical section: the batch is
+	// judged by the configuration in force at its seqs.
+	if err := b.stamp(st.cfg, l.s.clk.Now().UnixMilli()); err != nil {
+		return nil, err
 	}
 	b.first = st.next
 	st.next += uint64(b.recs)

@@ -84,8 +84,13 @@ type StreamInfo struct {
 	// recovered from refs (exactly-once appends across takeovers).
 	Producers []ProducerState
 	// Commands seeds the stream's command state (fencing token, trim
-	// point) as recovered from its last ref; nil: none.
+	// point, configuration) as recovered from its last ref; nil: none.
 	Commands *format.StreamCommands
+	// Config is the configuration the stream was created with (its
+	// metastore record): it judges the stream's records until a config
+	// command (Reconfigure) changes it; Commands' configuration, when set,
+	// takes precedence.
+	Config format.StreamConfig
 }
 
 type stream struct {
@@ -114,6 +119,9 @@ type stream struct {
 	// so every segment of it carries cmds in its flight's command table.
 	cmds, ackedCmds format.StreamCommands
 	hasCmds         bool
+	// cfg is the configuration in force at the next seq (timestamping,
+	// retention): the stream's own, or the last config command's.
+	cfg format.StreamConfig
 }
 
 // wake closes the stream's watch channel, if anyone holds it. Called with
@@ -275,8 +283,12 @@ func (s *Star) Open(info StreamInfo) error {
 	if len(info.Producers) > 0 {
 		st.dedupe(s).seed(info.Producers, s.clk.Now().UnixMilli())
 	}
+	st.cfg = info.Config
 	if info.Commands != nil {
 		st.cmds, st.ackedCmds, st.hasCmds = *info.Commands, *info.Commands, true
+		if info.Commands.HasConfig {
+			st.cfg = info.Commands.Config
+		}
 	}
 	s.streams[info.ID] = st
 	return nil
@@ -395,7 +407,7 @@ func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Rec
 	p := &Pending{}
 	p.b = &p.inner
 	b := p.b
-	b.init(st, recs, size, s.clk.Now().UnixMilli())
+	b.init(st, recs, size)
 	b.producer, b.batchSeq, b.fenceToken = opt.Producer, opt.BatchSeq, opt.FenceToken
 	dup, err := st.l.admit(ctx, b, opt.MatchSeq)
 	if err != nil {
