@@ -253,6 +253,11 @@ type Store interface {
 	GetStream(ctx context.Context, name string) (Stream, error)
 	ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error)
 	SetStreamState(ctx context.Context, name, id string, state StreamState) error
+	// SetStreamConfig records a stream's retention and timestamping after
+	// a ReconfigureStream (the config command record in the stream is the
+	// sequenced truth; this keeps GetStream, ListStreams and trim in step).
+	// ErrNotFound for a missing stream, ErrConflict for another id.
+	SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts Timestamping) error
 	DeleteStream(ctx context.Context, name, id string) error
 
 	PutRefs(ctx context.Context, chain ChainID, pass Cursor, refs []Ref) error
