@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -85,4 +86,61 @@ its token (--fence-token).`,
 // name (format.CommandOf).
 func isCommand(r client.Record) bool {
 	return len(r.Headers) == 1 && len(r.Headers[0].Name) == 0
+}
+
+func newConfig(cf *clientFlags) *cobra.Command {
+	var stamping string
+	var retention time.Duration
+	var uncapped bool
+	cmd := &cobra.Command{
+		Use:   "config NAME [--retention D] [--timestamping MODE] [--uncapped[=false]]",
+		Short: "Change a stream's retention and timestamping",
+		Long: `Change a stream's retention and timestamping after creation (admin). The
+change is a command record sequenced with the appends: every record before it
+was judged by the old configuration, every record after it by the new one
+(timestamping applies from the record after the printed seq; retention from
+the next background trim). Flags not given keep their value; --uncapped=false
+caps client timestamps again.`,
+		Example: "  strand config orders --retention 168h\n  strand config sensors --timestamping arrival\n  strand config sensors --uncapped=false",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var opt client.ReconfigureOptions
+			fl := cmd.Flags()
+			if fl.Changed("retention") {
+				ms := retention.Milliseconds()
+				opt.RetentionMs = &ms
+			}
+			if fl.Changed("timestamping") {
+				opt.Timestamping = stamping
+			}
+			if fl.Changed("uncapped") {
+				opt.Uncapped = &uncapped
+			}
+			if opt == (client.ReconfigureOptions{}) {
+				return fmt.Errorf("nothing to change: give --retention, --timestamping or --uncapped")
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			s, seq, err := c.ReconfigureStream(cmd.Context(), args[0], opt)
+			if err != nil {
+				return err
+			}
+			capped := "capped"
+			if s.Uncapped {
+				capped = "uncapped"
+			}
+			ret := "forever"
+			if s.RetentionMs > 0 {
+				ret = (time.Duration(s.RetentionMs) * time.Millisecond).String()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "configured %s (command record at seq %d; the records after it use it): retention %s, timestamps %s, %s\n", s.Name, seq, ret, s.Timestamping, capped)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&retention, "retention", 0, "keep settled data this long (e.g. 72h; 0 keeps forever)")
+	cmd.Flags().StringVar(&stamping, "timestamping", "", "where timestamps come from: client-prefer, client-require or arrival")
+	cmd.Flags().BoolVar(&uncapped, "uncapped", false, "keep client timestamps later than the arrival time (=false: cap them)")
+	return cmd
 }

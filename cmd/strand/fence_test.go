@@ -57,3 +57,41 @@ func TestFenceAndTrimThroughTheBinary(t *testing.T) {
 	mustStrand(t, env, "", "fence", "orders", "", "--current", "writer-2")
 	mustStrand(t, env, "f\n", "append", "orders")
 }
+
+// TestConfigThroughTheBinary: strand config changes a stream's
+// timestamping from its command record on, and the change survives kill -9
+// of strand dev; retention shows in ls; nothing to change is an error.
+func TestConfigThroughTheBinary(t *testing.T) {
+	d := startDev(t)
+	env := d.env()
+	mustStrand(t, env, "", "create", "sensors")
+	mustStrand(t, env, "a\n", "append", "sensors")
+	out := mustStrand(t, env, "", "config", "sensors", "--timestamping", "client-require").stdout
+	if !strings.Contains(out, "configured sensors (command record at seq 1; the records after it use it): retention forever, timestamps client-require, capped") {
+		t.Fatalf("config printed %q", out)
+	}
+	if r := strand(t, env, "b\n", "append", "sensors"); r.code == 0 || !strings.Contains(r.stderr, "requires client timestamps") {
+		t.Fatalf("append without timestamps after client-require: exit %d, stderr %q", r.code, r.stderr)
+	}
+	dir := d.dataDir
+	d.kill()
+	d = startDevAt(t, dir)
+	env = d.env()
+	if r := strand(t, env, "b\n", "append", "sensors"); r.code == 0 || !strings.Contains(r.stderr, "requires client timestamps") {
+		t.Fatalf("append without timestamps after a restart: exit %d, stderr %q", r.code, r.stderr)
+	}
+	out = mustStrand(t, env, "", "config", "sensors", "--timestamping", "client-prefer", "--retention", "72h").stdout
+	if !strings.Contains(out, "retention 72h0m0s, timestamps client-prefer, capped") {
+		t.Fatalf("config printed %q", out)
+	}
+	mustStrand(t, env, "c\n", "append", "sensors")
+	if ls := mustStrand(t, env, "", "ls", "--json").stdout; !strings.Contains(ls, `"retentionMs":259200000`) {
+		t.Fatalf("ls --json: %q", ls)
+	}
+	if got := mustStrand(t, env, "", "read", "sensors").stdout; got != "a\nc\n" {
+		t.Fatalf("read: %q", got)
+	}
+	if r := strand(t, env, "", "config", "sensors"); r.code == 0 || !strings.Contains(r.stderr, "nothing to change") {
+		t.Fatalf("config with nothing: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

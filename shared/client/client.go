@@ -666,3 +666,36 @@ func (c *Client) Trim(ctx context.Context, name string, seq uint64, opt TrimOpti
 	}
 	return Trimmed{Seq: res.Msg.SeqNum, TrimSeq: res.Msg.TrimSeqNum}, nil
 }
+
+// ReconfigureOptions is a change to a stream's configuration: the fields
+// set replace the stream's, the others are kept.
+type ReconfigureOptions struct {
+	RetentionMs *int64
+	// Timestamping: client-prefer, client-require or arrival ("": keep).
+	Timestamping string
+	Uncapped     *bool
+}
+
+// ReconfigureStream changes a stream's retention and timestamping (admin):
+// a config command record sequenced with the appends. It returns the
+// stream with its new configuration and the seq of the command record:
+// the records after it are judged by the new configuration.
+func (c *Client) ReconfigureStream(ctx context.Context, name string, opt ReconfigureOptions) (Stream, uint64, error) {
+	req := &strandv1.ReconfigureStreamRequest{Name: name, RetentionMs: opt.RetentionMs, Uncapped: opt.Uncapped}
+	if opt.Timestamping != "" {
+		mode, ok := timestampingModes[strings.ToLower(opt.Timestamping)]
+		if !ok {
+			return Stream{}, 0, fmt.Errorf("client: timestamping %q: want client-prefer, client-require or arrival", opt.Timestamping)
+		}
+		req.TimestampingMode = &mode
+	}
+	res, err := retrying(ctx, c.retryPolicy(), true, func() (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+			return a.ReconfigureStream(ctx, connect.NewRequest(req))
+		})
+	})
+	if err != nil {
+		return Stream{}, 0, err
+	}
+	return streamOf(res.Msg.Stream), res.Msg.SeqNum, nil
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
@@ -9,6 +10,7 @@ import (
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -105,4 +107,68 @@ func (s *Server) Trim(ctx context.Context, req *connect.Request[strandv1.TrimReq
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&strandv1.TrimResponse{SeqNum: ack.FirstSeq, NextSeqNum: ack.Tail, TrimSeqNum: point}), nil
+}
+
+// ReconfigureArgs is a validated ReconfigureStream request.
+type ReconfigureArgs struct {
+	Name  string
+	Patch star.ConfigPatch
+}
+
+// ParseReconfigure validates a ReconfigureStream request: a valid name,
+// retention_ms (if set) not negative, a known timestamping mode (if set),
+// and something to change. Failures are CodeInvalidArgument.
+func ParseReconfigure(m *strandv1.ReconfigureStreamRequest) (ReconfigureArgs, error) {
+	if err := checkName(m.GetName()); err != nil {
+		return ReconfigureArgs{}, err
+	}
+	a := ReconfigureArgs{Name: m.Name}
+	if m.RetentionMs != nil {
+		if *m.RetentionMs < 0 {
+			return ReconfigureArgs{}, invalid("retention_ms %d is negative (0 keeps data forever)", *m.RetentionMs)
+		}
+		a.Patch.RetentionMs = m.RetentionMs
+	}
+	if m.TimestampingMode != nil {
+		ts, err := timestampingOf(&strandv1.Timestamping{Mode: *m.TimestampingMode})
+		if err != nil {
+			return ReconfigureArgs{}, err
+		}
+		mode := uint8(ts.Mode)
+		a.Patch.TimestampMode = &mode
+	}
+	a.Patch.Uncapped = m.Uncapped
+	if a.Patch == (star.ConfigPatch{}) {
+		return ReconfigureArgs{}, invalid("nothing to change: give retention_ms, timestamping_mode or uncapped")
+	}
+	return a, nil
+}
+
+// ReconfigureStream implements the API (admin): a config command record
+// sequenced with the appends, then the stream's metadata (GetStream,
+// ListStreams, trim's retention) follows it.
+func (s *Server) ReconfigureStream(ctx context.Context, req *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	a, err := ParseReconfigure(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	st, id, err := s.leading(ctx, auth.Admin, a.Name)
+	if err != nil {
+		return nil, err
+	}
+	ack, cfg, err := s.cfg.Star.Reconfigure(ctx, id, a.Patch)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	st.RetentionMs = cfg.RetentionMs
+	st.Timestamping = metastore.Timestamping{Mode: metastore.TimestampMode(cfg.TimestampMode), Uncapped: cfg.Uncapped}
+	if err := s.cfg.Meta.SetStreamConfig(ctx, st.Name, st.ID, st.RetentionMs, st.Timestamping); err != nil {
+		return nil, toConnect(fmt.Errorf("stream %q: the new configuration applies from seq %d, but recording it in the stream's metadata failed (the same request again completes it): %w", st.Name, ack.FirstSeq, err))
+	}
+	s.mu.Lock()
+	if cur, ok := s.led[st.Name]; ok && cur.ID == st.ID {
+		s.led[st.Name] = st
+	}
+	s.mu.Unlock()
+	return connect.NewResponse(&strandv1.ReconfigureStreamResponse{Stream: streamMsg(st), SeqNum: ack.FirstSeq}), nil
 }

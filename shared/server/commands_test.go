@@ -73,3 +73,55 @@ func TestFenceAndTrimOverTheAPI(t *testing.T) {
 }
 
 func strp(s string) *string { return &s }
+
+// TestReconfigureStream: ReconfigureStream changes a stream's timestamping
+// from its command record on (an append without a timestamp is refused
+// after client-require, accepted again after client-prefer), keeps what
+// it is not given, and GetStream and ListStreams show the new
+// configuration; bad input is InvalidArgument; it needs admin.
+func TestReconfigureStream(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, newMeta(t), "star-0", true, nil)
+	c := newClient(t, n, adminTok)
+	_, err := c.CreateStream(ctx, "logs/c", client.CreateOptions{RetentionMs: 60000})
+	must(t, err)
+	_, err = c.Append(ctx, "logs/c", recs(2, "a"), client.AppendOptions{})
+	must(t, err)
+	s, seq, err := c.ReconfigureStream(ctx, "logs/c", client.ReconfigureOptions{Timestamping: "client-require"})
+	must(t, err)
+	if seq != 2 || s.Timestamping != "client-require" || s.RetentionMs != 60000 || s.Uncapped {
+		t.Fatalf("reconfigured %+v at seq %d", s, seq)
+	}
+	_, err = c.Append(ctx, "logs/c", recs(1, "b"), client.AppendOptions{})
+	wantCode(t, err, connect.CodeInvalidArgument)
+	if !strings.Contains(err.Error(), "requires client timestamps") {
+		t.Fatalf("error %q", err)
+	}
+	ack, err := c.Append(ctx, "logs/c", []client.Record{{TimestampMs: 1000, Body: []byte("t")}}, client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 3 {
+		t.Fatalf("ack %+v", ack)
+	}
+	zero, yes := int64(0), true
+	s, _, err = c.ReconfigureStream(ctx, "logs/c", client.ReconfigureOptions{RetentionMs: &zero, Timestamping: "client-prefer", Uncapped: &yes})
+	must(t, err)
+	got, err := c.GetStream(ctx, "logs/c")
+	must(t, err)
+	if got.RetentionMs != 0 || got.Timestamping != "client-prefer" || !got.Uncapped || s != got {
+		t.Fatalf("GetStream %+v, reconfigure answered %+v", got, s)
+	}
+	list, _, err := c.ListStreams(ctx, "logs/c", "", 10)
+	must(t, err)
+	if len(list) != 1 || list[0] != got {
+		t.Fatalf("ListStreams %+v", list)
+	}
+	_, err = c.Append(ctx, "logs/c", recs(1, "c"), client.AppendOptions{})
+	must(t, err)
+	_, _, err = c.ReconfigureStream(ctx, "logs/c", client.ReconfigureOptions{})
+	wantCode(t, err, connect.CodeInvalidArgument)
+	neg := int64(-5)
+	_, _, err = c.ReconfigureStream(ctx, "logs/c", client.ReconfigureOptions{RetentionMs: &neg})
+	wantCode(t, err, connect.CodeInvalidArgument)
+	_, _, err = newClient(t, n, appendTok).ReconfigureStream(ctx, "logs/c", client.ReconfigureOptions{RetentionMs: &zero})
+	wantCode(t, err, connect.CodePermissionDenied)
+}

@@ -144,3 +144,24 @@ func FuzzTrimRequest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzReconfigureStreamRequest(f *testing.F) {
+	f.Add([]byte(`{"name":"s","retentionMs":"86400000"}`))
+	f.Add([]byte(`{"name":"s","timestampingMode":"TIMESTAMPING_MODE_ARRIVAL","uncapped":true}`))
+	f.Add([]byte(`{"name":"s","retentionMs":"-1","timestampingMode":7}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req strandv1.ReconfigureStreamRequest
+		if !decode(data, &req) {
+			return
+		}
+		a, err := server.ParseReconfigure(&req)
+		wantInvalid(t, err)
+		if err != nil {
+			return
+		}
+		p := a.Patch
+		if a.Name == "" || (p.RetentionMs == nil && p.TimestampMode == nil && p.Uncapped == nil) || (p.RetentionMs != nil && *p.RetentionMs < 0) || (p.TimestampMode != nil && *p.TimestampMode > 2) {
+			t.Fatalf("accepted %+v", a)
+		}
+	})
+}

@@ -220,6 +220,7 @@ const maxConflicts = 3
 // retainStream applies retention and the stream's explicit trim point.
 func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int64, res *StreamResult) error {
 	var below uint64
+	retention := st.RetentionMs
 	last, err := t.Meta.LastRef(ctx, st.ID)
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
@@ -228,12 +229,17 @@ func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int
 		return fmt.Errorf("last ref: %w", err)
 	case last.Commands != nil:
 		below = last.Commands.TrimSeq
+		if last.Commands.HasConfig {
+			// A ReconfigureStream's retention, from the stream itself (its
+			// metadata follows it, but may lag if the server died between).
+			retention = last.Commands.Config.RetentionMs
+		}
 	}
 	cutoff := int64(math.MinInt64)
-	if st.RetentionMs > 0 {
-		cutoff = now - st.RetentionMs
+	if retention > 0 {
+		cutoff = now - retention
 	}
-	if below == 0 && st.RetentionMs <= 0 {
+	if below == 0 && retention <= 0 {
 		return nil
 	}
 	return t.retain(ctx, st, cutoff, below, res)

@@ -2305,6 +2305,136 @@ func (x *TrimResponse) GetTrimSeqNum() uint64 {
 	return 0
 }
 
+// ReconfigureStreamRequest changes a stream's retention and timestamping:
+// a config command record sequenced with the appends (it takes a seq).
+// Records before it were judged by the old configuration, every record
+// after it by the new one. Unset fields keep their value.
+type ReconfigureStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// retention_ms: 0 keeps data forever; not negative.
+	RetentionMs *int64 `protobuf:"varint,2,opt,name=retention_ms,json=retentionMs,proto3,oneof" json:"retention_ms,omitempty"`
+	// timestamping_mode: the stream's new mode (UNSPECIFIED: client-prefer).
+	TimestampingMode *TimestampingMode `protobuf:"varint,3,opt,name=timestamping_mode,json=timestampingMode,proto3,enum=strand.v1.TimestampingMode,oneof" json:"timestamping_mode,omitempty"`
+	// uncapped: the stream's new uncapped switch.
+	Uncapped      *bool `protobuf:"varint,4,opt,name=uncapped,proto3,oneof" json:"uncapped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureStreamRequest) Reset() {
+	*x = ReconfigureStreamRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureStreamRequest) ProtoMessage() {}
+
+func (x *ReconfigureStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureStreamRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureStreamRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReconfigureStreamRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReconfigureStreamRequest) GetRetentionMs() int64 {
+	if x != nil && x.RetentionMs != nil {
+		return *x.RetentionMs
+	}
+	return 0
+}
+
+func (x *ReconfigureStreamRequest) GetTimestampingMode() TimestampingMode {
+	if x != nil && x.TimestampingMode != nil {
+		return *x.TimestampingMode
+	}
+	return TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED
+}
+
+func (x *ReconfigureStreamRequest) GetUncapped() bool {
+	if x != nil && x.Uncapped != nil {
+		return *x.Uncapped
+	}
+	return false
+}
+
+type ReconfigureStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stream: the stream with its new configuration.
+	Stream *Stream `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// seq_num is the config command record's seq: the new configuration
+	// judges the records after it.
+	SeqNum        uint64 `protobuf:"varint,2,opt,name=seq_num,json=seqNum,proto3" json:"seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureStreamResponse) Reset() {
+	*x = ReconfigureStreamResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureStreamResponse) ProtoMessage() {}
+
+func (x *ReconfigureStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureStreamResponse.ProtoReflect.Descriptor instead.
+func (*ReconfigureStreamResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReconfigureStreamResponse) GetStream() *Stream {
+	if x != nil {
+		return x.Stream
+	}
+	return nil
+}
+
+func (x *ReconfigureStreamResponse) GetSeqNum() uint64 {
+	if x != nil {
+		return x.SeqNum
+	}
+	return 0
+}
+
 var File_strand_v1_strand_proto protoreflect.FileDescriptor
 
 const file_strand_v1_strand_proto_rawDesc = "" +
@@ -2464,7 +2594,18 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
 	"nextSeqNum\x12 \n" +
 	"\ftrim_seq_num\x18\x03 \x01(\x04R\n" +
-	"trimSeqNum*d\n" +
+	"trimSeqNum\"\xfa\x01\n" +
+	"\x18ReconfigureStreamRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
+	"\fretention_ms\x18\x02 \x01(\x03H\x00R\vretentionMs\x88\x01\x01\x12M\n" +
+	"\x11timestamping_mode\x18\x03 \x01(\x0e2\x1b.strand.v1.TimestampingModeH\x01R\x10timestampingMode\x88\x01\x01\x12\x1f\n" +
+	"\buncapped\x18\x04 \x01(\bH\x02R\buncapped\x88\x01\x01B\x0f\n" +
+	"\r_retention_msB\x14\n" +
+	"\x12_timestamping_modeB\v\n" +
+	"\t_uncapped\"_\n" +
+	"\x19ReconfigureStreamResponse\x12)\n" +
+	"\x06stream\x18\x01 \x01(\v2\x11.strand.v1.StreamR\x06stream\x12\x17\n" +
+	"\aseq_num\x18\x02 \x01(\x04R\x06seqNum*d\n" +
 	"\fStorageClass\x12\x1d\n" +
 	"\x19STORAGE_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STORAGE_CLASS_STANDARD\x10\x01\x12\x19\n" +
@@ -2473,7 +2614,7 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x1dTIMESTAMPING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fTIMESTAMPING_MODE_CLIENT_PREFER\x10\x01\x12$\n" +
 	" TIMESTAMPING_MODE_CLIENT_REQUIRE\x10\x02\x12\x1d\n" +
-	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\xab\b\n" +
+	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\x8d\t\n" +
 	"\rStrandService\x12Q\n" +
 	"\fCreateStream\x12\x1e.strand.v1.CreateStreamRequest\x1a\x1f.strand.v1.CreateStreamResponse\"\x00\x12Q\n" +
 	"\fDeleteStream\x12\x1e.strand.v1.DeleteStreamRequest\x1a\x1f.strand.v1.DeleteStreamResponse\"\x00\x12Q\n" +
@@ -2489,7 +2630,8 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\n" +
 	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x05Fence\x12\x17.strand.v1.FenceRequest\x1a\x18.strand.v1.FenceResponse\"\x00\x129\n" +
-	"\x04Trim\x12\x16.strand.v1.TrimRequest\x1a\x17.strand.v1.TrimResponse\"\x00B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
+	"\x04Trim\x12\x16.strand.v1.TrimRequest\x1a\x17.strand.v1.TrimResponse\"\x00\x12`\n" +
+	"\x11ReconfigureStream\x12#.strand.v1.ReconfigureStreamRequest\x1a$.strand.v1.ReconfigureStreamResponse\"\x00B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_strand_proto_rawDescOnce sync.Once
@@ -2504,44 +2646,46 @@ func file_strand_v1_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_strand_v1_strand_proto_goTypes = []any{
-	(StorageClass)(0),            // 0: strand.v1.StorageClass
-	(TimestampingMode)(0),        // 1: strand.v1.TimestampingMode
-	(*Timestamping)(nil),         // 2: strand.v1.Timestamping
-	(*Stream)(nil),               // 3: strand.v1.Stream
-	(*Header)(nil),               // 4: strand.v1.Header
-	(*AppendRecord)(nil),         // 5: strand.v1.AppendRecord
-	(*SequencedRecord)(nil),      // 6: strand.v1.SequencedRecord
-	(*CreateStreamRequest)(nil),  // 7: strand.v1.CreateStreamRequest
-	(*CreateStreamResponse)(nil), // 8: strand.v1.CreateStreamResponse
-	(*DeleteStreamRequest)(nil),  // 9: strand.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil), // 10: strand.v1.DeleteStreamResponse
-	(*ListStreamsRequest)(nil),   // 11: strand.v1.ListStreamsRequest
-	(*ListStreamsResponse)(nil),  // 12: strand.v1.ListStreamsResponse
-	(*GetStreamRequest)(nil),     // 13: strand.v1.GetStreamRequest
-	(*GetStreamResponse)(nil),    // 14: strand.v1.GetStreamResponse
-	(*CheckTailRequest)(nil),     // 15: strand.v1.CheckTailRequest
-	(*CheckTailResponse)(nil),    // 16: strand.v1.CheckTailResponse
-	(*AppendRequest)(nil),        // 17: strand.v1.AppendRequest
-	(*AppendResponse)(nil),       // 18: strand.v1.AppendResponse
-	(*ReadRequest)(nil),          // 19: strand.v1.ReadRequest
-	(*ReadResponse)(nil),         // 20: strand.v1.ReadResponse
-	(*ReadSessionRequest)(nil),   // 21: strand.v1.ReadSessionRequest
-	(*ReadSessionResponse)(nil),  // 22: strand.v1.ReadSessionResponse
-	(*TokenInfo)(nil),            // 23: strand.v1.TokenInfo
-	(*CreateTokenRequest)(nil),   // 24: strand.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),  // 25: strand.v1.CreateTokenResponse
-	(*RevokeTokenRequest)(nil),   // 26: strand.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),  // 27: strand.v1.RevokeTokenResponse
-	(*ListTokensRequest)(nil),    // 28: strand.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),   // 29: strand.v1.ListTokensResponse
-	(*Tail)(nil),                 // 30: strand.v1.Tail
-	(*Leader)(nil),               // 31: strand.v1.Leader
-	(*FenceRequest)(nil),         // 32: strand.v1.FenceRequest
-	(*FenceResponse)(nil),        // 33: strand.v1.FenceResponse
-	(*TrimRequest)(nil),          // 34: strand.v1.TrimRequest
-	(*TrimResponse)(nil),         // 35: strand.v1.TrimResponse
+	(StorageClass)(0),                 // 0: strand.v1.StorageClass
+	(TimestampingMode)(0),             // 1: strand.v1.TimestampingMode
+	(*Timestamping)(nil),              // 2: strand.v1.Timestamping
+	(*Stream)(nil),                    // 3: strand.v1.Stream
+	(*Header)(nil),                    // 4: strand.v1.Header
+	(*AppendRecord)(nil),              // 5: strand.v1.AppendRecord
+	(*SequencedRecord)(nil),           // 6: strand.v1.SequencedRecord
+	(*CreateStreamRequest)(nil),       // 7: strand.v1.CreateStreamRequest
+	(*CreateStreamResponse)(nil),      // 8: strand.v1.CreateStreamResponse
+	(*DeleteStreamRequest)(nil),       // 9: strand.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),      // 10: strand.v1.DeleteStreamResponse
+	(*ListStreamsRequest)(nil),        // 11: strand.v1.ListStreamsRequest
+	(*ListStreamsResponse)(nil),       // 12: strand.v1.ListStreamsResponse
+	(*GetStreamRequest)(nil),          // 13: strand.v1.GetStreamRequest
+	(*GetStreamResponse)(nil),         // 14: strand.v1.GetStreamResponse
+	(*CheckTailRequest)(nil),          // 15: strand.v1.CheckTailRequest
+	(*CheckTailResponse)(nil),         // 16: strand.v1.CheckTailResponse
+	(*AppendRequest)(nil),             // 17: strand.v1.AppendRequest
+	(*AppendResponse)(nil),            // 18: strand.v1.AppendResponse
+	(*ReadRequest)(nil),               // 19: strand.v1.ReadRequest
+	(*ReadResponse)(nil),              // 20: strand.v1.ReadResponse
+	(*ReadSessionRequest)(nil),        // 21: strand.v1.ReadSessionRequest
+	(*ReadSessionResponse)(nil),       // 22: strand.v1.ReadSessionResponse
+	(*TokenInfo)(nil),                 // 23: strand.v1.TokenInfo
+	(*CreateTokenRequest)(nil),        // 24: strand.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),       // 25: strand.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),        // 26: strand.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),       // 27: strand.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),         // 28: strand.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),        // 29: strand.v1.ListTokensResponse
+	(*Tail)(nil),                      // 30: strand.v1.Tail
+	(*Leader)(nil),                    // 31: strand.v1.Leader
+	(*FenceRequest)(nil),              // 32: strand.v1.FenceRequest
+	(*FenceResponse)(nil),             // 33: strand.v1.FenceResponse
+	(*TrimRequest)(nil),               // 34: strand.v1.TrimRequest
+	(*TrimResponse)(nil),              // 35: strand.v1.TrimResponse
+	(*ReconfigureStreamRequest)(nil),  // 36: strand.v1.ReconfigureStreamRequest
+	(*ReconfigureStreamResponse)(nil), // 37: strand.v1.ReconfigureStreamResponse
 }
 var file_strand_v1_strand_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.Timestamping.mode:type_name -> strand.v1.TimestampingMode
@@ -2559,39 +2703,43 @@ var file_strand_v1_strand_proto_depIdxs = []int32{
 	6,  // 12: strand.v1.ReadSessionResponse.records:type_name -> strand.v1.SequencedRecord
 	23, // 13: strand.v1.CreateTokenResponse.info:type_name -> strand.v1.TokenInfo
 	23, // 14: strand.v1.ListTokensResponse.tokens:type_name -> strand.v1.TokenInfo
-	7,  // 15: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
-	9,  // 16: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
-	11, // 17: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
-	13, // 18: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
-	15, // 19: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
-	17, // 20: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
-	17, // 21: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
-	19, // 22: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
-	21, // 23: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
-	24, // 24: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
-	26, // 25: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
-	28, // 26: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
-	32, // 27: strand.v1.StrandService.Fence:input_type -> strand.v1.FenceRequest
-	34, // 28: strand.v1.StrandService.Trim:input_type -> strand.v1.TrimRequest
-	8,  // 29: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
-	10, // 30: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
-	12, // 31: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
-	14, // 32: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
-	16, // 33: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
-	18, // 34: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
-	18, // 35: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
-	20, // 36: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
-	22, // 37: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
-	25, // 38: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
-	27, // 39: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
-	29, // 40: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
-	33, // 41: strand.v1.StrandService.Fence:output_type -> strand.v1.FenceResponse
-	35, // 42: strand.v1.StrandService.Trim:output_type -> strand.v1.TrimResponse
-	29, // [29:43] is the sub-list for method output_type
-	15, // [15:29] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	1,  // 15: strand.v1.ReconfigureStreamRequest.timestamping_mode:type_name -> strand.v1.TimestampingMode
+	3,  // 16: strand.v1.ReconfigureStreamResponse.stream:type_name -> strand.v1.Stream
+	7,  // 17: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
+	9,  // 18: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
+	11, // 19: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
+	13, // 20: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
+	15, // 21: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
+	17, // 22: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
+	17, // 23: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
+	19, // 24: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
+	21, // 25: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
+	24, // 26: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
+	26, // 27: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
+	28, // 28: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
+	32, // 29: strand.v1.StrandService.Fence:input_type -> strand.v1.FenceRequest
+	34, // 30: strand.v1.StrandService.Trim:input_type -> strand.v1.TrimRequest
+	36, // 31: strand.v1.StrandService.ReconfigureStream:input_type -> strand.v1.ReconfigureStreamRequest
+	8,  // 32: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
+	10, // 33: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
+	12, // 34: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
+	14, // 35: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
+	16, // 36: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
+	18, // 37: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
+	18, // 38: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
+	20, // 39: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
+	22, // 40: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
+	25, // 41: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
+	27, // 42: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
+	29, // 43: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
+	33, // 44: strand.v1.StrandService.Fence:output_type -> strand.v1.FenceResponse
+	35, // 45: strand.v1.StrandService.Trim:output_type -> strand.v1.TrimResponse
+	37, // 46: strand.v1.StrandService.ReconfigureStream:output_type -> strand.v1.ReconfigureStreamResponse
+	32, // [32:47] is the sub-list for method output_type
+	17, // [17:32] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_strand_proto_init() }
@@ -2612,13 +2760,14 @@ func file_strand_v1_strand_proto_init() {
 	}
 	file_strand_v1_strand_proto_msgTypes[30].OneofWrappers = []any{}
 	file_strand_v1_strand_proto_msgTypes[32].OneofWrappers = []any{}
+	file_strand_v1_strand_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_strand_proto_rawDesc), len(file_strand_v1_strand_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -77,6 +77,9 @@ const (
 	StrandServiceFenceProcedure = "/strand.v1.StrandService/Fence"
 	// StrandServiceTrimProcedure is the fully-qualified name of the StrandService's Trim RPC.
 	StrandServiceTrimProcedure = "/strand.v1.StrandService/Trim"
+	// StrandServiceReconfigureStreamProcedure is the fully-qualified name of the StrandService's
+	// ReconfigureStream RPC.
+	StrandServiceReconfigureStreamProcedure = "/strand.v1.StrandService/ReconfigureStream"
 )
 
 // StrandServiceClient is a client for the strand.v1.StrandService service.
@@ -106,6 +109,9 @@ type StrandServiceClient interface {
 	Fence(context.Context, *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error)
 	// Trim trims a stream below a seq (append permission); see TrimRequest.
 	Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error)
+	// ReconfigureStream changes a stream's retention and timestamping (admin);
+	// see ReconfigureStreamRequest.
+	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
 }
 
 // NewStrandServiceClient constructs a client for the strand.v1.StrandService service. By default,
@@ -209,25 +215,32 @@ func NewStrandServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(strandServiceMethods.ByName("Trim")),
 			connect.WithClientOptions(opts...),
 		),
+		reconfigureStream: connect.NewClient[strandv1.ReconfigureStreamRequest, strandv1.ReconfigureStreamResponse](
+			httpClient,
+			baseURL+StrandServiceReconfigureStreamProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("ReconfigureStream")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // strandServiceClient implements StrandServiceClient.
 type strandServiceClient struct {
-	createStream  *connect.Client[strandv1.CreateStreamRequest, strandv1.CreateStreamResponse]
-	deleteStream  *connect.Client[strandv1.DeleteStreamRequest, strandv1.DeleteStreamResponse]
-	listStreams   *connect.Client[strandv1.ListStreamsRequest, strandv1.ListStreamsResponse]
-	getStream     *connect.Client[strandv1.GetStreamRequest, strandv1.GetStreamResponse]
-	checkTail     *connect.Client[strandv1.CheckTailRequest, strandv1.CheckTailResponse]
-	append        *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
-	appendSession *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
-	read          *connect.Client[strandv1.ReadRequest, strandv1.ReadResponse]
-	readSession   *connect.Client[strandv1.ReadSessionRequest, strandv1.ReadSessionResponse]
-	createToken   *connect.Client[strandv1.CreateTokenRequest, strandv1.CreateTokenResponse]
-	revokeToken   *connect.Client[strandv1.RevokeTokenRequest, strandv1.RevokeTokenResponse]
-	listTokens    *connect.Client[strandv1.ListTokensRequest, strandv1.ListTokensResponse]
-	fence         *connect.Client[strandv1.FenceRequest, strandv1.FenceResponse]
-	trim          *connect.Client[strandv1.TrimRequest, strandv1.TrimResponse]
+	createStream      *connect.Client[strandv1.CreateStreamRequest, strandv1.CreateStreamResponse]
+	deleteStream      *connect.Client[strandv1.DeleteStreamRequest, strandv1.DeleteStreamResponse]
+	listStreams       *connect.Client[strandv1.ListStreamsRequest, strandv1.ListStreamsResponse]
+	getStream         *connect.Client[strandv1.GetStreamRequest, strandv1.GetStreamResponse]
+	checkTail         *connect.Client[strandv1.CheckTailRequest, strandv1.CheckTailResponse]
+	append            *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
+	appendSession     *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
+	read              *connect.Client[strandv1.ReadRequest, strandv1.ReadResponse]
+	readSession       *connect.Client[strandv1.ReadSessionRequest, strandv1.ReadSessionResponse]
+	createToken       *connect.Client[strandv1.CreateTokenRequest, strandv1.CreateTokenResponse]
+	revokeToken       *connect.Client[strandv1.RevokeTokenRequest, strandv1.RevokeTokenResponse]
+	listTokens        *connect.Client[strandv1.ListTokensRequest, strandv1.ListTokensResponse]
+	fence             *connect.Client[strandv1.FenceRequest, strandv1.FenceResponse]
+	trim              *connect.Client[strandv1.TrimRequest, strandv1.TrimResponse]
+	reconfigureStream *connect.Client[strandv1.ReconfigureStreamRequest, strandv1.ReconfigureStreamResponse]
 }
 
 // CreateStream calls strand.v1.StrandService.CreateStream.
@@ -300,6 +313,11 @@ func (c *strandServiceClient) Trim(ctx context.Context, req *connect.Request[str
 	return c.trim.CallUnary(ctx, req)
 }
 
+// ReconfigureStream calls strand.v1.StrandService.ReconfigureStream.
+func (c *strandServiceClient) ReconfigureStream(ctx context.Context, req *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	return c.reconfigureStream.CallUnary(ctx, req)
+}
+
 // StrandServiceHandler is an implementation of the strand.v1.StrandService service.
 type StrandServiceHandler interface {
 	CreateStream(context.Context, *connect.Request[strandv1.CreateStreamRequest]) (*connect.Response[strandv1.CreateStreamResponse], error)
@@ -327,6 +345,9 @@ type StrandServiceHandler interface {
 	Fence(context.Context, *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error)
 	// Trim trims a stream below a seq (append permission); see TrimRequest.
 	Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error)
+	// ReconfigureStream changes a stream's retention and timestamping (admin);
+	// see ReconfigureStreamRequest.
+	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
 }
 
 // NewStrandServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -426,6 +447,12 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(strandServiceMethods.ByName("Trim")),
 		connect.WithHandlerOptions(opts...),
 	)
+	strandServiceReconfigureStreamHandler := connect.NewUnaryHandler(
+		StrandServiceReconfigureStreamProcedure,
+		svc.ReconfigureStream,
+		connect.WithSchema(strandServiceMethods.ByName("ReconfigureStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strand.v1.StrandService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StrandServiceCreateStreamProcedure:
@@ -456,6 +483,8 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 			strandServiceFenceHandler.ServeHTTP(w, r)
 		case StrandServiceTrimProcedure:
 			strandServiceTrimHandler.ServeHTTP(w, r)
+		case StrandServiceReconfigureStreamProcedure:
+			strandServiceReconfigureStreamHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -519,4 +548,8 @@ func (UnimplementedStrandServiceHandler) Fence(context.Context, *connect.Request
 
 func (UnimplementedStrandServiceHandler) Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.Trim is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.ReconfigureStream is not implemented"))
 }
