@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/star"
 )
@@ -34,7 +35,11 @@ var commandSeeds = flag.Int("command-seeds", 100, "seeds of TestSimCommands (see
 //     append is at its ack's seqs; no append refused with ErrFenced is in
 //     the history;
 //   - trim: after a trim is acked, no read (of any incarnation, through
-//     the faults) returns a record of s1 below its trim point.
+//     the faults) returns a record of s1 below its trim point;
+//   - reconfigure: stream s2 switches between client-require and
+//     client-prefer; in its history no record without a client timestamp
+//     (its header says so) follows a config record that set
+//     client-require, and every acked append is there.
 func TestSimCommands(t *testing.T) {
 	seeds := []int64{*seedFlag}
 	if *seedFlag == 0 {
@@ -43,19 +48,19 @@ func TestSimCommands(t *testing.T) {
 			seeds = append(seeds, int64(i))
 		}
 	}
-	var fences, refused, trims, takeovers int
+	var fences, refused, trims, takeovers, configs int
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("replay: go test ./tests/sim -run TestSimCommands -seed=%d -v", seed)
 			synctest.Test(t, func(t *testing.T) {
 				c := runCommands(t, seed, 60)
-				fences, refused, trims, takeovers = fences+c.fences, refused+c.refused, trims+c.trims, takeovers+c.takeovers
+				fences, refused, trims, takeovers, configs = fences+c.fences, refused+c.refused, trims+c.trims, takeovers+c.takeovers, configs+c.configs
 			})
 		})
 	}
-	t.Logf("SUMMARY sim commands: seeds=%d fences_acked=%d appends_refused_by_fence=%d trims_acked=%d takeovers=%d", len(seeds), fences, refused, trims, takeovers)
-	if len(seeds) > 3 && (fences == 0 || refused == 0 || trims == 0 || takeovers == 0) {
-		t.Fatalf("the workload did not exercise every command: %d fences, %d refused, %d trims, %d takeovers", fences, refused, trims, takeovers)
+	t.Logf("SUMMARY sim commands: seeds=%d fences_acked=%d appends_refused_by_fence=%d trims_acked=%d configs_acked=%d takeovers=%d", len(seeds), fences, refused, trims, configs, takeovers)
+	if len(seeds) > 3 && (fences == 0 || refused == 0 || trims == 0 || takeovers == 0 || configs == 0) {
+		t.Fatalf("the workload did not exercise every command: %d fences, %d refused, %d trims, %d configs, %d takeovers", fences, refused, trims, configs, takeovers)
 	}
 }
 
@@ -74,18 +79,19 @@ type cmdSim struct {
 	refusedB map[string]bool   // bodies of appends refused with ErrFenced
 	trimAt   uint64            // s1's highest acked trim point
 	wg       sync.WaitGroup    // appends in flight
-	counts   struct{ fences, refused, trims, takeovers int }
+	counts   struct{ fences, refused, trims, takeovers, configs int }
+	ackedS2  map[uint64]string   // s2 seq -> the body of its acked append
 	bodies   map[string]struct{} // every body appended to s0 (unique)
 	n        int
 }
 
-func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers int } {
+func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers, configs int } {
 	w, err := NewWorld(seed, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &cmdSim{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xfe4ce)),
-		acked: map[uint64]string{}, refusedB: map[string]bool{}, bodies: map[string]struct{}{}}
+		acked: map[uint64]string{}, refusedB: map[string]bool{}, bodies: map[string]struct{}{}, ackedS2: map[uint64]string{}}
 	defer func() {
 		c.wg.Wait()
 		if c.node != nil {
@@ -97,7 +103,9 @@ func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, t
 		t.Fatal("the first star did not start")
 	}
 	for step := range steps {
-		switch k := c.rng.IntN(20); {
+		switch k := c.rng.IntN(22); {
+		case k >= 20:
+			c.reconfigure()
 		case k < 9:
 			c.appendBurst()
 		case k < 11:
@@ -132,6 +140,7 @@ func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, t
 		c.restart()
 	}
 	c.checkFenceHistory()
+	c.checkConfigHistory()
 	c.checkReads("end")
 	return c.counts
 }
@@ -319,6 +328,88 @@ func (c *cmdSim) checkFenceHistory() {
 	for seq, b := range c.acked {
 		if seq >= uint64(len(recs)) || string(recs[seq].Body) != b {
 			c.t.Fatalf("seed=%d: acked %q at seq %d is not there", c.seed, b, seq)
+		}
+	}
+}
+
+// reconfigure switches s2's timestamping mode and appends to it records
+// with and without a client timestamp (the header "ts" says which), in the
+// background, some of them racing the switch.
+func (c *cmdSim) reconfigure() {
+	n := c.node
+	if n == nil {
+		return
+	}
+	for range 1 + c.rng.IntN(4) {
+		c.mu.Lock()
+		c.n++
+		b := fmt.Sprintf("c%d", c.n)
+		c.mu.Unlock()
+		rec := format.Record{Body: []byte(b), Headers: []format.Header{{Name: []byte("ts"), Value: []byte("none")}}}
+		if c.rng.IntN(2) == 0 {
+			rec = format.Record{TimestampMs: 1000, Body: []byte(b), Headers: []format.Header{{Name: []byte("ts"), Value: []byte("client")}}}
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if a, err := n.Star.Append(ctx, c.w.IDs[2], []format.Record{rec}, star.AppendOptions{}); err == nil {
+				c.mu.Lock()
+				c.ackedS2[a.FirstSeq] = b
+				c.mu.Unlock()
+			}
+		}()
+	}
+	mode := uint8(metastore.TimestampClientRequire)
+	if c.rng.IntN(2) == 0 {
+		mode = uint8(metastore.TimestampClientPrefer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, _, err := n.Star.Reconfigure(ctx, c.w.IDs[2], star.ConfigPatch{TimestampMode: &mode}); err == nil {
+		c.mu.Lock()
+		c.counts.configs++
+		c.mu.Unlock()
+	}
+}
+
+// checkConfigHistory reads s2 whole: no record without a client timestamp
+// after a config record that set client-require (before the next one), and
+// every acked append at its seq.
+func (c *cmdSim) checkConfigHistory() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var recs []star.SeqRecord
+	var err error
+	for range 20 {
+		if recs, _, err = ReadAll(ctx, c.w.Reader(c.node.Star, true), c.w.Streams[2]); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("seed=%d: read s2: %v", c.seed, err)
+	}
+	require := false
+	for _, r := range recs {
+		if format.CommandOf(r.Record) == format.CommandConfig {
+			cfg, err := format.DecodeConfig(r.Body)
+			if err != nil {
+				c.t.Fatalf("seed=%d: s2 seq %d: config record: %v", c.seed, r.Seq, err)
+			}
+			require = cfg.TimestampMode == uint8(metastore.TimestampClientRequire)
+			continue
+		}
+		if require && len(r.Headers) == 1 && string(r.Headers[0].Value) == "none" {
+			c.t.Fatalf("seed=%d: s2 seq %d: a record without a timestamp was committed while the stream required client timestamps", c.seed, r.Seq)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for seq, b := range c.ackedS2 {
+		if seq >= uint64(len(recs)) || string(recs[seq].Body) != b {
+			c.t.Fatalf("seed=%d: acked %q at s2 seq %d is not there", c.seed, b, seq)
 		}
 	}
 }
