@@ -66,28 +66,18 @@ func TestFenceRefusesOtherTokens(t *testing.T) {
 	// The chain: r0, fence w1, r2, fence "", r4; command tables follow.
 	var bodies []string
 	var tables []format.StreamCommands
-	for slot := uint64(0); ; slot++ {
-		obj, err := h.mems[0].Get(ctx, format.SlotKey("star-0", 1, slot), 0, -1)
-		if err != nil {
-			break
-		}
-		f, err := format.ParseFlight(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range f.Entries {
-			_, rs, _ := format.DecodeSegment(obj[e.Offset : e.Offset+e.Length])
-			for _, r := range rs {
-				bodies = append(bodies, format.CommandOf(r)+":"+string(r.Body))
+	h.eachRecord(func(f format.Flight, r format.Record) {
+		if r.Headers == nil && r.Body == nil { // the flight
+			for _, c := range f.Commands {
+				tables = append(tables, c.Commands)
 			}
+			if f.Envelope.Slot == 0 && f.Envelope.Version != 0 {
+				t.Fatalf("a flight before any command is version %d, want 1", f.Envelope.Version)
+			}
+			return
 		}
-		for _, c := range f.Commands {
-			tables = append(tables, c.Commands)
-		}
-		if slot == 0 && f.Envelope.Version != 0 {
-			t.Fatalf("a flight before any command is version %d, want 1", f.Envelope.Version)
-		}
-	}
+		bodies = append(bodies, format.CommandOf(r)+":"+string(r.Body))
+	})
 	if want := []string{":r0", "fence:w1", ":r2", "fence:", ":r4"}; strings.Join(bodies, ",") != strings.Join(want, ",") {
 		t.Fatalf("chain %q, want %q", bodies, want)
 	}
@@ -265,5 +255,31 @@ func TestTrimCommand(t *testing.T) {
 	_, rs, _ := format.DecodeSegment(obj[f.Entries[0].Offset : f.Entries[0].Offset+f.Entries[0].Length])
 	if format.CommandOf(rs[0]) != format.CommandTrim || binary.BigEndian.Uint64(rs[0].Body) != 3 {
 		t.Fatalf("trim record %+v", rs[0])
+	}
+}
+
+// eachRecord calls fn with every flight of epoch 1 in bucket 0 (slot
+// order) and every record of it, in segment order.
+func (h *harness) eachRecord(fn func(f format.Flight, r format.Record)) {
+	h.t.Helper()
+	for slot := uint64(0); ; slot++ {
+		obj, err := h.mems[0].Get(context.Background(), format.SlotKey("star-0", 1, slot), 0, -1)
+		if err != nil {
+			return
+		}
+		f, err := format.ParseFlight(obj)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		fn(f, format.Record{}) // the flight itself, before its records
+		for _, e := range f.Entries {
+			_, rs, err := format.DecodeSegment(obj[e.Offset : e.Offset+e.Length])
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			for _, r := range rs {
+				fn(f, r)
+			}
+		}
 	}
 }

@@ -105,25 +105,15 @@ func TestReconfigureIsSequenced(t *testing.T) {
 		t.Fatalf("acknowledged state %+v", c)
 	}
 	var bodies []format.StreamConfig
-	for slot := uint64(0); ; slot++ {
-		obj, err := h.mems[0].Get(ctx, format.SlotKey("star-0", 1, slot), 0, -1)
-		if err != nil {
-			break
-		}
-		f, _ := format.ParseFlight(obj)
-		for _, e := range f.Entries {
-			_, rs, _ := format.DecodeSegment(obj[e.Offset : e.Offset+e.Length])
-			for _, r := range rs {
-				if format.CommandOf(r) == format.CommandConfig {
-					c, err := format.DecodeConfig(r.Body)
-					if err != nil {
-						t.Fatal(err)
-					}
-					bodies = append(bodies, c)
-				}
+	h.eachRecord(func(_ format.Flight, r format.Record) {
+		if format.CommandOf(r) == format.CommandConfig {
+			c, err := format.DecodeConfig(r.Body)
+			if err != nil {
+				t.Fatal(err)
 			}
+			bodies = append(bodies, c)
 		}
-	}
+	})
 	if len(bodies) != 1 || bodies[0] != cfg {
 		t.Fatalf("config records %+v, want one with %+v", bodies, cfg)
 	}

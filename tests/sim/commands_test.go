@@ -282,19 +282,7 @@ func (c *cmdSim) checkReads(when string) {
 // checkFenceHistory reads s0 whole (raw stores) and checks the fence
 // invariant against the records and the acks.
 func (c *cmdSim) checkFenceHistory() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var recs []star.SeqRecord
-	var err error
-	for range 20 {
-		if recs, _, err = ReadAll(ctx, c.w.Reader(c.node.Star, true), c.w.Streams[0]); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		c.t.Fatalf("seed=%d: read s0: %v", c.seed, err)
-	}
+	recs := c.history(0)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := ""
@@ -378,19 +366,7 @@ func (c *cmdSim) reconfigure() {
 // after a config record that set client-require (before the next one), and
 // every acked append at its seq.
 func (c *cmdSim) checkConfigHistory() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var recs []star.SeqRecord
-	var err error
-	for range 20 {
-		if recs, _, err = ReadAll(ctx, c.w.Reader(c.node.Star, true), c.w.Streams[2]); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		c.t.Fatalf("seed=%d: read s2: %v", c.seed, err)
-	}
+	recs := c.history(2)
 	require := false
 	for _, r := range recs {
 		if format.CommandOf(r.Record) == format.CommandConfig {
@@ -412,4 +388,21 @@ func (c *cmdSim) checkConfigHistory() {
 			c.t.Fatalf("seed=%d: acked %q at s2 seq %d is not there", c.seed, b, seq)
 		}
 	}
+}
+
+// history reads stream i whole from the raw stores, retrying while a
+// settle or trim run makes the refs look torn.
+func (c *cmdSim) history(i int) []star.SeqRecord {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var recs []star.SeqRecord
+	var err error
+	for range 20 {
+		if recs, _, err = ReadAll(ctx, c.w.Reader(c.node.Star, true), c.w.Streams[i]); err == nil {
+			return recs
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("seed=%d: read s%d: %v", c.seed, i, err)
+	return nil
 }
