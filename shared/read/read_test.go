@@ -541,3 +541,34 @@ func TestReadHonoursTrim(t *testing.T) {
 	}
 	check(t, e.read(Start{Seq: 3}, Limits{Count: 5}).Records, 145, 5)
 }
+
+// TestSessionHonoursTrim: a session from seq 0 of a trimmed stream starts
+// at the trim point, and a trim acknowledged while the session is behind
+// it makes the session skip to the new point.
+func TestSessionHonoursTrim(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(15, 100) // seqs 0..1499: more than one batch of MaxCount
+	ctx := context.Background()
+	if _, _, err := e.star.Trim(ctx, e.id, 10, star.AppendOptions{}); err != nil { // seq 1500
+		t.Fatal(err)
+	}
+	var got []uint64
+	err := e.r.Session(ctx, e.st, Start{}, SessionOptions{NoTail: true}, func(b Batch) error {
+		if len(got) == 0 {
+			// The session is at 1010 now: trim past it.
+			if _, _, err := e.star.Trim(ctx, e.id, 1200, star.AppendOptions{}); err != nil { // seq 1501
+				return err
+			}
+		}
+		for _, r := range b.Records {
+			got = append(got, r.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != MaxCount+300+2 || got[0] != 10 || got[MaxCount-1] != 1009 || got[MaxCount] != 1200 || got[len(got)-1] != 1501 {
+		t.Fatalf("session read %d records: first %d, then from %d, last %d; want 10..1009, 1200..1501", len(got), got[0], got[min(MaxCount, len(got)-1)], got[len(got)-1])
+	}
+}
