@@ -13,19 +13,21 @@ import (
 
 // producerFlags name the producer of an exactly-once append.
 type producerFlags struct {
-	id       string
-	batchSeq uint64
+	id         string
+	batchSeq   uint64
+	fenceToken string
 }
 
 func (f *producerFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.id, "producer-id", "", "resume this producer (32 hex digits; default: a random one)")
 	cmd.Flags().Uint64Var(&f.batchSeq, "batch-seq", 0, "the producer's next batch seq on the stream (printed on exit; with --producer-id)")
+	cmd.Flags().StringVar(&f.fenceToken, "fence-token", "", "the stream's fencing token, if it is fenced (strand fence)")
 }
 
 func (f *producerFlags) options(stderr io.Writer) (client.ProducerOptions, error) {
 	opt := client.ProducerOptions{OnReconnect: func(cause error) {
 		fmt.Fprintf(stderr, "strand: connection lost (%v); reconnecting and resending unacknowledged batches\n", cause)
-	}}
+	}, FenceToken: f.fenceToken}
 	if f.id == "" {
 		if f.batchSeq != 0 {
 			return opt, fmt.Errorf("--batch-seq %d needs --producer-id", f.batchSeq)

@@ -49,19 +49,33 @@ type devProc struct {
 	endpoint, token, dataDir string
 	cmd                      *exec.Cmd
 	out                      *syncBuf
+	done                     chan struct{} // closed when the process has exited
+}
+
+// kill ends d with SIGKILL (kill -9) and waits for it.
+func (d *devProc) kill() {
+	_ = d.cmd.Process.Kill()
+	<-d.done
 }
 
 // startDev runs `strand dev` on a free port and a temporary data dir, and
 // stops it (SIGINT) when the test ends.
 func startDev(t *testing.T, extra ...string) *devProc {
 	t.Helper()
-	d := &devProc{dataDir: t.TempDir(), out: &syncBuf{}}
+	return startDevAt(t, t.TempDir(), extra...)
+}
+
+// startDevAt is startDev on a given data dir (a restart keeps its data).
+func startDevAt(t *testing.T, dataDir string, extra ...string) *devProc {
+	t.Helper()
+	d := &devProc{dataDir: dataDir, out: &syncBuf{}}
 	d.cmd = exec.Command(strandBin(t), append([]string{"dev", "--data-dir", d.dataDir, "--addr", "127.0.0.1:0", "--log-level", "error"}, extra...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
+	d.done = done
 	go func() { _ = d.cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		_ = d.cmd.Process.Signal(os.Interrupt)

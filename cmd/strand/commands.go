@@ -385,12 +385,16 @@ func streamMsg(s client.Stream) *strandv1.Stream {
 	return m
 }
 
-// print writes recs: text, each body on a line; or json, each record as
-// one line of raw JSON (shared/rawjson), the shape the API answers with
-// Strand-Format: raw.
+// print writes recs: text, each body on a line (command records, such as
+// a fence or a trim, are left out: their bodies are not lines of data); or
+// json, each record as one line of raw JSON (shared/rawjson), the shape
+// the API answers with Strand-Format: raw, command records included.
 func (p *printer) print(recs []client.Record) error {
 	for _, r := range recs {
 		if p.format == "text" {
+			if isCommand(r) {
+				continue
+			}
 			p.w.Write(r.Body)
 			p.w.WriteByte('\n')
 			continue

@@ -32,6 +32,7 @@ var hints = []hint{
 	{connect.CodeUnavailable, 1, []string{"halted"}, "the server's storage is failing (its epoch is halted); nothing was written: retry later, and see the server's /healthz and docs/operations.md"},
 	{connect.CodeUnavailable, 1, nil, "the server answered but cannot serve this now (stopping, not the stream's leader, or a store unavailable); retry"},
 	{connect.CodeInvalidArgument, -1, []string{"GOAWAY"}, "the server closed the connection (it is stopping); what was printed before is complete; run the command again once the server is back"},
+	{connect.CodeFailedPrecondition, 1, []string{"fencing token mismatch"}, "the stream is fenced (strand fence): pass its current token with --fence-token; nothing was written"},
 	{connect.CodeNotFound, 0, []string{"no token has hash"}, "strand token ls lists the tokens there are; a revoked token is gone"},
 	{connect.CodeNotFound, 0, []string{"stream"}, "list streams with `strand ls`; create one with `strand create NAME`"},
 }

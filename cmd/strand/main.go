@@ -49,7 +49,7 @@ then, in another shell, use the endpoint and token it prints:
 	}
 	var cf clientFlags
 	root.AddCommand(newDev())
-	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf)} {
+	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newFence(&cf), newTrim(&cf), newConfig(&cf)} {
 		root.AddCommand(cf.register(c, c.Flags(), true))
 	}
 	tok, bench := newToken(&cf), newBench(&cf)

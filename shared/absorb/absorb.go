@@ -233,6 +233,9 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 // the next is ErrGap. Each ref keeps the producer marks of the producer
 // batches it holds (the slots' batch tables), bounded by
 // metastore.TrimMarks: a successor star rebuilds its dedupe table from them.
+// A ref whose last segment has command state (a version-3 flight's command
+// table) keeps it: a successor star seeds the stream's fencing token and
+// trim point from its last ref.
 func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 	type run struct {
 		done []metastore.Ref // full refs of the stream, in seq order
@@ -282,6 +285,12 @@ func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 			// The slot's segment of the stream is the last of its current ref.
 			r := byStream[s.Entries[b.Entry].Stream].cur
 			r.Producers = append(r.Producers, metastore.ProducerMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
+		}
+		for _, c := range s.Commands { // the parser checked c.Entry
+			// The state after the segment, the last of its stream's current
+			// ref: the state as of that ref's last record.
+			cs := c.Commands
+			byStream[s.Entries[c.Entry].Stream].cur.Commands = &cs
 		}
 	}
 	refs := make([]metastore.Ref, 0, len(byStream))

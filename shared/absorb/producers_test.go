@@ -56,3 +56,43 @@ func TestBuildRefsKeepsProducerMarks(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRefsKeepsCommandState: a ref keeps the command state of its last
+// segment (the stream's state as of the ref's last record), so the latest
+// ref of a stream carries its fencing token and trim point; a stream
+// without command state has none.
+func TestBuildRefsKeepsCommandState(t *testing.T) {
+	var a, b format.StreamID
+	a[0], b[0] = 0xa, 0xb
+	var slots []chain.Slot
+	for i := range 3 {
+		s := chain.Slot{Seq: uint64(i), Key: format.SlotKey("s", 1, uint64(i)),
+			Entries: []format.FooterEntry{
+				{Stream: a, FirstSeq: uint64(i), Count: 1, Offset: 60, Length: 100},
+				{Stream: b, FirstSeq: uint64(i), Count: 1, Offset: 160, Length: 50},
+			}}
+		if i > 0 { // stream a fenced in slot 1, trimmed in slot 2
+			s.Commands = []format.CommandEntry{{Entry: 0, Commands: format.StreamCommands{FenceToken: "w", TrimSeq: uint64(i - 1)}}}
+		}
+		slots = append(slots, s)
+	}
+	refs, err := BuildRefs(slots)
+	if err != nil || len(refs) != 2 {
+		t.Fatal(refs, err)
+	}
+	for _, r := range refs {
+		if err := metastore.ValidateRef(r); err != nil {
+			t.Fatal(err)
+		}
+		switch r.StreamID {
+		case a.String():
+			if r.Commands == nil || *r.Commands != (format.StreamCommands{FenceToken: "w", TrimSeq: 1}) {
+				t.Fatalf("stream a's ref keeps %+v", r.Commands)
+			}
+		case b.String():
+			if r.Commands != nil {
+				t.Fatalf("stream b's ref has command state %+v", r.Commands)
+			}
+		}
+	}
+}

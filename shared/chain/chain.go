@@ -367,6 +367,9 @@ type Slot struct {
 	Entries  []format.FooterEntry
 	// Batches is the flight's batch table (format version 2; nil for 1).
 	Batches []format.BatchEntry
+	// Commands is the flight's command table (format version 3; nil
+	// before): each listed stream's command state after its segment.
+	Commands []format.CommandEntry
 }
 
 // Walk calls fn for every committed slot in [from, cut) of epoch, in slot
@@ -450,12 +453,12 @@ func (s Set) readFlight(ctx context.Context, epoch, slot uint64) (Slot, error) {
 				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
 				return false
 			}
-			entries, batches, err := format.ParseFooterBatches(c.Env, foot)
+			ft, err := format.ParseFooterTables(c.Env, foot)
 			if err != nil {
 				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
 				return false
 			}
-			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: entries, Batches: batches}
+			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: ft.Entries, Batches: ft.Batches, Commands: ft.Commands}
 			return true
 		})
 		if win >= 0 {

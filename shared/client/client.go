@@ -433,10 +433,14 @@ type AppendOptions struct {
 	// WithoutIdempotence), so its retries never duplicate a batch.
 	Producer *ProducerID
 	BatchSeq uint64
+	// FenceToken must be the stream's current fencing token (see Fence);
+	// "" for a stream that is not fenced. A mismatch is refused with
+	// FailedPrecondition (not retriable) and nothing is written.
+	FenceToken string
 }
 
 func appendReq(name string, recs []Record, opt AppendOptions) *strandv1.AppendRequest {
-	req := &strandv1.AppendRequest{Stream: name, MatchSeqNum: opt.MatchSeq, Records: make([]*strandv1.AppendRecord, len(recs))}
+	req := &strandv1.AppendRequest{Stream: name, MatchSeqNum: opt.MatchSeq, Records: make([]*strandv1.AppendRecord, len(recs)), FencingToken: opt.FenceToken}
 	if opt.Producer != nil {
 		seq := opt.BatchSeq
 		req.ProducerId, req.BatchSeq = opt.Producer[:], &seq
@@ -600,4 +604,98 @@ func (c *Client) ListTokens(ctx context.Context, prefix string) ([]TokenInfo, er
 		out = append(out, tokenInfoOf(m))
 	}
 	return out, nil
+}
+
+// FenceOptions qualify a Fence.
+type FenceOptions struct {
+	// CurrentToken, if set, must be the stream's current fencing token (""
+	// for not fenced), or the fence is refused with FailedPrecondition.
+	CurrentToken *string
+	// MatchSeq, if set, must equal the stream's tail.
+	MatchSeq *uint64
+}
+
+// Fence fences a stream to token ("" unfences it): a command record
+// sequenced with the appends. Every append sequenced after it must carry
+// token (AppendOptions.FenceToken), so a deposed writer can never append
+// after the fence. It returns the fence record's seq. Retried like an
+// idempotent append unless CurrentToken or MatchSeq is set (a retry of a
+// fence that took effect would then be refused).
+func (c *Client) Fence(ctx context.Context, name, token string, opt FenceOptions) (uint64, error) {
+	req := &strandv1.FenceRequest{Stream: name, Token: token, CurrentToken: opt.CurrentToken, MatchSeqNum: opt.MatchSeq}
+	res, err := retrying(ctx, c.retryPolicy(), opt.CurrentToken == nil && opt.MatchSeq == nil, func() (*connect.Response[strandv1.FenceResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.FenceResponse], error) {
+			return a.Fence(ctx, connect.NewRequest(req))
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.Msg.SeqNum, nil
+}
+
+// TrimOptions qualify a Trim.
+type TrimOptions struct {
+	// FenceToken: as for an append (a fenced stream's trim must carry it).
+	FenceToken string
+	// MatchSeq, if set, must equal the stream's tail.
+	MatchSeq *uint64
+}
+
+// Trimmed is a trim's outcome: the trim record's seq and the stream's trim
+// point after it.
+type Trimmed struct {
+	Seq     uint64
+	TrimSeq uint64
+}
+
+// Trim trims a stream below seq: a command record sequenced with the
+// appends. Reads never return a record below the trim point once Trim
+// returns (a read that starts below it starts at it); the records are
+// removed from storage later. Retried like an idempotent append unless
+// MatchSeq is set.
+func (c *Client) Trim(ctx context.Context, name string, seq uint64, opt TrimOptions) (Trimmed, error) {
+	req := &strandv1.TrimRequest{Stream: name, TrimSeqNum: seq, FencingToken: opt.FenceToken, MatchSeqNum: opt.MatchSeq}
+	res, err := retrying(ctx, c.retryPolicy(), opt.MatchSeq == nil, func() (*connect.Response[strandv1.TrimResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.TrimResponse], error) {
+			return a.Trim(ctx, connect.NewRequest(req))
+		})
+	})
+	if err != nil {
+		return Trimmed{}, err
+	}
+	return Trimmed{Seq: res.Msg.SeqNum, TrimSeq: res.Msg.TrimSeqNum}, nil
+}
+
+// ReconfigureOptions is a change to a stream's configuration: the fields
+// set replace the stream's, the others are kept.
+type ReconfigureOptions struct {
+	RetentionMs *int64
+	// Timestamping: client-prefer, client-require or arrival ("": keep).
+	Timestamping string
+	Uncapped     *bool
+}
+
+// ReconfigureStream changes a stream's retention and timestamping (admin):
+// a config command record sequenced with the appends. It returns the
+// stream with its new configuration and the seq of the command record:
+// the records after it are judged by the new configuration.
+func (c *Client) ReconfigureStream(ctx context.Context, name string, opt ReconfigureOptions) (Stream, uint64, error) {
+	req := &strandv1.ReconfigureStreamRequest{Name: name, RetentionMs: opt.RetentionMs, Uncapped: opt.Uncapped}
+	if opt.Timestamping != "" {
+		mode, ok := timestampingModes[strings.ToLower(opt.Timestamping)]
+		if !ok {
+			return Stream{}, 0, fmt.Errorf("client: timestamping %q: want client-prefer, client-require or arrival", opt.Timestamping)
+		}
+		req.TimestampingMode = &mode
+	}
+	res, err := retrying(ctx, c.retryPolicy(), true, func() (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+			return a.ReconfigureStream(ctx, connect.NewRequest(req))
+		})
+	})
+	if err != nil {
+		return Stream{}, 0, err
+	}
+	return streamOf(res.Msg.Stream), res.Msg.SeqNum, nil
 }

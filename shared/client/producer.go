@@ -37,6 +37,9 @@ type ProducerOptions struct {
 	FirstBatchSeq uint64
 	// OnReconnect, if set, is told of every reconnect and its cause.
 	OnReconnect func(cause error)
+	// FenceToken is the fencing token every batch carries (see
+	// Client.Fence); "" for a stream that is not fenced.
+	FenceToken string
 }
 
 type unacked struct {
@@ -122,7 +125,7 @@ func (p *ProducerSession) Submit(recs []Record) error {
 	p.pending = append(p.pending, u)
 	// A send error ends the session's receive side too: read reconnects
 	// and resends everything pending, this batch included.
-	_ = p.sess.Submit(recs, AppendOptions{Producer: &p.id, BatchSeq: u.seq})
+	_ = p.sess.Submit(recs, AppendOptions{Producer: &p.id, BatchSeq: u.seq, FenceToken: p.opt.FenceToken})
 	return nil
 }
 
@@ -199,7 +202,7 @@ func (p *ProducerSession) read(sess *AppendSession) {
 		p.mu.Lock()
 		p.sess, sess = next, next
 		for _, u := range p.pending {
-			_ = sess.Submit(u.recs, AppendOptions{Producer: &p.id, BatchSeq: u.seq})
+			_ = sess.Submit(u.recs, AppendOptions{Producer: &p.id, BatchSeq: u.seq, FenceToken: p.opt.FenceToken})
 		}
 		if p.closeSend && len(p.pending) == 0 {
 			_ = sess.CloseSend()

@@ -58,13 +58,17 @@ func appendBatchTable(b []byte, batches []BatchEntry) []byte {
 // parseBatchTable decodes the batch table p (count and entries, nothing
 // after) against the footer's entries: each batch lies inside its segment's
 // seqs, batches are in (segment, seq) order and do not overlap.
-func parseBatchTable(p []byte, entries []FooterEntry) ([]BatchEntry, error) {
+// A version-3 flight's batch table may be empty (mayBeEmpty).
+func parseBatchTable(p []byte, entries []FooterEntry, mayBeEmpty bool) ([]BatchEntry, error) {
 	if len(p) < 4 {
 		return nil, fmt.Errorf("batch table: %d bytes: %w", len(p), ErrTruncated)
 	}
 	n := binary.BigEndian.Uint32(p[0:4])
 	if uint64(n)*batchEntrySize != uint64(len(p)-4) {
 		return nil, fmt.Errorf("batch table: %d entries in %d bytes: %w", n, len(p)-4, ErrMalformed)
+	}
+	if n == 0 && mayBeEmpty {
+		return nil, nil
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("batch table: empty in a version %d flight: %w", VersionBatches, ErrMalformed)

@@ -79,6 +79,26 @@
 // Only producer batches are listed. Poisons and settled objects stay at
 // version 1.
 //
+// Version 3 (VersionCommands) is a flight in which some stream has command
+// state (a fencing token or a trim point: commands.go). Its footer holds
+// the batch table as in version 2 (count B may be 0), then the command
+// table, then the CRC:
+//
+//	4    entry count C (at least 1)
+//	...  C entries, in strictly increasing segment order:
+//	       0  4 footer entry (segment) index
+//	       4  8 trim point (0: none)
+//	      12  1 token length T (at most MaxFenceTokenBytes)
+//	      13  T fencing token
+//	    13+T  1 has-config (1: a config command set the config)
+//	    14+T 10 config: flags (bit 0 uncapped), timestamp mode,
+//	            retention ms (8); all zero without has-config
+//
+// Each entry is its stream's command state after the segment's last record.
+// A command record is an ordinary record with exactly one header, whose
+// name is empty and whose value names the command (CommandFence,
+// CommandTrim, CommandConfig).
+//
 // The footer ends the object: footer offset + footer length = object size.
 // A ref stores a segment's object-absolute offset and length, so reading a
 // stream's part of a flight is one ranged GET.

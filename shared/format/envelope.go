@@ -14,7 +14,12 @@ const (
 	// batch table (each producer batch's producer id and batch seq). A
 	// flight without producer batches is written as Version, byte for byte.
 	VersionBatches = 2
-	magic          = "STRN"
+	// VersionCommands is the flight format whose footer carries, after the
+	// batch table (which may then be empty), the command table: the
+	// command state (fencing token, trim point) of each segment's stream.
+	// Only flights with a stream that has command state use it.
+	VersionCommands = 3
+	magic           = "STRN"
 )
 
 // Kind is an envelope's kind.
@@ -106,8 +111,8 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 		return Envelope{}, fmt.Errorf("envelope: magic %q: %w", b[0:4], ErrMagic)
 	}
 	v := binary.BigEndian.Uint16(b[4:6])
-	if v != Version && v != VersionBatches {
-		return Envelope{}, fmt.Errorf("envelope: version %d (this build reads %d and %d): %w", v, Version, VersionBatches, ErrVersion)
+	if v != Version && v != VersionBatches && v != VersionCommands {
+		return Envelope{}, fmt.Errorf("envelope: version %d (this build reads %d to %d): %w", v, Version, VersionCommands, ErrVersion)
 	}
 	if got, want := CRC(b[0:56]), binary.BigEndian.Uint32(b[56:60]); got != want {
 		return Envelope{}, fmt.Errorf("envelope: crc %08x, stored %08x: %w", got, want, ErrCRC)
@@ -121,7 +126,7 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 		FooterLen: binary.BigEndian.Uint32(b[52:56]),
 	}
 	copy(e.Nonce[:], b[24:40])
-	if v == VersionBatches {
+	if v != Version {
 		e.Version = v
 	}
 	if b[7] != 0 {
@@ -138,8 +143,11 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 	case KindFlight:
 		end := uint64(e.FooterOff) + uint64(e.FooterLen)
 		bad := e.FooterLen < footerMinLen || (e.FooterLen-footerMinLen)%footerEntrySize != 0
-		if e.Version == VersionBatches {
+		switch e.Version {
+		case VersionBatches:
 			bad = e.FooterLen < footerMinLen+4
+		case VersionCommands:
+			bad = e.FooterLen < footerMinLen+4+4+commandsFixed
 		}
 		if e.FooterOff < EnvelopeSize || bad || end != e.Size {
 			return Envelope{}, fmt.Errorf("envelope: footer %d+%d in object of %d bytes: %w", e.FooterOff, e.FooterLen, e.Size, ErrBounds)

@@ -30,12 +30,13 @@ func (e FooterEntry) LastSeq() uint64 { return e.FirstSeq + uint64(e.Count) - 1 
 // stream BeginSegment, AddRecords (one or more chunks of encoded records, in
 // seq order), EndSegment; then Finish.
 type Builder struct {
-	buf     []byte
-	entries []FooterEntry
-	batches []BatchEntry
-	env     Envelope
-	seg     int // start of the open segment, -1 if none
-	done    bool
+	buf      []byte
+	entries  []FooterEntry
+	batches  []BatchEntry
+	commands []CommandEntry
+	env      Envelope
+	seg      int // start of the open segment, -1 if none
+	done     bool
 }
 
 // NewBuilder returns an empty Builder.
@@ -46,6 +47,7 @@ func (b *Builder) Reset(epoch, slot uint64, nonce Nonce) {
 	b.buf = append(b.buf[:0], make([]byte, EnvelopeSize)...)
 	b.entries = b.entries[:0]
 	b.batches = b.batches[:0]
+	b.commands = b.commands[:0]
 	b.env = Envelope{Kind: KindFlight, Epoch: epoch, Slot: slot, Nonce: nonce}
 	b.seg = -1
 	b.done = false
@@ -110,7 +112,12 @@ func (b *Builder) Finish() []byte {
 	for _, e := range b.entries {
 		b.buf = appendEntry(b.buf, e)
 	}
-	if len(b.batches) > 0 {
+	switch {
+	case len(b.commands) > 0:
+		b.env.Version = VersionCommands
+		b.buf = appendBatchTable(b.buf, b.batches)
+		b.buf = appendCommandTable(b.buf, b.commands)
+	case len(b.batches) > 0:
 		b.env.Version = VersionBatches
 		b.buf = appendBatchTable(b.buf, b.batches)
 	}
@@ -143,23 +150,38 @@ func ParseFooter(env Envelope, b []byte) ([]FooterEntry, error) {
 }
 
 // ParseFooterBatches is ParseFooter that also returns the batch table of a
-// version-2 flight (nil for version 1).
+// version-2 or version-3 flight (nil for version 1).
 func ParseFooterBatches(env Envelope, b []byte) ([]FooterEntry, []BatchEntry, error) {
+	f, err := ParseFooterTables(env, b)
+	return f.Entries, f.Batches, err
+}
+
+// Footer is a parsed footer: the segments' entries and the tables of later
+// versions.
+type Footer struct {
+	Entries  []FooterEntry
+	Batches  []BatchEntry   // versions 2 and 3: the producer batches
+	Commands []CommandEntry // version 3: the streams' command state
+}
+
+// ParseFooterTables is ParseFooter that also returns the batch table
+// (versions 2 and 3) and the command table (version 3).
+func ParseFooterTables(env Envelope, b []byte) (Footer, error) {
 	if env.Kind != KindFlight {
-		return nil, nil, fmt.Errorf("footer of a %s: %w", env.Kind, ErrKind)
+		return Footer{}, fmt.Errorf("footer of a %s: %w", env.Kind, ErrKind)
 	}
 	if uint32(len(b)) != env.FooterLen || len(b) < footerMinLen {
-		return nil, nil, fmt.Errorf("footer: %d bytes, envelope says %d: %w", len(b), env.FooterLen, ErrTruncated)
+		return Footer{}, fmt.Errorf("footer: %d bytes, envelope says %d: %w", len(b), env.FooterLen, ErrTruncated)
 	}
 	end := len(b) - 4
 	if got, want := CRC(b[:end]), binary.BigEndian.Uint32(b[end:]); got != want {
-		return nil, nil, fmt.Errorf("footer: crc %08x, stored %08x: %w", got, want, ErrCRC)
+		return Footer{}, fmt.Errorf("footer: crc %08x, stored %08x: %w", got, want, ErrCRC)
 	}
 	n := binary.BigEndian.Uint32(b[0:4])
 	entriesEnd := uint64(4) + uint64(n)*footerEntrySize
-	// Version 2: the batch table follows the entries.
-	if entriesEnd > uint64(end) || (env.Version != VersionBatches && entriesEnd != uint64(end)) {
-		return nil, nil, fmt.Errorf("footer: %d entries in %d bytes: %w", n, end-4, ErrMalformed)
+	// Versions 2 and 3: the batch table follows the entries.
+	if entriesEnd > uint64(end) || (env.Version == 0 && entriesEnd != uint64(end)) {
+		return Footer{}, fmt.Errorf("footer: %d entries in %d bytes: %w", n, end-4, ErrMalformed)
 	}
 	out := make([]FooterEntry, n)
 	next := uint64(EnvelopeSize)
@@ -175,31 +197,50 @@ func ParseFooterBatches(env Envelope, b []byte) ([]FooterEntry, []BatchEntry, er
 		e.FirstTsMs = int64(binary.BigEndian.Uint64(p[40:48]))
 		e.LastTsMs = int64(binary.BigEndian.Uint64(p[48:56]))
 		if uint64(e.Offset) != next || e.Length < segmentOverhead || uint64(e.Offset)+uint64(e.Length) > uint64(env.FooterOff) {
-			return nil, nil, fmt.Errorf("footer entry %d: segment %d+%d (expected at %d, footer at %d): %w", i, e.Offset, e.Length, next, env.FooterOff, ErrBounds)
+			return Footer{}, fmt.Errorf("footer entry %d: segment %d+%d (expected at %d, footer at %d): %w", i, e.Offset, e.Length, next, env.FooterOff, ErrBounds)
 		}
 		if e.Count == 0 || e.FirstSeq+uint64(e.Count) < e.FirstSeq {
-			return nil, nil, fmt.Errorf("footer entry %d: %d records from seq %d: %w", i, e.Count, e.FirstSeq, ErrMalformed)
+			return Footer{}, fmt.Errorf("footer entry %d: %d records from seq %d: %w", i, e.Count, e.FirstSeq, ErrMalformed)
 		}
 		next = uint64(e.Offset) + uint64(e.Length)
 	}
 	if next != uint64(env.FooterOff) {
-		return nil, nil, fmt.Errorf("footer: segments end at %d, footer at %d: %w", next, env.FooterOff, ErrBounds)
+		return Footer{}, fmt.Errorf("footer: segments end at %d, footer at %d: %w", next, env.FooterOff, ErrBounds)
 	}
-	if env.Version != VersionBatches {
-		return out, nil, nil
+	f := Footer{Entries: out}
+	if env.Version == 0 {
+		return f, nil
 	}
-	batches, err := parseBatchTable(b[entriesEnd:end], out)
+	batchEnd := uint64(end)
+	if env.Version == VersionCommands {
+		// The batch table's length follows from its count.
+		if entriesEnd+4 > uint64(end) {
+			return Footer{}, fmt.Errorf("footer: no batch table: %w", ErrTruncated)
+		}
+		batchEnd = entriesEnd + 4 + uint64(binary.BigEndian.Uint32(b[entriesEnd:]))*batchEntrySize
+		if batchEnd > uint64(end) {
+			return Footer{}, fmt.Errorf("footer: batch table past the footer's end: %w", ErrMalformed)
+		}
+		cs, err := parseCommandTable(b[batchEnd:end], len(out))
+		if err != nil {
+			return Footer{}, fmt.Errorf("footer: %w", err)
+		}
+		f.Commands = cs
+	}
+	batches, err := parseBatchTable(b[entriesEnd:batchEnd], out, env.Version == VersionCommands)
 	if err != nil {
-		return nil, nil, fmt.Errorf("footer: %w", err)
+		return Footer{}, fmt.Errorf("footer: %w", err)
 	}
-	return out, batches, nil
+	f.Batches = batches
+	return f, nil
 }
 
 // Flight is a fully parsed and checked flight object.
 type Flight struct {
 	Envelope Envelope
 	Entries  []FooterEntry
-	Batches  []BatchEntry // version 2: the producer batches
+	Batches  []BatchEntry // versions 2 and 3: the producer batches
+	Commands []CommandEntry
 }
 
 // ParseFlight checks a whole flight object: envelope, footer and every
@@ -215,10 +256,11 @@ func ParseFlight(obj []byte) (Flight, error) {
 	if uint64(len(obj)) != env.Size {
 		return Flight{}, fmt.Errorf("flight: %d bytes, envelope says %d: %w", len(obj), env.Size, ErrTruncated)
 	}
-	entries, batches, err := ParseFooterBatches(env, obj[env.FooterOff:])
+	foot, err := ParseFooterTables(env, obj[env.FooterOff:])
 	if err != nil {
 		return Flight{}, err
 	}
+	entries := foot.Entries
 	for i, e := range entries {
 		info, recs, err := ParseSegment(obj[e.Offset : e.Offset+e.Length])
 		if err != nil {
@@ -231,5 +273,5 @@ func ParseFlight(obj []byte) (Flight, error) {
 			return Flight{}, fmt.Errorf("flight segment %d: %w", i, err)
 		}
 	}
-	return Flight{Envelope: env, Entries: entries, Batches: batches}, nil
+	return Flight{Envelope: env, Entries: entries, Batches: foot.Batches, Commands: foot.Commands}, nil
 }

@@ -6,6 +6,7 @@ func FuzzParseEnvelope(f *testing.F) {
 	f.Add(goldenPoison())
 	f.Add(goldenFlight()[:EnvelopeSize])
 	f.Add(goldenFlightV2()[:EnvelopeSize])
+	f.Add(goldenFlightV3()[:EnvelopeSize])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseEnvelope(b)
 		if err != nil {
@@ -21,6 +22,7 @@ func FuzzParseEnvelope(f *testing.F) {
 func FuzzParseFlight(f *testing.F) {
 	f.Add(goldenFlight())
 	f.Add(goldenFlightV2())
+	f.Add(goldenFlightV3())
 	f.Add(goldenPoison())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fl, err := ParseFlight(b)

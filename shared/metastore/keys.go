@@ -171,6 +171,11 @@ func ValidateRef(r Ref) error {
 			return fmt.Errorf("%w: ref %s@%d: location %d: empty key or negative offset/length", ErrInvalid, r.StreamID, r.FirstSeq, i)
 		}
 	}
+	if r.Commands != nil {
+		if err := r.Commands.Validate(); err != nil {
+			return fmt.Errorf("%w: ref %s@%d: %v", ErrInvalid, r.StreamID, r.FirstSeq, err)
+		}
+	}
 	return validateMarks(r)
 }
 
@@ -227,6 +232,21 @@ func DeleteOn(stored Ref, found bool, r Ref) error {
 // changed, or ErrNotFound (no stream of that name) or ErrConflict (another
 // id: the name was recreated). A floor at or below the stored one changes
 // nothing: the floor only grows.
+// SetConfigOn is SetStreamConfig on s (found: it exists): the pure core
+// the in-process stores share.
+func SetConfigOn(s Stream, found bool, name, id string, retentionMs int64, ts Timestamping) (Stream, error) {
+	switch {
+	case retentionMs < 0 || ts.Mode > TimestampArrival:
+		return s, fmt.Errorf("%w: set the config of stream %q: retention %d ms, timestamp mode %d", ErrInvalid, name, retentionMs, ts.Mode)
+	case !found:
+		return s, fmt.Errorf("set the config of stream %q: %w", name, ErrNotFound)
+	case s.ID != id:
+		return s, fmt.Errorf("set the config of stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
+	}
+	s.RetentionMs, s.Timestamping = retentionMs, ts
+	return s, nil
+}
+
 func RaiseFloorOn(s Stream, found bool, name, id string, floor uint64) (Stream, bool, error) {
 	switch {
 	case !found:
@@ -288,6 +308,9 @@ func EqualRef(a, b Ref) bool {
 		if a.Locations[i] != b.Locations[i] {
 			return false
 		}
+	}
+	if (a.Commands == nil) != (b.Commands == nil) || (a.Commands != nil && *a.Commands != *b.Commands) {
+		return false
 	}
 	return slices.Equal(a.Producers, b.Producers)
 }

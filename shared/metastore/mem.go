@@ -298,6 +298,21 @@ func (m *Mem) RaiseFloor(ctx context.Context, name, id string, floor uint64) err
 	return err
 }
 
+// SetStreamConfig implements Store.
+func (m *Mem) SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts Timestamping) error {
+	if err := ctxErr(ctx, "set stream config"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.streams[name]
+	s, err := SetConfigOn(s, ok, name, id, retentionMs, ts)
+	if err == nil {
+		m.streams[name] = s
+	}
+	return err
+}
+
 // GetHead implements Store.
 func (m *Mem) GetHead(ctx context.Context, chain ChainID) (Head, error) {
 	if err := ctxErr(ctx, "get head"); err != nil {
@@ -493,6 +508,10 @@ func (m *Mem) ListTokens(ctx context.Context, prefix string) ([]Token, error) {
 func cloneRef(r Ref) Ref {
 	r.Locations = slices.Clone(r.Locations)
 	r.Producers = slices.Clone(r.Producers)
+	if r.Commands != nil {
+		c := *r.Commands
+		r.Commands = &c
+	}
 	return r
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/strandlog/strand/shared/format"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -129,6 +131,11 @@ type Ref struct {
 	// Producers are the idempotent producer batches the ref remembers (see
 	// ProducerMark), in seq order; nil for refs without any.
 	Producers []ProducerMark `json:",omitempty"`
+	// Commands is the stream's command state (fencing token, trim point)
+	// as of the ref's last record, as the flight's command table gave it
+	// (format version 3); nil when the stream had no command record by
+	// then. A successor star seeds the stream's state from its last ref.
+	Commands *format.StreamCommands `json:",omitempty"`
 }
 
 // ChainID names one loglet: a star's chain of one class.
@@ -246,6 +253,11 @@ type Store interface {
 	GetStream(ctx context.Context, name string) (Stream, error)
 	ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error)
 	SetStreamState(ctx context.Context, name, id string, state StreamState) error
+	// SetStreamConfig records a stream's retention and timestamping after
+	// a ReconfigureStream (the config command record in the stream is the
+	// sequenced truth; this keeps GetStream, ListStreams and trim in step).
+	// ErrNotFound for a missing stream, ErrConflict for another id.
+	SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts Timestamping) error
 	DeleteStream(ctx context.Context, name, id string) error
 
 	PutRefs(ctx context.Context, chain ChainID, pass Cursor, refs []Ref) error

@@ -72,7 +72,16 @@ func LocationSize(l Location) int { return locFixedBytes + len(l.Key) }
 
 // RefSize is an upper bound of the DynamoDB size of r's item, producer
 // marks included (what a transaction's aggregate counts).
-func RefSize(r Ref) int { return refLocSize(r) + marksSize(r) }
+func RefSize(r Ref) int { return refLocSize(r) + marksSize(r) + commandsSize(r) }
+
+// commandsSize is the command state's share of a ref item: one binary
+// attribute, at most 8+1+format.MaxFenceTokenBytes bytes.
+func commandsSize(r Ref) int {
+	if r.Commands == nil {
+		return 0
+	}
+	return len("Commands") + 9 + len(r.Commands.FenceToken)
+}
 
 // refLocSize is RefSize without the producer marks: what MaxRefBytes
 // bounds (absorb splits a stream's run of segments by it).

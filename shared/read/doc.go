@@ -49,8 +49,17 @@
 //	tail off.  from tail-n (0 when n > tail)
 //
 // A start past the tail reads nothing and reports the tail: that is not an
-// error. Limits bound the record count and the encoded bytes; a read
-// returns at least one record when one is available.
+// error. Limits bound the record count and the metered bytes (body plus
+// header names and values, format.MeteredSize: what the 1 MiB record limit
+// counts); a read returns at least one record when one is available.
+//
+// # Explicit trim
+//
+// A stream trimmed by a Trim command (star.Star.Trim) serves nothing below
+// its acknowledged trim point (the Index's Commands): a read or session
+// that starts below it, by seq, timestamp or tail offset, starts at it,
+// and a session that was already below it skips to it. Trim removes the
+// records from storage later.
 //
 // # Sessions
 //

@@ -38,6 +38,27 @@ type Index interface {
 
 var _ Index = (*star.Star)(nil)
 
+// Trims is what an Index that knows its streams' trim points also has
+// (star.Star does): reads then never return a record below a stream's
+// acknowledged trim point (explicit trim, the Trim command): a read that
+// starts below it starts at it.
+type Trims interface {
+	Commands(id format.StreamID) (format.StreamCommands, error)
+}
+
+var _ Trims = (*star.Star)(nil)
+
+// trimPoint is the stream's acknowledged trim point (0 when the Index does
+// not know trim points).
+func (r *Reader) trimPoint(id format.StreamID) (uint64, error) {
+	t, ok := r.Star.(Trims)
+	if !ok {
+		return 0, nil
+	}
+	c, err := t.Commands(id)
+	return c.TrimSeq, err
+}
+
 // Reader serves reads of the streams its star leads.
 type Reader struct {
 	Star Index
@@ -153,7 +174,7 @@ func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.St
 	size := 0
 	full := func() bool { return len(out) >= lim.Count || (len(out) > 0 && size >= lim.Bytes) }
 	add := func(rec star.SeqRecord) bool {
-		n := format.EncodedSize(rec.Record)
+		n := format.MeteredSize(rec.Record)
 		if len(out) >= lim.Count || (len(out) > 0 && size+n > lim.Bytes) {
 			return false
 		}
@@ -173,6 +194,17 @@ func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.St
 		}
 		if from >= tail {
 			break
+		}
+		// Below the acknowledged trim point nothing is served: the read
+		// goes on from it (looked up on every pass, so a session that
+		// started before a trim skips what the trim removed).
+		trim, err := r.trimPoint(id)
+		if err != nil {
+			return Result{}, err
+		}
+		if from < trim {
+			from = min(trim, tail)
+			continue
 		}
 		idx, low, err := r.Star.ReadIndex(id, from, lim.Count-len(out), max(lim.Bytes-size, 1))
 		if err != nil {
@@ -440,7 +472,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 			minTs = 0 // timestamps are non-decreasing: the filter is done
 			sentN += uint64(n)
 			for _, rec := range res.Records {
-				sentB += uint64(format.EncodedSize(rec.Record))
+				sentB += uint64(format.MeteredSize(rec.Record))
 			}
 			if err := send(Batch{Records: res.Records, Tail: res.Tail, LastTsMs: res.LastTsMs}); err != nil {
 				return err

@@ -129,8 +129,9 @@ func TestReadAcrossRefsAndIndex(t *testing.T) {
 	}
 	// Starting inside a ref, ending inside the index.
 	check(t, e.read(Start{Seq: 195}, Limits{Count: 10}).Records, 195, 10)
-	// Bytes limit: at least one record, never more than the limit.
-	one := format.EncodedSize(res.Records[0].Record)
+	// Bytes limit: at least one record, never more than the limit, counted
+	// in metered bytes (body plus header names and values), not encoded.
+	one := format.MeteredSize(res.Records[0].Record)
 	check(t, e.read(Start{Seq: 5}, Limits{Bytes: 1}).Records, 5, 1)
 	check(t, e.read(Start{Seq: 5}, Limits{Bytes: 3*one + 1}).Records, 5, 3)
 	// Tail offset, timestamp, clamp.
@@ -489,4 +490,85 @@ func TestReadSkipsOnlyBelowTheFirstRef(t *testing.T) {
 	tr.gone[10], tr.gone[30] = true, true
 	e.appendN(1, 5)
 	check(t, e.read(Start{}, Limits{}).Records, 40, 5)
+}
+
+// TestReadCountsMeteredBytes: a read's byte limit counts what the 1 MiB
+// record limit counts (body plus header names and values): a record of
+// exactly 1 MiB metered, with a header, is one read of 1 MiB, and two
+// records of half that fit one read (their encodings do not).
+func TestReadCountsMeteredBytes(t *testing.T) {
+	e := newEnv(t)
+	h := format.Header{Name: []byte("k"), Value: []byte("v")}
+	half := format.Record{TimestampMs: 1, Headers: []format.Header{h}, Body: make([]byte, MaxBytes/2-2)}
+	whole := format.Record{TimestampMs: 1, Headers: []format.Header{h}, Body: make([]byte, MaxBytes-2)}
+	for _, r := range [][]format.Record{{half}, {half}, {whole}} {
+		if _, err := e.star.Append(context.Background(), e.id, r, star.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := e.read(Start{}, Limits{Bytes: MaxBytes}); len(res.Records) != 2 {
+		t.Fatalf("a read of %d bytes returned %d records of %d metered bytes, want 2", MaxBytes, len(res.Records), format.MeteredSize(half))
+	}
+	if res := e.read(Start{Seq: 2}, Limits{Bytes: MaxBytes}); len(res.Records) != 1 || format.MeteredSize(res.Records[0].Record) != MaxBytes {
+		t.Fatalf("the 1 MiB record: %d records", len(res.Records))
+	}
+}
+
+// TestReadHonoursTrim: once a trim is acknowledged, no read returns a
+// record below it, whatever its start (seq, timestamp, tail offset), from
+// refs or from the flight index, and a session below it skips to it.
+func TestReadHonoursTrim(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(10, 10)
+	e.absorb()
+	e.appendN(5, 10) // seqs 100..149 in the index
+	if _, _, err := e.star.Trim(context.Background(), e.id, 120, star.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The trim record is seq 150; the stream's records from 120 on remain.
+	for _, start := range []Start{{}, {Seq: 119}, {Kind: FromTimestamp, TsMs: 1005}, {Kind: FromTailOffset, TailOffset: 1000}} {
+		res := e.read(start, Limits{Count: 5})
+		check(t, res.Records, 120, 5)
+	}
+	check(t, e.read(Start{Seq: 130}, Limits{Count: 2}).Records, 130, 2)
+	res := e.read(Start{Seq: 149}, Limits{})
+	if len(res.Records) != 2 || format.CommandOf(res.Records[1].Record) != format.CommandTrim || res.Records[1].Seq != 150 {
+		t.Fatalf("records from 149: %+v", res.Records)
+	}
+	// A later trim moves the point on.
+	if _, _, err := e.star.Trim(context.Background(), e.id, 145, star.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, e.read(Start{Seq: 3}, Limits{Count: 5}).Records, 145, 5)
+}
+
+// TestSessionHonoursTrim: a session from seq 0 of a trimmed stream starts
+// at the trim point, and a trim acknowledged while the session is behind
+// it makes the session skip to the new point.
+func TestSessionHonoursTrim(t *testing.T) {
+	e := newEnv(t)
+	e.appendN(15, 100) // seqs 0..1499: more than one batch of MaxCount
+	ctx := context.Background()
+	if _, _, err := e.star.Trim(ctx, e.id, 10, star.AppendOptions{}); err != nil { // seq 1500
+		t.Fatal(err)
+	}
+	var got []uint64
+	err := e.r.Session(ctx, e.st, Start{}, SessionOptions{NoTail: true}, func(b Batch) error {
+		if len(got) == 0 {
+			// The session is at 1010 now: trim past it.
+			if _, _, err := e.star.Trim(ctx, e.id, 1200, star.AppendOptions{}); err != nil { // seq 1501
+				return err
+			}
+		}
+		for _, r := range b.Records {
+			got = append(got, r.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != MaxCount+300+2 || got[0] != 10 || got[MaxCount-1] != 1009 || got[MaxCount] != 1200 || got[len(got)-1] != 1501 {
+		t.Fatalf("session read %d records: first %d, then from %d, last %d; want 10..1009, 1200..1501", len(got), got[0], got[min(MaxCount, len(got)-1)], got[len(got)-1])
+	}
 }

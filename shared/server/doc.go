@@ -29,6 +29,7 @@
 //	bad input (names, records, limits)      InvalidArgument, with the reason
 //	match_seq_num miss                      FailedPrecondition + Tail detail
 //	producer batch_seq gap / below window   FailedPrecondition (nothing written)
+//	fencing token not the stream's current  FailedPrecondition (nothing written)
 //	unknown stream                          NotFound
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail

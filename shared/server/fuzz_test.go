@@ -35,6 +35,7 @@ func FuzzAppendRequest(f *testing.F) {
 	f.Add([]byte(`{"stream":"s","records":[{"body":"aGk="}]}`))
 	f.Add([]byte(`{"stream":"s","records":[{"headers":[{"name":"","value":"dg=="}]}],"matchSeqNum":"3"}`))
 	f.Add([]byte(`{"stream":"","records":[]}`))
+	f.Add([]byte(`{"stream":"s","records":[{"body":"aGk="}],"fencingToken":"w1"}`))
 	m, _ := proto.Marshal(&strandv1.AppendRequest{Stream: "x", Records: []*strandv1.AppendRecord{{TimestampMs: -1, Body: []byte("b")}}})
 	f.Add(m)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -44,7 +45,7 @@ func FuzzAppendRequest(f *testing.F) {
 		}
 		a, err := server.ParseAppend(&req)
 		wantInvalid(t, err)
-		if err == nil && (len(a.Records) == 0 || len(a.Records) > 1000 || a.Stream == "") {
+		if err == nil && (len(a.Records) == 0 || len(a.Records) > 1000 || a.Stream == "" || len(a.FenceToken) > 36) {
 			t.Fatalf("accepted %d records for %q", len(a.Records), a.Stream)
 		}
 	})
@@ -107,6 +108,60 @@ func FuzzTokenRequests(f *testing.F) {
 		if decode(data, &l) {
 			_, err := server.ParseListTokens(&l)
 			wantInvalid(t, err)
+		}
+	})
+}
+
+func FuzzFenceRequest(f *testing.F) {
+	f.Add([]byte(`{"stream":"s","token":"w1"}`))
+	f.Add([]byte(`{"stream":"s","token":"","currentToken":"w1","matchSeqNum":"3"}`))
+	f.Add([]byte(`{"stream":"s","token":"0123456789012345678901234567890123456"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req strandv1.FenceRequest
+		if !decode(data, &req) {
+			return
+		}
+		a, err := server.ParseFence(&req)
+		wantInvalid(t, err)
+		if err == nil && (a.Stream == "" || len(a.Token) > 36 || (a.CurrentToken != nil && len(*a.CurrentToken) > 36)) {
+			t.Fatalf("accepted %+v", a)
+		}
+	})
+}
+
+func FuzzTrimRequest(f *testing.F) {
+	f.Add([]byte(`{"stream":"s","trimSeqNum":"5"}`))
+	f.Add([]byte(`{"stream":"s","trimSeqNum":"18446744073709551615","fencingToken":"w","matchSeqNum":"1"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req strandv1.TrimRequest
+		if !decode(data, &req) {
+			return
+		}
+		a, err := server.ParseTrim(&req)
+		wantInvalid(t, err)
+		if err == nil && (a.Stream == "" || len(a.Options.FenceToken) > 36 || a.TrimSeq != req.TrimSeqNum) {
+			t.Fatalf("accepted %+v", a)
+		}
+	})
+}
+
+func FuzzReconfigureStreamRequest(f *testing.F) {
+	f.Add([]byte(`{"name":"s","retentionMs":"86400000"}`))
+	f.Add([]byte(`{"name":"s","timestampingMode":"TIMESTAMPING_MODE_ARRIVAL","uncapped":true}`))
+	f.Add([]byte(`{"name":"s","retentionMs":"-1","timestampingMode":7}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req strandv1.ReconfigureStreamRequest
+		if !decode(data, &req) {
+			return
+		}
+		a, err := server.ParseReconfigure(&req)
+		wantInvalid(t, err)
+		if err != nil {
+			return
+		}
+		p := a.Patch
+		if a.Name == "" || (p.RetentionMs == nil && p.TimestampMode == nil && p.Uncapped == nil) || (p.RetentionMs != nil && *p.RetentionMs < 0) || (p.TimestampMode != nil && *p.TimestampMode > 2) {
+			t.Fatalf("accepted %+v", a)
 		}
 	})
 }

@@ -23,6 +23,8 @@ type AppendArgs struct {
 	// Producer and BatchSeq: an idempotent append (zero Producer: none).
 	Producer format.ProducerID
 	BatchSeq uint64
+	// FenceToken is the fencing token the append carries ("" none).
+	FenceToken string
 }
 
 // ParseAppend validates an append request: a valid stream name, 1 to 1000
@@ -60,6 +62,10 @@ func ParseAppend(m *strandv1.AppendRequest) (AppendArgs, error) {
 	if err := parseProducer(m, &a); err != nil {
 		return AppendArgs{}, err
 	}
+	if err := checkToken("fencing_token", m.FencingToken); err != nil {
+		return AppendArgs{}, err
+	}
+	a.FenceToken = m.FencingToken
 	return a, nil
 }
 

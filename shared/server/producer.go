@@ -32,7 +32,7 @@ func parseProducer(m *strandv1.AppendRequest, a *AppendArgs) error {
 
 // options are the star's append options for a.
 func (a AppendArgs) options() star.AppendOptions {
-	return star.AppendOptions{MatchSeq: a.MatchSeq, Producer: a.Producer, BatchSeq: a.BatchSeq}
+	return star.AppendOptions{MatchSeq: a.MatchSeq, Producer: a.Producer, BatchSeq: a.BatchSeq, FenceToken: a.FenceToken}
 }
 
 // appendOptions are a's options for the star, with the caller's token as

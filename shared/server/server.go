@@ -318,6 +318,7 @@ func (s *Server) recoverTail(ctx context.Context, st metastore.Stream, id format
 		return info, toConnect(fmt.Errorf("recover the tail of %q: %w", st.Name, err))
 	}
 	info.Next = max(info.Next, st.Floor) // the tail never moves backward (trim's floor)
+	info.Config = configOf(st)           // until a config command changes it (info.Commands)
 	return info, nil
 }
 
@@ -357,7 +358,9 @@ func toConnect(err error) error {
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrUnknownStream):
 		return unknownStream()
-	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld):
+	case errors.Is(err, star.ErrBadCommand), errors.Is(err, star.ErrTimestampRequired):
+		code = connect.CodeInvalidArgument
+	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld), errors.Is(err, star.ErrFenced):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, metastore.ErrNotFound):
 		code = connect.CodeNotFound
@@ -443,7 +446,7 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 		return nil, toConnect(fmt.Errorf("create stream %q: %w", m.Name, err))
 	}
 	if st.Star == s.cfg.Star.ID() {
-		if err := s.cfg.Star.Open(star.StreamInfo{ID: id, Class: class}); err != nil {
+		if err := s.cfg.Star.Open(star.StreamInfo{ID: id, Class: class, Config: configOf(st)}); err != nil {
 			return nil, connect.NewError(connect.CodeFailedPrecondition, err)
 		}
 		s.mu.Lock()
@@ -598,11 +601,8 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	st, id, err := s.leading(ctx, auth.Append, a.Stream)
+	_, id, err := s.leading(ctx, auth.Append, a.Stream)
 	if err != nil {
-		return nil, err
-	}
-	if err := stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records); err != nil {
 		return nil, err
 	}
 	ack, err := s.cfg.Star.Append(ctx, id, a.Records, s.appendOptions(ctx, a))
@@ -649,10 +649,7 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
-			st, id, err := s.leading(ctx, auth.Append, a.Stream)
-			if err == nil {
-				err = stamp(a.Stream, st.Timestamping, s.clk.Now().UnixMilli(), a.Records)
-			}
+			_, id, err := s.leading(ctx, auth.Append, a.Stream)
 			if err != nil {
 				push(pending{err: err})
 				return

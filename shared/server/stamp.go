@@ -6,37 +6,14 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 )
 
-// A stream's timestamp policy (metastore.Timestamping) is applied here, at
-// arrival, before the batch reaches the star; the star then keeps the
-// stream's timestamps non-decreasing (a record below the previous one gets
-// the previous one's), which is what reads by timestamp rely on. Capping
-// here (a client timestamp later than arrival becomes arrival) means one
-// far-future record cannot pin every later record of the stream: without
-// it, a record with timestamp_ms 2^63-1 made it the timestamp of every
-// record after it, forever.
+// A stream's timestamp policy (metastore.Timestamping) is applied by the
+// star when it sequences each batch (star's stamp.go), so a config command
+// (ReconfigureStream) changes it exactly from its own seq on. The server
+// gives the star the stream's configuration when it opens it (configOf).
 
-// stamp gives each record its timestamp under policy ts at arrival time
-// nowMs (Unix ms): client-prefer keeps a client timestamp (not 0) and
-// gives the others nowMs; client-require refuses a record without one;
-// arrival gives every record nowMs; unless uncapped, a client timestamp
-// after nowMs becomes nowMs. Records are changed in place; an error
-// (CodeInvalidArgument) changes nothing that matters (the batch is
-// refused).
-func stamp(stream string, ts metastore.Timestamping, nowMs int64, recs []format.Record) error {
-	for i := range recs {
-		r := &recs[i]
-		switch {
-		case ts.Mode == metastore.TimestampArrival:
-			r.TimestampMs = nowMs
-		case r.TimestampMs == 0 && ts.Mode == metastore.TimestampClientRequire:
-			return invalid("append to %q: record %d has no timestamp_ms, and the stream requires client timestamps (timestamping mode client-require)", stream, i)
-		case r.TimestampMs == 0:
-			r.TimestampMs = nowMs
-		case r.TimestampMs > nowMs && !ts.Uncapped:
-			r.TimestampMs = nowMs
-		}
-	}
-	return nil
+// configOf is a stream's configuration as the star applies it.
+func configOf(st metastore.Stream) format.StreamConfig {
+	return format.StreamConfig{RetentionMs: st.RetentionMs, TimestampMode: uint8(st.Timestamping.Mode), Uncapped: st.Timestamping.Uncapped}
 }
 
 // timestampingOf parses a CreateStream timestamping (nil: the default).

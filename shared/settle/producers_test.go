@@ -3,6 +3,7 @@ package settle
 import (
 	"testing"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -20,5 +21,19 @@ func TestMergeMarksCarriesTheLatest(t *testing.T) {
 	}
 	if mergeMarks(old[12:]) != nil {
 		t.Fatal("marks from refs without any")
+	}
+}
+
+func TestLastCommandsCarriesTheLatest(t *testing.T) {
+	old := []metastore.Ref{
+		{FirstSeq: 0, LastSeq: 9, Commands: &format.StreamCommands{FenceToken: "a"}},
+		{FirstSeq: 10, LastSeq: 19, Commands: &format.StreamCommands{FenceToken: "b", TrimSeq: 3}},
+		{FirstSeq: 20, LastSeq: 29}, // a ref written before the stream's state reached refs
+	}
+	if got := lastCommands(old); got == nil || *got != (format.StreamCommands{FenceToken: "b", TrimSeq: 3}) || got == old[1].Commands {
+		t.Fatalf("got %+v", got)
+	}
+	if lastCommands(old[2:]) != nil {
+		t.Fatal("command state from refs without any")
 	}
 }

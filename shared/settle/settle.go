@@ -343,7 +343,8 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 	first, last := old[0], old[len(old)-1]
 	repl := metastore.Ref{StreamID: id.String(), FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
 		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs,
-		Producers: mergeMarks(old)} // a successor's dedupe table survives settlement
+		Producers: mergeMarks(old),   // a successor's dedupe table survives settlement
+		Commands:  lastCommands(old)} // and so do its fencing token and trim point
 	var cur *format.SettledBuilder
 	var curMax int64 // the record bytes cur may hold
 	// objMax is what the next object may hold: MaxObjectBytes, or the

@@ -70,6 +70,24 @@
 // from them (StreamInfo.Producers); an in-process recovery keeps the live
 // table. ADR 0041.
 //
+// # Commands: fencing and explicit trim
+//
+// Fence and Trim admit a command record (format.FenceRecord,
+// format.TrimRecord: a record with one empty-named header) through the same
+// admission as appends. Under the loglet lock, in the critical section that
+// assigns seqs, every batch is checked against the stream's fencing token
+// (AppendOptions.FenceToken must equal it, else ErrFenced; a fence checks
+// only its optional expected token) and a command batch then changes the
+// stream's command state (commands.go). So the fence record's seq splits
+// the stream: batches before it were checked against the old token, those
+// after it against the new. Each batch snapshots the state after it; the
+// flight's command table (format version 3) states, per segment of a
+// stream that has command state, the state after its last batch, so the
+// absorb's refs, settle's settled refs and a successor's RecoverStream
+// (StreamInfo.Commands) carry it on; an in-process recovery keeps the live
+// state. Commands returns the acknowledged state (updated at release),
+// which reads use to honour the trim point at once.
+//
 // # Halts, recovery and takeover
 //
 // A foreign occupant in one of our slots (a fencer's poison, junk) or a

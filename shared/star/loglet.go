@@ -30,6 +30,13 @@ type batch struct {
 	batchSeq uint64
 	// tenant is AppendOptions.Tenant: whose share of the pool it uses.
 	tenant string
+	// fenceToken is the token the append carries; cmd is set for a command
+	// record (commands.go); cmds is the stream's command state after the
+	// batch, for the flight's command table (hasCmds: the stream has any).
+	fenceToken string
+	cmd        *command
+	cmds       format.StreamCommands
+	hasCmds    bool
 
 	ack  Ack
 	err  error
@@ -39,19 +46,20 @@ type batch struct {
 	abandoned bool
 }
 
+// newBatch is an encoded batch whose 0 timestamps are nowMs (as stamp
+// would give them under client-prefer).
 func newBatch(st *stream, recs []format.Record, size int, nowMs int64) *batch {
 	b := &batch{}
-	b.init(st, recs, size, nowMs)
+	b.init(st, recs, size)
+	_ = b.stamp(format.StreamConfig{Uncapped: true}, nowMs)
 	return b
 }
 
-// init fills b with recs, encoded (0 timestamps become nowMs).
-func (b *batch) init(st *stream, recs []format.Record, size int, nowMs int64) {
+// init fills b with recs, encoded. Their timestamps are given at
+// sequencing (stamp), by the stream's timestamping mode then in force.
+func (b *batch) init(st *stream, recs []format.Record, size int) {
 	*b = batch{st: st, recs: len(recs), size: size, enc: make([]byte, 0, size), done: make(chan struct{})}
 	for _, r := range recs {
-		if r.TimestampMs == 0 {
-			r.TimestampMs = nowMs
-		}
 		b.enc = format.AppendRecord(b.enc, r)
 	}
 }
@@ -304,6 +312,9 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 				continue
 			}
 		}
+		if err := st.checkFence(b); err != nil {
+			return nil, err
+		}
 		if match != nil && *match != st.next {
 			if !held {
 				held, target = true, st.next
@@ -329,11 +340,17 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 			return nil, fmt.Errorf("star: admission waiting for pool budget (%d MiB, shared fairly among %d tenants): %w", l.budget>>20, len(l.pool.tenants), err)
 		}
 	}
+	// Stamp, sequence and apply in one critical section: the batch is
+	// judged by the configuration in force at its seqs.
+	if err := b.stamp(st.cfg, l.s.clk.Now().UnixMilli()); err != nil {
+		return nil, err
+	}
 	b.first = st.next
 	st.next += uint64(b.recs)
 	if !b.producer.IsZero() {
 		st.dd.admit(b.producer, b.batchSeq, b, nowMs)
 	}
+	st.apply(b)
 	st.lastTs = b.clampTimestamps(st.lastTs)
 	b.at = l.s.clk.Now()
 	l.pool.push(b)
@@ -503,6 +520,9 @@ func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches [
 				if !bt.producer.IsZero() {
 					b.AddBatch(bt.producer, bt.batchSeq, bt.first, bt.recs)
 				}
+				if bt.hasCmds {
+					b.SetCommands(bt.cmds) // the latest batch's state wins
+				}
 			}
 		}
 		b.EndSegment()
@@ -547,6 +567,9 @@ func (l *loglet) release(f *flight, now time.Time) {
 		st := b.st
 		st.ackedNext = b.first + uint64(b.recs)
 		st.ackedTs = b.lastTs
+		if b.hasCmds {
+			st.ackedCmds = b.cmds
+		}
 		st.wake()
 	}
 	for _, b := range f.batches {

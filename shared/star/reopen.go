@@ -24,7 +24,8 @@ type RefReader interface {
 
 // RecoverStream builds the StreamInfo that opens a stream on a star after
 // a start or takeover, from durable artifacts alone: the tail (next seq,
-// last timestamp) from the last ref, and the dedupe table from the
+// last timestamp) and the command state (fencing token, trim point) from
+// the last ref, and the dedupe table from the
 // producer marks of the last RecoverRefs refs (a takeover absorbs every
 // committed slot of its predecessor into refs before it serves). Each
 // recovered producer counts as seen at now: its idle expiry runs from the
@@ -40,6 +41,10 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 		return info, fmt.Errorf("star: recover stream %s: last ref: %w", id, err)
 	}
 	info.Next, info.LastTsMs = last.LastSeq+1, last.LastTsMs
+	if last.Commands != nil {
+		c := *last.Commands
+		info.Commands = &c
+	}
 	chain := []metastore.Ref{last} // newest first
 	for r := last; len(chain) < RecoverRefs && r.FirstSeq > 0; {
 		got, err := refs.QueryRefs(ctx, id.String(), r.FirstSeq-1, 1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -33,6 +34,9 @@ func TestRecoverStreamFromRefs(t *testing.T) {
 		if k == 2 {
 			r.Producers = append(r.Producers, metastore.ProducerMark{Producer: q, BatchSeq: 7, FirstSeq: 25, LastSeq: 29})
 		}
+		if k >= 5 { // fenced in ref 5; the last ref's state is the current one
+			r.Commands = &format.StreamCommands{FenceToken: fmt.Sprintf("w%d", k/10), TrimSeq: uint64(k)}
+		}
 		refs = append(refs, r)
 	}
 	if err := m.PutRefs(ctx, ch, h.Absorbing, refs); err != nil {
@@ -46,6 +50,9 @@ func TestRecoverStreamFromRefs(t *testing.T) {
 	if info.Next != 200 || info.LastTsMs != 19 {
 		t.Fatalf("tail %d/%d", info.Next, info.LastTsMs)
 	}
+	if info.Commands == nil || *info.Commands != (format.StreamCommands{FenceToken: "w1", TrimSeq: 19}) {
+		t.Fatalf("command state %+v", info.Commands)
+	}
 	// q's only batch is in ref 2, beyond the last RecoverRefs (16) refs.
 	if len(info.Producers) != 1 || info.Producers[0].ID != p || info.Producers[0].LastMs != now.UnixMilli() {
 		t.Fatalf("producers %+v", info.Producers)
@@ -55,7 +62,7 @@ func TestRecoverStreamFromRefs(t *testing.T) {
 		t.Fatalf("p's batches %+v", bs)
 	}
 	// An unknown stream opens empty.
-	if info, err := RecoverStream(ctx, m, sid(4), metastore.Standard, now); err != nil || info.Next != 0 || info.Producers != nil {
+	if info, err := RecoverStream(ctx, m, sid(4), metastore.Standard, now); err != nil || info.Next != 0 || info.Producers != nil || info.Commands != nil {
 		t.Fatal(info, err)
 	}
 }

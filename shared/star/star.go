@@ -83,6 +83,14 @@ type StreamInfo struct {
 	// Producers seed the dedupe table: each producer's latest batches as
 	// recovered from refs (exactly-once appends across takeovers).
 	Producers []ProducerState
+	// Commands seeds the stream's command state (fencing token, trim
+	// point, configuration) as recovered from its last ref; nil: none.
+	Commands *format.StreamCommands
+	// Config is the configuration the stream was created with (its
+	// metastore record): it judges the stream's records until a config
+	// command (Reconfigure) changes it; Commands' configuration, when set,
+	// takes precedence.
+	Config format.StreamConfig
 }
 
 type stream struct {
@@ -109,6 +117,14 @@ type stream struct {
 	// queue holds the stream's pooled batches (pooled of them; see fair.go).
 	queue  *tenantQueue
 	pooled int
+	// cmds is the command state as of the last sequenced record, ackedCmds
+	// as of the acknowledged tail; hasCmds: the stream has command state,
+	// so every segment of it carries cmds in its flight's command table.
+	cmds, ackedCmds format.StreamCommands
+	hasCmds         bool
+	// cfg is the configuration in force at the next seq (timestamping,
+	// retention): the stream's own, or the last config command's.
+	cfg format.StreamConfig
 }
 
 // wake closes the stream's watch channel, if anyone holds it. Called with
@@ -270,6 +286,13 @@ func (s *Star) Open(info StreamInfo) error {
 	if len(info.Producers) > 0 {
 		st.dedupe(s).seed(info.Producers, s.clk.Now().UnixMilli())
 	}
+	st.cfg = info.Config
+	if info.Commands != nil {
+		st.cmds, st.ackedCmds, st.hasCmds = *info.Commands, *info.Commands, true
+		if info.Commands.HasConfig {
+			st.cfg = info.Commands.Config
+		}
+	}
 	s.streams[info.ID] = st
 	return nil
 }
@@ -346,6 +369,10 @@ type AppendOptions struct {
 	// batch uses (the API server passes its token's hash); see fair.go.
 	// "" is a tenant like any other.
 	Tenant string
+	// FenceToken must be the stream's current fencing token ("" for a
+	// stream that is not fenced), or the batch is refused with ErrFenced.
+	// The check is sequenced with the appends (see Fence).
+	FenceToken string
 }
 
 // Pending is an admitted batch waiting for its ack.
@@ -387,8 +414,8 @@ func (s *Star) Submit(ctx context.Context, id format.StreamID, recs []format.Rec
 	p := &Pending{}
 	p.b = &p.inner
 	b := p.b
-	b.init(st, recs, size, s.clk.Now().UnixMilli())
-	b.producer, b.batchSeq, b.tenant = opt.Producer, opt.BatchSeq, opt.Tenant
+	b.init(st, recs, size)
+	b.producer, b.batchSeq, b.tenant, b.fenceToken = opt.Producer, opt.BatchSeq, opt.Tenant, opt.FenceToken
 	dup, err := st.l.admit(ctx, b, opt.MatchSeq)
 	if err != nil {
 		return nil, err

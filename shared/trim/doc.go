@@ -23,6 +23,11 @@
 //     counted in StreamResult.Conflicts) and the next run sees the merged
 //     ref; a delete by key would have removed records still inside
 //     retention (issue 13, finding 1).
+//   - Explicit trim: a stream whose last ref carries a trim point (the
+//     Trim command's, format.StreamCommands) loses, the same way as
+//     retention, its leading settled refs that end below it, and their
+//     settled objects (reads already skip them: they honour the trim point
+//     as soon as the command is acknowledged).
 //   - Deletion: a stream in StreamDeleting loses all its refs, then its
 //     settled objects, then its metadata (DeleteStream). A ref that changed
 //     since it was read is read again (at most 3 times per run).
@@ -34,7 +39,7 @@
 // Time comes from an injected clock.Clock.
 //
 // Cost: per chain step GetHead (GetEpoch at a boundary) and one
-// AdvanceCursor; per stream one ListStreams share and a QueryRefs when it
-// has a retention; DeleteRefs only when something expires. Trim runs on a
+// AdvanceCursor; per stream one ListStreams share, one LastRef (for its
+// trim point) and a QueryRefs when it has a retention or a trim point; DeleteRefs only when something expires. Trim runs on a
 // schedule (Handler).
 package trim

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -147,8 +148,13 @@ type StreamResult struct {
 //     before now-RetentionMs and whose locations are all settled (a ref
 //     still in transit waits for settle), stopping at the first one that
 //     is not; then their settled objects. The stream's last ref is always
-//     kept: it carries the stream's tail (next seq), which a takeover
-//     recovers from the refs.
+//     kept: it carries the stream's tail (next seq) and its command state
+//     (fencing token, trim point), which a takeover recovers from the refs.
+//   - A stream trimmed by a Trim command (its last ref's command state has
+//     a trim point) loses, the same way, its leading settled refs that end
+//     below the trim point. Reads stopped serving those records when the
+//     trim was acknowledged; this frees their storage. It costs one more
+//     single-item query per stream (LastRef).
 //
 // Refs go first, so no ref ever points at a missing object; a crash
 // between leaves orphan objects for the garbage probe.
@@ -165,11 +171,10 @@ func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 		for _, st := range page {
 			res.Streams++
 			var err error
-			switch {
-			case st.State == metastore.StreamDeleting:
+			if st.State == metastore.StreamDeleting {
 				err = t.deleteStream(ctx, st, &res)
-			case st.RetentionMs > 0:
-				err = t.retain(ctx, st, now-st.RetentionMs, &res)
+			} else {
+				err = t.retainStream(ctx, st, now, &res)
 			}
 			if err != nil {
 				t.log().Error("trim: stream", "stream", st.Name, "id", st.ID, "err", err)
@@ -212,7 +217,38 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 // after a conditional delete found one changed, in one run.
 const maxConflicts = 3
 
-func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, res *StreamResult) error {
+// retainStream applies retention and the stream's explicit trim point.
+func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int64, res *StreamResult) error {
+	var below uint64
+	retention := st.RetentionMs
+	last, err := t.Meta.LastRef(ctx, st.ID)
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		return nil // no refs: nothing to trim
+	case err != nil:
+		return fmt.Errorf("last ref: %w", err)
+	case last.Commands != nil:
+		below = last.Commands.TrimSeq
+		if last.Commands.HasConfig {
+			// A ReconfigureStream's retention, from the stream itself (its
+			// metadata follows it, but may lag if the server died between).
+			retention = last.Commands.Config.RetentionMs
+		}
+	}
+	cutoff := int64(math.MinInt64)
+	if retention > 0 {
+		cutoff = now - retention
+	}
+	if below == 0 && retention <= 0 {
+		return nil
+	}
+	return t.retain(ctx, st, cutoff, below, res)
+}
+
+// retain drops the stream's leading settled refs that are expired (their
+// last timestamp before cutoff) or trimmed (they end below the trim point
+// below), never its last ref.
+func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, below uint64, res *StreamResult) error {
 	from := uint64(0)
 	for {
 		refs, err := t.Meta.QueryRefs(ctx, st.ID, from, refPage+1)
@@ -227,7 +263,7 @@ func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64,
 			refs = refs[:len(refs)-1]
 		}
 		n := 0
-		for n < len(refs) && refs[n].LastTsMs < cutoff && settledOnly(refs[n]) {
+		for n < len(refs) && (refs[n].LastTsMs < cutoff || refs[n].LastSeq < below) && settledOnly(refs[n]) {
 			n++
 		}
 		if n > 0 {

@@ -453,3 +453,73 @@ func TestRetentionRacesSettleMerge(t *testing.T) {
 	}
 	e.check()
 }
+
+// TestExplicitTrim: a stream without retention whose last ref carries a
+// trim point (a Trim command) loses its settled refs that end below it,
+// then their objects; a ref reaching the trim point, refs still in
+// transit, and the last ref stay.
+func TestExplicitTrim(t *testing.T) {
+	e := newEnv(t, 1, 0)
+	e.s.MergeBelowBytes = -1 // one settled object per settle run
+	for range 4 {
+		e.flights(3)
+		e.settleAll()
+	}
+	e.flights(2) // absorbed, not settled
+	if _, err := e.a.Run(t.Context(), chainX, e.star.Released()); err != nil {
+		t.Fatal(err)
+	}
+	id := e.ids[0].String()
+	refs := func() []metastore.Ref {
+		r, err := e.mem.QueryRefs(t.Context(), id, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := refs()
+	if len(before) != 5 {
+		t.Fatalf("%d refs", len(before))
+	}
+	// Nothing to trim without a trim point.
+	if res, err := e.tr.Streams(t.Context()); err != nil || res.RefsDropped != 0 {
+		t.Fatalf("no trim point: %+v %v", res, err)
+	}
+	// The trim point inside the third ref: the first two go.
+	last := before[4]
+	withTrim := last
+	withTrim.Commands = &format.StreamCommands{TrimSeq: before[2].FirstSeq + 1}
+	if err := e.mem.SwapRefs(t.Context(), []metastore.Ref{last}, withTrim); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.tr.Streams(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := refs()
+	if len(after) != 3 || after[0].FirstSeq != before[2].FirstSeq || res.RefsDropped != 2 || res.Objects != 2 {
+		t.Fatalf("explicit trim: %+v, %d refs from %d", res, len(after), after[0].FirstSeq)
+	}
+	for _, r := range before[:2] {
+		if _, err := e.settled.Head(t.Context(), r.Locations[0].Key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("trimmed object %s: %v", r.Locations[0].Key, err)
+		}
+	}
+	if st, err := e.mem.GetStream(t.Context(), e.names[0]); err != nil || st.Floor != before[1].LastSeq+1 {
+		t.Fatalf("floor %d (%v), want %d", st.Floor, err, before[1].LastSeq+1)
+	}
+	// A trim point past everything: the settled refs go, the transit ref
+	// (the last) stays.
+	cur := refs()[2]
+	past := cur
+	past.Commands = &format.StreamCommands{TrimSeq: 1 << 40}
+	if err := e.mem.SwapRefs(t.Context(), []metastore.Ref{cur}, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tr.Streams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := refs(); len(after) != 1 || after[0].FirstSeq != before[4].FirstSeq {
+		t.Fatalf("refs after trimming past the end: %d", len(after))
+	}
+}

@@ -44,6 +44,12 @@ mutant ack-released-out-of-slot-order shared/star/loglet.go "./tests/faults" \
   's/(\tfrom, to := l.ord.markDurable\(f.slot\)\n)/$1\tif f.slot >= to {\n\t\tfor _, b := range f.batches {\n\t\t\tb.finish(Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1}, nil)\n\t\t}\n\t}\n/; s/(func \(b \*batch\) finish\(a Ack, err error\) \{\n)/$1\tselect {\n\tcase <-b.done:\n\t\treturn\n\tdefault:\n\t}\n/'
 mutant settle-swaps-refs-unconditionally shared/metastore/mem.go "./shared/metastore ./shared/settle" \
   's/if !ok \|\| !EqualRef\(cur, o\) \{/if false \&\& (!ok || !EqualRef(cur, o)) {/'
+mutant fence-check-skipped shared/star/loglet.go "./shared/star" \
+  's/if err := st.checkFence\(b\); err != nil \{/if err := st.checkFence(b); err != nil \&\& b.cmd != nil {/'
+mutant successor-forgets-commands shared/star/reopen.go "./shared/star" \
+  's/if last.Commands != nil \{/if last.Commands != nil \&\& false {/'
+mutant read-ignores-trim shared/read/read.go "./shared/read" \
+  's/if from < trim \{/if from < trim \&\& false {/'
 
 want=("$@")
 tmp=$(mktemp -d)

@@ -224,6 +224,14 @@ func (m *MetaFaults) DeleteRefs(ctx context.Context, refs []metastore.Ref) error
 	return m.after("DeleteRefs", p, m.s.DeleteRefs(ctx, refs))
 }
 
+func (m *MetaFaults) SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts metastore.Timestamping) error {
+	p, err := m.before(ctx, "SetStreamConfig", true)
+	if err != nil {
+		return err
+	}
+	return m.after("SetStreamConfig", p, m.s.SetStreamConfig(ctx, name, id, retentionMs, ts))
+}
+
 func (m *MetaFaults) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
 	p, err := m.before(ctx, "RaiseFloor", true)
 	if err != nil {

@@ -996,8 +996,12 @@ type AppendRequest struct {
 	// with FailedPrecondition naming the expected one; a batch_seq older than
 	// the stream's dedupe window also with FailedPrecondition. Absent or
 	// empty: not idempotent (batch_seq must then be unset).
-	ProducerId    []byte  `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	BatchSeq      *uint64 `protobuf:"varint,5,opt,name=batch_seq,json=batchSeq,proto3,oneof" json:"batch_seq,omitempty"`
+	ProducerId []byte  `protobuf:"bytes,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	BatchSeq   *uint64 `protobuf:"varint,5,opt,name=batch_seq,json=batchSeq,proto3,oneof" json:"batch_seq,omitempty"`
+	// fencing_token must be the stream's current fencing token (see Fence;
+	// empty for a stream that is not fenced), or the batch is refused with
+	// FailedPrecondition and nothing is written. At most 36 bytes.
+	FencingToken  string `protobuf:"bytes,6,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1065,6 +1069,13 @@ func (x *AppendRequest) GetBatchSeq() uint64 {
 		return *x.BatchSeq
 	}
 	return 0
+}
+
+func (x *AppendRequest) GetFencingToken() string {
+	if x != nil {
+		return x.FencingToken
+	}
+	return ""
 }
 
 type AppendResponse struct {
@@ -2029,6 +2040,401 @@ func (x *Leader) GetUrl() string {
 	return ""
 }
 
+// FenceRequest fences a stream to token: a command record sequenced with
+// the appends (it takes a seq). Every append sequenced after it must carry
+// token as its fencing_token; those before it were checked against the
+// previous token. An empty token unfences the stream.
+type FenceRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// token: at most 36 bytes; empty unfences.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// current_token, if set, must be the stream's current token (empty: not
+	// fenced), or the fence is refused with FailedPrecondition.
+	CurrentToken *string `protobuf:"bytes,3,opt,name=current_token,json=currentToken,proto3,oneof" json:"current_token,omitempty"`
+	// match_seq_num, if set, must equal the stream's tail (as for Append).
+	MatchSeqNum   *uint64 `protobuf:"varint,4,opt,name=match_seq_num,json=matchSeqNum,proto3,oneof" json:"match_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceRequest) Reset() {
+	*x = FenceRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceRequest) ProtoMessage() {}
+
+func (x *FenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
+func (*FenceRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FenceRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetCurrentToken() string {
+	if x != nil && x.CurrentToken != nil {
+		return *x.CurrentToken
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetMatchSeqNum() uint64 {
+	if x != nil && x.MatchSeqNum != nil {
+		return *x.MatchSeqNum
+	}
+	return 0
+}
+
+type FenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq_num is the fence command record's seq; next_seq_num the tail after it.
+	SeqNum        uint64 `protobuf:"varint,1,opt,name=seq_num,json=seqNum,proto3" json:"seq_num,omitempty"`
+	NextSeqNum    uint64 `protobuf:"varint,2,opt,name=next_seq_num,json=nextSeqNum,proto3" json:"next_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceResponse) Reset() {
+	*x = FenceResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceResponse) ProtoMessage() {}
+
+func (x *FenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
+func (*FenceResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FenceResponse) GetSeqNum() uint64 {
+	if x != nil {
+		return x.SeqNum
+	}
+	return 0
+}
+
+func (x *FenceResponse) GetNextSeqNum() uint64 {
+	if x != nil {
+		return x.NextSeqNum
+	}
+	return 0
+}
+
+// TrimRequest trims a stream below trim_seq_num: a command record sequenced
+// with the appends (it takes a seq). Reads honour it as soon as it is
+// acknowledged: a read that starts below the trim point starts at it. The
+// records are removed from storage later. A trim point past the command
+// record's own seq trims up to it; the trim point never moves backward.
+type TrimRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Stream     string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	TrimSeqNum uint64                 `protobuf:"varint,2,opt,name=trim_seq_num,json=trimSeqNum,proto3" json:"trim_seq_num,omitempty"`
+	// fencing_token: as for Append (a fenced stream's trim must carry it).
+	FencingToken  string  `protobuf:"bytes,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	MatchSeqNum   *uint64 `protobuf:"varint,4,opt,name=match_seq_num,json=matchSeqNum,proto3,oneof" json:"match_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimRequest) Reset() {
+	*x = TrimRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimRequest) ProtoMessage() {}
+
+func (x *TrimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
+func (*TrimRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TrimRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TrimRequest) GetTrimSeqNum() uint64 {
+	if x != nil {
+		return x.TrimSeqNum
+	}
+	return 0
+}
+
+func (x *TrimRequest) GetFencingToken() string {
+	if x != nil {
+		return x.FencingToken
+	}
+	return ""
+}
+
+func (x *TrimRequest) GetMatchSeqNum() uint64 {
+	if x != nil && x.MatchSeqNum != nil {
+		return *x.MatchSeqNum
+	}
+	return 0
+}
+
+type TrimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq_num is the trim command record's seq; next_seq_num the tail after it.
+	SeqNum     uint64 `protobuf:"varint,1,opt,name=seq_num,json=seqNum,proto3" json:"seq_num,omitempty"`
+	NextSeqNum uint64 `protobuf:"varint,2,opt,name=next_seq_num,json=nextSeqNum,proto3" json:"next_seq_num,omitempty"`
+	// trim_seq_num is the stream's trim point after the command.
+	TrimSeqNum    uint64 `protobuf:"varint,3,opt,name=trim_seq_num,json=trimSeqNum,proto3" json:"trim_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimResponse) Reset() {
+	*x = TrimResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimResponse) ProtoMessage() {}
+
+func (x *TrimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
+func (*TrimResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TrimResponse) GetSeqNum() uint64 {
+	if x != nil {
+		return x.SeqNum
+	}
+	return 0
+}
+
+func (x *TrimResponse) GetNextSeqNum() uint64 {
+	if x != nil {
+		return x.NextSeqNum
+	}
+	return 0
+}
+
+func (x *TrimResponse) GetTrimSeqNum() uint64 {
+	if x != nil {
+		return x.TrimSeqNum
+	}
+	return 0
+}
+
+// ReconfigureStreamRequest changes a stream's retention and timestamping:
+// a config command record sequenced with the appends (it takes a seq).
+// Records before it were judged by the old configuration, every record
+// after it by the new one. Unset fields keep their value.
+type ReconfigureStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// retention_ms: 0 keeps data forever; not negative.
+	RetentionMs *int64 `protobuf:"varint,2,opt,name=retention_ms,json=retentionMs,proto3,oneof" json:"retention_ms,omitempty"`
+	// timestamping_mode: the stream's new mode (UNSPECIFIED: client-prefer).
+	TimestampingMode *TimestampingMode `protobuf:"varint,3,opt,name=timestamping_mode,json=timestampingMode,proto3,enum=strand.v1.TimestampingMode,oneof" json:"timestamping_mode,omitempty"`
+	// uncapped: the stream's new uncapped switch.
+	Uncapped      *bool `protobuf:"varint,4,opt,name=uncapped,proto3,oneof" json:"uncapped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureStreamRequest) Reset() {
+	*x = ReconfigureStreamRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureStreamRequest) ProtoMessage() {}
+
+func (x *ReconfigureStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureStreamRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureStreamRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReconfigureStreamRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReconfigureStreamRequest) GetRetentionMs() int64 {
+	if x != nil && x.RetentionMs != nil {
+		return *x.RetentionMs
+	}
+	return 0
+}
+
+func (x *ReconfigureStreamRequest) GetTimestampingMode() TimestampingMode {
+	if x != nil && x.TimestampingMode != nil {
+		return *x.TimestampingMode
+	}
+	return TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED
+}
+
+func (x *ReconfigureStreamRequest) GetUncapped() bool {
+	if x != nil && x.Uncapped != nil {
+		return *x.Uncapped
+	}
+	return false
+}
+
+type ReconfigureStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stream: the stream with its new configuration.
+	Stream *Stream `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// seq_num is the config command record's seq: the new configuration
+	// judges the records after it.
+	SeqNum        uint64 `protobuf:"varint,2,opt,name=seq_num,json=seqNum,proto3" json:"seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureStreamResponse) Reset() {
+	*x = ReconfigureStreamResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureStreamResponse) ProtoMessage() {}
+
+func (x *ReconfigureStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureStreamResponse.ProtoReflect.Descriptor instead.
+func (*ReconfigureStreamResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReconfigureStreamResponse) GetStream() *Stream {
+	if x != nil {
+		return x.Stream
+	}
+	return nil
+}
+
+func (x *ReconfigureStreamResponse) GetSeqNum() uint64 {
+	if x != nil {
+		return x.SeqNum
+	}
+	return 0
+}
+
 var File_strand_v1_strand_proto protoreflect.FileDescriptor
 
 const file_strand_v1_strand_proto_rawDesc = "" +
@@ -2086,14 +2492,15 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x11CheckTailResponse\x12 \n" +
 	"\fnext_seq_num\x18\x01 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
-	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\xe6\x01\n" +
+	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\x8b\x02\n" +
 	"\rAppendRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x121\n" +
 	"\arecords\x18\x02 \x03(\v2\x17.strand.v1.AppendRecordR\arecords\x12'\n" +
 	"\rmatch_seq_num\x18\x03 \x01(\x04H\x00R\vmatchSeqNum\x88\x01\x01\x12\x1f\n" +
 	"\vproducer_id\x18\x04 \x01(\fR\n" +
 	"producerId\x12 \n" +
-	"\tbatch_seq\x18\x05 \x01(\x04H\x01R\bbatchSeq\x88\x01\x01B\x10\n" +
+	"\tbatch_seq\x18\x05 \x01(\x04H\x01R\bbatchSeq\x88\x01\x01\x12#\n" +
+	"\rfencing_token\x18\x06 \x01(\tR\ffencingTokenB\x10\n" +
 	"\x0e_match_seq_numB\f\n" +
 	"\n" +
 	"_batch_seq\"\xa2\x01\n" +
@@ -2163,7 +2570,42 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\".\n" +
 	"\x06Leader\x12\x12\n" +
 	"\x04star\x18\x01 \x01(\tR\x04star\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url*d\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\"\xb3\x01\n" +
+	"\fFenceRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12(\n" +
+	"\rcurrent_token\x18\x03 \x01(\tH\x00R\fcurrentToken\x88\x01\x01\x12'\n" +
+	"\rmatch_seq_num\x18\x04 \x01(\x04H\x01R\vmatchSeqNum\x88\x01\x01B\x10\n" +
+	"\x0e_current_tokenB\x10\n" +
+	"\x0e_match_seq_num\"J\n" +
+	"\rFenceResponse\x12\x17\n" +
+	"\aseq_num\x18\x01 \x01(\x04R\x06seqNum\x12 \n" +
+	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
+	"nextSeqNum\"\xa7\x01\n" +
+	"\vTrimRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +
+	"\ftrim_seq_num\x18\x02 \x01(\x04R\n" +
+	"trimSeqNum\x12#\n" +
+	"\rfencing_token\x18\x03 \x01(\tR\ffencingToken\x12'\n" +
+	"\rmatch_seq_num\x18\x04 \x01(\x04H\x00R\vmatchSeqNum\x88\x01\x01B\x10\n" +
+	"\x0e_match_seq_num\"k\n" +
+	"\fTrimResponse\x12\x17\n" +
+	"\aseq_num\x18\x01 \x01(\x04R\x06seqNum\x12 \n" +
+	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
+	"nextSeqNum\x12 \n" +
+	"\ftrim_seq_num\x18\x03 \x01(\x04R\n" +
+	"trimSeqNum\"\xfa\x01\n" +
+	"\x18ReconfigureStreamRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
+	"\fretention_ms\x18\x02 \x01(\x03H\x00R\vretentionMs\x88\x01\x01\x12M\n" +
+	"\x11timestamping_mode\x18\x03 \x01(\x0e2\x1b.strand.v1.TimestampingModeH\x01R\x10timestampingMode\x88\x01\x01\x12\x1f\n" +
+	"\buncapped\x18\x04 \x01(\bH\x02R\buncapped\x88\x01\x01B\x0f\n" +
+	"\r_retention_msB\x14\n" +
+	"\x12_timestamping_modeB\v\n" +
+	"\t_uncapped\"_\n" +
+	"\x19ReconfigureStreamResponse\x12)\n" +
+	"\x06stream\x18\x01 \x01(\v2\x11.strand.v1.StreamR\x06stream\x12\x17\n" +
+	"\aseq_num\x18\x02 \x01(\x04R\x06seqNum*d\n" +
 	"\fStorageClass\x12\x1d\n" +
 	"\x19STORAGE_CLASS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STORAGE_CLASS_STANDARD\x10\x01\x12\x19\n" +
@@ -2172,7 +2614,7 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x1dTIMESTAMPING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fTIMESTAMPING_MODE_CLIENT_PREFER\x10\x01\x12$\n" +
 	" TIMESTAMPING_MODE_CLIENT_REQUIRE\x10\x02\x12\x1d\n" +
-	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\xb2\a\n" +
+	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\x8d\t\n" +
 	"\rStrandService\x12Q\n" +
 	"\fCreateStream\x12\x1e.strand.v1.CreateStreamRequest\x1a\x1f.strand.v1.CreateStreamResponse\"\x00\x12Q\n" +
 	"\fDeleteStream\x12\x1e.strand.v1.DeleteStreamRequest\x1a\x1f.strand.v1.DeleteStreamResponse\"\x00\x12Q\n" +
@@ -2186,7 +2628,10 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\vCreateToken\x12\x1d.strand.v1.CreateTokenRequest\x1a\x1e.strand.v1.CreateTokenResponse\"\x00\x12Q\n" +
 	"\vRevokeToken\x12\x1d.strand.v1.RevokeTokenRequest\x1a\x1e.strand.v1.RevokeTokenResponse\"\x03\x90\x02\x02\x12N\n" +
 	"\n" +
-	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
+	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01\x12<\n" +
+	"\x05Fence\x12\x17.strand.v1.FenceRequest\x1a\x18.strand.v1.FenceResponse\"\x00\x129\n" +
+	"\x04Trim\x12\x16.strand.v1.TrimRequest\x1a\x17.strand.v1.TrimResponse\"\x00\x12`\n" +
+	"\x11ReconfigureStream\x12#.strand.v1.ReconfigureStreamRequest\x1a$.strand.v1.ReconfigureStreamResponse\"\x00B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_strand_proto_rawDescOnce sync.Once
@@ -2201,40 +2646,46 @@ func file_strand_v1_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_strand_v1_strand_proto_goTypes = []any{
-	(StorageClass)(0),            // 0: strand.v1.StorageClass
-	(TimestampingMode)(0),        // 1: strand.v1.TimestampingMode
-	(*Timestamping)(nil),         // 2: strand.v1.Timestamping
-	(*Stream)(nil),               // 3: strand.v1.Stream
-	(*Header)(nil),               // 4: strand.v1.Header
-	(*AppendRecord)(nil),         // 5: strand.v1.AppendRecord
-	(*SequencedRecord)(nil),      // 6: strand.v1.SequencedRecord
-	(*CreateStreamRequest)(nil),  // 7: strand.v1.CreateStreamRequest
-	(*CreateStreamResponse)(nil), // 8: strand.v1.CreateStreamResponse
-	(*DeleteStreamRequest)(nil),  // 9: strand.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil), // 10: strand.v1.DeleteStreamResponse
-	(*ListStreamsRequest)(nil),   // 11: strand.v1.ListStreamsRequest
-	(*ListStreamsResponse)(nil),  // 12: strand.v1.ListStreamsResponse
-	(*GetStreamRequest)(nil),     // 13: strand.v1.GetStreamRequest
-	(*GetStreamResponse)(nil),    // 14: strand.v1.GetStreamResponse
-	(*CheckTailRequest)(nil),     // 15: strand.v1.CheckTailRequest
-	(*CheckTailResponse)(nil),    // 16: strand.v1.CheckTailResponse
-	(*AppendRequest)(nil),        // 17: strand.v1.AppendRequest
-	(*AppendResponse)(nil),       // 18: strand.v1.AppendResponse
-	(*ReadRequest)(nil),          // 19: strand.v1.ReadRequest
-	(*ReadResponse)(nil),         // 20: strand.v1.ReadResponse
-	(*ReadSessionRequest)(nil),   // 21: strand.v1.ReadSessionRequest
-	(*ReadSessionResponse)(nil),  // 22: strand.v1.ReadSessionResponse
-	(*TokenInfo)(nil),            // 23: strand.v1.TokenInfo
-	(*CreateTokenRequest)(nil),   // 24: strand.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),  // 25: strand.v1.CreateTokenResponse
-	(*RevokeTokenRequest)(nil),   // 26: strand.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),  // 27: strand.v1.RevokeTokenResponse
-	(*ListTokensRequest)(nil),    // 28: strand.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),   // 29: strand.v1.ListTokensResponse
-	(*Tail)(nil),                 // 30: strand.v1.Tail
-	(*Leader)(nil),               // 31: strand.v1.Leader
+	(StorageClass)(0),                 // 0: strand.v1.StorageClass
+	(TimestampingMode)(0),             // 1: strand.v1.TimestampingMode
+	(*Timestamping)(nil),              // 2: strand.v1.Timestamping
+	(*Stream)(nil),                    // 3: strand.v1.Stream
+	(*Header)(nil),                    // 4: strand.v1.Header
+	(*AppendRecord)(nil),              // 5: strand.v1.AppendRecord
+	(*SequencedRecord)(nil),           // 6: strand.v1.SequencedRecord
+	(*CreateStreamRequest)(nil),       // 7: strand.v1.CreateStreamRequest
+	(*CreateStreamResponse)(nil),      // 8: strand.v1.CreateStreamResponse
+	(*DeleteStreamRequest)(nil),       // 9: strand.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),      // 10: strand.v1.DeleteStreamResponse
+	(*ListStreamsRequest)(nil),        // 11: strand.v1.ListStreamsRequest
+	(*ListStreamsResponse)(nil),       // 12: strand.v1.ListStreamsResponse
+	(*GetStreamRequest)(nil),          // 13: strand.v1.GetStreamRequest
+	(*GetStreamResponse)(nil),         // 14: strand.v1.GetStreamResponse
+	(*CheckTailRequest)(nil),          // 15: strand.v1.CheckTailRequest
+	(*CheckTailResponse)(nil),         // 16: strand.v1.CheckTailResponse
+	(*AppendRequest)(nil),             // 17: strand.v1.AppendRequest
+	(*AppendResponse)(nil),            // 18: strand.v1.AppendResponse
+	(*ReadRequest)(nil),               // 19: strand.v1.ReadRequest
+	(*ReadResponse)(nil),              // 20: strand.v1.ReadResponse
+	(*ReadSessionRequest)(nil),        // 21: strand.v1.ReadSessionRequest
+	(*ReadSessionResponse)(nil),       // 22: strand.v1.ReadSessionResponse
+	(*TokenInfo)(nil),                 // 23: strand.v1.TokenInfo
+	(*CreateTokenRequest)(nil),        // 24: strand.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),       // 25: strand.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),        // 26: strand.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),       // 27: strand.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),         // 28: strand.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),        // 29: strand.v1.ListTokensResponse
+	(*Tail)(nil),                      // 30: strand.v1.Tail
+	(*Leader)(nil),                    // 31: strand.v1.Leader
+	(*FenceRequest)(nil),              // 32: strand.v1.FenceRequest
+	(*FenceResponse)(nil),             // 33: strand.v1.FenceResponse
+	(*TrimRequest)(nil),               // 34: strand.v1.TrimRequest
+	(*TrimResponse)(nil),              // 35: strand.v1.TrimResponse
+	(*ReconfigureStreamRequest)(nil),  // 36: strand.v1.ReconfigureStreamRequest
+	(*ReconfigureStreamResponse)(nil), // 37: strand.v1.ReconfigureStreamResponse
 }
 var file_strand_v1_strand_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.Timestamping.mode:type_name -> strand.v1.TimestampingMode
@@ -2252,35 +2703,43 @@ var file_strand_v1_strand_proto_depIdxs = []int32{
 	6,  // 12: strand.v1.ReadSessionResponse.records:type_name -> strand.v1.SequencedRecord
 	23, // 13: strand.v1.CreateTokenResponse.info:type_name -> strand.v1.TokenInfo
 	23, // 14: strand.v1.ListTokensResponse.tokens:type_name -> strand.v1.TokenInfo
-	7,  // 15: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
-	9,  // 16: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
-	11, // 17: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
-	13, // 18: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
-	15, // 19: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
-	17, // 20: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
-	17, // 21: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
-	19, // 22: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
-	21, // 23: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
-	24, // 24: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
-	26, // 25: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
-	28, // 26: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
-	8,  // 27: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
-	10, // 28: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
-	12, // 29: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
-	14, // 30: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
-	16, // 31: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
-	18, // 32: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
-	18, // 33: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
-	20, // 34: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
-	22, // 35: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
-	25, // 36: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
-	27, // 37: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
-	29, // 38: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
-	27, // [27:39] is the sub-list for method output_type
-	15, // [15:27] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	1,  // 15: strand.v1.ReconfigureStreamRequest.timestamping_mode:type_name -> strand.v1.TimestampingMode
+	3,  // 16: strand.v1.ReconfigureStreamResponse.stream:type_name -> strand.v1.Stream
+	7,  // 17: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
+	9,  // 18: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
+	11, // 19: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
+	13, // 20: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
+	15, // 21: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
+	17, // 22: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
+	17, // 23: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
+	19, // 24: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
+	21, // 25: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
+	24, // 26: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
+	26, // 27: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
+	28, // 28: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
+	32, // 29: strand.v1.StrandService.Fence:input_type -> strand.v1.FenceRequest
+	34, // 30: strand.v1.StrandService.Trim:input_type -> strand.v1.TrimRequest
+	36, // 31: strand.v1.StrandService.ReconfigureStream:input_type -> strand.v1.ReconfigureStreamRequest
+	8,  // 32: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
+	10, // 33: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
+	12, // 34: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
+	14, // 35: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
+	16, // 36: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
+	18, // 37: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
+	18, // 38: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
+	20, // 39: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
+	22, // 40: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
+	25, // 41: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
+	27, // 42: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
+	29, // 43: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
+	33, // 44: strand.v1.StrandService.Fence:output_type -> strand.v1.FenceResponse
+	35, // 45: strand.v1.StrandService.Trim:output_type -> strand.v1.TrimResponse
+	37, // 46: strand.v1.StrandService.ReconfigureStream:output_type -> strand.v1.ReconfigureStreamResponse
+	32, // [32:47] is the sub-list for method output_type
+	17, // [17:32] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_strand_proto_init() }
@@ -2299,13 +2758,16 @@ func file_strand_v1_strand_proto_init() {
 		(*ReadSessionRequest_TimestampMs)(nil),
 		(*ReadSessionRequest_TailOffset)(nil),
 	}
+	file_strand_v1_strand_proto_msgTypes[30].OneofWrappers = []any{}
+	file_strand_v1_strand_proto_msgTypes[32].OneofWrappers = []any{}
+	file_strand_v1_strand_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_strand_proto_rawDesc), len(file_strand_v1_strand_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -436,6 +436,22 @@ func (s *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) e
 	})
 }
 
+// SetStreamConfig implements metastore.Store.
+func (s *Store) SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts metastore.Timestamping) error {
+	return s.update(ctx, "set the config of stream "+name, func(b *bbolt.Bucket) error {
+		var st metastore.Stream
+		found, err := get(b, streamKey(name), &st)
+		if err != nil {
+			return err
+		}
+		st, err = metastore.SetConfigOn(st, found, name, id, retentionMs, ts)
+		if err != nil {
+			return err
+		}
+		return put(b, streamKey(name), st)
+	})
+}
+
 // Chains.
 
 // GetHead implements metastore.Store.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -41,6 +42,7 @@ const (
 	attrBytes     = "Bytes"
 	attrLocations = "Locations"
 	attrProducers = "Producers"
+	attrCommands  = "Commands"
 	attrSum       = "Sum"
 	// Location map keys.
 	attrSettled = "Settled"
@@ -278,6 +280,9 @@ func refSum(r metastore.Ref) string {
 	if len(r.Producers) > 0 { // absent for refs without marks: their sums are unchanged
 		fmt.Fprintf(h, "|producers|%x", metastore.EncodeProducerMarks(r.Producers))
 	}
+	if r.Commands != nil { // absent for refs without command state: their sums are unchanged
+		fmt.Fprintf(h, "|commands|%x", format.AppendCommands(nil, *r.Commands))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -306,6 +311,9 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 	}
 	if len(r.Producers) > 0 {
 		m[attrProducers] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Producers)}
+	}
+	if r.Commands != nil {
+		m[attrCommands] = &types.AttributeValueMemberB{Value: format.AppendCommands(nil, *r.Commands)}
 	}
 	return m
 }
@@ -352,6 +360,16 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 			it.fail(attrProducers, err.Error())
 		} else {
 			r.Producers = ps
+		}
+	}
+	if v, ok := m[attrCommands]; ok {
+		b, ok := v.(*types.AttributeValueMemberB)
+		if !ok {
+			it.fail(attrCommands, "binary command state")
+		} else if c, err := format.DecodeCommands(b.Value); err != nil {
+			it.fail(attrCommands, err.Error())
+		} else {
+			r.Commands = &c
 		}
 	}
 	return r, it.err

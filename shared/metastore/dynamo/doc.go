@@ -11,6 +11,7 @@
 //	SID#<id>                REF#<20 digits>    StreamID FirstSeq LastSeq FirstTsMs LastTsMs Bytes
 //	                                           Locations (L of M{Settled BOOL, Key S, Offset N, Length N}) Sum
 //	                                           Producers (B: 40-byte producer marks, only when any)
+//	                                           Commands (B: command state, format.AppendCommands, only when any)
 //	CHAIN#<star>#<class>    HEAD               Epoch CheckpointEpoch CheckpointSlot SettledEpoch SettledSlot
 //	                                           TrimmedEpoch TrimmedSlot AbsorbingEpoch AbsorbingSlot
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut

@@ -192,6 +192,71 @@ func (st *Store) SetStreamState(ctx context.Context, name, id string, state meta
 	return fmt.Errorf("set state of stream %q: it is %d (deleting is final): %w", name, cur.State, metastore.ErrConflict)
 }
 
+// SetStreamConfig sets RetentionMs and the timestamping attributes on the
+// META item and the listing item in one transaction, on condition that the
+// META item exists with the given id (else ErrNotFound or ErrConflict).
+func (st *Store) SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts metastore.Timestamping) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("set the config of stream %q: %w", name, err)
+	}
+	if _, err := metastore.SetConfigOn(metastore.Stream{ID: id}, true, name, id, retentionMs, ts); err != nil {
+		return err // bad values
+	}
+	if metastore.ValidateStreamName(name) != nil {
+		return fmt.Errorf("set the config of stream %q: %w", name, metastore.ErrNotFound)
+	}
+	names := map[string]string{"#pk": attrPK, "#id": attrID, "#ret": attrRetentionMs, "#mode": attrTsMode, "#unc": attrTsUncapped}
+	vals := map[string]types.AttributeValue{":id": s(id), ":ret": ni(retentionMs)}
+	// Zero timestamping attributes are absent (codec.go): set or remove.
+	var set, remove []string
+	set = append(set, "#ret = :ret")
+	if ts.Mode != 0 {
+		set, vals[":mode"] = append(set, "#mode = :mode"), nu(uint64(ts.Mode))
+	} else {
+		remove = append(remove, "#mode")
+	}
+	if ts.Uncapped {
+		set, vals[":unc"] = append(set, "#unc = :unc"), &types.AttributeValueMemberBOOL{Value: true}
+	} else {
+		remove = append(remove, "#unc")
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	cond := "attribute_exists(#pk) AND #id = :id"
+	update := func(pk, sk string) types.TransactWriteItem {
+		return types.TransactWriteItem{Update: &types.Update{
+			TableName:                           aws.String(st.table),
+			Key:                                 key(pk, sk),
+			UpdateExpression:                    aws.String(expr),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+	}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{update(metastore.StreamPK(name), metastore.MetaSK), update(ListPK, name)})
+	if err != nil {
+		return fmt.Errorf("set the config of stream %q in %s: %w", name, st.table, err)
+	}
+	if reasons == nil {
+		return nil
+	}
+	old, err := st.oldItem(ctx, reasons[0], metastore.StreamPK(name), metastore.MetaSK)
+	if err != nil {
+		return fmt.Errorf("set the config of stream %q: %w", name, err)
+	}
+	if old == nil {
+		return fmt.Errorf("set the config of stream %q: %w", name, metastore.ErrNotFound)
+	}
+	cur, err := decodeStream(old)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("set the config of stream %q: id is %s, not %s: %w", name, cur.ID, id, metastore.ErrConflict)
+}
+
 // DeleteStream deletes the META item and the listing item in one
 // transaction, if the META item is absent or has the given id.
 func (st *Store) DeleteStream(ctx context.Context, name, id string) error {

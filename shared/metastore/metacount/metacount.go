@@ -236,6 +236,13 @@ func (c *Store) ListStreams(ctx context.Context, prefix, startAfter string, limi
 	return sts, next, err
 }
 
+// SetStreamConfig implements metastore.Store (counted as SetStreamState:
+// a stream metadata write).
+func (c *Store) SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts metastore.Timestamping) error {
+	c.calls[SetStreamState].Add(1)
+	return c.s.SetStreamConfig(ctx, name, id, retentionMs, ts)
+}
+
 // SetStreamState implements metastore.Store.
 func (c *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
 	c.calls[SetStreamState].Add(1)

@@ -35,9 +35,11 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SwapRefs", testSwapRefs},
 		{"SwapRefsInvalid", testSwapRefsInvalid},
 		{"RefProducerMarks", testRefProducerMarks},
+		{"RefCommands", testRefCommands},
 		{"DeleteRefs", testDeleteRefs},
 		{"DeleteRefsConditional", testDeleteRefsConditional},
 		{"RaiseFloor", testRaiseFloor},
+		{"SetStreamConfig", testSetStreamConfig},
 		{"RefTooLarge", testRefTooLarge},
 		{"PutRefsOverTxBytes", testPutRefsOverTxBytes},
 		{"ItemTooLarge", testItemTooLarge},
@@ -886,6 +888,39 @@ func testRaiseFloor(t *testing.T, s metastore.Store) {
 	must(t, err, "get")
 	wantEqual(t, got.Floor, uint64(200), "floor of the deleting stream")
 	wantEqual(t, got.State, metastore.StreamDeleting, "state after raise")
+}
+
+// testSetStreamConfig: a stream's retention and timestamping change (GetStream
+// and ListStreams agree, back to zero values too), only with its id, and
+// bad values are refused.
+func testSetStreamConfig(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	st := newStream("configured", 1)
+	_, err := s.CreateStream(ctx, st)
+	must(t, err, "create")
+	check := func(ret int64, ts metastore.Timestamping, what string) {
+		t.Helper()
+		got, err := s.GetStream(ctx, st.Name)
+		must(t, err, what+": get")
+		wantEqual(t, got.RetentionMs, ret, what+": retention")
+		wantEqual(t, got.Timestamping, ts, what+": timestamping")
+		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
+		must(t, err, what+": list")
+		if len(list) != 1 {
+			t.Fatalf("%s: listed %d streams, want 1", what, len(list))
+		}
+		wantEqual(t, list[0], got, what+": listed stream")
+	}
+	arrival := metastore.Timestamping{Mode: metastore.TimestampArrival, Uncapped: true}
+	must(t, s.SetStreamConfig(ctx, st.Name, st.ID, 86_400_000, arrival), "set")
+	check(86_400_000, arrival, "after set")
+	must(t, s.SetStreamConfig(ctx, st.Name, st.ID, 0, metastore.Timestamping{}), "set back")
+	check(0, metastore.Timestamping{}, "after setting zero values")
+	wantErr(t, s.SetStreamConfig(ctx, st.Name, sid(2), 5, arrival), metastore.ErrConflict, "another id")
+	wantErr(t, s.SetStreamConfig(ctx, "missing", sid(1), 5, arrival), metastore.ErrNotFound, "a missing stream")
+	wantErr(t, s.SetStreamConfig(ctx, st.Name, st.ID, -1, arrival), metastore.ErrInvalid, "negative retention")
+	wantErr(t, s.SetStreamConfig(ctx, st.Name, st.ID, 5, metastore.Timestamping{Mode: 9}), metastore.ErrInvalid, "unknown mode")
+	check(0, metastore.Timestamping{}, "after refused sets")
 }
 
 // Chains.

@@ -1,8 +1,10 @@
 package metastoretest
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -59,4 +61,33 @@ func testRefProducerMarks(t *testing.T, s metastore.Store) {
 		wantErr(t, putRefs(t, s, []metastore.Ref{r}), metastore.ErrInvalid, what)
 		wantRefs(t, allRefs(t, s, sid(2)), nil, what+": refs after refused put")
 	}
+}
+
+// testRefCommands: a ref's command state (fencing token, trim point)
+// round-trips exactly, takes part in SwapRefs' "still exactly as given"
+// condition, and a bad one is refused.
+func testRefCommands(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	plain := newRef(sid(3), 0, 9)
+	fenced := newRef(sid(3), 10, 19)
+	fenced.Commands = &format.StreamCommands{FenceToken: strings.Repeat("f", format.MaxFenceTokenBytes), TrimSeq: 7}
+	must(t, putRefs(t, s, []metastore.Ref{plain, fenced}), "put refs with command state")
+	wantRefs(t, allRefs(t, s, sid(3)), []metastore.Ref{plain, fenced}, "refs with command state")
+	last, err := s.LastRef(ctx, sid(3))
+	must(t, err, "last ref")
+	if last.Commands == nil || *last.Commands != *fenced.Commands {
+		t.Fatalf("last ref's command state %+v, want %+v", last.Commands, fenced.Commands)
+	}
+	stale := fenced
+	stale.Commands = &format.StreamCommands{FenceToken: "other", TrimSeq: 7}
+	merged := newRef(sid(3), 0, 19)
+	merged.Commands = fenced.Commands
+	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{plain, stale}, merged), metastore.ErrConflict, "swap with a stale command state")
+	must(t, s.SwapRefs(ctx, []metastore.Ref{plain, fenced}, merged), "swap carrying the command state")
+	wantRefs(t, allRefs(t, s, sid(3)), []metastore.Ref{merged}, "merged ref keeps the command state")
+
+	bad := newRef(sid(4), 0, 9)
+	bad.Commands = &format.StreamCommands{FenceToken: strings.Repeat("x", format.MaxFenceTokenBytes+1)}
+	wantErr(t, putRefs(t, s, []metastore.Ref{bad}), metastore.ErrInvalid, "fencing token over the bound")
+	wantRefs(t, allRefs(t, s, sid(4)), nil, "refs after the refused put")
 }

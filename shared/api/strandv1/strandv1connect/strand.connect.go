@@ -73,6 +73,13 @@ const (
 	// StrandServiceListTokensProcedure is the fully-qualified name of the StrandService's ListTokens
 	// RPC.
 	StrandServiceListTokensProcedure = "/strand.v1.StrandService/ListTokens"
+	// StrandServiceFenceProcedure is the fully-qualified name of the StrandService's Fence RPC.
+	StrandServiceFenceProcedure = "/strand.v1.StrandService/Fence"
+	// StrandServiceTrimProcedure is the fully-qualified name of the StrandService's Trim RPC.
+	StrandServiceTrimProcedure = "/strand.v1.StrandService/Trim"
+	// StrandServiceReconfigureStreamProcedure is the fully-qualified name of the StrandService's
+	// ReconfigureStream RPC.
+	StrandServiceReconfigureStreamProcedure = "/strand.v1.StrandService/ReconfigureStream"
 )
 
 // StrandServiceClient is a client for the strand.v1.StrandService service.
@@ -98,6 +105,13 @@ type StrandServiceClient interface {
 	RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error)
 	// ListTokens lists the tokens within the caller's prefix (admin only).
 	ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error)
+	// Fence fences a stream to a token (append permission); see FenceRequest.
+	Fence(context.Context, *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error)
+	// Trim trims a stream below a seq (append permission); see TrimRequest.
+	Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error)
+	// ReconfigureStream changes a stream's retention and timestamping (admin);
+	// see ReconfigureStreamRequest.
+	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
 }
 
 // NewStrandServiceClient constructs a client for the strand.v1.StrandService service. By default,
@@ -189,23 +203,44 @@ func NewStrandServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		fence: connect.NewClient[strandv1.FenceRequest, strandv1.FenceResponse](
+			httpClient,
+			baseURL+StrandServiceFenceProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("Fence")),
+			connect.WithClientOptions(opts...),
+		),
+		trim: connect.NewClient[strandv1.TrimRequest, strandv1.TrimResponse](
+			httpClient,
+			baseURL+StrandServiceTrimProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("Trim")),
+			connect.WithClientOptions(opts...),
+		),
+		reconfigureStream: connect.NewClient[strandv1.ReconfigureStreamRequest, strandv1.ReconfigureStreamResponse](
+			httpClient,
+			baseURL+StrandServiceReconfigureStreamProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("ReconfigureStream")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // strandServiceClient implements StrandServiceClient.
 type strandServiceClient struct {
-	createStream  *connect.Client[strandv1.CreateStreamRequest, strandv1.CreateStreamResponse]
-	deleteStream  *connect.Client[strandv1.DeleteStreamRequest, strandv1.DeleteStreamResponse]
-	listStreams   *connect.Client[strandv1.ListStreamsRequest, strandv1.ListStreamsResponse]
-	getStream     *connect.Client[strandv1.GetStreamRequest, strandv1.GetStreamResponse]
-	checkTail     *connect.Client[strandv1.CheckTailRequest, strandv1.CheckTailResponse]
-	append        *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
-	appendSession *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
-	read          *connect.Client[strandv1.ReadRequest, strandv1.ReadResponse]
-	readSession   *connect.Client[strandv1.ReadSessionRequest, strandv1.ReadSessionResponse]
-	createToken   *connect.Client[strandv1.CreateTokenRequest, strandv1.CreateTokenResponse]
-	revokeToken   *connect.Client[strandv1.RevokeTokenRequest, strandv1.RevokeTokenResponse]
-	listTokens    *connect.Client[strandv1.ListTokensRequest, strandv1.ListTokensResponse]
+	createStream      *connect.Client[strandv1.CreateStreamRequest, strandv1.CreateStreamResponse]
+	deleteStream      *connect.Client[strandv1.DeleteStreamRequest, strandv1.DeleteStreamResponse]
+	listStreams       *connect.Client[strandv1.ListStreamsRequest, strandv1.ListStreamsResponse]
+	getStream         *connect.Client[strandv1.GetStreamRequest, strandv1.GetStreamResponse]
+	checkTail         *connect.Client[strandv1.CheckTailRequest, strandv1.CheckTailResponse]
+	append            *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
+	appendSession     *connect.Client[strandv1.AppendRequest, strandv1.AppendResponse]
+	read              *connect.Client[strandv1.ReadRequest, strandv1.ReadResponse]
+	readSession       *connect.Client[strandv1.ReadSessionRequest, strandv1.ReadSessionResponse]
+	createToken       *connect.Client[strandv1.CreateTokenRequest, strandv1.CreateTokenResponse]
+	revokeToken       *connect.Client[strandv1.RevokeTokenRequest, strandv1.RevokeTokenResponse]
+	listTokens        *connect.Client[strandv1.ListTokensRequest, strandv1.ListTokensResponse]
+	fence             *connect.Client[strandv1.FenceRequest, strandv1.FenceResponse]
+	trim              *connect.Client[strandv1.TrimRequest, strandv1.TrimResponse]
+	reconfigureStream *connect.Client[strandv1.ReconfigureStreamRequest, strandv1.ReconfigureStreamResponse]
 }
 
 // CreateStream calls strand.v1.StrandService.CreateStream.
@@ -268,6 +303,21 @@ func (c *strandServiceClient) ListTokens(ctx context.Context, req *connect.Reque
 	return c.listTokens.CallUnary(ctx, req)
 }
 
+// Fence calls strand.v1.StrandService.Fence.
+func (c *strandServiceClient) Fence(ctx context.Context, req *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error) {
+	return c.fence.CallUnary(ctx, req)
+}
+
+// Trim calls strand.v1.StrandService.Trim.
+func (c *strandServiceClient) Trim(ctx context.Context, req *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error) {
+	return c.trim.CallUnary(ctx, req)
+}
+
+// ReconfigureStream calls strand.v1.StrandService.ReconfigureStream.
+func (c *strandServiceClient) ReconfigureStream(ctx context.Context, req *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	return c.reconfigureStream.CallUnary(ctx, req)
+}
+
 // StrandServiceHandler is an implementation of the strand.v1.StrandService service.
 type StrandServiceHandler interface {
 	CreateStream(context.Context, *connect.Request[strandv1.CreateStreamRequest]) (*connect.Response[strandv1.CreateStreamResponse], error)
@@ -291,6 +341,13 @@ type StrandServiceHandler interface {
 	RevokeToken(context.Context, *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error)
 	// ListTokens lists the tokens within the caller's prefix (admin only).
 	ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error)
+	// Fence fences a stream to a token (append permission); see FenceRequest.
+	Fence(context.Context, *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error)
+	// Trim trims a stream below a seq (append permission); see TrimRequest.
+	Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error)
+	// ReconfigureStream changes a stream's retention and timestamping (admin);
+	// see ReconfigureStreamRequest.
+	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
 }
 
 // NewStrandServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -378,6 +435,24 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	strandServiceFenceHandler := connect.NewUnaryHandler(
+		StrandServiceFenceProcedure,
+		svc.Fence,
+		connect.WithSchema(strandServiceMethods.ByName("Fence")),
+		connect.WithHandlerOptions(opts...),
+	)
+	strandServiceTrimHandler := connect.NewUnaryHandler(
+		StrandServiceTrimProcedure,
+		svc.Trim,
+		connect.WithSchema(strandServiceMethods.ByName("Trim")),
+		connect.WithHandlerOptions(opts...),
+	)
+	strandServiceReconfigureStreamHandler := connect.NewUnaryHandler(
+		StrandServiceReconfigureStreamProcedure,
+		svc.ReconfigureStream,
+		connect.WithSchema(strandServiceMethods.ByName("ReconfigureStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strand.v1.StrandService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StrandServiceCreateStreamProcedure:
@@ -404,6 +479,12 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 			strandServiceRevokeTokenHandler.ServeHTTP(w, r)
 		case StrandServiceListTokensProcedure:
 			strandServiceListTokensHandler.ServeHTTP(w, r)
+		case StrandServiceFenceProcedure:
+			strandServiceFenceHandler.ServeHTTP(w, r)
+		case StrandServiceTrimProcedure:
+			strandServiceTrimHandler.ServeHTTP(w, r)
+		case StrandServiceReconfigureStreamProcedure:
+			strandServiceReconfigureStreamHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -459,4 +540,16 @@ func (UnimplementedStrandServiceHandler) RevokeToken(context.Context, *connect.R
 
 func (UnimplementedStrandServiceHandler) ListTokens(context.Context, *connect.Request[strandv1.ListTokensRequest]) (*connect.Response[strandv1.ListTokensResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.ListTokens is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) Fence(context.Context, *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.Fence is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.Trim is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.ReconfigureStream is not implemented"))
 }
