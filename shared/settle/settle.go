@@ -498,24 +498,14 @@ func (s *Settler) segment(ctx context.Context, set chain.Set, l metastore.Locati
 // records never change, so an object already there must hold the same
 // bytes: a rerun (or a racing copy) wrote it.
 func (s *Settler) put(ctx context.Context, key string, obj []byte) error {
-	err := s.Settled.PutIfAbsent(ctx, key, obj)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
-		return fmt.Errorf("write %s: %w", key, err)
-	}
-	got, gerr := s.Settled.Get(ctx, key, 0, -1)
-	if errors.Is(gerr, objstore.ErrNotFound) {
+	err := absorb.PutDetermined(ctx, s.Settled, key, obj)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
 		// Written by another copy, swapped, then merged away and deleted:
 		// the refs have moved on.
-		return fmt.Errorf("write %s: %v; read back: %w: %w", key, err, errGone, gerr)
+		return fmt.Errorf("%w: %w", errGone, err)
+	case errors.Is(err, absorb.ErrForeign):
+		return fmt.Errorf("%w: %w", ErrForeign, err)
 	}
-	if gerr != nil {
-		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
-	}
-	if !bytes.Equal(got, obj) {
-		return fmt.Errorf("%s holds %d other bytes (want %d): %w", key, len(got), len(obj), ErrForeign)
-	}
-	return nil
+	return err
 }

@@ -1,0 +1,283 @@
+package absorb
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// ErrForeign: an object at a key whose content is determined (a pass
+// index) holds other bytes. Never normal.
+var ErrForeign = errors.New("absorb: foreign object at a determined key")
+
+// BuildPassIndex turns the slots of the pass [first, end) of epoch (in
+// slot order) into its pass index (design 014): per stream, in stream id
+// order, its seq range, timestamps, record bytes, one segment per slot it
+// rode and its producer marks (bounded by metastore.TrimMarks, as a ref's
+// are). It is pure and deterministic, as BuildRefs is, so every copy of a
+// pass writes the same bytes; a stream whose seqs do not continue is
+// ErrGap.
+func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIndex, error) {
+	p := format.PassIndex{Epoch: epoch, FirstSlot: first, EndSlot: end}
+	at := make(map[format.StreamID]int)
+	for _, s := range slots {
+		for _, e := range s.Entries {
+			seg := format.PassSegment{Slot: s.Seq, FirstSeq: e.FirstSeq, Count: e.Count, Offset: e.Offset, Length: e.Length, CRC: e.CRC}
+			recBytes := int64(e.Length) - int64(format.SegmentSize(0))
+			i, ok := at[e.Stream]
+			if !ok {
+				at[e.Stream] = len(p.Streams)
+				p.Streams = append(p.Streams, format.PassStream{Stream: e.Stream, FirstSeq: e.FirstSeq, LastSeq: e.LastSeq(),
+					FirstTsMs: e.FirstTsMs, LastTsMs: e.LastTsMs, Bytes: recBytes, Segments: []format.PassSegment{seg}})
+				continue
+			}
+			st := &p.Streams[i]
+			if st.LastSeq == ^uint64(0) || e.FirstSeq != st.LastSeq+1 {
+				return format.PassIndex{}, fmt.Errorf("stream %s: segment at seq %d in %s follows seq %d: %w", e.Stream, e.FirstSeq, s.Key, st.LastSeq, ErrGap)
+			}
+			st.LastSeq, st.LastTsMs, st.Bytes = e.LastSeq(), e.LastTsMs, st.Bytes+recBytes
+			st.Segments = append(st.Segments, seg)
+		}
+		for _, b := range s.Batches { // the parser checked b.Entry
+			st := &p.Streams[at[s.Entries[b.Entry].Stream]]
+			st.Marks = append(st.Marks, format.PassMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
+		}
+	}
+	for i := range p.Streams {
+		p.Streams[i].Marks = trimPassMarks(p.Streams[i].Marks)
+	}
+	slices.SortFunc(p.Streams, func(x, y format.PassStream) int { return bytes.Compare(x.Stream[:], y.Stream[:]) })
+	return p, nil
+}
+
+// trimPassMarks bounds a stream's marks as metastore.TrimMarks bounds a
+// ref's: the same marks a ref of the stream's part of the pass would keep.
+func trimPassMarks(ms []format.PassMark) []format.PassMark {
+	if len(ms) == 0 {
+		return nil
+	}
+	rm := make([]metastore.ProducerMark, len(ms))
+	for i, m := range ms {
+		rm[i] = metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+	}
+	rm = metastore.TrimMarks(rm)
+	out := make([]format.PassMark, len(rm))
+	for i, m := range rm {
+		out[i] = format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+	}
+	return out
+}
+
+// PutDetermined writes obj at key unless it is there: an object whose
+// content the key determines (a rerun, or a racing copy, writes the same
+// bytes), so an object already there (objstore.ErrExists, or an
+// ErrAmbiguous write) must hold identical bytes, else ErrForeign. A read
+// back that finds nothing is an error matching objstore.ErrNotFound (the
+// object was written and deleted since: the caller's view is stale).
+func PutDetermined(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
+	err := b.PutIfAbsent(ctx, key, obj)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	got, gerr := b.Get(ctx, key, 0, -1)
+	if gerr != nil {
+		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
+	}
+	if !bytes.Equal(got, obj) {
+		return fmt.Errorf("%s holds %d other bytes (want %d): %w", key, len(got), len(obj), ErrForeign)
+	}
+	return nil
+}
+
+// writeIndex writes the pass index of [from, to) built from slots.
+func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, slots []chain.Slot) (int, error) {
+	p, err := BuildPassIndex(from.Epoch, from.Slot, to.Slot, slots)
+	if err != nil {
+		return 0, err
+	}
+	obj, err := format.AppendPassIndex(nil, p)
+	if err != nil {
+		return 0, fmt.Errorf("encode pass index: %w", err)
+	}
+	if err := PutDetermined(ctx, a.Index, format.PassIndexKey(c.Star, c.Class.String(), from.Epoch, from.Slot), obj); err != nil {
+		return 0, fmt.Errorf("pass index: %w", err)
+	}
+	return len(p.Streams), nil
+}
+
+// IndexWindow finds streams' records in the pass indexes of a chain's
+// absorbed window (design 014): the passes from a pass boundary (the
+// settled cursor, once settle consumes whole passes) up to the checkpoint,
+// found by key, not listed: the pass at a cursor names its end, where the
+// next pass starts, and an epoch below the checkpoint's ends at its fenced
+// cut (then {epoch+1, 0}). Pass indexes are immutable, so decoded ones are
+// cached: a lookup costs one GET per pass the window gained since the
+// last one, and none for a pass already seen (Prune drops what left the
+// window). Safe for concurrent use.
+type IndexWindow struct {
+	Meta   metastore.Store // for epoch cuts
+	Bucket objstore.Bucket // where the pass indexes are (the settled bucket)
+	// MaxPasses bounds the passes one window walk visits (0:
+	// DefaultMaxWindowPasses): a window is the settle interval's passes.
+	MaxPasses int
+
+	mu    sync.Mutex
+	cache map[passAt]*format.PassIndex
+}
+
+// passAt names a pass: its chain and first cursor.
+type passAt struct {
+	c  metastore.ChainID
+	at metastore.Cursor
+}
+
+// DefaultMaxWindowPasses bounds a window walk: at 4 passes a second, over
+// two hours of passes, far more than a settle interval.
+const DefaultMaxWindowPasses = 1 << 15
+
+// ErrWindow: the window's passes cannot be walked (a pass index missing
+// inside it, an epoch unfenced, a pass that does not continue the walk, or
+// more passes than MaxPasses). A pass index missing below a moved cursor
+// is a race with settle and trim: re-read the head and retry.
+var ErrWindow = errors.New("absorb: pass index window broken")
+
+// Passes returns the pass indexes of chain c from `from` (a pass
+// boundary) up to `to` (the checkpoint), in order.
+func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
+	max := w.MaxPasses
+	if max <= 0 {
+		max = DefaultMaxWindowPasses
+	}
+	var out []*format.PassIndex
+	for at := from; at.Less(to); {
+		if len(out) >= max {
+			return nil, fmt.Errorf("chain %s: window %s-%s over %d passes: %w", c, from, to, max, ErrWindow)
+		}
+		if at.Epoch < to.Epoch {
+			cut, exists, err := EpochCut(ctx, w.Meta, c, at.Epoch)
+			if err != nil {
+				return nil, err
+			}
+			if !exists || at.Slot >= cut {
+				at = metastore.Cursor{Epoch: at.Epoch + 1}
+				continue
+			}
+		}
+		p, err := w.get(ctx, c, at)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+		at.Slot = p.EndSlot
+	}
+	return out, nil
+}
+
+func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
+	key := format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot)
+	w.mu.Lock()
+	p := w.cache[passAt{c, at}]
+	w.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	obj, err := w.Bucket.Get(ctx, key, 0, -1)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("chain %s: no pass index at %s: %w: %w", c, at, ErrWindow, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: pass index at %s: %w", c, at, err)
+	}
+	q, err := format.ParsePassIndex(obj)
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: pass index at %s: %w", c, at, err)
+	}
+	if q.Epoch != at.Epoch || q.FirstSlot != at.Slot {
+		return nil, fmt.Errorf("chain %s: pass index at %s is of %d/%d: %w", c, at, q.Epoch, q.FirstSlot, ErrWindow)
+	}
+	w.mu.Lock()
+	if w.cache == nil {
+		w.cache = map[passAt]*format.PassIndex{}
+	}
+	w.cache[passAt{c, at}] = &q
+	w.mu.Unlock()
+	return &q, nil
+}
+
+// Prune drops the cached passes of chain c that end at or before `from`
+// (they left the window: settle moved past them).
+func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, p := range w.cache {
+		if end := (metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}); k.c == c && !from.Less(end) {
+			delete(w.cache, k)
+		}
+	}
+}
+
+// Refs returns the parts of stream id in the passes of [from, to) that end
+// at or after fromSeq, in seq order, each as a ref with transit locations
+// (what metastore.QueryRefs returns for refs an absorb wrote before
+// design 014), so a reader reads them as it reads refs. The search is a
+// binary search per pass: O(passes x log streams), never a scan of the
+// stream's history.
+func (w *IndexWindow) Refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.refs(ctx, c, from, to, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq })
+}
+
+// RefsAt returns the parts of stream id in the passes of [from, to) from
+// the first that holds a record with timestamp >= tsMs (timestamps never
+// decrease within a stream, so every later part qualifies too), in seq
+// order. Bounded as Refs is.
+func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
+	return w.refs(ctx, c, from, to, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs })
+}
+
+func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+	passes, err := w.Passes(ctx, c, from, to)
+	if err != nil {
+		return nil, err
+	}
+	// Parts of one stream in later passes have later seqs: the first kept
+	// part starts the answer.
+	var out []metastore.Ref
+	for _, p := range passes {
+		i, ok := p.Find(id)
+		if !ok {
+			continue
+		}
+		s := &p.Streams[i]
+		if len(out) == 0 && !keep(s) {
+			continue
+		}
+		out = append(out, PassRef(c.Star, p.Epoch, s))
+	}
+	return out, nil
+}
+
+// PassRef is stream part s of a pass of epoch as a ref: its seqs,
+// timestamps, bytes, one transit location per segment and its marks.
+func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
+	r := metastore.Ref{StreamID: s.Stream.String(), FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
+		FirstTsMs: s.FirstTsMs, LastTsMs: s.LastTsMs, Bytes: s.Bytes,
+		Locations: make([]metastore.Location, len(s.Segments))}
+	for i, g := range s.Segments {
+		r.Locations[i] = metastore.Location{Key: format.SlotKey(star, epoch, g.Slot), Offset: int64(g.Offset), Length: int64(g.Length), FirstSeq: g.FirstSeq}
+	}
+	for _, m := range s.Marks {
+		r.Producers = append(r.Producers, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+	}
+	return r
+}
