@@ -281,3 +281,23 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 	}
 	return r
 }
+
+// StreamRefs is the read path's view of the window (read.Transit): the
+// parts of stream st in the pass indexes of its chain's window [Settled,
+// Checkpoint), read from the chain's head, that end at or after fromSeq.
+// One GetHead per call, plus one GET per pass not yet cached.
+func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+	id, err := format.ParseStreamID(st.ID)
+	if err != nil {
+		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+	}
+	c := metastore.ChainID{Star: st.Star, Class: st.Class}
+	h, err := w.Meta.GetHead(ctx, c)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return nil, nil // never minted: nothing absorbed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+	}
+	return w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+}

@@ -48,6 +48,47 @@ type Reader struct {
 	Settled objstore.Bucket
 	// Clock times heartbeats (nil: the real clock).
 	Clock clock.Clock
+	// Transit finds the records the absorb indexed in pass indexes and no
+	// ref holds yet (design 014; absorb.IndexWindow). nil: every absorbed
+	// record is behind a ref.
+	Transit Transit
+}
+
+// Transit is the pass index window of a stream's chain (design 014).
+type Transit interface {
+	// StreamRefs returns st's parts in the window that end at or after
+	// fromSeq, in seq order, as refs with transit locations.
+	StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error)
+}
+
+// refsFrom is QueryRefs followed, where the stream's refs end, by its parts
+// in the pass index window (Transit): refs hold everything settled, the
+// window what was absorbed since, so the parts continue the refs. A hole
+// between the two (settle moved the window between the two reads) is a
+// torn view that the callers already read again.
+func (r *Reader) refsFrom(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, limit)
+	if err != nil || r.Transit == nil || len(refs) >= limit {
+		return refs, err
+	}
+	after := from
+	if len(refs) > 0 {
+		after = max(from, refs[len(refs)-1].LastSeq+1)
+	}
+	parts, err := r.Transit.StreamRefs(ctx, st, after)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts {
+		if len(refs) >= limit {
+			break
+		}
+		if len(refs) > 0 && p.FirstSeq <= refs[len(refs)-1].LastSeq {
+			continue // the refs hold it already (settled since the window was read)
+		}
+		refs = append(refs, p)
+	}
+	return refs, nil
 }
 
 // StartKind selects how a read's start is given.
@@ -137,7 +178,7 @@ func (r *Reader) resolve(ctx context.Context, st metastore.Stream, id format.Str
 		// timestamp as it is read.
 		from := uint64(0)
 		for {
-			refs, err := r.Meta.QueryRefs(ctx, st.ID, from, 100)
+			refs, err := r.refsFrom(ctx, st, from, 100)
 			if err != nil {
 				return 0, 0, fmt.Errorf("read %s: query refs from %d: %w", st.Name, from, err)
 			}
@@ -333,11 +374,11 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 // trimmed decides a hole at from that one query of refs showed, by a
 // second read: the stream's first ref (one item: the lowest key, which a
 // merge never removes, since SwapRefs stores the merged ref at its first
-// ref's key). Seqs below it are trimmed (or the stream is gone): the read
+// ref's key; with no ref, its first part in the pass index window). Seqs below it are trimmed (or the stream is gone): the read
 // goes on from it, or from low when no ref is left. A first ref at or below
 // from means the hole was a torn view: errTorn, read again.
 func (r *Reader) trimmed(ctx context.Context, st metastore.Stream, from, low uint64) (uint64, bool, error) {
-	first, err := r.Meta.QueryRefs(ctx, st.ID, 0, 1)
+	first, err := r.refsFrom(ctx, st, 0, 1)
 	if err != nil {
 		return from, false, fmt.Errorf("read %s: query the first ref: %w", st.Name, err)
 	}
