@@ -391,6 +391,56 @@ func (s *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastor
 	})
 }
 
+// SettleRef implements metastore.Store: the head's settled cursor, the
+// old refs (or the key) and the writes in one transaction.
+func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidateSettleRef(old, repl); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("settle ref of stream %s at %d-%d on chain %s", repl.StreamID, repl.FirstSeq, repl.LastSeq, chain)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		var h metastore.Head
+		found, err := get(b, headKey(chain), &h)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return fmt.Errorf("no head: %w", metastore.ErrConflict)
+		}
+		if err := metastore.SettleCurrent(h, settled); err != nil {
+			return err
+		}
+		var getErr error
+		err = metastore.SettleOn(old, repl, func(i int) (metastore.Ref, bool) {
+			k := refKey(repl.StreamID, repl.FirstSeq)
+			if i >= 0 {
+				k = refKey(old[i].StreamID, old[i].FirstSeq)
+			}
+			var cur metastore.Ref
+			found, err := get(b, k, &cur)
+			if err != nil {
+				getErr = err
+			}
+			return cur, found
+		})
+		if getErr != nil {
+			return getErr
+		}
+		if err != nil {
+			return err
+		}
+		for _, o := range old {
+			if err := b.Delete(refKey(o.StreamID, o.FirstSeq)); err != nil {
+				return err
+			}
+		}
+		return put(b, refKey(repl.StreamID, repl.FirstSeq), repl)
+	})
+}
+
 // DeleteRefs implements metastore.Store. The checks and every delete run
 // in one transaction, so the batch lands whole or not at all.
 func (s *Store) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
