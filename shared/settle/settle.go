@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -71,8 +72,17 @@ type Settler struct {
 	// DefaultMaxStepsPerRun) bound the work of one Step and one Run.
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
+	// PassIndex settles what the absorb indexed in pass indexes (design
+	// 014; absorb.Absorber.Index) in the Settled bucket, instead of refs:
+	// whole passes from the settled cursor, each stream's parts written as
+	// settled objects and one ref (metastore.SettleRef). It must match the
+	// absorb's switch.
+	PassIndex bool
 	// Log: nil is slog.Default().
 	Log *slog.Logger
+
+	windowOnce sync.Once
+	window     *absorb.IndexWindow
 }
 
 func (s *Settler) log() *slog.Logger {
@@ -112,7 +122,11 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	if err != nil || st.Empty() {
 		return res, err
 	}
-	if st.First < st.End {
+	if st.First < st.End && s.PassIndex {
+		if st, err = s.passes(ctx, c, st, &res); err != nil {
+			return res, fmt.Errorf("settle %s: %w", c, err)
+		}
+	} else if st.First < st.End {
 		set, err := s.Sets.For(c)
 		if err != nil {
 			return res, err
@@ -151,6 +165,133 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
 		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged)
 	return res, nil
+}
+
+// passes settles the whole passes that start in the step's slots (their
+// pass indexes, walked from the settled cursor, which is always at a pass
+// boundary: the absorb's checkpoint was when it was written, and this
+// moves the cursor only to pass ends), and returns the step extended to
+// the last one's end.
+func (s *Settler) passes(ctx context.Context, c metastore.ChainID, st absorb.Step, res *Result) (absorb.Step, error) {
+	s.windowOnce.Do(func() { s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled} })
+	set, err := s.Sets.For(c)
+	if err != nil {
+		return st, err
+	}
+	passes, err := s.window.Passes(ctx, c, st.From, metastore.Cursor{Epoch: st.Epoch, Slot: st.End})
+	if err != nil {
+		return st, err
+	}
+	parts := map[format.StreamID][]metastore.Ref{}
+	for _, p := range passes {
+		res.Slots += int(p.EndSlot - p.FirstSlot)
+		for i := range p.Streams {
+			ps := &p.Streams[i]
+			parts[ps.Stream] = append(parts[ps.Stream], absorb.PassRef(c.Star, p.Epoch, ps))
+		}
+	}
+	res.Streams = len(parts)
+	for _, id := range slices.SortedFunc(maps.Keys(parts), func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }) {
+		objs, merged, err := s.streamParts(ctx, set, c, st.From, id, parts[id])
+		if err != nil {
+			return st, fmt.Errorf("stream %s: %w", id, err)
+		}
+		res.Objects += objs
+		res.Merged += merged
+	}
+	st.End = passes[len(passes)-1].EndSlot
+	st.To = metastore.Cursor{Epoch: st.Epoch, Slot: st.End}
+	// The window's passes before the new cursor are settled: no reader
+	// will ask this settler for them again.
+	s.window.Prune(c, st.To)
+	return st, nil
+}
+
+// streamParts settles stream id's parts of a step's passes (adjacent,
+// in seq order, transit locations) into settled objects and refs written
+// with SettleRef under the step's settled cursor `from`: groups of at most
+// MaxSwapRefs-1 parts and MaxObjectBytes, the first merged with the
+// stream's previous settled object when it is small (as Step merges).
+// Parts that a ref already holds (a rerun, or another copy) are skipped;
+// a lost write re-reads the stream's refs.
+func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, id format.StreamID, parts []metastore.Ref) (objects, merged int, err error) {
+	first, last := parts[0].FirstSeq, parts[len(parts)-1].LastSeq
+	for range swapRetries {
+		stored, err := s.refs(ctx, id, first, last)
+		if err != nil {
+			return objects, merged, err
+		}
+		// next: the first seq no stored ref holds; prev: the ref that ends
+		// just before it.
+		next := first
+		var prev *metastore.Ref
+		for i, r := range stored {
+			if r.FirstSeq <= next && r.LastSeq >= next {
+				next = r.LastSeq + 1
+			}
+			if r.LastSeq+1 == next {
+				prev = &stored[i]
+			}
+		}
+		if next > last {
+			return objects, merged, nil
+		}
+		todo := parts
+		for len(todo) > 0 && todo[0].LastSeq < next {
+			todo = todo[1:]
+		}
+		if todo[0].FirstSeq != next {
+			return objects, merged, fmt.Errorf("refs end at %d inside the part %d-%d: %w", next-1, todo[0].FirstSeq, todo[0].LastSeq, ErrMismatch)
+		}
+		if prev != nil && !settledOnly(*prev) {
+			prev = nil
+		}
+		lost := false
+		for gi, g := range s.groups(todo) {
+			src, old := g, []metastore.Ref(nil)
+			mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
+			if mergePrev {
+				old = []metastore.Ref{*prev}
+				src = append(old, g...)
+			}
+			repl, err := s.build(ctx, set, id, src)
+			if errors.Is(err, errGone) {
+				lost = true
+				break
+			}
+			if err != nil {
+				return objects, merged, err
+			}
+			err = s.Meta.SettleRef(ctx, c, from, old, repl)
+			if errors.Is(err, metastore.ErrConflict) {
+				lost = true // another copy (or trim) changed them, or the step is done: re-read
+				break
+			}
+			if err != nil {
+				return objects, merged, fmt.Errorf("settle ref %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
+			}
+			objects += len(repl.Locations)
+			if mergePrev {
+				merged++
+				s.dropSuperseded(ctx, *prev, repl)
+			}
+		}
+		if !lost {
+			return objects, merged, nil
+		}
+	}
+	return objects, merged, fmt.Errorf("settles kept losing after %d re-reads: %w", swapRetries, metastore.ErrConflict)
+}
+
+// dropSuperseded deletes prev's settled object after a swap merged it into
+// repl's. A reader holding the old ref re-queries on ErrNotFound; a crash
+// before this leaves an orphan for the garbage probe.
+func (s *Settler) dropSuperseded(ctx context.Context, prev, repl metastore.Ref) {
+	if k := prev.Locations[0].Key; !slices.ContainsFunc(repl.Locations, func(l metastore.Location) bool { return l.Key == k }) {
+		if err := s.Settled.Delete(ctx, k); err != nil {
+			s.log().Warn("settle: delete superseded settled object", "key", k, "err", err)
+		}
+	}
 }
 
 // Run steps chain until its settled cursor reaches the checkpoint, at most
@@ -226,14 +367,7 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 				objects += len(repl.Locations)
 				if mergePrev {
 					merged++
-					// The merged object supersedes prev's. A reader holding the
-					// old ref re-queries on ErrNotFound; a crash here leaves an
-					// orphan for the garbage probe.
-					if k := prev.Locations[0].Key; !slices.ContainsFunc(repl.Locations, func(l metastore.Location) bool { return l.Key == k }) {
-						if err := s.Settled.Delete(ctx, k); err != nil {
-							s.log().Warn("settle: delete superseded settled object", "key", k, "err", err)
-						}
-					}
+					s.dropSuperseded(ctx, *prev, repl)
 				}
 			}
 		}

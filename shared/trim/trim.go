@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -36,6 +38,11 @@ type Trimmer struct {
 	// DefaultMaxStepsPerRun) bound the work of one Step and one Run.
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
+	// PassIndex also deletes the pass indexes (design 014) that the
+	// trimmed slots' passes had in the Settled bucket: settle has moved
+	// their data into settled objects and refs. It must match the
+	// absorb's switch.
+	PassIndex bool
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 }
@@ -90,11 +97,44 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 			}
 		}
 	}
+	if t.PassIndex {
+		if err := t.passIndexes(ctx, c, st); err != nil {
+			return res, fmt.Errorf("trim %s: %w", c, err)
+		}
+	}
 	if res.Lost, err = absorb.Advance(ctx, t.Meta, c, metastore.Trimmed, st); err != nil {
 		return res, fmt.Errorf("trim: %w", err)
 	}
 	res.To = st.To
 	return res, nil
+}
+
+// passIndexes deletes the pass indexes of st's epoch that start before the
+// step's end (all of them at an epoch step, which leaves the epoch): their
+// passes end at or before the settled cursor (settle moves it to pass ends
+// only), so no reader's window (from the settled cursor) holds them. One
+// listing of the epoch's indexes in the Settled bucket: the trimmed ones
+// are gone, so it holds about the settle window's passes.
+func (t *Trimmer) passIndexes(ctx context.Context, c metastore.ChainID, st absorb.Step) error {
+	prefix := format.PassIndexKey(c.Star, c.Class.String(), st.Epoch, 0)
+	prefix = prefix[:len(prefix)-20]
+	keys, err := t.Settled.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("list pass indexes %s: %w", prefix, err)
+	}
+	for _, k := range keys {
+		slot, err := strconv.ParseUint(strings.TrimPrefix(k, prefix), 10, 64)
+		if err != nil || k != format.PassIndexKey(c.Star, c.Class.String(), st.Epoch, slot) {
+			continue // not a pass index key: not ours to delete
+		}
+		if st.First < st.End && slot >= st.End {
+			break // keys list in slot order (zero-padded)
+		}
+		if err := t.Settled.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete pass index %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 func (t *Trimmer) slot(ctx context.Context, set chain.Set, epoch, slot uint64, res *Result) error {

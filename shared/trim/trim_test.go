@@ -58,6 +58,15 @@ func (f *faults) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 	return err
 }
 
+// SettleRef: under swapLost, a settle ref lands and its answer is lost.
+func (f *faults) SettleRef(ctx context.Context, c metastore.ChainID, at metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	err := f.Store.SettleRef(ctx, c, at, old, repl)
+	if err == nil && f.swapLost.CompareAndSwap(true, false) {
+		return fmt.Errorf("timeout after the settle ref: %w", absorbtest.ErrFault)
+	}
+	return err
+}
+
 type env struct {
 	t       *testing.T
 	mem     *metastore.Mem
