@@ -282,22 +282,101 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 	return r
 }
 
-// StreamRefs is the read path's view of the window (read.Transit): the
-// parts of stream st in the pass indexes of its chain's window [Settled,
-// Checkpoint), read from the chain's head, that end at or after fromSeq.
-// One GetHead per call, plus one GET per pass not yet cached.
+// StreamRefs returns the parts of stream st in the pass indexes of its
+// chain's window [Settled, Checkpoint), read from the chain's head, that
+// end at or after fromSeq: one GetHead per call, plus one GET per pass not
+// yet cached. A pass index that vanished under it (settle moved past it
+// and trim deleted it between the head and the GET) re-reads the head,
+// up to three times.
 func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
 	id, err := format.ParseStreamID(st.ID)
 	if err != nil {
 		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
 	}
 	c := metastore.ChainID{Star: st.Star, Class: st.Class}
-	h, err := w.Meta.GetHead(ctx, c)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return nil, nil // never minted: nothing absorbed
+	for attempt := 0; ; attempt++ {
+		h, err := w.Meta.GetHead(ctx, c)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return nil, nil // never minted: nothing absorbed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+		}
+		refs, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+			continue
+		}
+		return refs, err
 	}
+}
+
+// QueryRefs is metastore.QueryRefs of st followed, where its refs end, by
+// its parts in the window (StreamRefs): refs hold what settle moved, the
+// window what the absorb indexed since, so the parts continue the refs.
+// The window is read after the refs: a part that settle moved into a ref
+// in between is then missing from both, which callers see as a hole (a
+// torn view, read again), never as a skipped seq.
+func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+	refs, err := w.Meta.QueryRefs(ctx, st.ID, from, limit)
+	if err != nil || len(refs) >= limit {
+		return refs, err
+	}
+	after := from
+	if len(refs) > 0 {
+		after = max(from, refs[len(refs)-1].LastSeq+1)
+	}
+	parts, err := w.StreamRefs(ctx, st, after)
 	if err != nil {
-		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+		return nil, err
 	}
-	return w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+	for _, p := range parts {
+		if len(refs) >= limit {
+			break
+		}
+		if len(refs) > 0 && p.FirstSeq <= refs[len(refs)-1].LastSeq {
+			continue // a ref holds it already (settled since)
+		}
+		refs = append(refs, p)
+	}
+	return refs, nil
+}
+
+// LastRef is st's last part in the window, or else its last ref
+// (metastore.ErrNotFound when it has neither): the window is read first,
+// so a part settle moves meanwhile is found in the refs.
+func (w *IndexWindow) LastRef(ctx context.Context, st metastore.Stream) (metastore.Ref, error) {
+	parts, err := w.StreamRefs(ctx, st, 0)
+	if err != nil {
+		return metastore.Ref{}, err
+	}
+	if len(parts) > 0 {
+		return parts[len(parts)-1], nil
+	}
+	return w.Meta.LastRef(ctx, st.ID)
+}
+
+// ForStream is the window's refs of st in the shape star.RecoverStream
+// reads (its streamID arguments are st's id).
+func (w *IndexWindow) ForStream(st metastore.Stream) StreamRefs { return StreamRefs{w: w, st: st} }
+
+// StreamRefs is one stream's refs and window parts (IndexWindow.ForStream).
+type StreamRefs struct {
+	w  *IndexWindow
+	st metastore.Stream
+}
+
+// LastRef implements star.RefReader.
+func (s StreamRefs) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
+	if streamID != s.st.ID {
+		return metastore.Ref{}, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+	}
+	return s.w.LastRef(ctx, s.st)
+}
+
+// QueryRefs implements star.RefReader.
+func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	if streamID != s.st.ID {
+		return nil, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+	}
+	return s.w.QueryRefs(ctx, s.st, fromSeq, limit)
 }

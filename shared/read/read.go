@@ -56,39 +56,19 @@ type Reader struct {
 
 // Transit is the pass index window of a stream's chain (design 014).
 type Transit interface {
-	// StreamRefs returns st's parts in the window that end at or after
-	// fromSeq, in seq order, as refs with transit locations.
-	StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error)
+	// QueryRefs is metastore.QueryRefs of st followed, where its refs
+	// end, by its parts in the window, as refs with transit locations.
+	QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error)
 }
 
-// refsFrom is QueryRefs followed, where the stream's refs end, by its parts
-// in the pass index window (Transit): refs hold everything settled, the
-// window what was absorbed since, so the parts continue the refs. A hole
-// between the two (settle moved the window between the two reads) is a
-// torn view that the callers already read again.
+// refsFrom queries st's refs, and its parts in the pass index window when
+// there is one (Transit). A hole between the two (settle moved the window
+// between the two reads) is a torn view that the callers read again.
 func (r *Reader) refsFrom(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
-	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, limit)
-	if err != nil || r.Transit == nil || len(refs) >= limit {
-		return refs, err
+	if r.Transit != nil {
+		return r.Transit.QueryRefs(ctx, st, from, limit)
 	}
-	after := from
-	if len(refs) > 0 {
-		after = max(from, refs[len(refs)-1].LastSeq+1)
-	}
-	parts, err := r.Transit.StreamRefs(ctx, st, after)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range parts {
-		if len(refs) >= limit {
-			break
-		}
-		if len(refs) > 0 && p.FirstSeq <= refs[len(refs)-1].LastSeq {
-			continue // the refs hold it already (settled since the window was read)
-		}
-		refs = append(refs, p)
-	}
-	return refs, nil
+	return r.Meta.QueryRefs(ctx, st.ID, from, limit)
 }
 
 // StartKind selects how a read's start is given.
