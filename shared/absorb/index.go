@@ -2,6 +2,7 @@ package absorb
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -379,4 +380,42 @@ func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint
 		return nil, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
 	}
 	return s.w.QueryRefs(ctx, s.st, fromSeq, limit)
+}
+
+// ChainsLookup is what the garbage probe's orphan report reads for a
+// stream (probe.RefLookup) when the absorb writes pass indexes: the
+// stream's parts in the windows of chains (transit locations: a settle
+// step may still write refs to objects overlapping them), then its refs,
+// sorted by seq, at most limit. The windows are read before the refs, so
+// parts a settle step moves meanwhile are in the refs: a view where an
+// object seems unreferenced and out of every window is never torn.
+func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	return func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+		id, err := format.ParseStreamID(streamID)
+		if err != nil {
+			return nil, nil // never stored
+		}
+		var out []metastore.Ref
+		for _, c := range chains {
+			h, err := w.Meta.GetHead(ctx, c)
+			if errors.Is(err, metastore.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
+			}
+			parts, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, parts...)
+		}
+		refs, err := w.Meta.QueryRefs(ctx, streamID, fromSeq, limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, refs...)
+		slices.SortStableFunc(out, func(a, b metastore.Ref) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+		return out[:min(len(out), limit)], nil
+	}
 }
