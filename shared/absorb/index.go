@@ -135,6 +135,10 @@ type IndexWindow struct {
 
 	mu    sync.Mutex
 	cache map[passAt]*format.PassIndex
+	// cuts caches the cut of each epoch below a window's end (a fenced
+	// cut is final, and an epoch number never minted below a minted one
+	// never will be): key passAt{c, {epoch, 0}}, value cut+1 (0: none).
+	cuts map[passAt]uint64
 }
 
 // passAt names a pass: its chain and first cursor.
@@ -166,7 +170,7 @@ func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to 
 			return nil, fmt.Errorf("chain %s: window %s-%s over %d passes: %w", c, from, to, max, ErrWindow)
 		}
 		if at.Epoch < to.Epoch {
-			cut, exists, err := EpochCut(ctx, w.Meta, c, at.Epoch)
+			cut, exists, err := w.cut(ctx, c, at.Epoch)
 			if err != nil {
 				return nil, err
 			}
@@ -183,6 +187,32 @@ func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to 
 		at.Slot = p.EndSlot
 	}
 	return out, nil
+}
+
+// cut is EpochCut of an epoch the chain has moved past, cached.
+func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64) (uint64, bool, error) {
+	k := passAt{c, metastore.Cursor{Epoch: epoch}}
+	w.mu.Lock()
+	v, ok := w.cuts[k]
+	w.mu.Unlock()
+	if ok {
+		return v - 1, v > 0, nil
+	}
+	cut, exists, err := EpochCut(ctx, w.Meta, c, epoch)
+	if err != nil {
+		return 0, false, err
+	}
+	w.mu.Lock()
+	if w.cuts == nil {
+		w.cuts = map[passAt]uint64{}
+	}
+	if exists {
+		w.cuts[k] = cut + 1
+	} else {
+		w.cuts[k] = 0
+	}
+	w.mu.Unlock()
+	return cut, exists, nil
 }
 
 func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
