@@ -257,16 +257,8 @@ func ValidateSwap(old []Ref, repl Ref) error {
 	if err := CheckRefSize(repl); err != nil {
 		return err
 	}
-	for i, r := range old {
-		if err := ValidateRef(r); err != nil {
-			return err
-		}
-		if r.StreamID != repl.StreamID {
-			return fmt.Errorf("%w: swap: ref of stream %s replaced by a ref of stream %s", ErrInvalid, r.StreamID, repl.StreamID)
-		}
-		if i > 0 && (old[i-1].LastSeq == ^uint64(0) || r.FirstSeq != old[i-1].LastSeq+1) {
-			return fmt.Errorf("%w: swap: ref at %d does not follow the ref ending at %d", ErrInvalid, r.FirstSeq, old[i-1].LastSeq)
-		}
+	if err := validateReplaced("swap", old, repl); err != nil {
+		return err
 	}
 	if repl.FirstSeq != old[0].FirstSeq || repl.LastSeq != old[len(old)-1].LastSeq {
 		return fmt.Errorf("%w: swap: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
@@ -290,20 +282,29 @@ func ValidateSettleRef(old []Ref, repl Ref) error {
 	if err := CheckRefSize(repl); err != nil {
 		return err
 	}
+	if err := validateReplaced("settle", old, repl); err != nil {
+		return err
+	}
+	if len(old) > 0 && (repl.FirstSeq != old[0].FirstSeq || repl.LastSeq < old[len(old)-1].LastSeq) {
+		return fmt.Errorf("%w: settle: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
+			repl.FirstSeq, repl.LastSeq, old[0].FirstSeq, old[len(old)-1].LastSeq)
+	}
+	return nil
+}
+
+// validateReplaced checks the refs a write replaces: valid refs of repl's
+// stream, adjacent, in seq order.
+func validateReplaced(what string, old []Ref, repl Ref) error {
 	for i, r := range old {
 		if err := ValidateRef(r); err != nil {
 			return err
 		}
 		if r.StreamID != repl.StreamID {
-			return fmt.Errorf("%w: settle: ref of stream %s replaced by a ref of stream %s", ErrInvalid, r.StreamID, repl.StreamID)
+			return fmt.Errorf("%w: %s: ref of stream %s replaced by a ref of stream %s", ErrInvalid, what, r.StreamID, repl.StreamID)
 		}
 		if i > 0 && (old[i-1].LastSeq == ^uint64(0) || r.FirstSeq != old[i-1].LastSeq+1) {
-			return fmt.Errorf("%w: settle: ref at %d does not follow the ref ending at %d", ErrInvalid, r.FirstSeq, old[i-1].LastSeq)
+			return fmt.Errorf("%w: %s: ref at %d does not follow the ref ending at %d", ErrInvalid, what, r.FirstSeq, old[i-1].LastSeq)
 		}
-	}
-	if len(old) > 0 && (repl.FirstSeq != old[0].FirstSeq || repl.LastSeq < old[len(old)-1].LastSeq) {
-		return fmt.Errorf("%w: settle: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
-			repl.FirstSeq, repl.LastSeq, old[0].FirstSeq, old[len(old)-1].LastSeq)
 	}
 	return nil
 }

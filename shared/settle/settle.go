@@ -246,41 +246,59 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 		if prev != nil && !settledOnly(*prev) {
 			prev = nil
 		}
-		lost := false
-		for gi, g := range s.groups(todo) {
-			src, old := g, []metastore.Ref(nil)
-			mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
-			if mergePrev {
-				old = []metastore.Ref{*prev}
-				src = append(old, g...)
+		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
+			var old []metastore.Ref // the absorb wrote no ref: only a merged previous ref is replaced
+			if mergedPrev {
+				old = src[:1]
 			}
-			repl, err := s.build(ctx, set, id, src)
-			if errors.Is(err, errGone) {
-				lost = true
-				break
-			}
-			if err != nil {
-				return objects, merged, err
-			}
-			err = s.Meta.SettleRef(ctx, c, from, old, repl)
-			if errors.Is(err, metastore.ErrConflict) {
-				lost = true // another copy (or trim) changed them, or the step is done: re-read
-				break
-			}
-			if err != nil {
-				return objects, merged, fmt.Errorf("settle ref %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
-			}
-			objects += len(repl.Locations)
-			if mergePrev {
-				merged++
-				s.dropSuperseded(ctx, *prev, repl)
-			}
+			return s.Meta.SettleRef(ctx, c, from, old, repl)
+		})
+		objects, merged = objects+o, merged+m
+		if err != nil {
+			return objects, merged, err
 		}
 		if !lost {
 			return objects, merged, nil
 		}
 	}
 	return objects, merged, fmt.Errorf("settles kept losing after %d re-reads: %w", swapRetries, metastore.ErrConflict)
+}
+
+// settleGroups settles one run of adjacent refs (or pass index parts) of
+// stream id: split into groups (s.groups), the first merged with prev
+// when that is a small settled ref (s.mergeable), each rendered into
+// settled objects (s.build) and stored by write (src: the group, with
+// prev first when merged). lost: an object or a write lost to another
+// copy (or trim) since the refs were read; the caller re-reads.
+func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref,
+	write func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error) (objects, merged int, lost bool, err error) {
+	for gi, g := range s.groups(refs) {
+		src := g
+		mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
+		if mergePrev {
+			src = append([]metastore.Ref{*prev}, g...)
+		}
+		repl, err := s.build(ctx, set, id, src)
+		if errors.Is(err, errGone) {
+			return objects, merged, true, nil // a copy merged it away since the refs were read
+		}
+		if err != nil {
+			return objects, merged, false, err
+		}
+		err = write(src, mergePrev, repl)
+		if errors.Is(err, metastore.ErrConflict) {
+			return objects, merged, true, nil // another copy (or trim) changed them
+		}
+		if err != nil {
+			return objects, merged, false, fmt.Errorf("write the ref %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
+		}
+		objects += len(repl.Locations)
+		if mergePrev {
+			merged++
+			s.dropSuperseded(ctx, *prev, repl)
+		}
+	}
+	return objects, merged, false, nil
 }
 
 // dropSuperseded deletes prev's settled object after a swap merged it into
@@ -339,36 +357,16 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 			runs = append(runs, run{prev: prev, refs: []metastore.Ref{r}})
 		}
 		lost := false
-	runs:
 		for _, rn := range runs {
-			for gi, g := range s.groups(rn.refs) {
-				old := g
-				prev := rn.prev
-				mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
-				if mergePrev {
-					old = append([]metastore.Ref{*prev}, g...)
-				}
-				repl, err := s.build(ctx, set, id, old)
-				if errors.Is(err, errGone) {
-					lost = true // a copy merged it away since we read the refs: re-read
-					break runs
-				}
-				if err != nil {
-					return objects, merged, err
-				}
-				err = s.Meta.SwapRefs(ctx, old, repl)
-				if errors.Is(err, metastore.ErrConflict) {
-					lost = true // another copy (or trim) changed them: re-read
-					break runs
-				}
-				if err != nil {
-					return objects, merged, fmt.Errorf("swap refs %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
-				}
-				objects += len(repl.Locations)
-				if mergePrev {
-					merged++
-					s.dropSuperseded(ctx, *prev, repl)
-				}
+			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
+				return s.Meta.SwapRefs(ctx, src, repl)
+			})
+			objects, merged = objects+o, merged+m
+			if err != nil {
+				return objects, merged, err
+			}
+			if lost = l; lost {
+				break
 			}
 		}
 		if !lost {
