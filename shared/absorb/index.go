@@ -135,6 +135,8 @@ type IndexWindow struct {
 
 	mu    sync.Mutex
 	cache map[passAt]*format.PassIndex
+	// pruned is, per chain, the settled cursor at the last pruneTo.
+	pruned map[metastore.ChainID]metastore.Cursor
 	// cuts caches the cut of each epoch below a window's end (a fenced
 	// cut is final, and an epoch number never minted below a minted one
 	// never will be): key passAt{c, {epoch, 0}}, value cut+1 (0: none).
@@ -258,6 +260,31 @@ func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
 	}
 }
 
+// pruneTo prunes the cache of chain c to a settled cursor read from its
+// head, once per move of that cursor: the cache of a long-lived reader
+// holds the window's passes, not every pass it ever read.
+func (w *IndexWindow) pruneTo(c metastore.ChainID, settled metastore.Cursor) {
+	w.mu.Lock()
+	last, ok := w.pruned[c]
+	if ok && !last.Less(settled) {
+		w.mu.Unlock()
+		return
+	}
+	if w.pruned == nil {
+		w.pruned = map[metastore.ChainID]metastore.Cursor{}
+	}
+	w.pruned[c] = settled
+	w.mu.Unlock()
+	w.Prune(c, settled)
+}
+
+// Cached is how many decoded pass indexes the window holds.
+func (w *IndexWindow) Cached() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.cache)
+}
+
 // Refs returns the parts of stream id in the passes of [from, to) that end
 // at or after fromSeq, in seq order, each as a ref with transit locations
 // (what metastore.QueryRefs returns for refs an absorb wrote before
@@ -333,6 +360,7 @@ func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromS
 		if err != nil {
 			return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
 		}
+		w.pruneTo(c, h.Settled)
 		refs, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
 		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
 			continue
@@ -434,6 +462,7 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 			if err != nil {
 				return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
 			}
+			w.pruneTo(c, h.Settled)
 			parts, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
 			if err != nil {
 				return nil, err

@@ -100,6 +100,30 @@ func TestSettlePassIndex(t *testing.T) {
 	}
 }
 
+// TestWindowCacheFollowsSettle: a long-lived reader's window (the node's)
+// holds the passes of the window, not every pass it ever read: once settle
+// moved past them, its next lookup drops them.
+func TestWindowCacheFollowsSettle(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	e.withIndex()
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	st := metastore.Stream{Name: "s", ID: e.ids[0].String(), Class: chainX.Class, Star: chainX.Star}
+	for round := range 5 {
+		e.flights(8)
+		e.absorbAll() // two passes of 4 slots
+		refs, err := w.QueryRefs(t.Context(), st, 0, 1000)
+		if err != nil || len(refs) == 0 || refs[len(refs)-1].LastSeq+1 != uint64(len(e.star.Written(e.ids[0]))) {
+			t.Fatalf("round %d: refs %d, %v", round, len(refs), err)
+		}
+		if n := w.Cached(); n != 2 {
+			t.Fatalf("round %d: %d passes cached, want the window's 2", round, n)
+		}
+		if _, err := e.s.Run(t.Context(), chainX); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // failSettle fails the first SettleRef: a crash after the objects were
 // written, before the ref.
 type failSettle struct {
