@@ -173,6 +173,7 @@ func (t *Trimmer) Run(ctx context.Context, c metastore.ChainID) (metastore.Curso
 type StreamResult struct {
 	Streams     int // streams listed
 	Deleted     int // deleting streams finished (metadata removed)
+	Waiting     int // deleting streams left for a later run: parts still in the pass index window
 	RefsDropped int // refs deleted (retention and deletion)
 	Objects     int // settled objects deleted
 	Conflicts   int // retention deletes refused: a ref changed since it was read
@@ -181,7 +182,9 @@ type StreamResult struct {
 // Streams applies retention and deletion to every stream in the metastore:
 //
 //   - A stream in StreamDeleting loses all its refs, then its settled
-//     objects, then its metadata (DeleteStream). Transit bytes it had in
+//     objects, then its metadata (DeleteStream); with PassIndex, only once
+//     its chain's window holds none of its parts (settle has made them
+//     refs), else it waits for a later run (Waiting). Transit bytes it had in
 //     chain slots go with the slots, by the trimmed cursor.
 //   - A stream with RetentionMs > 0 loses its leading refs whose LastTsMs is
 //     before now-RetentionMs and whose locations are all settled (a ref
@@ -224,6 +227,22 @@ func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 }
 
 func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *StreamResult) error {
+	if t.PassIndex {
+		// Settle turns the stream's parts still in its chain's window into
+		// refs; deleting the metadata first would leave those refs to
+		// nobody. Once the window holds none (read before the refs: settle
+		// writes a step's refs before it moves the cursor past them, and a
+		// stale copy of the step writes nothing), no ref of the stream can
+		// appear any more.
+		parts, err := (&absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}).StreamRefs(ctx, st, 0)
+		if err != nil {
+			return fmt.Errorf("pass index window: %w", err)
+		}
+		if len(parts) > 0 {
+			res.Waiting++
+			return nil
+		}
+	}
 	for conflicts := 0; ; {
 		refs, err := t.Meta.QueryRefs(ctx, st.ID, 0, refPage)
 		if err != nil {

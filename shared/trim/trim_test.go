@@ -462,3 +462,39 @@ func TestRetentionRacesSettleMerge(t *testing.T) {
 	}
 	e.check()
 }
+
+// TestDeletionWaitsForTheWindow: with the pass index, a deleting stream's
+// parts still in the window would become refs after its metadata went (to
+// nobody); trim waits until settle has made them refs, then deletes them
+// and the metadata.
+func TestDeletionWaitsForTheWindow(t *testing.T) {
+	e := newEnv(t, 2, 0)
+	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	e.flights(3)
+	e.settleAll()
+	e.flights(2)
+	if _, err := e.a.Run(t.Context(), chainX, e.star.Released()); err != nil {
+		t.Fatal(err)
+	}
+	victim := e.ids[1]
+	if err := e.mem.SetStreamState(t.Context(), e.names[1], victim.String(), metastore.StreamDeleting); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.tr.Streams(t.Context())
+	if err != nil || res.Waiting != 1 || res.Deleted != 0 {
+		t.Fatalf("with parts in the window: %+v, %v", res, err)
+	}
+	if _, err := e.mem.GetStream(t.Context(), e.names[1]); err != nil {
+		t.Fatalf("metadata gone while parts were in the window: %v", err)
+	}
+	e.settleAll()
+	if res, err = e.tr.Streams(t.Context()); err != nil || res.Waiting != 0 || res.Deleted != 1 {
+		t.Fatalf("after settle: %+v, %v", res, err)
+	}
+	if refs, _ := e.mem.QueryRefs(t.Context(), victim.String(), 0, 10); len(refs) != 0 {
+		t.Fatalf("refs left: %+v", refs)
+	}
+	if _, err := e.mem.GetStream(t.Context(), e.names[1]); !errors.Is(err, metastore.ErrNotFound) {
+		t.Fatalf("deleted stream: %v", err)
+	}
+}
