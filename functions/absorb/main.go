@@ -22,8 +22,11 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &absorb.Handler{Absorber: &absorb.Absorber{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Log: log}, Chains: cfg.Chains(), Log: log,
-			Visibility: st.Visibility}
+		a := &absorb.Absorber{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Log: log}
+		if cfg.PassIndex {
+			a.Index = st.Bucket(cfg.SettledBucket)
+		}
+		h := &absorb.Handler{Absorber: a, Chains: cfg.Chains(), Log: log, Visibility: st.Visibility}
 		return h.Handle, nil
 	})
 }

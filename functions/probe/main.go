@@ -22,7 +22,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &probe.Handler{Sets: cfg.Sets(st.Bucket), Meta: st.Meta, Log: log, SweepEpochs: cfg.SweepEpochs, OrphanGrace: cfg.OrphanGrace}
+		h := &probe.Handler{Sets: cfg.Sets(st.Bucket), Meta: st.Meta, Log: log, SweepEpochs: cfg.SweepEpochs, OrphanGrace: cfg.OrphanGrace, PassIndex: cfg.PassIndex}
 		if cfg.SettledBucket != "" {
 			h.Settled = st.Bucket(cfg.SettledBucket)
 		}

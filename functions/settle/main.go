@@ -27,7 +27,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log},
+		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex},
 			Chains: cfg.Chains(), Log: log}
 		return h.Handle, nil
 	})

@@ -28,7 +28,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Clock: clock.Real{}, Log: log},
+		h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Clock: clock.Real{}, Log: log, PassIndex: cfg.PassIndex},
 			Chains: cfg.Chains(), Log: log}
 		return h.Handle, nil
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
 )
 
 // Defaults.
@@ -39,6 +40,13 @@ type Absorber struct {
 	MaxSlotsPerPass int
 	// MaxPassesPerRun: 0 is DefaultMaxPassesPerRun.
 	MaxPassesPerRun int
+	// Index switches the pass to the pass index (design 014): when set (the
+	// settled bucket), a pass writes one index object there instead of one
+	// ref per stream, so its metastore writes are BeginAbsorb and
+	// AdvanceCursor whatever it covers. nil (the default) writes refs.
+	// Settle, trim and the read path do not consume pass indexes yet: set
+	// it only where nothing settles (tests, measurements).
+	Index objstore.Bucket
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 }
@@ -62,6 +70,7 @@ type Result struct {
 	From, To metastore.Cursor // the checkpoint moved (or was found moved) from From to To
 	Slots    int              // slots walked
 	Refs     int              // refs written (one per stream)
+	Indexed  int              // streams in the pass index written (Absorber.Index)
 	Joined   bool             // completed another copy's pass (its lease) instead of its own
 	Epoch    bool             // an epoch step: from a cut to the next epoch
 	Lost     bool             // another copy completed the pass first
@@ -194,6 +203,12 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 		return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
 	}
 	res.Slots = len(slots)
+	if a.Index != nil {
+		if res.Indexed, err = a.writeIndex(ctx, c, from, to, slots); err != nil {
+			return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
+		}
+		return a.advance(ctx, c, from, to, res)
+	}
 	refs, err := BuildRefs(slots)
 	if err != nil {
 		return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
@@ -210,7 +225,13 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 		}
 		res.Refs += len(chunk)
 	}
-	err = a.Meta.AdvanceCursor(ctx, c, metastore.Checkpoint, from, to)
+	return a.advance(ctx, c, from, to, res)
+}
+
+// advance ends the pass [from, to): the checkpoint CAS, which releases the
+// lease.
+func (a *Absorber) advance(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, res Result) (Result, error) {
+	err := a.Meta.AdvanceCursor(ctx, c, metastore.Checkpoint, from, to)
 	if errors.Is(err, metastore.ErrConflict) {
 		res.Lost = true
 	} else if err != nil {
@@ -218,7 +239,7 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 	}
 	res.To = to
 	a.log().Debug("absorb pass", "chain", c.String(), "from", from.String(), "to", to.String(),
-		"slots", res.Slots, "refs", res.Refs, "joined", res.Joined, "lost", res.Lost)
+		"slots", res.Slots, "refs", res.Refs, "indexed", res.Indexed, "joined", res.Joined, "lost", res.Lost)
 	return res, nil
 }
 

@@ -535,7 +535,19 @@ func TestConfigFromEnv(t *testing.T) {
 	if c, _ := absorb.ConfigFromEnv(get); len(c.Stars) != 1 || c.Stars[0] != "star-7" {
 		t.Fatalf("STRAND_STAR_IDS not preferred: %v", c.Stars)
 	}
-	for k, v := range map[string]string{"STRAND_TABLE": "", "STRAND_EXPRESS_W": "4", "STRAND_S3_PATH_STYLE": "maybe", "STRAND_STAR_IDS": "a#b"} {
+	if c.PassIndex {
+		t.Fatal("the pass index is on by default")
+	}
+	env["STRAND_PASS_INDEX"] = "true"
+	if c, err := absorb.ConfigFromEnv(get); err != nil || !c.PassIndex {
+		t.Fatalf("STRAND_PASS_INDEX=true: %+v, %v", c, err)
+	}
+	env["STRAND_SETTLED_BUCKET"] = ""
+	if _, err := absorb.ConfigFromEnv(get); err == nil {
+		t.Error("the pass index without a settled bucket accepted")
+	}
+	env["STRAND_SETTLED_BUCKET"], env["STRAND_PASS_INDEX"] = "settled", ""
+	for k, v := range map[string]string{"STRAND_TABLE": "", "STRAND_EXPRESS_W": "4", "STRAND_S3_PATH_STYLE": "maybe", "STRAND_STAR_IDS": "a#b", "STRAND_PASS_INDEX": "yes"} {
 		old := env[k]
 		env[k] = v
 		if _, err := absorb.ConfigFromEnv(get); err == nil {

@@ -22,6 +22,10 @@ import (
 //	STRAND_EXPRESS_W        Express copy quorum (default 2)
 //	STRAND_SETTLED_BUCKET   the settled bucket (settle and trim)
 //	STRAND_S3_PATH_STYLE    "1" or "true" for path-style S3 (emulators)
+//	STRAND_PASS_INDEX       "1" or "true": absorb passes are indexed in the
+//	                        settled bucket (design 014; needs it), and
+//	                        settle, trim and the probe read them. Every
+//	                        function and the star must agree.
 //
 // A class whose buckets are not configured has no chains.
 type Config struct {
@@ -32,6 +36,7 @@ type Config struct {
 	ExpressW       int
 	SettledBucket  string
 	PathStyle      bool
+	PassIndex      bool
 }
 
 // DefaultRetryFor bounds how long a Lambda's walk retries an unavailable
@@ -76,7 +81,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("absorb: STRAND_S3_PATH_STYLE=%q: want true or false", getenv("STRAND_S3_PATH_STYLE"))
 	}
+	switch strings.ToLower(strings.TrimSpace(getenv("STRAND_PASS_INDEX"))) {
+	case "", "0", "false":
+	case "1", "true":
+		c.PassIndex = true
+	default:
+		return Config{}, fmt.Errorf("absorb: STRAND_PASS_INDEX=%q: want true or false", getenv("STRAND_PASS_INDEX"))
+	}
 	switch {
+	case c.PassIndex && c.SettledBucket == "":
+		return Config{}, fmt.Errorf("absorb: STRAND_PASS_INDEX needs STRAND_SETTLED_BUCKET (the pass indexes live there)")
 	case c.Table == "":
 		return Config{}, fmt.Errorf("absorb: STRAND_TABLE is not set")
 	case len(c.Stars) == 0:

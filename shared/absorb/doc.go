@@ -86,4 +86,23 @@
 // rate (the star publishes at most one event per chain per publish
 // interval) and by one batch per chain at a time (SQS FIFO), never by the
 // append rate. See docs/settlement.md for measurements.
+//
+// # The pass index (design 014)
+//
+// With Absorber.Index set (the settled bucket), step 5 writes no ref: the
+// pass is indexed as a whole in one object (BuildPassIndex, the same
+// walk's per-stream seq ranges, timestamps, segments and producer marks,
+// in stream id order; format.PassIndex) at format.PassIndexKey(star,
+// class, epoch, first slot), put if absent (PutDetermined: an object
+// already there must hold identical bytes, else ErrForeign: the pass from
+// a checkpoint is unique under the lease, so its index is determined).
+// A pass then costs GetHead, BeginAbsorb and AdvanceCursor, two item
+// writes however many streams it touched (TestItemWritesPerPass).
+// IndexWindow reads the window [settled, checkpoint) back: passes found by
+// key (each names its end, where the next starts; an epoch below the
+// checkpoint's ends at its cut), cached decoded, and a stream's parts in
+// them as refs with transit locations, by seq or by timestamp (a binary
+// search per pass). Settle, trim, the probe, reads and tail recovery
+// switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
+// probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
 package absorb

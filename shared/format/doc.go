@@ -1,6 +1,6 @@
 // Package format is strand's on-object byte format: the 60-byte slot
 // envelope, records, per-stream segments, the transit bundle (a flight) with
-// its footer, and the settled object. docs/format.md is the same
+// its footer, the settled object, and the pass index. docs/format.md is the same
 // specification in prose; the golden vectors in testdata/ pin it.
 //
 // These layouts and constants are part of the wire format: objects written
@@ -117,6 +117,52 @@
 //	56     4    segment length
 //	60     4    CRC-32C of bytes 0..59
 //	64     ...  one segment holding first seq..last seq
+//
+// # Pass index (one absorb pass's per-stream index, in the settled bucket)
+//
+// At PassIndexKey: index/<star>/<class>/<epoch>/<first-slot> (design 014).
+// Version 1:
+//
+//	0      4    magic "STRI"
+//	4      2    format version (1)
+//	6      1    kind: 4 pass index
+//	7      1    reserved, 0
+//	8      8    epoch
+//	16     8    first slot of the pass
+//	24     8    end slot (exclusive)
+//	32     4    stream count N
+//	36     4    segment count S
+//	40     4    mark count M
+//	44     4    reserved, 0
+//	48     72*N streams, in ascending stream id order:
+//	              0 16 stream id
+//	             16  8 first seq
+//	             24  8 last seq
+//	             32  8 first record timestamp (ms)
+//	             40  8 last record timestamp (ms)
+//	             48  8 record bytes
+//	             56  4 index of its first segment (segments are in stream order)
+//	             60  4 its segment count (at least 1)
+//	             64  4 index of its first mark
+//	             68  4 its mark count
+//	...    32*S segments, per stream in seq order:
+//	              0  8 slot
+//	              8  8 first seq
+//	             16  4 record count (at least 1)
+//	             20  4 segment offset in the slot's flight
+//	             24  4 segment length
+//	             28  4 segment CRC
+//	...    40*M producer marks, per stream in seq order:
+//	              0 16 producer id (not all zero)
+//	             16  8 batch sequence
+//	             24  8 first seq
+//	             32  8 last seq
+//	end-4  4    CRC-32C of every byte before it
+//
+// A stream's segments have contiguous seqs from its first to its last seq,
+// in non-decreasing slot order inside [first slot, end slot); its marks lie
+// inside its seqs, in order, not overlapping. The object's size is exactly
+// what the counts say.
 //
 // # Limits
 //

@@ -29,6 +29,9 @@ const (
 	KindFlight  Kind = 1
 	KindPoison  Kind = 2
 	KindSettled Kind = 3 // settled objects only; never in an envelope
+	// KindPassIndex: pass index objects only (design 014); never in an
+	// envelope.
+	KindPassIndex Kind = 4
 )
 
 func (k Kind) String() string {
@@ -39,6 +42,8 @@ func (k Kind) String() string {
 		return "poison"
 	case KindSettled:
 		return "settled"
+	case KindPassIndex:
+		return "pass index"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

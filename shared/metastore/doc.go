@@ -35,6 +35,18 @@
 //     in DynamoDB its transaction, deletes nothing. Every ref delete is
 //     conditional on identity, as SwapRefs is: a delete by key alone could
 //     remove a ref that was merged in after the read (issue 13, finding 1).
+//   - Settled refs: SettleRef(chain, settled, old, repl) is how settle
+//     writes the refs of data it moved out of a pass index window (design
+//     014), where no ref was written by the absorb: it stores repl on the
+//     condition that the chain's settled cursor is `settled` (the step is
+//     current: a stale copy of a completed step writes nothing, as a stale
+//     absorb pass cannot) and that the old refs are stored exactly as given
+//     (they are replaced: repl starts where they start and reaches at least
+//     as far, extending them with the new data; the others are deleted),
+//     or, with no old refs, that the key holds nothing or exactly repl
+//     already (a rerun is nil). ErrConflict otherwise, atomically
+//     (DynamoDB: one transaction of a ConditionCheck on the head, the Put
+//     and the Deletes, at most MaxSwapRefs+1 items).
 //   - Floors: Stream.Floor is the lowest next seq a stream may reopen at.
 //     RaiseFloor(name, id, floor) sets it to max(stored, floor) (the floor
 //     only grows; ErrNotFound for a missing name, ErrConflict for another
@@ -84,8 +96,10 @@
 //     ErrInvalid and changes nothing (ValidateStream, ValidateRef,
 //     ValidatePutRefs, ValidatePass, ValidateSwap, ValidateMint,
 //     ValidateAdvance, ValidateBeginAbsorb, ValidateEpochUpdate,
+//     ValidateSettleRef,
 //     ValidateToken, ValidateLimit). The compare-and-set decisions on a
-//     head are BeginAbsorbOn, AdvanceOn and PassCurrent. Stream names are 1
+//     head are BeginAbsorbOn, AdvanceOn, PassCurrent and SettleCurrent (with
+//     SettleOn for SettleRef's refs). Stream names are 1
 //     to MaxNameLen bytes of UTF-8 without control characters; stream ids are
 //     32 lowercase hex digits; star ids are non-empty without '#'; token
 //     hashes are 64 lowercase hex digits. Lookups of malformed keys are

@@ -277,20 +277,83 @@ func ValidateSwap(old []Ref, repl Ref) error {
 	if err := CheckRefSize(repl); err != nil {
 		return err
 	}
+	if err := validateReplaced("swap", old, repl); err != nil {
+		return err
+	}
+	if repl.FirstSeq != old[0].FirstSeq || repl.LastSeq != old[len(old)-1].LastSeq {
+		return fmt.Errorf("%w: swap: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
+			repl.FirstSeq, repl.LastSeq, old[0].FirstSeq, old[len(old)-1].LastSeq)
+	}
+	return nil
+}
+
+// ValidateSettleRef checks SettleRef's arguments: repl a valid ref within
+// the bounds of a written ref; old 0 to MaxSwapRefs valid refs of repl's
+// stream, adjacent and in seq order; with old refs, repl starts where they
+// start and reaches at least as far (it extends them with what settle
+// moved out of the pass index window).
+func ValidateSettleRef(old []Ref, repl Ref) error {
+	if len(old) > MaxSwapRefs {
+		return fmt.Errorf("%w: settle of %d old refs, want at most %d", ErrInvalid, len(old), MaxSwapRefs)
+	}
+	if err := ValidateRef(repl); err != nil {
+		return err
+	}
+	if err := CheckRefSize(repl); err != nil {
+		return err
+	}
+	if err := validateReplaced("settle", old, repl); err != nil {
+		return err
+	}
+	if len(old) > 0 && (repl.FirstSeq != old[0].FirstSeq || repl.LastSeq < old[len(old)-1].LastSeq) {
+		return fmt.Errorf("%w: settle: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
+			repl.FirstSeq, repl.LastSeq, old[0].FirstSeq, old[len(old)-1].LastSeq)
+	}
+	return nil
+}
+
+// validateReplaced checks the refs a write replaces: valid refs of repl's
+// stream, adjacent, in seq order.
+func validateReplaced(what string, old []Ref, repl Ref) error {
 	for i, r := range old {
 		if err := ValidateRef(r); err != nil {
 			return err
 		}
 		if r.StreamID != repl.StreamID {
-			return fmt.Errorf("%w: swap: ref of stream %s replaced by a ref of stream %s", ErrInvalid, r.StreamID, repl.StreamID)
+			return fmt.Errorf("%w: %s: ref of stream %s replaced by a ref of stream %s", ErrInvalid, what, r.StreamID, repl.StreamID)
 		}
 		if i > 0 && (old[i-1].LastSeq == ^uint64(0) || r.FirstSeq != old[i-1].LastSeq+1) {
-			return fmt.Errorf("%w: swap: ref at %d does not follow the ref ending at %d", ErrInvalid, r.FirstSeq, old[i-1].LastSeq)
+			return fmt.Errorf("%w: %s: ref at %d does not follow the ref ending at %d", ErrInvalid, what, r.FirstSeq, old[i-1].LastSeq)
 		}
 	}
-	if repl.FirstSeq != old[0].FirstSeq || repl.LastSeq != old[len(old)-1].LastSeq {
-		return fmt.Errorf("%w: swap: replacement covers %d-%d, old refs cover %d-%d", ErrInvalid,
-			repl.FirstSeq, repl.LastSeq, old[0].FirstSeq, old[len(old)-1].LastSeq)
+	return nil
+}
+
+// SettleCurrent reports whether h lets a settle step from `at` write refs:
+// ErrConflict unless h.Settled == at.
+func SettleCurrent(h Head, at Cursor) error {
+	if h.Settled != at {
+		return fmt.Errorf("settle ref of the step from %s: the settled cursor is %s: %w", at, h.Settled, ErrConflict)
+	}
+	return nil
+}
+
+// SettleOn decides SettleRef's condition on the stored refs: with old
+// refs, each must be stored exactly as given (stored(i) is old[i]'s stored
+// ref and whether there is one); without, the ref stored at repl's key
+// (stored(-1)) must be absent or exactly repl (a rerun). ErrConflict
+// otherwise.
+func SettleOn(old []Ref, repl Ref, stored func(i int) (Ref, bool)) error {
+	if len(old) == 0 {
+		if cur, ok := stored(-1); ok && !EqualRef(cur, repl) {
+			return fmt.Errorf("settle ref of stream %s at %d: another ref is stored there: %w", repl.StreamID, repl.FirstSeq, ErrConflict)
+		}
+		return nil
+	}
+	for i, o := range old {
+		if cur, ok := stored(i); !ok || !EqualRef(cur, o) {
+			return fmt.Errorf("settle ref of stream %s: ref at %d changed or gone: %w", o.StreamID, o.FirstSeq, ErrConflict)
+		}
 	}
 	return nil
 }

@@ -256,6 +256,45 @@ func (m *Mem) SwapRefs(ctx context.Context, old []Ref, repl Ref) error {
 	return nil
 }
 
+// SettleRef implements Store.
+func (m *Mem) SettleRef(ctx context.Context, chain ChainID, settled Cursor, old []Ref, repl Ref) error {
+	if err := ctxErr(ctx, "settle ref"); err != nil {
+		return err
+	}
+	if err := ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := ValidateSettleRef(old, repl); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	if !ok {
+		return fmt.Errorf("settle ref of chain %s: no head: %w", chain, ErrConflict)
+	}
+	if err := SettleCurrent(h, settled); err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
+	}
+	byseq := m.refs[repl.StreamID]
+	err := SettleOn(old, repl, func(i int) (Ref, bool) {
+		if i < 0 {
+			r, ok := byseq[repl.FirstSeq]
+			return r, ok
+		}
+		r, ok := byseq[old[i].FirstSeq]
+		return r, ok
+	})
+	if err != nil {
+		return err
+	}
+	for _, o := range old {
+		delete(byseq, o.FirstSeq)
+	}
+	m.putRef(repl)
+	return nil
+}
+
 // DeleteRefs implements Store. The whole batch lands atomically: one ref
 // that changed since it was read fails it, and nothing is deleted.
 func (m *Mem) DeleteRefs(ctx context.Context, refs []Ref) error {

@@ -264,6 +264,7 @@ type Store interface {
 	QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error)
 	LastRef(ctx context.Context, streamID string) (Ref, error)
 	SwapRefs(ctx context.Context, old []Ref, repl Ref) error
+	SettleRef(ctx context.Context, chain ChainID, settled Cursor, old []Ref, repl Ref) error
 	DeleteRefs(ctx context.Context, refs []Ref) error
 	RaiseFloor(ctx context.Context, name, id string, floor uint64) error
 

@@ -63,6 +63,11 @@ type Config struct {
 	// BindLimitFlags binds these and the two above to flags.
 	SourceRate, GlobalRate auth.Rate
 
+	// PassIndex indexes absorb passes in the settled bucket instead of
+	// writing one ref per stream (design 014): absorb, settle, trim, the
+	// probe, reads and tail recovery all switch. With Remote, the Lambdas
+	// must be switched too (STRAND_PASS_INDEX). Off by default.
+	PassIndex bool
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
 	// In-process timers (0: defaults 2 s, 5 s, 30 s).
@@ -113,6 +118,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	sets := Sets(cfg.Star)
 	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
+	var window *absorb.IndexWindow
+	if cfg.PassIndex {
+		if cfg.Settled == nil {
+			return nil, errors.New("node: the pass index needs the settled bucket")
+		}
+		abs.Index = cfg.Settled
+		window = &absorb.IndexWindow{Meta: cfg.Meta, Bucket: cfg.Settled}
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}
 	fail := func(err error) (*Node, error) {
@@ -131,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	var poller *wake.Poller
 	var releases *wake.SQS // counts stalled sends in the star's registry
 	probeSets := map[metastore.ChainID]chain.Set{}
-	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log}
+	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log, PassIndex: cfg.PassIndex}
 	if cfg.Remote == nil {
 		local = wake.NewLocal(abs, cfg.Star.Clock, log)
 		opt.Waker = local
@@ -198,6 +211,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
 		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
 	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
+	if window != nil {
+		rd.Transit, sc.Window = window, window
+	}
 	if !cfg.NoAuth {
 		sc.Auth = &auth.Checker{Meta: cfg.Meta, SourceRate: cfg.SourceRate, GlobalRate: cfg.GlobalRate}
 	}
@@ -247,8 +263,8 @@ func (n *Node) goRun(f func()) {
 
 // settlement runs settle, trim and the probe's sweep on timers.
 func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID) {
-	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log}
-	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock}
+	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: cfg.PassIndex}
+	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: cfg.PassIndex}
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {
 			return d

@@ -32,6 +32,21 @@ func TestParsePeers(t *testing.T) {
 // the same stores: it takes over (epoch 2), serves every acked record, and
 // appends continue at the recovered tail.
 func TestStartServesAndRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		passIndex bool
+		settle    time.Duration
+	}{
+		{"refs", false, 20 * time.Millisecond},
+		{"pass-index", true, 20 * time.Millisecond},
+		// Nothing settles: the restart recovers the tails from the window.
+		{"pass-index-unsettled", true, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle) })
+	}
+}
+
+func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Duration) {
 	ctx := context.Background()
 	meta := metastore.NewMem()
 	var exp []objstore.Bucket
@@ -45,7 +60,7 @@ func TestStartServesAndRestarts(t *testing.T) {
 		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
 		cfg.Standard.FlushDeadline = time.Millisecond
 		n, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
-			SettleEvery: 20 * time.Millisecond, TrimEvery: 30 * time.Millisecond})
+			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,6 +101,17 @@ func TestStartServesAndRestarts(t *testing.T) {
 		}
 	}
 	n.Close()
+	if passIndex && settleEvery > time.Second {
+		for _, class := range []string{"standard", "express"} {
+			st, err := meta.GetStream(ctx, "s-"+class)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refs, err := meta.QueryRefs(ctx, st.ID, 0, 10); err != nil || len(refs) != 0 {
+				t.Fatalf("%s: refs %v, %v: want none (all in the window)", class, refs, err)
+			}
+		}
+	}
 
 	n, c = start()
 	defer n.Close()

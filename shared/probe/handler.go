@@ -51,6 +51,11 @@ type Handler struct {
 	// Margin: no probe starts within it of the invocation's deadline (zero
 	// value: absorb.DefaultMargin on the real clock).
 	Margin absorb.Margin
+	// PassIndex: the absorb writes pass indexes (design 014) in Settled;
+	// the orphan report counts a stream's parts in every served chain's
+	// window as in transit (absorb.IndexWindow.ChainsLookup). It must
+	// match the absorb's switch.
+	PassIndex bool
 }
 
 func (h *Handler) log() *slog.Logger {

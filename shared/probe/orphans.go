@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 )
 
@@ -39,14 +43,22 @@ const MarkPrefix = "probe/orphans/"
 // The decision to delete is taken on refs read in this very sweep, and it
 // cannot be invalidated afterwards: only settle swaps a ref to a settled
 // object, only from transit refs of its range, and its swap is conditional
-// on those refs being unchanged; a deletable orphan has none. A negative
-// OrphanGrace only reports.
+// on those refs being unchanged; a deletable orphan has none. With the
+// pass index (PassIndex, design 014) settle writes refs from a chain's
+// window, conditioned on the settled cursor, so the stream's parts in
+// every served chain's window count as transit refs, read before the refs
+// (absorb.IndexWindow.ChainsLookup). A negative OrphanGrace only reports.
 func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 	keys, err := h.Settled.List(ctx, SettledPrefix)
 	if err != nil {
 		return fmt.Errorf("probe: list settled objects: %w", err)
 	}
-	orphans, unparsed, err := findOrphans(ctx, keys, h.Meta.QueryRefs)
+	lookup := RefLookup(h.Meta.QueryRefs)
+	if h.PassIndex {
+		chains := slices.SortedFunc(maps.Keys(h.Sets), func(a, b metastore.ChainID) int { return strings.Compare(a.String(), b.String()) })
+		lookup = (&absorb.IndexWindow{Meta: h.Meta, Bucket: h.Settled}).ChainsLookup(chains)
+	}
+	orphans, unparsed, err := findOrphans(ctx, keys, lookup)
 	if err != nil {
 		return err
 	}

@@ -224,7 +224,7 @@ func (r *Reader) queryRefs(ctx context.Context, st metastore.Stream, from uint64
 			}
 		}
 	}
-	refs, err := r.Meta.QueryRefs(ctx, st.ID, from, limit)
+	refs, err := r.refsFrom(ctx, st, from, limit)
 	if a != nil && err == nil {
 		a.mu.Lock()
 		a.refs = refs

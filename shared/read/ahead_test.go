@@ -41,7 +41,7 @@ func (e *env) sessionAll(between func(batch int)) []star.SeqRecord {
 }
 
 func (e *env) settler() *settle.Settler {
-	return &settle.Settler{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, MergeBelowBytes: 1 << 20}
+	return &settle.Settler{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, MergeBelowBytes: 1 << 20, PassIndex: e.index != nil}
 }
 
 // counted swaps e's reader onto buckets that count GETs of the chain set
@@ -124,48 +124,52 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 // reads: prefetched locations may vanish or be replaced under it. Every
 // record still arrives once, in order.
 func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
-	for _, trimAt := range []int{0, 1} {
-		t.Run(fmt.Sprintf("trim-after-batch-%d", trimAt), func(t *testing.T) {
-			e := newEnv(t)
-			ctx := context.Background()
-			e.appendN(5, 50)
-			e.absorb()
-			if _, err := e.settler().Run(ctx, e.chain); err != nil { // a small settled object: the next settle merges it
+	for _, indexed := range []bool{false, true} {
+		for _, trimAt := range []int{0, 1} {
+			t.Run(fmt.Sprintf("pass-index-%t/trim-after-batch-%d", indexed, trimAt), func(t *testing.T) { settleAndTrimDuringRead(t, indexed, trimAt) })
+		}
+	}
+}
+
+func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt int) {
+	e := newEnvIndexed(t, indexed)
+	ctx := context.Background()
+	e.appendN(5, 50)
+	e.absorb()
+	if _, err := e.settler().Run(ctx, e.chain); err != nil { // a small settled object: the next settle merges it
+		t.Fatal(err)
+	}
+	e.appendN(60, 50)
+	e.absorb()
+	before := 0
+	for _, m := range e.mems {
+		before += len(m.Keys())
+	}
+	tr := &trim.Trimmer{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, PassIndex: indexed}
+	got := e.sessionAll(func(batch int) {
+		if batch == 0 {
+			res, err := e.settler().Step(ctx, e.chain)
+			if err != nil {
 				t.Fatal(err)
 			}
-			e.appendN(60, 50)
-			e.absorb()
-			before := 0
-			for _, m := range e.mems {
-				before += len(m.Keys())
+			if res.Merged == 0 {
+				t.Fatalf("settle during the read merged nothing: %+v", res)
 			}
-			tr := &trim.Trimmer{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled}
-			got := e.sessionAll(func(batch int) {
-				if batch == 0 {
-					res, err := e.settler().Step(ctx, e.chain)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if res.Merged == 0 {
-						t.Fatalf("settle during the read merged nothing: %+v", res)
-					}
-				}
-				if batch == trimAt {
-					if _, err := tr.Run(ctx, e.chain); err != nil {
-						t.Fatal(err)
-					}
-				}
-			})
-			after := 0
-			for _, m := range e.mems {
-				after += len(m.Keys())
+		}
+		if batch == trimAt {
+			if _, err := tr.Run(ctx, e.chain); err != nil {
+				t.Fatal(err)
 			}
-			if after >= before {
-				t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
-			}
-			check(t, got, 0, 3250)
-		})
+		}
+	})
+	after := 0
+	for _, m := range e.mems {
+		after += len(m.Keys())
 	}
+	if after >= before {
+		t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
+	}
+	check(t, got, 0, 3250)
 }
 
 // upcoming skips the locations that end before from, as refsOnce does.

@@ -18,7 +18,13 @@
 //     same way (no other copy exists; a bad one is an error).
 //
 // A read asks the index first (its `low` tells where refs end), reads refs
-// for [from, low) and the index from there. A location that vanished
+// for [from, low) and the index from there. With the pass index (design
+// 014; Reader.Transit, an absorb.IndexWindow) the absorb writes no refs:
+// below `low`, a stream's refs hold what settle moved, and its parts in
+// the window [settled, checkpoint) of its chain's pass indexes (read
+// after the refs, as refs with transit locations) hold the rest; a read by
+// timestamp searches them by their timestamps as it does refs, bounded by
+// the window's passes. A location that vanished
 // between the ref lookup and the GET (settle swapped the ref, trim deleted
 // the slot) is retried with fresh refs.
 //

@@ -69,6 +69,38 @@ type Reader struct {
 	Settled objstore.Bucket
 	// Clock times heartbeats (nil: the real clock).
 	Clock clock.Clock
+	// Transit finds the records the absorb indexed in pass indexes and no
+	// ref holds yet (design 014; absorb.IndexWindow). nil: every absorbed
+	// record is behind a ref.
+	Transit Transit
+}
+
+// Transit is the pass index window of a stream's chain (design 014).
+type Transit interface {
+	// QueryRefs is metastore.QueryRefs of st followed, where its refs
+	// end, by its parts in the window, as refs with transit locations.
+	QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error)
+}
+
+// refsFrom queries st's refs, and its parts in the pass index window when
+// there is one (Transit). A hole between the two (settle moved the window
+// between the two reads) is a torn view that the callers read again.
+func (r *Reader) refsFrom(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+	if r.Transit != nil {
+		return r.Transit.QueryRefs(ctx, st, from, limit)
+	}
+	return r.Meta.QueryRefs(ctx, st.ID, from, limit)
+}
+
+// streamRefs is one stream's refs as the reader finds them (refsFrom: the
+// metastore's refs, then the pass index window), for seekTimestamp.
+type streamRefs struct {
+	r  *Reader
+	st metastore.Stream
+}
+
+func (q streamRefs) QueryRefs(ctx context.Context, _ string, from uint64, limit int) ([]metastore.Ref, error) {
+	return q.r.refsFrom(ctx, q.st, from, limit)
 }
 
 // StartKind selects how a read's start is given.
@@ -156,7 +188,7 @@ func (r *Reader) resolve(ctx context.Context, st metastore.Stream, id format.Str
 		}
 		// Skip whole refs that end before T (a search, seek.go); the rest
 		// is filtered by timestamp as it is read.
-		from, err := seekTimestamp(ctx, r.Meta, st.ID, tail, start.TsMs)
+		from, err := seekTimestamp(ctx, streamRefs{r, st}, st.ID, tail, start.TsMs)
 		if err != nil {
 			return 0, 0, fmt.Errorf("read %s from timestamp %d: %w", st.Name, start.TsMs, err)
 		}
@@ -349,11 +381,11 @@ func (r *Reader) refsOnce(ctx context.Context, st metastore.Stream, id format.St
 // trimmed decides a hole at from that one query of refs showed, by a
 // second read: the stream's first ref (one item: the lowest key, which a
 // merge never removes, since SwapRefs stores the merged ref at its first
-// ref's key). Seqs below it are trimmed (or the stream is gone): the read
+// ref's key; with no ref, its first part in the pass index window). Seqs below it are trimmed (or the stream is gone): the read
 // goes on from it, or from low when no ref is left. A first ref at or below
 // from means the hole was a torn view: errTorn, read again.
 func (r *Reader) trimmed(ctx context.Context, st metastore.Stream, from, low uint64) (uint64, bool, error) {
-	first, err := r.Meta.QueryRefs(ctx, st.ID, 0, 1)
+	first, err := r.refsFrom(ctx, st, 0, 1)
 	if err != nil {
 		return from, false, fmt.Errorf("read %s: query the first ref: %w", st.Name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,9 +29,14 @@ type env struct {
 	st      metastore.Stream
 	id      format.StreamID
 	chain   metastore.ChainID
+	index   *absorb.IndexWindow // nil: the absorb writes refs
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvIndexed(t, false) }
+
+// newEnvIndexed: with indexed, the absorb writes pass indexes instead of
+// refs (design 014) and the reader finds them through its Transit.
+func newEnvIndexed(t *testing.T, indexed bool) *env {
 	t.Helper()
 	e := &env{t: t, meta: metastore.NewMem(), settled: objstore.NewMem("settled")}
 	var buckets []objstore.Bucket
@@ -60,7 +66,24 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.r = &Reader{Star: s, Meta: e.meta, Sets: map[metastore.Class]chain.Set{metastore.Express: e.set}, Settled: e.settled}
+	if indexed {
+		e.index = &absorb.IndexWindow{Meta: e.meta, Bucket: e.settled}
+		e.r.Transit = e.index
+	}
 	return e
+}
+
+// bothIndexes runs test with refs and with pass indexes (design 014).
+func bothIndexes(t *testing.T, test func(t *testing.T, e *env)) {
+	for _, indexed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "refs", true: "pass-index"}[indexed], func(t *testing.T) { test(t, newEnvIndexed(t, indexed)) })
+	}
+}
+
+// refs are the stream's refs from seq 0 as the reader finds them: refs,
+// then the pass index window.
+func (e *env) refs(limit int) ([]metastore.Ref, error) {
+	return e.r.refsFrom(context.Background(), e.st, 0, limit)
 }
 
 // appendN appends batches of per records; record seq n has body "r<n>" and
@@ -84,9 +107,20 @@ func (e *env) appendN(batches, per int) {
 func (e *env) absorb() {
 	e.t.Helper()
 	a := &absorb.Absorber{Meta: e.meta, Sets: absorb.Sets{Express: e.set}}
+	if e.index != nil {
+		a.Index = e.settled
+	}
 	cp, err := a.Run(context.Background(), e.chain, e.star.Released(e.chain))
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if e.index != nil { // the absorb wrote no ref: every ref is settle's
+		refs, err := e.meta.QueryRefs(context.Background(), e.st.ID, 0, 1000)
+		for _, r := range refs {
+			if err != nil || slices.ContainsFunc(r.Locations, func(l metastore.Location) bool { return !l.Settled }) {
+				e.t.Fatalf("the pass index absorb wrote a ref: %v, %v", r, err)
+			}
+		}
 	}
 	e.star.Absorbed(e.chain, cp)
 }
@@ -114,8 +148,9 @@ func (e *env) read(start Start, lim Limits) Result {
 	return res
 }
 
-func TestReadAcrossRefsAndIndex(t *testing.T) {
-	e := newEnv(t)
+func TestReadAcrossRefsAndIndex(t *testing.T) { bothIndexes(t, testReadAcrossRefsAndIndex) }
+
+func testReadAcrossRefsAndIndex(t *testing.T, e *env) {
 	e.appendN(20, 10)
 	e.absorb()
 	e.appendN(10, 10)
@@ -174,10 +209,13 @@ func (e *env) corrupt(i int, key string, off int) {
 }
 
 func TestCorruptCopyIsSkippedNeverServed(t *testing.T) {
-	e := newEnv(t)
+	bothIndexes(t, testCorruptCopyIsSkippedNeverServed)
+}
+
+func testCorruptCopyIsSkippedNeverServed(t *testing.T, e *env) {
 	e.appendN(5, 10)
 	e.absorb()
-	refs, err := e.meta.QueryRefs(context.Background(), e.st.ID, 0, 10)
+	refs, err := e.refs(10)
 	if err != nil || len(refs) == 0 {
 		t.Fatalf("refs %v %v", refs, err)
 	}
@@ -313,10 +351,13 @@ func (c *countingGets) Get(ctx context.Context, key string, off, n int64) ([]byt
 // spans many flights fetches only the segments from its start on, not every
 // segment of the ref (each location carries its first seq).
 func TestReadSkipsLocationsBeforeStart(t *testing.T) {
-	e := newEnv(t)
+	bothIndexes(t, testReadSkipsLocationsBeforeStart)
+}
+
+func testReadSkipsLocationsBeforeStart(t *testing.T, e *env) {
 	e.appendN(40, 5) // 40 flights, one absorb pass: one ref with 40 locations
 	e.absorb()
-	refs, err := e.meta.QueryRefs(context.Background(), e.id.String(), 0, 10)
+	refs, err := e.refs(10)
 	if err != nil || len(refs) != 1 || len(refs[0].Locations) < 20 {
 		t.Fatalf("want one ref over many flights, got %d refs (%v)", len(refs), err)
 	}

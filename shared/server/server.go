@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
@@ -63,6 +64,10 @@ type Config struct {
 	// Limits bound every request's size and body read time (zero: the
 	// defaults; see limits.go).
 	Limits Limits
+	// Window is the pass index window (design 014) when the absorb writes
+	// pass indexes: a stream's tail and producers are recovered from its
+	// parts there as well as from its refs. nil: refs only.
+	Window *absorb.IndexWindow
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -311,9 +316,14 @@ func (s *Server) gone(st metastore.Stream, id format.StreamID) error {
 }
 
 // recoverTail reads where the stream's tail is from its last ref, and its
-// producers' last batches from its last refs (star.RecoverStream).
+// producers' last batches from its last refs (star.RecoverStream); with the
+// pass index, from its parts in the window first.
 func (s *Server) recoverTail(ctx context.Context, st metastore.Stream, id format.StreamID) (star.StreamInfo, error) {
-	info, err := star.RecoverStream(ctx, s.cfg.Meta, id, st.Class, s.clk.Now())
+	var refs star.RefReader = s.cfg.Meta
+	if s.cfg.Window != nil {
+		refs = s.cfg.Window.ForStream(st)
+	}
+	info, err := star.RecoverStream(ctx, refs, id, st.Class, s.clk.Now())
 	if err != nil {
 		return info, toConnect(fmt.Errorf("recover the tail of %q: %w", st.Name, err))
 	}

@@ -71,10 +71,23 @@
 // are put-if-absent of determined content, and swaps and the cursor move
 // are conditional.
 //
+// # On the pass index (design 014)
+//
+// With PassIndex the absorb wrote no refs, only pass indexes in the
+// settled bucket. A step then takes the whole passes that start in its
+// slots, from the settled cursor (which it moves only to pass ends, so it
+// stays on pass boundaries), walked by key (absorb.IndexWindow). Each
+// stream's parts in them are settled as above (groups, objects, merge of a
+// small previous settled object), and each group's ref is written with
+// metastore.SettleRef: on the condition that the settled cursor is still
+// the step's start (a stale copy writes nothing) and that the previous
+// ref it merges is unchanged. Parts a ref already holds (a rerun, another
+// copy) are skipped; a lost write re-reads the stream's refs.
+//
 // # Cost
 //
 // Per step: GetHead, GetEpoch at an epoch boundary, per stream one
-// QueryRefs and one SwapRefs per group, and one AdvanceCursor: O(streams),
+// QueryRefs and one SwapRefs (SettleRef on the pass index) per group, and one AdvanceCursor: O(streams),
 // independent of how many slots or records the step covers. Settle runs on
 // a schedule (Handler: a scheduled event settles every configured chain).
 package settle

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -71,8 +72,17 @@ type Settler struct {
 	// DefaultMaxStepsPerRun) bound the work of one Step and one Run.
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
+	// PassIndex settles what the absorb indexed in pass indexes (design
+	// 014; absorb.Absorber.Index) in the Settled bucket, instead of refs:
+	// whole passes from the settled cursor, each stream's parts written as
+	// settled objects and one ref (metastore.SettleRef). It must match the
+	// absorb's switch.
+	PassIndex bool
 	// Log: nil is slog.Default().
 	Log *slog.Logger
+
+	windowOnce sync.Once
+	window     *absorb.IndexWindow
 }
 
 func (s *Settler) log() *slog.Logger {
@@ -112,7 +122,11 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	if err != nil || st.Empty() {
 		return res, err
 	}
-	if st.First < st.End {
+	if st.First < st.End && s.PassIndex {
+		if st, err = s.passes(ctx, c, st, &res); err != nil {
+			return res, fmt.Errorf("settle %s: %w", c, err)
+		}
+	} else if st.First < st.End {
 		set, err := s.Sets.For(c)
 		if err != nil {
 			return res, err
@@ -151,6 +165,151 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
 		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged)
 	return res, nil
+}
+
+// passes settles the whole passes that start in the step's slots (their
+// pass indexes, walked from the settled cursor, which is always at a pass
+// boundary: the absorb's checkpoint was when it was written, and this
+// moves the cursor only to pass ends), and returns the step extended to
+// the last one's end.
+func (s *Settler) passes(ctx context.Context, c metastore.ChainID, st absorb.Step, res *Result) (absorb.Step, error) {
+	s.windowOnce.Do(func() { s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled} })
+	set, err := s.Sets.For(c)
+	if err != nil {
+		return st, err
+	}
+	passes, err := s.window.Passes(ctx, c, st.From, metastore.Cursor{Epoch: st.Epoch, Slot: st.End})
+	if err != nil {
+		return st, err
+	}
+	parts := map[format.StreamID][]metastore.Ref{}
+	for _, p := range passes {
+		res.Slots += int(p.EndSlot - p.FirstSlot)
+		for i := range p.Streams {
+			ps := &p.Streams[i]
+			parts[ps.Stream] = append(parts[ps.Stream], absorb.PassRef(c.Star, p.Epoch, ps))
+		}
+	}
+	res.Streams = len(parts)
+	for _, id := range slices.SortedFunc(maps.Keys(parts), func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }) {
+		objs, merged, err := s.streamParts(ctx, set, c, st.From, id, parts[id])
+		if err != nil {
+			return st, fmt.Errorf("stream %s: %w", id, err)
+		}
+		res.Objects += objs
+		res.Merged += merged
+	}
+	st.End = passes[len(passes)-1].EndSlot
+	st.To = metastore.Cursor{Epoch: st.Epoch, Slot: st.End}
+	// The window's passes before the new cursor are settled: no reader
+	// will ask this settler for them again.
+	s.window.Prune(c, st.To)
+	return st, nil
+}
+
+// streamParts settles stream id's parts of a step's passes (adjacent,
+// in seq order, transit locations) into settled objects and refs written
+// with SettleRef under the step's settled cursor `from`: groups of at most
+// MaxSwapRefs-1 parts and MaxObjectBytes, the first merged with the
+// stream's previous settled object when it is small (as Step merges).
+// Parts that a ref already holds (a rerun, or another copy) are skipped;
+// a lost write re-reads the stream's refs.
+func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, id format.StreamID, parts []metastore.Ref) (objects, merged int, err error) {
+	first, last := parts[0].FirstSeq, parts[len(parts)-1].LastSeq
+	for range swapRetries {
+		stored, err := s.refs(ctx, id, first, last)
+		if err != nil {
+			return objects, merged, err
+		}
+		// next: the first seq no stored ref holds; prev: the ref that ends
+		// just before it.
+		next := first
+		var prev *metastore.Ref
+		for i, r := range stored {
+			if r.FirstSeq <= next && r.LastSeq >= next {
+				next = r.LastSeq + 1
+			}
+			if r.LastSeq+1 == next {
+				prev = &stored[i]
+			}
+		}
+		if next > last {
+			return objects, merged, nil
+		}
+		todo := parts
+		for len(todo) > 0 && todo[0].LastSeq < next {
+			todo = todo[1:]
+		}
+		if todo[0].FirstSeq != next {
+			return objects, merged, fmt.Errorf("refs end at %d inside the part %d-%d: %w", next-1, todo[0].FirstSeq, todo[0].LastSeq, ErrMismatch)
+		}
+		if prev != nil && !settledOnly(*prev) {
+			prev = nil
+		}
+		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
+			var old []metastore.Ref // the absorb wrote no ref: only a merged previous ref is replaced
+			if mergedPrev {
+				old = src[:1]
+			}
+			return s.Meta.SettleRef(ctx, c, from, old, repl)
+		})
+		objects, merged = objects+o, merged+m
+		if err != nil {
+			return objects, merged, err
+		}
+		if !lost {
+			return objects, merged, nil
+		}
+	}
+	return objects, merged, fmt.Errorf("settles kept losing after %d re-reads: %w", swapRetries, metastore.ErrConflict)
+}
+
+// settleGroups settles one run of adjacent refs (or pass index parts) of
+// stream id: split into groups (s.groups), the first merged with prev
+// when that is a small settled ref (s.mergeable), each rendered into
+// settled objects (s.build) and stored by write (src: the group, with
+// prev first when merged). lost: an object or a write lost to another
+// copy (or trim) since the refs were read; the caller re-reads.
+func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref,
+	write func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error) (objects, merged int, lost bool, err error) {
+	for gi, g := range s.groups(refs) {
+		src := g
+		mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
+		if mergePrev {
+			src = append([]metastore.Ref{*prev}, g...)
+		}
+		repl, err := s.build(ctx, set, id, src)
+		if errors.Is(err, errGone) {
+			return objects, merged, true, nil // a copy merged it away since the refs were read
+		}
+		if err != nil {
+			return objects, merged, false, err
+		}
+		err = write(src, mergePrev, repl)
+		if errors.Is(err, metastore.ErrConflict) {
+			return objects, merged, true, nil // another copy (or trim) changed them
+		}
+		if err != nil {
+			return objects, merged, false, fmt.Errorf("write the ref %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
+		}
+		objects += len(repl.Locations)
+		if mergePrev {
+			merged++
+			s.dropSuperseded(ctx, *prev, repl)
+		}
+	}
+	return objects, merged, false, nil
+}
+
+// dropSuperseded deletes prev's settled object after a swap merged it into
+// repl's. A reader holding the old ref re-queries on ErrNotFound; a crash
+// before this leaves an orphan for the garbage probe.
+func (s *Settler) dropSuperseded(ctx context.Context, prev, repl metastore.Ref) {
+	if k := prev.Locations[0].Key; !slices.ContainsFunc(repl.Locations, func(l metastore.Location) bool { return l.Key == k }) {
+		if err := s.Settled.Delete(ctx, k); err != nil {
+			s.log().Warn("settle: delete superseded settled object", "key", k, "err", err)
+		}
+	}
 }
 
 // Run steps chain until its settled cursor reaches the checkpoint, at most
@@ -198,43 +357,16 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 			runs = append(runs, run{prev: prev, refs: []metastore.Ref{r}})
 		}
 		lost := false
-	runs:
 		for _, rn := range runs {
-			for gi, g := range s.groups(rn.refs) {
-				old := g
-				prev := rn.prev
-				mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
-				if mergePrev {
-					old = append([]metastore.Ref{*prev}, g...)
-				}
-				repl, err := s.build(ctx, set, id, old)
-				if errors.Is(err, errGone) {
-					lost = true // a copy merged it away since we read the refs: re-read
-					break runs
-				}
-				if err != nil {
-					return objects, merged, err
-				}
-				err = s.Meta.SwapRefs(ctx, old, repl)
-				if errors.Is(err, metastore.ErrConflict) {
-					lost = true // another copy (or trim) changed them: re-read
-					break runs
-				}
-				if err != nil {
-					return objects, merged, fmt.Errorf("swap refs %d-%d: %w", repl.FirstSeq, repl.LastSeq, err)
-				}
-				objects += len(repl.Locations)
-				if mergePrev {
-					merged++
-					// The merged object supersedes prev's. A reader holding the
-					// old ref re-queries on ErrNotFound; a crash here leaves an
-					// orphan for the garbage probe.
-					if k := prev.Locations[0].Key; !slices.ContainsFunc(repl.Locations, func(l metastore.Location) bool { return l.Key == k }) {
-						if err := s.Settled.Delete(ctx, k); err != nil {
-							s.log().Warn("settle: delete superseded settled object", "key", k, "err", err)
-						}
-					}
-				}
+			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
+				return s.Meta.SwapRefs(ctx, src, repl)
+			})
+			objects, merged = objects+o, merged+m
+			if err != nil {
+				return objects, merged, err
+			}
+			if lost = l; lost {
+				break
 			}
 		}
 		if !lost {
@@ -499,24 +631,14 @@ func (s *Settler) segment(ctx context.Context, set chain.Set, l metastore.Locati
 // records never change, so an object already there must hold the same
 // bytes: a rerun (or a racing copy) wrote it.
 func (s *Settler) put(ctx context.Context, key string, obj []byte) error {
-	err := s.Settled.PutIfAbsent(ctx, key, obj)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
-		return fmt.Errorf("write %s: %w", key, err)
-	}
-	got, gerr := s.Settled.Get(ctx, key, 0, -1)
-	if errors.Is(gerr, objstore.ErrNotFound) {
+	err := absorb.PutDetermined(ctx, s.Settled, key, obj)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
 		// Written by another copy, swapped, then merged away and deleted:
 		// the refs have moved on.
-		return fmt.Errorf("write %s: %v; read back: %w: %w", key, err, errGone, gerr)
+		return fmt.Errorf("%w: %w", errGone, err)
+	case errors.Is(err, absorb.ErrForeign):
+		return fmt.Errorf("%w: %w", ErrForeign, err)
 	}
-	if gerr != nil {
-		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
-	}
-	if !bytes.Equal(got, obj) {
-		return fmt.Errorf("%s holds %d other bytes (want %d): %w", key, len(got), len(obj), ErrForeign)
-	}
-	return nil
+	return err
 }

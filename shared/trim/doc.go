@@ -10,6 +10,12 @@
 //     unrecognised object is kept and logged. A bucket that does not answer
 //     fails the step before the cursor moves. Slots above an epoch's cut are
 //     the garbage probe's, not trim's.
+//   - Pass indexes (PassIndex, design 014): with the chain slots of a
+//     step, the pass indexes of its epoch in the settled bucket that start
+//     before the step's end (every one of the epoch at an epoch step): one
+//     listing per step. Settle moves the settled cursor only to pass ends,
+//     so these passes end at or below it and no reader's window holds
+//     them; a reader that raced the delete re-reads the head.
 //   - Retention: a stream with RetentionMs > 0 loses its leading refs whose
 //     LastTsMs is older than now-RetentionMs and whose locations are all
 //     settled, then their settled objects. The stream's last ref is always

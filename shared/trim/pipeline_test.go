@@ -27,15 +27,32 @@ func TestPipelineUnderFaults(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run("", func(t *testing.T) {
 			t.Logf("seed %d", seed)
-			runPipeline(t, seed)
+			runPipeline(t, seed, false)
 		})
 	}
 }
 
-func runPipeline(t *testing.T, seed uint64) {
+// TestPipelineUnderFaultsPassIndex is the same with the pass index (design
+// 014): the absorb writes pass indexes and no refs, settle writes the refs
+// (SettleRef, whose answer the swap fault loses), trim deletes the pass
+// indexes; reads go through refs and then the window, and at the end no
+// pass index is left.
+func TestPipelineUnderFaultsPassIndex(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run("", func(t *testing.T) {
+			t.Logf("seed %d", seed)
+			runPipeline(t, seed, true)
+		})
+	}
+}
+
+func runPipeline(t *testing.T, seed uint64, indexed bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	e := newEnv(t, 5, 0)
+	if indexed {
+		e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	}
 	e.a.MaxSlotsPerPass = 1 + rng.IntN(6)
 	e.s.MaxSlotsPerStep = 1 + rng.IntN(8)
 	e.tr.MaxSlotsPerStep = 1 + rng.IntN(8)
@@ -155,20 +172,42 @@ func runPipeline(t *testing.T, seed uint64) {
 	if flights, _ := e.chainObjects(); flights != 0 {
 		t.Fatalf("%d flight copies left after trim", flights)
 	}
+	if keys, err := e.settled.List(ctx, "index/"); err != nil || len(keys) != 0 {
+		t.Fatalf("pass indexes left after trim: %v, %v", keys, err)
+	}
 }
 
 func faultArmed(e *env) bool {
 	return e.meta.advanceLost.Load() || e.meta.putFail.Load() || e.meta.swapLost.Load()
 }
 
-// checkPrefix reads every stream through its refs (transit and settled):
-// what the refs cover must be an exact prefix of what was written.
+// checkPrefix reads every stream through its refs (transit and settled),
+// then its parts in the pass index window when the absorb writes pass
+// indexes: what they cover must be an exact prefix of what was written.
 func checkPrefix(t *testing.T, e *env) {
 	t.Helper()
+	h := e.head()
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
 	for _, id := range e.ids {
 		got, err := absorbtest.ReadStream(t.Context(), e.mem, e.set, e.settled, id)
 		if err != nil {
 			t.Fatalf("read stream %s: %v", id, err)
+		}
+		if e.a.Index != nil {
+			parts, err := w.Refs(t.Context(), chainX, h.Settled, h.Checkpoint, id, uint64(len(got)))
+			if err != nil {
+				t.Fatalf("stream %s: window: %v", id, err)
+			}
+			for _, p := range parts {
+				if p.FirstSeq != uint64(len(got)) {
+					t.Fatalf("stream %s: part at %d after %d records", id, p.FirstSeq, len(got))
+				}
+				recs, err := absorbtest.ReadRef(t.Context(), e.set, e.settled, p)
+				if err != nil {
+					t.Fatalf("stream %s: %v", id, err)
+				}
+				got = append(got, recs...)
+			}
 		}
 		want := e.star.Written(id)
 		if len(got) > len(want) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -37,6 +39,11 @@ type Trimmer struct {
 	// DefaultMaxStepsPerRun) bound the work of one Step and one Run.
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
+	// PassIndex also deletes the pass indexes (design 014) that the
+	// trimmed slots' passes had in the Settled bucket: settle has moved
+	// their data into settled objects and refs. It must match the
+	// absorb's switch.
+	PassIndex bool
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 }
@@ -91,11 +98,44 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 			}
 		}
 	}
+	if t.PassIndex {
+		if err := t.passIndexes(ctx, c, st); err != nil {
+			return res, fmt.Errorf("trim %s: %w", c, err)
+		}
+	}
 	if res.Lost, err = absorb.Advance(ctx, t.Meta, c, metastore.Trimmed, st); err != nil {
 		return res, fmt.Errorf("trim: %w", err)
 	}
 	res.To = st.To
 	return res, nil
+}
+
+// passIndexes deletes the pass indexes of st's epoch that start before the
+// step's end (all of them at an epoch step, which leaves the epoch): their
+// passes end at or before the settled cursor (settle moves it to pass ends
+// only), so no reader's window (from the settled cursor) holds them. One
+// listing of the epoch's indexes in the Settled bucket: the trimmed ones
+// are gone, so it holds about the settle window's passes.
+func (t *Trimmer) passIndexes(ctx context.Context, c metastore.ChainID, st absorb.Step) error {
+	prefix := format.PassIndexKey(c.Star, c.Class.String(), st.Epoch, 0)
+	prefix = prefix[:len(prefix)-20]
+	keys, err := t.Settled.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("list pass indexes %s: %w", prefix, err)
+	}
+	for _, k := range keys {
+		slot, err := strconv.ParseUint(strings.TrimPrefix(k, prefix), 10, 64)
+		if err != nil || k != format.PassIndexKey(c.Star, c.Class.String(), st.Epoch, slot) {
+			continue // not a pass index key: not ours to delete
+		}
+		if st.First < st.End && slot >= st.End {
+			break // keys list in slot order (zero-padded)
+		}
+		if err := t.Settled.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete pass index %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 func (t *Trimmer) slot(ctx context.Context, set chain.Set, epoch, slot uint64, res *Result) error {
@@ -134,6 +174,7 @@ func (t *Trimmer) Run(ctx context.Context, c metastore.ChainID) (metastore.Curso
 type StreamResult struct {
 	Streams     int // streams listed
 	Deleted     int // deleting streams finished (metadata removed)
+	Waiting     int // deleting streams left for a later run: parts still in the pass index window
 	RefsDropped int // refs deleted (retention and deletion)
 	Objects     int // settled objects deleted
 	Conflicts   int // retention deletes refused: a ref changed since it was read
@@ -142,7 +183,9 @@ type StreamResult struct {
 // Streams applies retention and deletion to every stream in the metastore:
 //
 //   - A stream in StreamDeleting loses all its refs, then its settled
-//     objects, then its metadata (DeleteStream). Transit bytes it had in
+//     objects, then its metadata (DeleteStream); with PassIndex, only once
+//     its chain's window holds none of its parts (settle has made them
+//     refs), else it waits for a later run (Waiting). Transit bytes it had in
 //     chain slots go with the slots, by the trimmed cursor.
 //   - A stream with RetentionMs > 0 loses its leading refs whose LastTsMs is
 //     before now-RetentionMs and whose locations are all settled (a ref
@@ -189,6 +232,22 @@ func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 }
 
 func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *StreamResult) error {
+	if t.PassIndex {
+		// Settle turns the stream's parts still in its chain's window into
+		// refs; deleting the metadata first would leave those refs to
+		// nobody. Once the window holds none (read before the refs: settle
+		// writes a step's refs before it moves the cursor past them, and a
+		// stale copy of the step writes nothing), no ref of the stream can
+		// appear any more.
+		parts, err := (&absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}).StreamRefs(ctx, st, 0)
+		if err != nil {
+			return fmt.Errorf("pass index window: %w", err)
+		}
+		if len(parts) > 0 {
+			res.Waiting++
+			return nil
+		}
+	}
 	for conflicts := 0; ; {
 		refs, err := t.Meta.QueryRefs(ctx, st.ID, 0, refPage)
 		if err != nil {

@@ -58,6 +58,15 @@ func (f *faults) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 	return err
 }
 
+// SettleRef: under swapLost, a settle ref lands and its answer is lost.
+func (f *faults) SettleRef(ctx context.Context, c metastore.ChainID, at metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	err := f.Store.SettleRef(ctx, c, at, old, repl)
+	if err == nil && f.swapLost.CompareAndSwap(true, false) {
+		return fmt.Errorf("timeout after the settle ref: %w", absorbtest.ErrFault)
+	}
+	return err
+}
+
 type env struct {
 	t       *testing.T
 	mem     *metastore.Mem
@@ -521,5 +530,41 @@ func TestExplicitTrim(t *testing.T) {
 	}
 	if after := refs(); len(after) != 1 || after[0].FirstSeq != before[4].FirstSeq {
 		t.Fatalf("refs after trimming past the end: %d", len(after))
+	}
+}
+
+// TestDeletionWaitsForTheWindow: with the pass index, a deleting stream's
+// parts still in the window would become refs after its metadata went (to
+// nobody); trim waits until settle has made them refs, then deletes them
+// and the metadata.
+func TestDeletionWaitsForTheWindow(t *testing.T) {
+	e := newEnv(t, 2, 0)
+	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	e.flights(3)
+	e.settleAll()
+	e.flights(2)
+	if _, err := e.a.Run(t.Context(), chainX, e.star.Released()); err != nil {
+		t.Fatal(err)
+	}
+	victim := e.ids[1]
+	if err := e.mem.SetStreamState(t.Context(), e.names[1], victim.String(), metastore.StreamDeleting); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.tr.Streams(t.Context())
+	if err != nil || res.Waiting != 1 || res.Deleted != 0 {
+		t.Fatalf("with parts in the window: %+v, %v", res, err)
+	}
+	if _, err := e.mem.GetStream(t.Context(), e.names[1]); err != nil {
+		t.Fatalf("metadata gone while parts were in the window: %v", err)
+	}
+	e.settleAll()
+	if res, err = e.tr.Streams(t.Context()); err != nil || res.Waiting != 0 || res.Deleted != 1 {
+		t.Fatalf("after settle: %+v, %v", res, err)
+	}
+	if refs, _ := e.mem.QueryRefs(t.Context(), victim.String(), 0, 10); len(refs) != 0 {
+		t.Fatalf("refs left: %+v", refs)
+	}
+	if _, err := e.mem.GetStream(t.Context(), e.names[1]); !errors.Is(err, metastore.ErrNotFound) {
+		t.Fatalf("deleted stream: %v", err)
 	}
 }

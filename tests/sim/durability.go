@@ -184,7 +184,7 @@ func (d *Durability) slotDurable(ctx context.Context, epoch, slot uint64, nonce 
 func (d *Durability) Successor(ctx context.Context, head metastore.Head, rel metastore.Cursor) (*SuccessorIndex, error) {
 	x := &SuccessorIndex{recs: map[format.StreamID][]star.SeqRecord{}, tail: map[format.StreamID]uint64{}, lastTs: map[format.StreamID]int64{}}
 	for i, id := range d.w.IDs {
-		r, err := d.w.Meta.LastRef(ctx, id.String())
+		r, err := d.w.RefReader(i).LastRef(ctx, id.String())
 		switch {
 		case err == nil:
 			x.tail[id], x.lastTs[id] = r.LastSeq+1, r.LastTsMs

@@ -147,6 +147,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	opt.Streams = 0 // created here, with retention
 	opt.BacklogFlights = 32
 	opt.HaltWait = time.Second
+	opt.PassIndex = seed%2 == 0 // refs and the pass index (design 014)
 	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)

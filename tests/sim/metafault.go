@@ -216,6 +216,14 @@ func (m *MetaFaults) SwapRefs(ctx context.Context, old []metastore.Ref, repl met
 	return m.after("SwapRefs", p, m.s.SwapRefs(ctx, old, repl))
 }
 
+func (m *MetaFaults) SettleRef(ctx context.Context, c metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	p, err := m.before(ctx, "SettleRef", true)
+	if err != nil {
+		return err
+	}
+	return m.after("SettleRef", p, m.s.SettleRef(ctx, c, settled, old, repl))
+}
+
 func (m *MetaFaults) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	p, err := m.before(ctx, "DeleteRefs", true)
 	if err != nil {

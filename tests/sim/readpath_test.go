@@ -102,6 +102,7 @@ func (p *readPath) checkContent() error {
 func runReadPath(t *testing.T, seed int64, steps int) {
 	opt := DefaultOptions()
 	opt.BacklogFlights = 64
+	opt.PassIndex = seed%2 == 0 // refs and the pass index (design 014)
 	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +121,9 @@ func runReadPath(t *testing.T, seed int64, steps int) {
 	}
 	torn := NewTornRefs(w.Meta, seed, 5*time.Millisecond)
 	rd := &read.Reader{Star: n.Star, Meta: torn, Sets: map[metastore.Class]chain.Set{metastore.Express: w.RawSet()}, Settled: w.SettledMem}
+	if win := w.Window(torn, w.SettledMem); win != nil {
+		rd.Transit = win // refs torn as DynamoDB tears them, then the window
+	}
 
 	var bg, sw sync.WaitGroup
 	sctx, stopSessions := context.WithCancel(ctx)

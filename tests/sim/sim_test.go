@@ -151,7 +151,8 @@ type sim struct {
 // history check, also when the seed fails).
 func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
 	opt := DefaultOptions()
-	opt.IdleCut = seed%2 == 0 // both cut policies, without drawing from the seed's stream
+	opt.IdleCut = seed%2 == 0   // both cut policies, without drawing from the seed's stream
+	opt.PassIndex = seed%4 >= 2 // refs and the pass index (design 014), likewise
 	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)

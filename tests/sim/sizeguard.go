@@ -96,6 +96,16 @@ func (g *SizeGuard) SwapRefs(ctx context.Context, old []metastore.Ref, repl meta
 	return g.note("SwapRefs", g.Store.SwapRefs(ctx, old, repl))
 }
 
+func (g *SizeGuard) SettleRef(ctx context.Context, c metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	g.measureRefs("SettleRef", []metastore.Ref{repl})
+	if len(old)+2 > dynamoTxItems {
+		g.mu.Lock()
+		g.bad = append(g.bad, fmt.Sprintf("SettleRef: %d refs replaced in one transaction", len(old)))
+		g.mu.Unlock()
+	}
+	return g.note("SettleRef", g.Store.SettleRef(ctx, c, settled, old, repl))
+}
+
 func (g *SizeGuard) DeleteRefs(ctx context.Context, refs []metastore.Ref) error {
 	if len(refs) > dynamoTxItems {
 		g.mu.Lock()

@@ -54,6 +54,9 @@ type Options struct {
 	FlightKiB      int           // 0: 4
 	IdleCut        bool          // the star's idle cut (ADR 0039)
 	HaltWait       time.Duration // --halt-wait; 0: the star's default (30 s)
+	// PassIndex runs the absorb, settle, trim, the probe, reads and tail
+	// recovery on the pass index (design 014) instead of per-pass refs.
+	PassIndex bool
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -150,20 +153,43 @@ func (w *World) Sets() absorb.Sets { return absorb.Sets{Express: w.Set()} }
 
 // Absorber, Settler, Trimmer and Prober: settlement over the faulted stores.
 func (w *World) Absorber() *absorb.Absorber {
-	return &absorb.Absorber{Meta: w.SettleMeta, Sets: w.Sets(), Log: w.Log}
+	a := &absorb.Absorber{Meta: w.SettleMeta, Sets: w.Sets(), Log: w.Log}
+	if w.Opt.PassIndex {
+		a.Index = w.Settled
+	}
+	return a
 }
 func (w *World) Settler() *settle.Settler {
-	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048}
+	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.Opt.PassIndex}
 }
 func (w *World) Trimmer() *trim.Trimmer {
-	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log}
+	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.Opt.PassIndex}
+}
+
+// Window is the pass index window over meta and the settled bucket (nil
+// without PassIndex).
+func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *absorb.IndexWindow {
+	if !w.Opt.PassIndex {
+		return nil
+	}
+	return &absorb.IndexWindow{Meta: meta, Bucket: settled}
+}
+
+// RefReader is what a successor recovers stream i's tail and producers
+// from (star.RecoverStream), unfaulted: its refs, and with PassIndex its
+// parts in the window first.
+func (w *World) RefReader(i int) star.RefReader {
+	if win := w.Window(w.Meta, w.SettledMem); win != nil {
+		return win.ForStream(w.Streams[i])
+	}
+	return w.Meta
 }
 func (w *World) Prober() *probe.Handler {
 	// The shortest grace: an orphan found deletable by one sweep is deleted
 	// by the next, racing settle and trim, so the simulation checks that
 	// the deletable rule alone never removes an object a ref needs.
 	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
-		OrphanGrace: time.Nanosecond}
+		OrphanGrace: time.Nanosecond, PassIndex: w.Opt.PassIndex}
 }
 
 // ClearFaults removes every injected fault from every store.
@@ -254,7 +280,7 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 		return nil, err
 	}
 	for i, id := range w.IDs {
-		info, err := star.RecoverStream(ctx, w.Meta, id, metastore.Express, time.Now()) // virtual time under synctest
+		info, err := star.RecoverStream(ctx, w.RefReader(i), id, metastore.Express, time.Now()) // virtual time under synctest
 		if err != nil {
 			n.Kill()
 			return nil, fmt.Errorf("recover the tail of %s: %w", w.Streams[i].Name, err)
@@ -290,7 +316,8 @@ func (n *Node) Kill() {
 // calls): metadata in the unfaulted metastore, reads through the faults,
 // logs into the world's capture. With withAuth, bearer tokens are checked.
 func (w *World) Server(n *Node, withAuth bool) (*server.Server, error) {
-	sc := server.Config{Star: n.Star, Meta: w.Meta, Reader: w.Reader(n.Star, false), Logger: w.Log, Rand: w.rand, Heartbeat: 100 * time.Millisecond}
+	sc := server.Config{Star: n.Star, Meta: w.Meta, Reader: w.Reader(n.Star, false), Logger: w.Log, Rand: w.rand, Heartbeat: 100 * time.Millisecond,
+		Window: w.Window(w.Meta, w.SettledMem)}
 	if withAuth {
 		sc.Auth = &auth.Checker{Meta: w.Meta}
 	}
@@ -301,10 +328,14 @@ func (w *World) Server(n *Node, withAuth bool) (*server.Server, error) {
 // buckets and metastore (the checks); otherwise it reads through the
 // faults (the workload).
 func (w *World) Reader(idx read.Index, raw bool) *read.Reader {
+	r := &read.Reader{Star: idx, Meta: w.SettleMeta, Sets: map[metastore.Class]chain.Set{metastore.Express: w.Set()}, Settled: w.Settled}
 	if raw {
-		return &read.Reader{Star: idx, Meta: w.Meta, Sets: map[metastore.Class]chain.Set{metastore.Express: w.RawSet()}, Settled: w.SettledMem}
+		r = &read.Reader{Star: idx, Meta: w.Meta, Sets: map[metastore.Class]chain.Set{metastore.Express: w.RawSet()}, Settled: w.SettledMem}
 	}
-	return &read.Reader{Star: idx, Meta: w.SettleMeta, Sets: map[metastore.Class]chain.Set{metastore.Express: w.Set()}, Settled: w.Settled}
+	if win := w.Window(r.Meta, r.Settled); win != nil {
+		r.Transit = win
+	}
+	return r
 }
 
 // ReadAll reads a stream from seq 0 to its acked tail.

@@ -27,6 +27,7 @@ func StreamIDs(n int) []format.StreamID {
 		out[i][0] = 0x5a
 		out[i][15] = byte(i + 1)
 		out[i][14] = byte((i + 1) >> 8)
+		out[i][13] = byte((i + 1) >> 16)
 	}
 	return out
 }

@@ -263,15 +263,7 @@ func (s *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass metas
 	}
 	op := fmt.Sprintf("put %d refs of pass to %s on chain %s", len(refs), pass, chain)
 	return s.update(ctx, op, func(b *bbolt.Bucket) error {
-		var h metastore.Head
-		found, err := get(b, headKey(chain), &h)
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return fmt.Errorf("no head: %w", metastore.ErrConflict)
-		}
-		if err := metastore.PassCurrent(h, pass); err != nil {
+		if err := headHolds(b, chain, func(h metastore.Head) error { return metastore.PassCurrent(h, pass) }); err != nil {
 			return err
 		}
 		for _, r := range refs {
@@ -281,6 +273,20 @@ func (s *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass metas
 		}
 		return nil
 	})
+}
+
+// headHolds checks cond on chain's head: a chain never minted has no head,
+// and so no lease and no settled cursor to hold (ErrConflict).
+func headHolds(b *bbolt.Bucket, chain metastore.ChainID, cond func(metastore.Head) error) error {
+	var h metastore.Head
+	found, err := get(b, headKey(chain), &h)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("no head: %w", metastore.ErrConflict)
+	}
+	return cond(h)
 }
 
 // floor returns the last item whose key starts with prefix and is at or
@@ -383,6 +389,48 @@ func (s *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastor
 			}
 		}
 		for _, o := range old[1:] {
+			if err := b.Delete(refKey(o.StreamID, o.FirstSeq)); err != nil {
+				return err
+			}
+		}
+		return put(b, refKey(repl.StreamID, repl.FirstSeq), repl)
+	})
+}
+
+// SettleRef implements metastore.Store: the head's settled cursor, the
+// old refs (or the key) and the writes in one transaction.
+func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidateSettleRef(old, repl); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("settle ref of stream %s at %d-%d on chain %s", repl.StreamID, repl.FirstSeq, repl.LastSeq, chain)
+	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+		if err := headHolds(b, chain, func(h metastore.Head) error { return metastore.SettleCurrent(h, settled) }); err != nil {
+			return err
+		}
+		var getErr error
+		err := metastore.SettleOn(old, repl, func(i int) (metastore.Ref, bool) {
+			k := refKey(repl.StreamID, repl.FirstSeq)
+			if i >= 0 {
+				k = refKey(old[i].StreamID, old[i].FirstSeq)
+			}
+			var cur metastore.Ref
+			found, err := get(b, k, &cur)
+			if err != nil {
+				getErr = err
+			}
+			return cur, found
+		})
+		if getErr != nil {
+			return getErr
+		}
+		if err != nil {
+			return err
+		}
+		for _, o := range old {
 			if err := b.Delete(refKey(o.StreamID, o.FirstSeq)); err != nil {
 				return err
 			}

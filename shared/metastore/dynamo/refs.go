@@ -181,6 +181,59 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 	return nil
 }
 
+// SettleRef writes repl in one transaction: a ConditionCheck that the
+// chain's settled cursor is `settled`, a Put of repl at its key (on
+// condition that the item there is old[0], by Sum; without old refs, that
+// it is absent or already repl), and a Delete of every other old ref on
+// its Sum. At most metastore.MaxSwapRefs+1 items.
+func (st *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("settle ref: %w", err)
+	}
+	if err := metastore.ValidateChain(chain); err != nil {
+		return err
+	}
+	if err := metastore.ValidateSettleRef(old, repl); err != nil {
+		return err
+	}
+	ce, cs := cursorAttrs(metastore.Settled)
+	items := make([]types.TransactWriteItem, 0, len(old)+2)
+	items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                aws.String(st.table),
+		Key:                      key(metastore.ChainPK(chain), metastore.HeadSK),
+		ConditionExpression:      aws.String("attribute_exists(#pk) AND #se = :se AND #ss = :ss"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#se": ce, "#ss": cs},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":se": nu(settled.Epoch), ":ss": nu(settled.Slot),
+		},
+	}})
+	put := &types.Put{TableName: aws.String(st.table), Item: refAttrs(repl)}
+	if len(old) == 0 {
+		put.ConditionExpression = aws.String("attribute_not_exists(#pk) OR #sum = :sum")
+		put.ExpressionAttributeNames = map[string]string{"#pk": attrPK, "#sum": attrSum}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":sum": s(refSum(repl))}
+	} else {
+		put.ConditionExpression = aws.String("#sum = :sum")
+		put.ExpressionAttributeNames = map[string]string{"#sum": attrSum}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":sum": s(refSum(old[0]))}
+	}
+	items = append(items, types.TransactWriteItem{Put: put})
+	for _, o := range old[min(1, len(old)):] {
+		items = append(items, st.deleteRef(o, "#sum = :sum"))
+	}
+	reasons, err := st.transact(ctx, items)
+	if err != nil {
+		return fmt.Errorf("settle ref of stream %s at %d-%d in %s: %w", repl.StreamID, repl.FirstSeq, repl.LastSeq, st.table, err)
+	}
+	if reasons != nil {
+		if i := condFailed(reasons); len(i) > 0 && i[0] == 0 {
+			return fmt.Errorf("settle ref of chain %s from %s: the settled cursor moved: %w", chain, settled, metastore.ErrConflict)
+		}
+		return fmt.Errorf("settle ref of stream %s at %d: a ref changed or is gone: %w", repl.StreamID, repl.FirstSeq, metastore.ErrConflict)
+	}
+	return nil
+}
+
 // DeleteRefs deletes refs with TransactWriteItems, up to
 // metastore.MaxDeleteRefsPerTx per transaction, each Delete on condition
 // that the item is absent (deletes are idempotent) or its Sum is the given

@@ -36,6 +36,7 @@ const (
 	DeleteToken
 	ListTokens
 	RaiseFloor
+	SettleRef
 	numOps
 )
 
@@ -61,6 +62,7 @@ var opNames = [numOps]string{
 	DeleteToken:    "DeleteToken",
 	ListTokens:     "ListTokens",
 	RaiseFloor:     "RaiseFloor",
+	SettleRef:      "SettleRef",
 }
 
 var opWrites = [numOps]bool{
@@ -77,6 +79,7 @@ var opWrites = [numOps]bool{
 	PutToken:       true,
 	DeleteToken:    true,
 	RaiseFloor:     true,
+	SettleRef:      true,
 }
 
 func (o Op) String() string {
@@ -286,6 +289,12 @@ func (c *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastor
 	c.calls[SwapRefs].Add(1)
 	c.bill(SwapRefsUnits(old, repl))
 	return c.s.SwapRefs(ctx, old, repl)
+}
+
+// SettleRef implements metastore.Store.
+func (c *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
+	c.calls[SettleRef].Add(1)
+	return c.s.SettleRef(ctx, chain, settled, old, repl)
 }
 
 // DeleteRefs implements metastore.Store.

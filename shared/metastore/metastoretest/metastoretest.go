@@ -61,6 +61,9 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"PutRefsNeedsLease", testPutRefsNeedsLease},
 		{"StalePassRefused", testStalePassRefused},
 		{"RaceBeginAbsorb", testRaceBeginAbsorb},
+		{"SettleRef", testSettleRef},
+		{"SettleRefInvalid", testSettleRefInvalid},
+		{"RaceSettleRef", testRaceSettleRef},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1554,4 +1557,110 @@ func testRaceBeginAbsorb(t *testing.T, s metastore.Store) {
 	if h := head(t, s, chainA); h.Checkpoint != target || !h.Absorbing.IsZero() {
 		t.Fatalf("head after the pass %+v, want checkpoint %s and no lease", h, target)
 	}
+}
+
+// Settle refs (design 014: settle moves a pass index's parts into refs).
+
+// settleChain is minted with its settled cursor at 1/40.
+func settleChain(t *testing.T, s metastore.Store) metastore.ChainID {
+	t.Helper()
+	ctx := t.Context()
+	c := metastore.ChainID{Star: "star-settle", Class: metastore.Express}
+	must(t, s.MintEpoch(ctx, c, 0, newEpoch(1)), "mint")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Settled, at(1, 0), at(1, 40)), "settled cursor")
+	return c
+}
+
+func settledRef(id string, first, last uint64) metastore.Ref {
+	r := newRef(id, first, last)
+	r.Locations = []metastore.Location{{Settled: true, Key: fmt.Sprintf("streams/%s/%d-%d", id, first, last), Offset: 64, Length: int64(last-first+1) * 100, FirstSeq: first}}
+	return r
+}
+
+func testSettleRef(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	c := settleChain(t, s)
+	// A new ref where there is none; again (a rerun) is nil and changes
+	// nothing.
+	a := settledRef(sid(1), 0, 9)
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, a), "settle a new ref")
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, a), "the same again")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{a}, "refs after a new ref")
+	// Another ref at that key is not overwritten without naming it.
+	other := settledRef(sid(1), 0, 9)
+	other.Bytes++
+	wantErr(t, s.SettleRef(ctx, c, at(1, 40), nil, other), metastore.ErrConflict, "another ref at the key")
+	// Extending the ref (a merge with the new data) replaces it at its key.
+	b := settledRef(sid(1), 10, 19)
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, b), "settle a second ref")
+	ab := settledRef(sid(1), 0, 29)
+	must(t, s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{a, b}, ab), "extend two refs")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{ab}, "refs after the extension")
+	// Old refs that changed or are gone: refused, nothing changes.
+	for what, f := range staleVariants {
+		x := ab
+		f(&x)
+		wantErr(t, s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{x}, settledRef(sid(1), 0, 39)), metastore.ErrConflict, "stale "+what)
+	}
+	wantErr(t, s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{a}, settledRef(sid(1), 0, 39)), metastore.ErrConflict, "old ref gone")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{ab}, "refs after refused settles")
+	// Only the step at the settled cursor writes: a stale step (the cursor
+	// moved) and a chain never minted are refused.
+	must(t, s.AdvanceCursor(ctx, c, metastore.Settled, at(1, 40), at(1, 50)), "move the settled cursor")
+	wantErr(t, s.SettleRef(ctx, c, at(1, 40), nil, settledRef(sid(1), 30, 39)), metastore.ErrConflict, "stale step")
+	wantErr(t, s.SettleRef(ctx, metastore.ChainID{Star: "star-none", Class: metastore.Express}, at(1, 40), nil, settledRef(sid(2), 0, 9)), metastore.ErrConflict, "chain never minted")
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{ab}, "refs after stale settles")
+	wantRefs(t, allRefs(t, s, sid(2)), nil, "no ref of a refused settle")
+	must(t, s.SettleRef(ctx, c, at(1, 50), []metastore.Ref{ab}, settledRef(sid(1), 0, 39)), "the current step")
+}
+
+func testSettleRefInvalid(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	c := settleChain(t, s)
+	a, b := settledRef(sid(1), 0, 9), settledRef(sid(1), 10, 19)
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, a), "settle")
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, b), "settle")
+	bad := settledRef(sid(1), 20, 29)
+	bad.Locations = nil
+	tooMany := make([]metastore.Ref, metastore.MaxSwapRefs+1)
+	for i := range tooMany {
+		tooMany[i] = settledRef(sid(1), uint64(i), uint64(i))
+	}
+	cases := []struct {
+		what string
+		c    metastore.ChainID
+		old  []metastore.Ref
+		repl metastore.Ref
+	}{
+		{"repl short", c, []metastore.Ref{a, b}, settledRef(sid(1), 0, 18)},
+		{"repl starts late", c, []metastore.Ref{a}, settledRef(sid(1), 1, 19)},
+		{"gap in old", c, []metastore.Ref{a, settledRef(sid(1), 11, 19)}, settledRef(sid(1), 0, 19)},
+		{"old out of order", c, []metastore.Ref{b, a}, settledRef(sid(1), 10, 19)},
+		{"repl of another stream", c, []metastore.Ref{a}, settledRef(sid(2), 0, 19)},
+		{"invalid repl", c, nil, bad},
+		{"too many old refs", c, tooMany, settledRef(sid(1), 0, metastore.MaxSwapRefs)},
+		{"invalid chain", metastore.ChainID{Star: "a#b", Class: metastore.Express}, nil, settledRef(sid(1), 20, 29)},
+	}
+	for _, tc := range cases {
+		wantErr(t, s.SettleRef(ctx, tc.c, at(1, 40), tc.old, tc.repl), metastore.ErrInvalid, tc.what)
+		wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{a, b}, tc.what+": refs after a refused settle")
+	}
+	wantErr(t, s.SettleRef(ctx, c, at(1, 40), nil, bigRef(sid(1), 20, true)), metastore.ErrTooLarge, "repl over the ref bound")
+}
+
+// Copies of one settle step racing to extend the same ref with different
+// results: exactly one wins, the others change nothing.
+func testRaceSettleRef(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	c := settleChain(t, s)
+	a := settledRef(sid(1), 0, 9)
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, a), "settle")
+	mk := func(i int) metastore.Ref {
+		r := settledRef(sid(1), 0, 19)
+		r.Bytes = int64(1000 + i)
+		return r
+	}
+	errs := race(func(i int) error { return s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{a}, mk(i)) })
+	w := oneWinner(t, errs, metastore.ErrConflict)
+	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{mk(w)}, "refs after the race")
 }

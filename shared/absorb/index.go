@@ -1,0 +1,480 @@
+package absorb
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+)
+
+// ErrForeign: an object at a key whose content is determined (a pass
+// index) holds other bytes. Never normal.
+var ErrForeign = errors.New("absorb: foreign object at a determined key")
+
+// BuildPassIndex turns the slots of the pass [first, end) of epoch (in
+// slot order) into its pass index (design 014): per stream, in stream id
+// order, its seq range, timestamps, record bytes, one segment per slot it
+// rode and its producer marks (bounded by metastore.TrimMarks, as a ref's
+// are). It is pure and deterministic, as BuildRefs is, so every copy of a
+// pass writes the same bytes; a stream whose seqs do not continue is
+// ErrGap.
+func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIndex, error) {
+	p := format.PassIndex{Epoch: epoch, FirstSlot: first, EndSlot: end}
+	at := make(map[format.StreamID]int)
+	for _, s := range slots {
+		for _, e := range s.Entries {
+			seg := format.PassSegment{Slot: s.Seq, FirstSeq: e.FirstSeq, Count: e.Count, Offset: e.Offset, Length: e.Length, CRC: e.CRC}
+			recBytes := int64(e.Length) - int64(format.SegmentSize(0))
+			i, ok := at[e.Stream]
+			if !ok {
+				at[e.Stream] = len(p.Streams)
+				p.Streams = append(p.Streams, format.PassStream{Stream: e.Stream, FirstSeq: e.FirstSeq, LastSeq: e.LastSeq(),
+					FirstTsMs: e.FirstTsMs, LastTsMs: e.LastTsMs, Bytes: recBytes, Segments: []format.PassSegment{seg}})
+				continue
+			}
+			st := &p.Streams[i]
+			if st.LastSeq == ^uint64(0) || e.FirstSeq != st.LastSeq+1 {
+				return format.PassIndex{}, fmt.Errorf("stream %s: segment at seq %d in %s follows seq %d: %w", e.Stream, e.FirstSeq, s.Key, st.LastSeq, ErrGap)
+			}
+			st.LastSeq, st.LastTsMs, st.Bytes = e.LastSeq(), e.LastTsMs, st.Bytes+recBytes
+			st.Segments = append(st.Segments, seg)
+		}
+		for _, b := range s.Batches { // the parser checked b.Entry
+			st := &p.Streams[at[s.Entries[b.Entry].Stream]]
+			st.Marks = append(st.Marks, format.PassMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
+		}
+	}
+	for i := range p.Streams {
+		p.Streams[i].Marks = trimPassMarks(p.Streams[i].Marks)
+	}
+	slices.SortFunc(p.Streams, func(x, y format.PassStream) int { return bytes.Compare(x.Stream[:], y.Stream[:]) })
+	return p, nil
+}
+
+// trimPassMarks bounds a stream's marks as metastore.TrimMarks bounds a
+// ref's: the same marks a ref of the stream's part of the pass would keep.
+func trimPassMarks(ms []format.PassMark) []format.PassMark {
+	if len(ms) == 0 {
+		return nil
+	}
+	rm := make([]metastore.ProducerMark, len(ms))
+	for i, m := range ms {
+		rm[i] = metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+	}
+	rm = metastore.TrimMarks(rm)
+	out := make([]format.PassMark, len(rm))
+	for i, m := range rm {
+		out[i] = format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+	}
+	return out
+}
+
+// PutDetermined writes obj at key unless it is there: an object whose
+// content the key determines (a rerun, or a racing copy, writes the same
+// bytes), so an object already there (objstore.ErrExists, or an
+// ErrAmbiguous write) must hold identical bytes, else ErrForeign. A read
+// back that finds nothing is an error matching objstore.ErrNotFound (the
+// object was written and deleted since: the caller's view is stale).
+func PutDetermined(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
+	err := b.PutIfAbsent(ctx, key, obj)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	got, gerr := b.Get(ctx, key, 0, -1)
+	if gerr != nil {
+		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
+	}
+	if !bytes.Equal(got, obj) {
+		return fmt.Errorf("%s holds %d other bytes (want %d): %w", key, len(got), len(obj), ErrForeign)
+	}
+	return nil
+}
+
+// writeIndex writes the pass index of [from, to) built from slots.
+func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, slots []chain.Slot) (int, error) {
+	p, err := BuildPassIndex(from.Epoch, from.Slot, to.Slot, slots)
+	if err != nil {
+		return 0, err
+	}
+	obj, err := format.AppendPassIndex(nil, p)
+	if err != nil {
+		return 0, fmt.Errorf("encode pass index: %w", err)
+	}
+	if err := PutDetermined(ctx, a.Index, format.PassIndexKey(c.Star, c.Class.String(), from.Epoch, from.Slot), obj); err != nil {
+		return 0, fmt.Errorf("pass index: %w", err)
+	}
+	return len(p.Streams), nil
+}
+
+// IndexWindow finds streams' records in the pass indexes of a chain's
+// absorbed window (design 014): the passes from a pass boundary (the
+// settled cursor, once settle consumes whole passes) up to the checkpoint,
+// found by key, not listed: the pass at a cursor names its end, where the
+// next pass starts, and an epoch below the checkpoint's ends at its fenced
+// cut (then {epoch+1, 0}). Pass indexes are immutable, so decoded ones are
+// cached: a lookup costs one GET per pass the window gained since the
+// last one, and none for a pass already seen (Prune drops what left the
+// window). Safe for concurrent use.
+type IndexWindow struct {
+	Meta   metastore.Store // for epoch cuts
+	Bucket objstore.Bucket // where the pass indexes are (the settled bucket)
+	// MaxPasses bounds the passes one window walk visits (0:
+	// DefaultMaxWindowPasses): a window is the settle interval's passes.
+	MaxPasses int
+
+	mu    sync.Mutex
+	cache map[passAt]*format.PassIndex
+	// pruned is, per chain, the settled cursor at the last pruneTo.
+	pruned map[metastore.ChainID]metastore.Cursor
+	// cuts caches the cut of each epoch below a window's end (a fenced
+	// cut is final, and an epoch number never minted below a minted one
+	// never will be): key passAt{c, {epoch, 0}}, value cut+1 (0: none).
+	cuts map[passAt]uint64
+}
+
+// passAt names a pass: its chain and first cursor.
+type passAt struct {
+	c  metastore.ChainID
+	at metastore.Cursor
+}
+
+// DefaultMaxWindowPasses bounds a window walk: at 4 passes a second, over
+// two hours of passes, far more than a settle interval.
+const DefaultMaxWindowPasses = 1 << 15
+
+// ErrWindow: the window's passes cannot be walked (a pass index missing
+// inside it, an epoch unfenced, a pass that does not continue the walk, or
+// more passes than MaxPasses). A pass index missing below a moved cursor
+// is a race with settle and trim: re-read the head and retry.
+var ErrWindow = errors.New("absorb: pass index window broken")
+
+// Passes returns the pass indexes of chain c from `from` (a pass
+// boundary) up to `to` (the checkpoint), in order.
+func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
+	max := w.MaxPasses
+	if max <= 0 {
+		max = DefaultMaxWindowPasses
+	}
+	var out []*format.PassIndex
+	for at := from; at.Less(to); {
+		if len(out) >= max {
+			return nil, fmt.Errorf("chain %s: window %s-%s over %d passes: %w", c, from, to, max, ErrWindow)
+		}
+		if at.Epoch < to.Epoch {
+			cut, exists, err := w.cut(ctx, c, at.Epoch)
+			if err != nil {
+				return nil, err
+			}
+			if !exists || at.Slot >= cut {
+				at = metastore.Cursor{Epoch: at.Epoch + 1}
+				continue
+			}
+		}
+		p, err := w.get(ctx, c, at)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+		at.Slot = p.EndSlot
+	}
+	return out, nil
+}
+
+// cut is EpochCut of an epoch the chain has moved past, cached.
+func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64) (uint64, bool, error) {
+	k := passAt{c, metastore.Cursor{Epoch: epoch}}
+	w.mu.Lock()
+	v, ok := w.cuts[k]
+	w.mu.Unlock()
+	if ok {
+		return v - 1, v > 0, nil
+	}
+	cut, exists, err := EpochCut(ctx, w.Meta, c, epoch)
+	if err != nil {
+		return 0, false, err
+	}
+	w.mu.Lock()
+	if w.cuts == nil {
+		w.cuts = map[passAt]uint64{}
+	}
+	if exists {
+		w.cuts[k] = cut + 1
+	} else {
+		w.cuts[k] = 0
+	}
+	w.mu.Unlock()
+	return cut, exists, nil
+}
+
+func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
+	key := format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot)
+	w.mu.Lock()
+	p := w.cache[passAt{c, at}]
+	w.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	obj, err := w.Bucket.Get(ctx, key, 0, -1)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("chain %s: no pass index at %s: %w: %w", c, at, ErrWindow, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: pass index at %s: %w", c, at, err)
+	}
+	q, err := format.ParsePassIndex(obj)
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: pass index at %s: %w", c, at, err)
+	}
+	if q.Epoch != at.Epoch || q.FirstSlot != at.Slot {
+		return nil, fmt.Errorf("chain %s: pass index at %s is of %d/%d: %w", c, at, q.Epoch, q.FirstSlot, ErrWindow)
+	}
+	w.mu.Lock()
+	if w.cache == nil {
+		w.cache = map[passAt]*format.PassIndex{}
+	}
+	w.cache[passAt{c, at}] = &q
+	w.mu.Unlock()
+	return &q, nil
+}
+
+// Prune drops the cached passes of chain c that end at or before `from`
+// (they left the window: settle moved past them).
+func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, p := range w.cache {
+		if end := (metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}); k.c == c && !from.Less(end) {
+			delete(w.cache, k)
+		}
+	}
+}
+
+// pruneTo prunes the cache of chain c to a settled cursor read from its
+// head, once per move of that cursor: the cache of a long-lived reader
+// holds the window's passes, not every pass it ever read.
+func (w *IndexWindow) pruneTo(c metastore.ChainID, settled metastore.Cursor) {
+	w.mu.Lock()
+	last, ok := w.pruned[c]
+	if ok && !last.Less(settled) {
+		w.mu.Unlock()
+		return
+	}
+	if w.pruned == nil {
+		w.pruned = map[metastore.ChainID]metastore.Cursor{}
+	}
+	w.pruned[c] = settled
+	w.mu.Unlock()
+	w.Prune(c, settled)
+}
+
+// Cached is how many decoded pass indexes the window holds.
+func (w *IndexWindow) Cached() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.cache)
+}
+
+// Refs returns the parts of stream id in the passes of [from, to) that end
+// at or after fromSeq, in seq order, each as a ref with transit locations
+// (what metastore.QueryRefs returns for refs an absorb wrote before
+// design 014), so a reader reads them as it reads refs. The search is a
+// binary search per pass: O(passes x log streams), never a scan of the
+// stream's history.
+func (w *IndexWindow) Refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.refs(ctx, c, from, to, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq })
+}
+
+// RefsAt returns the parts of stream id in the passes of [from, to) from
+// the first that holds a record with timestamp >= tsMs (timestamps never
+// decrease within a stream, so every later part qualifies too), in seq
+// order. Bounded as Refs is.
+func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
+	return w.refs(ctx, c, from, to, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs })
+}
+
+func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+	passes, err := w.Passes(ctx, c, from, to)
+	if err != nil {
+		return nil, err
+	}
+	// Parts of one stream in later passes have later seqs: the first kept
+	// part starts the answer.
+	var out []metastore.Ref
+	for _, p := range passes {
+		i, ok := p.Find(id)
+		if !ok {
+			continue
+		}
+		s := &p.Streams[i]
+		if len(out) == 0 && !keep(s) {
+			continue
+		}
+		out = append(out, PassRef(c.Star, p.Epoch, s))
+	}
+	return out, nil
+}
+
+// PassRef is stream part s of a pass of epoch as a ref: its seqs,
+// timestamps, bytes, one transit location per segment and its marks.
+func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
+	r := metastore.Ref{StreamID: s.Stream.String(), FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
+		FirstTsMs: s.FirstTsMs, LastTsMs: s.LastTsMs, Bytes: s.Bytes,
+		Locations: make([]metastore.Location, len(s.Segments))}
+	for i, g := range s.Segments {
+		r.Locations[i] = metastore.Location{Key: format.SlotKey(star, epoch, g.Slot), Offset: int64(g.Offset), Length: int64(g.Length), FirstSeq: g.FirstSeq}
+	}
+	for _, m := range s.Marks {
+		r.Producers = append(r.Producers, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+	}
+	return r
+}
+
+// StreamRefs returns the parts of stream st in the pass indexes of its
+// chain's window [Settled, Checkpoint), read from the chain's head, that
+// end at or after fromSeq: one GetHead per call, plus one GET per pass not
+// yet cached. A pass index that vanished under it (settle moved past it
+// and trim deleted it between the head and the GET) re-reads the head,
+// up to three times.
+func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+	id, err := format.ParseStreamID(st.ID)
+	if err != nil {
+		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+	}
+	c := metastore.ChainID{Star: st.Star, Class: st.Class}
+	for attempt := 0; ; attempt++ {
+		h, err := w.Meta.GetHead(ctx, c)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return nil, nil // never minted: nothing absorbed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+		}
+		w.pruneTo(c, h.Settled)
+		refs, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+			continue
+		}
+		return refs, err
+	}
+}
+
+// QueryRefs is metastore.QueryRefs of st followed, where its refs end, by
+// its parts in the window (StreamRefs): refs hold what settle moved, the
+// window what the absorb indexed since, so the parts continue the refs.
+// The window is read after the refs: a part that settle moved into a ref
+// in between is then missing from both, which callers see as a hole (a
+// torn view, read again), never as a skipped seq.
+func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+	refs, err := w.Meta.QueryRefs(ctx, st.ID, from, limit)
+	if err != nil || len(refs) >= limit {
+		return refs, err
+	}
+	after := from
+	if len(refs) > 0 {
+		after = max(from, refs[len(refs)-1].LastSeq+1)
+	}
+	parts, err := w.StreamRefs(ctx, st, after)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts {
+		if len(refs) >= limit {
+			break
+		}
+		if len(refs) > 0 && p.FirstSeq <= refs[len(refs)-1].LastSeq {
+			continue // a ref holds it already (settled since)
+		}
+		refs = append(refs, p)
+	}
+	return refs, nil
+}
+
+// LastRef is st's last part in the window, or else its last ref
+// (metastore.ErrNotFound when it has neither): the window is read first,
+// so a part settle moves meanwhile is found in the refs.
+func (w *IndexWindow) LastRef(ctx context.Context, st metastore.Stream) (metastore.Ref, error) {
+	parts, err := w.StreamRefs(ctx, st, 0)
+	if err != nil {
+		return metastore.Ref{}, err
+	}
+	if len(parts) > 0 {
+		return parts[len(parts)-1], nil
+	}
+	return w.Meta.LastRef(ctx, st.ID)
+}
+
+// ForStream is the window's refs of st in the shape star.RecoverStream
+// reads (its streamID arguments are st's id).
+func (w *IndexWindow) ForStream(st metastore.Stream) StreamRefs { return StreamRefs{w: w, st: st} }
+
+// StreamRefs is one stream's refs and window parts (IndexWindow.ForStream).
+type StreamRefs struct {
+	w  *IndexWindow
+	st metastore.Stream
+}
+
+// LastRef implements star.RefReader.
+func (s StreamRefs) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
+	if streamID != s.st.ID {
+		return metastore.Ref{}, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+	}
+	return s.w.LastRef(ctx, s.st)
+}
+
+// QueryRefs implements star.RefReader.
+func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	if streamID != s.st.ID {
+		return nil, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+	}
+	return s.w.QueryRefs(ctx, s.st, fromSeq, limit)
+}
+
+// ChainsLookup is what the garbage probe's orphan report reads for a
+// stream (probe.RefLookup) when the absorb writes pass indexes: the
+// stream's parts in the windows of chains (transit locations: a settle
+// step may still write refs to objects overlapping them), then its refs,
+// sorted by seq, at most limit. The windows are read before the refs, so
+// parts a settle step moves meanwhile are in the refs: a view where an
+// object seems unreferenced and out of every window is never torn.
+func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	return func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+		id, err := format.ParseStreamID(streamID)
+		if err != nil {
+			return nil, nil // never stored
+		}
+		var out []metastore.Ref
+		for _, c := range chains {
+			h, err := w.Meta.GetHead(ctx, c)
+			if errors.Is(err, metastore.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
+			}
+			w.pruneTo(c, h.Settled)
+			parts, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, parts...)
+		}
+		refs, err := w.Meta.QueryRefs(ctx, streamID, fromSeq, limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, refs...)
+		slices.SortStableFunc(out, func(a, b metastore.Ref) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+		return out[:min(len(out), limit)], nil
+	}
+}

@@ -1,0 +1,277 @@
+package format
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sort"
+)
+
+// Pass index layout sizes. Frozen: part of pass index version 1.
+const (
+	passHeaderSize  = 48
+	passStreamSize  = 72
+	passSegmentSize = 32
+	passMarkSize    = 40
+	// PassIndexVersion is the pass index format version this package
+	// writes and reads.
+	PassIndexVersion = 1
+)
+
+var passMagic = [4]byte{'S', 'T', 'R', 'I'}
+
+// PassIndex is the index of one absorb pass [FirstSlot, EndSlot) of one
+// epoch of a chain: for each stream that rode it, in stream id order, the
+// stream's seq range, timestamps, record bytes, segments and producer
+// marks. It replaces the pass's per-stream refs (design 014).
+type PassIndex struct {
+	Epoch     uint64
+	FirstSlot uint64
+	EndSlot   uint64 // exclusive; the next pass starts here
+	Streams   []PassStream
+}
+
+// PassStream is one stream's part of a pass.
+type PassStream struct {
+	Stream    StreamID
+	FirstSeq  uint64
+	LastSeq   uint64 // inclusive
+	FirstTsMs int64
+	LastTsMs  int64
+	Bytes     int64 // encoded record bytes (segment payloads)
+	Segments  []PassSegment
+	Marks     []PassMark
+}
+
+// PassSegment is one segment of a stream in one slot of the pass.
+type PassSegment struct {
+	Slot     uint64 // the slot holding the segment (key: SlotKey(star, epoch, slot))
+	FirstSeq uint64
+	Count    uint32
+	Offset   uint32 // object-absolute
+	Length   uint32
+	CRC      uint32
+}
+
+// LastSeq is the seq of the segment's last record.
+func (s PassSegment) LastSeq() uint64 { return s.FirstSeq + uint64(s.Count) - 1 }
+
+// PassMark is one idempotent producer batch the stream's part of the pass
+// holds (exactly-once appends): what a ref's ProducerMark holds.
+type PassMark struct {
+	Producer ProducerID
+	BatchSeq uint64
+	FirstSeq uint64
+	LastSeq  uint64
+}
+
+// PassIndexKey is a pass index's key in the settled bucket:
+// index/<star>/<class>/<epoch>/<first-slot>, numbers zero-padded to 20
+// digits. The pass that starts at a slot is unique (the absorb lease), so
+// the key determines the content.
+func PassIndexKey(star, class string, epoch, firstSlot uint64) string {
+	return fmt.Sprintf("index/%s/%s/%020d/%020d", star, class, epoch, firstSlot)
+}
+
+// Find returns the index of stream id in p.Streams (binary search: the
+// streams are sorted by id) and whether it is there.
+func (p *PassIndex) Find(id StreamID) (int, bool) {
+	i := sort.Search(len(p.Streams), func(i int) bool { return bytes.Compare(p.Streams[i].Stream[:], id[:]) >= 0 })
+	return i, i < len(p.Streams) && p.Streams[i].Stream == id
+}
+
+// AppendPassIndex appends p's encoding to b. p must be valid (what
+// ParsePassIndex accepts); it is checked, and an invalid p is an error
+// matching ErrMalformed (or ErrTooLong for counts over 32 bits).
+func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
+	if err := checkPassIndex(&p); err != nil {
+		return b, err
+	}
+	var nSeg, nMark int
+	for _, s := range p.Streams {
+		nSeg += len(s.Segments)
+		nMark += len(s.Marks)
+	}
+	if uint64(len(p.Streams)) > 1<<32-1 || uint64(nSeg) > 1<<32-1 || uint64(nMark) > 1<<32-1 {
+		return b, fmt.Errorf("pass index: %d streams, %d segments, %d marks: %w", len(p.Streams), nSeg, nMark, ErrTooLong)
+	}
+	start := len(b)
+	b = append(b, passMagic[:]...)
+	b = binary.BigEndian.AppendUint16(b, PassIndexVersion)
+	b = append(b, byte(KindPassIndex), 0)
+	b = binary.BigEndian.AppendUint64(b, p.Epoch)
+	b = binary.BigEndian.AppendUint64(b, p.FirstSlot)
+	b = binary.BigEndian.AppendUint64(b, p.EndSlot)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(p.Streams)))
+	b = binary.BigEndian.AppendUint32(b, uint32(nSeg))
+	b = binary.BigEndian.AppendUint32(b, uint32(nMark))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	var seg, mark uint32
+	for _, s := range p.Streams {
+		b = append(b, s.Stream[:]...)
+		b = binary.BigEndian.AppendUint64(b, s.FirstSeq)
+		b = binary.BigEndian.AppendUint64(b, s.LastSeq)
+		b = binary.BigEndian.AppendUint64(b, uint64(s.FirstTsMs))
+		b = binary.BigEndian.AppendUint64(b, uint64(s.LastTsMs))
+		b = binary.BigEndian.AppendUint64(b, uint64(s.Bytes))
+		b = binary.BigEndian.AppendUint32(b, seg)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s.Segments)))
+		b = binary.BigEndian.AppendUint32(b, mark)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s.Marks)))
+		seg += uint32(len(s.Segments))
+		mark += uint32(len(s.Marks))
+	}
+	for _, s := range p.Streams {
+		for _, g := range s.Segments {
+			b = binary.BigEndian.AppendUint64(b, g.Slot)
+			b = binary.BigEndian.AppendUint64(b, g.FirstSeq)
+			b = binary.BigEndian.AppendUint32(b, g.Count)
+			b = binary.BigEndian.AppendUint32(b, g.Offset)
+			b = binary.BigEndian.AppendUint32(b, g.Length)
+			b = binary.BigEndian.AppendUint32(b, g.CRC)
+		}
+	}
+	for _, s := range p.Streams {
+		for _, m := range s.Marks {
+			b = append(b, m.Producer[:]...)
+			b = binary.BigEndian.AppendUint64(b, m.BatchSeq)
+			b = binary.BigEndian.AppendUint64(b, m.FirstSeq)
+			b = binary.BigEndian.AppendUint64(b, m.LastSeq)
+		}
+	}
+	return binary.BigEndian.AppendUint32(b, CRC(b[start:])), nil
+}
+
+// ParsePassIndex decodes a pass index object. It checks the CRC first and
+// the size against the counts before it allocates anything, then every
+// invariant AppendPassIndex keeps (see checkPassIndex), so a hostile
+// object costs at most its own size.
+func ParsePassIndex(obj []byte) (PassIndex, error) {
+	if len(obj) < passHeaderSize+4 {
+		return PassIndex{}, fmt.Errorf("pass index: %d bytes: %w", len(obj), ErrTruncated)
+	}
+	if [4]byte(obj[0:4]) != passMagic {
+		return PassIndex{}, fmt.Errorf("pass index: magic %q: %w", obj[0:4], ErrMagic)
+	}
+	if v := binary.BigEndian.Uint16(obj[4:6]); v != PassIndexVersion {
+		return PassIndex{}, fmt.Errorf("pass index: version %d: %w", v, ErrVersion)
+	}
+	if k := Kind(obj[6]); k != KindPassIndex || obj[7] != 0 {
+		return PassIndex{}, fmt.Errorf("pass index: kind %d, reserved %d: %w", k, obj[7], ErrKind)
+	}
+	body := obj[:len(obj)-4]
+	if got, want := CRC(body), binary.BigEndian.Uint32(obj[len(obj)-4:]); got != want {
+		return PassIndex{}, fmt.Errorf("pass index: crc %08x, stored %08x: %w", got, want, ErrCRC)
+	}
+	p := PassIndex{
+		Epoch:     binary.BigEndian.Uint64(obj[8:16]),
+		FirstSlot: binary.BigEndian.Uint64(obj[16:24]),
+		EndSlot:   binary.BigEndian.Uint64(obj[24:32]),
+	}
+	nStream := uint64(binary.BigEndian.Uint32(obj[32:36]))
+	nSeg := uint64(binary.BigEndian.Uint32(obj[36:40]))
+	nMark := uint64(binary.BigEndian.Uint32(obj[40:44]))
+	if r := binary.BigEndian.Uint32(obj[44:48]); r != 0 {
+		return PassIndex{}, fmt.Errorf("pass index: reserved %d: %w", r, ErrMalformed)
+	}
+	if want := passHeaderSize + nStream*passStreamSize + nSeg*passSegmentSize + nMark*passMarkSize + 4; want != uint64(len(obj)) {
+		return PassIndex{}, fmt.Errorf("pass index: %d streams, %d segments, %d marks need %d bytes, have %d: %w", nStream, nSeg, nMark, want, len(obj), ErrBounds)
+	}
+	segs := make([]PassSegment, nSeg)
+	segAt := passHeaderSize + int(nStream)*passStreamSize
+	for i := range segs {
+		q := obj[segAt+i*passSegmentSize:]
+		segs[i] = PassSegment{
+			Slot:     binary.BigEndian.Uint64(q[0:8]),
+			FirstSeq: binary.BigEndian.Uint64(q[8:16]),
+			Count:    binary.BigEndian.Uint32(q[16:20]),
+			Offset:   binary.BigEndian.Uint32(q[20:24]),
+			Length:   binary.BigEndian.Uint32(q[24:28]),
+			CRC:      binary.BigEndian.Uint32(q[28:32]),
+		}
+	}
+	marks := make([]PassMark, nMark)
+	markAt := segAt + int(nSeg)*passSegmentSize
+	for i := range marks {
+		q := obj[markAt+i*passMarkSize:]
+		copy(marks[i].Producer[:], q[0:16])
+		marks[i].BatchSeq = binary.BigEndian.Uint64(q[16:24])
+		marks[i].FirstSeq = binary.BigEndian.Uint64(q[24:32])
+		marks[i].LastSeq = binary.BigEndian.Uint64(q[32:40])
+	}
+	p.Streams = make([]PassStream, nStream)
+	var seg, mark uint64
+	for i := range p.Streams {
+		q := obj[passHeaderSize+i*passStreamSize:]
+		s := PassStream{
+			FirstSeq:  binary.BigEndian.Uint64(q[16:24]),
+			LastSeq:   binary.BigEndian.Uint64(q[24:32]),
+			FirstTsMs: int64(binary.BigEndian.Uint64(q[32:40])),
+			LastTsMs:  int64(binary.BigEndian.Uint64(q[40:48])),
+			Bytes:     int64(binary.BigEndian.Uint64(q[48:56])),
+		}
+		copy(s.Stream[:], q[0:16])
+		segFirst, segN := uint64(binary.BigEndian.Uint32(q[56:60])), uint64(binary.BigEndian.Uint32(q[60:64]))
+		markFirst, markN := uint64(binary.BigEndian.Uint32(q[64:68])), uint64(binary.BigEndian.Uint32(q[68:72]))
+		if segFirst != seg || markFirst != mark || seg+segN > nSeg || mark+markN > nMark {
+			return PassIndex{}, fmt.Errorf("pass index: stream %d: segments %d+%d, marks %d+%d out of order or bounds: %w", i, segFirst, segN, markFirst, markN, ErrBounds)
+		}
+		s.Segments = segs[seg : seg+segN : seg+segN]
+		if markN > 0 {
+			s.Marks = marks[mark : mark+markN : mark+markN]
+		}
+		seg, mark = seg+segN, mark+markN
+		p.Streams[i] = s
+	}
+	if seg != nSeg || mark != nMark {
+		return PassIndex{}, fmt.Errorf("pass index: streams hold %d of %d segments, %d of %d marks: %w", seg, nSeg, mark, nMark, ErrBounds)
+	}
+	if err := checkPassIndex(&p); err != nil {
+		return PassIndex{}, err
+	}
+	return p, nil
+}
+
+// checkPassIndex checks what a pass index promises its readers: a
+// non-empty slot range; streams in strictly ascending id order; each with
+// at least one segment, segments in slot order inside the pass with
+// contiguous seqs from FirstSeq to LastSeq, at least one record each;
+// timestamps not decreasing; record bytes not negative; marks in seq
+// order, not overlapping, inside the stream's seqs.
+func checkPassIndex(p *PassIndex) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("pass index: "+format+": %w", append(args, ErrMalformed)...)
+	}
+	if p.EndSlot <= p.FirstSlot {
+		return bad("slots %d-%d", p.FirstSlot, p.EndSlot)
+	}
+	for i, s := range p.Streams {
+		if i > 0 && bytes.Compare(p.Streams[i-1].Stream[:], s.Stream[:]) >= 0 {
+			return bad("stream %d (%s) not after stream %d", i, s.Stream, i-1)
+		}
+		if len(s.Segments) == 0 {
+			return bad("stream %s: no segment", s.Stream)
+		}
+		if s.FirstTsMs > s.LastTsMs || s.Bytes < 0 || s.LastSeq == ^uint64(0) {
+			return bad("stream %s: timestamps %d-%d, bytes %d, last seq %d", s.Stream, s.FirstTsMs, s.LastTsMs, s.Bytes, s.LastSeq)
+		}
+		next, slot := s.FirstSeq, p.FirstSlot
+		for j, g := range s.Segments {
+			if g.Count == 0 || g.FirstSeq != next || g.Slot < slot || g.Slot >= p.EndSlot || g.LastSeq() < g.FirstSeq {
+				return bad("stream %s: segment %d (slot %d, seqs %d+%d) does not continue at seq %d in slots %d-%d", s.Stream, j, g.Slot, g.FirstSeq, g.Count, next, slot, p.EndSlot)
+			}
+			next, slot = g.LastSeq()+1, g.Slot
+		}
+		if next-1 != s.LastSeq {
+			return bad("stream %s: segments end at seq %d, stream at %d", s.Stream, next-1, s.LastSeq)
+		}
+		after := s.FirstSeq
+		for j, m := range s.Marks {
+			if m.Producer.IsZero() || m.FirstSeq < after || m.LastSeq < m.FirstSeq || m.LastSeq > s.LastSeq {
+				return bad("stream %s: mark %d (seqs %d-%d) out of order or outside %d-%d", s.Stream, j, m.FirstSeq, m.LastSeq, after, s.LastSeq)
+			}
+			after = m.LastSeq + 1
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package probe
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/absorb/absorbtest"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/settle"
+)
+
+// TestOrphansWithPassIndex: with the pass index (design 014) no ref is in
+// transit; a settled object that overlaps a stream's part in a chain's
+// window (settle may be about to write a ref to it) is kept as in transit,
+// and becomes a deletable orphan once settle moved the window past it.
+func TestOrphansWithPassIndex(t *testing.T) {
+	ctx := context.Background()
+	meta := metastore.NewMem()
+	c := metastore.ChainID{Star: "star-0", Class: metastore.Express}
+	set := chain.Set{Star: c.Star, W: 1, Buckets: []objstore.Bucket{objstore.NewMem("x")}}
+	star, err := absorbtest.NewStar(ctx, meta, c, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := absorbtest.StreamIDs(1)[0]
+	if _, err := star.Flight(ctx, []format.StreamID{id}, []int{10}, 1_700_000_000_000, 20, 0); err != nil {
+		t.Fatal(err)
+	}
+	settled := objstore.NewMem("settled")
+	a := &absorb.Absorber{Meta: meta, Sets: absorb.Sets{Express: set}, Index: settled}
+	if _, err := a.Run(ctx, c, star.Released()); err != nil {
+		t.Fatal(err)
+	}
+	stray := format.SettledKey(id, 5, 9) // a settle copy's object, not yet referenced
+	put(t, settled, stray, []byte("settled"))
+	clk := clock.NewManual(time.UnixMilli(1_700_000_000_000))
+	h := &Handler{Meta: meta, Settled: settled, Clock: clk, OrphanGrace: time.Hour, PassIndex: true,
+		Sets: map[metastore.ChainID]chain.Set{c: set}}
+	rep, err := h.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Orphans, stray) || has(settled, MarkPrefix+stray) {
+		t.Fatalf("in the window: orphans %v, marked %v", rep.Orphans, has(settled, MarkPrefix+stray))
+	}
+	// Without the switch the probe sees no transit ref at all, and would
+	// start the grace on it: the switch is what keeps it.
+	if found, _, err := findOrphans(ctx, []string{stray}, meta.QueryRefs); err != nil || len(found) != 1 || !found[0].Deletable {
+		t.Fatalf("refs only: %+v, %v", found, err)
+	}
+	s := &settle.Settler{Meta: meta, Sets: absorb.Sets{Express: set}, Settled: settled, PassIndex: true}
+	if _, err := s.Run(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Orphans, stray) || !has(settled, MarkPrefix+stray) || slices.Contains(rep.Orphans, format.SettledKey(id, 0, 9)) {
+		t.Fatalf("after settle: orphans %v, marked %v", rep.Orphans, has(settled, MarkPrefix+stray))
+	}
+}
