@@ -1592,3 +1592,21 @@ func testRaceBeginAbsorb(t *testing.T, s metastore.Store) {
 		t.Fatalf("head after the pass %+v, want checkpoint %s and no lease", h, target)
 	}
 }
+
+// Padded returns r with its last location repeated (same Settled flag and
+// FirstSeq, a padded key, no bytes) until the ref is close to
+// MaxRefBytes, so that a test's few refs fill more than one 1 MB QueryRefs
+// page. A reader of the padding locations meets zero-length ranges of
+// keys that do not exist, so use it where only the refs are read.
+func Padded(r metastore.Ref) metastore.Ref {
+	r.Locations = append([]metastore.Location(nil), r.Locations...)
+	last := r.Locations[len(r.Locations)-1]
+	for i := 0; ; i++ {
+		l := metastore.Location{Settled: last.Settled, Key: fmt.Sprintf("%s~pad-%04d-%s", last.Key, i, strings.Repeat("p", 900)),
+			Offset: last.Offset, FirstSeq: last.FirstSeq}
+		if metastore.RefSize(r)+metastore.LocationSize(l) > metastore.MaxRefBytes {
+			return r
+		}
+		r.Locations = append(r.Locations, l)
+	}
+}
