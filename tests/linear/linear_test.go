@@ -235,7 +235,7 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 		go func() { defer injWG.Done(); inject(w, stop) }()
 	}
 	var wg sync.WaitGroup
-	var retries atomic.Int64 // appends sent again with their producer and batch seq
+	var retries atomic.Int64            // appends sent again with their producer and batch seq
 	errs := make(chan error, 2*clients) // a client and its racing retry
 	for ci := range clients {
 		wg.Add(1)
