@@ -14,6 +14,7 @@
 # Usage: docs/perf/idempotent-onoff.sh [rounds, default 6]
 # Figures in docs/performance.md, "Idempotent appends (exactly once) on and off".
 set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
 rounds=${1:-6}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
