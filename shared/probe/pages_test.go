@@ -18,21 +18,13 @@ func TestOrphansPastOnePage(t *testing.T) {
 	ctx := context.Background()
 	id := format.StreamID{0xa}
 	meta := metastore.NewMem()
-	c := metastore.ChainID{Star: "star-0", Class: metastore.Standard}
-	mint(t, meta, c, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"std"}, Window: 4}, 0)
-	pass := metastore.Cursor{Epoch: 1, Slot: 10}
-	if _, err := meta.BeginAbsorb(ctx, c, metastore.Cursor{Epoch: 1}, pass); err != nil {
-		t.Fatal(err)
-	}
-	var refs []metastore.Ref
 	var keys []string
-	for i := range uint64(40) {
+	refs := metastoretest.PaddedRefs(id.String(), 40, func(i uint64) metastore.Location {
 		k := format.SettledKey(id, 10*i, 10*i+9)
 		keys = append(keys, k)
-		refs = append(refs, metastoretest.Padded(metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, Bytes: 7,
-			Locations: []metastore.Location{{Settled: true, Key: k, Length: 7, FirstSeq: 10 * i}}}))
-	}
-	if err := meta.PutRefs(ctx, c, pass, refs); err != nil {
+		return metastore.Location{Settled: true, Key: k}
+	})
+	if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
 		t.Fatal(err)
 	}
 	if page, err := meta.QueryRefs(ctx, id.String(), 0, 500); err != nil || len(page) >= len(refs) {

@@ -16,11 +16,9 @@ func TestRefsPastOnePage(t *testing.T) {
 	ctx := t.Context()
 	id := format.StreamID{0xa}
 	meta := metastore.NewMem()
-	var refs []metastore.Ref
-	for i := range uint64(40) {
-		refs = append(refs, metastoretest.Padded(metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, Bytes: 7,
-			Locations: []metastore.Location{{Key: format.SlotKey("star-0", 1, i), Offset: 60, Length: 7, FirstSeq: 10 * i}}}))
-	}
+	refs := metastoretest.PaddedRefs(id.String(), 40, func(i uint64) metastore.Location {
+		return metastore.Location{Key: format.SlotKey("star-0", 1, i), Offset: 60}
+	})
 	if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
 		t.Fatal(err)
 	}

@@ -27,15 +27,15 @@ func TestRetentionPastOnePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := objstore.NewMem("settled")
-	var refs []metastore.Ref
-	for i := range uint64(40) {
+	refs := metastoretest.PaddedRefs(id.String(), 40, func(i uint64) metastore.Location {
 		k := format.SettledKey(id, 10*i, 10*i+9)
 		if err := settled.PutIfAbsent(ctx, k, []byte("settled")); err != nil {
 			t.Fatal(err)
 		}
-		refs = append(refs, metastoretest.Padded(metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9,
-			FirstTsMs: now - 5000, LastTsMs: now - 5000, Bytes: 7,
-			Locations: []metastore.Location{{Settled: true, Key: k, Length: 7, FirstSeq: 10 * i}}}))
+		return metastore.Location{Settled: true, Key: k}
+	})
+	for i := range refs {
+		refs[i].FirstTsMs, refs[i].LastTsMs = now-5000, now-5000
 	}
 	if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
 		t.Fatal(err)

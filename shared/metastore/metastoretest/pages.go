@@ -21,3 +21,16 @@ func PutPaged(ctx context.Context, s metastore.Store, chain metastore.ChainID, r
 	}
 	return s.PutRefs(ctx, chain, pass, refs)
 }
+
+// PaddedRefs returns n adjacent Padded refs of stream id: ref i holds seqs
+// 10i to 10i+9, 7 bytes at loc(i) (FirstSeq set), for tests of callers
+// that page through refs.
+func PaddedRefs(id string, n int, loc func(i uint64) metastore.Location) []metastore.Ref {
+	refs := make([]metastore.Ref, n)
+	for i := range uint64(n) {
+		l := loc(i)
+		l.Length, l.FirstSeq = 7, 10*i
+		refs[i] = Padded(metastore.Ref{StreamID: id, FirstSeq: 10 * i, LastSeq: 10*i + 9, Bytes: 7, Locations: []metastore.Location{l}})
+	}
+	return refs
+}
