@@ -22,9 +22,12 @@
 // AppendSession pipelines appends over one HTTP/2 stream, acks in order;
 // ReadSession reads history and then tails. Both open at the stream's
 // leader (found with CheckTail). A star draining for a restart ends its
-// sessions with unavailable (Retriable): TailSession reopens a tail by
-// itself after the last record it delivered; an append session is
-// reopened by the caller at the stream's tail.
+// sessions with unavailable (Retriable): a ReadSession reopens by itself
+// after the last record it delivered, within the client's Retry budget
+// per outage (unless NoResume), and a TailSession does the same for as
+// long as it takes (until its ctx ends), with one piece of code for both
+// (resumer); a ProducerSession resends what is unacknowledged with its
+// batch seqs, and a bare AppendSession is reopened by the caller.
 //
 // Errors are *connect.Error values; SeqMismatch extracts the tail from a
 // match_seq_num miss, and connect.CodeOf gives the code.

@@ -233,3 +233,42 @@ func TestProducerSessionRidesThroughDrops(t *testing.T) {
 		t.Fatalf("tail %d (%v): a resent batch was written twice", tail.NextSeq, err)
 	}
 }
+
+// TestTailSessionCountsAcrossDrops: a TailSession resumes through the same
+// code as a ReadSession (resumer): its connection drops mid-message three
+// times; it reopens after the last record it delivered, tells OnEnd, and
+// ends cleanly at its Count: every record once, in order.
+func TestTailSessionCountsAcrossDrops(t *testing.T) {
+	var sessions atomic.Int64
+	url := lossyServer(t, func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, "/ReadSession") && sessions.Add(1) <= 3
+	})
+	ctx := context.Background()
+	c := newStream(t, url)
+	for i := range 20 {
+		if _, err := c.Append(ctx, "s", []client.Record{{Body: fmt.Appendf(nil, "r%d", i)}}, client.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ends int
+	ts := c.OpenTailSession(ctx, "s", client.FromSeq(0), client.TailOptions{
+		SessionOptions: client.SessionOptions{Count: 10}, OnEnd: func(error) { ends++ }, MaxBackoff: time.Millisecond})
+	defer ts.Close()
+	var got []string
+	for ts.Next() {
+		for _, r := range ts.Batch().Records {
+			got = append(got, string(r.Body))
+		}
+	}
+	if ts.Err() != nil {
+		t.Fatal(ts.Err())
+	}
+	if len(got) != 10 || ends == 0 {
+		t.Fatalf("got %v after %d ends, want r0 to r9 and at least one end", got, ends)
+	}
+	for i, b := range got {
+		if b != fmt.Sprintf("r%d", i) {
+			t.Fatalf("record %d is %q: gap or repeat", i, b)
+		}
+	}
+}

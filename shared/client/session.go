@@ -129,6 +129,15 @@ func (c *Client) OpenReadSession(ctx context.Context, name string, start Start, 
 	if _, err := c.CheckTail(ctx, name); err != nil {
 		return nil, err
 	}
+	req := readRequest(name, start, opt)
+	ss, err := c.api(c.baseFor(name)).ReadSession(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, transportError(err)
+	}
+	return &ReadSession{stream: ss, resume: resumer{c: c, ctx: ctx, name: name, req: req, opt: opt}}, nil
+}
+
+func readRequest(name string, start Start, opt SessionOptions) *strandv1.ReadSessionRequest {
 	req := &strandv1.ReadSessionRequest{Stream: name, Count: opt.Count, Bytes: opt.Bytes, NoTail: opt.NoTail,
 		HeartbeatMs: uint32(opt.Heartbeat / time.Millisecond)}
 	switch start.kind {
@@ -139,11 +148,7 @@ func (c *Client) OpenReadSession(ctx context.Context, name string, start Start, 
 	case 2:
 		req.Start = &strandv1.ReadSessionRequest_TailOffset{TailOffset: start.v}
 	}
-	ss, err := c.api(c.baseFor(name)).ReadSession(ctx, connect.NewRequest(req))
-	if err != nil {
-		return nil, transportError(err)
-	}
-	return &ReadSession{stream: ss, resume: resumer{c: c, ctx: ctx, name: name, req: req, opt: opt}}, nil
+	return req
 }
 
 // Next waits for the next batch (records or a heartbeat); false when the
@@ -153,6 +158,17 @@ func (c *Client) OpenReadSession(ctx context.Context, name string, start Start, 
 // connection) reopens the session right after the last record it
 // delivered: no gap, no repeat.
 func (r *ReadSession) Next() bool {
+	if r.err != nil {
+		return false
+	}
+	if r.stream == nil { // a TailSession's first open
+		ss, err := r.resume.reopen(nil)
+		if err != nil {
+			r.err = err
+			return false
+		}
+		r.stream = ss
+	}
 	for !r.stream.Receive() {
 		err := transportError(r.stream.Err())
 		if err == nil || !Retriable(err) || r.resume.opt.NoResume || r.resume.done() {
@@ -180,4 +196,9 @@ func (r *ReadSession) Batch() ReadBatch { return r.cur }
 func (r *ReadSession) Err() error { return r.err }
 
 // Close ends the session.
-func (r *ReadSession) Close() error { return r.stream.Close() }
+func (r *ReadSession) Close() error {
+	if r.stream == nil {
+		return nil
+	}
+	return r.stream.Close()
+}

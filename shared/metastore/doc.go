@@ -135,7 +135,12 @@
 //     A stream's refs never overlap: callers keep that (absorb writes
 //     disjoint ranges, SwapRefs replaces by their union), and QueryRefs may
 //     rely on it. QueryRefs has no page token: continue from the last ref's
-//     LastSeq+1. SwapRefs takes 1 to MaxSwapRefs old refs in seq order and
+//     LastSeq+1. A page is what DynamoDB's Query returns: at most limit
+//     refs, and it stops once 1 MB of refs has been read (QueryPage: the
+//     ref that reaches MaxQueryBytes by RefSize is the page's last), so a
+//     page may be shorter than limit while more refs follow. Only an empty
+//     page (or a last ref ending at the largest seq) ends a listing: a
+//     caller never takes a short page for the end. SwapRefs takes 1 to MaxSwapRefs old refs in seq order and
 //     adjacent, of repl's stream, with repl covering exactly their range
 //     (else ErrInvalid); equality of a stored ref is EqualRef (every field).
 //     repl is stored at old[0]'s key; the others are deleted.
@@ -172,7 +177,7 @@
 //	item, names and values                 400 KB     MaxItemBytes
 //	TransactWriteItems actions             100        MaxTxItems
 //	TransactWriteItems aggregate size      4 MB       MaxTxBytes
-//	Query page                             1 MB       MaxQueryBytes
+//	Query page                             1 MB       MaxQueryBytes (QueryRefs pages short, QueryPage)
 //	partition key / sort key value         2048 / 1024 bytes
 //
 // Strand's own bounds inside them: a ref written (PutRefs, SwapRefs'

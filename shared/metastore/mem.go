@@ -200,12 +200,20 @@ func (m *Mem) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, li
 		}
 	}
 	slices.Sort(seqs)
-	if len(seqs) > limit {
-		seqs = seqs[:limit]
+	// As DynamoDB: the ref that starts before fromSeq is one Query, the
+	// refs from fromSeq on another, cut at limit and at MaxQueryBytes.
+	var prev, fwd []Ref
+	for _, seq := range seqs {
+		if seq < fromSeq {
+			prev = append(prev, byseq[seq])
+		} else {
+			fwd = append(fwd, byseq[seq])
+		}
 	}
-	out := make([]Ref, len(seqs))
-	for i, seq := range seqs {
-		out[i] = cloneRef(byseq[seq])
+	out := append(prev, QueryPage(fwd, limit-len(prev))...)
+	out = out[:min(len(out), limit)]
+	for i := range out {
+		out[i] = cloneRef(out[i])
 	}
 	return out, nil
 }

@@ -170,3 +170,25 @@ func EpochSize(c ChainID, e Epoch) int {
 func TokenSize(t Token) int {
 	return itemStrings(otherFixedBytes+2*len(t.Hash)+len(t.Prefix)+len(t.Description)+2*(numBytes+len("ExpiresMs")), t.Ops...)
 }
+
+// QueryPage cuts refs read in key order by one Query to the page DynamoDB
+// returns: at most limit refs, and it stops after the ref with which the
+// refs read reach MaxQueryBytes (by RefSize, an upper bound of DynamoDB's
+// count, so a page is never longer than DynamoDB's). DynamoDB stops a
+// Query "if the processed dataset size exceeds 1 MB before DynamoDB
+// reaches this limit" and returns what it read with a LastEvaluatedKey
+// (API reference, Query, Limit); the ref that crosses is returned, so a
+// page is never empty while refs remain. Every implementation cuts
+// QueryRefs' forward read with it, so a page may be short of limit while
+// more refs follow (see QueryRefs in the package documentation).
+func QueryPage(refs []Ref, limit int) []Ref {
+	refs = refs[:min(len(refs), max(limit, 0))]
+	n := 0
+	for i, r := range refs {
+		n += RefSize(r)
+		if n >= MaxQueryBytes {
+			return refs[:i+1]
+		}
+	}
+	return refs
+}

@@ -332,7 +332,9 @@ func findOrphans(ctx context.Context, keys []string, refs RefLookup) (orphans []
 					transit = append(transit, span{r.FirstSeq, r.LastSeq})
 				}
 			}
-			if len(rs) < page || rs[len(rs)-1].LastSeq == ^uint64(0) {
+			// Only an empty page ends the refs: a page stops at 1 MB
+			// (metastore.QueryPage), short of the limit while more follow.
+			if len(rs) == 0 || rs[len(rs)-1].LastSeq == ^uint64(0) {
 				break
 			}
 			from = rs[len(rs)-1].LastSeq + 1

@@ -395,7 +395,9 @@ func (s *Settler) refs(ctx context.Context, id format.StreamID, first, last uint
 			}
 			out = append(out, r)
 		}
-		if len(page) < 100 || page[len(page)-1].LastSeq == ^uint64(0) {
+		// Only an empty page ends the refs: a page stops at 1 MB
+		// (metastore.QueryPage), short of the limit while more follow.
+		if len(page) == 0 || page[len(page)-1].LastSeq == ^uint64(0) {
 			return out, nil
 		}
 		from = page[len(page)-1].LastSeq + 1

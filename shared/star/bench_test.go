@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,6 +188,10 @@ func benchSubmit(b *testing.B, idem bool) {
 	if idem {
 		opt.Producer = format.ProducerID{1}
 	}
+	// cpu-ns/op: the process's CPU time (user and system, every
+	// goroutine) per batch, which a loaded machine inflates far less than
+	// the wall clock's ns/op (docs/performance.md compares on and off).
+	cpu0 := processCPU()
 	for b.Loop() {
 		p, err := s.Submit(ctx, id, rs, opt)
 		opt.BatchSeq++
@@ -205,6 +210,16 @@ func benchSubmit(b *testing.B, idem bool) {
 	if _, err := last.Wait(ctx); err != nil {
 		b.Fatal(err)
 	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRelease is the ack path: a durable flight of 16 batches releases

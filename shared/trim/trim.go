@@ -314,13 +314,16 @@ func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64,
 		if err != nil {
 			return err
 		}
-		// Never the last ref of the stream: with a full page the extra one
-		// is kept for the next round; with a short page the last one is the
-		// stream's last.
-		more := len(refs) == refPage+1
-		if len(refs) > 0 {
-			refs = refs[:len(refs)-1]
+		// Never the last ref of the stream: a page's last ref is held back
+		// and read again first on the next page (the next from is its
+		// first seq), so only a page that holds it alone, the stream's
+		// last, ends the loop. A page shorter than the limit is not the
+		// end: a page stops at 1 MB (metastore.QueryPage), and holds at
+		// least 3 refs while 3 remain (an item is at most 400 KB).
+		if len(refs) <= 1 {
+			return nil
 		}
+		refs = refs[:len(refs)-1]
 		n := 0
 		for n < len(refs) && (refs[n].LastTsMs < cutoff || refs[n].LastSeq < below) && settledOnly(refs[n]) {
 			n++
@@ -343,7 +346,7 @@ func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64,
 				return err
 			}
 		}
-		if n < len(refs) || !more {
+		if n < len(refs) {
 			return nil
 		}
 		from = refs[n-1].LastSeq + 1

@@ -10,11 +10,13 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +46,12 @@ type input struct {
 	// return every record in [from, bound) unless it returns limit records.
 	bound uint64
 	limit int // read: the count limit asked for
+	// producer and batchSeq: an idempotent append's producer (a client's
+	// name for it; "" for an append the test does not name) and batch
+	// seq. A retry is the same append again: same producer, batch seq
+	// and bodies.
+	producer string
+	batchSeq uint64
 }
 
 type output struct {
@@ -52,8 +60,33 @@ type output struct {
 	tail        uint64   // read, tail: the stream's next seq
 }
 
-// state is one stream's records; models are pure, so steps copy.
-type state []string
+// state is one stream's records and the acks of its idempotent batches
+// by producer and batch seq; models are pure, so steps copy.
+type state struct {
+	recs []string
+	acks map[batchKey]ack
+}
+
+type batchKey struct {
+	producer string
+	batchSeq uint64
+}
+
+// ack is a committed batch: its seqs and bodies (a retry must be the same
+// batch).
+type ack struct {
+	first, last uint64
+	bodies      string
+}
+
+func joined(bodies []string) string {
+	h := fnv.New64a()
+	for _, b := range bodies {
+		h.Write([]byte(b))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%d:%x", len(bodies), h.Sum64())
+}
 
 // streamModel is the sequential specification of one stream.
 var streamModel = porcupine.Model{
@@ -73,16 +106,31 @@ var streamModel = porcupine.Model{
 		}
 		return out
 	},
-	Init: func() any { return state(nil) },
+	Init: func() any { return state{} },
 	Step: func(st, in, out any) (bool, any) {
-		s, i, o := st.(state), in.(input), out.(output)
+		ss, i, o := st.(state), in.(input), out.(output)
+		s := ss.recs
 		switch i.kind {
 		case opAppend:
+			k := batchKey{i.producer, i.batchSeq}
+			if a, ok := ss.acks[k]; ok && i.producer != "" {
+				// A retry of a committed batch: the original ack, and
+				// nothing is appended again.
+				return o.first == a.first && o.last == a.last && a.bodies == joined(i.bodies), ss
+			}
 			n := uint64(len(s))
 			if o.first != n || o.last != n+uint64(len(i.bodies))-1 {
-				return false, s
+				return false, ss
 			}
-			return true, append(slices.Clone(s), i.bodies...)
+			next := state{recs: append(slices.Clone(s), i.bodies...), acks: ss.acks}
+			if i.producer != "" {
+				next.acks = make(map[batchKey]ack, len(ss.acks)+1)
+				for k, v := range ss.acks {
+					next.acks[k] = v
+				}
+				next.acks[k] = ack{o.first, o.last, joined(i.bodies)}
+			}
+			return true, next
 		case opRead:
 			// Strict: the records are s[from:from+n], and they reach at least
 			// the bound observed before the read began unless the read
@@ -91,21 +139,27 @@ var streamModel = porcupine.Model{
 			// while the read runs can move it); the tail is the stream's.
 			n := uint64(len(o.recs))
 			if o.tail != uint64(len(s)) || i.from > uint64(len(s)) || n > uint64(len(s))-i.from {
-				return false, s
+				return false, ss
 			}
 			if len(o.recs) < i.limit && i.from+n < i.bound {
-				return false, s
+				return false, ss
 			}
-			return slices.Equal(o.recs, s[i.from:i.from+n]), s
+			return slices.Equal(o.recs, s[i.from:i.from+n]), ss
 		case opTail:
-			return o.tail == uint64(len(s)), s
+			return o.tail == uint64(len(s)), ss
 		}
-		return false, s
+		return false, ss
 	},
-	Equal: func(a, b any) bool { return slices.Equal(a.(state), b.(state)) },
+	// The acks follow from the records and the appends that made them, but
+	// two orders of concurrent appends can give the same records with
+	// different acks: compare both.
+	Equal: func(a, b any) bool {
+		x, y := a.(state), b.(state)
+		return slices.Equal(x.recs, y.recs) && maps.Equal(x.acks, y.acks)
+	},
 	Hash: func(st any) uint64 {
 		h := fnv.New64a()
-		for _, r := range st.(state) {
+		for _, r := range st.(state).recs {
 			h.Write([]byte(r))
 			h.Write([]byte{0})
 		}
@@ -115,6 +169,9 @@ var streamModel = porcupine.Model{
 		i, o := in.(input), out.(output)
 		switch i.kind {
 		case opAppend:
+			if i.producer != "" {
+				return fmt.Sprintf("%s append %v as %s#%d -> [%d,%d]", i.stream, i.bodies, i.producer, i.batchSeq, o.first, o.last)
+			}
 			return fmt.Sprintf("%s append %v -> [%d,%d]", i.stream, i.bodies, o.first, o.last)
 		case opRead:
 			return fmt.Sprintf("%s read from %d (bound %d, limit %d) -> %v tail %d", i.stream, i.from, i.bound, i.limit, o.recs, o.tail)
@@ -178,12 +235,19 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 		go func() { defer injWG.Done(); inject(w, stop) }()
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, clients)
+	var retries atomic.Int64            // appends sent again with their producer and batch seq
+	errs := make(chan error, 2*clients) // a client and its racing retry
 	for ci := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(ci)))
+			// The client's own named producer: its batch seq per stream.
+			var pid client.ProducerID
+			for i := range pid {
+				pid[i] = byte(rng.Uint32())
+			}
+			nextBatch := map[string]uint64{}
 			for k := range ops {
 				in := input{stream: names[rng.IntN(len(names))]}
 				var out output
@@ -198,9 +262,52 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 						in.bodies = append(in.bodies, b)
 						recs = append(recs, client.Record{Body: []byte(b)})
 					}
-					var a client.Ack
-					a, err = c.Append(ctx, in.stream, recs, client.AppendOptions{})
-					out.first, out.last, out.tail = a.StartSeq, a.EndSeq-1, a.NextSeq
+					// Two appends in three name their producer and batch
+					// seq; of those, some are sent twice at once (a retry
+					// racing its original) and some again after their ack
+					// (a retry whose first answer was lost): every copy
+					// must get the original ack, and the batch is in the
+					// stream once (the model's acks).
+					var opt client.AppendOptions
+					if rng.IntN(3) > 0 {
+						opt.Producer, opt.BatchSeq = &pid, nextBatch[in.stream]
+						in.producer, in.batchSeq = fmt.Sprintf("p%d", ci), nextBatch[in.stream]
+					}
+					send := func(in input) (output, time.Time, time.Time, error) {
+						call := time.Now()
+						a, err := c.Append(ctx, in.stream, recs, opt)
+						return output{first: a.StartSeq, last: a.EndSeq - 1, tail: a.NextSeq}, call, time.Now(), err
+					}
+					var raced chan struct{}
+					if in.producer != "" && rng.IntN(5) == 0 {
+						raced = make(chan struct{})
+						go func() {
+							defer close(raced)
+							o, c0, r0, err := send(in)
+							if err != nil {
+								errs <- fmt.Errorf("client %d op %d (racing retry): %w", ci, k, err)
+								return
+							}
+							rec.add(ci, in, c0, o, r0)
+							retries.Add(1)
+						}()
+					}
+					out, call, _, err = send(in)
+					if raced != nil {
+						<-raced
+					}
+					if err == nil && in.producer != "" {
+						if rng.IntN(5) == 0 {
+							o, c0, r0, err := send(in)
+							if err != nil {
+								errs <- fmt.Errorf("client %d op %d (retry): %w", ci, k, err)
+								return
+							}
+							rec.add(ci, in, c0, o, r0)
+							retries.Add(1)
+						}
+						nextBatch[in.stream]++
+					}
 				case r < 8:
 					in.kind = opRead
 					var tail client.Tail
@@ -240,9 +347,15 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 	}
 	res, info := porcupine.CheckOperationsVerbose(streamModel, rec.ops, 30*time.Second)
 	appends, records := 0, 0
+	batches := map[[2]any]bool{} // the stream, producer and batch seq of each named batch counted
 	for _, op := range rec.ops {
 		if in := op.Input.(input); in.kind == opAppend {
 			appends++
+			k := [2]any{in.stream, batchKey{in.producer, in.batchSeq}}
+			if in.producer != "" && batches[k] {
+				continue // a retry: its records are the original's
+			}
+			batches[k] = true
 			records += len(in.bodies)
 		}
 	}
@@ -266,7 +379,7 @@ func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, s
 	var tally sim.Tally
 	defer func() {
 		// Deferred: printed also when the read-back fails.
-		t.Logf("LINEAR seed=%d: operations=%d appends=%d faults_injected=%d result=%s %s", seed, len(rec.ops), appends, w.Faults(), res, tally)
+		t.Logf("LINEAR seed=%d: operations=%d appends=%d idempotent_retries=%d faults_injected=%d result=%s %s", seed, len(rec.ops), appends, retries.Load(), w.Faults(), res, tally)
 	}()
 	tally = readBack(t, ctx, c, names, rec.ops)
 	if int64(records) != tally.Acked || tally.Lost != 0 || tally.Duplicated != 0 {
@@ -347,11 +460,27 @@ func TestLinearizableUnderFaults(t *testing.T) {
 
 // TestCheckerRejectsANonLinearizableHistory: the model is not vacuous: a
 // read that misses an append acknowledged before it started is caught, with
-// the wrong tail and with the right one.
+// the wrong tail and with the right one; so is a retried idempotent batch
+// committed twice (a second ack, or the original ack and its records twice)
+// or given another batch's ack.
 func TestCheckerRejectsANonLinearizableHistory(t *testing.T) {
 	appendOp := func(client int, call, ret int64, first uint64, bodies ...string) porcupine.Operation {
 		return porcupine.Operation{ClientId: client, Input: input{stream: "s", kind: opAppend, bodies: bodies}, Call: call,
 			Output: output{first: first, last: first + uint64(len(bodies)) - 1}, Return: ret}
+	}
+	idemOp := func(client int, call, ret int64, producer string, batchSeq, first uint64, bodies ...string) porcupine.Operation {
+		op := appendOp(client, call, ret, first, bodies...)
+		in := op.Input.(input)
+		in.producer, in.batchSeq = producer, batchSeq
+		op.Input = in
+		return op
+	}
+	readAt := func(call, ret int64, from, bound uint64, limit int, recs []string, tail uint64) porcupine.Operation {
+		return porcupine.Operation{ClientId: 3, Input: input{stream: "s", kind: opRead, from: from, bound: bound, limit: limit}, Call: call,
+			Output: output{recs: recs, tail: tail}, Return: ret}
+	}
+	tailAt := func(call, ret int64, tail uint64) porcupine.Operation {
+		return porcupine.Operation{ClientId: 3, Input: input{stream: "s", kind: opTail}, Call: call, Output: output{tail: tail}, Return: ret}
 	}
 	readOp := func(from, bound uint64, limit int, recs []string, tail uint64) porcupine.Operation {
 		return porcupine.Operation{ClientId: 1, Input: input{stream: "s", kind: opRead, from: from, bound: bound, limit: limit}, Call: 20,
@@ -371,6 +500,22 @@ func TestCheckerRejectsANonLinearizableHistory(t *testing.T) {
 		{"a read that returned its limit before its bound", []porcupine.Operation{appendOp(0, 0, 10, 0, "a", "b", "c"), readOp(0, 3, 2, []string{"a", "b"}, 3)}, true},
 		{"a read short of a tail that moved after its bound was fixed", []porcupine.Operation{
 			appendOp(0, 0, 10, 0, "a"), appendOp(2, 15, 40, 1, "b"), readOp(0, 1, 10, []string{"a"}, 2)}, true},
+		// Idempotent retries (issue 14): a retry of a committed batch gets
+		// the original ack and appends nothing.
+		{"a retry committed twice (a second ack)", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), idemOp(0, 12, 18, "p", 0, 1, "a")}, false},
+		{"a retry committed twice, seen by a read (the original ack)", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), idemOp(0, 12, 18, "p", 0, 0, "a"), readAt(40, 50, 0, 2, 10, []string{"a", "a"}, 2)}, false},
+		{"a retry committed twice, seen by the tail", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), idemOp(0, 12, 18, "p", 0, 0, "a"), tailAt(40, 50, 2)}, false},
+		{"a retry given another batch's ack", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), appendOp(1, 11, 12, 1, "b"), idemOp(0, 13, 18, "p", 0, 1, "a")}, false},
+		{"a retry given the original ack", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), idemOp(0, 12, 18, "p", 0, 0, "a"), readAt(40, 50, 0, 1, 10, []string{"a"}, 1)}, true},
+		{"a retry racing its original", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), idemOp(1, 2, 15, "p", 0, 0, "a"), appendOp(2, 20, 25, 1, "b"), tailAt(40, 50, 2)}, true},
+		{"the next batch of the producer is appended", []porcupine.Operation{
+			idemOp(0, 0, 10, "p", 0, 0, "a"), idemOp(0, 12, 18, "p", 1, 1, "b"), readAt(40, 50, 0, 2, 10, []string{"a", "b"}, 2)}, true},
 	} {
 		if got := porcupine.CheckOperations(streamModel, tc.ops); got != tc.ok {
 			t.Errorf("%s: linearizable=%v, want %v", tc.name, got, tc.ok)

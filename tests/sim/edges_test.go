@@ -160,6 +160,9 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	e.trimMeta = NewMetaFaults(e.guard, seed*7+4)
 	e.probeMeta = NewMetaFaults(e.guard, seed*7+5)
 	w.SettleMeta = NewMetaFaults(e.guard, seed*7+2) // the absorb's
+	for _, m := range []*MetaFaults{w.StarMeta, e.settleMeta, e.trimMeta, e.probeMeta, w.SettleMeta} {
+		m.SetShortPages(0.3) // as NewWorld: pages of refs end short
+	}
 	// Calls take time and some answers are lost (the put landed or not;
 	// the star reads back), so a Close finds flights in the air, some
 	// already at W copies.

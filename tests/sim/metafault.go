@@ -27,6 +27,11 @@ type MetaFaults struct {
 	errRate float64 // P(ErrUnavailable, nothing written): throttling, tx conflicts
 	lost    float64 // P(write lands, answer lost)
 	delay   time.Duration
+	// short: P(a QueryRefs page of two or more refs is cut short, to a
+	// random run of at least one): the metastore contract lets a page end
+	// before its limit while more refs follow (DynamoDB's 1 MB page), and
+	// every caller must go on to an empty page. Not a fault: Clear keeps it.
+	short   float64
 	block   func(op string) bool
 	unblock chan struct{}
 
@@ -55,6 +60,10 @@ func (m *MetaFaults) SetErrorRate(p float64) { m.mu.Lock(); m.errRate = p; m.mu.
 // SetLostAnswers makes each write land and then answer ErrUnavailable with
 // probability p.
 func (m *MetaFaults) SetLostAnswers(p float64) { m.mu.Lock(); m.lost = p; m.mu.Unlock() }
+
+// SetShortPages cuts each QueryRefs page of two or more refs short with
+// probability p (see MetaFaults.short).
+func (m *MetaFaults) SetShortPages(p float64) { m.mu.Lock(); m.short = p; m.mu.Unlock() }
 
 // SetDelay makes every call take d first (0: none).
 func (m *MetaFaults) SetDelay(d time.Duration) { m.mu.Lock(); m.delay = d; m.mu.Unlock() }
@@ -198,7 +207,15 @@ func (m *MetaFaults) QueryRefs(ctx context.Context, streamID string, fromSeq uin
 	if _, err := m.before(ctx, "QueryRefs", false); err != nil {
 		return nil, err
 	}
-	return m.s.QueryRefs(ctx, streamID, fromSeq, limit)
+	page, err := m.s.QueryRefs(ctx, streamID, fromSeq, limit)
+	if err == nil && len(page) > 1 {
+		m.mu.Lock()
+		if m.short > 0 && m.rng.Float64() < m.short {
+			page = page[:1+m.rng.IntN(len(page)-1)]
+		}
+		m.mu.Unlock()
+	}
+	return page, err
 }
 
 func (m *MetaFaults) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {

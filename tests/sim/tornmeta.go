@@ -69,7 +69,9 @@ func (t *TornRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint6
 		}
 	}
 	key := fromSeq // the next sort key the forward Query reads from
-	for len(out) < limit {
+	// The forward Query's page stops at 1 MB, as DynamoDB's
+	// (metastore.QueryPage; the ref before fromSeq does not count).
+	for bytes := 0; len(out) < limit && bytes < metastore.MaxQueryBytes; {
 		t.gap()
 		page, err := t.Store.QueryRefs(ctx, streamID, key, 2)
 		t.reads.Add(1)
@@ -87,6 +89,7 @@ func (t *TornRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint6
 			break
 		}
 		out = append(out, *next)
+		bytes += metastore.RefSize(*next)
 		if next.FirstSeq == ^uint64(0) {
 			break
 		}

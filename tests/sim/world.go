@@ -97,6 +97,10 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	w := &World{Seed: seed, Opt: opt, Meta: metastore.NewMem(), Logs: &LogCapture{}}
 	w.StarMeta = NewMetaFaults(w.Meta, seed*7+1)
 	w.SettleMeta = NewMetaFaults(w.Meta, seed*7+2)
+	// Pages of refs end short as DynamoDB's do at 1 MB (the simulation's
+	// refs are far smaller), so every caller that lists refs must page on.
+	w.StarMeta.SetShortPages(0.3)
+	w.SettleMeta.SetShortPages(0.3)
 	for i := range opt.K {
 		m := objstore.NewMem(fmt.Sprintf("zone%d", i))
 		in := objstore.NewInjector(seed*31 + int64(i))

@@ -334,13 +334,16 @@ func (s *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, 
 				out = append(out, r)
 			}
 		}
-		c := b.Cursor()
-		for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+		// As DynamoDB: a page stops at limit refs or once the refs read
+		// reach MaxQueryBytes (metastore.QueryPage).
+		c, size := b.Cursor(), 0
+		for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && size < metastore.MaxQueryBytes; k, v = c.Next() {
 			r, err := decodeRef(k, v)
 			if err != nil {
 				return err
 			}
 			out = append(out, r)
+			size += metastore.RefSize(r)
 		}
 		return nil
 	})

@@ -89,8 +89,11 @@
 // limits; a refusal is metastore.ErrTooLarge, as is DynamoDB's own
 // ValidationException about a size.
 //
-// Reads are strongly consistent (GetItem and Query with ConsistentRead) and
-// paginate with ExclusiveStartKey until the limit is met.
+// Reads are strongly consistent (GetItem and Query with ConsistentRead).
+// ListStreams and ListTokens paginate with ExclusiveStartKey until the
+// limit is met; QueryRefs makes one Query call for the refs from fromSeq
+// and returns its page as DynamoDB does, cut by metastore.QueryPage at
+// 1 MB (the emulator does not cut), so it may be short of the limit.
 //
 // QueryRefs reads the last ref that starts before fromSeq (one item, backward)
 // and keeps it if it reaches fromSeq, then the refs that start at or after

@@ -77,6 +77,8 @@ func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass meta
 // after fromSeq, in seq order: the last ref that starts before fromSeq, if
 // it reaches fromSeq, then the refs that start at or after fromSeq. This
 // relies on a stream's refs not overlapping (see the package documentation).
+// The refs from fromSeq are one Query page: at most 1 MB (QueryPage), so
+// the result may be short of limit while more refs follow.
 func (st *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
 	if err := metastore.ValidateLimit(limit); err != nil {
 		return nil, err
@@ -109,22 +111,30 @@ func (st *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64,
 	if len(out) >= limit {
 		return out, nil
 	}
-	items, err := st.query(ctx, &dynamodb.QueryInput{
+	// One Query call: DynamoDB ends its page at 1 MB of items read, and
+	// QueryPage cuts at the same point (by RefSize) whatever the service
+	// or the emulator, which does not enforce the limit, returned.
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(st.table),
+		ConsistentRead:            aws.Bool(true),
 		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
 		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(metastore.RefSK(fromSeq)), ":hi": s(metastore.RefSK(^uint64(0)))},
-	}, limit-len(out))
-	if err != nil {
-		return nil, fmt.Errorf("query refs of stream %s from %d in %s: %w", streamID, fromSeq, st.table, err)
+		Limit:                     aws.Int32(int32(min(limit-len(out), 1000))),
 	}
-	for _, m := range items {
+	res, err := st.client.Query(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("query refs of stream %s from %d in %s: %w", streamID, fromSeq, st.table, translate(err))
+	}
+	fwd := make([]metastore.Ref, 0, len(res.Items))
+	for _, m := range res.Items {
 		r, err := decodeRef(m)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		fwd = append(fwd, r)
 	}
-	return out, nil
+	return append(out, metastore.QueryPage(fwd, limit-len(out))...), nil
 }
 
 // LastRef queries the stream's refs backward for the first one.

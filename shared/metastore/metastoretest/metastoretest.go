@@ -191,9 +191,19 @@ func spans(refs []metastore.Ref) []string {
 
 func allRefs(t *testing.T, s metastore.Store, id string) []metastore.Ref {
 	t.Helper()
-	refs, err := s.QueryRefs(t.Context(), id, 0, 1000)
-	must(t, err, "query all refs")
-	return refs
+	var refs []metastore.Ref
+	for from := uint64(0); ; {
+		page, err := s.QueryRefs(t.Context(), id, from, 1000)
+		must(t, err, "query all refs")
+		if len(page) == 0 {
+			return refs
+		}
+		refs = append(refs, page...)
+		if page[len(page)-1].LastSeq == ^uint64(0) {
+			return refs
+		}
+		from = page[len(page)-1].LastSeq + 1
+	}
 }
 
 // race runs fn(i) for i in [0, Racers) concurrently, all released at once,
@@ -796,20 +806,22 @@ func testPutRefsOverTxBytes(t *testing.T, s metastore.Store) {
 		t.Fatalf("the batch is %d bytes, want over %d", total, metastore.MaxTxBytes)
 	}
 	must(t, putRefs(t, s, refs), "put refs over 4 MB together")
-	got, err := s.QueryRefs(t.Context(), sid(1), 0, len(refs)+1)
-	must(t, err, "query")
-	wantRefs(t, got, refs, "refs after put")
+	wantRefs(t, allRefs(t, s, sid(1)), refs, "refs after put")
 }
 
-// testQueryRefsOverOnePage: DynamoDB returns at most 1 MB per Query call;
-// a QueryRefs over more than that returns every ref asked for, in order
-// (the adapter pages with LastEvaluatedKey), as the fakes do.
+// testQueryRefsOverOnePage: DynamoDB returns at most 1 MB per Query call,
+// and so does QueryRefs in every implementation: a page stops after the
+// ref with which the refs read reach MaxQueryBytes (by RefSize), short of
+// the limit while more refs follow; the ref that starts before fromSeq (a
+// Query of its own) does not count; paging on from the last ref's
+// LastSeq+1 returns every ref once, in order, and only the end is empty.
 func testQueryRefsOverOnePage(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	var refs []metastore.Ref
 	total := 0
 	for i := range 40 {
-		r := bigRef(sid(1), uint64(i), false)
+		r := bigRef(sid(1), 3*uint64(i), false) // seqs 3i..3i+2
+		r.LastSeq = r.FirstSeq + 2
 		total += metastore.RefSize(r)
 		refs = append(refs, r)
 	}
@@ -817,12 +829,72 @@ func testQueryRefsOverOnePage(t *testing.T, s metastore.Store) {
 		t.Fatalf("the refs are %d bytes, want over two pages", total)
 	}
 	must(t, putRefs(t, s, refs), "put")
+	// pageEnd: the index after the ref with which refs[from:] reach 1 MB
+	// by RefSize, where memory and bolt cut (QueryPage). DynamoDB counts
+	// an item as at most RefSize, so it cuts there or later, and the
+	// adapter cuts its answer with QueryPage; the emulator counts more
+	// than RefSize and cuts earlier. A page is therefore checked to be
+	// a run of the refs, not empty, at most up to pageEnd, and, short of
+	// the limit before the end, at least half of MaxQueryBytes.
+	pageEnd := func(from int) int {
+		n := 0
+		for i := from; i < len(refs); i++ {
+			if n += metastore.RefSize(refs[i]); n >= metastore.MaxQueryBytes {
+				return i + 1
+			}
+		}
+		return len(refs)
+	}
+	wantPage := func(got []metastore.Ref, start, limit int, what string) {
+		t.Helper()
+		end := min(start+limit, pageEnd(start))
+		if len(got) == 0 || len(got) > end-start {
+			t.Fatalf("%s: %d refs from ref %d, want 1 to %d (limit %d, 1 MB)", what, len(got), start, end-start, limit)
+		}
+		wantRefs(t, got, refs[start:start+len(got)], what)
+		bytes := 0
+		for _, r := range got {
+			bytes += metastore.RefSize(r)
+		}
+		if len(got) < limit && start+len(got) < len(refs) && bytes < metastore.MaxQueryBytes/2 {
+			t.Fatalf("%s: a short page of %d bytes, want it cut at 1 MB", what, bytes)
+		}
+	}
+	if e := pageEnd(0); e >= 25 || e < 2 {
+		t.Fatalf("the first page ends at ref %d, want a short page of 2 to 24 refs", e)
+	}
 	got, err := s.QueryRefs(ctx, sid(1), 0, 100)
-	must(t, err, "query all")
-	wantRefs(t, got, refs, "refs over three pages")
-	got, err = s.QueryRefs(ctx, sid(1), 7, 25)
+	must(t, err, "query from 0")
+	wantPage(got, 0, 100, "the first page: short, cut at 1 MB")
+	got, err = s.QueryRefs(ctx, sid(1), 21, 25)
 	must(t, err, "query from the middle")
-	wantRefs(t, got, refs[7:32], "25 refs from seq 7")
+	wantPage(got, 7, 25, "the page from seq 21 (ref 7)")
+	// Seq 22 is inside ref 7: that ref is a Query of its own and does not
+	// count towards the page of the refs after it.
+	got, err = s.QueryRefs(ctx, sid(1), 22, 25)
+	must(t, err, "query from inside a ref")
+	wantRefs(t, got[:1], refs[7:8], "the ref that holds seq 22")
+	wantPage(got[1:], 8, 24, "the page after the ref that holds seq 22")
+	got, err = s.QueryRefs(ctx, sid(1), 22, 3)
+	must(t, err, "query 3 from inside a ref")
+	wantRefs(t, got, refs[7:10], "3 refs from seq 22: the limit before 1 MB")
+	var pages, n int
+	for from := uint64(0); ; pages++ {
+		if pages > len(refs) {
+			t.Fatal("paging: too many pages")
+		}
+		page, err := s.QueryRefs(ctx, sid(1), from, 100)
+		must(t, err, "page")
+		if len(page) == 0 {
+			break
+		}
+		wantPage(page, n, 100, fmt.Sprintf("page %d", pages))
+		n += len(page)
+		from = page[len(page)-1].LastSeq + 1
+	}
+	if n != len(refs) || pages < 3 {
+		t.Fatalf("paging returned %d refs in %d pages, want %d in 3 or more", n, pages, len(refs))
+	}
 	last, err := s.LastRef(ctx, sid(1))
 	must(t, err, "last ref")
 	wantRefs(t, []metastore.Ref{last}, refs[39:], "last ref")
@@ -1663,4 +1735,22 @@ func testRaceSettleRef(t *testing.T, s metastore.Store) {
 	errs := race(func(i int) error { return s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{a}, mk(i)) })
 	w := oneWinner(t, errs, metastore.ErrConflict)
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{mk(w)}, "refs after the race")
+}
+
+// Padded returns r with its last location repeated (same Settled flag and
+// FirstSeq, a padded key, no bytes) until the ref is close to
+// MaxRefBytes, so that a test's few refs fill more than one 1 MB QueryRefs
+// page. A reader of the padding locations meets zero-length ranges of
+// keys that do not exist, so use it where only the refs are read.
+func Padded(r metastore.Ref) metastore.Ref {
+	r.Locations = append([]metastore.Location(nil), r.Locations...)
+	last := r.Locations[len(r.Locations)-1]
+	for i := 0; ; i++ {
+		l := metastore.Location{Settled: last.Settled, Key: fmt.Sprintf("%s~pad-%04d-%s", last.Key, i, strings.Repeat("p", 900)),
+			Offset: last.Offset, FirstSeq: last.FirstSeq}
+		if metastore.RefSize(r)+metastore.LocationSize(l) > metastore.MaxRefBytes {
+			return r
+		}
+		r.Locations = append(r.Locations, l)
+	}
 }
