@@ -377,27 +377,18 @@ func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromS
 // torn view, read again), never as a skipped seq.
 func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
 	refs, err := w.Meta.QueryRefs(ctx, st.ID, from, limit)
-	if err != nil || len(refs) >= limit {
+	if err != nil || len(refs) > 0 {
+		// A page of refs, full or cut short at DynamoDB's 1 MB: more refs
+		// may follow it, so the window is read only once the refs from
+		// here are exhausted (an empty page), never appended after a short
+		// page (which would skip the refs it left out).
 		return refs, err
 	}
-	after := from
-	if len(refs) > 0 {
-		after = max(from, refs[len(refs)-1].LastSeq+1)
-	}
-	parts, err := w.StreamRefs(ctx, st, after)
+	parts, err := w.StreamRefs(ctx, st, from)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range parts {
-		if len(refs) >= limit {
-			break
-		}
-		if len(refs) > 0 && p.FirstSeq <= refs[len(refs)-1].LastSeq {
-			continue // a ref holds it already (settled since)
-		}
-		refs = append(refs, p)
-	}
-	return refs, nil
+	return parts[:min(len(parts), limit)], nil
 }
 
 // LastRef is st's last part in the window, or else its last ref
@@ -472,6 +463,14 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 		refs, err := w.Meta.QueryRefs(ctx, streamID, fromSeq, limit)
 		if err != nil {
 			return nil, err
+		}
+		if len(refs) > 0 {
+			// The page may be cut short (DynamoDB's 1 MB): refs after it
+			// are unread, so window parts past its end wait for a later
+			// page, else the caller, going on after the last part, would
+			// skip those refs and call their objects orphans.
+			end := refs[len(refs)-1].LastSeq
+			out = slices.DeleteFunc(out, func(p metastore.Ref) bool { return p.FirstSeq > end })
 		}
 		out = append(out, refs...)
 		slices.SortStableFunc(out, func(a, b metastore.Ref) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })

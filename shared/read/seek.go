@@ -30,8 +30,8 @@ const seekPage = 100
 // torn view while settle swaps refs) safe to skip when the ref after it
 // ends before ts: the hole's records are no later than that ref's.
 //
-// Cost: one query of seekPage refs from seq 0 (enough for a stream of
-// fewer refs), then a binary search over [lo, tail) by seq, one query of
+// Cost: one query of seekPage refs from seq 0 (enough for a stream whose
+// refs all end before ts and reach its tail), then a binary search over [lo, tail) by seq, one query of
 // one ref per step: at most 1 + ceil(log2(tail)) queries, where walking
 // the index cost a query per seekPage refs. A step at seq m reads the
 // first ref ending at or after m: if it ends before ts, lo moves past it;
@@ -53,7 +53,10 @@ func seekTimestamp(ctx context.Context, q refQuerier, streamID string, tail uint
 		}
 		lo = r.LastSeq + 1
 	}
-	if len(refs) < seekPage {
+	if len(refs) == 0 || lo >= tail {
+		// No refs, or every seq below the tail ends before ts. A page
+		// short of seekPage is not the end (DynamoDB cuts a page at 1 MB),
+		// so anything else goes on to the search.
 		return min(lo, tail), nil
 	}
 	hi := tail

@@ -131,3 +131,33 @@ func TestSeekTimestampSmallStream(t *testing.T) {
 }
 
 const seekID = "0123456789abcdef0123456789abcdef"
+
+// shortPages cuts every QueryRefs page to at most n refs, as DynamoDB cuts
+// a page at 1 MB whatever the limit.
+type shortPages struct {
+	refQuerier
+	n int
+}
+
+func (s shortPages) QueryRefs(ctx context.Context, id string, from uint64, limit int) ([]metastore.Ref, error) {
+	refs, err := s.refQuerier.QueryRefs(ctx, id, from, limit)
+	return refs[:min(len(refs), s.n)], err
+}
+
+// TestSeekTimestampShortPages: a first page cut short (DynamoDB's 1 MB) is
+// not the end of the refs: the seek still finds the model's start. Before
+// the fix it stopped at the short page and started the read at its end
+// (30 where the model says up to 290), reading and filtering everything
+// in between.
+func TestSeekTimestampShortPages(t *testing.T) {
+	q, refs := seekStore(t, 0, 300, 10, nil)
+	for _, ts := range []int64{0, 1000, 1050, 1099, 1100, 5000} {
+		got, err := seekTimestamp(context.Background(), shortPages{q, 3}, seekID, 300, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := naiveSeek(refs, 300, ts); got != want {
+			t.Fatalf("timestamp %d over short pages: start %d, want %d", ts, got, want)
+		}
+	}
+}
