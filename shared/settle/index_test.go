@@ -111,7 +111,16 @@ func TestWindowCacheFollowsSettle(t *testing.T) {
 	for round := range 5 {
 		e.flights(8)
 		e.absorbAll() // two passes of 4 slots
-		refs, err := w.QueryRefs(t.Context(), st, 0, 1000)
+		// Page to an empty page: the refs first, then the window's parts.
+		var refs []metastore.Ref
+		var err error
+		for from := uint64(0); err == nil; {
+			var page []metastore.Ref
+			if page, err = w.QueryRefs(t.Context(), st, from, 1000); len(page) == 0 {
+				break
+			}
+			refs, from = append(refs, page...), page[len(page)-1].LastSeq+1
+		}
 		if err != nil || len(refs) == 0 || refs[len(refs)-1].LastSeq+1 != uint64(len(e.star.Written(e.ids[0]))) {
 			t.Fatalf("round %d: refs %d, %v", round, len(refs), err)
 		}
