@@ -27,21 +27,25 @@ func TestParsePeers(t *testing.T) {
 	}
 }
 
+// indexModes are the ways a node's restart recovers its streams: from refs,
+// on the pass index with settle running (refs made by SettleRef), and on
+// the pass index with nothing settled (from the window).
+var indexModes = []struct {
+	name      string
+	passIndex bool
+	settle    time.Duration
+}{
+	{"refs", false, 20 * time.Millisecond},
+	{"pass-index", true, 20 * time.Millisecond},
+	{"pass-index-unsettled", true, time.Hour},
+}
+
 // TestStartServesAndRestarts starts a node on memory stores, appends
 // through the API to both classes, stops it, and starts a second node over
 // the same stores: it takes over (epoch 2), serves every acked record, and
 // appends continue at the recovered tail.
 func TestStartServesAndRestarts(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		passIndex bool
-		settle    time.Duration
-	}{
-		{"refs", false, 20 * time.Millisecond},
-		{"pass-index", true, 20 * time.Millisecond},
-		// Nothing settles: the restart recovers the tails from the window.
-		{"pass-index-unsettled", true, time.Hour},
-	} {
+	for _, tc := range indexModes {
 		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle) })
 	}
 }
@@ -153,15 +157,7 @@ func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery
 // pass index on, the successor accepted the append without the token
 // before the pass index carried the command state.
 func TestCommandsSurviveTakeover(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		passIndex bool
-		settle    time.Duration
-	}{
-		{"refs", false, 20 * time.Millisecond},
-		{"pass-index", true, 20 * time.Millisecond},
-		{"pass-index-unsettled", true, time.Hour},
-	} {
+	for _, tc := range indexModes {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			meta := metastore.NewMem()
