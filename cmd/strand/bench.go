@@ -102,6 +102,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.BoolVar(&api, "api", false, "run a node in-process and drive it through the API on loopback")
 	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
 	f.BoolVar(&cfg.Idempotent, "idempotent", false, "in-process producers append exactly once (a producer id and batch seq per batch)")
+	f.BoolVar(&cfg.PassIndex, "pass-index", false, "run the bench's star on the pass index (design 014, node.Config.PassIndex): one index object per absorb pass, priced as S3 Standard PUTs, instead of one metastore ref per stream; write workload, in-process or --api")
 	f.IntSliceVar(&cfg.Streams, "streams", cfg.Streams, "streams (list)")
 	f.StringVar(&cfg.StreamOrder, "stream-order", "sweep", "how producers pick each batch's stream: sweep (in turn) or random (uniform)")
 	f.IntSliceVar(&cfg.RecordBytes, "record-size", cfg.RecordBytes, "record body bytes (list)")

@@ -36,6 +36,8 @@ type devFlags struct {
 	logLevel  string
 	drain     time.Duration
 	haltWait  time.Duration
+	// passIndex: node.Config.PassIndex (design 014).
+	passIndex bool
 	// limits holds the API's abuse limits (node.BindLimitFlags).
 	limits node.Config
 	// exitWithParent: exit when the parent process dies (default: under
@@ -82,6 +84,7 @@ acknowledged lost.`,
 	fl.DurationVar(&f.drain, "drain-budget", node.DefaultDrainBudget, "on SIGTERM or Ctrl-C, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting")
 	fl.BoolVar(&f.exitWithParent, "exit-with-parent", underGoRun(), "exit (in order, as on Ctrl-C) when the parent process dies; on by default under go run, so that killing go run stops the server")
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
+	fl.BoolVar(&f.passIndex, "pass-index", false, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014; switch a data dir on only when its window is settled, or from the start)")
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
 	fl.AddGoFlagSet(lim)
@@ -222,7 +225,8 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	}
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
-		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate})
+		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
+		PassIndex: f.passIndex})
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFenceAndTrimThroughTheBinary: strand fence, append --fence-token and
@@ -10,9 +13,17 @@ import (
 // without its token with a hint and writes nothing; the fence survives
 // kill -9 of strand dev and a restart on the same data dir; after a trim,
 // read starts at the trim point, and the text output leaves the command
-// records out while --format json shows them.
+// records out while --format json shows them. On refs and with
+// --pass-index (the restart then recovers the fence from the pass index
+// window or from the refs settle made of it).
 func TestFenceAndTrimThroughTheBinary(t *testing.T) {
-	d := startDev(t)
+	for name, extra := range map[string][]string{"refs": nil, "pass-index": {"--pass-index"}} {
+		t.Run(name, func(t *testing.T) { fenceAndTrimThroughTheBinary(t, extra...) })
+	}
+}
+
+func fenceAndTrimThroughTheBinary(t *testing.T, extra ...string) {
+	d := startDev(t, extra...)
 	env := d.env()
 	mustStrand(t, env, "", "create", "orders")
 	mustStrand(t, env, "a\nb\nc\n", "append", "orders")
@@ -28,8 +39,13 @@ func TestFenceAndTrimThroughTheBinary(t *testing.T) {
 
 	// kill -9, restart on the same data: the fence holds.
 	dir := d.dataDir
+	for deadline := time.Now().Add(10 * time.Second); len(extra) > 0 && passIndexObjects(t, dir) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("strand dev %q wrote no pass index in %s", extra, dir)
+		}
+	}
 	d.kill()
-	d = startDevAt(t, dir)
+	d = startDevAt(t, dir, extra...)
 	env = d.env()
 	r = strand(t, env, "deposed\n", "append", "orders", "--retry-for", "0")
 	if r.code == 0 || !strings.Contains(r.stderr, "fencing token mismatch") {
@@ -56,6 +72,29 @@ func TestFenceAndTrimThroughTheBinary(t *testing.T) {
 	}
 	mustStrand(t, env, "", "fence", "orders", "", "--current", "writer-2")
 	mustStrand(t, env, "f\n", "append", "orders")
+	if len(extra) == 0 && passIndexObjects(t, dir) != 0 {
+		t.Fatalf("strand dev without --pass-index wrote pass indexes in %s", dir)
+	}
+}
+
+// passIndexObjects counts the pass index objects (index/...) in a strand
+// dev data dir's settled bucket.
+func passIndexObjects(t *testing.T, dataDir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(filepath.Join(dataDir, "buckets", "settled"), func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() && strings.Contains(filepath.ToSlash(path), "/index/") {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestConfigThroughTheBinary: strand config changes a stream's

@@ -35,6 +35,7 @@ const (
 	CtxNLBAccessLogs          = "strand:nlbAccessLogs"
 	CtxS3AccessLogs           = "strand:s3AccessLogs"
 	CtxFlowLogs               = "strand:flowLogs"
+	CtxPassIndex              = "strand:passIndex"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -44,6 +45,7 @@ var ContextKeys = []string{
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
+	CtxPassIndex,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -118,6 +120,14 @@ type Config struct {
 	NLBAccessLogs     bool
 	S3AccessLogs      bool
 	FlowLogs          bool
+	// PassIndex switches the pass index on (design 014): the absorb
+	// indexes each pass in one object in the settled bucket instead of
+	// one ref per stream. One switch for the whole stack: every star
+	// (--pass-index) and every Lambda get the same STRAND_PASS_INDEX, and
+	// the roles get the index/ prefix of the settled bucket. Off by
+	// default; switch an existing chain on only when its window is
+	// settled (docs/operations.md).
+	PassIndex bool
 }
 
 // LogsBucket reports whether the stack needs the logs bucket.
@@ -291,6 +301,7 @@ func FromContext(get Lookup) (Config, error) {
 	boolean(CtxNLBAccessLogs, &c.NLBAccessLogs)
 	boolean(CtxS3AccessLogs, &c.S3AccessLogs)
 	boolean(CtxFlowLogs, &c.FlowLogs)
+	boolean(CtxPassIndex, &c.PassIndex)
 	if err != nil {
 		return Config{}, err
 	}

@@ -39,12 +39,13 @@ func TestFromContextOverrides(t *testing.T) {
 		CtxNatGateways:          "0",
 		CtxPublicAPI:            true,
 		CtxAllowPlaintextPublic: "true",
+		CtxPassIndex:            "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Region != "eu-north-1" || c.ExpressAZs[1] != "eun1-az2" || c.StarCount != 3 || c.DeletionProtection ||
-		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI {
+		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI || !c.PassIndex {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
 	// 2048+32+512+256+128 = 2976 MiB -> 4 GiB is the smallest 2 vCPU size.
@@ -74,6 +75,7 @@ func TestFromContextRejects(t *testing.T) {
 		{CtxTaskCPU: 256, CtxTaskMemoryMiB: 1024},
 		{CtxRetentionDays: 10},
 		{CtxDeletionProtection: "maybe"},
+		{CtxPassIndex: "on"},
 		{CtxBucketPrefix: "Strand_Prod"},
 		{CtxRegion: "mars"},
 		{CtxNatGateways: 4},

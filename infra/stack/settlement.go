@@ -61,6 +61,12 @@ type Settlement struct {
 // Express session mode its client asks CreateSession for.
 const EnvExpressSessionMode = "STRAND_S3EXPRESS_SESSION_MODE"
 
+// EnvPassIndex is the pass index switch (design 014) of the star
+// (--pass-index) and of every Lambda (absorb, settle, trim, probe read it
+// with their configuration): one value for the whole stack,
+// Config.PassIndex, "true" or "false", always set.
+const EnvPassIndex = "STRAND_PASS_INDEX"
+
 // fnEnv is a function's environment: the shared one, plus ReadOnly Express
 // sessions when its role may only create those (the SDK's default provider
 // asks for ReadWrite, which that role is refused).
@@ -131,6 +137,8 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 		"STRAND_STARS":           jsii.String(strings.Join(stars, ",")),
 		// The star's write quorum, so every reader of the set agrees.
 		"STRAND_EXPRESS_W": jsii.String(strconv.Itoa(ExpressW)),
+		// The star's pass index switch, so every stage agrees.
+		EnvPassIndex: jsii.String(strconv.FormatBool(cfg.PassIndex)),
 	}
 
 	grants := map[string]*access{}
@@ -139,6 +147,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.expressSession(st, true)
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
 	a.table(ms, tableRead, tableWrite)
+	if cfg.PassIndex { // writes each pass's index (If-None-Match) and reads a copy back
+		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject", "s3:PutObject")
+	}
 	grants["absorb"] = a
 	// settle: reads slots, writes settled objects, swaps refs, and deletes
 	// a settled object once it has been merged into a larger one (the refs
@@ -148,6 +159,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
+	if cfg.PassIndex { // settles whole passes by their indexes
+		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject")
+	}
 	grants["settle"] = a
 	// trim: deletes settled slots and, on retention or stream deletion,
 	// settled objects and refs. Before deleting a copy it reads the copy's
@@ -160,6 +174,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, false, "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
+	if cfg.PassIndex { // lists an epoch's pass indexes and deletes those settled
+		a.objects(st.Settled.BucketArn(), IndexPrefix, true, "s3:DeleteObject")
+	}
 	grants["trim"] = a
 	// probe: reads and deletes garbage copies above a cut; lists settled
 	// objects to find those no ref points to, marks them (one small object
@@ -171,6 +188,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), OrphanMarkPrefix, false, "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 	a.table(ms, tableRead)
+	if cfg.PassIndex { // counts the window's parts as in transit
+		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject")
+	}
 	grants["probe"] = a
 
 	for _, name := range FunctionNames {

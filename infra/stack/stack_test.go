@@ -1004,3 +1004,67 @@ func TestBacklogMiBFitsTheTask(t *testing.T) {
 		t.Fatal("the agent, pools, overhead and two backlogs exceed the task")
 	}
 }
+
+// TestPassIndexSwitch: strand:passIndex is one switch for the whole stack:
+// every star's container and every Lambda get the same STRAND_PASS_INDEX
+// ("false" by default, "true" with the switch), and only with it do the
+// roles reach the index/ prefix of the settled bucket (absorb writes
+// there, trim deletes, the rest read).
+func TestPassIndexSwitch(t *testing.T) {
+	on := synth(t, "passindex", map[string]any{CtxPassIndex: "true", CtxStarCount: float64(2)})
+	for _, tc := range []struct {
+		s    *synthesized
+		want string
+	}{{defaults(t), "false"}, {on, "true"}} {
+		if tc.s.cfg.PassIndex != (tc.want == "true") {
+			t.Fatalf("config PassIndex %v, want %s", tc.s.cfg.PassIndex, tc.want)
+		}
+		envs := starEnv(t, tc.s)
+		if len(envs) != tc.s.cfg.StarCount {
+			t.Fatalf("%d star environments, want %d", len(envs), tc.s.cfg.StarCount)
+		}
+		for star, env := range envs {
+			if env[EnvPassIndex] != tc.want {
+				t.Errorf("%s: %s=%v, want %q", star, EnvPassIndex, env[EnvPassIndex], tc.want)
+			}
+		}
+		fns := tc.s.ofType("AWS::Lambda::Function")
+		if len(fns) != len(FunctionNames) {
+			t.Fatalf("%d functions, want %d", len(fns), len(FunctionNames))
+		}
+		for id, r := range fns {
+			if env := js(props(r)["Environment"]); !strings.Contains(env, `"`+EnvPassIndex+`":"`+tc.want+`"`) {
+				t.Errorf("%s: %s is not %q: %s", id, EnvPassIndex, tc.want, env)
+			}
+		}
+		index := func(role, action string) bool {
+			for _, r := range grants(t, tc.s, role)[action] {
+				if strings.Contains(r, "/"+IndexPrefix+"*") {
+					return true
+				}
+			}
+			return false
+		}
+		want := tc.want == "true"
+		for _, g := range []struct{ role, action string }{
+			{"SettlementAbsorbRole", "s3:PutObject"}, {"SettlementAbsorbRole", "s3:GetObject"},
+			{"SettlementSettleRole", "s3:GetObject"}, {"SettlementTrimRole", "s3:DeleteObject"},
+			{"SettlementProbeRole", "s3:GetObject"}, {"StarTaskRole", "s3:GetObject"},
+		} {
+			if index(g.role, g.action) != want {
+				t.Errorf("pass index %s: %s %s on %s*: %v, want %v", tc.want, g.role, g.action, IndexPrefix, !want, want)
+			}
+		}
+		// Nobody but the absorb writes an index, nobody but trim deletes one.
+		for _, role := range []string{"SettlementSettleRole", "SettlementTrimRole", "SettlementProbeRole", "StarTaskRole"} {
+			if index(role, "s3:PutObject") {
+				t.Errorf("%s may put pass indexes", role)
+			}
+		}
+		for _, role := range []string{"SettlementAbsorbRole", "SettlementSettleRole", "SettlementProbeRole", "StarTaskRole"} {
+			if index(role, "s3:DeleteObject") {
+				t.Errorf("%s may delete pass indexes", role)
+			}
+		}
+	}
+}

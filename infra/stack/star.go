@@ -172,8 +172,12 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	// The start-up probe deletes its own object; nothing else of the chain
 	// bucket is the star's to delete (trim and probe do that).
 	a.objects(st.Chain.BucketArn(), ProbePrefix, false, "s3:DeleteObject")
-	// Reads of settled data.
+	// Reads of settled data, and with the pass index of the window's
+	// pass indexes (reads and tail recovery).
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
+	if cfg.PassIndex {
+		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject")
+	}
 	a.table(ms, tableRead, tableWrite)
 	a.allow([]string{"sqs:SendMessage"}, []*string{se.ReleaseQueue.QueueArn(), se.FenceQueue.QueueArn()}, nil)
 	// The metrics sidecar writes embedded-metric-format logs to its group.
@@ -466,6 +470,8 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": jsii.String(strconv.Itoa(cfg.ExpressMemoryBufferMiB)),
 		"STRAND_S3_CHAIN_BACKLOG_MIB":         jsii.String(strconv.Itoa(BacklogMiB(cfg))),
 		"STRAND_DRAIN_BUDGET":                 jsii.String(fmt.Sprintf("%ds", DrainBudgetSeconds)),
+		// The same switch as the Lambdas' (settlement.go): always set.
+		EnvPassIndex: jsii.String(strconv.FormatBool(cfg.PassIndex)),
 	}
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that

@@ -42,6 +42,10 @@ const (
 const (
 	ChainPrefix   = "chains/"
 	SettledPrefix = "streams/"
+	// IndexPrefix holds the pass indexes in the settled bucket
+	// (format.PassIndexKey: index/<star>/<class>/<epoch>/<first-slot>),
+	// with the pass index switched on (Config.PassIndex).
+	IndexPrefix = "index/"
 	// OrphanMarkPrefix is where the probe marks settled objects no ref
 	// points to, in the settled bucket (shared/probe MarkPrefix).
 	OrphanMarkPrefix = "probe/orphans/"

@@ -22,8 +22,11 @@ var ErrForeign = errors.New("absorb: foreign object at a determined key")
 // BuildPassIndex turns the slots of the pass [first, end) of epoch (in
 // slot order) into its pass index (design 014): per stream, in stream id
 // order, its seq range, timestamps, record bytes, one segment per slot it
-// rode and its producer marks (bounded by metastore.TrimMarks, as a ref's
-// are). It is pure and deterministic, as BuildRefs is, so every copy of a
+// rode, its producer marks (bounded by metastore.TrimMarks, as a ref's
+// are) and its command state as of its last segment (a version-3 flight's
+// command table: fencing token, trim point, configuration; what a ref's
+// Commands holds, ADR 0042), so a successor recovering the stream from the
+// window, and settle, keep it. It is pure and deterministic, as BuildRefs is, so every copy of a
 // pass writes the same bytes; a stream whose seqs do not continue is
 // ErrGap.
 func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIndex, error) {
@@ -50,6 +53,12 @@ func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIn
 		for _, b := range s.Batches { // the parser checked b.Entry
 			st := &p.Streams[at[s.Entries[b.Entry].Stream]]
 			st.Marks = append(st.Marks, format.PassMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
+		}
+		for _, c := range s.Commands { // the parser checked c.Entry
+			// The state after the segment: slots are in order, so the
+			// stream's last segment with a state gives its state.
+			cs := c.Commands
+			p.Streams[at[s.Entries[c.Entry].Stream]].Commands = &cs
 		}
 	}
 	for i := range p.Streams {
@@ -326,7 +335,8 @@ func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to me
 }
 
 // PassRef is stream part s of a pass of epoch as a ref: its seqs,
-// timestamps, bytes, one transit location per segment and its marks.
+// timestamps, bytes, one transit location per segment, its marks and its
+// command state.
 func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 	r := metastore.Ref{StreamID: s.Stream.String(), FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
 		FirstTsMs: s.FirstTsMs, LastTsMs: s.LastTsMs, Bytes: s.Bytes,
@@ -336,6 +346,10 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 	}
 	for _, m := range s.Marks {
 		r.Producers = append(r.Producers, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+	}
+	if s.Commands != nil {
+		c := *s.Commands
+		r.Commands = &c
 	}
 	return r
 }

@@ -12,7 +12,9 @@ import (
 // TestPassIndexMatchesRefs: for a pass BuildRefs does not split, each
 // stream's part of the pass index, as a ref (PassRef), is exactly the ref
 // BuildRefs builds: same seqs, timestamps, bytes, locations and producer
-// marks. The two index forms are independent code over the same slots.
+// marks and command state (the latest of the stream's segments: stream a
+// fenced in slot 8 then trimmed in slot 11, stream c with a configuration).
+// The two index forms are independent code over the same slots.
 func TestPassIndexMatchesRefs(t *testing.T) {
 	var a, b, c format.StreamID
 	a[0], b[0], c[0] = 0xb, 0xa, 0xc // not in id order in the slots
@@ -31,6 +33,10 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 			}}
 		if i == 4 {
 			s.Entries = append(s.Entries, format.FooterEntry{Stream: c, FirstSeq: 40, Count: 3, Offset: 210, Length: 80, FirstTsMs: 9, LastTsMs: 11})
+			s.Commands = []format.CommandEntry{{Entry: 2, Commands: format.StreamCommands{HasConfig: true, Config: format.StreamConfig{RetentionMs: 1000}}}}
+		}
+		if i == 3 || i == 6 {
+			s.Commands = []format.CommandEntry{{Entry: 0, Commands: format.StreamCommands{FenceToken: "w", TrimSeq: uint64(i)}}}
 		}
 		slots = append(slots, s)
 	}
@@ -45,6 +51,9 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 	if len(idx.Streams) != 3 || len(refs) != 3 {
 		t.Fatalf("%d index streams, %d refs", len(idx.Streams), len(refs))
 	}
+	if c := idx.Streams[1].Commands; c == nil || *c != (format.StreamCommands{FenceToken: "w", TrimSeq: 6}) || idx.Streams[0].Commands != nil {
+		t.Fatalf("command state: stream a %+v, stream b %+v", c, idx.Streams[0].Commands)
+	}
 	for i := range idx.Streams {
 		got := PassRef("s", 1, &idx.Streams[i])
 		if !metastore.EqualRef(got, refs[i]) {
@@ -57,7 +66,7 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := format.ParsePassIndex(obj)
-	if err != nil || len(back.Streams) != 3 || !metastore.EqualRef(PassRef("s", 1, &back.Streams[2]), refs[2]) {
+	if err != nil || len(back.Streams) != 3 || !metastore.EqualRef(PassRef("s", 1, &back.Streams[2]), refs[2]) || !metastore.EqualRef(PassRef("s", 1, &back.Streams[1]), refs[1]) {
 		t.Fatalf("round trip: %v", err)
 	}
 	// A gap is loud, as in BuildRefs.

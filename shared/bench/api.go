@@ -89,8 +89,13 @@ func (t *apiTarget) setup(ctx context.Context, pt point, prefix string) error {
 // drives it through the client.
 func runAPI(ctx context.Context, cfg Config, pt point) (Result, error) {
 	e := newEnv(cfg, pt)
-	n, err := node.Start(ctx, node.Config{Star: e.starCfg, Meta: e.meta, Settled: objstore.NewMem("settled"),
-		Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog()})
+	settled := objstore.Bucket(objstore.NewMem("settled"))
+	if cfg.PassIndex {
+		settled = e.index // the pass indexes, PUTs counted
+	}
+	n, err := node.Start(ctx, node.Config{Star: e.starCfg, Meta: e.meta, Settled: settled,
+		Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog(),
+		PassIndex: cfg.PassIndex})
 	if err != nil {
 		return Result{}, err
 	}

@@ -116,6 +116,39 @@ func TestTinyInProcRun(t *testing.T) {
 	t.Log(txt.String())
 }
 
+// TestTinyPassIndexRun: with PassIndex (in-process and through the API)
+// the absorb writes no ref: its metastore writes are BeginAbsorb and
+// AdvanceCursor, two item writes a pass, whatever the streams it touched,
+// and each pass puts one index object, priced as an S3 Standard PUT.
+func TestTinyPassIndexRun(t *testing.T) {
+	for _, mode := range []string{ModeInProc, ModeAPI} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := tinyConfig(t)
+			cfg.Mode, cfg.PassIndex, cfg.Baseline, cfg.PlotDir = mode, true, false, ""
+			cfg.Streams, cfg.BatchBytes, cfg.RecordBytes = []int{200}, 100, []int{100}
+			var log bytes.Buffer
+			rs, err := Run(context.Background(), cfg, &log)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			r := rs[0]
+			if !r.PassIndex || !strings.HasSuffix(r.Name, "-pass-index") {
+				t.Fatalf("result %q (pass index %v) does not say it ran on the pass index", r.Name, r.PassIndex)
+			}
+			passes := r.MetaOps["BeginAbsorb"]
+			if r.Batches == 0 || passes == 0 || r.MetaOps["PutRefs"] != 0 {
+				t.Fatalf("%d batches, metastore ops %v: want passes and no PutRefs", r.Batches, r.MetaOps)
+			}
+			if items := r.MetaItemWritesPerSec * r.Seconds; items > 3*float64(passes) {
+				t.Fatalf("%.0f item writes for %d passes of %d batches: the index should cost 2 a pass", items, passes, r.Batches)
+			}
+			if c := r.Cost; c == nil || c.IndexPuts <= 0 || c.Total < c.IndexPuts+c.Metastore {
+				t.Fatalf("cost %+v: want the index PUTs priced and in the total", c)
+			}
+		})
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, mut := range []func(*Config){
 		func(c *Config) { c.Mode = "x" },
@@ -125,6 +158,8 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.ExpressPut = Latency{10 * time.Millisecond, time.Millisecond} },
 		func(c *Config) { c.RecordBytes = []int{0} },
 		func(c *Config) { c.ExpressFlush = []time.Duration{-time.Millisecond} },
+		func(c *Config) { c.PassIndex, c.Mode, c.Endpoint = true, ModeRemote, "http://x" },
+		func(c *Config) { c.PassIndex, c.Workloads = true, []string{WorkWrite, WorkCatchup} },
 	} {
 		c := Defaults()
 		mut(&c)

@@ -97,10 +97,15 @@ type Config struct {
 	// Idempotent: in-process producers append with a producer id and batch
 	// seq (exactly-once appends), to price the dedupe table.
 	Idempotent bool
-	Prices     Prices
-	PlotDir    string // "" writes no plots
-	Seed       int64
-	Sample     time.Duration // timeline resolution
+	// PassIndex runs the star's absorb on the pass index (design 014,
+	// node.Config.PassIndex): one index object per pass in the settled
+	// bucket (priced as S3 Standard PUTs) instead of one ref per stream.
+	// The write workload only, in-process or with --api.
+	PassIndex bool
+	Prices    Prices
+	PlotDir   string // "" writes no plots
+	Seed      int64
+	Sample    time.Duration // timeline resolution
 }
 
 // Defaults are the documented defaults. The latency models are
@@ -200,7 +205,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: the %s workload runs in-process or with --api, not against an endpoint", ErrConfig, w)
 		}
 	}
+	if c.PassIndex && c.Mode == ModeRemote {
+		return fmt.Errorf("%w: --pass-index configures the bench's own star (in-process or --api); a remote star has its own --pass-index", ErrConfig)
+	}
 	if len(c.Workloads) > 0 && !(len(c.Workloads) == 1 && c.Workloads[0] == WorkWrite) {
+		if c.PassIndex {
+			return fmt.Errorf("%w: --pass-index runs the write workload only (the read workloads settle and read on refs)", ErrConfig)
+		}
 		for _, v := range c.RecordBytes {
 			if v < 8 {
 				return fmt.Errorf("%w: read workloads need records of at least 8 bytes (the send time is stamped in each body)", ErrConfig)

@@ -60,13 +60,16 @@ func DefaultPrices() Prices {
 // Cost is dollars per GB ingested (GB = 2^30 bytes of record bodies), by
 // line item.
 type Cost struct {
-	ChainPuts     float64 `json:"chain_puts"`
-	ChainUpload   float64 `json:"chain_upload"`
-	CrossAZ       float64 `json:"cross_az"`
-	TransitStore  float64 `json:"transit_storage"`
-	Metastore     float64 `json:"metastore"`
-	Lambda        float64 `json:"lambda_sqs"`
-	SettlePuts    float64 `json:"settle_puts_modelled"`
+	ChainPuts    float64 `json:"chain_puts"`
+	ChainUpload  float64 `json:"chain_upload"`
+	CrossAZ      float64 `json:"cross_az"`
+	TransitStore float64 `json:"transit_storage"`
+	Metastore    float64 `json:"metastore"`
+	Lambda       float64 `json:"lambda_sqs"`
+	SettlePuts   float64 `json:"settle_puts_modelled"`
+	// IndexPuts: the pass index objects the absorb put (S3 Standard PUTs
+	// in the settled bucket), with Config.PassIndex.
+	IndexPuts     float64 `json:"index_puts,omitempty"`
 	Total         float64 `json:"total"`
 	MetastorePerH float64 `json:"metastore_usd_per_hour"`
 	// MetastoreShare is Metastore / Total.
@@ -83,6 +86,7 @@ type Counted struct {
 	K           int     // copies per slot
 	WRU, RRU    float64 // DynamoDB request units of the metastore calls
 	Passes      int64   // absorb passes (BeginAbsorb calls): Lambda invocations
+	IndexPuts   int64   // pass index objects put (S3 Standard), with the pass index
 }
 
 func (p Prices) cost(express bool, n Counted) Cost {
@@ -113,7 +117,8 @@ func (p Prices) cost(express bool, n Counted) Cost {
 	if p.SettledObjectMiB > 0 {
 		c.SettlePuts = 1024 / p.SettledObjectMiB * p.StandardPutPer1000 / 1000
 	}
-	c.Total = c.ChainPuts + c.ChainUpload + c.CrossAZ + c.TransitStore + c.Metastore + c.Lambda + c.SettlePuts
+	c.IndexPuts = per(float64(n.IndexPuts) * p.StandardPutPer1000 / 1000)
+	c.Total = c.ChainPuts + c.ChainUpload + c.CrossAZ + c.TransitStore + c.Metastore + c.Lambda + c.SettlePuts + c.IndexPuts
 	if c.Total > 0 {
 		c.MetastoreShare = c.Metastore / c.Total
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -80,6 +81,10 @@ type env struct {
 	// each behind its class's GET model.
 	gets, settledGets *getCount
 	settled           objstore.Bucket
+	// index is where the absorb puts pass indexes (the settled bucket,
+	// its PUTs counted in indexPuts), nil without Config.PassIndex.
+	index     objstore.Bucket
+	indexPuts *atomic.Int64
 	// heap: the process's heap before and after the streams opened (set
 	// by runPoint; measureAt adds the end).
 	heap *HeapFigures
@@ -101,6 +106,11 @@ func newEnv(cfg Config, pt point) *env {
 	e.gets, e.settledGets = &getCount{}, &getCount{}
 	first := newLognormal(cfg.Seed, 11, gm.FirstByte)
 	e.settled = withGetModel(objstore.NewMem("settled"), cfg.StandardGet, newLognormal(cfg.Seed, 12, cfg.StandardGet.FirstByte), e.settledGets)
+	e.indexPuts = &atomic.Int64{}
+	if cfg.PassIndex {
+		e.settled = &countingPuts{Bucket: e.settled, n: e.indexPuts}
+		e.index = e.settled
+	}
 	var names []string
 	for i := 0; i < k; i++ {
 		inj := objstore.NewInjector(cfg.Seed*100 + int64(i))
@@ -237,7 +247,7 @@ func runPoint(ctx context.Context, cfg Config, pt point) (Result, error) {
 // the janitor, when asked) and creates and opens pt's streams. stop ends
 // it all.
 func (e *env) startInProc(ctx context.Context, pt point, janitor bool) (*star.Star, func(), error) {
-	abs := &absorb.Absorber{Meta: e.meta, Sets: node.Sets(e.starCfg), Log: quietLog()}
+	abs := &absorb.Absorber{Meta: e.meta, Sets: node.Sets(e.starCfg), Log: quietLog(), Index: e.index}
 	local := wake.NewLocal(abs, nil, quietLog())
 	st, err := star.New(e.starCfg, e.meta, star.Options{Waker: local, Absorber: abs,
 		NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
@@ -282,16 +292,16 @@ func measure(ctx context.Context, cfg Config, pt point, e *env, tgt target) (Res
 func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, start time.Time) (Result, error) {
 	d := &driveOut{mem: newMemSampler(), start: start}
 	var c0, c1 metacount.Counts
-	var p0, p1, b0, b1, o0, o1 int64
+	var p0, p1, b0, b1, o0, o1, i0, i1 int64
 	if e != nil {
 		d.store = e.log.held.Load
 		d.onWindow = func() {
 			c0 = e.meta.Snapshot()
-			p0, b0, o0 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load()
+			p0, b0, o0, i0 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
 		}
 		d.onEnd = func() {
 			c1 = e.meta.Snapshot()
-			p1, b1, o1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load()
+			p1, b1, o1, i1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
 		}
 	}
 	drive(ctx, cfg, pt, tgt, d)
@@ -300,7 +310,7 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 		heapEnd = heapInuse()
 	}
 	r := Result{Name: pt.name(cfg.Mode) + orderSuffix(cfg), Mode: cfg.Mode, Workload: pt.workload, Class: pt.class.String(), Producers: pt.producers, Streams: pt.streams,
-		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate, StreamOrder: cfg.StreamOrder,
+		RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), OfferedMBps: pt.rate, StreamOrder: cfg.StreamOrder, PassIndex: cfg.PassIndex,
 		Errors: d.errors, Timeline: d.timeline,
 		PeakHeapMiB: float64(d.mem.heap) / (1 << 20), PeakTotalMiB: float64(d.mem.total) / (1 << 20), PeakStoreMiB: float64(d.peakStore) / (1 << 20)}
 	if e != nil {
@@ -362,7 +372,7 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 		r.PutsPerGB = float64(p1-p0) / gbWin
 	}
 	n := Counted{GB: gbWin, Seconds: snap, ChainPuts: p1 - p0, ChainBytes: b1 - b0, ChainPutsOv: o1 - o0, K: len(e.set),
-		Passes: dc.Of(metacount.BeginAbsorb)}
+		Passes: dc.Of(metacount.BeginAbsorb), IndexPuts: i1 - i0}
 	n.WRU, n.RRU = requestUnits(dc)
 	c := cfg.Prices.cost(pt.class == metastore.Express, n)
 	r.Cost = &c

@@ -57,6 +57,20 @@ type recording struct {
 
 var _ objstore.Bucket = (*recording)(nil)
 
+// countingPuts counts the PUTs of a bucket (the pass indexes the absorb
+// puts in the settled bucket).
+type countingPuts struct {
+	objstore.Bucket
+	n *atomic.Int64
+}
+
+var _ objstore.Bucket = (*countingPuts)(nil)
+
+func (c *countingPuts) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	c.n.Add(1)
+	return c.Bucket.PutIfAbsent(ctx, key, body)
+}
+
 // isChain: every PUT but the star's start-up conditional-write probe.
 func isChain(key string) bool { return !strings.HasPrefix(key, "probes/") }
 

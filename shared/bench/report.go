@@ -94,6 +94,9 @@ func WriteText(w io.Writer, rs []Result) error {
 		if c := r.Cost; c != nil {
 			fmt.Fprintf(&b, "  cost $/GiB                 %.6f = PUTs %.6f + upload %.6f + cross-AZ %.6f + transit storage %.6f + metastore %.6f + absorb Lambda/SQS %.6f + settle PUTs %.6f; metastore $%.4f/h, %.0f%% of $/GiB\n",
 				c.Total, c.ChainPuts, c.ChainUpload, c.CrossAZ, c.TransitStore, c.Metastore, c.Lambda, c.SettlePuts, c.MetastorePerH, 100*c.MetastoreShare)
+			if c.IndexPuts > 0 {
+				fmt.Fprintf(&b, "  pass index                 index PUTs %.6f $/GiB (in the total)\n", c.IndexPuts)
+			}
 		}
 		if nb := r.Baseline; nb != nil {
 			fmt.Fprintf(&b, "  naive baseline             %.1f MB/s, ack p50 %.2f p99 %.2f ms, %.0f PUTs/GiB, %.1f metastore writes/s, $%.6f/GiB\n",

@@ -29,6 +29,7 @@ type Result struct {
 	RecordsPerBatch int     `json:"records_per_batch"`
 	OfferedMBps     float64 `json:"offered_mbps"`                // 0: unthrottled
 	StreamOrder     string  `json:"stream_order,omitempty"`      // "": sweep
+	PassIndex       bool    `json:"pass_index,omitempty"`        // the star ran on the pass index
 	FlushDeadlineMs float64 `json:"flush_deadline_ms,omitempty"` // the star's, in-process and API runs
 	IdleCut         bool    `json:"idle_cut,omitempty"`          // the star cut at once when no flight was in the air
 	Seconds         float64 `json:"seconds"`                     // measured window
@@ -456,10 +457,14 @@ func streamPicker(cfg Config, pt point, p int) func(n int) int {
 // orderSuffix marks a run's name with a stream order other than the
 // default sweep.
 func orderSuffix(cfg Config) string {
+	s := ""
 	if cfg.StreamOrder == OrderRandom {
-		return "-random"
+		s = "-random"
 	}
-	return ""
+	if cfg.PassIndex {
+		s += "-pass-index"
+	}
+	return s
 }
 
 // stamped copies recs with one new body: the template's, its first 8

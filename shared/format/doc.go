@@ -121,10 +121,11 @@
 // # Pass index (one absorb pass's per-stream index, in the settled bucket)
 //
 // At PassIndexKey: index/<star>/<class>/<epoch>/<first-slot> (design 014).
-// Version 1:
+// Version 1 (no stream has command state) and version 2 (with a command
+// table; written exactly when a stream of the pass has command state):
 //
 //	0      4    magic "STRI"
-//	4      2    format version (1)
+//	4      2    format version (1 or 2)
 //	6      1    kind: 4 pass index
 //	7      1    reserved, 0
 //	8      8    epoch
@@ -157,12 +158,17 @@
 //	             16  8 batch sequence
 //	             24  8 first seq
 //	             32  8 last seq
+//	...    version 2 only: the command table, as a version-3 flight's
+//	       (count, at least 1; then per entry the index of its stream
+//	       in the stream array, strictly increasing, and the stream's
+//	       command state as of its last seq in the pass)
 //	end-4  4    CRC-32C of every byte before it
 //
 // A stream's segments have contiguous seqs from its first to its last seq,
 // in non-decreasing slot order inside [first slot, end slot); its marks lie
-// inside its seqs, in order, not overlapping. The object's size is exactly
-// what the counts say.
+// inside its seqs, in order, not overlapping. A version-1 object's size is
+// exactly what the counts say; a version-2 object's command table fills
+// what is left before the CRC.
 //
 // # Limits
 //

@@ -7,15 +7,20 @@ import (
 	"sort"
 )
 
-// Pass index layout sizes. Frozen: part of pass index version 1.
+// Pass index layout sizes. Frozen: part of pass index versions 1 and 2.
 const (
 	passHeaderSize  = 48
 	passStreamSize  = 72
 	passSegmentSize = 32
 	passMarkSize    = 40
-	// PassIndexVersion is the pass index format version this package
-	// writes and reads.
-	PassIndexVersion = 1
+	// PassIndexVersion is the pass index format version of an index
+	// without command state; PassIndexVersionCommands, the version with a
+	// command table (the streams' fencing tokens, trim points and
+	// configurations, ADR 0042). A writer writes version 2 exactly when a
+	// stream has command state, so an index's bytes stay a pure function
+	// of its content; readers decode both.
+	PassIndexVersion         = 1
+	PassIndexVersionCommands = 2
 )
 
 var passMagic = [4]byte{'S', 'T', 'R', 'I'}
@@ -41,6 +46,10 @@ type PassStream struct {
 	Bytes     int64 // encoded record bytes (segment payloads)
 	Segments  []PassSegment
 	Marks     []PassMark
+	// Commands is the stream's command state as of LastSeq (nil: none of
+	// the pass's segments of the stream carried any): what a ref's
+	// Commands holds. Version 2 only.
+	Commands *StreamCommands
 }
 
 // PassSegment is one segment of a stream in one slot of the pass.
@@ -88,16 +97,24 @@ func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
 		return b, err
 	}
 	var nSeg, nMark int
-	for _, s := range p.Streams {
+	var cmds []CommandEntry // the command table: entries are stream indexes
+	for i, s := range p.Streams {
 		nSeg += len(s.Segments)
 		nMark += len(s.Marks)
+		if s.Commands != nil {
+			cmds = append(cmds, CommandEntry{Entry: uint32(i), Commands: *s.Commands})
+		}
+	}
+	version := uint16(PassIndexVersion)
+	if len(cmds) > 0 {
+		version = PassIndexVersionCommands
 	}
 	if uint64(len(p.Streams)) > 1<<32-1 || uint64(nSeg) > 1<<32-1 || uint64(nMark) > 1<<32-1 {
 		return b, fmt.Errorf("pass index: %d streams, %d segments, %d marks: %w", len(p.Streams), nSeg, nMark, ErrTooLong)
 	}
 	start := len(b)
 	b = append(b, passMagic[:]...)
-	b = binary.BigEndian.AppendUint16(b, PassIndexVersion)
+	b = binary.BigEndian.AppendUint16(b, version)
 	b = append(b, byte(KindPassIndex), 0)
 	b = binary.BigEndian.AppendUint64(b, p.Epoch)
 	b = binary.BigEndian.AppendUint64(b, p.FirstSlot)
@@ -139,6 +156,9 @@ func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
 			b = binary.BigEndian.AppendUint64(b, m.LastSeq)
 		}
 	}
+	if len(cmds) > 0 {
+		b = appendCommandTable(b, cmds)
+	}
 	return binary.BigEndian.AppendUint32(b, CRC(b[start:])), nil
 }
 
@@ -153,8 +173,9 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 	if [4]byte(obj[0:4]) != passMagic {
 		return PassIndex{}, fmt.Errorf("pass index: magic %q: %w", obj[0:4], ErrMagic)
 	}
-	if v := binary.BigEndian.Uint16(obj[4:6]); v != PassIndexVersion {
-		return PassIndex{}, fmt.Errorf("pass index: version %d: %w", v, ErrVersion)
+	version := binary.BigEndian.Uint16(obj[4:6])
+	if version != PassIndexVersion && version != PassIndexVersionCommands {
+		return PassIndex{}, fmt.Errorf("pass index: version %d: %w", version, ErrVersion)
 	}
 	if k := Kind(obj[6]); k != KindPassIndex || obj[7] != 0 {
 		return PassIndex{}, fmt.Errorf("pass index: kind %d, reserved %d: %w", k, obj[7], ErrKind)
@@ -174,8 +195,18 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 	if r := binary.BigEndian.Uint32(obj[44:48]); r != 0 {
 		return PassIndex{}, fmt.Errorf("pass index: reserved %d: %w", r, ErrMalformed)
 	}
-	if want := passHeaderSize + nStream*passStreamSize + nSeg*passSegmentSize + nMark*passMarkSize + 4; want != uint64(len(obj)) {
+	want := passHeaderSize + nStream*passStreamSize + nSeg*passSegmentSize + nMark*passMarkSize + 4
+	if want > uint64(len(obj)) || (version == PassIndexVersion && want != uint64(len(obj))) {
 		return PassIndex{}, fmt.Errorf("pass index: %d streams, %d segments, %d marks need %d bytes, have %d: %w", nStream, nSeg, nMark, want, len(obj), ErrBounds)
+	}
+	var cmds []CommandEntry
+	if version == PassIndexVersionCommands {
+		// The command table fills the rest: at least one entry, stream
+		// indexes strictly increasing and in range.
+		var err error
+		if cmds, err = parseCommandTable(obj[want-4:len(obj)-4], int(nStream)); err != nil {
+			return PassIndex{}, fmt.Errorf("pass index: %w", err)
+		}
 	}
 	segs := make([]PassSegment, nSeg)
 	segAt := passHeaderSize + int(nStream)*passStreamSize
@@ -226,6 +257,10 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 	if seg != nSeg || mark != nMark {
 		return PassIndex{}, fmt.Errorf("pass index: streams hold %d of %d segments, %d of %d marks: %w", seg, nSeg, mark, nMark, ErrBounds)
 	}
+	for _, c := range cmds {
+		cs := c.Commands
+		p.Streams[c.Entry].Commands = &cs
+	}
 	if err := checkPassIndex(&p); err != nil {
 		return PassIndex{}, err
 	}
@@ -237,7 +272,8 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 // at least one segment, segments in slot order inside the pass with
 // contiguous seqs from FirstSeq to LastSeq, at least one record each;
 // timestamps not decreasing; record bytes not negative; marks in seq
-// order, not overlapping, inside the stream's seqs.
+// order, not overlapping, inside the stream's seqs; command state within
+// its bounds.
 func checkPassIndex(p *PassIndex) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("pass index: "+format+": %w", append(args, ErrMalformed)...)
@@ -271,6 +307,11 @@ func checkPassIndex(p *PassIndex) error {
 				return bad("stream %s: mark %d (seqs %d-%d) out of order or outside %d-%d", s.Stream, j, m.FirstSeq, m.LastSeq, after, s.LastSeq)
 			}
 			after = m.LastSeq + 1
+		}
+		if s.Commands != nil {
+			if err := s.Commands.Validate(); err != nil {
+				return bad("stream %s: %v", s.Stream, err)
+			}
 		}
 	}
 	return nil

@@ -79,6 +79,100 @@ func equalSlices[T comparable](a, b []T) bool {
 	return true
 }
 
+// goldenPassIndexV2 is the version-2 vector: the version-1 vector with
+// command state on two streams (stream 2 fenced to writer-2 and trimmed
+// below seq 8; stream 9 with a configuration and no token).
+func goldenPassIndexV2() PassIndex {
+	p := goldenPassIndex()
+	p.Streams[1].Commands = &StreamCommands{FenceToken: "writer-2", TrimSeq: 8}
+	p.Streams[2].Commands = &StreamCommands{HasConfig: true, Config: goldenConfig}
+	return p
+}
+
+func TestGoldenPassIndexV2(t *testing.T) {
+	b, err := AppendPassIndex(nil, goldenPassIndexV2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := golden(t, "passindex-v2.bin", b)
+	if v := uint16(obj[4])<<8 | uint16(obj[5]); v != PassIndexVersionCommands {
+		t.Fatalf("version %d, want %d", v, PassIndexVersionCommands)
+	}
+	p, err := ParsePassIndex(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := goldenPassIndexV2()
+	for i, s := range p.Streams {
+		w := want.Streams[i]
+		if (s.Commands == nil) != (w.Commands == nil) || (s.Commands != nil && *s.Commands != *w.Commands) {
+			t.Fatalf("stream %d: commands %+v, want %+v", i, s.Commands, w.Commands)
+		}
+		if !equalSlices(s.Segments, w.Segments) || !equalSlices(s.Marks, w.Marks) || s.LastSeq != w.LastSeq {
+			t.Fatalf("stream %d: got %+v, want %+v", i, s, w)
+		}
+	}
+	// The v1 layout, then the command table: count 4, two entries of
+	// 4 (stream index) + 20 fixed + the token.
+	if len(obj) != 48+3*72+4*32+2*40+4+(4+20+8)+(4+20)+4 {
+		t.Fatalf("size %d", len(obj))
+	}
+	// Without command state the writer still writes version 1: the v1
+	// vector's bytes, whatever the writer's newest version.
+	if v1 := goldenPassIndexBytes(); v1[5] != PassIndexVersion {
+		t.Fatalf("an index without command state is written as version %d", v1[5])
+	}
+	// An empty but present command state is kept (a stream unfenced: the
+	// zero state overrides an older ref's token).
+	z := goldenPassIndex()
+	z.Streams[0].Commands = &StreamCommands{}
+	zb, err := AppendPassIndex(nil, z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zp, err := ParsePassIndex(zb)
+	if err != nil || zp.Streams[0].Commands == nil || !zp.Streams[0].Commands.IsZero() || zp.Streams[1].Commands != nil {
+		t.Fatalf("zero command state: %v, %+v", err, zp.Streams)
+	}
+}
+
+func TestParsePassIndexV2RefusesCorruption(t *testing.T) {
+	b, err := AppendPassIndex(nil, goldenPassIndexV2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := goldenPassIndexBytes()
+	recrc := func(b []byte) []byte {
+		b = b[:len(b)-4]
+		return append(b, byteCRC(b)...)
+	}
+	mutate := func(src []byte, f func(b []byte) []byte) []byte { return recrc(f(bytes.Clone(src))) }
+	table := 48 + 3*72 + 4*32 + 2*40 // where the command table starts
+	cases := []struct {
+		name string
+		obj  []byte
+		want error
+	}{
+		{"v1 labelled v2: no table", mutate(v1, func(b []byte) []byte { b[5] = 2; return b }), ErrTruncated},
+		{"v2 labelled v1: bytes after the marks", mutate(b, func(b []byte) []byte { b[5] = 1; return b }), ErrBounds},
+		{"empty table", mutate(b, func(b []byte) []byte { return append(append(b[:table], 0, 0, 0, 0), 0, 0, 0, 0) }), ErrMalformed},
+		{"stream index out of range", mutate(b, func(b []byte) []byte { b[table+4+32+3] = 3; return b }), ErrMalformed},
+		{"stream indexes not increasing", mutate(b, func(b []byte) []byte { b[table+4+32+3] = 1; return b }), ErrMalformed},
+		{"token past the table", mutate(b, func(b []byte) []byte { b[table+4+4+8] = MaxFenceTokenBytes + 1; return b }), ErrTruncated},
+		{"table truncated", mutate(b, func(b []byte) []byte { return append(b[:len(b)-4-3], 0, 0, 0, 0) }), ErrTruncated},
+	}
+	for _, c := range cases {
+		if _, err := ParsePassIndex(c.obj); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	bad := goldenPassIndexV2()
+	bad.Streams[0].Commands = &StreamCommands{FenceToken: string(make([]byte, MaxFenceTokenBytes+1))}
+	if _, err := AppendPassIndex(nil, bad); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("AppendPassIndex with a token too long: %v, want ErrMalformed", err)
+	}
+}
+
 func TestPassIndexKey(t *testing.T) {
 	if got, want := PassIndexKey("star-0", "express", 3, 41), "index/star-0/express/00000000000000000003/00000000000000000041"; got != want {
 		t.Fatalf("key %q, want %q", got, want)
@@ -134,7 +228,7 @@ func TestParsePassIndexRefusesCorruption(t *testing.T) {
 		{"empty", nil, ErrTruncated},
 		{"short", good[:40], ErrTruncated},
 		{"magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b }), ErrMagic},
-		{"version", mutate(func(b []byte) []byte { b[5] = 2; return b }), ErrVersion},
+		{"version", mutate(func(b []byte) []byte { b[5] = 3; return b }), ErrVersion},
 		{"kind", mutate(func(b []byte) []byte { b[6] = 1; return b }), ErrKind},
 		{"crc", mutate(func(b []byte) []byte { b[60] ^= 1; return b }), ErrCRC},
 		{"truncated body", recrc(bytes.Clone(good[:len(good)-40])), ErrBounds},
@@ -158,6 +252,9 @@ func byteCRC(b []byte) []byte {
 
 func FuzzParsePassIndex(f *testing.F) {
 	f.Add(goldenPassIndexBytes())
+	if v2, err := AppendPassIndex(nil, goldenPassIndexV2()); err == nil {
+		f.Add(v2)
+	}
 	f.Add(goldenFlight())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePassIndex(b)

@@ -27,21 +27,25 @@ func TestParsePeers(t *testing.T) {
 	}
 }
 
+// indexModes are the ways a node's restart recovers its streams: from refs,
+// on the pass index with settle running (refs made by SettleRef), and on
+// the pass index with nothing settled (from the window).
+var indexModes = []struct {
+	name      string
+	passIndex bool
+	settle    time.Duration
+}{
+	{"refs", false, 20 * time.Millisecond},
+	{"pass-index", true, 20 * time.Millisecond},
+	{"pass-index-unsettled", true, time.Hour},
+}
+
 // TestStartServesAndRestarts starts a node on memory stores, appends
 // through the API to both classes, stops it, and starts a second node over
 // the same stores: it takes over (epoch 2), serves every acked record, and
 // appends continue at the recovered tail.
 func TestStartServesAndRestarts(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		passIndex bool
-		settle    time.Duration
-	}{
-		{"refs", false, 20 * time.Millisecond},
-		{"pass-index", true, 20 * time.Millisecond},
-		// Nothing settles: the restart recovers the tails from the window.
-		{"pass-index-unsettled", true, time.Hour},
-	} {
+	for _, tc := range indexModes {
 		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle) })
 	}
 }
@@ -49,27 +53,7 @@ func TestStartServesAndRestarts(t *testing.T) {
 func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Duration) {
 	ctx := context.Background()
 	meta := metastore.NewMem()
-	var exp []objstore.Bucket
-	for i := 0; i < 3; i++ {
-		exp = append(exp, objstore.NewMem(fmt.Sprintf("x%d", i)))
-	}
-	std := []objstore.Bucket{objstore.NewMem("s0")}
-	settled := objstore.NewMem("settled")
-	start := func() (*Node, *client.Client) {
-		cfg := star.Defaults()
-		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
-		cfg.Standard.FlushDeadline = time.Millisecond
-		n, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
-			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := client.New(n.Endpoint())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n, c
-	}
+	start := nodeStarter(t, meta, passIndex, settleEvery)
 	n, c := start()
 	for _, class := range []string{"standard", "express"} {
 		if _, err := c.CreateStream(ctx, "s-"+class, client.CreateOptions{Class: class}); err != nil {
@@ -133,6 +117,85 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 				t.Fatalf("%s: record %d = seq %d %q", class, i, r.Seq, r.Body)
 			}
 		}
+	}
+}
+
+// nodeStarter returns a function that starts a node (in-memory buckets
+// and metastore shared by every start, so a second start is a takeover of
+// the first) and a client of it.
+func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery time.Duration) func() (*Node, *client.Client) {
+	var exp []objstore.Bucket
+	for i := 0; i < 3; i++ {
+		exp = append(exp, objstore.NewMem(fmt.Sprintf("x%d", i)))
+	}
+	std := []objstore.Bucket{objstore.NewMem("s0")}
+	settled := objstore.NewMem("settled")
+	return func() (*Node, *client.Client) {
+		cfg := star.Defaults()
+		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
+		cfg.Standard.FlushDeadline = time.Millisecond
+		n, err := Start(context.Background(), Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
+			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(n.Endpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, c
+	}
+}
+
+// TestCommandsSurviveTakeover: a stream fenced and trimmed on one node
+// keeps its fencing token and trim point on the next (a takeover
+// recovering the stream from durable artifacts alone): an append without
+// the token is refused, one with it lands at the tail, and a read from 0
+// starts at the trim point. On refs, on the pass index with settle
+// running (settle's SettleRef keeps the state) and with nothing settled
+// (the successor recovers from the window). Regression test: with the
+// pass index on, the successor accepted the append without the token
+// before the pass index carried the command state.
+func TestCommandsSurviveTakeover(t *testing.T) {
+	for _, tc := range indexModes {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			meta := metastore.NewMem()
+			start := nodeStarter(t, meta, tc.passIndex, tc.settle)
+			n, c := start()
+			if _, err := c.CreateStream(ctx, "f", client.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 5; i++ {
+				if _, err := c.Append(ctx, "f", []client.Record{{Body: []byte(fmt.Sprint(i))}}, client.AppendOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Fence(ctx, "f", "writer-2", client.FenceOptions{}); err != nil { // seq 5
+				t.Fatal(err)
+			}
+			if _, err := c.Trim(ctx, "f", 2, client.TrimOptions{FenceToken: "writer-2"}); err != nil { // seq 6
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // absorb (and settle) run in-process
+			n.Close()
+
+			n, c = start()
+			defer n.Close()
+			if a, err := c.Append(ctx, "f", []client.Record{{Body: []byte("deposed")}}, client.AppendOptions{}); err == nil {
+				t.Fatalf("append without the fencing token after takeover accepted at seq %d", a.StartSeq)
+			} else if !strings.Contains(err.Error(), "fencing token mismatch") {
+				t.Fatalf("append without the token: %v, want a fencing token mismatch", err)
+			}
+			a, err := c.Append(ctx, "f", []client.Record{{Body: []byte("7")}}, client.AppendOptions{FenceToken: "writer-2"})
+			if err != nil || a.StartSeq != 7 {
+				t.Fatalf("append with the token after takeover: %+v %v, want seq 7", a, err)
+			}
+			res, err := c.Read(ctx, "f", client.FromSeq(0), client.Limits{})
+			if err != nil || len(res.Records) == 0 || res.Records[0].Seq != 2 || res.Records[len(res.Records)-1].Seq != 7 {
+				t.Fatalf("read from 0 after takeover: %v, %d records; want seqs 2-7 (trimmed below 2)", err, len(res.Records))
+			}
+		})
 	}
 }
 

@@ -86,7 +86,9 @@ type cmdSim struct {
 }
 
 func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers, configs int } {
-	w, err := NewWorld(seed, DefaultOptions())
+	opt := DefaultOptions()
+	opt.PassIndex = seed%2 == 0 // refs and the pass index (design 014)
+	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
