@@ -198,6 +198,16 @@ func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.St
 			if len(idx) == 0 {
 				break
 			}
+			if len(out) == 0 && minTs == 0 {
+				// The index kept within the limits: take its slice whole
+				// (no copy, no per-record checks) and continue after it.
+				out = idx
+				for _, rec := range idx {
+					size += format.EncodedSize(rec.Record)
+				}
+				from = idx[len(idx)-1].Seq + 1
+				continue
+			}
 			stop := false
 			for _, rec := range idx {
 				if !add(rec) {
