@@ -34,6 +34,7 @@ type devFlags struct {
 	tlsKey    string
 	logLevel  string
 	drain     time.Duration
+	readAhead int
 	haltWait  time.Duration
 	// exitWithParent: exit when the parent process dies (default: under
 	// go run; see parent.go).
@@ -77,6 +78,7 @@ acknowledged lost.`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "serve TLS with this key (with --tls-cert)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.DurationVar(&f.drain, "drain-budget", node.DefaultDrainBudget, "on SIGTERM or Ctrl-C, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting")
+	fl.IntVar(&f.readAhead, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fl.BoolVar(&f.exitWithParent, "exit-with-parent", underGoRun(), "exit (in order, as on Ctrl-C) when the parent process dies; on by default under go run, so that killing go run stops the server")
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	return cmd
@@ -215,7 +217,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 		return err
 	}
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
-		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain})
+		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain, ReadAheadMiB: f.readAhead})
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,7 @@ func run(args []string) error {
 		peers, tlsCert, tlsKey, level    string
 		pathStyle, createTable, version  bool
 		drainBudget                      time.Duration
+		readAheadMiB                     int
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -77,6 +78,7 @@ func run(args []string) error {
 	fs.StringVar(&tlsKey, "tls-key", "", "the TLS key (PEM)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&drainBudget, "drain-budget", node.DefaultDrainBudget, "on SIGTERM, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting; keep the task's stop timeout above it")
+	fs.IntVar(&readAheadMiB, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,9 +144,10 @@ func run(args []string) error {
 	n, err := node.Start(ctx, node.Config{
 		Star: cfg, Meta: dynamo.New(ddb, table), Settled: s3obj.New(s3c, settled),
 		Addr: addr, AdminAddr: admin, TLSCert: tlsCert, TLSKey: tlsKey, Peers: peerMap,
-		Remote:      &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
-		Logger:      log,
-		DrainBudget: drainBudget,
+		Remote:       &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
+		Logger:       log,
+		DrainBudget:  drainBudget,
+		ReadAheadMiB: readAheadMiB,
 	})
 	if err != nil {
 		return err

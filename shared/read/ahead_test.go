@@ -122,11 +122,16 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 // Settle (merging the last small settled object with the new data) and
 // trim (deleting transit slots and replaced objects) run while a session
 // reads: prefetched locations may vanish or be replaced under it. Every
-// record still arrives once, in order.
+// record still arrives once, in order, with the default budget and with
+// one smaller than a location (every fetch waits for the one before).
 func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
-	for _, trimAt := range []int{0, 1} {
-		t.Run(fmt.Sprintf("trim-after-batch-%d", trimAt), func(t *testing.T) {
+	for _, tc := range []struct{ trimAt, budget int }{{0, 0}, {1, 0}, {0, 2 << 10}, {1, 2 << 10}} {
+		trimAt := tc.trimAt
+		t.Run(fmt.Sprintf("trim-after-batch-%d-budget-%d", trimAt, tc.budget), func(t *testing.T) {
 			e := newEnv(t)
+			if tc.budget > 0 {
+				e.r.AheadBudget = NewBudget(int64(tc.budget))
+			}
 			ctx := context.Background()
 			e.appendN(5, 50)
 			e.absorb()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/shared/chain"
@@ -48,6 +49,12 @@ type Reader struct {
 	Settled objstore.Bucket
 	// Clock times heartbeats (nil: the real clock).
 	Clock clock.Clock
+	// AheadBudget bounds the read-ahead of all the sessions of this
+	// Reader together (nil: a budget of DefaultAheadBudget of its own).
+	AheadBudget *Budget
+
+	budgetOnce sync.Once
+	budget     *Budget
 }
 
 // StartKind selects how a read's start is given.
