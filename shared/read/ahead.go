@@ -241,10 +241,14 @@ func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.Stream
 	a.mu.Lock()
 	a.pass(k)
 	f, ok := a.have[k]
+	if c := a.bud.charge(loc.Length); !ok && a.bud.tryTake(c, 1) {
+		// Not planned (or forgotten, or fill was at AheadParallel): fetch
+		// it now, beside the others.
+		f, ok = a.start(loc, c), true
+	}
 	if !ok {
-		// Not planned (or forgotten), or the budget had no room: give back
-		// all this session holds (a session that waits holds nothing) and
-		// wait for room for this one.
+		// The budget has no room: give back all this session holds (a
+		// session that waits holds nothing) and wait for room for this one.
 		a.dropAll()
 		a.waiting = true
 		a.mu.Unlock()
@@ -267,8 +271,9 @@ func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.Stream
 	return f.info, f.recs, f.err
 }
 
-// pass drops the planned locations before k: the read, which loads them in
-// plan order, has passed them. a.mu is held.
+// pass drops the planned locations before k, from the plan and from what
+// is held: the read, which loads them in plan order, has passed them.
+// a.mu is held.
 func (a *ahead) pass(k locKey) {
 	for i, l := range a.order {
 		if keyOf(l) == k {
@@ -277,6 +282,7 @@ func (a *ahead) pass(k locKey) {
 					a.drop(keyOf(p), f)
 				}
 			}
+			a.order = a.order[i:] // or fill would fetch them again
 			return
 		}
 	}

@@ -155,3 +155,52 @@ func TestBudgetWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("a location over the total is charged %d, want the total", c)
 	}
 }
+
+// rangeGets counts the GETs of each range of a bucket.
+type rangeGets struct {
+	objstore.Bucket
+	mu *sync.Mutex
+	n  map[[3]any]int
+}
+
+func (b rangeGets) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	b.mu.Lock()
+	b.n[[3]any{key, off, n}]++
+	b.mu.Unlock()
+	return b.Bucket.Get(ctx, key, off, n)
+}
+
+// A session fetches each location of its backlog once: a location the
+// read has passed is given back to the budget and dropped from the plan,
+// never fetched again. Regression test: passed locations stayed planned,
+// and the next fill fetched them again (1.9 bytes fetched per byte read in
+// the catch-up bench, 1.04 before the budget).
+func TestAheadFetchesEachLocationOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendN(60, 50)
+	e.absorb()
+	if _, err := e.settler().Run(ctx, e.chain); err != nil {
+		t.Fatal(err)
+	}
+	e.appendN(60, 50)
+	e.absorb()
+	var mu sync.Mutex
+	counts := map[[3]any]int{}
+	var bs []objstore.Bucket
+	for _, b := range e.set.Buckets {
+		bs = append(bs, rangeGets{b, &mu, counts})
+	}
+	// No hedged second copy: every GET is the read-ahead's own.
+	e.r.Sets = map[metastore.Class]chain.Set{metastore.Express: {Buckets: bs, W: e.set.W, Hedge: -1}}
+	e.r.Settled = rangeGets{e.settled, &mu, counts}
+	check(t, e.sessionAll(nil), 0, 6000)
+	if len(counts) < 10 {
+		t.Fatalf("%d locations fetched: the test wants many", len(counts))
+	}
+	for r, n := range counts {
+		if n != 1 {
+			t.Fatalf("%v fetched %d times", r, n)
+		}
+	}
+}
