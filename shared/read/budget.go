@@ -7,8 +7,8 @@ import (
 
 // DefaultAheadBudget is a Reader's read-ahead budget when none is given:
 // the bytes that all its sessions' read-ahead may hold or have in flight
-// at once. 256 MiB keeps 16 sessions at their full AheadBytes; more
-// sessions share it.
+// at once. 256 MiB keeps 4 sessions at their full AheadBytes; more
+// sessions share it (each still reads with what it is granted).
 const DefaultAheadBudget = 256 << 20
 
 // prefetchShare is the part of a budget that fetches ahead of the read

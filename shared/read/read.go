@@ -383,7 +383,7 @@ func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.Str
 		if r.Settled == nil {
 			return nil, fmt.Errorf("read %s: settled location %s but no settled bucket is configured", st.Name, loc.Key)
 		}
-		b, err := r.Settled.Get(ctx, loc.Key, loc.Offset, loc.Length)
+		b, err := getParts(ctx, r.Settled, loc.Key, loc.Offset, loc.Length)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: get %s: %w", st.Name, loc.Key, err)
 		}
