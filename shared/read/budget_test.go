@@ -14,8 +14,8 @@ import (
 	"github.com/strandlog/strand/shared/star"
 )
 
-// inflightGets tracks the bytes of distinct ranges being fetched at once
-// (a hedged read of a second copy is the same range), and the most at once.
+// inflightGets tracks the bytes of distinct ranges being fetched at once,
+// and the most at once.
 type inflightGets struct {
 	mu     sync.Mutex
 	ranges map[[3]any]int
@@ -89,7 +89,9 @@ func TestBudgetBoundsManySessions(t *testing.T) {
 	}
 	bud := NewBudget(total)
 	e.r = &Reader{Star: e.star, Meta: e.meta, AheadBudget: bud,
-		Sets:    map[metastore.Class]chain.Set{metastore.Express: {Buckets: bs, W: e.set.W}},
+		// No hedged second copies: a loser still in flight after its
+		// read returned is not the read-ahead's.
+		Sets:    map[metastore.Class]chain.Set{metastore.Express: {Buckets: bs, W: e.set.W, Hedge: -1}},
 		Settled: trackedBucket{e.settled, tr}}
 
 	const sessions = 12
