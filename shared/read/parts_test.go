@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,32 +61,32 @@ func TestGetParts(t *testing.T) {
 	}
 }
 
-// slowGets answers each GET after a delay and counts those of a copy that
-// exists (a copy missing from the first bucket is not a hedge).
-type slowGets struct {
-	objstore.Bucket
-	d time.Duration
-	n *atomic.Int64
+// hedgeClock records the delays the chain set's hedge asks for; its
+// timers never fire (only a missing copy makes the read ask the next).
+type hedgeClock struct {
+	mu     sync.Mutex
+	delays []time.Duration
 }
 
-func (b slowGets) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	time.Sleep(b.d)
-	p, err := b.Bucket.Get(ctx, key, off, n)
-	if !errors.Is(err, objstore.ErrNotFound) {
-		b.n.Add(1)
-	}
-	return p, err
+func (c *hedgeClock) Now() time.Time        { return time.Now() }
+func (c *hedgeClock) Sleep(d time.Duration) { time.Sleep(d) }
+func (c *hedgeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.delays = append(c.delays, d)
+	c.mu.Unlock()
+	return nil
 }
 
-// A transit GET slower than the chain's default hedge (20 ms) but within
-// the time its body is given asks no second copy. Regression test: with 16
-// GETs in flight per session, second copies made 1.6 bytes fetched per
-// byte read in the catch-up bench.
+// A transit GET is hedged after the chain's delay plus its body's time at
+// hedgeMBps, not after a fixed 20 ms. Regression test: a 1 MiB GET still
+// streaming at 90 MB/s (11 ms of body after a first byte of up to 10 ms)
+// was hedged, and with 16 GETs in flight per session the second copies
+// made 1.6 bytes fetched per byte read in the catch-up bench.
 func TestTransitGetsHedgeForTheirSize(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	const n = 8
-	for i := range n { // locations of about 1 MiB: hedged after about 40 ms
+	const n = 4
+	for i := range n { // locations of about 1 MiB
 		var recs []format.Record
 		for range 4 {
 			recs = append(recs, format.Record{Body: bytes.Repeat([]byte{byte(i)}, 250<<10)})
@@ -96,19 +96,17 @@ func TestTransitGetsHedgeForTheirSize(t *testing.T) {
 		}
 	}
 	e.absorb()
-	var gets atomic.Int64
-	var bs []objstore.Bucket
-	for _, b := range e.set.Buckets {
-		bs = append(bs, slowGets{b, 22 * time.Millisecond, &gets})
-	}
-	e.r.Sets = map[metastore.Class]chain.Set{metastore.Express: {Buckets: bs, W: e.set.W}}
+	clk := &hedgeClock{}
+	e.r.Sets = map[metastore.Class]chain.Set{metastore.Express: {Buckets: e.set.Buckets, W: e.set.W, Clock: clk}}
 	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	locs := 0
+	var lengths []int64
 	for _, r := range refs {
-		locs += len(r.Locations)
+		for _, l := range r.Locations {
+			lengths = append(lengths, l.Length)
+		}
 	}
 	got := e.sessionAll(nil)
 	if len(got) != 4*n {
@@ -119,7 +117,15 @@ func TestTransitGetsHedgeForTheirSize(t *testing.T) {
 			t.Fatalf("record %d: seq %d body of %d", i, r.Seq, r.Body[0])
 		}
 	}
-	if g := gets.Load(); g != int64(locs) {
-		t.Fatalf("%d GETs for %d transit locations", g, locs)
+	clk.mu.Lock()
+	defer clk.mu.Unlock()
+	if len(clk.delays) < len(lengths) {
+		t.Fatalf("%d hedge timers for %d locations", len(clk.delays), len(lengths))
+	}
+	for _, d := range clk.delays {
+		// about 1 MiB: 20 ms plus 21 ms of body at 50 MB/s
+		if d < chain.DefaultHedge+20*time.Millisecond || d > chain.DefaultHedge+22*time.Millisecond {
+			t.Fatalf("a ~1 MiB GET (locations %v) hedged after %v", lengths, d)
+		}
 	}
 }
