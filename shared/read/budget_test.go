@@ -49,6 +49,19 @@ func (b trackedBucket) Get(ctx context.Context, key string, off, n int64) ([]byt
 	return b.Bucket.Get(ctx, key, off, n)
 }
 
+// settledThenTransit appends 3000 records, absorbs and settles them, then
+// appends and absorbs transitBatches batches of 50 more (left in transit).
+func (e *env) settledThenTransit(transitBatches int) {
+	e.t.Helper()
+	e.appendN(60, 50)
+	e.absorb()
+	if _, err := e.settler().Run(context.Background(), e.chain); err != nil {
+		e.t.Fatal(err)
+	}
+	e.appendN(transitBatches, 50)
+	e.absorb()
+}
+
 // Many sessions catching up at once, over settled and transit locations,
 // share one small budget: what they hold or fetch never exceeds it (the
 // budget's own count, and, independently, the bytes of the GETs in flight),
@@ -58,13 +71,7 @@ func (b trackedBucket) Get(ctx context.Context, key string, off, n int64) ([]byt
 func TestBudgetBoundsManySessions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	e.appendN(60, 50)
-	e.absorb()
-	if _, err := e.settler().Run(ctx, e.chain); err != nil {
-		t.Fatal(err)
-	}
-	e.appendN(30, 50)
-	e.absorb()
+	e.settledThenTransit(30)
 	e.appendN(2, 50)
 	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 100)
 	if err != nil {
@@ -179,14 +186,7 @@ func (b rangeGets) Get(ctx context.Context, key string, off, n int64) ([]byte, e
 // the catch-up bench, 1.04 before the budget).
 func TestAheadFetchesEachLocationOnce(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
-	e.appendN(60, 50)
-	e.absorb()
-	if _, err := e.settler().Run(ctx, e.chain); err != nil {
-		t.Fatal(err)
-	}
-	e.appendN(60, 50)
-	e.absorb()
+	e.settledThenTransit(60)
 	var mu sync.Mutex
 	counts := map[[3]any]int{}
 	var bs []objstore.Bucket
