@@ -64,6 +64,7 @@ func run(args []string) error {
 		pathStyle, createTable, version  bool
 		drainBudget                      time.Duration
 		passIndex                        bool
+		readAheadMiB                     int
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -81,6 +82,7 @@ func run(args []string) error {
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&drainBudget, "drain-budget", node.DefaultDrainBudget, "on SIGTERM, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting; keep the task's stop timeout above it")
 	fs.BoolVar(&passIndex, "pass-index", false, "index absorb passes in the settled bucket instead of one ref per stream (design 014; the settlement Lambdas need STRAND_PASS_INDEX too)")
+	fs.IntVar(&readAheadMiB, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -150,7 +152,7 @@ func run(args []string) error {
 		Logger:      log,
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
-		PassIndex: passIndex,
+		PassIndex: passIndex, ReadAheadMiB: readAheadMiB,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -116,5 +117,30 @@ func TestReadPoints(t *testing.T) {
 	c.Workloads, c.RecordBytes = []string{WorkTail}, []int{4}
 	if err := c.Validate(); err == nil {
 		t.Fatal("accepted 4-byte records for a tail (no room for the stamp)")
+	}
+}
+
+// The checker records every stamped record's latency from its batch's
+// arrival, runs of equal stamps at once, and only stamps in the window.
+func TestCheckerLatencyRuns(t *testing.T) {
+	base := time.Unix(1000, 0)
+	now := base.Add(10 * time.Millisecond)
+	c := &checker{e2e: newHist(0), from: base, to: base.Add(time.Second), now: func() time.Time { return now }}
+	stamp := func(at time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())) }
+	c.arrive()
+	for seq, at := range []time.Time{base, base, base, base.Add(4 * time.Millisecond), base.Add(-time.Millisecond)} {
+		if err := c.record(uint64(seq), stamp(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.flush()
+	if n := c.e2e.h.TotalCount(); n != 4 {
+		t.Fatalf("recorded %d latencies, want 4 (the stamp before the window is not counted)", n)
+	}
+	if got, want := c.e2e.sum, 3*10*time.Millisecond+6*time.Millisecond; got != want {
+		t.Fatalf("latency sum %v, want %v", got, want)
+	}
+	if m := c.e2e.h.Max(); m < int64(10*time.Millisecond)*999/1000 || m > int64(10*time.Millisecond)*1001/1000 {
+		t.Fatalf("max %d ns, want about 10 ms", m)
 	}
 }

@@ -82,8 +82,8 @@ func (c Config) readPoints(base point) []point {
 // readSide opens read sessions on one run's streams.
 type readSide interface {
 	// session reads stream from seq 0 (and, unless noTail, follows the
-	// tail) calling rec per record, until ctx ends or rec fails.
-	session(ctx context.Context, stream int, noTail bool, rec func(seq uint64, body []byte) error) error
+	// tail) into c, until ctx ends or c refuses a record.
+	session(ctx context.Context, stream int, noTail bool, c *checker) error
 	tail(ctx context.Context, stream int) (uint64, error)
 }
 
@@ -104,10 +104,12 @@ func newInprocReads(e *env, st *star.Star, class metastore.Class) *inprocReads {
 	return r
 }
 
-func (r *inprocReads) session(ctx context.Context, stream int, noTail bool, rec func(uint64, []byte) error) error {
+func (r *inprocReads) session(ctx context.Context, stream int, noTail bool, c *checker) error {
 	return r.rd.Session(ctx, r.streams[stream], read.Start{Kind: read.FromSeq}, read.SessionOptions{NoTail: noTail}, func(b read.Batch) error {
+		c.arrive()
+		defer c.flush()
 		for _, x := range b.Records {
-			if err := rec(x.Seq, x.Body); err != nil {
+			if err := c.record(x.Seq, x.Body); err != nil {
 				return err
 			}
 		}
@@ -126,18 +128,21 @@ type apiReads struct {
 	names []string
 }
 
-func (r *apiReads) session(ctx context.Context, stream int, noTail bool, rec func(uint64, []byte) error) error {
+func (r *apiReads) session(ctx context.Context, stream int, noTail bool, c *checker) error {
 	rs, err := r.c.OpenReadSession(ctx, r.names[stream], client.FromSeq(0), client.SessionOptions{NoTail: noTail})
 	if err != nil {
 		return err
 	}
 	defer rs.Close()
 	for rs.Next() {
+		c.arrive()
 		for _, x := range rs.Batch().Records {
-			if err := rec(x.Seq, x.Body); err != nil {
+			if err := c.record(x.Seq, x.Body); err != nil {
+				c.flush()
 				return err
 			}
 		}
+		c.flush()
 	}
 	return rs.Err()
 }
@@ -161,8 +166,18 @@ type checker struct {
 	from, to time.Time // stamps counted: the measured window
 	now      func() time.Time
 	done     time.Time // when the last record arrived
+	// The batch being checked: when it arrived (one clock read per batch,
+	// not per record), and the run of equal stamps not yet recorded (a
+	// producer's batch shares one stamp).
+	arrived  time.Time
+	runStamp int64
+	runN     int64
 }
 
+// arrive starts a delivered batch: its records arrived now.
+func (c *checker) arrive() { c.arrived = c.now() }
+
+// record checks one record of the batch and counts its latency.
 func (c *checker) record(seq uint64, body []byte) error {
 	if want := c.next.Load(); seq != want {
 		return fmt.Errorf("%w: stream %d: seq %d where %d was due", ErrOrder, c.stream, seq, want)
@@ -170,12 +185,32 @@ func (c *checker) record(seq uint64, body []byte) error {
 	c.next.Add(1)
 	c.bytes += int64(len(body))
 	if c.e2e != nil && len(body) >= 8 {
-		at := time.Unix(0, int64(binary.BigEndian.Uint64(body)))
-		if !at.Before(c.from) && at.Before(c.to) {
-			c.e2e.record(c.now().Sub(at))
+		stamp := int64(binary.BigEndian.Uint64(body))
+		if stamp != c.runStamp {
+			c.flush()
+			c.runStamp = stamp
 		}
+		c.runN++
 	}
 	return nil
+}
+
+// flush records the pending run of equal stamps (if in the window).
+func (c *checker) flush() {
+	if c.runN == 0 {
+		return
+	}
+	at := time.Unix(0, c.runStamp)
+	if !at.Before(c.from) && at.Before(c.to) {
+		c.e2e.recordN(c.arrived.Sub(at), c.runN)
+	}
+	c.runN = 0
+}
+
+// recordN adds n equal values.
+func (h *hist) recordN(d time.Duration, n int64) {
+	h.sum += d * time.Duration(n)
+	_ = h.h.RecordValues(min(max(int64(d+h.offset), 1), histMax), n) // clamped: cannot fail
 }
 
 // cpuTime is the process's user and system CPU time so far.
@@ -256,7 +291,7 @@ func (rr *readRun) tailRun(ctx context.Context, cfg Config, pt point) (Result, e
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := rr.reads.session(rctx, s, false, c.record); err != nil && rctx.Err() == nil {
+				if err := rr.reads.session(rctx, s, false, c); err != nil && rctx.Err() == nil {
 					errs <- err
 				}
 			}()
@@ -366,7 +401,7 @@ func (rr *readRun) catchupRun(ctx context.Context, cfg Config, pt point) (Result
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := rr.reads.session(ctx, s, true, c.record); err != nil {
+				if err := rr.reads.session(ctx, s, true, c); err != nil {
 					errs <- err
 				}
 				c.done = time.Now()

@@ -41,6 +41,9 @@ type Remote struct {
 	PollEvery time.Duration
 }
 
+// DefaultReadAheadMiB is the read sessions' shared read-ahead budget.
+const DefaultReadAheadMiB = read.DefaultAheadBudget >> 20
+
 // Config is one star process.
 type Config struct {
 	Star    star.Config // buckets opened by the caller
@@ -75,6 +78,9 @@ type Config struct {
 	// DrainBudget bounds a graceful Close (0: DefaultDrainBudget; see
 	// drain.go).
 	DrainBudget time.Duration
+	// ReadAheadMiB bounds the read-ahead of all read sessions together
+	// (0: DefaultReadAheadMiB).
+	ReadAheadMiB int
 
 	Logger *slog.Logger
 }
@@ -210,6 +216,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
 		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
+	if cfg.ReadAheadMiB > 0 {
+		rd.AheadBudget = read.NewBudget(int64(cfg.ReadAheadMiB) << 20)
+	}
 	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
 	if window != nil {
 		rd.Transit, sc.Window = window, window

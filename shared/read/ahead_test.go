@@ -122,17 +122,23 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 // Settle (merging the last small settled object with the new data) and
 // trim (deleting transit slots and replaced objects) run while a session
 // reads: prefetched locations may vanish or be replaced under it. Every
-// record still arrives once, in order.
+// record still arrives once, in order, with the default budget and with
+// one smaller than a location (every fetch waits for the one before).
 func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
 	for _, indexed := range []bool{false, true} {
-		for _, trimAt := range []int{0, 1} {
-			t.Run(fmt.Sprintf("pass-index-%t/trim-after-batch-%d", indexed, trimAt), func(t *testing.T) { settleAndTrimDuringRead(t, indexed, trimAt) })
+		for _, tc := range []struct{ trimAt, budget int }{{0, 0}, {1, 0}, {0, 2 << 10}, {1, 2 << 10}} {
+			t.Run(fmt.Sprintf("pass-index-%t/trim-after-batch-%d-budget-%d", indexed, tc.trimAt, tc.budget), func(t *testing.T) {
+				settleAndTrimDuringRead(t, indexed, tc.trimAt, tc.budget)
+			})
 		}
 	}
 }
 
-func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt int) {
+func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt, budget int) {
 	e := newEnvIndexed(t, indexed)
+	if budget > 0 {
+		e.r.AheadBudget = NewBudget(int64(budget))
+	}
 	ctx := context.Background()
 	e.appendN(5, 50)
 	e.absorb()

@@ -82,4 +82,13 @@
 // the refs it last queried while they reach its position; any failed step
 // of a read from refs (a fetch, a torn view) drops the cached refs, and
 // the retry re-queries. A plain Read does neither.
+//
+// All the sessions of a Reader share one Budget (budget.go; Reader.
+// AheadBudget, default DefaultAheadBudget): the bytes they hold or fetch
+// ahead never exceed it together. A session reads ahead only with what the
+// budget grants at once (prefetch up to three quarters of it); the
+// location its read needs next, when it finds no room, it waits for, after
+// giving back all it holds, so that waiting sessions hold nothing and the
+// holders are reading. A location is given back when the read passes it,
+// when refs stop naming it, and when the session ends.
 package read

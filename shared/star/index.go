@@ -1,7 +1,6 @@
 package star
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -28,68 +27,97 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 	if st == nil {
 		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
 	}
-	// Under the loglet lock (the write path's), only pick the batches the
-	// window can need; decode them after unlocking. A released batch's
-	// fields and encoded records never change, and the batch stays valid
-	// after the absorb drops it from the index.
-	l := st.l
-	l.mu.Lock()
-	low = st.ackedNext
-	if len(st.indexed) > 0 {
-		low = st.indexed[0].first
+	// From the stream's view (no lock: the write path publishes views).
+	// A released batch's fields and encoded records never change, and the
+	// batch stays valid after the absorb drops it from the index.
+	v := st.v.Load()
+	low = v.next
+	if len(v.indexed) > 0 {
+		low = v.indexed[0].first
 	}
 	// The first batch that ends after from.
-	i := sort.Search(len(st.indexed), func(i int) bool {
-		b := st.indexed[i]
+	i := sort.Search(len(v.indexed), func(i int) bool {
+		b := v.indexed[i]
 		return b.first+uint64(b.recs) > from
 	})
-	var window []*batch
-	n, size := 0, 0
-	for _, b := range st.indexed[i:] {
-		if n >= maxRecords || (size >= maxBytes && n > 0) {
-			break
-		}
-		window = append(window, b)
-		n += int(b.first + uint64(b.recs) - max(from, b.first))
-		if b.first >= from {
-			size += len(b.enc) // a partial first batch counts 0: take one batch more, never one less
-		}
-	}
-	l.mu.Unlock()
-	if readIndexDecodeHook != nil {
-		readIndexDecodeHook()
-	}
-	return decodeWindow(window, from, maxRecords, maxBytes), low, nil
+	return decodeWindow(v.indexed[i:], from, maxRecords, maxBytes), low, nil
 }
 
-// readIndexDecodeHook, if set (tests), runs where ReadIndex decodes.
-var readIndexDecodeHook func()
+// decoded is a batch's records, decoded once for every reader of the
+// flight index (100 sessions tailing one stream decode each batch once, not
+// 100 times), with each record's end in the batch's metered bytes (the
+// sum of format.MeteredSize up to and including it: what read limits
+// count, as the 1 MiB record limit does).
+type decoded struct {
+	recs []SeqRecord
+	ends []int
+}
 
-// decodeWindow decodes the records of window with seq >= from, in seq
-// order and contiguous, up to maxRecords records and maxBytes encoded bytes
-// (at least one): it stops at the first record that does not fit.
+// decoded returns b's records, decoding them at the first call. Two
+// readers racing decode twice and keep one; the result never changes.
+func (b *batch) decoded() *decoded {
+	if d := b.dec.Load(); d != nil {
+		return d
+	}
+	rs, err := format.DecodeRecords(b.enc, b.recs)
+	if err != nil {
+		panic(fmt.Sprintf("star: flight index holds an undecodable batch: %v", err))
+	}
+	d := &decoded{recs: make([]SeqRecord, len(rs)), ends: make([]int, len(rs))}
+	sum := 0
+	for i, r := range rs {
+		d.recs[i] = SeqRecord{Seq: b.first + uint64(i), Record: r}
+		sum += format.MeteredSize(r)
+		d.ends[i] = sum
+	}
+	if !b.dec.CompareAndSwap(nil, d) {
+		return b.dec.Load()
+	}
+	return d
+}
+
+// decodeWindow returns the records of window with seq >= from, in seq
+// order and contiguous, up to maxRecords records and maxBytes metered bytes
+// (at least one): it stops at the first record that does not fit. The
+// records are the batches' shared decoded records (a window within one
+// batch is a capped slice of them; a longer one, a copy), whose bodies
+// alias the batches' encodings: callers must not modify them.
 func decodeWindow(window []*batch, from uint64, maxRecords, maxBytes int) []SeqRecord {
 	var recs []SeqRecord
 	size := 0
 	for _, b := range window {
-		seq := b.first
-		for off := 0; off < len(b.enc); seq++ {
-			if len(recs) >= maxRecords {
-				return recs
+		d := b.decoded()
+		i := 0
+		if from > b.first {
+			i = int(from - b.first)
+		}
+		start := 0
+		if i > 0 {
+			start = d.ends[i-1]
+		}
+		j := i
+		for j < len(d.recs) && len(recs)+(j-i) < maxRecords {
+			n := d.ends[j] - start
+			if n > maxBytes-size && (len(recs) > 0 || j > i) {
+				break
 			}
-			n := 4 + int(binary.BigEndian.Uint32(b.enc[off:]))
-			if seq >= from {
-				if size+n > maxBytes && len(recs) > 0 {
-					return recs
-				}
-				rs, err := format.DecodeRecords(b.enc[off:off+n], 1)
-				if err != nil {
-					panic(fmt.Sprintf("star: flight index holds an undecodable record: %v", err))
-				}
-				recs = append(recs, SeqRecord{Seq: seq, Record: rs[0]})
-				size += n
+			j++
+		}
+		if j > i {
+			if recs == nil && (j < len(d.recs) || len(window) == 1) {
+				// All from one batch (a tailing reader's usual window):
+				// the shared records themselves, capped so that an
+				// append copies them instead of writing into the cache.
+				return d.recs[i:j:j]
 			}
-			off += n
+			if recs == nil {
+				recs = make([]SeqRecord, 0, min(maxRecords, len(d.recs)-i+b.recs*(len(window)-1)))
+			}
+			size += d.ends[j-1] - start
+			recs = append(recs, d.recs[i:j]...)
+		}
+		if j < len(d.recs) {
+			return recs
 		}
 	}
 	return recs
@@ -119,10 +147,6 @@ func (s *Star) WatchStream(id format.StreamID) (tail uint64, changed <-chan stru
 	if err != nil {
 		return 0, nil, err
 	}
-	st.l.mu.Lock()
-	defer st.l.mu.Unlock()
-	if st.changed == nil {
-		st.changed = make(chan struct{})
-	}
-	return st.ackedNext, st.changed, nil
+	v := st.v.Load()
+	return v.next, v.changed, nil
 }

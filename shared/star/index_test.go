@@ -2,10 +2,13 @@ package star
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -52,11 +55,14 @@ func TestReadIndexServesTheTailWindow(t *testing.T) {
 	}
 }
 
-// TestReadIndexDecodesOutsideTheLogletLock: ReadIndex decodes (up to 1 MiB
-// of records) without holding the loglet mutex that the write path takes
-// on every admission and release. Regression test for issue 13 finding 11:
-// the decode ran under it.
-func TestReadIndexDecodesOutsideTheLogletLock(t *testing.T) {
+// TestReadsTakeNoLogletLock: Tail, WatchStream and ReadIndex (with its
+// decode of up to 1 MiB of records) complete while the loglet mutex, which
+// the write path takes on every admission and release, is held: a read
+// session's steps load the stream's published view instead. Regression
+// test for issue 13 finding 11 (the decode ran under the mutex) and for
+// issue 16's fan-out (100 tailing sessions took it four times per step;
+// this test blocked before the views).
+func TestReadsTakeNoLogletLock(t *testing.T) {
 	h := newHarness(t, metastore.Standard, 1, 1)
 	h.start()
 	id := h.open(metastore.Standard, 1)[0]
@@ -64,20 +70,34 @@ func TestReadIndexDecodesOutsideTheLogletLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := h.star.loglets[metastore.Standard]
-	held := true
-	readIndexDecodeHook = func() {
-		if l.mu.TryLock() {
-			held = false
-			l.mu.Unlock()
+	l.mu.Lock()
+	type result struct {
+		tail, watched uint64
+		got           []SeqRecord
+		err           error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.tail, _, r.err = h.star.Tail(id)
+		if r.err == nil {
+			r.watched, _, r.err = h.star.WatchStream(id)
 		}
+		if r.err == nil {
+			r.got, _, r.err = h.star.ReadIndex(id, 0, 10, 1<<20)
+		}
+		done <- r
+	}()
+	var r result
+	select {
+	case r = <-done:
+		l.mu.Unlock()
+	case <-time.After(10 * time.Second):
+		l.mu.Unlock()
+		t.Fatal("a read blocked on the loglet mutex")
 	}
-	defer func() { readIndexDecodeHook = nil }()
-	got, _, err := h.star.ReadIndex(id, 0, 10, 1<<20)
-	if err != nil || len(got) != 5 {
-		t.Fatalf("%d records, %v", len(got), err)
-	}
-	if held {
-		t.Fatal("ReadIndex decoded while holding the loglet mutex")
+	if r.err != nil || r.tail != 5 || r.watched != 5 || len(r.got) != 5 {
+		t.Fatalf("tail %d, watched %d, %d records, %v", r.tail, r.watched, len(r.got), r.err)
 	}
 }
 
@@ -105,5 +125,71 @@ func TestReadIndexNeverSkipsARecord(t *testing.T) {
 	}
 	if len(got) != 1 {
 		t.Fatalf("%d records, want 1 (the big one does not fit 200 bytes)", len(got))
+	}
+}
+
+// TestDecodeWindowMatchesPerRecordDecode: the window served from the
+// batches' shared decoded records equals a record-by-record decode of
+// their encodings, for every start, count and metered byte limit (records of mixed
+// sizes across three batches), read twice (the second from the cache).
+func TestDecodeWindowMatchesPerRecordDecode(t *testing.T) {
+	var window []*batch
+	seq := uint64(100)
+	for bi, n := range []int{3, 1, 4} {
+		rs := recs(n, func(i int) []byte { return []byte(strings.Repeat("x", 1+(bi*7+i*13)%40)) })
+		size, err := format.ValidateBatch(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newBatch(nil, rs, size, 1)
+		b.first = seq
+		seq += uint64(n)
+		window = append(window, b)
+	}
+	reference := func(from uint64, maxRecords, maxBytes int) []SeqRecord {
+		var out []SeqRecord
+		size := 0
+		for _, b := range window {
+			s := b.first
+			for off := 0; off < len(b.enc); s++ {
+				n := 4 + int(binary.BigEndian.Uint32(b.enc[off:]))
+				if s >= from {
+					rs, err := format.DecodeRecords(b.enc[off:off+n], 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(out) >= maxRecords || (size+format.MeteredSize(rs[0]) > maxBytes && len(out) > 0) {
+						return out
+					}
+					out = append(out, SeqRecord{Seq: s, Record: rs[0]})
+					size += format.MeteredSize(rs[0])
+				}
+				off += n
+			}
+		}
+		return out
+	}
+	for pass := 0; pass < 2; pass++ {
+		for from := uint64(100); from <= seq; from++ {
+			// Only batches that end after from, as ReadIndex passes them.
+			i := 0
+			for i < len(window) && window[i].first+uint64(window[i].recs) <= from {
+				i++
+			}
+			for maxRecords := 1; maxRecords <= 9; maxRecords++ {
+				for maxBytes := 1; maxBytes <= 400; maxBytes += 7 {
+					got := decodeWindow(window[i:], from, maxRecords, maxBytes)
+					want := reference(from, maxRecords, maxBytes)
+					if len(got) != len(want) {
+						t.Fatalf("from %d, %d records, %d bytes: %d records, want %d", from, maxRecords, maxBytes, len(got), len(want))
+					}
+					for k := range got {
+						if got[k].Seq != want[k].Seq || string(got[k].Body) != string(want[k].Body) || got[k].TimestampMs != want[k].TimestampMs {
+							t.Fatalf("from %d, %d records, %d bytes: record %d is %d %q, want %d %q", from, maxRecords, maxBytes, k, got[k].Seq, got[k].Body, want[k].Seq, want[k].Body)
+						}
+					}
+				}
+			}
+		}
 	}
 }

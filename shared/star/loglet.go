@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sync"
+	"sync/atomic"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -22,8 +23,9 @@ type batch struct {
 	first   uint64
 	firstTs int64
 	lastTs  int64
-	at      time.Time // admission time
-	fl      *flight   // the flight that carries it (set at release)
+	at      time.Time               // admission time
+	fl      *flight                 // the flight that carries it (set at release)
+	dec     atomic.Pointer[decoded] // its records, decoded for readers (index.go)
 	// producer and batchSeq: an idempotent producer's batch (zero producer:
 	// none); see dedupe.go.
 	producer format.ProducerID
@@ -563,6 +565,8 @@ func (l *loglet) markDurable(f *flight) {
 func (l *loglet) release(f *flight, now time.Time) {
 	f.relAt = now
 	l.trace(TraceRelease, f, now)
+	// Index and publish before acking: a producer that reads after its ack
+	// sees its records.
 	for _, b := range f.batches {
 		st := b.st
 		st.ackedNext = b.first + uint64(b.recs)
@@ -570,7 +574,9 @@ func (l *loglet) release(f *flight, now time.Time) {
 		if b.hasCmds {
 			st.ackedCmds = b.cmds
 		}
-		st.wake()
+		b.fl = f
+		st.indexed = append(st.indexed, b)
+		st.publish(true)
 	}
 	for _, b := range f.batches {
 		a := Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1, Tail: b.st.ackedNext, LastTsMs: b.st.ackedTs,
@@ -585,10 +591,6 @@ func (l *loglet) release(f *flight, now time.Time) {
 		l.m.ackLatency.Observe(now.Sub(b.at).Seconds())
 	}
 	l.m.flights.Inc()
-	for _, b := range f.batches {
-		b.fl = f
-		b.st.indexed = append(b.st.indexed, b)
-	}
 	l.released = append(l.released, f)
 	l.relBytes += f.objLen
 }
@@ -607,8 +609,14 @@ func (l *loglet) absorbed(cur metastore.Cursor) {
 		for _, b := range f.batches {
 			st := b.st
 			if len(st.indexed) > 0 && st.indexed[0] == b {
-				st.indexed[0] = nil
+				// Resliced, not cleared: views alias the array. The
+				// dropped prefix is garbage at the append that outgrows
+				// the array (or now, when the index empties).
 				st.indexed = st.indexed[1:]
+				if len(st.indexed) == 0 {
+					st.indexed = nil
+				}
+				st.publish(false)
 			}
 		}
 		n++

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/shared/clock"
@@ -104,13 +105,14 @@ type stream struct {
 	ackedTs   int64
 	// indexed are this stream's batches in the flight index (released,
 	// not yet absorbed), in seq order: reads of the tail window search it
-	// instead of every flight of the loglet.
+	// instead of every flight of the loglet. Only ever appended to or
+	// resliced from the front, never written in place: published views
+	// alias it (see view).
 	indexed []*batch
 	// drained: Drain has taken the stream off the star; admission refuses it.
 	drained bool
-	// changed is closed (and cleared) when the acked tail moves or the
-	// stream is drained; nil while nobody watches (see WatchStream).
-	changed chan struct{}
+	// v is what readers see (Tail, ReadIndex, WatchStream), without l.mu.
+	v atomic.Pointer[view]
 	// dd is the producer dedupe table (nil until a producer appends or
 	// Open seeds it).
 	dd *dedupe
@@ -127,12 +129,35 @@ type stream struct {
 	cfg format.StreamConfig
 }
 
-// wake closes the stream's watch channel, if anyone holds it. Called with
-// l.mu held.
-func (st *stream) wake() {
-	if st.changed != nil {
-		close(st.changed)
-		st.changed = nil
+// view is a stream's acked tail and flight index as readers see them. A
+// view is never modified: the write path publishes a new one (with l.mu
+// held) at every release, absorb and drain, so a read session's every step
+// loads it with one atomic read instead of taking the loglet's lock, which
+// is the write path's (100 tailing sessions took it four times per step
+// each, and the releases queued behind them).
+type view struct {
+	next    uint64 // acked tail
+	ts      int64  // its timestamp
+	indexed []*batch
+	// changed is closed when the acked tail moves or the stream is
+	// drained: the release wakes the stream's sessions itself.
+	changed chan struct{}
+}
+
+// publish replaces the stream's view with its current state; wake closes
+// the old view's changed (an absorb, which moves no tail, keeps it). Called
+// with l.mu held.
+func (st *stream) publish(wake bool) {
+	old := st.v.Load()
+	nv := &view{next: st.ackedNext, ts: st.ackedTs, indexed: st.indexed}
+	if old != nil && !wake {
+		nv.changed = old.changed
+	} else {
+		nv.changed = make(chan struct{})
+	}
+	st.v.Store(nv)
+	if old != nil && wake {
+		close(old.changed)
 	}
 }
 
@@ -283,6 +308,7 @@ func (s *Star) Open(info StreamInfo) error {
 		return fmt.Errorf("star: stream %s is %s, but this star has no %s bucket set", info.ID, info.Class, info.Class)
 	}
 	st := &stream{id: info.ID, class: info.Class, l: l, next: info.Next, lastTs: info.LastTsMs, ackedNext: info.Next, ackedTs: info.LastTsMs}
+	st.publish(false)
 	if len(info.Producers) > 0 {
 		st.dedupe(s).seed(info.Producers, s.clk.Now().UnixMilli())
 	}
@@ -317,7 +343,7 @@ func (s *Star) Drain(ctx context.Context, id format.StreamID) error {
 	l := st.l
 	l.mu.Lock()
 	st.drained = true
-	st.wake()
+	st.publish(true)
 	for st.ackedNext != st.next || len(st.indexed) > 0 {
 		if l.deposed != nil {
 			err := l.deposed
@@ -446,9 +472,8 @@ func (s *Star) Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 	if st == nil {
 		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
 	}
-	st.l.mu.Lock()
-	defer st.l.mu.Unlock()
-	return st.ackedNext, st.ackedTs, nil
+	v := st.v.Load()
+	return v.next, v.ts, nil
 }
 
 // Start proves every bucket enforces put-if-absent, takes the leadership of
