@@ -193,6 +193,11 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The walkthrough's endpoint export names strand dev's default address;
+	// the test serves on a free port instead, so check the default here.
+	if help, err := exec.Command(bin, "dev", "--help").CombinedOutput(); err != nil || !strings.Contains(string(help), `(default "127.0.0.1:4780")`) {
+		t.Fatalf("strand dev --help (%v) does not give 127.0.0.1:4780 as --addr's default, which README's endpoint export assumes:\n%s", err, help)
+	}
 	startReadmeDev(t, bin, root, addr)
 
 	const endpointExport = "export STRAND_ENDPOINT=http://127.0.0.1:4780"
