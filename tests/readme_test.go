@@ -106,13 +106,10 @@ func startReadmeDev(t *testing.T, bin, root, addr string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start strand dev: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
+	ready, exited := make(chan string, 1), make(chan error, 1)
 	go func() {
 		var out strings.Builder
+		defer func() { exited <- cmd.Wait() }()
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			out.WriteString(sc.Text() + "\n")
@@ -121,7 +118,14 @@ func startReadmeDev(t *testing.T, bin, root, addr string) {
 			}
 		}
 	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	})
 	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		t.Fatalf("strand dev exited before serving on %s: %v; stderr:\n%s", addr, err, stderr.String())
 	case out := <-ready:
 		if !strings.Contains(out, "export STRAND_ENDPOINT=http://"+addr) {
 			t.Fatalf("strand dev printed %q, want it to serve on %s", out, addr)
@@ -210,10 +214,21 @@ func TestReadmeWalkthrough(t *testing.T) {
 		tailBlock = -1
 		checked   = map[string]bool{}
 	)
+	// A reader's shell starts without strand's variables; the walkthrough sets them.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STRAND_") {
+			env = append(env, kv)
+		}
+	}
+	// shell is line in bash, after the exports so far (one shell session).
+	shell := func(line string) *exec.Cmd {
+		cmd := exec.Command("bash", "-c", strings.Join(append(append([]string{}, exports...), line), "\n"))
+		cmd.Dir, cmd.Env = root, env
+		return cmd
+	}
 	run := func(line string) (string, string, error) {
-		script := strings.Join(append(append([]string{}, exports...), line), "\n")
-		cmd := exec.Command("bash", "-c", script)
-		cmd.Dir = root
+		cmd := shell(line)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -240,8 +255,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 				if len(block) != 1 {
 					t.Fatalf("README: the tail block holds more than the tail: %+v", block)
 				}
-				tail = exec.Command("bash", "-c", strings.Join(append(append([]string{}, exports...), line), "\n"))
-				tail.Dir = root
+				tail = shell(line)
 				tail.Stdout, tail.Stderr = &tailOut, &tailOut
 				tail.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				if err := tail.Start(); err != nil {
