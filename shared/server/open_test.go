@@ -74,25 +74,34 @@ func createIn(t *testing.T, meta metastore.Store, name string, b byte) metastore
 	return st
 }
 
+// racingAppend starts a node whose metastore runs getStream inside
+// GetStream, records the stream name (id byte b) led by star-0 that the
+// server has not opened, and appends to it in the background: done has
+// the Append's result.
+func racingAppend(t *testing.T, name string, b byte, getStream func(string)) (*hookMeta, *node, *client.Client, metastore.Stream, <-chan error) {
+	meta := &hookMeta{Store: newMeta(t)}
+	n := newNode(t, meta, "star-0", true, nil)
+	c := newClient(t, n, adminTok)
+	st := createIn(t, meta, name, b)
+	meta.mu.Lock()
+	meta.getStream = getStream
+	meta.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Append(context.Background(), name, recs(1, "late"), client.AppendOptions{})
+		done <- err
+	}()
+	return meta, n, c, st, done
+}
+
 // TestAppendRacingDeleteStreamDoesNotResurrectIt is issue 19's finding 4:
 // an Append looks the stream up as active, DeleteStream drains it and marks
 // it deleting, and then the Append must not open it again (it would ack
 // appends and write refs for a stream whose metadata trim deletes).
 func TestAppendRacingDeleteStreamDoesNotResurrectIt(t *testing.T) {
 	ctx := context.Background()
-	meta := &hookMeta{Store: newMeta(t)}
-	n := newNode(t, meta, "star-0", true, nil)
-	c := newClient(t, n, adminTok)
-	st := createIn(t, meta, "logs/r", 7)
 	hook, entered, release := holdOnce(t, "logs/r")
-	meta.mu.Lock()
-	meta.getStream = hook
-	meta.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Append(ctx, "logs/r", recs(1, "late"), client.AppendOptions{})
-		done <- err
-	}()
+	meta, n, c, st, done := racingAppend(t, "logs/r", 7, hook)
 	<-entered // the Append read the stream as active
 	must(t, c.DeleteStream(ctx, "logs/r"))
 	release()
@@ -191,26 +200,15 @@ func TestDeletedStreamsLeaveNothingHeld(t *testing.T) {
 // that open, which then finds the stream draining.
 func TestOpenRegisteredBeforeDeleteDoesNotResurrectIt(t *testing.T) {
 	ctx := context.Background()
-	meta := &hookMeta{Store: newMeta(t)}
-	n := newNode(t, meta, "star-0", true, nil)
-	c := newClient(t, n, adminTok)
-	st := createIn(t, meta, "logs/o", 8)
 	// The Append's second read of the stream is the open's own
 	// (stillActive): hold it after it read the stream as active.
 	hold, entered, release := holdOnce(t, "logs/o")
 	var reads atomic.Int64
-	meta.mu.Lock()
-	meta.getStream = func(name string) {
+	_, n, c, st, done := racingAppend(t, "logs/o", 8, func(name string) {
 		if name == "logs/o" && reads.Add(1) == 2 {
 			hold(name)
 		}
-	}
-	meta.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Append(ctx, "logs/o", recs(1, "late"), client.AppendOptions{})
-		done <- err
-	}()
+	})
 	<-entered
 	deleted := make(chan error, 1)
 	go func() { deleted <- c.DeleteStream(ctx, "logs/o") }()
