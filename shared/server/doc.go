@@ -19,10 +19,12 @@
 // outside the server's lock and once per stream (calls for a stream being
 // opened wait for its one read), so a slow metastore delays only the
 // streams being opened. A stream being drained or deleted by DeleteStream
-// is never (re)opened: the check is made again under the lock just before
-// the star opens it, and the ids this server deleted are remembered, so an
-// Append that looked the stream up as active before the delete gets
-// NotFound.
+// is never (re)opened: an open reads the stream again from the metastore
+// once it is registered, and checks for a drain under the lock just before
+// the star opens it (a DeleteStream waits for an open registered before
+// its drain), so an Append that looked the stream up as active before the
+// delete gets NotFound. The server keeps no set of deleted ids: the
+// metastore is the record, so nothing grows with deletions.
 //
 // # Errors
 //

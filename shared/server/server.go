@@ -81,10 +81,8 @@ type Server struct {
 	opened   map[format.StreamID]bool
 	opening  map[format.StreamID]*opening // an open in progress (its LastRef runs outside mu)
 	draining map[format.StreamID]bool     // DeleteStream in progress: no reopen
-	// deleted holds the ids this server marked deleting: never reopened
-	// (ids are random and never reused, so the set only grows, by one id
-	// per deletion).
-	deleted map[format.StreamID]bool
+	// Streams deleted are not remembered here: an open reads the stream
+	// again from the metastore before the star opens it (stillActive).
 
 	shutdown shutdown // BeginDrain, EndSessions (shutdown.go)
 }
@@ -123,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}, deleted: map[format.StreamID]bool{}}, nil
+		draining: map[format.StreamID]bool{}}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
@@ -287,6 +285,9 @@ func (s *Server) open(ctx context.Context, st metastore.Stream, id format.Stream
 		s.mu.Unlock()
 
 		info, err := s.recoverTail(ctx, st, id)
+		if err == nil {
+			err = s.stillActive(ctx, st)
+		}
 		s.mu.Lock()
 		if err == nil {
 			err = s.gone(st, id)
@@ -307,10 +308,26 @@ func (s *Server) open(ctx context.Context, st metastore.Stream, id format.Stream
 	}
 }
 
-// gone reports a stream being or already deleted here. Called with s.mu.
+// gone reports a stream being deleted here. Called with s.mu.
 func (s *Server) gone(st metastore.Stream, id format.StreamID) error {
-	if s.draining[id] || s.deleted[id] {
+	if s.draining[id] {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", st.Name))
+	}
+	return nil
+}
+
+// stillActive reads the stream again, after its open was registered: st
+// may have been looked up before a DeleteStream marked it deleting, and a
+// DeleteStream that ended before this open was registered has marked it
+// in the metastore, the one record of deleted streams (so the server
+// keeps none of its own).
+func (s *Server) stillActive(ctx context.Context, st metastore.Stream) error {
+	now, err := s.cfg.Meta.GetStream(ctx, st.Name)
+	if errors.Is(err, metastore.ErrNotFound) || err == nil && (now.ID != st.ID || now.State != metastore.StreamActive) {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("stream %q is being deleted", st.Name))
+	}
+	if err != nil {
+		return toConnect(fmt.Errorf("look up stream %q: %w", st.Name, err))
 	}
 	return nil
 }
@@ -501,9 +518,6 @@ func (s *Server) DeleteStream(ctx context.Context, req *connect.Request[strandv1
 	}
 	s.mu.Lock()
 	delete(s.led, name)
-	if id, err := format.ParseStreamID(st.ID); err == nil {
-		s.deleted[id] = true // before the drain's release: an Append that looked it up as active cannot reopen it
-	}
 	s.mu.Unlock()
 	s.log.Info("stream deleted", "stream", name, "id", st.ID)
 	return connect.NewResponse(&strandv1.DeleteStreamResponse{}), nil
@@ -521,10 +535,22 @@ func (s *Server) drain(ctx context.Context, name string, id format.StreamID) (re
 	}
 	s.draining[id] = true
 	s.mu.Unlock()
+	// release first waits for an open of the stream registered before the
+	// drain began (it fails: the stream is draining); an open registered
+	// after release reads the stream again (stillActive), after it was
+	// marked deleting.
 	release = func() {
-		s.mu.Lock()
-		delete(s.draining, id)
-		s.mu.Unlock()
+		for {
+			s.mu.Lock()
+			op := s.opening[id]
+			if op == nil {
+				delete(s.draining, id)
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-op.done
+		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
 	defer cancel()

@@ -29,6 +29,7 @@ import (
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/tests/sim"
+	"github.com/strandlog/strand/tests/testnode"
 )
 
 type env struct {
@@ -42,49 +43,17 @@ type env struct {
 // s0..s3 holding a few records each, and tokens: admin (every stream),
 // read and append scoped to "s0", and an issued-then-unknown one.
 func newEnv(t testing.TB) *env {
-	w, err := sim.NewWorld(1, sim.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testnode.Start(t, nil, nil)
+	e := &env{w: a.W, n: a.N, ts: a.TS, tok: map[string]string{
+		"admin":     a.Issue(t, 1, "", auth.Admin),
+		"read-s0":   a.Issue(t, 2, "s0", auth.Read),
+		"append-s0": a.Issue(t, 3, "s0", auth.Append),
+		"unknown":   testnode.Token(t, 9),
+	}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := w.StartNode(ctx, 1, 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Kill)
-	srv, err := w.Server(n, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	e := &env{w: w, n: n, ts: ts, tok: map[string]string{}}
-	for i, g := range []struct {
-		name, prefix string
-		ops          []auth.Op
-	}{
-		{"admin", "", []auth.Op{auth.Admin}},
-		{"read-s0", "s0", []auth.Op{auth.Read}},
-		{"append-s0", "s0", []auth.Op{auth.Append}},
-	} {
-		tk, err := auth.NewToken(bytes.NewReader(bytes.Repeat([]byte{byte(i + 1)}, 32)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := auth.Issue(ctx, w.Meta, tk, g.prefix, g.ops); err != nil {
-			t.Fatal(err)
-		}
-		e.tok[g.name] = tk
-	}
-	unknown, _ := auth.NewToken(bytes.NewReader(bytes.Repeat([]byte{9}, 32)))
-	e.tok["unknown"] = unknown
 	c := e.client(t, "admin")
-	for _, st := range w.Streams {
+	for _, st := range e.w.Streams {
 		if _, err := c.Append(ctx, st.Name, []client.Record{{Body: []byte("r0")}, {Body: []byte("r1")}}, client.AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}

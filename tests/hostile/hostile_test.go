@@ -26,6 +26,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/tests/sim"
+	"github.com/strandlog/strand/tests/testnode"
 )
 
 // env is a star on the simulated stores and its API over HTTP/1.1 and h2c,
@@ -39,41 +40,15 @@ type env struct {
 func newEnv(t testing.TB, mod func(*server.Config)) *env { return newEnvHTTP(t, mod, nil) }
 
 func newEnvHTTP(t testing.TB, mod func(*server.Config), httpMod func(*http.Server)) *env {
-	w, err := sim.NewWorld(1, sim.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := w.StartNode(ctx, 1, 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Kill)
-	sc := server.Config{Star: n.Star, Meta: w.Meta, Reader: w.Reader(n.Star, false), Logger: w.Log,
-		Auth: &auth.Checker{Meta: w.Meta}}
-	if mod != nil {
-		mod(&sc)
-	}
-	srv, err := server.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Config = server.NewHTTPServer(srv.Handler()) // as a node serves it
-	if httpMod != nil {
-		httpMod(ts.Config)
-	}
-	ts.Start()
-	t.Cleanup(ts.Close)
-	tok, err := auth.NewToken(bytes.NewReader(bytes.Repeat([]byte{1}, 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := auth.Issue(ctx, w.Meta, tok, "", []auth.Op{auth.Admin}); err != nil {
-		t.Fatal(err)
-	}
-	return &env{w: w, ts: ts, admin: tok}
+	a := testnode.Start(t, func(c *server.Config) {
+		// The server as hostile tests always had it: no sim heartbeat,
+		// randomness or window.
+		c.Heartbeat, c.Rand, c.Window = 0, nil, nil
+		if mod != nil {
+			mod(c)
+		}
+	}, httpMod)
+	return &env{w: a.W, ts: a.TS, admin: a.Issue(t, 1, "", auth.Admin)}
 }
 
 // gzipBomb is a gzip body that inflates to 1 GiB of zeros: one member of

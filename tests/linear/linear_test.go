@@ -12,8 +12,6 @@ import (
 	"hash/fnv"
 	"maps"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +24,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/star"
 	"github.com/strandlog/strand/tests/sim"
+	"github.com/strandlog/strand/tests/testnode"
 )
 
 type opKind uint8
@@ -201,27 +200,10 @@ func (r *recorder) add(client int, in input, call time.Time, out output, ret tim
 // `ops` operations each on two streams; every operation must succeed, and
 // the history must be linearizable.
 func run(t *testing.T, seed int64, clients, ops int, inject func(w *sim.World, stop <-chan struct{})) {
-	w, err := sim.NewWorld(seed, sim.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testnode.StartWorld(t, seed, false, nil, nil)
+	w, ts := a.W, a.TS
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := w.StartNode(ctx, 1, 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Kill()
-	srv, err := w.Server(n, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	defer ts.Close()
 	c, err := client.New(ts.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -320,12 +320,17 @@ func (n *Node) Kill() {
 // calls): metadata in the unfaulted metastore, reads through the faults,
 // logs into the world's capture. With withAuth, bearer tokens are checked.
 func (w *World) Server(n *Node, withAuth bool) (*server.Server, error) {
+	return server.New(w.ServerConfig(n, withAuth))
+}
+
+// ServerConfig is the configuration of Server.
+func (w *World) ServerConfig(n *Node, withAuth bool) server.Config {
 	sc := server.Config{Star: n.Star, Meta: w.Meta, Reader: w.Reader(n.Star, false), Logger: w.Log, Rand: w.rand, Heartbeat: 100 * time.Millisecond,
 		Window: w.Window(w.Meta, w.SettledMem)}
 	if withAuth {
 		sc.Auth = &auth.Checker{Meta: w.Meta}
 	}
-	return server.New(sc)
+	return sc
 }
 
 // Reader is a reader of the node's streams. raw reads the unfaulted
