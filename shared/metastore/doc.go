@@ -57,7 +57,12 @@
 //   - Chain heads: GetHead returns ErrNotFound before the first mint.
 //     AdvanceCursor moves one cursor forward by compare-and-set: ErrConflict
 //     when the stored cursor is not `from`, ErrInvalid when `to` is not after
-//     `from`. Cursors never move backward.
+//     `from`. Cursors never move backward. The kinds are Checkpoint,
+//     Settled, Trimmed and Flushed (design 014, level 1: every record in a
+//     slot below it is behind a ref; the first mint sets it with the
+//     others, and a head stored before it existed reads it as 0/0). The
+//     store does not order the cursors against each other: their writers
+//     do (settle keeps Flushed <= Settled).
 //   - Absorb lease: an absorb pass [from, to) is a lease recorded on the
 //     head as Head.Absorbing = to (zero: no pass in progress).
 //     BeginAbsorb(chain, from, to) takes it by compare-and-set: when the

@@ -387,9 +387,10 @@ func ValidateChain(c ChainID) error {
 	return validateClass(c.Class)
 }
 
-// ValidateCursorKind checks that k is Checkpoint, Settled or Trimmed.
+// ValidateCursorKind checks that k is Checkpoint, Settled, Trimmed or
+// Flushed.
 func ValidateCursorKind(k CursorKind) error {
-	if k != Checkpoint && k != Settled && k != Trimmed {
+	if k != Checkpoint && k != Settled && k != Trimmed && k != Flushed {
 		return fmt.Errorf("%w: unknown cursor kind %d", ErrInvalid, k)
 	}
 	return nil
@@ -478,6 +479,8 @@ func SetCursor(h Head, k CursorKind, c Cursor) Head {
 		h.Settled = c
 	case Trimmed:
 		h.Trimmed = c
+	case Flushed:
+		h.Flushed = c
 	default:
 		panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 	}
@@ -488,7 +491,7 @@ func SetCursor(h Head, k CursorKind, c Cursor) Head {
 // is epoch and every cursor is at {epoch, 0}.
 func NewHead(epoch uint64) Head {
 	c := Cursor{Epoch: epoch, Slot: 0}
-	return Head{Epoch: epoch, Checkpoint: c, Settled: c, Trimmed: c}
+	return Head{Epoch: epoch, Checkpoint: c, Settled: c, Trimmed: c, Flushed: c}
 }
 
 // ValidateMint checks MintEpoch's arguments: e.Epoch > prev, State

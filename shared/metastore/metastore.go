@@ -171,6 +171,10 @@ const (
 	Checkpoint CursorKind = 1 // absorbed into refs below this
 	Settled    CursorKind = 2 // settled into settled objects below this
 	Trimmed    CursorKind = 3 // deleted from the chain buckets below this
+	// Flushed: with the pass index's runs (design 014, level 1), every
+	// record in a slot below this is behind a ref; [Flushed, Settled) is
+	// in runs. Settle moves it, never past Settled.
+	Flushed CursorKind = 4
 )
 
 func (k CursorKind) String() string {
@@ -181,6 +185,8 @@ func (k CursorKind) String() string {
 		return "settled"
 	case Trimmed:
 		return "trimmed"
+	case Flushed:
+		return "flushed"
 	}
 	return fmt.Sprintf("cursor(%d)", uint8(k))
 }
@@ -191,6 +197,10 @@ type Head struct {
 	Checkpoint Cursor
 	Settled    Cursor
 	Trimmed    Cursor
+	// Flushed: below it every record is behind a ref (design 014, level
+	// 1: runs are [Flushed, Settled)). A head stored before it existed
+	// reads as the zero Cursor.
+	Flushed Cursor
 	// Absorbing is the target of the absorb pass in progress: the pass
 	// [Checkpoint, Absorbing) holds the lease (BeginAbsorb), and only it may
 	// write refs (PutRefs) or move the checkpoint (AdvanceCursor). The zero
@@ -207,6 +217,8 @@ func (h Head) Cursor(k CursorKind) Cursor {
 		return h.Settled
 	case Trimmed:
 		return h.Trimmed
+	case Flushed:
+		return h.Flushed
 	}
 	panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/strandlog/strand/shared/metastore"
@@ -62,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"StalePassRefused", testStalePassRefused},
 		{"RaceBeginAbsorb", testRaceBeginAbsorb},
 		{"SettleRef", testSettleRef},
+		{"FlushedCursor", testFlushedCursor},
 		{"SettleRefInvalid", testSettleRefInvalid},
 		{"RaceSettleRef", testRaceSettleRef},
 	}
@@ -1016,7 +1018,7 @@ func testMintEpoch(t *testing.T, s metastore.Store) {
 	h, err := s.GetHead(ctx, chainA)
 	must(t, err, "head")
 	c := metastore.Cursor{Epoch: 5, Slot: 0}
-	wantEqual(t, h, metastore.Head{Epoch: 5, Checkpoint: c, Settled: c, Trimmed: c}, "head after first mint")
+	wantEqual(t, h, metastore.Head{Epoch: 5, Checkpoint: c, Settled: c, Trimmed: c, Flushed: c}, "head after first mint")
 	got, err := s.GetEpoch(ctx, chainA, 5)
 	must(t, err, "get epoch")
 	wantEqual(t, got, e5, "minted epoch")
@@ -1034,7 +1036,7 @@ func testMintEpoch(t *testing.T, s metastore.Store) {
 	must(t, s.MintEpoch(ctx, chainA, 5, e6), "mint 6")
 	h, err = s.GetHead(ctx, chainA)
 	must(t, err, "head")
-	wantEqual(t, h, metastore.Head{Epoch: 6, Checkpoint: metastore.Cursor{Epoch: 5, Slot: 7}, Settled: c, Trimmed: c}, "head after mint 6")
+	wantEqual(t, h, metastore.Head{Epoch: 6, Checkpoint: metastore.Cursor{Epoch: 5, Slot: 7}, Settled: c, Trimmed: c, Flushed: c}, "head after mint 6")
 	got, err = s.GetEpoch(ctx, chainA, 5)
 	must(t, err, "get epoch 5")
 	wantEqual(t, got, e5, "epoch 5 after mint 6")
@@ -1127,8 +1129,8 @@ func testAdvanceCursor(t *testing.T, s metastore.Store) {
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, at(1, 0), at(1, 1)), metastore.ErrConflict, "stale settled")
 	h, err := s.GetHead(ctx, chainA)
 	must(t, err, "head")
-	wantEqual(t, h, metastore.Head{Epoch: 1, Checkpoint: at(2, 0), Settled: at(1, 2), Trimmed: at(1, 1)}, "head after advances")
-	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed} {
+	wantEqual(t, h, metastore.Head{Epoch: 1, Checkpoint: at(2, 0), Settled: at(1, 2), Trimmed: at(1, 1), Flushed: at(1, 0)}, "head after advances")
+	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed} {
 		from := h.Cursor(k)
 		to := at(from.Epoch, from.Slot+10)
 		must(t, s.AdvanceCursor(ctx, chainA, k, from, to), "advance "+k.String())
@@ -1368,6 +1370,7 @@ func testRaceAdvanceCursor(t *testing.T, s metastore.Store) {
 		Checkpoint: metastore.Cursor{Epoch: 1, Slot: uint64(w + 1)},
 		Settled:    metastore.Cursor{Epoch: 1, Slot: 1},
 		Trimmed:    from,
+		Flushed:    from,
 	}, "head after the race")
 }
 
@@ -1753,4 +1756,47 @@ func Padded(r metastore.Ref) metastore.Ref {
 		}
 		r.Locations = append(r.Locations, l)
 	}
+}
+
+// testFlushedCursor: the flushed cursor (design 014, level 1) starts with
+// the others at the first mint, carries over mints, moves by
+// compare-and-set on itself only (the store does not order it against
+// settled: settle does), and a lost race is ErrConflict.
+func testFlushedCursor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(2)), "mint")
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h.Flushed, at(2, 0), "flushed after the first mint")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, at(2, 0), at(2, 9)), "advance settled")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Flushed, at(2, 0), at(2, 4)), "advance flushed")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Flushed, at(2, 0), at(2, 5)), metastore.ErrConflict, "flushed from a stale cursor")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Flushed, at(2, 4), at(2, 4)), metastore.ErrInvalid, "flushed to the same cursor")
+	must(t, s.MintEpoch(ctx, chainA, 2, newEpoch(3)), "mint 3")
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.Head{Epoch: 3, Checkpoint: at(2, 0), Settled: at(2, 9), Trimmed: at(2, 0), Flushed: at(2, 4)}, "head after mint 3")
+	// Racing copies of one settle step move it once.
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.AdvanceCursor(ctx, chainA, metastore.Flushed, at(2, 4), at(2, 9))
+			if err == nil {
+				won.Add(1)
+			} else if !errors.Is(err, metastore.ErrConflict) {
+				t.Errorf("racing flushed advance: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d racing flushed advances won, want 1", won.Load())
+	}
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h.Flushed, at(2, 9), "flushed after the race")
 }
