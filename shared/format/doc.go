@@ -143,7 +143,7 @@
 //	             40  8 last record timestamp (ms)
 //	             48  8 record bytes
 //	             56  4 index of its first segment (segments are in stream order)
-//	             60  4 its segment count (at least 1)
+//	             60  4 its segment count (0 only for a marker)
 //	             64  4 index of its first mark
 //	             68  4 its mark count
 //	...    32*S segments, per stream in seq order:
@@ -163,6 +163,14 @@
 //	       in the stream array, strictly increasing, and the stream's
 //	       command state as of its last seq in the pass)
 //	end-4  4    CRC-32C of every byte before it
+//
+// A run index (design 014, level 1; RunIndexKey:
+// index/<star>/<class>/runs/<epoch>/<first-slot>) has this layout too:
+// its segments' slot field names a pack (PackKey, pack n of the run is
+// first slot + n, a pack being segments copied back to back, each with
+// its CRC), and it may hold markers: a stream with no segment, no bytes,
+// no marks and no command state, first seq <= last seq, saying that those
+// seqs were flushed behind a ref.
 //
 // A stream's segments have contiguous seqs from its first to its last seq,
 // in non-decreasing slot order inside [first slot, end slot); its marks lie

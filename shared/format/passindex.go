@@ -62,6 +62,12 @@ type PassSegment struct {
 	CRC      uint32
 }
 
+// Marker reports whether s is a marker: an entry of a run index (design
+// 014, level 1) without segments, saying that the stream's seqs
+// FirstSeq..LastSeq were flushed behind a ref by the settle step that
+// wrote the run. A marker has no bytes, marks or command state.
+func (s *PassStream) Marker() bool { return len(s.Segments) == 0 }
+
 // LastSeq is the seq of the segment's last record.
 func (s PassSegment) LastSeq() uint64 { return s.FirstSeq + uint64(s.Count) - 1 }
 
@@ -80,6 +86,31 @@ type PassMark struct {
 // the key determines the content.
 func PassIndexKey(star, class string, epoch, firstSlot uint64) string {
 	return fmt.Sprintf("index/%s/%s/%020d/%020d", star, class, epoch, firstSlot)
+}
+
+// RunIndexKey is where a run index lives in the settled bucket (design
+// 014, level 1): one settle step's run [firstSlot, end) of an epoch, in
+// the pass index format, its segments in packs (PackKey). Outside the
+// pass indexes' prefix of any epoch: listing one epoch's passes never
+// lists runs.
+func RunIndexKey(star, class string, epoch, firstSlot uint64) string {
+	return fmt.Sprintf("index/%s/%s/runs/%020d/%020d", star, class, epoch, firstSlot)
+}
+
+// PackKey is where pack `slot` of the run [firstSlot, endSlot) lives in
+// the settled bucket: the run's segments copied back to back. A run
+// index's segment names its pack by its Slot field, firstSlot+n for the
+// run's n-th pack. The end is in the key so that two plans of a run at
+// one first slot (settle copies that read different checkpoints) never
+// write one key with different bytes.
+func PackKey(star, class string, epoch, firstSlot, endSlot, slot uint64) string {
+	return PackPrefix(star, class, epoch, firstSlot) + fmt.Sprintf("%020d/%020d", endSlot, slot)
+}
+
+// PackPrefix is the prefix of every pack of every plan of the run at
+// firstSlot (what trim deletes once the run is flushed).
+func PackPrefix(star, class string, epoch, firstSlot uint64) string {
+	return fmt.Sprintf("packs/%s/%s/%020d/%020d-", star, class, epoch, firstSlot)
 }
 
 // Find returns the index of stream id in p.Streams (binary search: the
@@ -285,11 +316,14 @@ func checkPassIndex(p *PassIndex) error {
 		if i > 0 && bytes.Compare(p.Streams[i-1].Stream[:], s.Stream[:]) >= 0 {
 			return bad("stream %d (%s) not after stream %d", i, s.Stream, i-1)
 		}
-		if len(s.Segments) == 0 {
-			return bad("stream %s: no segment", s.Stream)
-		}
 		if s.FirstTsMs > s.LastTsMs || s.Bytes < 0 || s.LastSeq == ^uint64(0) {
 			return bad("stream %s: timestamps %d-%d, bytes %d, last seq %d", s.Stream, s.FirstTsMs, s.LastTsMs, s.Bytes, s.LastSeq)
+		}
+		if s.Marker() {
+			if s.Bytes != 0 || len(s.Marks) != 0 || s.Commands != nil || s.FirstSeq > s.LastSeq {
+				return bad("marker of stream %s: seqs %d-%d, %d bytes, %d marks, commands %t", s.Stream, s.FirstSeq, s.LastSeq, s.Bytes, len(s.Marks), s.Commands != nil)
+			}
+			continue
 		}
 		next, slot := s.FirstSeq, p.FirstSlot
 		for j, g := range s.Segments {
