@@ -144,18 +144,19 @@ type IndexWindow struct {
 
 	mu    sync.Mutex
 	cache map[passAt]*format.PassIndex
-	// pruned is, per chain, the settled cursor at the last pruneTo.
-	pruned map[metastore.ChainID]metastore.Cursor
+	// pruned is, per chain, the head at the last pruneTo.
+	pruned map[metastore.ChainID]metastore.Head
 	// cuts caches the cut of each epoch below a window's end (a fenced
 	// cut is final, and an epoch number never minted below a minted one
 	// never will be): key passAt{c, {epoch, 0}}, value cut+1 (0: none).
 	cuts map[passAt]uint64
 }
 
-// passAt names a pass: its chain and first cursor.
+// passAt names a pass (or, with run, a run): its chain and first cursor.
 type passAt struct {
-	c  metastore.ChainID
-	at metastore.Cursor
+	c   metastore.ChainID
+	at  metastore.Cursor
+	run bool
 }
 
 // DefaultMaxWindowPasses bounds a window walk: at 4 passes a second, over
@@ -171,6 +172,35 @@ var ErrWindow = errors.New("absorb: pass index window broken")
 // Passes returns the pass indexes of chain c from `from` (a pass
 // boundary) up to `to` (the checkpoint), in order.
 func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
+	return w.walk(ctx, c, from, to, false)
+}
+
+// Runs returns the run indexes (design 014, level 1) of chain c from
+// `from` (the flushed cursor) up to `to` (the settled cursor), in order:
+// walked by key as passes are (a run names its end, where the next
+// starts).
+func (w *IndexWindow) Runs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
+	return w.walk(ctx, c, from, to, true)
+}
+
+// Run is the run index of chain c at `at`, or an error matching
+// objstore.ErrNotFound when there is none.
+func (w *IndexWindow) Run(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
+	return w.get(ctx, c, at, true)
+}
+
+// AddRun caches a run index the caller wrote (settle), so that the next
+// walk does not GET it back.
+func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cache == nil {
+		w.cache = map[passAt]*format.PassIndex{}
+	}
+	w.cache[passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, true}] = r
+}
+
+func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, run bool) ([]*format.PassIndex, error) {
 	max := w.MaxPasses
 	if max <= 0 {
 		max = DefaultMaxWindowPasses
@@ -178,7 +208,7 @@ func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to 
 	var out []*format.PassIndex
 	for at := from; at.Less(to); {
 		if len(out) >= max {
-			return nil, fmt.Errorf("chain %s: window %s-%s over %d passes: %w", c, from, to, max, ErrWindow)
+			return nil, fmt.Errorf("chain %s: window %s-%s over %d passes or runs: %w", c, from, to, max, ErrWindow)
 		}
 		if at.Epoch < to.Epoch {
 			cut, exists, err := w.cut(ctx, c, at.Epoch)
@@ -190,7 +220,7 @@ func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to 
 				continue
 			}
 		}
-		p, err := w.get(ctx, c, at)
+		p, err := w.get(ctx, c, at, run)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +232,7 @@ func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to 
 
 // cut is EpochCut of an epoch the chain has moved past, cached.
 func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64) (uint64, bool, error) {
-	k := passAt{c, metastore.Cursor{Epoch: epoch}}
+	k := passAt{c, metastore.Cursor{Epoch: epoch}, false}
 	w.mu.Lock()
 	v, ok := w.cuts[k]
 	w.mu.Unlock()
@@ -226,65 +256,75 @@ func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64
 	return cut, exists, nil
 }
 
-func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
-	key := format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot)
+func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, run bool) (*format.PassIndex, error) {
+	key, what := format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "pass index"
+	if run {
+		key, what = format.RunIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "run index"
+	}
 	w.mu.Lock()
-	p := w.cache[passAt{c, at}]
+	p := w.cache[passAt{c, at, run}]
 	w.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
 	obj, err := w.Bucket.Get(ctx, key, 0, -1)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return nil, fmt.Errorf("chain %s: no pass index at %s: %w: %w", c, at, ErrWindow, err)
+		return nil, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("chain %s: pass index at %s: %w", c, at, err)
+		return nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	q, err := format.ParsePassIndex(obj)
 	if err != nil {
-		return nil, fmt.Errorf("chain %s: pass index at %s: %w", c, at, err)
+		return nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	if q.Epoch != at.Epoch || q.FirstSlot != at.Slot {
-		return nil, fmt.Errorf("chain %s: pass index at %s is of %d/%d: %w", c, at, q.Epoch, q.FirstSlot, ErrWindow)
+		return nil, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, q.Epoch, q.FirstSlot, ErrWindow)
 	}
 	w.mu.Lock()
 	if w.cache == nil {
 		w.cache = map[passAt]*format.PassIndex{}
 	}
-	w.cache[passAt{c, at}] = &q
+	w.cache[passAt{c, at, run}] = &q
 	w.mu.Unlock()
 	return &q, nil
 }
 
 // Prune drops the cached passes of chain c that end at or before `from`
 // (they left the window: settle moved past them).
-func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
+func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) { w.prune(c, from, false) }
+
+// PruneRuns drops the cached runs of chain c that end at or before
+// `flushed` (they left the window: every record in them is behind refs).
+func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) { w.prune(c, flushed, true) }
+
+func (w *IndexWindow) prune(c metastore.ChainID, from metastore.Cursor, run bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for k, p := range w.cache {
-		if end := (metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}); k.c == c && !from.Less(end) {
+		if end := (metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}); k.c == c && k.run == run && !from.Less(end) {
 			delete(w.cache, k)
 		}
 	}
 }
 
-// pruneTo prunes the cache of chain c to a settled cursor read from its
-// head, once per move of that cursor: the cache of a long-lived reader
-// holds the window's passes, not every pass it ever read.
-func (w *IndexWindow) pruneTo(c metastore.ChainID, settled metastore.Cursor) {
+// pruneTo prunes the cache of chain c to the flushed and settled cursors
+// of a head read, once per move of either: the cache of a long-lived
+// reader holds the window's runs and passes, not every one it ever read.
+func (w *IndexWindow) pruneTo(c metastore.ChainID, h metastore.Head) {
 	w.mu.Lock()
 	last, ok := w.pruned[c]
-	if ok && !last.Less(settled) {
+	if ok && !last.Settled.Less(h.Settled) && !last.Flushed.Less(h.Flushed) {
 		w.mu.Unlock()
 		return
 	}
 	if w.pruned == nil {
-		w.pruned = map[metastore.ChainID]metastore.Cursor{}
+		w.pruned = map[metastore.ChainID]metastore.Head{}
 	}
-	w.pruned[c] = settled
+	w.pruned[c] = h
 	w.mu.Unlock()
-	w.Prune(c, settled)
+	w.Prune(c, h.Settled)
+	w.PruneRuns(c, h.Flushed)
 }
 
 // Cached is how many decoded pass indexes the window holds.
@@ -313,13 +353,50 @@ func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to 
 }
 
 func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
-	passes, err := w.Passes(ctx, c, from, to)
+	return w.windowRefs(ctx, c, metastore.Head{Flushed: from, Settled: from, Checkpoint: to}, id, keep)
+}
+
+// HeadRefs is Refs over the whole window of head h: the runs of
+// [h.Flushed, h.Settled) (packed entries after the stream's last marker:
+// a marker's seqs are behind a ref) then the passes of [h.Settled,
+// h.Checkpoint).
+func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq })
+}
+
+// HeadRefsAt is RefsAt over the whole window of head h (HeadRefs).
+func (w *IndexWindow) HeadRefsAt(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs })
+}
+
+func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+	runs, err := w.Runs(ctx, c, h.Flushed, h.Settled)
 	if err != nil {
 		return nil, err
 	}
-	// Parts of one stream in later passes have later seqs: the first kept
-	// part starts the answer.
+	passes, err := w.Passes(ctx, c, h.Settled, h.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	// Parts of one stream in later runs and passes have later seqs: the
+	// first kept part starts the answer. A marker drops what came before
+	// it (those seqs are behind the ref its flush wrote).
 	var out []metastore.Ref
+	for _, r := range runs {
+		i, ok := r.Find(id)
+		if !ok {
+			continue
+		}
+		s := &r.Streams[i]
+		if s.Marker() {
+			out = slices.DeleteFunc(out, func(p metastore.Ref) bool { return p.LastSeq <= s.LastSeq })
+			continue
+		}
+		if len(out) == 0 && !keep(s) {
+			continue
+		}
+		out = append(out, RunRef(c, r, s))
+	}
 	for _, p := range passes {
 		i, ok := p.Find(id)
 		if !ok {
@@ -332,6 +409,17 @@ func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to me
 		out = append(out, PassRef(c.Star, p.Epoch, s))
 	}
 	return out, nil
+}
+
+// RunRef is the packed entry s of run r of chain c as a ref: as PassRef,
+// with settled locations in the run's packs.
+func RunRef(c metastore.ChainID, r *format.PassIndex, s *format.PassStream) metastore.Ref {
+	ref := PassRef(c.Star, r.Epoch, s)
+	for i, g := range s.Segments {
+		ref.Locations[i].Settled = true
+		ref.Locations[i].Key = format.PackKey(c.Star, c.Class.String(), r.Epoch, r.FirstSlot, r.EndSlot, g.Slot)
+	}
+	return ref
 }
 
 // PassRef is stream part s of a pass of epoch as a ref: its seqs,
@@ -374,8 +462,8 @@ func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromS
 		if err != nil {
 			return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
 		}
-		w.pruneTo(c, h.Settled)
-		refs, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+		w.pruneTo(c, h)
+		refs, err := w.HeadRefs(ctx, c, h, id, fromSeq)
 		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
 			continue
 		}
@@ -467,8 +555,8 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 			if err != nil {
 				return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
 			}
-			w.pruneTo(c, h.Settled)
-			parts, err := w.Refs(ctx, c, h.Settled, h.Checkpoint, id, fromSeq)
+			w.pruneTo(c, h)
+			parts, err := w.HeadRefs(ctx, c, h, id, fromSeq)
 			if err != nil {
 				return nil, err
 			}

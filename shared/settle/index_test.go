@@ -20,12 +20,16 @@ func (e *env) withIndex() {
 }
 
 // checkMixed reads every stream back through its refs and then its parts
-// in the pass index window [settled, checkpoint): contiguous from 0, and
-// exactly what the star wrote.
+// in the window: the runs of [flushed, settled) and the passes of
+// [settled, checkpoint): contiguous from 0, and exactly what the star
+// wrote.
 func (e *env) checkMixed() {
 	e.t.Helper()
 	ctx := e.t.Context()
 	h := e.head()
+	if h.Settled.Less(h.Flushed) {
+		e.t.Fatalf("head %+v: flushed past settled", h)
+	}
 	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
 	for _, id := range e.ids {
 		refs, err := e.mem.QueryRefs(ctx, id.String(), 0, 1000)
@@ -36,7 +40,7 @@ func (e *env) checkMixed() {
 		if len(refs) > 0 {
 			next = refs[len(refs)-1].LastSeq + 1
 		}
-		parts, err := w.Refs(ctx, chainX, h.Settled, h.Checkpoint, id, next)
+		parts, err := w.HeadRefs(ctx, chainX, h, id, next)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -58,13 +62,15 @@ func (e *env) checkMixed() {
 	}
 }
 
-// TestSettlePassIndex: settle takes whole passes from the settled cursor,
-// writes one ref per stream and step with SettleRef (the absorb wrote
-// none), merges the next step into a small object, and every record reads
-// back exactly at every stage.
+// TestSettlePassIndex: settle takes whole passes from the settled cursor;
+// with every stream flushed at every step (FlushBytes 1) it writes one ref
+// per stream and step with SettleRef (the absorb wrote none), merges the
+// next step into a small object, and every record reads back exactly at
+// every stage.
 func TestSettlePassIndex(t *testing.T) {
 	e := newEnv(t, 3, nil)
 	e.withIndex()
+	e.s.FlushBytes = 1
 	e.s.MaxSlotsPerStep = 5
 	e.flights(10)
 	e.absorbAll() // passes [0,4) [4,8) [8,10)
@@ -106,6 +112,7 @@ func TestSettlePassIndex(t *testing.T) {
 func TestWindowCacheFollowsSettle(t *testing.T) {
 	e := newEnv(t, 2, nil)
 	e.withIndex()
+	e.s.FlushBytes = 1 // no run stays in the window
 	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
 	st := metastore.Stream{Name: "s", ID: e.ids[0].String(), Class: chainX.Class, Star: chainX.Star}
 	for round := range 5 {
@@ -151,6 +158,7 @@ func TestSettlePassIndexCrashAndCopies(t *testing.T) {
 	var fs *failSettle
 	e := newEnv(t, 4, func(s metastore.Store) metastore.Store { fs = &failSettle{Store: s}; return fs })
 	e.withIndex()
+	e.s.FlushBytes = 1 // every stream flushed at every step
 	e.s.MaxSlotsPerStep = 3
 	e.flights(6)
 	e.absorbAll()

@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -74,10 +75,20 @@ type Settler struct {
 	MaxStepsPerRun  int
 	// PassIndex settles what the absorb indexed in pass indexes (design
 	// 014; absorb.Absorber.Index) in the Settled bucket, instead of refs:
-	// whole passes from the settled cursor, each stream's parts written as
-	// settled objects and one ref (metastore.SettleRef). It must match the
-	// absorb's switch.
+	// whole passes from the settled cursor into one run per step (level
+	// 1: small streams' segments copied into shared packs, listed in the
+	// run index), and per-stream settled objects and one ref
+	// (metastore.SettleRef) only for the streams the step flushes. It must
+	// match the absorb's switch.
 	PassIndex bool
+	// FlushBytes (0: DefaultFlushBytes): a stream of a step whose bytes in
+	// runs, with the step's, reach this is flushed behind a ref.
+	FlushBytes int64
+	// FlushAge (0: DefaultFlushAge): a stream whose oldest unflushed entry
+	// is in a run this much older than the step (by record timestamps,
+	// not the clock) is flushed, and with it the flushed cursor passes
+	// that run.
+	FlushAge time.Duration
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
@@ -92,7 +103,7 @@ func (s *Settler) log() *slog.Logger {
 	return slog.Default()
 }
 
-func orDefault[T int | int64](v, d T) T {
+func orDefault[T ~int | ~int64](v, d T) T {
 	if v == 0 {
 		return d
 	}
@@ -107,6 +118,11 @@ type Result struct {
 	Objects  int              // settled objects in the swaps won
 	Merged   int              // swaps won that merged a previous small object
 	Lost     bool             // another copy moved the cursor first
+	// On the pass index (design 014, level 1):
+	Packed  int              // streams packed into the step's run
+	Flushes int              // streams flushed (a marker in the run, a ref)
+	Packs   int              // packs this copy wrote
+	Flushed metastore.Cursor // the flushed cursor after the step
 }
 
 // Step settles the next range of absorbed slots of chain, [Settled, at most
@@ -122,8 +138,9 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	if err != nil || st.Empty() {
 		return res, err
 	}
+	res.Flushed = h.Flushed
 	if st.First < st.End && s.PassIndex {
-		if st, err = s.passes(ctx, c, st, &res); err != nil {
+		if st, res.Flushed, err = s.runStep(ctx, c, h, st, &res); err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
 		}
 	} else if st.First < st.End {
@@ -162,49 +179,17 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 		return res, fmt.Errorf("settle: %w", err)
 	}
 	res.To = st.To
+	if s.PassIndex && h.Flushed.Less(res.Flushed) {
+		// After the settled cursor: flushed never passes it. Lost to a copy
+		// that moved it first is fine (every copy computes the same).
+		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Flushed, h.Flushed, res.Flushed); err != nil && !errors.Is(err, metastore.ErrConflict) {
+			return res, fmt.Errorf("settle %s: advance flushed: %w", c, err)
+		}
+	}
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
-		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged)
+		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged,
+		"packed", res.Packed, "flushes", res.Flushes, "packs", res.Packs, "flushed", res.Flushed.String())
 	return res, nil
-}
-
-// passes settles the whole passes that start in the step's slots (their
-// pass indexes, walked from the settled cursor, which is always at a pass
-// boundary: the absorb's checkpoint was when it was written, and this
-// moves the cursor only to pass ends), and returns the step extended to
-// the last one's end.
-func (s *Settler) passes(ctx context.Context, c metastore.ChainID, st absorb.Step, res *Result) (absorb.Step, error) {
-	s.windowOnce.Do(func() { s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled} })
-	set, err := s.Sets.For(c)
-	if err != nil {
-		return st, err
-	}
-	passes, err := s.window.Passes(ctx, c, st.From, metastore.Cursor{Epoch: st.Epoch, Slot: st.End})
-	if err != nil {
-		return st, err
-	}
-	parts := map[format.StreamID][]metastore.Ref{}
-	for _, p := range passes {
-		res.Slots += int(p.EndSlot - p.FirstSlot)
-		for i := range p.Streams {
-			ps := &p.Streams[i]
-			parts[ps.Stream] = append(parts[ps.Stream], absorb.PassRef(c.Star, p.Epoch, ps))
-		}
-	}
-	res.Streams = len(parts)
-	for _, id := range slices.SortedFunc(maps.Keys(parts), func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }) {
-		objs, merged, err := s.streamParts(ctx, set, c, st.From, id, parts[id])
-		if err != nil {
-			return st, fmt.Errorf("stream %s: %w", id, err)
-		}
-		res.Objects += objs
-		res.Merged += merged
-	}
-	st.End = passes[len(passes)-1].EndSlot
-	st.To = metastore.Cursor{Epoch: st.Epoch, Slot: st.End}
-	// The window's passes before the new cursor are settled: no reader
-	// will ask this settler for them again.
-	s.window.Prune(c, st.To)
-	return st, nil
 }
 
 // streamParts settles stream id's parts of a step's passes (adjacent,
