@@ -296,7 +296,9 @@ func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) { w.prun
 
 // PruneRuns drops the cached runs of chain c that end at or before
 // `flushed` (they left the window: every record in them is behind refs).
-func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) { w.prune(c, flushed, true) }
+func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) {
+	w.prune(c, flushed, true)
+}
 
 func (w *IndexWindow) prune(c metastore.ChainID, from metastore.Cursor, run bool) {
 	w.mu.Lock()

@@ -219,9 +219,9 @@ func TestRunIndexMarkers(t *testing.T) {
 // same object with the check bypassed (re-encoded by hand, fresh CRC).
 func TestPassIndexRefusesMalformed(t *testing.T) {
 	cases := map[string]func(p *PassIndex){
-		"empty slot range":      func(p *PassIndex) { p.EndSlot = p.FirstSlot },
-		"streams out of order":  func(p *PassIndex) { p.Streams[0], p.Streams[1] = p.Streams[1], p.Streams[0] },
-		"stream twice":          func(p *PassIndex) { p.Streams[1].Stream = p.Streams[0].Stream },
+		"empty slot range":       func(p *PassIndex) { p.EndSlot = p.FirstSlot },
+		"streams out of order":   func(p *PassIndex) { p.Streams[0], p.Streams[1] = p.Streams[1], p.Streams[0] },
+		"stream twice":           func(p *PassIndex) { p.Streams[1].Stream = p.Streams[0].Stream },
 		"no segment, with bytes": func(p *PassIndex) { p.Streams[2].Segments = nil },
 		"marker with marks":      func(p *PassIndex) { p.Streams[1].Segments, p.Streams[1].Bytes = nil, 0 },
 		"marker backward": func(p *PassIndex) {
