@@ -210,7 +210,11 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 		if sp != nil {
 			b += sp.bytes()
 		}
-		if (sp != nil && b >= flushBytes) || (u != nil && now-runTimes[u.oldest] >= ageMs) {
+		oldest := now // the step's own parts are of the step's time
+		if u != nil {
+			oldest = runTimes[u.oldest]
+		}
+		if (sp != nil && b >= flushBytes) || now-oldest >= ageMs {
 			var parts []metastore.Ref
 			if u != nil {
 				parts = append(parts, u.parts...)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -52,6 +53,10 @@ func runPipeline(t *testing.T, seed uint64, indexed bool) {
 	e := newEnv(t, 5, 0)
 	if indexed {
 		e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+		// Runs that flush at every step, by bytes, by age (flights are
+		// 10 ms apart) or never until the end.
+		e.s.FlushBytes = []int64{1, 150, 0}[rng.IntN(3)]
+		e.s.FlushAge = []time.Duration{30 * time.Millisecond, 0}[rng.IntN(2)]
 	}
 	e.a.MaxSlotsPerPass = 1 + rng.IntN(6)
 	e.s.MaxSlotsPerStep = 1 + rng.IntN(8)
@@ -146,12 +151,12 @@ func runPipeline(t *testing.T, seed uint64, indexed bool) {
 			}
 		}
 		h := e.head()
-		for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed} {
+		for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed} {
 			if h.Cursor(k).Less(prev.Cursor(k)) {
 				t.Fatalf("step %d: %s cursor moved back from %s to %s", step, k, prev.Cursor(k), h.Cursor(k))
 			}
 		}
-		if h.Settled.Less(h.Trimmed) || h.Checkpoint.Less(h.Settled) {
+		if h.Settled.Less(h.Trimmed) || h.Checkpoint.Less(h.Settled) || h.Settled.Less(h.Flushed) {
 			t.Fatalf("step %d: cursors out of order: %+v", step, h)
 		}
 		prev = h
@@ -163,6 +168,18 @@ func runPipeline(t *testing.T, seed uint64, indexed bool) {
 	e.meta.putFail.Store(false)
 	e.meta.swapLost.Store(false)
 	e.settleAll()
+	if indexed {
+		// Flush everything: one more step, at which every run is old.
+		e.s.FlushAge = time.Nanosecond
+		e.flight([]int{1, 0, 0, 0, 0}, 0)
+		if _, err := e.a.Run(ctx, chainX, e.star.Released()); err != nil {
+			t.Fatal(err)
+		}
+		e.settleAll()
+		if h := e.head(); h.Flushed != h.Settled {
+			t.Fatalf("head %+v: not all flushed", h)
+		}
+	}
 	e.trimAll()
 	h := e.head()
 	if h.Checkpoint != e.star.Released() || !h.Absorbing.IsZero() || h.Settled != h.Checkpoint || h.Trimmed != h.Settled {
@@ -173,7 +190,10 @@ func runPipeline(t *testing.T, seed uint64, indexed bool) {
 		t.Fatalf("%d flight copies left after trim", flights)
 	}
 	if keys, err := e.settled.List(ctx, "index/"); err != nil || len(keys) != 0 {
-		t.Fatalf("pass indexes left after trim: %v, %v", keys, err)
+		t.Fatalf("pass indexes or runs left after trim: %v, %v", keys, err)
+	}
+	if keys, err := e.settled.List(ctx, "packs/"); err != nil || len(keys) != 0 {
+		t.Fatalf("packs left after trim: %v, %v", keys, err)
 	}
 }
 
@@ -194,7 +214,7 @@ func checkPrefix(t *testing.T, e *env) {
 			t.Fatalf("read stream %s: %v", id, err)
 		}
 		if e.a.Index != nil {
-			parts, err := w.Refs(t.Context(), chainX, h.Settled, h.Checkpoint, id, uint64(len(got)))
+			parts, err := w.HeadRefs(t.Context(), chainX, h, id, uint64(len(got)))
 			if err != nil {
 				t.Fatalf("stream %s: window: %v", id, err)
 			}

@@ -82,6 +82,11 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("trim %s: %w", c, err)
 	}
+	if t.PassIndex {
+		if err := t.runs(ctx, c, h.Flushed); err != nil {
+			return Result{From: h.Trimmed, To: h.Trimmed}, fmt.Errorf("trim %s: %w", c, err)
+		}
+	}
 	st, err := absorb.Follow(ctx, t.Meta, c, h.Trimmed, h.Settled, orDefault(t.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
 	res := Result{From: st.From, To: st.From}
 	if err != nil || st.Empty() {
@@ -108,6 +113,73 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	}
 	res.To = st.To
 	return res, nil
+}
+
+// runs deletes the run indexes (design 014, level 1) of chain c that
+// start before the flushed cursor, then the packs of every run that
+// starts before it (every plan's: a copy's plan nobody adopted too):
+// every record in them is behind a ref, and the head no longer names
+// them. Run indexes go first, so a reader that can still find a run finds
+// its packs; a reader that read one before finds a pack gone and reads
+// its head again. One listing of the chain's runs and one of its packs:
+// they hold the live runs' and little else.
+func (t *Trimmer) runs(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor) error {
+	runs := format.RunIndexKey(c.Star, c.Class.String(), 0, 0)
+	runs = runs[:len(runs)-42] // index/<star>/<class>/runs/
+	keys, err := t.Settled.List(ctx, runs)
+	if err != nil {
+		return fmt.Errorf("list runs %s: %w", runs, err)
+	}
+	for _, k := range keys {
+		n := numbers(strings.TrimPrefix(k, runs), 2)
+		if n == nil || k != format.RunIndexKey(c.Star, c.Class.String(), n[0], n[1]) {
+			continue // not a run index key: not ours to delete
+		}
+		e, slot := n[0], n[1]
+		if !(metastore.Cursor{Epoch: e, Slot: slot}).Less(flushed) {
+			break // keys list in cursor order (zero-padded)
+		}
+		if err := t.Settled.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete run %s: %w", k, err)
+		}
+	}
+	packs := "packs/" + c.Star + "/" + c.Class.String() + "/"
+	keys, err = t.Settled.List(ctx, packs)
+	if err != nil {
+		return fmt.Errorf("list packs %s: %w", packs, err)
+	}
+	for _, k := range keys {
+		n := numbers(strings.TrimPrefix(k, packs), 4)
+		if n == nil || k != format.PackKey(c.Star, c.Class.String(), n[0], n[1], n[2], n[3]) {
+			continue // not a pack key: not ours to delete
+		}
+		e, first := n[0], n[1]
+		if !(metastore.Cursor{Epoch: e, Slot: first}).Less(flushed) {
+			break
+		}
+		if err := t.Settled.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete pack %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// numbers parses want decimal numbers separated by '/' or '-' (a run or
+// pack key's tail), or nil.
+func numbers(s string, want int) []uint64 {
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '-' })
+	if len(parts) != want {
+		return nil
+	}
+	out := make([]uint64, want)
+	for i, p := range parts {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return nil
+		}
+		out[i] = v
+	}
+	return out
 }
 
 // passIndexes deletes the pass indexes of st's epoch that start before the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -558,13 +559,85 @@ func TestDeletionWaitsForTheWindow(t *testing.T) {
 		t.Fatalf("metadata gone while parts were in the window: %v", err)
 	}
 	e.settleAll()
+	// Settled into runs, not yet flushed: still in the window.
+	if res, err = e.tr.Streams(t.Context()); err != nil || res.Waiting != 1 || res.Deleted != 0 {
+		t.Fatalf("after settle into runs: %+v, %v", res, err)
+	}
+	// A later step finds the victim's runs FlushAge old and flushes them.
+	e.s.FlushAge = 15 * time.Millisecond // flights are 10 ms apart
+	e.flight([]int{1, 0}, 0)
+	e.settleAll()
 	if res, err = e.tr.Streams(t.Context()); err != nil || res.Waiting != 0 || res.Deleted != 1 {
-		t.Fatalf("after settle: %+v, %v", res, err)
+		t.Fatalf("after the flush: %+v, %v", res, err)
 	}
 	if refs, _ := e.mem.QueryRefs(t.Context(), victim.String(), 0, 10); len(refs) != 0 {
 		t.Fatalf("refs left: %+v", refs)
 	}
 	if _, err := e.mem.GetStream(t.Context(), e.names[1]); !errors.Is(err, metastore.ErrNotFound) {
 		t.Fatalf("deleted stream: %v", err)
+	}
+}
+
+// TestTrimDeletesFlushedRuns: trim deletes the runs and packs below the
+// flushed cursor (and the packs of a plan nobody adopted there), and keeps
+// the live runs [flushed, settled) and their packs.
+func TestTrimDeletesFlushedRuns(t *testing.T) {
+	e := newEnv(t, 3, 0)
+	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	e.s.MaxSlotsPerStep = 2
+	e.a.MaxSlotsPerPass = 2
+	e.s.FlushAge = 35 * time.Millisecond // flights are 10 ms apart
+	e.flights(8)                          // runs at 1/0 1/2 1/4 1/6
+	e.settleAll()
+	h := e.head()
+	if h.Flushed == h.Settled || h.Flushed == cur(1, 0) {
+		t.Fatalf("head %+v: want some runs flushed and some live", h)
+	}
+	// A plan of the run at 1/0 nobody adopted (a copy that crashed before
+	// its run index): its pack is garbage below flushed.
+	orphan := format.PackKey(chainX.Star, "express", 1, 0, 1, 0)
+	if err := e.settled.PutIfAbsent(t.Context(), orphan, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	e.trimAll()
+	runs, err := e.settled.List(t.Context(), "index/star-0/express/runs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs, err := e.settled.List(t.Context(), "packs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for at := h.Flushed; at.Less(h.Settled); at.Slot += 2 {
+		live++
+		if !slices.Contains(runs, format.RunIndexKey(chainX.Star, "express", 1, at.Slot)) {
+			t.Fatalf("live run at %s deleted: %v", at, runs)
+		}
+	}
+	if len(runs) != live || len(packs) != live {
+		t.Fatalf("after trim: runs %v, packs %v: want the %d live ones", runs, packs, live)
+	}
+	// Reads still find everything: refs, then the live runs.
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	for _, id := range e.ids {
+		got, err := absorbtest.ReadStream(t.Context(), e.mem, e.set, e.settled, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := w.HeadRefs(t.Context(), chainX, e.head(), id, uint64(len(got)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			recs, err := absorbtest.ReadRef(t.Context(), e.set, e.settled, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, recs...)
+		}
+		if err := absorbtest.Equal(got, e.star.Written(id)); err != nil {
+			t.Fatalf("stream %s: %v", id, err)
+		}
 	}
 }
