@@ -187,7 +187,7 @@ func TestSettleFlushByAge(t *testing.T) {
 	e.withIndex()
 	e.s.MaxSlotsPerStep = 4
 	e.s.FlushAge = 100 * time.Millisecond // flights are 10 ms apart
-	e.flights(8)                            // ts +0..+70: runs at 1/0 (time +30) and 1/4 (+70)
+	e.flights(8)                          // ts +0..+70: runs at 1/0 (time +30) and 1/4 (+70)
 	e.absorbAll()
 	e.step()
 	e.step()
@@ -340,4 +340,3 @@ func TestSettleRunsRacingCopies(t *testing.T) {
 		t.Fatalf("%d refs, %d packs: the test flushed or packed nothing", flushed, len(e.packKeys()))
 	}
 }
-

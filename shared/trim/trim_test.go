@@ -587,7 +587,7 @@ func TestTrimDeletesFlushedRuns(t *testing.T) {
 	e.s.MaxSlotsPerStep = 2
 	e.a.MaxSlotsPerPass = 2
 	e.s.FlushAge = 35 * time.Millisecond // flights are 10 ms apart
-	e.flights(8)                          // runs at 1/0 1/2 1/4 1/6
+	e.flights(8)                         // runs at 1/0 1/2 1/4 1/6
 	e.settleAll()
 	h := e.head()
 	if h.Flushed == h.Settled || h.Flushed == cur(1, 0) {
