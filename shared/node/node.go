@@ -71,6 +71,11 @@ type Config struct {
 	// probe, reads and tail recovery all switch. With Remote, the Lambdas
 	// must be switched too (STRAND_PASS_INDEX). Off by default.
 	PassIndex bool
+	// FlushBytes and FlushAge tune the pass index's flush (design 014,
+	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 24 h).
+	// In-process settlement only.
+	FlushBytes int64
+	FlushAge   time.Duration
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
 	// In-process timers (0: defaults 2 s, 5 s, 30 s).
@@ -272,7 +277,8 @@ func (n *Node) goRun(f func()) {
 
 // settlement runs settle, trim and the probe's sweep on timers.
 func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID) {
-	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: cfg.PassIndex}
+	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: cfg.PassIndex,
+		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge}
 	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: cfg.PassIndex}
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {

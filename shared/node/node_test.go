@@ -28,16 +28,20 @@ func TestParsePeers(t *testing.T) {
 }
 
 // indexModes are the ways a node's restart recovers its streams: from refs,
-// on the pass index with settle running (refs made by SettleRef), and on
-// the pass index with nothing settled (from the window).
+// on the pass index with settle running into runs and nothing flushed
+// (from the runs and passes), with every step flushing every stream (refs
+// made by SettleRef, markers in the runs), and with nothing settled (from
+// the passes).
 var indexModes = []struct {
-	name      string
-	passIndex bool
-	settle    time.Duration
+	name       string
+	passIndex  bool
+	settle     time.Duration
+	flushBytes int64
 }{
-	{"refs", false, 20 * time.Millisecond},
-	{"pass-index", true, 20 * time.Millisecond},
-	{"pass-index-unsettled", true, time.Hour},
+	{"refs", false, 20 * time.Millisecond, 0},
+	{"pass-index-runs", true, 20 * time.Millisecond, 0},
+	{"pass-index-flushed", true, 20 * time.Millisecond, 1},
+	{"pass-index-unsettled", true, time.Hour, 0},
 }
 
 // TestStartServesAndRestarts starts a node on memory stores, appends
@@ -46,14 +50,14 @@ var indexModes = []struct {
 // appends continue at the recovered tail.
 func TestStartServesAndRestarts(t *testing.T) {
 	for _, tc := range indexModes {
-		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle) })
+		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle, tc.flushBytes) })
 	}
 }
 
-func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Duration) {
+func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Duration, flushBytes int64) {
 	ctx := context.Background()
 	meta := metastore.NewMem()
-	start := nodeStarter(t, meta, passIndex, settleEvery)
+	start := nodeStarter(t, meta, passIndex, settleEvery, flushBytes)
 	n, c := start()
 	for _, class := range []string{"standard", "express"} {
 		if _, err := c.CreateStream(ctx, "s-"+class, client.CreateOptions{Class: class}); err != nil {
@@ -85,14 +89,14 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 		}
 	}
 	n.Close()
-	if passIndex && settleEvery > time.Second {
+	if passIndex && (settleEvery > time.Second || flushBytes == 0) {
 		for _, class := range []string{"standard", "express"} {
 			st, err := meta.GetStream(ctx, "s-"+class)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if refs, err := meta.QueryRefs(ctx, st.ID, 0, 10); err != nil || len(refs) != 0 {
-				t.Fatalf("%s: refs %v, %v: want none (all in the window)", class, refs, err)
+				t.Fatalf("%s: refs %v, %v: want none (all in the window: runs and passes)", class, refs, err)
 			}
 		}
 	}
@@ -123,7 +127,7 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 // nodeStarter returns a function that starts a node (in-memory buckets
 // and metastore shared by every start, so a second start is a takeover of
 // the first) and a client of it.
-func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery time.Duration) func() (*Node, *client.Client) {
+func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery time.Duration, flushBytes int64) func() (*Node, *client.Client) {
 	var exp []objstore.Bucket
 	for i := 0; i < 3; i++ {
 		exp = append(exp, objstore.NewMem(fmt.Sprintf("x%d", i)))
@@ -135,7 +139,7 @@ func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery
 		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
 		cfg.Standard.FlushDeadline = time.Millisecond
 		n, err := Start(context.Background(), Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
-			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex})
+			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex, FlushBytes: flushBytes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +165,7 @@ func TestCommandsSurviveTakeover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			meta := metastore.NewMem()
-			start := nodeStarter(t, meta, tc.passIndex, tc.settle)
+			start := nodeStarter(t, meta, tc.passIndex, tc.settle, tc.flushBytes)
 			n, c := start()
 			if _, err := c.CreateStream(ctx, "f", client.CreateOptions{}); err != nil {
 				t.Fatal(err)

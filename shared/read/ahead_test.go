@@ -124,17 +124,24 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 // reads: prefetched locations may vanish or be replaced under it. Every
 // record still arrives once, in order, with the default budget and with
 // one smaller than a location (every fetch waits for the one before).
+//
+// On the pass index, "flush" settles with every stream flushed at every
+// step (a ref per step: the second merges the first's object); "runs"
+// first settles into a run (packed, no ref), then the step during the
+// read flushes the stream (its packed entry and the new passes into an
+// object and a ref) and trim deletes the run and its pack under the read.
 func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
-	for _, indexed := range []bool{false, true} {
+	for _, mode := range []string{"refs", "flush", "runs"} {
 		for _, tc := range []struct{ trimAt, budget int }{{0, 0}, {1, 0}, {0, 2 << 10}, {1, 2 << 10}} {
-			t.Run(fmt.Sprintf("pass-index-%t/trim-after-batch-%d-budget-%d", indexed, tc.trimAt, tc.budget), func(t *testing.T) {
-				settleAndTrimDuringRead(t, indexed, tc.trimAt, tc.budget)
+			t.Run(fmt.Sprintf("%s/trim-after-batch-%d-budget-%d", mode, tc.trimAt, tc.budget), func(t *testing.T) {
+				settleAndTrimDuringRead(t, mode, tc.trimAt, tc.budget)
 			})
 		}
 	}
 }
 
-func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt, budget int) {
+func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
+	indexed := mode != "refs"
 	e := newEnvIndexed(t, indexed)
 	if budget > 0 {
 		e.r.AheadBudget = NewBudget(int64(budget))
@@ -142,8 +149,17 @@ func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt, budget int) {
 	ctx := context.Background()
 	e.appendN(5, 50)
 	e.absorb()
-	if _, err := e.settler().Run(ctx, e.chain); err != nil { // a small settled object: the next settle merges it
+	first := e.settler()
+	if mode == "flush" {
+		first.FlushBytes = 1
+	}
+	if _, err := first.Run(ctx, e.chain); err != nil { // a small settled object (or a run): the next settle merges it (or flushes it)
 		t.Fatal(err)
+	}
+	if mode == "runs" {
+		if refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10); err != nil || len(refs) != 0 {
+			t.Fatalf("refs after settling into a run: %d, %v", len(refs), err)
+		}
 	}
 	e.appendN(60, 50)
 	e.absorb()
@@ -154,12 +170,17 @@ func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt, budget int) {
 	tr := &trim.Trimmer{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, PassIndex: indexed}
 	got := e.sessionAll(func(batch int) {
 		if batch == 0 {
-			res, err := e.settler().Step(ctx, e.chain)
+			s := e.settler()
+			s.FlushBytes, s.FlushAge = 1, time.Nanosecond // flush everything
+			res, err := s.Step(ctx, e.chain)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Merged == 0 {
+			if mode != "runs" && res.Merged == 0 {
 				t.Fatalf("settle during the read merged nothing: %+v", res)
+			}
+			if mode == "runs" && (res.Flushes != 1 || res.Flushed != res.To) {
+				t.Fatalf("settle during the read flushed nothing: %+v", res)
 			}
 		}
 		if batch == trimAt {
@@ -174,6 +195,11 @@ func settleAndTrimDuringRead(t *testing.T, indexed bool, trimAt, budget int) {
 	}
 	if after >= before {
 		t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
+	}
+	if mode == "runs" {
+		if keys, err := e.settled.List(ctx, "packs/"); err != nil || len(keys) != 0 {
+			t.Fatalf("packs left after the flush and trim: %v, %v", keys, err)
+		}
 	}
 	check(t, got, 0, 3250)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -186,6 +187,69 @@ func testReadAcrossRefsAndIndex(t *testing.T, e *env) {
 	}
 	if _, err := e.r.Read(context.Background(), e.st, Start{}, Limits{Count: -1}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("negative limit: %v", err)
+	}
+}
+
+// TestReadAcrossRefsRunsPassesAndFlight: on the pass index with runs
+// (design 014, level 1), a stream's records lie behind refs (flushed),
+// in runs (packed: one before a flush marker, behind the ref too, and
+// one after it), in a pass index and in the star's flight index. Reads
+// by seq and by timestamp from every boundary (and inside each part)
+// find each record once, in order.
+func TestReadAcrossRefsRunsPassesAndFlight(t *testing.T) {
+	e := newEnvIndexed(t, true)
+	ctx := context.Background()
+	settleWith := func(flushBytes int64) settle.Result {
+		t.Helper()
+		s := e.settler()
+		s.FlushBytes = flushBytes
+		res, err := s.Step(ctx, e.chain)
+		if err != nil || res.From == res.To {
+			t.Fatalf("settle: %+v, %v", res, err)
+		}
+		return res
+	}
+	// Another stream in the first run, never flushed: the run stays live
+	// (in [flushed, settled)) after the stream read here is flushed.
+	other := format.StreamID{9}
+	if err := e.star.Open(star.StreamInfo{ID: other, Class: metastore.Express}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.star.Append(ctx, other, []format.Record{{TimestampMs: 1000, Body: []byte("x")}}, star.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.appendN(4, 10) // 0-39: packed into a run
+	e.absorb()
+	first := settleWith(0)
+	e.appendN(4, 10) // 40-79: flushed with 0-39 behind a ref (a marker in the second run)
+	e.absorb()
+	if res := settleWith(1); res.Flushes != 1 {
+		t.Fatalf("second step: %+v, want a flush", res)
+	}
+	e.appendN(4, 10) // 80-119: packed into a third run
+	e.absorb()
+	settleWith(0)
+	e.appendN(4, 10) // 120-159: in a pass index
+	e.absorb()
+	e.appendN(2, 10) // 160-179: in the flight index only
+	h, err := e.meta.GetHead(ctx, e.chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10)
+	if err != nil || len(refs) != 1 || refs[0].LastSeq != 79 || h.Flushed != first.From || h.Settled == h.Checkpoint {
+		t.Fatalf("setup: head %+v, refs %+v, %v", h, refs, err)
+	}
+	if _, low, _ := e.star.ReadIndex(e.id, 0, 1, 1); low != 160 {
+		t.Fatalf("index low %d, want 160", low)
+	}
+	for _, from := range []uint64{0, 5, 39, 40, 41, 79, 80, 100, 119, 120, 140, 159, 160, 170, 179} {
+		check(t, e.read(Start{Seq: from}, Limits{}).Records, from, int(180-from))
+		check(t, e.read(Start{Kind: FromTimestamp, TsMs: 1000 + int64(from)}, Limits{}).Records, from, int(180-from))
+		check(t, e.read(Start{Seq: from}, Limits{Count: 3}).Records, from, min(3, int(180-from)))
+	}
+	if res := e.read(Start{}, Limits{}); res.Tail != 180 || res.LastTsMs != 1179 {
+		t.Fatalf("tail %d, last ts %d", res.Tail, res.LastTsMs)
 	}
 }
 

@@ -163,6 +163,20 @@ func TestSettleFlushByBytes(t *testing.T) {
 	if h := e.head(); h.Flushed != cur(1, 0) || h.Settled != cur(1, 8) {
 		t.Fatalf("head %+v: want flushed 1/0 (streams 0 and 1 in the run at 1/0), settled 1/8", h)
 	}
+	// Tail recovery's LastRef: stream 2's packed entry of the run at 1/0
+	// (seqs 0-11) is behind the marker, so its last ref is the flush's;
+	// stream 1's last part is its packed entry of the run at 1/4.
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	for i, want := range map[int]uint64{1: 15, 2: 23} {
+		st := metastore.Stream{ID: e.ids[i].String(), Star: chainX.Star, Class: chainX.Class}
+		last, err := w.LastRef(t.Context(), st)
+		if err != nil || last.LastSeq != want {
+			t.Fatalf("stream %d: LastRef %+v, %v: want last seq %d", i, last, err, want)
+		}
+		if parts, err := w.StreamRefs(t.Context(), st, 0); err != nil || (i == 2) != (len(parts) == 0) {
+			t.Fatalf("stream %d: window parts %+v, %v", i, parts, err)
+		}
+	}
 	// Stream 1 reaches 24 records' worth in the third step; stream 0
 	// never does. Stream 2 starts over after its flush.
 	e.flights(4)
