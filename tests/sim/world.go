@@ -57,6 +57,11 @@ type Options struct {
 	// PassIndex runs the absorb, settle, trim, the probe, reads and tail
 	// recovery on the pass index (design 014) instead of per-pass refs.
 	PassIndex bool
+	// FlushBytes and FlushAge are settle's flush (design 014, level 1) on
+	// the pass index; 0: chosen from the seed, short, so that the
+	// simulation flushes by bytes and by age (NewWorld).
+	FlushBytes int64
+	FlushAge   time.Duration
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -107,6 +112,12 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 		w.Mems = append(w.Mems, m)
 		w.Inj = append(w.Inj, in)
 		w.Buckets = append(w.Buckets, objstore.WithFaults(m, in))
+	}
+	if w.Opt.FlushBytes == 0 {
+		w.Opt.FlushBytes = []int64{256, 1024, 4096}[uint64(seed)%3]
+	}
+	if w.Opt.FlushAge == 0 {
+		w.Opt.FlushAge = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond}[(uint64(seed)/3)%3]
 	}
 	w.SettledMem = objstore.NewMem("settled")
 	w.SettledInj = objstore.NewInjector(seed*31 + 99)
@@ -164,7 +175,8 @@ func (w *World) Absorber() *absorb.Absorber {
 	return a
 }
 func (w *World) Settler() *settle.Settler {
-	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.Opt.PassIndex}
+	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.Opt.PassIndex,
+		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge}
 }
 func (w *World) Trimmer() *trim.Trimmer {
 	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.Opt.PassIndex}

@@ -294,6 +294,7 @@ func (c *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastor
 // SettleRef implements metastore.Store.
 func (c *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
 	c.calls[SettleRef].Add(1)
+	c.bill(SettleRefUnits(old, repl))
 	return c.s.SettleRef(ctx, chain, settled, old, repl)
 }
 

@@ -110,6 +110,15 @@ func SwapRefsUnits(old []metastore.Ref, repl metastore.Ref) Units {
 	return tx(sizes...)
 }
 
+// SettleRefUnits: one transaction, a ConditionCheck of the HEAD (the
+// settled cursor), then what SwapRefs bills: the replacement's Put (on
+// the larger of it and the old ref it replaces) and a Delete of each other
+// old ref.
+func SettleRefUnits(old []metastore.Ref, repl metastore.Ref) Units {
+	sw := SwapRefsUnits(old, repl)
+	return sw.add(tx(headItemBytes))
+}
+
 // DeleteRefsUnits: a Delete per ref, MaxDeleteRefsPerTx per transaction.
 func DeleteRefsUnits(refs []metastore.Ref) Units {
 	var u Units

@@ -71,6 +71,16 @@ func TestUnits(t *testing.T) {
 	step("DeleteRefs: a delete per ref, billed on its size", metacount.Units{Items: 2, WRU: 2 + 4}, func() error {
 		return c.DeleteRefs(ctx, []metastore.Ref{small, big})
 	})
+	// Regression: SettleRef (settle on the pass index) was not billed, so
+	// a bench counting settle's writes missed every ref it wrote.
+	step("SettleRef: the HEAD check and a 1 KB ref", metacount.Units{Items: 2, WRU: 2 + 2}, func() error {
+		return c.SettleRef(ctx, chain, metastore.Cursor{Epoch: 1}, nil, ref(id, 50, 1))
+	})
+	step("SettleRef merging: the HEAD check, the 2 KB ref put over the old", metacount.Units{Items: 2, WRU: 2 + 4}, func() error {
+		merged := ref(id, 50, 8)
+		merged.LastSeq = 57
+		return c.SettleRef(ctx, chain, metastore.Cursor{Epoch: 1}, []metastore.Ref{ref(id, 50, 1)}, merged)
+	})
 	// 250 refs: three transactions (99 + 99 + 52 refs), each with a check.
 	var many []metastore.Ref
 	for i := range 250 {
