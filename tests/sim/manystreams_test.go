@@ -34,7 +34,10 @@ var manySeedsFlag = flag.Int("many-seeds", 3, "seeds of TestSimManyStreams (seed
 //   - no append after the takeover reuses a seq (the book never gets two
 //     bodies at one seq);
 //   - the absorb wrote no ref (every ref is settled), and at the end, with
-//     settlement caught up, no pass index is left.
+//     settlement caught up, no pass index is left, and runs and packs only
+//     in [flushed, settled);
+//   - settle flushes (FlushBytes 600, FlushAge 120 ms of record time), and
+//     writes under one SettleRef per four batches (logged per batch).
 func TestSimManyStreams(t *testing.T) {
 	for _, seed := range budgetSeeds(*manySeedsFlag) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -47,6 +50,11 @@ func TestSimManyStreams(t *testing.T) {
 func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 	opt := DefaultOptions()
 	opt.Streams, opt.PassIndex, opt.BacklogFlights = streams, true, 64
+	// Flush (design 014, level 1) by bytes after about 6 records of a
+	// stream, by age after 120 steps (record timestamps are 1000+step ms):
+	// most streams are packed into runs, some flushed by bytes, the rest
+	// by age.
+	opt.FlushBytes, opt.FlushAge = 600, 120*time.Millisecond
 	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -182,11 +190,35 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 		}
 	}
 	h, err := w.Meta.GetHead(ctx, Chain)
-	if err != nil || h.Settled != h.Checkpoint || h.Trimmed != h.Settled {
+	if err != nil || h.Settled != h.Checkpoint || h.Trimmed != h.Settled || h.Settled.Less(h.Flushed) {
 		t.Fatalf("seed %d: head after catching up: %+v, %v", seed, h, err)
 	}
-	if keys, err := w.SettledMem.List(ctx, "index/"); err != nil || len(keys) != 0 {
-		t.Fatalf("seed %d: pass indexes left: %d, %v", seed, len(keys), err)
+	// No pass index left; runs only in [flushed, settled), packs only of
+	// those runs (trim deleted the flushed ones).
+	keys, err := w.SettledMem.List(ctx, "index/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, k := range keys {
+		var e, slot uint64
+		if _, err := fmt.Sscanf(k, "index/"+StarID+"/express/runs/%d/%d", &e, &slot); err != nil {
+			t.Fatalf("seed %d: pass index left: %s", seed, k)
+		}
+		if at := (metastore.Cursor{Epoch: e, Slot: slot}); at.Less(h.Flushed) || !at.Less(h.Settled) {
+			t.Fatalf("seed %d: run %s outside [flushed %s, settled %s)", seed, k, h.Flushed, h.Settled)
+		}
+		runs++
+	}
+	packs, err := w.SettledMem.List(ctx, "packs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range packs {
+		var e, first uint64
+		if _, err := fmt.Sscanf(k, "packs/"+StarID+"/express/%d/%d-", &e, &first); err != nil || (metastore.Cursor{Epoch: e, Slot: first}).Less(h.Flushed) {
+			t.Fatalf("seed %d: pack %s below flushed %s (%v)", seed, k, h.Flushed, err)
+		}
 	}
 	for i, id := range w.IDs {
 		refs, err := w.Meta.QueryRefs(ctx, id.String(), 0, 1000)
@@ -204,5 +236,27 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 	if c.Of(metacount.PutRefs) != 0 || c.RefItems != 0 {
 		t.Fatalf("seed %d: the absorb wrote refs: %s", seed, c)
 	}
-	t.Logf("seed %d: %d streams, %d batches; settlement's metastore calls: %s", seed, streams, batches, c)
+	flushed := 0
+	for _, id := range w.IDs {
+		refs, err := w.Meta.QueryRefs(ctx, id.String(), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refs) > 0 {
+			flushed++
+		}
+	}
+	// Settle's item writes per batch: one SettleRef per flush, not one per
+	// stream and settle step (with every stream flushed at every step,
+	// FlushBytes 1, as level 0 did: about 3,200 for the 6,000 batches over
+	// 500 streams, 0.53 per batch).
+	settleRefs := c.Of(metacount.SettleRef)
+	t.Logf("seed %d: %d streams, %d batches; %d SettleRef (%.3f per batch), %d streams flushed, %d live runs, %d packs; settlement's metastore calls: %s",
+		seed, streams, batches, settleRefs, float64(settleRefs)/float64(batches), flushed, runs, len(packs), c)
+	if flushed == 0 || settleRefs == 0 {
+		t.Fatalf("seed %d: nothing flushed: the simulation must exercise flush", seed)
+	}
+	if settleRefs*4 > int64(batches) {
+		t.Fatalf("seed %d: %d SettleRef for %d batches: settle's writes still follow the streams it settles", seed, settleRefs, batches)
+	}
 }
