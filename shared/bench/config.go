@@ -30,6 +30,10 @@ const (
 	OrderRandom = "random"
 )
 
+// DefaultSettleEvery is the period of settle and trim inside the measured
+// window with the pass index (Config.SettleEvery).
+const DefaultSettleEvery = 5 * time.Second
+
 // ErrConfig: the configuration cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
 
@@ -102,10 +106,19 @@ type Config struct {
 	// bucket (priced as S3 Standard PUTs) instead of one ref per stream.
 	// The write workload only, in-process or with --api.
 	PassIndex bool
-	Prices    Prices
-	PlotDir   string // "" writes no plots
-	Seed      int64
-	Sample    time.Duration // timeline resolution
+	// SettleEvery, with PassIndex in-process: settle (runs, packs and
+	// flush, design 014 level 1) and trim run on this period inside the
+	// measured window, over the counted metastore and buckets, in place of
+	// the janitor, so that item writes, PUTs and GETs are end to end
+	// (0: DefaultSettleEvery; < 0: the janitor, settlement out of the
+	// window). FlushBytes and FlushAge are settle's (0: its defaults).
+	SettleEvery time.Duration
+	FlushBytes  int64
+	FlushAge    time.Duration
+	Prices      Prices
+	PlotDir     string // "" writes no plots
+	Seed        int64
+	Sample      time.Duration // timeline resolution
 }
 
 // Defaults are the documented defaults. The latency models are
@@ -204,6 +217,9 @@ func (c Config) Validate() error {
 		if w != WorkWrite && c.Mode == ModeRemote {
 			return fmt.Errorf("%w: the %s workload runs in-process or with --api, not against an endpoint", ErrConfig, w)
 		}
+	}
+	if c.FlushBytes < 0 || c.FlushAge < 0 {
+		return fmt.Errorf("%w: flush bytes %d, flush age %s: want >= 0", ErrConfig, c.FlushBytes, c.FlushAge)
 	}
 	if c.PassIndex && c.Mode == ModeRemote {
 		return fmt.Errorf("%w: --pass-index configures the bench's own star (in-process or --api); a remote star has its own --pass-index", ErrConfig)

@@ -69,9 +69,16 @@ type Cost struct {
 	SettlePuts   float64 `json:"settle_puts_modelled"`
 	// IndexPuts: the pass index objects the absorb put (S3 Standard PUTs
 	// in the settled bucket), with Config.PassIndex.
-	IndexPuts     float64 `json:"index_puts,omitempty"`
-	Total         float64 `json:"total"`
-	MetastorePerH float64 `json:"metastore_usd_per_hour"`
+	IndexPuts float64 `json:"index_puts,omitempty"`
+	// Settle, with settle in the measured window (Config.SettleEvery):
+	// SettlePuts is then measured (its PUTs and LISTs in the settled
+	// bucket: runs, packs, per-stream objects), and Gets prices the GETs
+	// absorb and settle made of the chain buckets (the class's price) and
+	// of the settled bucket (Standard).
+	SettleMeasured bool    `json:"settle_measured,omitempty"`
+	Gets           float64 `json:"gets,omitempty"`
+	Total          float64 `json:"total"`
+	MetastorePerH  float64 `json:"metastore_usd_per_hour"`
 	// MetastoreShare is Metastore / Total.
 	MetastoreShare float64 `json:"metastore_share"`
 }
@@ -87,6 +94,11 @@ type Counted struct {
 	WRU, RRU    float64 // DynamoDB request units of the metastore calls
 	Passes      int64   // absorb passes (BeginAbsorb calls): Lambda invocations
 	IndexPuts   int64   // pass index objects put (S3 Standard), with the pass index
+	// With settle in the window: its PUTs and LISTs (S3 Standard), and the
+	// GETs of the chain buckets and of the settled bucket.
+	SettleMeasured         bool
+	SettlePuts             int64
+	ChainGets, SettledGets int64
 }
 
 func (p Prices) cost(express bool, n Counted) Cost {
@@ -114,11 +126,20 @@ func (p Prices) cost(express bool, n Counted) Cost {
 	}
 	inv := float64(n.Passes)
 	c.Lambda = per(inv*p.LambdaPerM/1e6 + inv*p.AbsorbSeconds*p.AbsorbMemoryGB*p.LambdaGBSecond + inv*p.SQSRequestsPerEvt*p.SQSFIFOPerM/1e6)
-	if p.SettledObjectMiB > 0 {
+	switch {
+	case n.SettleMeasured:
+		c.SettleMeasured = true
+		c.SettlePuts = per(float64(n.SettlePuts) * p.StandardPutPer1000 / 1000)
+		getPrice := p.StandardGetPer1000
+		if express {
+			getPrice = p.ExpressGetPer1000
+		}
+		c.Gets = per(float64(n.ChainGets)*getPrice/1000 + float64(n.SettledGets)*p.StandardGetPer1000/1000)
+	case p.SettledObjectMiB > 0:
 		c.SettlePuts = 1024 / p.SettledObjectMiB * p.StandardPutPer1000 / 1000
 	}
 	c.IndexPuts = per(float64(n.IndexPuts) * p.StandardPutPer1000 / 1000)
-	c.Total = c.ChainPuts + c.ChainUpload + c.CrossAZ + c.TransitStore + c.Metastore + c.Lambda + c.SettlePuts + c.IndexPuts
+	c.Total = c.ChainPuts + c.ChainUpload + c.CrossAZ + c.TransitStore + c.Metastore + c.Lambda + c.SettlePuts + c.IndexPuts + c.Gets
 	if c.Total > 0 {
 		c.MetastoreShare = c.Metastore / c.Total
 	}

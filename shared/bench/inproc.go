@@ -19,7 +19,9 @@ import (
 	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/shared/trim"
 	"github.com/strandlog/strand/shared/wake"
 )
 
@@ -85,6 +87,14 @@ type env struct {
 	// its PUTs counted in indexPuts), nil without Config.PassIndex.
 	index     objstore.Bucket
 	indexPuts *atomic.Int64
+	// settle, with the pass index and Config.SettleEvery >= 0: settle and
+	// trim run in the window (settlement), their settled-bucket PUTs and
+	// LISTs counted in settlePuts.
+	settle     *settle.Settler
+	trim       *trim.Trimmer
+	settleTick time.Duration
+	settlePuts *atomic.Int64
+	settleRes  settleCounts
 	// heap: the process's heap before and after the streams opened (set
 	// by runPoint; measureAt adds the end).
 	heap *HeapFigures
@@ -106,9 +116,17 @@ func newEnv(cfg Config, pt point) *env {
 	e.gets, e.settledGets = &getCount{}, &getCount{}
 	first := newLognormal(cfg.Seed, 11, gm.FirstByte)
 	e.settled = withGetModel(objstore.NewMem("settled"), cfg.StandardGet, newLognormal(cfg.Seed, 12, cfg.StandardGet.FirstByte), e.settledGets)
-	e.indexPuts = &atomic.Int64{}
+	e.indexPuts, e.settlePuts = &atomic.Int64{}, &atomic.Int64{}
 	if cfg.PassIndex {
-		e.settled = &countingPuts{Bucket: e.settled, n: e.indexPuts}
+		cp := &countingPuts{Bucket: e.settled, n: e.indexPuts}
+		if cfg.SettleEvery >= 0 {
+			cp.settle = e.settlePuts
+			e.settleTick = cfg.SettleEvery
+			if e.settleTick == 0 {
+				e.settleTick = DefaultSettleEvery
+			}
+		}
+		e.settled = cp
 		e.index = e.settled
 	}
 	var names []string
@@ -144,7 +162,54 @@ func newEnv(cfg Config, pt point) *env {
 	}
 	e.starCfg = sc
 	e.chain = metastore.ChainID{Star: sc.StarID, Class: pt.class}
+	if e.settleTick > 0 {
+		sets := node.Sets(sc)
+		e.settle = &settle.Settler{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true,
+			FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge}
+		e.trim = &trim.Trimmer{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true}
+	}
 	return e
+}
+
+// settleCounts are what settlement did (settlement), read at the window's
+// edges.
+type settleCounts struct {
+	steps, flushes, packed, packs, errors atomic.Int64
+}
+
+// settlement runs settle and trim every settleTick, over the counted
+// metastore and buckets (design 014 level 1 on the pass index: runs,
+// packs and flushes), in place of the janitor.
+func (e *env) settlement(ctx context.Context) {
+	t := time.NewTicker(e.settleTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for range 64 { // to the checkpoint, a step at a time
+			res, err := e.settle.Step(ctx, e.chain)
+			if err != nil {
+				if ctx.Err() == nil {
+					e.settleRes.errors.Add(1)
+					quietLog().Warn("bench: settle", "err", err)
+				}
+				break
+			}
+			if res.From == res.To {
+				break
+			}
+			e.settleRes.steps.Add(1)
+			e.settleRes.flushes.Add(int64(res.Flushes))
+			e.settleRes.packed.Add(int64(res.Packed))
+			e.settleRes.packs.Add(int64(res.Packs))
+		}
+		if _, err := e.trim.Run(ctx, e.chain); err != nil && ctx.Err() == nil {
+			e.settleRes.errors.Add(1)
+		}
+	}
 }
 
 // janitor stands in for settle and trim: it deletes chain slots below the
@@ -265,7 +330,11 @@ func (e *env) startInProc(ctx context.Context, pt point, janitor bool) (*star.St
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() { defer bg.Done(); local.Run(runCtx, time.Second) }()
-	if janitor {
+	switch {
+	case janitor && e.settle != nil:
+		bg.Add(1)
+		go func() { defer bg.Done(); e.settlement(runCtx) }()
+	case janitor:
 		bg.Add(1)
 		go func() { defer bg.Done(); e.janitor(runCtx) }()
 	}
@@ -293,15 +362,22 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	d := &driveOut{mem: newMemSampler(), start: start}
 	var c0, c1 metacount.Counts
 	var p0, p1, b0, b1, o0, o1, i0, i1 int64
+	var s0, s1 [7]int64 // settle PUTs, chain GETs, settled GETs, steps, flushes, packed, packs
+	settleNow := func() [7]int64 {
+		return [7]int64{e.settlePuts.Load(), e.gets.gets.Load(), e.settledGets.gets.Load(),
+			e.settleRes.steps.Load(), e.settleRes.flushes.Load(), e.settleRes.packed.Load(), e.settleRes.packs.Load()}
+	}
 	if e != nil {
 		d.store = e.log.held.Load
 		d.onWindow = func() {
 			c0 = e.meta.Snapshot()
 			p0, b0, o0, i0 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
+			s0 = settleNow()
 		}
 		d.onEnd = func() {
 			c1 = e.meta.Snapshot()
 			p1, b1, o1, i1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
+			s1 = settleNow()
 		}
 	}
 	drive(ctx, cfg, pt, tgt, d)
@@ -373,6 +449,18 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	}
 	n := Counted{GB: gbWin, Seconds: snap, ChainPuts: p1 - p0, ChainBytes: b1 - b0, ChainPutsOv: o1 - o0, K: len(e.set),
 		Passes: dc.Of(metacount.BeginAbsorb), IndexPuts: i1 - i0}
+	if e.settle != nil {
+		n.SettleMeasured, n.SettlePuts, n.ChainGets, n.SettledGets = true, s1[0]-s0[0], s1[1]-s0[1], s1[2]-s0[2]
+		r.Settle = &SettleFigures{EveryS: e.settleTick.Seconds(), FlushBytes: e.settle.FlushBytes, FlushAgeS: e.settle.FlushAge.Seconds(),
+			Steps: s1[3] - s0[3], Flushes: s1[4] - s0[4], Packed: s1[5] - s0[5], Packs: s1[6] - s0[6], Requests: s1[0] - s0[0],
+			SettleRefs: dc.Of(metacount.SettleRef), Errors: e.settleRes.errors.Load()}
+		if r.Settle.FlushBytes == 0 {
+			r.Settle.FlushBytes = settle.DefaultFlushBytes
+		}
+		if r.Settle.FlushAgeS == 0 {
+			r.Settle.FlushAgeS = settle.DefaultFlushAge.Seconds()
+		}
+	}
 	n.WRU, n.RRU = requestUnits(dc)
 	c := cfg.Prices.cost(pt.class == metastore.Express, n)
 	r.Cost = &c

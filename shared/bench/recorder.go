@@ -61,14 +61,29 @@ var _ objstore.Bucket = (*recording)(nil)
 // puts in the settled bucket).
 type countingPuts struct {
 	objstore.Bucket
-	n *atomic.Int64
+	n *atomic.Int64 // pass indexes (index/<star>/<class>/<epoch>/...)
+	// settle counts the other PUTs (settle's: run indexes, packs and
+	// per-stream settled objects) and LISTs (trim's), nil: into n.
+	settle *atomic.Int64
 }
 
 var _ objstore.Bucket = (*countingPuts)(nil)
 
 func (c *countingPuts) PutIfAbsent(ctx context.Context, key string, body []byte) error {
-	c.n.Add(1)
+	if c.settle != nil && (!strings.HasPrefix(key, "index/") || strings.Contains(key, "/runs/")) {
+		c.settle.Add(1)
+	} else {
+		c.n.Add(1)
+	}
 	return c.Bucket.PutIfAbsent(ctx, key, body)
+}
+
+// List counts as a settle request (S3 prices a LIST as a PUT).
+func (c *countingPuts) List(ctx context.Context, prefix string) ([]string, error) {
+	if c.settle != nil {
+		c.settle.Add(1)
+	}
+	return c.Bucket.List(ctx, prefix)
 }
 
 // isChain: every PUT but the star's start-up conditional-write probe.

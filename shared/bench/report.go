@@ -97,6 +97,13 @@ func WriteText(w io.Writer, rs []Result) error {
 			if c.IndexPuts > 0 {
 				fmt.Fprintf(&b, "  pass index                 index PUTs %.6f $/GiB (in the total)\n", c.IndexPuts)
 			}
+			if c.SettleMeasured {
+				fmt.Fprintf(&b, "  settle in the window       settle PUTs and LISTs %.6f + GETs (absorb and settle) %.6f $/GiB (in the total)\n", c.SettlePuts, c.Gets)
+			}
+		}
+		if s := r.Settle; s != nil {
+			fmt.Fprintf(&b, "  settle (every %.0f s)         %d steps, %d streams packed into runs, %d packs, %d flushes (%d SettleRef), %d S3 PUTs and LISTs, %d failed runs; flush at %d bytes or %.0f s\n",
+				s.EveryS, s.Steps, s.Packed, s.Packs, s.Flushes, s.SettleRefs, s.Requests, s.Errors, s.FlushBytes, s.FlushAgeS)
 		}
 		if nb := r.Baseline; nb != nil {
 			fmt.Fprintf(&b, "  naive baseline             %.1f MB/s, ack p50 %.2f p99 %.2f ms, %.0f PUTs/GiB, %.1f metastore writes/s, $%.6f/GiB\n",

@@ -73,6 +73,9 @@ type Result struct {
 	// once every stream was created and opened, and at the window's end.
 	// The whole process: star, memory buckets and metastore, bench trace.
 	Heap *HeapFigures `json:"heap,omitempty"`
+	// Settle is what settle did inside the measured window, with the pass
+	// index and Config.SettleEvery (design 014 level 1).
+	Settle *SettleFigures `json:"settle,omitempty"`
 
 	Timeline []float64  `json:"timeline_mbps,omitempty"` // MB/s per sample interval
 	Cost     *Cost      `json:"cost_usd_per_gb,omitempty"`
@@ -500,4 +503,19 @@ func (s seeded) Read(p []byte) (int, error) {
 		p[i] = byte(s.r.Uint32())
 	}
 	return len(p), nil
+}
+
+// SettleFigures: settle (runs, packs and flush, design 014 level 1) and
+// trim inside the measured window.
+type SettleFigures struct {
+	EveryS     float64 `json:"every_s"`
+	FlushBytes int64   `json:"flush_bytes"`
+	FlushAgeS  float64 `json:"flush_age_s"`
+	Steps      int64   `json:"steps"`       // settle steps that moved the settled cursor
+	Flushes    int64   `json:"flushes"`     // streams flushed (a ref each)
+	Packed     int64   `json:"packed"`      // stream entries packed into runs
+	Packs      int64   `json:"packs"`       // packs written
+	Requests   int64   `json:"s3_requests"` // settled-bucket PUTs and LISTs of settle and trim
+	SettleRefs int64   `json:"settle_refs"` // SettleRef calls
+	Errors     int64   `json:"errors"`      // settle or trim runs that failed (retried next period)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -16,10 +17,15 @@ import (
 	"github.com/strandlog/strand/shared/objstore"
 )
 
-// Flush defaults (design 014, level 1).
+// Flush defaults (design 014, level 1). The age bounds how many runs
+// stay live (a settle step's run per step until flushed), so it bounds
+// the memory of every window that caches them and the runs a read
+// searches: about FlushAge / settle interval runs.
 const (
 	DefaultFlushBytes = 4 << 20
-	DefaultFlushAge   = 24 * time.Hour
+	DefaultFlushAge   = time.Hour
+	// flushWorkers bounds the flushes of one step in flight.
+	flushWorkers = 16
 )
 
 // unflushed is one stream's packed entries in the live runs after its
@@ -100,8 +106,10 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	} else if plan.EndSlot != passes[len(passes)-1].EndSlot {
 		return st, h.Flushed, fmt.Errorf("run at %s ends at %d, its passes at %d: %w", st.From, plan.EndSlot, passes[len(passes)-1].EndSlot, absorb.ErrWindow)
 	}
-	// The flushes: one settled object (or a few) and one ref per marker.
+	// The flushes: one settled object (or a few) and one ref per marker,
+	// flushWorkers streams at a time (they are independent).
 	flushed := map[format.StreamID]bool{}
+	var markers []*format.PassStream
 	for i := range plan.Streams {
 		m := &plan.Streams[i]
 		if !m.Marker() {
@@ -109,6 +117,15 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 			continue
 		}
 		flushed[m.Stream] = true
+		markers = append(markers, m)
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, flushWorkers)
+	)
+	for _, m := range markers {
 		var parts []metastore.Ref
 		if u := state[m.Stream]; u != nil {
 			parts = append(parts, u.parts...)
@@ -120,13 +137,25 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		if len(parts) == 0 || parts[0].FirstSeq != m.FirstSeq || parts[len(parts)-1].LastSeq != m.LastSeq {
 			return st, h.Flushed, fmt.Errorf("stream %s: the marker %d-%d of the run at %s is not its unflushed parts: %w", m.Stream, m.FirstSeq, m.LastSeq, st.From, ErrMismatch)
 		}
-		objs, merged, err := s.streamParts(ctx, set, c, st.From, m.Stream, parts)
-		if err != nil {
-			return st, h.Flushed, fmt.Errorf("flush stream %s: %w", m.Stream, err)
-		}
-		res.Flushes++
-		res.Objects += objs
-		res.Merged += merged
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			objs, merged, err := s.streamParts(ctx, set, c, st.From, m.Stream, parts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("flush stream %s: %w", m.Stream, err))
+				return
+			}
+			res.Flushes++
+			res.Objects += objs
+			res.Merged += merged
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return st, h.Flushed, errors.Join(errs...)
 	}
 	// Flushed after the plan: the first run holding an entry of a stream
 	// not flushed since, else the plan's end.
@@ -200,7 +229,7 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 	}
 	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
 	plan := &format.PassIndex{Epoch: from.Epoch, FirstSlot: from.Slot, EndSlot: passes[len(passes)-1].EndSlot}
-	pk := packer{s: s, set: set, c: c, run: plan, maxBytes: orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)}
+	var packed []format.StreamID
 	for _, id := range ids {
 		u, sp := state[id], step[id]
 		var b int64
@@ -227,19 +256,17 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 				FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs})
 			continue
 		}
-		if sp == nil {
-			continue
+		if sp != nil {
+			packed = append(packed, id)
 		}
-		e, err := pk.add(ctx, id, sp)
-		if err != nil {
-			return nil, err
-		}
-		plan.Streams = append(plan.Streams, e)
 	}
-	if err := pk.flush(ctx); err != nil {
+	entries, packs, err := s.pack(ctx, set, c, plan, packed, step)
+	if err != nil {
 		return nil, err
 	}
-	res.Packs = pk.written
+	res.Packs = packs
+	plan.Streams = append(plan.Streams, entries...)
+	slices.SortFunc(plan.Streams, func(a, b format.PassStream) int { return bytes.Compare(a.Stream[:], b.Stream[:]) })
 	obj, err := format.AppendPassIndex(nil, *plan)
 	if err != nil {
 		return nil, fmt.Errorf("encode the run at %s: %w", from, err)
@@ -265,72 +292,144 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 	return got, nil
 }
 
-// packer copies streams' segments, back to back, into a run's packs of at
-// most maxBytes each (the run's last possible pack, first slot + slots -
-// 1, takes what is left), writing each pack as soon as it is full.
-type packer struct {
-	s        *Settler
-	set      chain.Set
-	c        metastore.ChainID
-	run      *format.PassIndex
-	maxBytes int64
-	n        uint64 // the current pack: run.FirstSlot + n
-	buf      []byte
-	written  int
+// packFetches is how many slot reads pack keeps in flight ahead of the
+// one it copies.
+const packFetches = 16
+
+// slotSeg is one packed stream's segment in a slot of the step.
+type slotSeg struct {
+	entry int // index in the packed entries
+	seg   format.PassSegment
 }
 
-// add copies stream id's segments of the step into packs and returns its
-// packed entry: the step's parts joined, segments located in packs.
-func (p *packer) add(ctx context.Context, id format.StreamID, sp *stepPart) (format.PassStream, error) {
-	first, last := sp.raw[0], sp.raw[len(sp.raw)-1]
-	e := format.PassStream{Stream: id, FirstSeq: first.FirstSeq, LastSeq: last.LastSeq, FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs}
-	var marks []format.PassMark
-	for pi, ps := range sp.raw {
-		e.Bytes += ps.Bytes
-		marks = append(marks, ps.Marks...)
-		if ps.Commands != nil {
-			cs := *ps.Commands
-			e.Commands = &cs
-		}
-		for gi, g := range ps.Segments {
-			loc := sp.refs[pi].Locations[gi]
-			seg, err := p.set.ReadRange(ctx, loc.Key, loc.Offset, loc.Length, checkSegment)
-			if err != nil {
-				return e, fmt.Errorf("stream %s: read %s: %w", id, loc.Key, err)
+// pack copies the segments of the packed streams of the step, slot by
+// slot (one ranged GET per slot, packFetches in flight), back to back into
+// the run's packs of at most MaxObjectBytes each (the run's last possible
+// pack, first slot + slots - 1, takes what is left), writing each pack as
+// soon as it is full, and returns the streams' packed entries (their
+// segments located in packs) and the packs written. Memory: the slots in
+// flight and one pack.
+func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, run *format.PassIndex, ids []format.StreamID,
+	step map[format.StreamID]*stepPart) ([]format.PassStream, int, error) {
+	entries := make([]format.PassStream, len(ids))
+	bySlot := map[uint64][]slotSeg{}
+	var slots []uint64
+	for i, id := range ids {
+		sp := step[id]
+		first, last := sp.raw[0], sp.raw[len(sp.raw)-1]
+		e := format.PassStream{Stream: id, FirstSeq: first.FirstSeq, LastSeq: last.LastSeq, FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs}
+		var marks []format.PassMark
+		for _, ps := range sp.raw {
+			e.Bytes += ps.Bytes
+			marks = append(marks, ps.Marks...)
+			if ps.Commands != nil {
+				cs := *ps.Commands
+				e.Commands = &cs
 			}
-			if len(p.buf) > 0 && int64(len(p.buf)+len(seg)) > p.maxBytes && p.run.FirstSlot+p.n+1 < p.run.EndSlot {
-				if err := p.flush(ctx); err != nil {
-					return e, err
+			for _, g := range ps.Segments {
+				if bySlot[g.Slot] == nil {
+					slots = append(slots, g.Slot)
 				}
-				p.n++
+				bySlot[g.Slot] = append(bySlot[g.Slot], slotSeg{entry: i, seg: g})
 			}
-			e.Segments = append(e.Segments, format.PassSegment{Slot: p.run.FirstSlot + p.n, FirstSeq: g.FirstSeq, Count: g.Count,
-				Offset: uint32(len(p.buf)), Length: g.Length, CRC: g.CRC})
-			p.buf = append(p.buf, seg...)
 		}
+		if len(marks) > 0 {
+			rm := make([]metastore.ProducerMark, len(marks))
+			for j, m := range marks {
+				rm[j] = metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+			}
+			for _, m := range metastore.TrimMarks(rm) {
+				e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+			}
+		}
+		entries[i] = e
 	}
-	if len(marks) > 0 {
-		rm := make([]metastore.ProducerMark, len(marks))
-		for i, m := range marks {
-			rm[i] = metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
-		}
-		for _, m := range metastore.TrimMarks(rm) {
-			e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
-		}
+	slices.Sort(slots)
+	// Fetch each slot's span of the packed segments, in order, some ahead.
+	type fetched struct {
+		body []byte
+		off  int64
+		err  error
 	}
-	return e, nil
-}
-
-// flush writes the current pack, if it holds anything.
-func (p *packer) flush(ctx context.Context) error {
-	if len(p.buf) == 0 {
+	results := make([]chan fetched, len(slots))
+	for i := range results {
+		results[i] = make(chan fetched, 1)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, packFetches)
+	go func() {
+		for i, slot := range slots {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				segs := bySlot[slot]
+				lo, hi := int64(segs[0].seg.Offset), int64(0)
+				for _, g := range segs {
+					lo, hi = min(lo, int64(g.seg.Offset)), max(hi, int64(g.seg.Offset)+int64(g.seg.Length))
+				}
+				key := format.SlotKey(c.Star, run.Epoch, slot)
+				body, err := set.ReadRange(ctx, key, lo, hi-lo, func(b []byte) error {
+					for _, g := range segs {
+						if err := checkSegment(b[int64(g.seg.Offset)-lo : int64(g.seg.Offset)-lo+int64(g.seg.Length)]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					err = fmt.Errorf("read %s: %w", key, err)
+				}
+				results[i] <- fetched{body, lo, err}
+			}()
+		}
+	}()
+	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	var n uint64 // the current pack: run.FirstSlot + n
+	var buf []byte
+	written := 0
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		key := format.PackKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot, run.EndSlot, run.FirstSlot+n)
+		if err := s.put(ctx, key, buf); err != nil {
+			return fmt.Errorf("pack %s: %w", key, err)
+		}
+		buf = nil // the bucket may keep the slice it was given
+		written++
 		return nil
 	}
-	key := format.PackKey(p.c.Star, p.c.Class.String(), p.run.Epoch, p.run.FirstSlot, p.run.EndSlot, p.run.FirstSlot+p.n)
-	if err := p.s.put(ctx, key, p.buf); err != nil {
-		return fmt.Errorf("pack %s: %w", key, err)
+	for i, slot := range slots {
+		var f fetched
+		select {
+		case f = <-results[i]:
+		case <-ctx.Done():
+			return nil, written, ctx.Err()
+		}
+		<-sem
+		if f.err != nil {
+			return nil, written, f.err
+		}
+		for _, g := range bySlot[slot] {
+			seg := f.body[int64(g.seg.Offset)-f.off : int64(g.seg.Offset)-f.off+int64(g.seg.Length)]
+			if len(buf) > 0 && int64(len(buf)+len(seg)) > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
+				if err := flush(); err != nil {
+					return nil, written, err
+				}
+				n++
+			}
+			e := &entries[g.entry]
+			e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.seg.FirstSeq, Count: g.seg.Count,
+				Offset: uint32(len(buf)), Length: g.seg.Length, CRC: g.seg.CRC})
+			buf = append(buf, seg...)
+		}
 	}
-	p.buf = nil // the bucket may keep the slice it was given
-	p.written++
-	return nil
+	if err := flush(); err != nil {
+		return nil, written, err
+	}
+	return entries, written, nil
 }
