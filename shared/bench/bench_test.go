@@ -149,6 +149,39 @@ func TestTinyPassIndexRun(t *testing.T) {
 	}
 }
 
+// TestTinyPassIndexSettleRun: with PassIndex in-process, settle (runs,
+// packs, flush) and trim run inside the measured window and are counted:
+// steps, packed streams and flushes (a short FlushAge), their SettleRef
+// items in the metastore figures, their S3 requests and GETs in the cost.
+func TestTinyPassIndexSettleRun(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.PassIndex, cfg.Baseline, cfg.PlotDir = true, false, ""
+	cfg.Streams, cfg.BatchBytes, cfg.RecordBytes = []int{50}, 100, []int{100}
+	cfg.Duration = 3 * time.Second
+	cfg.SettleEvery, cfg.FlushAge = 100*time.Millisecond, 200*time.Millisecond
+	var log bytes.Buffer
+	rs, err := Run(context.Background(), cfg, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	r := rs[0]
+	s := r.Settle
+	if s == nil || s.Steps == 0 || s.Packed == 0 || s.Flushes == 0 || s.SettleRefs == 0 || s.Requests == 0 || s.Errors != 0 {
+		t.Fatalf("settle in the window: %+v\n%s", s, log.String())
+	}
+	passes := r.MetaOps["BeginAbsorb"]
+	if items := r.MetaItemWritesPerSec * r.Seconds; items < float64(2*passes+s.SettleRefs) {
+		t.Fatalf("%.0f item writes for %d passes and %d SettleRef: settle's writes not counted", items, passes, s.SettleRefs)
+	}
+	if c := r.Cost; c == nil || !c.SettleMeasured || c.SettlePuts <= 0 || c.Gets <= 0 || c.Total < c.SettlePuts+c.Gets+c.IndexPuts+c.Metastore {
+		t.Fatalf("cost %+v: want settle's requests measured, priced and in the total", c)
+	}
+	var rep bytes.Buffer
+	if err := WriteText(&rep, rs); err != nil || !strings.Contains(rep.String(), "settle (every") {
+		t.Fatalf("no settle line in the report (%v):\n%s", err, rep.String())
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, mut := range []func(*Config){
 		func(c *Config) { c.Mode = "x" },
@@ -160,6 +193,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.ExpressFlush = []time.Duration{-time.Millisecond} },
 		func(c *Config) { c.PassIndex, c.Mode, c.Endpoint = true, ModeRemote, "http://x" },
 		func(c *Config) { c.PassIndex, c.Workloads = true, []string{WorkWrite, WorkCatchup} },
+		func(c *Config) { c.PassIndex, c.FlushAge = true, -time.Second },
 	} {
 		c := Defaults()
 		mut(&c)

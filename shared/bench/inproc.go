@@ -119,7 +119,7 @@ func newEnv(cfg Config, pt point) *env {
 	e.indexPuts, e.settlePuts = &atomic.Int64{}, &atomic.Int64{}
 	if cfg.PassIndex {
 		cp := &countingPuts{Bucket: e.settled, n: e.indexPuts}
-		if cfg.SettleEvery >= 0 {
+		if cfg.SettleEvery >= 0 && cfg.Mode == ModeInProc {
 			cp.settle = e.settlePuts
 			e.settleTick = cfg.SettleEvery
 			if e.settleTick == 0 {

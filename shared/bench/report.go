@@ -102,7 +102,7 @@ func WriteText(w io.Writer, rs []Result) error {
 			}
 		}
 		if s := r.Settle; s != nil {
-			fmt.Fprintf(&b, "  settle (every %.0f s)         %d steps, %d streams packed into runs, %d packs, %d flushes (%d SettleRef), %d S3 PUTs and LISTs, %d failed runs; flush at %d bytes or %.0f s\n",
+			fmt.Fprintf(&b, "  settle (every %g s)         %d steps, %d streams packed into runs, %d packs, %d flushes (%d SettleRef), %d S3 PUTs and LISTs, %d failed runs; flush at %d bytes or %.0f s\n",
 				s.EveryS, s.Steps, s.Packed, s.Packs, s.Flushes, s.SettleRefs, s.Requests, s.Errors, s.FlushBytes, s.FlushAgeS)
 		}
 		if nb := r.Baseline; nb != nil {

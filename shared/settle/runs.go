@@ -24,8 +24,9 @@ import (
 const (
 	DefaultFlushBytes = 4 << 20
 	DefaultFlushAge   = time.Hour
-	// flushWorkers bounds the flushes of one step in flight.
-	flushWorkers = 16
+	// flushWorkers bounds the flushes of one step in flight (each a few
+	// GETs and a PUT of the settled bucket).
+	flushWorkers = 64
 )
 
 // unflushed is one stream's packed entries in the live runs after its
