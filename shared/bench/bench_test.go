@@ -158,7 +158,7 @@ func TestTinyPassIndexSettleRun(t *testing.T) {
 	cfg.PassIndex, cfg.Baseline, cfg.PlotDir = true, false, ""
 	cfg.Streams, cfg.BatchBytes, cfg.RecordBytes = []int{50}, 100, []int{100}
 	cfg.Duration = 3 * time.Second
-	cfg.SettleEvery, cfg.FlushAge = 100*time.Millisecond, 200*time.Millisecond
+	cfg.SettleEvery, cfg.FlushAge = 100*time.Millisecond, 100*time.Millisecond
 	var log bytes.Buffer
 	rs, err := Run(context.Background(), cfg, &log)
 	if err != nil {

@@ -78,7 +78,8 @@ type Config struct {
 	FlushAge   time.Duration
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
-	// In-process timers (0: defaults 2 s, 5 s, 30 s).
+	// In-process timers (0: defaults 2 s, 5 s, 30 s; settle every
+	// DefaultPassIndexSettleEvery with PassIndex).
 	SettleEvery, TrimEvery, ProbeEvery time.Duration
 	// DrainBudget bounds a graceful Close (0: DefaultDrainBudget; see
 	// drain.go).
@@ -89,6 +90,12 @@ type Config struct {
 
 	Logger *slog.Logger
 }
+
+// DefaultPassIndexSettleEvery is the in-process settle period with the
+// pass index: a settle step writes one run (design 014, level 1), and
+// runs stay live until flushed (settle.DefaultFlushAge), so the period
+// bounds the runs a window caches and a read searches (60 an hour).
+const DefaultPassIndexSettleEvery = time.Minute
 
 // Node is a running star process.
 type Node struct {
@@ -287,7 +294,13 @@ func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, pro
 		return def
 	}
 	n.goRun(func() {
-		every(ctx, or(cfg.SettleEvery, 2*time.Second), func() {
+		settleEvery := 2 * time.Second
+		if cfg.PassIndex {
+			// Each step writes a run, live until flushed: about FlushAge /
+			// this many runs in every window's cache (design 014).
+			settleEvery = DefaultPassIndexSettleEvery
+		}
+		every(ctx, or(cfg.SettleEvery, settleEvery), func() {
 			_ = absorb.Sweep(ctx, chains, n.log, "settle", func(ctx context.Context, c metastore.ChainID) error {
 				_, err := settler.Run(ctx, c)
 				return err
