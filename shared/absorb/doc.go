@@ -98,11 +98,14 @@
 // a checkpoint is unique under the lease, so its index is determined).
 // A pass then costs GetHead, BeginAbsorb and AdvanceCursor, two item
 // writes however many streams it touched (TestItemWritesPerPass).
-// IndexWindow reads the window [settled, checkpoint) back: passes found by
-// key (each names its end, where the next starts; an epoch below the
-// checkpoint's ends at its cut), cached decoded, and a stream's parts in
-// them as refs with transit locations, by seq or by timestamp (a binary
-// search per pass). Settle, trim, the probe, reads and tail recovery
+// IndexWindow reads the window back: the runs of [flushed, settled) that
+// settle wrote (design 014 level 1: a stream's packed entries, as refs
+// with settled locations in packs, after its last marker: a marker's seqs
+// are behind a ref), then the passes of [settled, checkpoint) (as refs
+// with transit locations); runs and passes found by key (each names its
+// end, where the next starts; an epoch below the cursor's ends at its
+// cut), cached decoded, and searched by seq or by timestamp (a binary
+// search per run and pass). Settle, trim, the probe, reads and tail recovery
 // switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
 // probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
 package absorb

@@ -71,23 +71,52 @@
 // are put-if-absent of determined content, and swaps and the cursor move
 // are conditional.
 //
-// # On the pass index (design 014)
+// # On the pass index (design 014, level 1: runs, packs and flush)
 //
 // With PassIndex the absorb wrote no refs, only pass indexes in the
 // settled bucket. A step then takes the whole passes that start in its
 // slots, from the settled cursor (which it moves only to pass ends, so it
-// stays on pass boundaries), walked by key (absorb.IndexWindow). Each
-// stream's parts in them are settled as above (groups, objects, merge of a
-// small previous settled object), and each group's ref is written with
-// metastore.SettleRef: on the condition that the settled cursor is still
-// the step's start (a stale copy writes nothing) and that the previous
-// ref it merges is unchanged. Parts a ref already holds (a rerun, another
-// copy) are skipped; a lost write re-reads the stream's refs.
+// stays on pass boundaries), walked by key (absorb.IndexWindow), and
+// writes one run: format.RunIndexKey(star, class, epoch, first slot), in
+// the pass index format. The run at the step's first slot is the step's
+// plan: a step that finds it (a copy wrote it, or a crash before the
+// head moved) adopts it as is; else it makes it (runs.go):
+//
+//  1. The live runs [Flushed, Settled) say, per stream, its packed entries
+//     after its last marker (what is not yet behind a ref) and each run's
+//     time (its latest record timestamp).
+//  2. A stream is flushed when its unflushed bytes with the step's reach
+//     FlushBytes, or when its oldest unflushed entry (the step's own, at
+//     the step's time) is FlushAge older than the step's time (the latest
+//     record timestamp of the live runs and the passes): never the clock,
+//     so every copy decides the same. A flushed stream gets a marker
+//     (an entry without segments: its flushed seqs).
+//  3. The other streams of the step are packed: their segments copied
+//     byte for byte, slot by slot (one ranged GET per slot), into packs of
+//     at most MaxObjectBytes (format.PackKey, the plan's end in the key),
+//     and listed in the run as entries located in the packs.
+//  4. The run is put if absent; one already there is adopted.
+//
+// Then each marker's stream is flushed as level 0 settled a stream:
+// its unflushed entries (pack locations) and the step's parts (transit
+// locations) into per-stream settled objects (merged into a small
+// previous one) and one ref, with metastore.SettleRef on the condition
+// that the settled cursor is still the step's start (a stale copy writes
+// nothing); parts a ref already holds are skipped, a lost write re-reads.
+// Then AdvanceCursor(Settled), and AdvanceCursor(Flushed) to the first run
+// still holding an unflushed entry (or the step's end): after the refs,
+// never before, so Flushed only ever lags.
 //
 // # Cost
 //
-// Per step: GetHead, GetEpoch at an epoch boundary, per stream one
-// QueryRefs and one SwapRefs (SettleRef on the pass index) per group, and one AdvanceCursor: O(streams),
-// independent of how many slots or records the step covers. Settle runs on
-// a schedule (Handler: a scheduled event settles every configured chain).
+// Per step on refs: GetHead, GetEpoch at an epoch boundary, per stream one
+// QueryRefs and one SwapRefs per group, and one AdvanceCursor: O(streams),
+// independent of how many slots or records the step covers. On the pass
+// index: GetHead, AdvanceCursor(Settled) and, when it moves,
+// AdvanceCursor(Flushed), plus per flushed stream one QueryRefs and one
+// SettleRef: item writes follow flushes (bytes / FlushBytes + streams /
+// FlushAge), not the streams a step settles. S3: the run index and one
+// pack per MaxObjectBytes, one GET per slot, and per flush its GETs and
+// PUTs. Settle runs on a schedule (Handler: a scheduled event settles
+// every configured chain).
 package settle

@@ -16,6 +16,14 @@
 //     listing per step. Settle moves the settled cursor only to pass ends,
 //     so these passes end at or below it and no reader's window holds
 //     them; a reader that raced the delete re-reads the head.
+//   - Runs and packs (PassIndex, design 014 level 1): at every step, the
+//     run indexes that start below the chain's flushed cursor (every
+//     record in them is behind a ref and the head no longer names them),
+//     then every pack of a run that starts below it (of any plan: the
+//     packs of a plan a crashed copy never adopted too): one listing of
+//     the chain's runs and one of its packs. Runs go before their packs,
+//     so a reader that finds a run finds its packs, and one that read a
+//     run before finds a pack gone and reads its head again.
 //   - Retention: a stream with RetentionMs > 0 loses its leading refs whose
 //     LastTsMs is older than now-RetentionMs and whose locations are all
 //     settled, then their settled objects. The stream's last ref is always
