@@ -32,9 +32,21 @@ const (
 // unflushed is one stream's packed entries in the live runs after its
 // last marker: what a flush of it would write behind a ref.
 type unflushed struct {
-	parts  []metastore.Ref // settled locations in packs, in seq order
-	oldest int             // index in the live runs of the run of parts[0]
+	c      metastore.ChainID
+	runs   []*format.PassIndex  // the run of each entry
+	ents   []*format.PassStream // the packed entries, in seq order
+	oldest int                  // index in the live runs of the run of parts[0]
 	bytes  int64
+}
+
+// refs are u's entries as refs (settled locations in packs), built only
+// for the streams a step flushes.
+func (u *unflushed) refs() []metastore.Ref {
+	out := make([]metastore.Ref, len(u.ents))
+	for i, e := range u.ents {
+		out[i] = absorb.RunRef(u.c, u.runs[i], e)
+	}
+	return out
 }
 
 // stepPart is one stream's parts of a step's passes.
@@ -129,7 +141,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	for _, m := range markers {
 		var parts []metastore.Ref
 		if u := state[m.Stream]; u != nil {
-			parts = append(parts, u.parts...)
+			parts = append(parts, u.refs()...)
 		}
 		if sp := step[m.Stream]; sp != nil {
 			parts = append(parts, sp.refs...)
@@ -192,10 +204,10 @@ func unflushedOf(c metastore.ChainID, runs []*format.PassIndex) (map[format.Stre
 			}
 			u := state[e.Stream]
 			if u == nil {
-				u = &unflushed{oldest: ri}
+				u = &unflushed{c: c, oldest: ri}
 				state[e.Stream] = u
 			}
-			u.parts = append(u.parts, absorb.RunRef(c, r, e))
+			u.runs, u.ents = append(u.runs, r), append(u.ents, e)
 			u.bytes += e.Bytes
 		}
 	}
@@ -247,7 +259,7 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 		if (sp != nil && b >= flushBytes) || now-oldest >= ageMs {
 			var parts []metastore.Ref
 			if u != nil {
-				parts = append(parts, u.parts...)
+				parts = append(parts, u.refs()...)
 			}
 			if sp != nil {
 				parts = append(parts, sp.refs...)
