@@ -24,6 +24,9 @@ import (
 const (
 	DefaultFlushBytes = 4 << 20
 	DefaultFlushAge   = time.Hour
+	// DefaultPackBufferBytes: a step whose packed segments are at most this
+	// many bytes sorts them by stream (Settler.PackBufferBytes).
+	DefaultPackBufferBytes = 256 << 20
 	// flushWorkers bounds the flushes of one step in flight (each a few
 	// GETs and a PUT of the settled bucket).
 	flushWorkers = 64
@@ -315,18 +318,23 @@ type slotSeg struct {
 	seg   format.PassSegment
 }
 
-// pack copies the segments of the packed streams of the step, slot by
-// slot (one ranged GET per slot, packFetches in flight), back to back into
-// the run's packs of at most MaxObjectBytes each (the run's last possible
-// pack, first slot + slots - 1, takes what is left), writing each pack as
-// soon as it is full, and returns the streams' packed entries (their
-// segments located in packs) and the packs written. Memory: the slots in
-// flight and one pack.
+// pack copies the segments of the packed streams of the step, read slot
+// by slot (one ranged GET per slot, packFetches in flight), back to back
+// into the run's packs of at most MaxObjectBytes each (the run's last
+// possible pack, first slot + slots - 1, takes what is left), writing each
+// pack as soon as it is full, and returns the streams' packed entries
+// (their segments located in packs) and the packs written. The segments
+// go in (stream, seq) order when the step's packed bytes are at most
+// PackBufferBytes (they are all held, then copied), else in slot order
+// (memory: the slots in flight and one pack). The choice depends on the
+// inputs and the configuration only, so copies write the same packs.
 func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, run *format.PassIndex, ids []format.StreamID,
 	step map[format.StreamID]*stepPart) ([]format.PassStream, int, error) {
 	entries := make([]format.PassStream, len(ids))
+	src := make([][]format.PassSegment, len(ids)) // each entry's segments in the slots, in seq order
 	bySlot := map[uint64][]slotSeg{}
 	var slots []uint64
+	var total int64
 	for i, id := range ids {
 		sp := step[id]
 		first, last := sp.raw[0], sp.raw[len(sp.raw)-1]
@@ -344,6 +352,8 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 					slots = append(slots, g.Slot)
 				}
 				bySlot[g.Slot] = append(bySlot[g.Slot], slotSeg{entry: i, seg: g})
+				src[i] = append(src[i], g)
+				total += int64(g.Length)
 			}
 		}
 		if len(marks) > 0 {
@@ -416,6 +426,27 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		written++
 		return nil
 	}
+	// add copies one segment into the current pack (starting the next one
+	// when it would overflow) and lists it in entry i.
+	add := func(i int, g format.PassSegment, seg []byte) error {
+		if len(buf) > 0 && int64(len(buf)+len(seg)) > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
+			if err := flush(); err != nil {
+				return err
+			}
+			n++
+		}
+		e := &entries[i]
+		e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.FirstSeq, Count: g.Count,
+			Offset: uint32(len(buf)), Length: g.Length, CRC: g.CRC})
+		buf = append(buf, seg...)
+		return nil
+	}
+	// Sorted: when the step's packed segments fit in PackBufferBytes they
+	// are all read first, then copied in (stream, seq) order, so that a
+	// stream's entry is one range of one pack (a flush reads it in one
+	// GET); else they are copied in slot order as they arrive.
+	sorted := total <= orDefault(s.PackBufferBytes, DefaultPackBufferBytes)
+	got := map[[2]uint64][]byte{} // sorted: (slot, offset) -> segment
 	for i, slot := range slots {
 		var f fetched
 		select {
@@ -429,16 +460,22 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		}
 		for _, g := range bySlot[slot] {
 			seg := f.body[int64(g.seg.Offset)-f.off : int64(g.seg.Offset)-f.off+int64(g.seg.Length)]
-			if len(buf) > 0 && int64(len(buf)+len(seg)) > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
-				if err := flush(); err != nil {
+			if sorted {
+				got[[2]uint64{slot, uint64(g.seg.Offset)}] = seg
+				continue
+			}
+			if err := add(g.entry, g.seg, seg); err != nil {
+				return nil, written, err
+			}
+		}
+	}
+	if sorted {
+		for i := range entries {
+			for _, g := range src[i] {
+				if err := add(i, g, got[[2]uint64{g.Slot, uint64(g.Offset)}]); err != nil {
 					return nil, written, err
 				}
-				n++
 			}
-			e := &entries[g.entry]
-			e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.seg.FirstSeq, Count: g.seg.Count,
-				Offset: uint32(len(buf)), Length: g.seg.Length, CRC: g.seg.CRC})
-			buf = append(buf, seg...)
 		}
 	}
 	if err := flush(); err != nil {

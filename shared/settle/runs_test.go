@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
+	"github.com/strandlog/strand/shared/objstore"
 )
 
 // Tests of design 014's level 1: runs, packs and flush.
@@ -119,6 +120,12 @@ func TestSettleRunsPackSmallStreams(t *testing.T) {
 	for _, s := range r.Streams {
 		if s.Marker() || len(s.Segments) != 4 || s.Segments[0].Slot != 4 {
 			t.Fatalf("run at 1/4: entry %+v: want 4 segments in pack 4", s)
+		}
+		// Sorted by stream: the entry is one range of its pack.
+		for j := 1; j < len(s.Segments); j++ {
+			if g, p := s.Segments[j], s.Segments[j-1]; g.Slot != p.Slot || g.Offset != p.Offset+p.Length {
+				t.Fatalf("run at 1/4: stream %s's segments %+v not back to back", s.Stream, s.Segments)
+			}
 		}
 	}
 	// Per step: GetHead and AdvanceCursor(settled); no ref written.
@@ -352,5 +359,61 @@ func TestSettleRunsRacingCopies(t *testing.T) {
 	}
 	if flushed == 0 || len(e.packKeys()) == 0 {
 		t.Fatalf("%d refs, %d packs: the test flushed or packed nothing", flushed, len(e.packKeys()))
+	}
+}
+
+// countGets counts the GETs of a bucket.
+type countGets struct {
+	objstore.Bucket
+	n atomic.Int64
+}
+
+func (c *countGets) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	c.n.Add(1)
+	return c.Bucket.Get(ctx, key, off, n)
+}
+
+// TestSettlePackOrder: packs sorted by stream let a flush read a stream's
+// entry of a run in one GET; packs in slot order (PackBufferBytes < 0,
+// what a step too large to hold uses) interleave the streams, cost a GET
+// per segment, and read back the same records.
+func TestSettlePackOrder(t *testing.T) {
+	for _, sorted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sorted-%t", sorted), func(t *testing.T) {
+			e := newEnv(t, 3, nil)
+			e.withIndex()
+			gets := &countGets{Bucket: e.settled}
+			e.s.Settled = gets
+			e.s.MaxSlotsPerStep = 4
+			if !sorted {
+				e.s.PackBufferBytes = -1
+			}
+			e.flights(8)
+			e.absorbAll()
+			e.step()
+			e.step() // two runs, each entry 4 segments
+			r := e.run(cur(1, 0))
+			i, _ := r.Find(e.ids[0])
+			g := r.Streams[i].Segments
+			if together := g[1].Offset == g[0].Offset+g[0].Length; together != sorted {
+				t.Fatalf("segments %+v: back to back %t, want %t", g, together, sorted)
+			}
+			e.flights(1)
+			e.absorbAll()
+			e.s.FlushAge = time.Nanosecond // flush everything
+			before := gets.n.Load()
+			e.step()
+			// Per stream: one GET per run (sorted) or per segment; the run
+			// walk is cached (the settler wrote the runs); plus the step's
+			// own: its run looked up (absent) and its pass index.
+			want := int64(3*2 + 2)
+			if !sorted {
+				want = 3*2*4 + 2
+			}
+			if got := gets.n.Load() - before; got != want {
+				t.Fatalf("%d settled GETs to flush 3 streams of 2 runs, want %d", got, want)
+			}
+			e.check()
+		})
 	}
 }

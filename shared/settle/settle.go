@@ -89,6 +89,12 @@ type Settler struct {
 	// not the clock) is flushed, and with it the flushed cursor passes
 	// that run.
 	FlushAge time.Duration
+	// PackBufferBytes (0: DefaultPackBufferBytes; < 0: never): a step
+	// whose packed segments are at most this many bytes holds them all
+	// and writes its packs in (stream, seq) order, so a stream's entry is
+	// one range (a flush reads it in one GET); a larger step packs in slot
+	// order.
+	PackBufferBytes int64
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
@@ -544,9 +550,14 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 		return nil
 	}
 	next := first.FirstSeq
+	var locs []metastore.Location // every location, in order, for spans
+	for _, r := range old {
+		locs = append(locs, r.Locations...)
+	}
+	sp := spanReader{s: s, set: set, locs: locs, max: orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)}
 	for _, r := range old {
 		for _, l := range r.Locations {
-			seg, err := s.segment(ctx, set, l)
+			seg, err := sp.next(ctx)
 			if err != nil {
 				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %w", r.FirstSeq, r.LastSeq, err)
 			}
@@ -588,6 +599,46 @@ func lastTimestamp(b []byte) int64 {
 		}
 		off += n
 	}
+}
+
+// spanReader reads build's locations in order, a settled location with
+// the settled locations that follow it back to back in the same object
+// (a stream's segments in a pack, design 014 level 1) in one ranged GET
+// of at most max bytes, so a flush costs a GET per run it reads, not per
+// segment. Memory: one span.
+type spanReader struct {
+	s    *Settler
+	set  chain.Set
+	locs []metastore.Location
+	max  int64
+	i    int
+	// the span read last: key, its first byte's offset, its bytes.
+	key  string
+	off  int64
+	body []byte
+}
+
+func (r *spanReader) next(ctx context.Context) ([]byte, error) {
+	l := r.locs[r.i]
+	r.i++
+	if !l.Settled {
+		return r.s.segment(ctx, r.set, l)
+	}
+	if l.Key != r.key || l.Offset < r.off || l.Offset+l.Length > r.off+int64(len(r.body)) {
+		end := l.Offset + l.Length
+		for _, m := range r.locs[r.i:] {
+			if !m.Settled || m.Key != l.Key || m.Offset != end || end+m.Length-l.Offset > r.max {
+				break
+			}
+			end += m.Length
+		}
+		body, err := r.s.segment(ctx, r.set, metastore.Location{Settled: true, Key: l.Key, Offset: l.Offset, Length: end - l.Offset})
+		if err != nil {
+			return nil, err
+		}
+		r.key, r.off, r.body = l.Key, l.Offset, body
+	}
+	return r.body[l.Offset-r.off : l.Offset-r.off+l.Length], nil
 }
 
 func checkSegment(b []byte) error {
