@@ -295,6 +295,11 @@ func FuzzParsePassIndex(f *testing.F) {
 	if v2, err := AppendPassIndex(nil, goldenPassIndexV2()); err == nil {
 		f.Add(v2)
 	}
+	run := goldenPassIndex() // a run index with a marker (design 014, level 1)
+	run.Streams[1] = PassStream{Stream: sid(2), FirstSeq: 3, LastSeq: 9, FirstTsMs: 10, LastTsMs: 20}
+	if r, err := AppendPassIndex(nil, run); err == nil {
+		f.Add(r)
+	}
 	f.Add(goldenFlight())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePassIndex(b)
