@@ -537,8 +537,9 @@ func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint
 
 // ChainsLookup is what the garbage probe's orphan report reads for a
 // stream (probe.RefLookup) when the absorb writes pass indexes: the
-// stream's parts in the windows of chains (transit locations: a settle
-// step may still write refs to objects overlapping them), then its refs,
+// stream's parts in the windows of chains, runs and passes alike, as
+// transit locations (a settle step may still write refs to objects
+// overlapping them, a flush for a run's), then its refs,
 // sorted by seq, at most limit. The windows are read before the refs, so
 // parts a settle step moves meanwhile are in the refs: a view where an
 // object seems unreferenced and out of every window is never torn.
@@ -561,6 +562,15 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 			parts, err := w.HeadRefs(ctx, c, h, id, fromSeq)
 			if err != nil {
 				return nil, err
+			}
+			// Runs' parts are in packs (settled locations), but a flush may
+			// still write a per-stream object for their seqs and a ref to
+			// it: to the probe every window part is in transit.
+			for i := range parts {
+				parts[i].Locations = slices.Clone(parts[i].Locations)
+				for j := range parts[i].Locations {
+					parts[i].Locations[j].Settled = false
+				}
 			}
 			out = append(out, parts...)
 		}
