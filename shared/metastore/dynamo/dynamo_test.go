@@ -356,3 +356,34 @@ func TestMalformedKeyLookups(t *testing.T) {
 		t.Errorf("GetToken(bad hash): %v", err)
 	}
 }
+
+// TestHeadWithoutFlushed: a HEAD item stored before the flushed cursor
+// existed (no FlushedEpoch/FlushedSlot) reads as flushed 0/0, and the
+// cursor moves from 0/0 (then stored); a stale 0/0 afterwards conflicts.
+func TestHeadWithoutFlushed(t *testing.T) {
+	c, table := newTable(t)
+	st := New(c, table)
+	ctx := context.Background()
+	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+		UpdateExpression: aws.String("REMOVE FlushedEpoch, FlushedSlot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.GetHead(ctx, chain)
+	if err != nil || !h.Flushed.IsZero() || h.Settled != (metastore.Cursor{Epoch: 3}) {
+		t.Fatalf("head without flushed: %+v, %v", h, err)
+	}
+	to := metastore.Cursor{Epoch: 3, Slot: 0}
+	if err := st.AdvanceCursor(ctx, chain, metastore.Flushed, metastore.Cursor{}, to); err != nil {
+		t.Fatalf("advance flushed from 0/0 on an old head: %v", err)
+	}
+	if h, err = st.GetHead(ctx, chain); err != nil || h.Flushed != to {
+		t.Fatalf("head after: %+v, %v", h, err)
+	}
+	if err := st.AdvanceCursor(ctx, chain, metastore.Flushed, metastore.Cursor{}, metastore.Cursor{Epoch: 3, Slot: 1}); !errors.Is(err, metastore.ErrConflict) {
+		t.Fatalf("a second advance from 0/0: %v, want ErrConflict", err)
+	}
+}
