@@ -38,7 +38,7 @@ type unflushed struct {
 	c      metastore.ChainID
 	runs   []*format.PassIndex  // the run of each entry
 	ents   []*format.PassStream // the packed entries, in seq order
-	oldest int                  // index in the live runs of the run of parts[0]
+	oldest int                  // index in the live runs of the run of ents[0]
 	bytes  int64
 }
 
@@ -135,13 +135,9 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		flushed[m.Stream] = true
 		markers = append(markers, m)
 	}
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, flushWorkers)
-	)
-	for _, m := range markers {
+	// Each marker's parts, checked before any flush starts.
+	partsOf := make([][]metastore.Ref, len(markers))
+	for i, m := range markers {
 		var parts []metastore.Ref
 		if u := state[m.Stream]; u != nil {
 			parts = append(parts, u.refs()...)
@@ -153,6 +149,16 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		if len(parts) == 0 || parts[0].FirstSeq != m.FirstSeq || parts[len(parts)-1].LastSeq != m.LastSeq {
 			return st, h.Flushed, fmt.Errorf("stream %s: the marker %d-%d of the run at %s is not its unflushed parts: %w", m.Stream, m.FirstSeq, m.LastSeq, st.From, ErrMismatch)
 		}
+		partsOf[i] = parts
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, flushWorkers)
+	)
+	for i, m := range markers {
+		parts := partsOf[i]
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
