@@ -99,6 +99,13 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 				t.Fatalf("%s: refs %v, %v: want none (all in the window: runs and passes)", class, refs, err)
 			}
 		}
+		if settleEvery < time.Second {
+			// Settled into runs: the successor recovers tails from them.
+			h, err := meta.GetHead(ctx, metastore.ChainID{Star: "star-0", Class: metastore.Express})
+			if err != nil || h.Settled == h.Flushed {
+				t.Fatalf("express head %+v, %v: want runs in [flushed, settled)", h, err)
+			}
+		}
 	}
 
 	n, c = start()
