@@ -77,9 +77,24 @@ type Reader struct {
 	// AheadBudget bounds the read-ahead of all the sessions of this
 	// Reader together (nil: a budget of DefaultAheadBudget of its own).
 	AheadBudget *Budget
+	// Cache holds the segments fetched by all the reads and sessions of
+	// this Reader, shared (cache.go; nil: a cache of DefaultCacheBytes of
+	// its own).
+	Cache *SegmentCache
 
 	budgetOnce sync.Once
 	budget     *Budget
+	cacheOnce  sync.Once
+	cache      *SegmentCache
+}
+
+// segmentCache is r.Cache, or r's own default one.
+func (r *Reader) segmentCache() *SegmentCache {
+	if r.Cache != nil {
+		return r.Cache
+	}
+	r.cacheOnce.Do(func() { r.cache = NewSegmentCache(DefaultCacheBytes) })
+	return r.cache
 }
 
 // Transit is the pass index window of a stream's chain (design 014).
@@ -415,8 +430,10 @@ func (r *Reader) trimmed(ctx context.Context, st metastore.Stream, from, low uin
 	return from, false, fmt.Errorf("%w at %d (the first ref starts at %d)", errTorn, from, first[0].FirstSeq)
 }
 
-// segment fetches one location's segment, checked.
-func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) ([]byte, error) {
+// segment fetches one location's segment, checked. prefetch: no read
+// waits for it yet (read-ahead), so a transit GET is hedged late (see
+// prefetchHedge).
+func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location, prefetch bool) ([]byte, error) {
 	check := func(b []byte) error {
 		info, _, err := format.ParseSegment(b)
 		if err != nil {
@@ -446,6 +463,9 @@ func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.Str
 	}
 	if set.Hedge == 0 {
 		set.Hedge = hedgeFor(loc.Length)
+		if prefetch {
+			set.Hedge += prefetchHedge
+		}
 	}
 	b, err := set.ReadRange(ctx, loc.Key, loc.Offset, loc.Length, check)
 	if err != nil {
@@ -461,6 +481,18 @@ func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.Str
 // GETs in flight per session the second copies made 1.6 bytes fetched per
 // byte read.
 const hedgeMBps = 50
+
+// prefetchHedge is added to the hedge of a transit GET that no read waits
+// on yet (read-ahead): a second copy is asked for only when the first is
+// stuck, not merely slower than the hedge. A hedge is timed, and on a
+// machine short of CPU the timer fired while the first copy's answer
+// waited to be scheduled: through the API (3 to 4 times the CPU per GiB of
+// the in-process read) the catch-up fetched 1.47 bytes per byte read,
+// each extra byte a second copy of a GET that had answered. With 16
+// read-ahead GETs in flight, a read seldom waits on a GET just started;
+// the one it waits on (the first location of a plan, or one it fetches
+// itself) keeps the short hedge.
+const prefetchHedge = time.Second
 
 func hedgeFor(length int64) time.Duration {
 	return chain.DefaultHedge + time.Duration(float64(length)/(hedgeMBps*1e6)*float64(time.Second))
