@@ -34,13 +34,16 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, err)
 	}
+	// The copies are made outside the mutex: a stored body is never
+	// written again (only replaced in the map or deleted), so the bucket's
+	// callers copy in parallel, not one after another.
+	obj := make([]byte, len(body))
+	copy(obj, body)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.objs[key]; ok {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists)
 	}
-	obj := make([]byte, len(body))
-	copy(obj, body)
 	m.objs[key] = obj
 	return nil
 }
@@ -51,8 +54,8 @@ func (m *Mem) Get(ctx context.Context, key string, off, n int64) ([]byte, error)
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	obj, ok := m.objs[key]
+	m.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, ErrNotFound)
 	}

@@ -2,7 +2,6 @@ package read
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/strandlog/strand/shared/format"
@@ -342,14 +341,6 @@ func (r *Reader) queryRefs(ctx context.Context, st metastore.Stream, from uint64
 // meanwhile: cache.go); prefetch is the fetch's (segment).
 func (r *Reader) decode(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location, prefetch bool) (format.SegmentInfo, []format.Record, error) {
 	return r.segmentCache().get(ctx, cacheKey{id, keyOf(loc)}, func(ctx context.Context) (format.SegmentInfo, []format.Record, error) {
-		seg, err := r.segment(ctx, st, id, loc, prefetch)
-		if err != nil {
-			return format.SegmentInfo{}, nil, err
-		}
-		info, recs, err := format.DecodeSegment(seg)
-		if err != nil {
-			return info, nil, fmt.Errorf("read %s: %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
-		}
-		return info, recs, nil
+		return r.segment(ctx, st, id, loc, prefetch)
 	})
 }

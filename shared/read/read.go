@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/clock"
@@ -430,36 +431,40 @@ func (r *Reader) trimmed(ctx context.Context, st metastore.Stream, from, low uin
 	return from, false, fmt.Errorf("%w at %d (the first ref starts at %d)", errTorn, from, first[0].FirstSeq)
 }
 
-// segment fetches one location's segment, checked. prefetch: no read
-// waits for it yet (read-ahead), so a transit GET is hedged late (see
-// prefetchHedge).
-func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location, prefetch bool) ([]byte, error) {
-	check := func(b []byte) error {
-		info, _, err := format.ParseSegment(b)
+// segment fetches one location's segment and decodes it, checked (its
+// CRC, its records, its stream), once: a transit copy is decoded by the
+// chain set's check of it, so a corrupt copy falls through to the next
+// and the one that answers is not decoded (nor its CRC computed) again.
+// prefetch: no read waits for it yet (read-ahead), so a transit GET is
+// hedged late (see prefetchHedge).
+func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location, prefetch bool) (format.SegmentInfo, []format.Record, error) {
+	decode := func(b []byte) (format.SegmentInfo, []format.Record, error) {
+		info, recs, err := format.DecodeSegment(b)
 		if err != nil {
-			return err
+			return info, nil, err
 		}
 		if info.Stream != id {
-			return fmt.Errorf("segment of stream %s, want %s: %w", info.Stream, id, ErrCorrupt)
+			return info, nil, fmt.Errorf("segment of stream %s, want %s: %w", info.Stream, id, ErrCorrupt)
 		}
-		return nil
+		return info, recs, nil
 	}
 	if loc.Settled {
 		if r.Settled == nil {
-			return nil, fmt.Errorf("read %s: settled location %s but no settled bucket is configured", st.Name, loc.Key)
+			return format.SegmentInfo{}, nil, fmt.Errorf("read %s: settled location %s but no settled bucket is configured", st.Name, loc.Key)
 		}
 		b, err := getParts(ctx, r.Settled, loc.Key, loc.Offset, loc.Length)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: get %s: %w", st.Name, loc.Key, err)
+			return format.SegmentInfo{}, nil, fmt.Errorf("read %s: get %s: %w", st.Name, loc.Key, err)
 		}
-		if err := check(b); err != nil {
-			return nil, fmt.Errorf("read %s: settled %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
+		info, recs, err := decode(b)
+		if err != nil {
+			return info, nil, fmt.Errorf("read %s: settled %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
 		}
-		return b, nil
+		return info, recs, nil
 	}
 	set, ok := r.Sets[st.Class]
 	if !ok {
-		return nil, fmt.Errorf("read %s: no %s bucket set configured", st.Name, st.Class)
+		return format.SegmentInfo{}, nil, fmt.Errorf("read %s: no %s bucket set configured", st.Name, st.Class)
 	}
 	if set.Hedge == 0 {
 		set.Hedge = hedgeFor(loc.Length)
@@ -467,11 +472,35 @@ func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.Str
 			set.Hedge += prefetchHedge
 		}
 	}
+	// The check decodes each copy it is given; the decoded copies are
+	// kept by their bytes' address, to take the winner's.
+	type decoded struct {
+		info format.SegmentInfo
+		recs []format.Record
+	}
+	var mu sync.Mutex
+	copies := map[*byte]decoded{}
+	check := func(b []byte) error {
+		info, recs, err := decode(b)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		copies[unsafe.SliceData(b)] = decoded{info, recs}
+		mu.Unlock()
+		return nil
+	}
 	b, err := set.ReadRange(ctx, loc.Key, loc.Offset, loc.Length, check)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", st.Name, err)
+		return format.SegmentInfo{}, nil, fmt.Errorf("read %s: %w", st.Name, err)
 	}
-	return b, nil
+	mu.Lock()
+	d, ok := copies[unsafe.SliceData(b)]
+	mu.Unlock()
+	if !ok { // ReadRange returned a copy its check did not pass: never
+		return format.SegmentInfo{}, nil, fmt.Errorf("read %s: %s: an unchecked copy: %w", st.Name, loc.Key, ErrCorrupt)
+	}
+	return d.info, d.recs, nil
 }
 
 // hedgeMBps is the bandwidth a transit GET is given before the chain set
