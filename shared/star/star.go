@@ -110,18 +110,17 @@ type stream struct {
 	// alias it (see view).
 	indexed []*batch
 	// drained: Drain has taken the stream off the star; admission refuses it.
-	drained bool
+	// moving: a release has changed the stream and not yet called moved
+	// (it calls it once per stream per flight).
+	drained, moving bool
 	// v is what readers see (Tail, ReadIndex, WatchStream), without l.mu,
 	// through current. gen counts the changes of ackedNext, ackedTs and
 	// indexed; a view shows one gen. The write path changes the four (and
 	// v) with vmu held as well as l.mu, so that a reader rebuilds a stale
-	// view under vmu alone, never waiting on the loglet's lock. moving
-	// (l.mu): a release has changed the stream and not yet called moved
-	// (it calls it once per stream per flight).
-	v      atomic.Pointer[view]
-	vmu    sync.Mutex
-	gen    uint64
-	moving bool
+	// view under vmu alone, never waiting on the loglet's lock.
+	v   atomic.Pointer[view]
+	vmu sync.Mutex
+	gen uint64
 	// dd is the producer dedupe table (nil until a producer appends or
 	// Open seeds it).
 	dd *dedupe
