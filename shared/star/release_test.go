@@ -1,6 +1,8 @@
 package star
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,42 +109,84 @@ func TestReleaseWakesWatcher(t *testing.T) {
 	}
 }
 
-// TestWatchStreamLosesNoWakeUp races releases against a reader that watches
-// and waits, many times: the reader must always reach the last tail (a
-// lost wake-up leaves it waiting on a channel nobody closes). Run with
-// -race, it also checks the views' publication.
+// TestWatchStreamLosesNoWakeUp races each release against a reader that
+// watches and waits, in lock step: the writer releases a flight as soon as
+// the reader has seen the one before, so the reader's WatchStream and the
+// release's moved overlap again and again. A lost wake-up (the reader
+// holding the old tail and a channel nobody closes) leaves the reader
+// waiting and the writer's wait for it times out. Run with -race, it also
+// checks the views' publication.
 func TestWatchStreamLosesNoWakeUp(t *testing.T) {
-	const n = 2000
+	const n = 20000
 	l, st, flights := releaseRig(t, n, 1)
 	s := l.s
 	s.mu.Lock()
 	s.streams[st.id] = st
 	s.mu.Unlock()
-	done := make(chan error, 1)
+	var seen atomic.Uint64
+	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
 		for {
 			tail, ch, err := s.WatchStream(st.id)
 			if err != nil {
-				done <- err
+				t.Error(err)
 				return
 			}
+			seen.Store(tail)
 			if tail == n {
-				done <- nil
 				return
 			}
 			select {
 			case <-ch:
-			case <-time.After(10 * time.Second):
-				t.Errorf("reader at tail %d never woken", tail)
-				done <- nil
+			case <-stop:
 				return
 			}
 		}
 	}()
-	for _, f := range flights {
+	for i, f := range flights {
 		l.markDurable(f)
+		deadline := time.Now().Add(10 * time.Second)
+		for seen.Load() < uint64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("release %d: the reader is at tail %d, never woken", i+1, seen.Load())
+			}
+			runtime.Gosched()
+		}
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+}
+
+// TestWatchStreamRacingTheRelease makes the one interleaving that could
+// lose a wake-up: the release looks at watched (nobody), then a reader's
+// WatchStream takes the old view's tail and channel, then the release
+// marks the view stale. The release must see the reader and close the
+// channel (moved looks at watched again after marking the view stale);
+// without that second look the reader waits for the next release with a
+// tail that is already behind.
+func TestWatchStreamRacingTheRelease(t *testing.T) {
+	l, st, flights := releaseRig(t, 1, 1)
+	s := l.s
+	s.mu.Lock()
+	s.streams[st.id] = st
+	s.mu.Unlock()
+	var tail uint64
+	var ch <-chan struct{}
+	var err error
+	movedHook = func() {
+		movedHook = nil
+		tail, ch, err = s.WatchStream(st.id)
+	}
+	t.Cleanup(func() { movedHook = nil })
+	l.markDurable(flights[0])
+	if err != nil || ch == nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	if tail == 1 {
+		t.Fatal("the reader saw the new tail: the hook ran too late to race the release")
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatalf("reader at tail %d (the tail is 1) holds a channel the release did not close", tail)
 	}
 }

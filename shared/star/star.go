@@ -215,11 +215,19 @@ func (st *stream) moved(wake bool) {
 	if old.gen == st.gen {
 		return
 	}
+	if movedHook != nil {
+		movedHook()
+	}
 	old.stale.Store(true)
 	if wake && old.w.watched.Load() {
 		st.publish(true)
 	}
 }
+
+// movedHook, set by tests only, runs in moved between its first look at
+// watched and its marking the view stale: where a reader's WatchStream
+// can take the old view's tail and channel.
+var movedHook func()
 
 // current returns the stream's view of its current state, rebuilding a
 // stale one under vmu (never the loglet's lock).
