@@ -109,13 +109,13 @@ func TestReleaseWakesWatcher(t *testing.T) {
 	}
 }
 
-// TestWatchStreamLosesNoWakeUp races each release against a reader that
-// watches and waits, in lock step: the writer releases a flight as soon as
-// the reader has seen the one before, so the reader's WatchStream and the
-// release's moved overlap again and again. A lost wake-up (the reader
-// holding the old tail and a channel nobody closes) leaves the reader
-// waiting and the writer's wait for it times out. Run with -race, it also
-// checks the views' publication.
+// TestWatchStreamLosesNoWakeUp: a reader that watches and waits is woken
+// by every release, 20,000 in lock step (the writer releases a flight as
+// soon as the reader has seen the one before); a lost wake-up leaves the
+// reader waiting and the writer's wait for it times out. Run with -race,
+// it also checks the views' publication. The one interleaving that could
+// lose a wake-up is made deterministically by
+// TestWatchStreamRacingTheRelease.
 func TestWatchStreamLosesNoWakeUp(t *testing.T) {
 	const n = 20000
 	l, st, flights := releaseRig(t, n, 1)
