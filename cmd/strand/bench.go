@@ -17,7 +17,7 @@ func newBench(cf *clientFlags) *cobra.Command {
 	cfg := bench.Defaults()
 	var classes []string
 	var api, asJSON bool
-	var jsonOut, cpuProfile string
+	var jsonOut, cpuProfile, readProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure ack and end-to-end latency, write and read throughput, requests per GB, metastore ops and cost",
@@ -70,6 +70,24 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 					return err
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if readProfile != "" {
+				f, err := os.Create(readProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				var started, active bool // the first window only: one profile per file
+				cfg.ReadWindow = func(begin bool) {
+					switch {
+					case begin && !started && cpuProfile == "":
+						started = true
+						active = pprof.StartCPUProfile(f) == nil
+					case !begin && active:
+						pprof.StopCPUProfile()
+						active = false
+					}
+				}
 			}
 			rs, err := bench.Run(cmd.Context(), cfg, cmd.ErrOrStderr())
 			if jsonOut != "" && len(rs) > 0 {
@@ -147,6 +165,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of text")
 	f.StringVar(&jsonOut, "json-out", "", "also write the results as JSON to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.StringVar(&readProfile, "cpuprofile-read", "", "write a CPU profile of the catch-up read windows alone (the first, when there are several) to this file")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the latency draws, nonces and stream ids")
 	p := &cfg.Prices
 	f.Float64Var(&p.ExpressPutPer1000, "price-express-put", p.ExpressPutPer1000, "USD per 1000 S3 Express One Zone PUTs")

@@ -86,6 +86,10 @@ type Config struct {
 	// transit slots).
 	BacklogMB  int
 	SettledPct int
+	// ReadWindow, if set, is called as each catch-up read window begins
+	// (true) and ends (false): strand bench --cpuprofile-read profiles the
+	// reads alone, not the backlog's writing and settling.
+	ReadWindow func(begin bool) `json:"-"`
 	// Offered rate of the tail and fan-out producers, MB/s in all.
 	TailRateMBps float64
 

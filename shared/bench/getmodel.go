@@ -56,7 +56,10 @@ type modelledGets struct {
 	n     *getCount
 }
 
-var _ objstore.Bucket = (*modelledGets)(nil)
+var (
+	_ objstore.Bucket     = (*modelledGets)(nil)
+	_ objstore.ReaderInto = (*modelledGets)(nil)
+)
 
 func withGetModel(b objstore.Bucket, m GetModel, first *lognormal, n *getCount) *modelledGets {
 	return &modelledGets{Bucket: b, m: m, first: first, n: n}
@@ -73,13 +76,31 @@ func (m GetModel) transfer(size int) time.Duration {
 func (b *modelledGets) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	start := time.Now()
 	body, err := b.Bucket.Get(ctx, key, off, n)
-	b.n.gets.Add(1)
-	b.n.bytes.Add(int64(len(body)))
-	want := b.first.draw() + b.m.transfer(len(body))
-	if rest := want - time.Since(start); rest > 0 {
-		if serr := objstore.SleepContext(ctx, rest); serr != nil && err == nil {
-			return nil, serr
-		}
+	if serr := b.model(ctx, start, len(body)); serr != nil && err == nil {
+		return nil, serr
 	}
 	return body, err
+}
+
+// GetInto is Get into the caller's buffer (objstore.ReaderInto), counted
+// and timed the same.
+func (b *modelledGets) GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {
+	start := time.Now()
+	got, err := objstore.GetInto(ctx, b.Bucket, key, off, dst)
+	if serr := b.model(ctx, start, got); serr != nil && err == nil {
+		return 0, serr
+	}
+	return got, err
+}
+
+// model counts a GET of size bytes begun at start and makes it last the
+// model's first byte plus its body's time.
+func (b *modelledGets) model(ctx context.Context, start time.Time, size int) error {
+	b.n.gets.Add(1)
+	b.n.bytes.Add(int64(size))
+	want := b.first.draw() + b.m.transfer(size)
+	if rest := want - time.Since(start); rest > 0 {
+		return objstore.SleepContext(ctx, rest)
+	}
+	return nil
 }

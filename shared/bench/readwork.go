@@ -389,6 +389,9 @@ func (rr *readRun) catchupRun(ctx context.Context, cfg Config, pt point) (Result
 	m0, g0, gb0, s0 := e.meta.Snapshot(), e.gets.gets.Load(), e.gets.bytes.Load(), e.settledGets.gets.Load()
 	sb0 := e.settledGets.bytes.Load()
 	mem := newMemSampler()
+	if cfg.ReadWindow != nil {
+		cfg.ReadWindow(true)
+	}
 	c0 := cpuTime()
 	start := time.Now()
 	var checkers []*checker
@@ -411,6 +414,9 @@ func (rr *readRun) catchupRun(ctx context.Context, cfg Config, pt point) (Result
 	wg.Wait()
 	end := time.Now()
 	c1 := cpuTime()
+	if cfg.ReadWindow != nil {
+		cfg.ReadWindow(false)
+	}
 	mem.sample()
 	close(errs)
 	for err := range errs {

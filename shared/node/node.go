@@ -85,7 +85,8 @@ type Config struct {
 	// drain.go).
 	DrainBudget time.Duration
 	// ReadAheadMiB bounds the read-ahead of all read sessions together
-	// (0: DefaultReadAheadMiB).
+	// (0: DefaultReadAheadMiB); the segment cache they share
+	// (read.SegmentCache) holds a quarter of it beside.
 	ReadAheadMiB int
 
 	Logger *slog.Logger
@@ -230,6 +231,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
 	if cfg.ReadAheadMiB > 0 {
 		rd.AheadBudget = read.NewBudget(int64(cfg.ReadAheadMiB) << 20)
+		// The shared segment cache is beside the budget, a quarter of it.
+		rd.Cache = read.NewSegmentCache(int64(cfg.ReadAheadMiB) << 20 / 4)
 	}
 	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
 	if window != nil {

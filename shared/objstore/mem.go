@@ -19,7 +19,10 @@ type Mem struct {
 	objs map[string][]byte
 }
 
-var _ Bucket = (*Mem)(nil)
+var (
+	_ Bucket     = (*Mem)(nil)
+	_ ReaderInto = (*Mem)(nil)
+)
 
 // NewMem returns an empty in-memory bucket called name.
 func NewMem(name string) *Mem {
@@ -34,25 +37,47 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, err)
 	}
+	// The copies are made outside the mutex: a stored body is never
+	// written again (only replaced in the map or deleted), so the bucket's
+	// callers copy in parallel, not one after another.
+	obj := make([]byte, len(body))
+	copy(obj, body)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.objs[key]; ok {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists)
 	}
-	obj := make([]byte, len(body))
-	copy(obj, body)
 	m.objs[key] = obj
 	return nil
 }
 
 // Get returns a copy of n bytes of key from off (n < 0: to the end).
 func (m *Mem) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	b, err := m.stored(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(b), nil
+}
+
+// GetInto copies up to len(dst) bytes of key from off into dst.
+func (m *Mem) GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {
+	b, err := m.stored(ctx, key, off, int64(len(dst)))
+	if err != nil {
+		return 0, err
+	}
+	return copy(dst, b), nil
+}
+
+// stored returns the stored bytes of key in [off, off+n) (n < 0: to the
+// end), aliasing the stored body (which is never written again).
+func (m *Mem) stored(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	obj, ok := m.objs[key]
+	m.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, ErrNotFound)
 	}
@@ -64,7 +89,7 @@ func (m *Mem) Get(ctx context.Context, key string, off, n int64) ([]byte, error)
 	if n >= 0 && n < size-off {
 		end = off + n
 	}
-	return slices.Clone(obj[off:end:end]), nil
+	return obj[off:end:end], nil
 }
 
 // Head returns the size of key.

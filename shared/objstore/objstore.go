@@ -36,3 +36,29 @@ type Bucket interface {
 	// List returns the keys under prefix in lexical order. Tools only.
 	List(ctx context.Context, prefix string) ([]string, error)
 }
+
+// ReaderInto is a Bucket that can read a range into a buffer its caller
+// owns, so that a read made of parts (a settled location fetched as
+// parallel ranged GETs) fills one buffer, with no buffer and no copy of
+// its own per part. Optional: the function GetInto falls back to Get.
+type ReaderInto interface {
+	// GetInto reads up to len(dst) bytes of key at off into dst and
+	// returns how many it read: fewer only when the object ends first.
+	// Its errors are Get's (an off at or past the end: ErrRange).
+	GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error)
+}
+
+// GetInto reads up to len(dst) bytes of key at off into dst: with b's own
+// GetInto when it has one (ReaderInto), else by Get and a copy. A wrapper
+// of a Bucket that changes what Get returns (fault injection) must not
+// forward GetInto.
+func GetInto(ctx context.Context, b Bucket, key string, off int64, dst []byte) (int, error) {
+	if r, ok := b.(ReaderInto); ok {
+		return r.GetInto(ctx, key, off, dst)
+	}
+	body, err := b.Get(ctx, key, off, int64(len(dst)))
+	if err != nil {
+		return 0, err
+	}
+	return copy(dst, body), nil
+}

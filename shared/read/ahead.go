@@ -2,7 +2,6 @@ package read
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/strandlog/strand/shared/format"
@@ -124,12 +123,13 @@ func (a *ahead) release(f *fetched) {
 	}
 }
 
-// start launches the fetch of l, charged c. a.mu is held.
-func (a *ahead) start(l metastore.Location, c int64) *fetched {
+// start launches the fetch of l, charged c; prefetch: no read waits on
+// it yet. a.mu is held.
+func (a *ahead) start(l metastore.Location, c int64, prefetch bool) *fetched {
 	f := &fetched{done: make(chan struct{}), charge: c}
 	a.have[keyOf(l)] = f
 	a.inflight++
-	go a.fetch(l, f)
+	go a.fetch(l, f, prefetch)
 	return f
 }
 
@@ -208,12 +208,12 @@ func (a *ahead) fill() {
 			return
 		}
 		held += l.Length
-		a.start(l, c)
+		a.start(l, c, i > 0)
 	}
 }
 
-func (a *ahead) fetch(l metastore.Location, f *fetched) {
-	f.info, f.recs, f.err = a.r.decode(a.ctx, a.st, a.id, l)
+func (a *ahead) fetch(l metastore.Location, f *fetched, prefetch bool) {
+	f.info, f.recs, f.err = a.r.decode(a.ctx, a.st, a.id, l, prefetch)
 	a.mu.Lock()
 	a.inflight--
 	f.finished = true
@@ -240,7 +240,7 @@ func (a *ahead) fetch(l metastore.Location, f *fetched) {
 func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) (format.SegmentInfo, []format.Record, error) {
 	a := aheadOf(ctx)
 	if a == nil {
-		return r.decode(ctx, st, id, loc)
+		return r.decode(ctx, st, id, loc, false)
 	}
 	k := keyOf(loc)
 	a.mu.Lock()
@@ -249,7 +249,7 @@ func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.Stream
 	if c := a.bud.charge(loc.Length); !ok && a.bud.tryTake(c, 1) {
 		// Not planned (or forgotten, or fill was at AheadParallel): fetch
 		// it now, beside the others.
-		f, ok = a.start(loc, c), true
+		f, ok = a.start(loc, c, false), true
 	}
 	if !ok {
 		// The budget has no room: give back all this session holds (a
@@ -265,7 +265,7 @@ func (r *Reader) load(ctx context.Context, st metastore.Stream, id format.Stream
 			a.mu.Unlock()
 			return format.SegmentInfo{}, nil, err
 		}
-		f = a.start(loc, c)
+		f = a.start(loc, c, false)
 	}
 	a.mu.Unlock()
 	select {
@@ -336,15 +336,11 @@ func (r *Reader) queryRefs(ctx context.Context, st metastore.Stream, from uint64
 	return refs, err
 }
 
-// decode fetches and decodes one location.
-func (r *Reader) decode(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) (format.SegmentInfo, []format.Record, error) {
-	seg, err := r.segment(ctx, st, id, loc)
-	if err != nil {
-		return format.SegmentInfo{}, nil, err
-	}
-	info, recs, err := format.DecodeSegment(seg)
-	if err != nil {
-		return info, nil, fmt.Errorf("read %s: %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
-	}
-	return info, recs, nil
+// decode returns one location's decoded segment, from the Reader's
+// segment cache or fetched (once for all the reads that want it
+// meanwhile: cache.go); prefetch is the fetch's (segment).
+func (r *Reader) decode(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location, prefetch bool) (format.SegmentInfo, []format.Record, error) {
+	return r.segmentCache().get(ctx, cacheKey{id, keyOf(loc)}, func(ctx context.Context) (format.SegmentInfo, []format.Record, error) {
+		return r.segment(ctx, st, id, loc, prefetch)
+	})
 }

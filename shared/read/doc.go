@@ -12,10 +12,24 @@
 //
 //   - a transit location (a segment in a chain slot) is one ranged GET that
 //     falls through the class's bucket set (chain.Set.ReadRange) until a
-//     copy answers and parses as a segment of this stream with a good CRC;
-//     a corrupt copy is skipped, never served;
-//   - a settled location is a ranged GET of the settled bucket, checked the
-//     same way (no other copy exists; a bad one is an error).
+//     copy answers and decodes as a segment of this stream with a good CRC;
+//     a corrupt copy is skipped, never served. The copy that answers is
+//     decoded once, by that check (its CRC is not computed twice). A GET
+//     asks a second copy when the first has not answered within its hedge:
+//     chain.DefaultHedge plus the body's time at 50 MB/s for a location a
+//     read waits on, a second more for one fetched ahead (a timed hedge
+//     fired on a machine short of CPU while the first copy's answer waited
+//     to be scheduled, and fetched most bytes twice);
+//   - a settled location is a ranged GET of the settled bucket (in parts of
+//     PartBytes when larger), checked the same way (no other copy exists;
+//     a bad one is an error).
+//
+// Every fetched location goes through the Reader's SegmentCache (cache.go;
+// Reader.Cache): decoded segments shared by all its reads and sessions,
+// keyed by stream, object key and byte range (bytes that never change),
+// bounded (least recently used evicted), and single-flight: readers that
+// want a location no one holds yet wait for one fetch of it. Ten readers
+// catching up on one stream fetch each location once, not ten times.
 //
 // A read asks the index first (its `low` tells where refs end), reads refs
 // for [from, low) and the index from there. With the pass index (design
@@ -85,7 +99,9 @@
 //
 // All the sessions of a Reader share one Budget (budget.go; Reader.
 // AheadBudget, default DefaultAheadBudget): the bytes they hold or fetch
-// ahead never exceed it together. A session reads ahead only with what the
+// ahead never exceed it together (the segment cache's bytes are beside it:
+// a location a session holds and the cache keeps is counted in both, and
+// is in memory once). A session reads ahead only with what the
 // budget grants at once (prefetch up to three quarters of it); the
 // location its read needs next, when it finds no room, it waits for, after
 // giving back all it holds, so that waiting sessions hold nothing and the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/clock"
@@ -77,9 +78,24 @@ type Reader struct {
 	// AheadBudget bounds the read-ahead of all the sessions of this
 	// Reader together (nil: a budget of DefaultAheadBudget of its own).
 	AheadBudget *Budget
+	// Cache holds the segments fetched by all the reads and sessions of
+	// this Reader, shared (cache.go; nil: a cache of DefaultCacheBytes of
+	// its own).
+	Cache *SegmentCache
 
 	budgetOnce sync.Once
 	budget     *Budget
+	cacheOnce  sync.Once
+	cache      *SegmentCache
+}
+
+// segmentCache is r.Cache, or r's own default one.
+func (r *Reader) segmentCache() *SegmentCache {
+	if r.Cache != nil {
+		return r.Cache
+	}
+	r.cacheOnce.Do(func() { r.cache = NewSegmentCache(DefaultCacheBytes) })
+	return r.cache
 }
 
 // Transit is the pass index window of a stream's chain (design 014).
@@ -415,43 +431,76 @@ func (r *Reader) trimmed(ctx context.Context, st metastore.Stream, from, low uin
 	return from, false, fmt.Errorf("%w at %d (the first ref starts at %d)", errTorn, from, first[0].FirstSeq)
 }
 
-// segment fetches one location's segment, checked.
-func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location) ([]byte, error) {
-	check := func(b []byte) error {
-		info, _, err := format.ParseSegment(b)
+// segment fetches one location's segment and decodes it, checked (its
+// CRC, its records, its stream), once: a transit copy is decoded by the
+// chain set's check of it, so a corrupt copy falls through to the next
+// and the one that answers is not decoded (nor its CRC computed) again.
+// prefetch: no read waits for it yet (read-ahead), so a transit GET is
+// hedged late (see prefetchHedge).
+func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.StreamID, loc metastore.Location, prefetch bool) (format.SegmentInfo, []format.Record, error) {
+	decode := func(b []byte) (format.SegmentInfo, []format.Record, error) {
+		info, recs, err := format.DecodeSegment(b)
 		if err != nil {
-			return err
+			return info, nil, err
 		}
 		if info.Stream != id {
-			return fmt.Errorf("segment of stream %s, want %s: %w", info.Stream, id, ErrCorrupt)
+			return info, nil, fmt.Errorf("segment of stream %s, want %s: %w", info.Stream, id, ErrCorrupt)
 		}
-		return nil
+		return info, recs, nil
 	}
 	if loc.Settled {
 		if r.Settled == nil {
-			return nil, fmt.Errorf("read %s: settled location %s but no settled bucket is configured", st.Name, loc.Key)
+			return format.SegmentInfo{}, nil, fmt.Errorf("read %s: settled location %s but no settled bucket is configured", st.Name, loc.Key)
 		}
 		b, err := getParts(ctx, r.Settled, loc.Key, loc.Offset, loc.Length)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: get %s: %w", st.Name, loc.Key, err)
+			return format.SegmentInfo{}, nil, fmt.Errorf("read %s: get %s: %w", st.Name, loc.Key, err)
 		}
-		if err := check(b); err != nil {
-			return nil, fmt.Errorf("read %s: settled %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
+		info, recs, err := decode(b)
+		if err != nil {
+			return info, nil, fmt.Errorf("read %s: settled %s: %w: %w", st.Name, loc.Key, ErrCorrupt, err)
 		}
-		return b, nil
+		return info, recs, nil
 	}
 	set, ok := r.Sets[st.Class]
 	if !ok {
-		return nil, fmt.Errorf("read %s: no %s bucket set configured", st.Name, st.Class)
+		return format.SegmentInfo{}, nil, fmt.Errorf("read %s: no %s bucket set configured", st.Name, st.Class)
 	}
 	if set.Hedge == 0 {
 		set.Hedge = hedgeFor(loc.Length)
+		if prefetch {
+			set.Hedge += prefetchHedge
+		}
+	}
+	// The check decodes each copy it is given; the decoded copies are
+	// kept by their bytes' address, to take the winner's.
+	type decoded struct {
+		info format.SegmentInfo
+		recs []format.Record
+	}
+	var mu sync.Mutex
+	copies := map[*byte]decoded{}
+	check := func(b []byte) error {
+		info, recs, err := decode(b)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		copies[unsafe.SliceData(b)] = decoded{info, recs}
+		mu.Unlock()
+		return nil
 	}
 	b, err := set.ReadRange(ctx, loc.Key, loc.Offset, loc.Length, check)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", st.Name, err)
+		return format.SegmentInfo{}, nil, fmt.Errorf("read %s: %w", st.Name, err)
 	}
-	return b, nil
+	mu.Lock()
+	d, ok := copies[unsafe.SliceData(b)]
+	mu.Unlock()
+	if !ok { // ReadRange returned a copy its check did not pass: never
+		return format.SegmentInfo{}, nil, fmt.Errorf("read %s: %s: an unchecked copy: %w", st.Name, loc.Key, ErrCorrupt)
+	}
+	return d.info, d.recs, nil
 }
 
 // hedgeMBps is the bandwidth a transit GET is given before the chain set
@@ -461,6 +510,18 @@ func (r *Reader) segment(ctx context.Context, st metastore.Stream, id format.Str
 // GETs in flight per session the second copies made 1.6 bytes fetched per
 // byte read.
 const hedgeMBps = 50
+
+// prefetchHedge is added to the hedge of a transit GET that no read waits
+// on yet (read-ahead): a second copy is asked for only when the first is
+// stuck, not merely slower than the hedge. A hedge is timed, and on a
+// machine short of CPU the timer fired while the first copy's answer
+// waited to be scheduled: through the API (3 to 4 times the CPU per GiB of
+// the in-process read) the catch-up fetched 1.47 bytes per byte read,
+// each extra byte a second copy of a GET that had answered. With 16
+// read-ahead GETs in flight, a read seldom waits on a GET just started;
+// the one it waits on (the first location of a plan, or one it fetches
+// itself) keeps the short hedge.
+const prefetchHedge = time.Second
 
 func hedgeFor(length int64) time.Duration {
 	return chain.DefaultHedge + time.Duration(float64(length)/(hedgeMBps*1e6)*float64(time.Second))

@@ -30,7 +30,7 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 	// From the stream's view (no lock: the write path publishes views).
 	// A released batch's fields and encoded records never change, and the
 	// batch stays valid after the absorb drops it from the index.
-	v := st.v.Load()
+	v := st.current()
 	low = v.next
 	if len(v.indexed) > 0 {
 		low = v.indexed[0].first
@@ -147,6 +147,12 @@ func (s *Star) WatchStream(id format.StreamID) (tail uint64, changed <-chan stru
 	if err != nil {
 		return 0, nil, err
 	}
-	v := st.v.Load()
-	return v.next, v.changed, nil
+	// See moved: set watched, then check the view is still current.
+	for {
+		v := st.current()
+		v.w.watched.Store(true)
+		if !v.stale.Load() {
+			return v.next, v.w.ch, nil
+		}
+	}
 }

@@ -569,14 +569,25 @@ func (l *loglet) release(f *flight, now time.Time) {
 	// sees its records.
 	for _, b := range f.batches {
 		st := b.st
+		st.vmu.Lock()
 		st.ackedNext = b.first + uint64(b.recs)
 		st.ackedTs = b.lastTs
+		b.fl = f
+		st.indexed = append(st.indexed, b)
+		st.gen++
+		st.vmu.Unlock()
 		if b.hasCmds {
 			st.ackedCmds = b.cmds
 		}
-		b.fl = f
-		st.indexed = append(st.indexed, b)
-		st.publish(true)
+		st.moving = true
+	}
+	// One view change per stream per flight, and none built unless a
+	// reader waits (moved): a release nobody watches allocates nothing.
+	for _, b := range f.batches {
+		if st := b.st; st.moving {
+			st.moving = false
+			st.moved(true)
+		}
 	}
 	for _, b := range f.batches {
 		a := Ack{FirstSeq: b.first, LastSeq: b.first + uint64(b.recs) - 1, Tail: b.st.ackedNext, LastTsMs: b.st.ackedTs,
@@ -612,11 +623,14 @@ func (l *loglet) absorbed(cur metastore.Cursor) {
 				// Resliced, not cleared: views alias the array. The
 				// dropped prefix is garbage at the append that outgrows
 				// the array (or now, when the index empties).
+				st.vmu.Lock()
 				st.indexed = st.indexed[1:]
 				if len(st.indexed) == 0 {
 					st.indexed = nil
 				}
-				st.publish(false)
+				st.gen++
+				st.vmu.Unlock()
+				st.moved(false)
 			}
 		}
 		n++

@@ -110,9 +110,17 @@ type stream struct {
 	// alias it (see view).
 	indexed []*batch
 	// drained: Drain has taken the stream off the star; admission refuses it.
-	drained bool
-	// v is what readers see (Tail, ReadIndex, WatchStream), without l.mu.
-	v atomic.Pointer[view]
+	// moving: a release has changed the stream and not yet called moved
+	// (it calls it once per stream per flight).
+	drained, moving bool
+	// v is what readers see (Tail, ReadIndex, WatchStream), without l.mu,
+	// through current. gen counts the changes of ackedNext, ackedTs and
+	// indexed; a view shows one gen. The write path changes the four (and
+	// v) with vmu held as well as l.mu, so that a reader rebuilds a stale
+	// view under vmu alone, never waiting on the loglet's lock.
+	v   atomic.Pointer[view]
+	vmu sync.Mutex
+	gen uint64
 	// dd is the producer dedupe table (nil until a producer appends or
 	// Open seeds it).
 	dd *dedupe
@@ -130,35 +138,111 @@ type stream struct {
 }
 
 // view is a stream's acked tail and flight index as readers see them. A
-// view is never modified: the write path publishes a new one (with l.mu
-// held) at every release, absorb and drain, so a read session's every step
-// loads it with one atomic read instead of taking the loglet's lock, which
-// is the write path's (100 tailing sessions took it four times per step
-// each, and the releases queued behind them).
+// view is never modified (but for stale): readers load it with one atomic
+// read instead of taking the loglet's lock, which is the write path's (100
+// tailing sessions took it four times per step each, and the releases
+// queued behind them).
+//
+// A release or absorb does not build a view unless a reader waits on the
+// stream (moved): it marks the current view stale, and the next reader
+// builds the new one under the lock (current), once for every reader of
+// that change. A release nobody watches allocates nothing; a release with a
+// reader waiting publishes the new view and closes the wake channel itself,
+// so a tailing session is woken by the release, with its view ready.
 type view struct {
+	gen     uint64 // the stream's gen this view shows
 	next    uint64 // acked tail
 	ts      int64  // its timestamp
 	indexed []*batch
-	// changed is closed when the acked tail moves or the stream is
-	// drained: the release wakes the stream's sessions itself.
-	changed chan struct{}
+	// w's channel is closed when the acked tail moves past this view's (or
+	// the stream is drained) while a reader holds it.
+	w *wake
+	// stale: the stream has moved on since (gen is behind); load through
+	// current, which rebuilds it.
+	stale atomic.Bool
 }
 
-// publish replaces the stream's view with its current state; wake closes
-// the old view's changed (an absorb, which moves no tail, keeps it). Called
-// with l.mu held.
-func (st *stream) publish(wake bool) {
+// wake is a stream's wake-up channel, shared by its views until a release
+// closes it.
+type wake struct {
+	ch chan struct{}
+	// watched: a reader holds ch (WatchStream); a release that finds it
+	// set closes ch and starts a new wake.
+	watched atomic.Bool
+}
+
+// publish replaces the stream's view with one of its current state; wake
+// closes the old view's channel (and starts a new one) whether or not
+// anyone holds it. Called with vmu held.
+func (st *stream) publish(wakeUp bool) {
 	old := st.v.Load()
-	nv := &view{next: st.ackedNext, ts: st.ackedTs, indexed: st.indexed}
-	if old != nil && !wake {
-		nv.changed = old.changed
+	nv := &view{gen: st.gen, next: st.ackedNext, ts: st.ackedTs, indexed: st.indexed}
+	if old != nil && !wakeUp {
+		nv.w = old.w
 	} else {
-		nv.changed = make(chan struct{})
+		nv.w = &wake{ch: make(chan struct{})}
 	}
 	st.v.Store(nv)
-	if old != nil && wake {
-		close(old.changed)
+	if old != nil && wakeUp {
+		close(old.w.ch)
 	}
+}
+
+// moved publishes a change of the stream's acked tail (wake) or of its
+// flight index alone (an absorb: !wake), made (gen moved) with l.mu and
+// vmu held; called with l.mu held. It builds a view and wakes only if a
+// reader holds the wake channel; otherwise it marks the view stale,
+// allocating nothing.
+//
+// Why no wake-up is lost: WatchStream sets w.watched and then reads
+// stale; moved sets stale and then reads w.watched (sequentially
+// consistent atomics). A reader that read stale unset is therefore seen as
+// watching, and is woken here; a reader that read it set rebuilds the
+// view and sees the new tail. A view rebuilt since the change (its gen is
+// current) already shows the new tail to whoever reads it.
+func (st *stream) moved(wake bool) {
+	st.vmu.Lock()
+	defer st.vmu.Unlock()
+	old := st.v.Load()
+	if old == nil {
+		st.publish(false)
+		return
+	}
+	if wake && old.w.watched.Load() {
+		st.publish(true)
+		return
+	}
+	if old.gen == st.gen {
+		return
+	}
+	if movedHook != nil {
+		movedHook()
+	}
+	old.stale.Store(true)
+	if wake && old.w.watched.Load() {
+		st.publish(true)
+	}
+}
+
+// movedHook, set by tests only, runs in moved between its first look at
+// watched and its marking the view stale: where a reader's WatchStream
+// can take the old view's tail and channel.
+var movedHook func()
+
+// current returns the stream's view of its current state, rebuilding a
+// stale one under vmu (never the loglet's lock).
+func (st *stream) current() *view {
+	v := st.v.Load()
+	if !v.stale.Load() {
+		return v
+	}
+	st.vmu.Lock()
+	if v = st.v.Load(); v.gen != st.gen {
+		st.publish(false)
+		v = st.v.Load()
+	}
+	st.vmu.Unlock()
+	return v
 }
 
 // dedupe returns the stream's producer table, creating it. Called with l.mu.
@@ -343,7 +427,9 @@ func (s *Star) Drain(ctx context.Context, id format.StreamID) error {
 	l := st.l
 	l.mu.Lock()
 	st.drained = true
+	st.vmu.Lock()
 	st.publish(true)
+	st.vmu.Unlock()
 	for st.ackedNext != st.next || len(st.indexed) > 0 {
 		if l.deposed != nil {
 			err := l.deposed
@@ -472,7 +558,7 @@ func (s *Star) Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 	if st == nil {
 		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
 	}
-	v := st.v.Load()
+	v := st.current()
 	return v.next, v.ts, nil
 }
 

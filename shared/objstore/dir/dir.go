@@ -39,7 +39,10 @@ type Bucket struct {
 	tmp  string // <root>/<bucket>/.tmp
 }
 
-var _ objstore.Bucket = (*Bucket)(nil)
+var (
+	_ objstore.Bucket     = (*Bucket)(nil)
+	_ objstore.ReaderInto = (*Bucket)(nil)
+)
 
 // Open opens (creating if needed) the bucket folder <root>/<bucket>.
 func Open(root, bucket string) (*Bucket, error) {
@@ -250,44 +253,63 @@ func syncDir(dir string) error {
 
 // Get reads n bytes of key at off (n < 0: to the end) with ReadAt.
 func (b *Bucket) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	if err := b.check(ctx, "get", key); err != nil {
+	var buf []byte
+	_, err := b.readAt(ctx, key, off, n, func(m int64) []byte {
+		buf = make([]byte, m)
+		return buf
+	})
+	if err != nil {
 		return nil, err
+	}
+	return buf, nil
+}
+
+// GetInto reads up to len(dst) bytes of key at off into dst with ReadAt.
+func (b *Bucket) GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {
+	return b.readAt(ctx, key, off, int64(len(dst)), func(m int64) []byte { return dst[:m] })
+}
+
+// readAt reads n bytes of key at off (n < 0: to the end; fewer where the
+// object ends) into the buffer buf returns for that many.
+func (b *Bucket) readAt(ctx context.Context, key string, off, n int64, buf func(int64) []byte) (int, error) {
+	if err := b.check(ctx, "get", key); err != nil {
+		return 0, err
 	}
 	wrap := func(err error) error { return fmt.Errorf("get %s/%s: %w", b.name, key, err) }
 	// O_NOFOLLOW: a symlink planted in the bucket is no object (as for
 	// Head and Delete); its target is never read.
 	f, err := os.OpenFile(b.path(key), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if notFound(err) || errors.Is(err, syscall.ELOOP) {
-		return nil, wrap(objstore.ErrNotFound)
+		return 0, wrap(objstore.ErrNotFound)
 	}
 	if err != nil {
-		return nil, wrap(err)
+		return 0, wrap(err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, wrap(err)
+		return 0, wrap(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, wrap(objstore.ErrNotFound) // a directory of longer keys
+		return 0, wrap(objstore.ErrNotFound) // a directory of longer keys
 	}
 	size := fi.Size()
 	if off < 0 || off > size || (off == size && size > 0) {
-		return nil, fmt.Errorf("get %s/%s at %d (size %d): %w", b.name, key, off, size, objstore.ErrRange)
+		return 0, fmt.Errorf("get %s/%s at %d (size %d): %w", b.name, key, off, size, objstore.ErrRange)
 	}
 	end := size
 	if n >= 0 && n < size-off {
 		end = off + n
 	}
-	buf := make([]byte, end-off)
-	if len(buf) == 0 {
-		return buf, nil
+	p := buf(end - off)
+	if len(p) == 0 {
+		return 0, nil
 	}
-	got, err := f.ReadAt(buf, off)
-	if err != nil && !(errors.Is(err, io.EOF) && got == len(buf)) {
-		return nil, wrap(err)
+	got, err := f.ReadAt(p, off)
+	if err != nil && !(errors.Is(err, io.EOF) && got == len(p)) {
+		return 0, wrap(err)
 	}
-	return buf, nil
+	return got, nil
 }
 
 // Head returns the size of key.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket) {
 	}{
 		{"PutGet", testPutGet},
 		{"RangedGet", testRangedGet},
+		{"GetInto", testGetInto},
 		{"PutIfAbsentTwice", testPutIfAbsentTwice},
 		{"PutIfAbsentRace", testPutIfAbsentRace},
 		{"Missing", testMissing},
@@ -120,6 +122,55 @@ func testRangedGet(t *testing.T, b objstore.Bucket) {
 	for _, c := range []struct{ off, n int64 }{{10, 1}, {10, -1}, {11, 1}, {1 << 40, -1}} {
 		_, err := b.Get(ctx, "r", c.off, c.n)
 		wantErr(t, fmt.Sprintf("Get(%d, %d) at/after end", c.off, c.n), err, objstore.ErrRange)
+	}
+}
+
+// GetInto (the bucket's own when it has one, objstore.ReaderInto) reads
+// what Get reads into the caller's buffer: up to its length, fewer where
+// the object ends, and fails as Get does.
+func testGetInto(t *testing.T, b objstore.Bucket) {
+	ctx := context.Background()
+	body := []byte("0123456789")
+	put(t, b, "r", body)
+	for _, c := range []struct {
+		off  int64
+		size int
+		want string
+	}{
+		{0, 10, "0123456789"},
+		{0, 1, "0"},
+		{2, 3, "234"},
+		{9, 1, "9"},
+		{7, 10, "789"}, // past the end: the short tail, no error
+		{0, 64, "0123456789"},
+	} {
+		dst := bytes.Repeat([]byte{'x'}, c.size)
+		n, err := objstore.GetInto(ctx, b, "r", c.off, dst)
+		if err != nil || string(dst[:n]) != c.want {
+			t.Errorf("GetInto(%d, %d bytes): %q, %v; want %q", c.off, c.size, dst[:n], err, c.want)
+		}
+		if strings.Trim(string(dst[n:]), "x") != "" {
+			t.Errorf("GetInto(%d, %d bytes) wrote past the %d bytes it read: %q", c.off, c.size, n, dst)
+		}
+	}
+	for _, off := range []int64{10, 11, 1 << 40} {
+		_, err := objstore.GetInto(ctx, b, "r", off, make([]byte, 4))
+		wantErr(t, fmt.Sprintf("GetInto(%d) at/after end", off), err, objstore.ErrRange)
+	}
+	_, err := objstore.GetInto(ctx, b, "nope", 0, make([]byte, 4))
+	wantErr(t, "GetInto of a missing key", err, objstore.ErrNotFound)
+	large := bytes.Repeat([]byte("abcdefgh"), 512<<10) // 4 MiB, read in two halves
+	put(t, b, "large", large)
+	dst := make([]byte, len(large))
+	half := len(large) / 2
+	for _, lo := range []int{0, half} {
+		n, err := objstore.GetInto(ctx, b, "large", int64(lo), dst[lo:lo+half])
+		if err != nil || n != half {
+			t.Fatalf("GetInto of half of 4 MiB at %d: %d bytes, %v", lo, n, err)
+		}
+	}
+	if !bytes.Equal(dst, large) {
+		t.Error("GetInto of 4 MiB in two halves: the bytes differ")
 	}
 }
 

@@ -126,7 +126,10 @@ func (b *Bucket) WithMaxGet(n int64) *Bucket {
 	return &c
 }
 
-var _ objstore.Bucket = (*Bucket)(nil)
+var (
+	_ objstore.Bucket     = (*Bucket)(nil)
+	_ objstore.ReaderInto = (*Bucket)(nil)
+)
 
 // New returns the bucket named bucket, reached through client. It makes no
 // request; a missing bucket shows on first use.
@@ -236,6 +239,38 @@ func (b *Bucket) Get(ctx context.Context, key string, off, n int64) ([]byte, err
 			b.name, key, buf.Len(), *cl, objstore.ErrUnavailable)
 	}
 	return buf.Bytes(), nil
+}
+
+// GetInto reads up to len(dst) bytes of key at off into dst: one ranged
+// GET whose body is read straight into dst (a settled location read in
+// parts fills one buffer, not a buffer per part and a copy).
+func (b *Bucket) GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {
+	if len(dst) == 0 || off < 0 {
+		_, err := b.Get(ctx, key, off, 0)
+		return 0, err
+	}
+	if int64(len(dst)) > b.maxGet {
+		return 0, fmt.Errorf("get s3://%s/%s at %d: %d bytes, more than the bound of %d: %w", b.name, key, off, len(dst), b.maxGet, ErrTooLarge)
+	}
+	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(dst))-1, 10)
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.name), Key: aws.String(key), Range: aws.String(rng)})
+	if err != nil {
+		kind := classify(err, false)
+		if kind == rangeErr && off == 0 {
+			return 0, nil // an empty object (see Get)
+		}
+		return 0, b.wrap(fmt.Sprintf("get (range %s)", rng), key, kind, err)
+	}
+	defer out.Body.Close()
+	cl := aws.ToInt64(out.ContentLength)
+	if out.ContentLength == nil || cl > int64(len(dst)) {
+		return 0, fmt.Errorf("get s3://%s/%s (range %s): Content-Length %d for %d bytes asked: %w", b.name, key, rng, cl, len(dst), objstore.ErrUnavailable)
+	}
+	got, err := io.ReadFull(out.Body, dst[:cl])
+	if err != nil {
+		return 0, b.wrap("get: read body", key, unavailable, err)
+	}
+	return got, nil
 }
 
 // Head returns the size of key (HeadObject's Content-Length).
