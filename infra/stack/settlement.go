@@ -36,6 +36,18 @@ var fnSpecs = map[string]fnSpec{
 	"probe":  {memoryMiB: 256, timeoutSecs: 300, sweepMinutes: 60},
 }
 
+// sweepMinutes is how often name's sweep runs. With the pass index,
+// settle runs every minute (as node.DefaultPassIndexSettleEvery does):
+// the passes it has not settled yet are the window every reader caches
+// and searches (about 4 a second), and each step writes one run, so the
+// period bounds both (design 014, "Level 1 as built").
+func sweepMinutes(cfg Config, name string) int {
+	if name == "settle" && cfg.PassIndex {
+		return 1
+	}
+	return fnSpecs[name].sweepMinutes
+}
+
 // QueueRetentionDays is how long every queue (and DLQ) keeps a message:
 // SQS's maximum.
 const QueueRetentionDays = 14
@@ -159,8 +171,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
-	if cfg.PassIndex { // settles whole passes by their indexes
-		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject")
+	if cfg.PassIndex { // settles whole passes by their indexes, writes a run per step (If-None-Match, or adopts the one there) and packs small streams (reads them back when it flushes them)
+		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject", "s3:PutObject")
+		a.objects(st.Settled.BucketArn(), PacksPrefix, false, "s3:GetObject", "s3:PutObject")
 	}
 	grants["settle"] = a
 	// trim: deletes settled slots and, on retention or stream deletion,
@@ -174,8 +187,9 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, false, "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
-	if cfg.PassIndex { // lists an epoch's pass indexes and deletes those settled
+	if cfg.PassIndex { // lists an epoch's pass indexes and runs and deletes those settled or flushed, then the flushed runs' packs
 		a.objects(st.Settled.BucketArn(), IndexPrefix, true, "s3:DeleteObject")
+		a.objects(st.Settled.BucketArn(), PacksPrefix, true, "s3:DeleteObject")
 	}
 	grants["trim"] = a
 	// probe: reads and deletes garbage copies above a cut; lists settled
@@ -239,7 +253,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 		s.Roles[name] = role
 		rule := awsevents.NewRule(s.Construct, jsii.String(title+"Sweep"), &awsevents.RuleProps{
 			Description: jsii.String("strand " + name + " sweep"),
-			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(spec.sweepMinutes))),
+			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(sweepMinutes(cfg, name)))),
 		})
 		// No custom input: the function gets the scheduled event itself,
 		// whose "detail-type" ("Scheduled Event") is what every handler

@@ -1008,8 +1008,9 @@ func TestBacklogMiBFitsTheTask(t *testing.T) {
 // TestPassIndexSwitch: strand:passIndex is one switch for the whole stack:
 // every star's container and every Lambda get the same STRAND_PASS_INDEX
 // ("false" by default, "true" with the switch), and only with it do the
-// roles reach the index/ prefix of the settled bucket (absorb writes
-// there, trim deletes, the rest read).
+// roles reach the index/ and packs/ prefixes of the settled bucket (absorb
+// writes pass indexes, settle runs and packs, trim deletes both, the rest
+// read).
 func TestPassIndexSwitch(t *testing.T) {
 	on := synth(t, "passindex", map[string]any{CtxPassIndex: "true", CtxStarCount: float64(2)})
 	for _, tc := range []struct {
@@ -1037,34 +1038,62 @@ func TestPassIndexSwitch(t *testing.T) {
 				t.Errorf("%s: %s is not %q: %s", id, EnvPassIndex, tc.want, env)
 			}
 		}
-		index := func(role, action string) bool {
+		on := func(role, action, prefix string) bool {
 			for _, r := range grants(t, tc.s, role)[action] {
-				if strings.Contains(r, "/"+IndexPrefix+"*") {
+				if strings.Contains(r, "/"+prefix+"*") {
 					return true
 				}
 			}
 			return false
 		}
 		want := tc.want == "true"
-		for _, g := range []struct{ role, action string }{
-			{"SettlementAbsorbRole", "s3:PutObject"}, {"SettlementAbsorbRole", "s3:GetObject"},
-			{"SettlementSettleRole", "s3:GetObject"}, {"SettlementTrimRole", "s3:DeleteObject"},
-			{"SettlementProbeRole", "s3:GetObject"}, {"StarTaskRole", "s3:GetObject"},
+		for _, g := range []struct{ role, action, prefix string }{
+			{"SettlementAbsorbRole", "s3:PutObject", IndexPrefix}, {"SettlementAbsorbRole", "s3:GetObject", IndexPrefix},
+			{"SettlementSettleRole", "s3:GetObject", IndexPrefix}, {"SettlementSettleRole", "s3:PutObject", IndexPrefix},
+			{"SettlementSettleRole", "s3:GetObject", PacksPrefix}, {"SettlementSettleRole", "s3:PutObject", PacksPrefix},
+			{"SettlementTrimRole", "s3:DeleteObject", IndexPrefix}, {"SettlementTrimRole", "s3:DeleteObject", PacksPrefix},
+			{"SettlementProbeRole", "s3:GetObject", IndexPrefix},
+			{"StarTaskRole", "s3:GetObject", IndexPrefix}, {"StarTaskRole", "s3:GetObject", PacksPrefix},
 		} {
-			if index(g.role, g.action) != want {
-				t.Errorf("pass index %s: %s %s on %s*: %v, want %v", tc.want, g.role, g.action, IndexPrefix, !want, want)
+			if on(g.role, g.action, g.prefix) != want {
+				t.Errorf("pass index %s: %s %s on %s*: %v, want %v", tc.want, g.role, g.action, g.prefix, !want, want)
 			}
 		}
-		// Nobody but the absorb writes an index, nobody but trim deletes one.
-		for _, role := range []string{"SettlementSettleRole", "SettlementTrimRole", "SettlementProbeRole", "StarTaskRole"} {
-			if index(role, "s3:PutObject") {
-				t.Errorf("%s may put pass indexes", role)
+		// Only the absorb (pass indexes) and settle (runs, packs) write
+		// there, only trim deletes, and packs are none of the probe's or
+		// the absorb's business.
+		for _, prefix := range []string{IndexPrefix, PacksPrefix} {
+			for _, role := range []string{"SettlementTrimRole", "SettlementProbeRole", "StarTaskRole"} {
+				if on(role, "s3:PutObject", prefix) {
+					t.Errorf("%s may put under %s", role, prefix)
+				}
+			}
+			for _, role := range []string{"SettlementAbsorbRole", "SettlementSettleRole", "SettlementProbeRole", "StarTaskRole"} {
+				if on(role, "s3:DeleteObject", prefix) {
+					t.Errorf("%s may delete under %s", role, prefix)
+				}
 			}
 		}
-		for _, role := range []string{"SettlementAbsorbRole", "SettlementSettleRole", "SettlementProbeRole", "StarTaskRole"} {
-			if index(role, "s3:DeleteObject") {
-				t.Errorf("%s may delete pass indexes", role)
+		for _, role := range []string{"SettlementAbsorbRole", "SettlementProbeRole"} {
+			if on(role, "s3:GetObject", PacksPrefix) || on(role, "s3:PutObject", PacksPrefix) {
+				t.Errorf("%s may reach %s", role, PacksPrefix)
 			}
+		}
+		// Settle sweeps every minute on the pass index (its unsettled
+		// passes are the readers' window), every 5 minutes on refs.
+		wantRate := map[string]string{"false": "rate(5 minutes)", "true": "rate(1 minute)"}[tc.want]
+		found := false
+		for id, r := range tc.s.ofType("AWS::Events::Rule") {
+			if !strings.HasPrefix(id, "SettlementSettleSweep") {
+				continue
+			}
+			found = true
+			if got := fmt.Sprint(props(r)["ScheduleExpression"]); got != wantRate {
+				t.Errorf("pass index %s: settle sweep %s, want %s", tc.want, got, wantRate)
+			}
+		}
+		if !found {
+			t.Errorf("no settle sweep rule among %d rules", len(tc.s.ofType("AWS::Events::Rule")))
 		}
 	}
 }

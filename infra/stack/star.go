@@ -173,10 +173,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	// bucket is the star's to delete (trim and probe do that).
 	a.objects(st.Chain.BucketArn(), ProbePrefix, false, "s3:DeleteObject")
 	// Reads of settled data, and with the pass index of the window's
-	// pass indexes (reads and tail recovery).
+	// pass indexes and runs (reads and tail recovery).
 	a.objects(st.Settled.BucketArn(), SettledPrefix, true, "s3:GetObject")
-	if cfg.PassIndex {
+	if cfg.PassIndex { // and the packs that runs point into
 		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject")
+		a.objects(st.Settled.BucketArn(), PacksPrefix, false, "s3:GetObject")
 	}
 	a.table(ms, tableRead, tableWrite)
 	a.allow([]string{"sqs:SendMessage"}, []*string{se.ReleaseQueue.QueueArn(), se.FenceQueue.QueueArn()}, nil)

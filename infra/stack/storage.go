@@ -46,6 +46,11 @@ const (
 	// (format.PassIndexKey: index/<star>/<class>/<epoch>/<first-slot>),
 	// with the pass index switched on (Config.PassIndex).
 	IndexPrefix = "index/"
+	// PacksPrefix holds the packs of the pass index's runs in the settled
+	// bucket (format.PackKey: packs/<star>/<class>/<epoch>/<first>-<end>/<slot>):
+	// small streams' records that settle copied into shared objects
+	// (design 014, level 1), with the pass index switched on.
+	PacksPrefix = "packs/"
 	// OrphanMarkPrefix is where the probe marks settled objects no ref
 	// points to, in the settled bucket (shared/probe MarkPrefix).
 	OrphanMarkPrefix = "probe/orphans/"
