@@ -179,28 +179,35 @@ func TestSettlePassIndexCrashAndCopies(t *testing.T) {
 			e.flights(2)
 		}
 		e.absorbAll()
-		var wg sync.WaitGroup
-		errs := make([]error, 8)
-		for i := range errs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					at, err := e.s.Run(context.Background(), chainX)
-					if err != nil || at == e.head().Checkpoint {
-						errs[i] = err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("round %d copy %d: %v", round, i, err)
-			}
-		}
+		e.settleRacing(t, round, 8)
 		e.checkSettled()
 		e.check()
+	}
+}
+
+// settleRacing runs n copies of settle on chainX at once, each until it
+// reaches the checkpoint, and fails t (naming round) on any copy's error.
+func (e *env) settleRacing(t *testing.T, round, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				at, err := e.s.Run(context.Background(), chainX)
+				if err != nil || at == e.head().Checkpoint {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("round %d copy %d: %v", round, i, err)
+		}
 	}
 }

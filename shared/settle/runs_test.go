@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,27 +326,7 @@ func TestSettleRunsRacingCopies(t *testing.T) {
 			e.flights(2)
 		}
 		e.absorbAll()
-		var wg sync.WaitGroup
-		errs := make([]error, 6)
-		for i := range errs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					at, err := e.s.Run(context.Background(), chainX)
-					if err != nil || at == e.head().Checkpoint {
-						errs[i] = err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("round %d copy %d: %v", round, i, err)
-			}
-		}
+		e.settleRacing(t, round, 6)
 		e.checkMixed()
 	}
 	if h := e.head(); !h.Flushed.Less(h.Settled) && h.Flushed != h.Settled {
