@@ -60,9 +60,12 @@
 //     `from`. Cursors never move backward. The kinds are Checkpoint,
 //     Settled, Trimmed and Flushed (design 014, level 1: every record in a
 //     slot below it is behind a ref; the first mint sets it with the
-//     others, and a head stored before it existed reads it as 0/0). The
-//     store does not order the cursors against each other: their writers
-//     do (settle keeps Flushed <= Settled).
+//     others, and a head stored before it existed reads it as 0/0) and
+//     Merged (design 014, level 2: the end of the last merged run; zero
+//     until the first merge, the first mint leaves it zero, and a head
+//     stored before it existed reads it as 0/0). The store does not order
+//     the cursors against each other: their writers do (settle keeps
+//     Flushed <= Settled and Merged <= Settled).
 //   - Absorb lease: an absorb pass [from, to) is a lease recorded on the
 //     head as Head.Absorbing = to (zero: no pass in progress).
 //     BeginAbsorb(chain, from, to) takes it by compare-and-set: when the

@@ -387,10 +387,10 @@ func ValidateChain(c ChainID) error {
 	return validateClass(c.Class)
 }
 
-// ValidateCursorKind checks that k is Checkpoint, Settled, Trimmed or
-// Flushed.
+// ValidateCursorKind checks that k is Checkpoint, Settled, Trimmed,
+// Flushed or Merged.
 func ValidateCursorKind(k CursorKind) error {
-	if k != Checkpoint && k != Settled && k != Trimmed && k != Flushed {
+	if k != Checkpoint && k != Settled && k != Trimmed && k != Flushed && k != Merged {
 		return fmt.Errorf("%w: unknown cursor kind %d", ErrInvalid, k)
 	}
 	return nil
@@ -481,6 +481,8 @@ func SetCursor(h Head, k CursorKind, c Cursor) Head {
 		h.Trimmed = c
 	case Flushed:
 		h.Flushed = c
+	case Merged:
+		h.Merged = c
 	default:
 		panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 	}
@@ -488,7 +490,8 @@ func SetCursor(h Head, k CursorKind, c Cursor) Head {
 }
 
 // NewHead is the head MintEpoch creates with a chain's first epoch: Epoch
-// is epoch and every cursor is at {epoch, 0}.
+// is epoch and every cursor is at {epoch, 0}, except Merged: zero (no
+// merged run yet).
 func NewHead(epoch uint64) Head {
 	c := Cursor{Epoch: epoch, Slot: 0}
 	return Head{Epoch: epoch, Checkpoint: c, Settled: c, Trimmed: c, Flushed: c}

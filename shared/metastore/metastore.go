@@ -175,6 +175,12 @@ const (
 	// record in a slot below this is behind a ref; [Flushed, Settled) is
 	// in runs. Settle moves it, never past Settled.
 	Flushed CursorKind = 4
+	// Merged: with level 2 of the pass index (design 014, "Level 2 as
+	// built"), the end of the last merged run the head names: a walk of
+	// the runs reads, at a slot below it, the merged run there (else the
+	// level-1 run). Zero until the first merge (a head stored before it
+	// existed reads as zero too). Settle moves it, never past Settled.
+	Merged CursorKind = 5
 )
 
 func (k CursorKind) String() string {
@@ -187,6 +193,8 @@ func (k CursorKind) String() string {
 		return "trimmed"
 	case Flushed:
 		return "flushed"
+	case Merged:
+		return "merged"
 	}
 	return fmt.Sprintf("cursor(%d)", uint8(k))
 }
@@ -201,6 +209,9 @@ type Head struct {
 	// 1: runs are [Flushed, Settled)). A head stored before it existed
 	// reads as the zero Cursor.
 	Flushed Cursor
+	// Merged: the end of the last merged run (design 014, level 2); zero
+	// before the first merge and on a head stored before it existed.
+	Merged Cursor
 	// Absorbing is the target of the absorb pass in progress: the pass
 	// [Checkpoint, Absorbing) holds the lease (BeginAbsorb), and only it may
 	// write refs (PutRefs) or move the checkpoint (AdvanceCursor). The zero
@@ -219,6 +230,8 @@ func (h Head) Cursor(k CursorKind) Cursor {
 		return h.Trimmed
 	case Flushed:
 		return h.Flushed
+	case Merged:
+		return h.Merged
 	}
 	panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 }

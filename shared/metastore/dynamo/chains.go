@@ -50,9 +50,9 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 	}
 	update := "SET #e = :te, #s = :ts"
 	cond := "attribute_exists(#pk) AND #e = :fe AND #s = :fs"
-	if kind == metastore.Flushed && from.IsZero() {
-		// A head stored before the flushed cursor existed has none: it
-		// reads as 0/0 (decodeHead).
+	if (kind == metastore.Flushed || kind == metastore.Merged) && from.IsZero() {
+		// A head stored before the flushed (or merged) cursor existed has
+		// none: it reads as 0/0 (decodeHead).
 		cond = "attribute_exists(#pk) AND ((#e = :fe AND #s = :fs) OR attribute_not_exists(#e))"
 	}
 	if kind == metastore.Checkpoint {

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"RaceBeginAbsorb", testRaceBeginAbsorb},
 		{"SettleRef", testSettleRef},
 		{"FlushedCursor", testFlushedCursor},
+		{"MergedCursor", testMergedCursor},
 		{"SettleRefInvalid", testSettleRefInvalid},
 		{"RaceSettleRef", testRaceSettleRef},
 	}
@@ -1799,4 +1800,49 @@ func testFlushedCursor(t *testing.T, s metastore.Store) {
 	h, err = s.GetHead(ctx, chainA)
 	must(t, err, "head")
 	wantEqual(t, h.Flushed, at(2, 9), "flushed after the race")
+}
+
+// testMergedCursor: the merged cursor (design 014, level 2) is zero after
+// the first mint (no merged run yet) and carries over mints, moves from
+// zero and then by compare-and-set on itself only, and a lost race is
+// ErrConflict.
+func testMergedCursor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(2)), "mint")
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h.Merged, metastore.Cursor{}, "merged after the first mint")
+	wantEqual(t, h.Flushed, at(2, 0), "flushed after the first mint")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Settled, at(2, 0), at(2, 9)), "advance settled")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Merged, at(2, 0), at(2, 4)), metastore.ErrConflict, "merged from a cursor it is not at")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Merged, metastore.Cursor{}, at(2, 4)), "advance merged from zero")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Merged, metastore.Cursor{}, at(2, 5)), metastore.ErrConflict, "merged from a stale cursor")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Merged, at(2, 4), at(2, 4)), metastore.ErrInvalid, "merged to the same cursor")
+	must(t, s.MintEpoch(ctx, chainA, 2, newEpoch(3)), "mint 3")
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.Head{Epoch: 3, Checkpoint: at(2, 0), Settled: at(2, 9), Trimmed: at(2, 0), Flushed: at(2, 0), Merged: at(2, 4)}, "head after mint 3")
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.AdvanceCursor(ctx, chainA, metastore.Merged, at(2, 4), at(2, 9))
+			if err == nil {
+				won.Add(1)
+			} else if !errors.Is(err, metastore.ErrConflict) {
+				t.Errorf("racing merged advance: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d racing merged advances won, want 1", won.Load())
+	}
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h.Merged, at(2, 9), "merged after the race")
+	wantEqual(t, h.Flushed, at(2, 0), "flushed untouched by merged")
 }
