@@ -34,6 +34,10 @@ type PassIndex struct {
 	FirstSlot uint64
 	EndSlot   uint64 // exclusive; the next pass starts here
 	Streams   []PassStream
+	// Merged is not encoded: it says that this index is a merged run
+	// (design 014, level 2: MergedRunKey, its packs at MergedPackKey), set
+	// by whoever read it from that key or wrote it there.
+	Merged bool
 }
 
 // PassStream is one stream's part of a pass.
@@ -97,6 +101,25 @@ func RunIndexKey(star, class string, epoch, firstSlot uint64) string {
 	return fmt.Sprintf("index/%s/%s/runs/%020d/%020d", star, class, epoch, firstSlot)
 }
 
+// MergedRunKey is where a merged run lives (design 014, level 2): the
+// level-1 runs [firstSlot, end) of an epoch merged, in the pass index
+// format, its segments in packs at MergedPackKey.
+func MergedRunKey(star, class string, epoch, firstSlot uint64) string {
+	return fmt.Sprintf("index/%s/%s/merged/%020d/%020d", star, class, epoch, firstSlot)
+}
+
+// MergedPackKey is where pack `slot` of the merged run [firstSlot,
+// endSlot) lives (as PackKey for a level-1 run).
+func MergedPackKey(star, class string, epoch, firstSlot, endSlot, slot uint64) string {
+	return MergedPackPrefix(star, class, epoch, firstSlot) + fmt.Sprintf("%020d/%020d", endSlot, slot)
+}
+
+// MergedPackPrefix is the prefix of every pack of every merged run at
+// firstSlot.
+func MergedPackPrefix(star, class string, epoch, firstSlot uint64) string {
+	return fmt.Sprintf("packs/%s/%s/merged/%020d/%020d-", star, class, epoch, firstSlot)
+}
+
 // PackKey is where pack `slot` of the run [firstSlot, endSlot) lives in
 // the settled bucket: the run's segments copied back to back. A run
 // index's segment names its pack by its Slot field, firstSlot+n for the
@@ -113,11 +136,26 @@ func PackPrefix(star, class string, epoch, firstSlot uint64) string {
 	return fmt.Sprintf("packs/%s/%s/%020d/%020d-", star, class, epoch, firstSlot)
 }
 
-// Find returns the index of stream id in p.Streams (binary search: the
-// streams are sorted by id) and whether it is there.
+// Find returns the index of stream id's first entry in p.Streams (binary
+// search: the streams are sorted by id) and whether it is there. A merged
+// run may hold a second entry of the stream right after it (FindAll).
 func (p *PassIndex) Find(id StreamID) (int, bool) {
 	i := sort.Search(len(p.Streams), func(i int) bool { return bytes.Compare(p.Streams[i].Stream[:], id[:]) >= 0 })
 	return i, i < len(p.Streams) && p.Streams[i].Stream == id
+}
+
+// FindAll returns stream id's entries in p, in order: none, one, or (a
+// merged run, design 014 level 2) a marker then a packed entry.
+func (p *PassIndex) FindAll(id StreamID) []PassStream {
+	i, ok := p.Find(id)
+	if !ok {
+		return nil
+	}
+	j := i + 1
+	for j < len(p.Streams) && p.Streams[j].Stream == id {
+		j++
+	}
+	return p.Streams[i:j:j]
 }
 
 // AppendPassIndex appends p's encoding to b. p must be valid (what
@@ -299,7 +337,9 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 }
 
 // checkPassIndex checks what a pass index promises its readers: a
-// non-empty slot range; streams in strictly ascending id order; each with
+// non-empty slot range; streams in strictly ascending id order (except
+// that a marker may be followed by a packed entry of the same stream with
+// later seqs: a merged run's, design 014 level 2); each not a marker with
 // at least one segment, segments in slot order inside the pass with
 // contiguous seqs from FirstSeq to LastSeq, at least one record each;
 // timestamps not decreasing; record bytes not negative; marks in seq
@@ -313,8 +353,14 @@ func checkPassIndex(p *PassIndex) error {
 		return bad("slots %d-%d", p.FirstSlot, p.EndSlot)
 	}
 	for i, s := range p.Streams {
-		if i > 0 && bytes.Compare(p.Streams[i-1].Stream[:], s.Stream[:]) >= 0 {
-			return bad("stream %d (%s) not after stream %d", i, s.Stream, i-1)
+		if i > 0 {
+			prev := &p.Streams[i-1]
+			switch c := bytes.Compare(prev.Stream[:], s.Stream[:]); {
+			case c > 0:
+				return bad("stream %d (%s) not after stream %d", i, s.Stream, i-1)
+			case c == 0 && !(prev.Marker() && !s.Marker() && s.FirstSeq > prev.LastSeq):
+				return bad("stream %d (%s) twice: only a marker then a packed entry with later seqs", i, s.Stream)
+			}
 		}
 		if s.FirstTsMs > s.LastTsMs || s.Bytes < 0 || s.LastSeq == ^uint64(0) {
 			return bad("stream %s: timestamps %d-%d, bytes %d, last seq %d", s.Stream, s.FirstTsMs, s.LastTsMs, s.Bytes, s.LastSeq)

@@ -215,6 +215,67 @@ func TestRunIndexMarkers(t *testing.T) {
 	}
 }
 
+func TestMergedRunKeys(t *testing.T) {
+	if got, want := MergedRunKey("star-0", "express", 3, 41), "index/star-0/express/merged/00000000000000000003/00000000000000000041"; got != want {
+		t.Fatalf("merged run key %q, want %q", got, want)
+	}
+	pk := MergedPackKey("star-0", "express", 3, 41, 50, 42)
+	if want := "packs/star-0/express/merged/00000000000000000003/00000000000000000041-00000000000000000050/00000000000000000042"; pk != want {
+		t.Fatalf("merged pack key %q, want %q", pk, want)
+	}
+	if p := MergedPackPrefix("star-0", "express", 3, 41); !strings.HasPrefix(pk, p) || strings.HasPrefix(PackKey("star-0", "express", 3, 41, 50, 42), p) {
+		t.Fatalf("merged pack prefix %q", p)
+	}
+}
+
+// A merged run (design 014, level 2) may hold a stream's marker then its
+// packed entry with later seqs: it round-trips, FindAll returns both in
+// order, and Find the first.
+func TestMergedRunMarkerThenEntry(t *testing.T) {
+	p := goldenPassIndex()
+	m := PassStream{Stream: p.Streams[1].Stream, FirstSeq: 2, LastSeq: 6, FirstTsMs: 1, LastTsMs: 2}
+	p.Streams = append(p.Streams[:1], append([]PassStream{m}, p.Streams[1:]...)...)
+	b, err := AppendPassIndex(nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ParsePassIndex(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := q.FindAll(m.Stream)
+	if len(all) != 2 || !all[0].Marker() || all[1].Marker() || all[0].LastSeq != 6 || all[1].FirstSeq != 7 {
+		t.Fatalf("FindAll: %+v", all)
+	}
+	if i, ok := q.Find(m.Stream); !ok || i != 1 {
+		t.Fatalf("Find: %d %t", i, ok)
+	}
+	if got := q.FindAll(q.Streams[0].Stream); len(got) != 1 {
+		t.Fatalf("FindAll of a single entry: %d", len(got))
+	}
+	if got := q.FindAll(sid(99)); got != nil {
+		t.Fatalf("FindAll of a missing stream: %+v", got)
+	}
+	// Only that order, and only with later seqs.
+	bad := map[string]func(p *PassIndex){
+		"entry then marker": func(p *PassIndex) { p.Streams[1], p.Streams[2] = p.Streams[2], p.Streams[1] },
+		"marker overlapping": func(p *PassIndex) { p.Streams[1].LastSeq = 7 },
+		"two markers": func(p *PassIndex) {
+			p.Streams[2] = PassStream{Stream: m.Stream, FirstSeq: 7, LastSeq: 9}
+		},
+	}
+	for name, breakIt := range bad {
+		t.Run(name, func(t *testing.T) {
+			r := p
+			r.Streams = append([]PassStream(nil), p.Streams...)
+			breakIt(&r)
+			if _, err := AppendPassIndex(nil, r); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("AppendPassIndex: %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
 // Every invariant the encoder is given broken is refused, and so is the
 // same object with the check bypassed (re-encoded by hand, fresh CRC).
 func TestPassIndexRefusesMalformed(t *testing.T) {
