@@ -152,12 +152,22 @@ type IndexWindow struct {
 	cuts map[passAt]uint64
 }
 
-// passAt names a pass (or, with run, a run): its chain and first cursor.
+// passAt names a pass (or a run, or a merged run): its chain, first
+// cursor and kind.
 type passAt struct {
-	c   metastore.ChainID
-	at  metastore.Cursor
-	run bool
+	c    metastore.ChainID
+	at   metastore.Cursor
+	kind indexKind
 }
+
+// indexKind is what an index object of the window is.
+type indexKind uint8
+
+const (
+	kindPass   indexKind = iota // a pass index (level 0)
+	kindRun                     // a settle step's run (level 1)
+	kindMerged                  // a merged run (level 2)
+)
 
 // DefaultMaxWindowPasses bounds a window walk: at 4 passes a second, over
 // two hours of passes, far more than a settle interval.
@@ -172,21 +182,46 @@ var ErrWindow = errors.New("absorb: pass index window broken")
 // Passes returns the pass indexes of chain c from `from` (a pass
 // boundary) up to `to` (the checkpoint), in order.
 func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
-	return w.walk(ctx, c, from, to, false)
+	return w.walk(ctx, c, from, to, kindPass, metastore.Cursor{})
 }
 
-// Runs returns the run indexes (design 014, level 1) of chain c from
-// `from` (the flushed cursor) up to `to` (the settled cursor), in order:
-// walked by key as passes are (a run names its end, where the next
-// starts).
+// Runs returns the level-1 run indexes (design 014, level 1) of chain c
+// from `from` up to `to`, in order: walked by key as passes are (a run
+// names its end, where the next starts), never a merged run.
 func (w *IndexWindow) Runs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
-	return w.walk(ctx, c, from, to, true)
+	return w.walk(ctx, c, from, to, kindRun, metastore.Cursor{})
+}
+
+// HeadRuns returns the live runs of head h, [h.Flushed, h.Settled), in
+// order: at a slot below h.Merged the merged run there (design 014, level
+// 2), else the level-1 run at that slot. Any mix is the same records (a
+// merged run resolves the runs it covers); only a missing object is an
+// error (ErrWindow, matching objstore.ErrNotFound: re-read the head).
+func (w *IndexWindow) HeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head) ([]*format.PassIndex, error) {
+	return w.walk(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged)
 }
 
 // Run is the run index of chain c at `at`, or an error matching
 // objstore.ErrNotFound when there is none.
 func (w *IndexWindow) Run(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
-	return w.get(ctx, c, at, true)
+	return w.get(ctx, c, at, kindRun)
+}
+
+// MergedRun is the merged run of chain c at `at` (its Merged set), or an
+// error matching objstore.ErrNotFound when there is none.
+func (w *IndexWindow) MergedRun(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
+	return w.get(ctx, c, at, kindMerged)
+}
+
+// AddMerged caches a merged run the caller wrote or adopted (settle).
+func (w *IndexWindow) AddMerged(c metastore.ChainID, r *format.PassIndex) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cache == nil {
+		w.cache = map[passAt]*format.PassIndex{}
+	}
+	r.Merged = true
+	w.cache[passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}] = r
 }
 
 // AddRun caches a run index the caller wrote (settle), so that the next
@@ -197,10 +232,12 @@ func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
 	if w.cache == nil {
 		w.cache = map[passAt]*format.PassIndex{}
 	}
-	w.cache[passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, true}] = r
+	w.cache[passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}] = r
 }
 
-func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, run bool) ([]*format.PassIndex, error) {
+// walk follows the indexes of kind from `from` to `to`; for runs, below
+// merged it reads the merged run at a slot when there is one.
+func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor) ([]*format.PassIndex, error) {
 	max := w.MaxPasses
 	if max <= 0 {
 		max = DefaultMaxWindowPasses
@@ -220,7 +257,18 @@ func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to me
 				continue
 			}
 		}
-		p, err := w.get(ctx, c, at, run)
+		var p *format.PassIndex
+		var err error
+		if kind == kindRun && at.Less(merged) {
+			p, err = w.get(ctx, c, at, kindMerged)
+			if errors.Is(err, objstore.ErrNotFound) {
+				// No merged run starts here (a flushed cursor inside a
+				// merged range): the level-1 run does, until trim passes.
+				p, err = w.get(ctx, c, at, kindRun)
+			}
+		} else {
+			p, err = w.get(ctx, c, at, kind)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +280,7 @@ func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to me
 
 // cut is EpochCut of an epoch the chain has moved past, cached.
 func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64) (uint64, bool, error) {
-	k := passAt{c, metastore.Cursor{Epoch: epoch}, false}
+	k := passAt{c, metastore.Cursor{Epoch: epoch}, kindPass}
 	w.mu.Lock()
 	v, ok := w.cuts[k]
 	w.mu.Unlock()
@@ -256,13 +304,16 @@ func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64
 	return cut, exists, nil
 }
 
-func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, run bool) (*format.PassIndex, error) {
+func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, error) {
 	key, what := format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "pass index"
-	if run {
+	switch kind {
+	case kindRun:
 		key, what = format.RunIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "run index"
+	case kindMerged:
+		key, what = format.MergedRunKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "merged run"
 	}
 	w.mu.Lock()
-	p := w.cache[passAt{c, at, run}]
+	p := w.cache[passAt{c, at, kind}]
 	w.mu.Unlock()
 	if p != nil {
 		return p, nil
@@ -285,26 +336,36 @@ func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore
 	if w.cache == nil {
 		w.cache = map[passAt]*format.PassIndex{}
 	}
-	w.cache[passAt{c, at, run}] = &q
+	q.Merged = kind == kindMerged
+	w.cache[passAt{c, at, kind}] = &q
 	w.mu.Unlock()
 	return &q, nil
 }
 
 // Prune drops the cached passes of chain c that end at or before `from`
 // (they left the window: settle moved past them).
-func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) { w.prune(c, from, false) }
-
-// PruneRuns drops the cached runs of chain c that end at or before
-// `flushed` (they left the window: every record in them is behind refs).
-func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) {
-	w.prune(c, flushed, true)
+func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
+	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind == kindPass && !from.Less(end) })
 }
 
-func (w *IndexWindow) prune(c metastore.ChainID, from metastore.Cursor, run bool) {
+// PruneRuns drops the cached runs (level 1 and merged) of chain c that end
+// at or before `flushed` (they left the window: every record in them is
+// behind refs).
+func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) {
+	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind != kindPass && !flushed.Less(end) })
+}
+
+// PruneMerged drops the cached level-1 runs of chain c that start below
+// `merged` (design 014, level 2): walks read the merged runs there.
+func (w *IndexWindow) PruneMerged(c metastore.ChainID, merged metastore.Cursor) {
+	w.prune(c, func(k passAt, _ metastore.Cursor) bool { return k.kind == kindRun && k.at.Less(merged) })
+}
+
+func (w *IndexWindow) prune(c metastore.ChainID, drop func(k passAt, end metastore.Cursor) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for k, p := range w.cache {
-		if end := (metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}); k.c == c && k.run == run && !from.Less(end) {
+		if k.c == c && drop(k, metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}) {
 			delete(w.cache, k)
 		}
 	}
@@ -316,7 +377,7 @@ func (w *IndexWindow) prune(c metastore.ChainID, from metastore.Cursor, run bool
 func (w *IndexWindow) pruneTo(c metastore.ChainID, h metastore.Head) {
 	w.mu.Lock()
 	last, ok := w.pruned[c]
-	if ok && !last.Settled.Less(h.Settled) && !last.Flushed.Less(h.Flushed) {
+	if ok && !last.Settled.Less(h.Settled) && !last.Flushed.Less(h.Flushed) && !last.Merged.Less(h.Merged) {
 		w.mu.Unlock()
 		return
 	}
@@ -327,6 +388,7 @@ func (w *IndexWindow) pruneTo(c metastore.ChainID, h metastore.Head) {
 	w.mu.Unlock()
 	w.Prune(c, h.Settled)
 	w.PruneRuns(c, h.Flushed)
+	w.PruneMerged(c, h.Merged)
 }
 
 // Cached is how many decoded pass indexes the window holds.
@@ -372,7 +434,7 @@ func (w *IndexWindow) HeadRefsAt(ctx context.Context, c metastore.ChainID, h met
 }
 
 func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
-	runs, err := w.Runs(ctx, c, h.Flushed, h.Settled)
+	runs, err := w.HeadRuns(ctx, c, h)
 	if err != nil {
 		return nil, err
 	}
@@ -385,19 +447,18 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 	// it (those seqs are behind the ref its flush wrote).
 	var out []metastore.Ref
 	for _, r := range runs {
-		i, ok := r.Find(id)
-		if !ok {
-			continue
+		ents := r.FindAll(id) // a merged run's: a marker, then a packed entry
+		for i := range ents {
+			s := &ents[i]
+			if s.Marker() {
+				out = slices.DeleteFunc(out, func(p metastore.Ref) bool { return p.LastSeq <= s.LastSeq })
+				continue
+			}
+			if len(out) == 0 && !keep(s) {
+				continue
+			}
+			out = append(out, RunRef(c, r, s))
 		}
-		s := &r.Streams[i]
-		if s.Marker() {
-			out = slices.DeleteFunc(out, func(p metastore.Ref) bool { return p.LastSeq <= s.LastSeq })
-			continue
-		}
-		if len(out) == 0 && !keep(s) {
-			continue
-		}
-		out = append(out, RunRef(c, r, s))
 	}
 	for _, p := range passes {
 		i, ok := p.Find(id)
@@ -414,12 +475,16 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 }
 
 // RunRef is the packed entry s of run r of chain c as a ref: as PassRef,
-// with settled locations in the run's packs.
+// with settled locations in the run's packs (a merged run's when r.Merged).
 func RunRef(c metastore.ChainID, r *format.PassIndex, s *format.PassStream) metastore.Ref {
 	ref := PassRef(c.Star, r.Epoch, s)
+	packKey := format.PackKey
+	if r.Merged {
+		packKey = format.MergedPackKey
+	}
 	for i, g := range s.Segments {
 		ref.Locations[i].Settled = true
-		ref.Locations[i].Key = format.PackKey(c.Star, c.Class.String(), r.Epoch, r.FirstSlot, r.EndSlot, g.Slot)
+		ref.Locations[i].Key = packKey(c.Star, c.Class.String(), r.Epoch, r.FirstSlot, r.EndSlot, g.Slot)
 	}
 	return ref
 }

@@ -75,12 +75,12 @@ func (p *stepPart) bytes() int64 {
 // flushed cursor after it: the first run still holding an entry no ref
 // holds, or the plan's end.
 func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.Head, st absorb.Step, res *Result) (absorb.Step, metastore.Cursor, error) {
-	s.windowOnce.Do(func() { s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled} })
+	s.initWindow()
 	set, err := s.Sets.For(c)
 	if err != nil {
 		return st, h.Flushed, err
 	}
-	runs, err := s.window.Runs(ctx, c, h.Flushed, st.From)
+	runs, err := s.window.HeadRuns(ctx, c, metastore.Head{Flushed: h.Flushed, Merged: h.Merged, Settled: st.From})
 	if err != nil {
 		return st, h.Flushed, fmt.Errorf("live runs %s-%s: %w", h.Flushed, st.From, err)
 	}
@@ -195,6 +195,11 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	s.window.Prune(c, to)
 	s.window.PruneRuns(c, newFlushed)
 	return st, newFlushed, nil
+}
+
+// initWindow makes the settler's cache of the window once.
+func (s *Settler) initWindow() {
+	s.windowOnce.Do(func() { s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled} })
 }
 
 // unflushedOf is, per stream, its packed entries of the live runs after

@@ -95,6 +95,10 @@ type Settler struct {
 	// one range (a flush reads it in one GET); a larger step packs in slot
 	// order.
 	PackBufferBytes int64
+	// Fanout (0: DefaultFanout; < 0: never merge): how many consecutive
+	// level-1 runs a settle step merges into one merged run (design 014,
+	// level 2), each stream's data compacted into one segment.
+	Fanout int
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
@@ -129,6 +133,9 @@ type Result struct {
 	Flushes int              // streams flushed (a marker in the run, a ref)
 	Packs   int              // packs this copy wrote
 	Flushed metastore.Cursor // the flushed cursor after the step
+	// Level 2:
+	Merges        int // merged runs this step wrote or adopted (0 or 1)
+	MergedStreams int // packed entries of the merged run this copy wrote
 }
 
 // Step settles the next range of absorbed slots of chain, [Settled, at most
@@ -192,9 +199,16 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 			return res, fmt.Errorf("settle %s: advance flushed: %w", c, err)
 		}
 	}
+	if s.PassIndex {
+		// Level 2: after the cursors, so that it sees this step's run.
+		if _, err := s.merge(ctx, c, &res); err != nil {
+			return res, fmt.Errorf("settle %s: %w", c, err)
+		}
+	}
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
 		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged,
-		"packed", res.Packed, "flushes", res.Flushes, "packs", res.Packs, "flushed", res.Flushed.String())
+		"packed", res.Packed, "flushes", res.Flushes, "packs", res.Packs, "flushed", res.Flushed.String(),
+		"merges", res.Merges, "merged_streams", res.MergedStreams)
 	return res, nil
 }
 

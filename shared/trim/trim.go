@@ -115,8 +115,9 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	return res, nil
 }
 
-// runs deletes the run indexes (design 014, level 1) of chain c that
-// start before the flushed cursor, then the packs of every run that
+// runs deletes the run indexes (design 014, level 1, and the merged runs
+// of level 2) of chain c that start before the flushed cursor, then the
+// packs of every run that
 // starts before it (every plan's: a copy's plan nobody adopted too):
 // every record in them is behind a ref, and the head no longer names
 // them. Run indexes go first, so a reader that can still find a run finds
@@ -124,15 +125,32 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 // its head again. One listing of the chain's runs and one of its packs:
 // they hold the live runs' and little else.
 func (t *Trimmer) runs(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor) error {
-	runs := format.RunIndexKey(c.Star, c.Class.String(), 0, 0)
-	runs = runs[:len(runs)-42] // index/<star>/<class>/runs/
+	// Merged runs (design 014, level 2) first, then level-1 runs: a
+	// merged run below flushed copies level-1 runs below it too.
+	if err := t.runIndexes(ctx, c, flushed, format.MergedRunKey); err != nil {
+		return err
+	}
+	if err := t.runIndexes(ctx, c, flushed, format.RunIndexKey); err != nil {
+		return err
+	}
+	if err := t.packs(ctx, c, flushed, "merged/", format.MergedPackKey); err != nil {
+		return err
+	}
+	return t.packs(ctx, c, flushed, "", format.PackKey)
+}
+
+// runIndexes deletes the run indexes at keyOf (a level's key) of chain c
+// that start before flushed.
+func (t *Trimmer) runIndexes(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor, keyOf func(star, class string, epoch, first uint64) string) error {
+	runs := keyOf(c.Star, c.Class.String(), 0, 0)
+	runs = runs[:len(runs)-42] // index/<star>/<class>/runs/ (or merged/)
 	keys, err := t.Settled.List(ctx, runs)
 	if err != nil {
 		return fmt.Errorf("list runs %s: %w", runs, err)
 	}
 	for _, k := range keys {
 		n := numbers(strings.TrimPrefix(k, runs), 2)
-		if n == nil || k != format.RunIndexKey(c.Star, c.Class.String(), n[0], n[1]) {
+		if n == nil || k != keyOf(c.Star, c.Class.String(), n[0], n[1]) {
 			continue // not a run index key: not ours to delete
 		}
 		e, slot := n[0], n[1]
@@ -143,14 +161,20 @@ func (t *Trimmer) runs(ctx context.Context, c metastore.ChainID, flushed metasto
 			return fmt.Errorf("delete run %s: %w", k, err)
 		}
 	}
-	packs := "packs/" + c.Star + "/" + c.Class.String() + "/"
-	keys, err = t.Settled.List(ctx, packs)
+	return nil
+}
+
+// packs deletes the packs at keyOf under packs/<star>/<class>/<sub> of
+// chain c whose run starts before flushed (every plan's).
+func (t *Trimmer) packs(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor, sub string, keyOf func(star, class string, epoch, first, end, slot uint64) string) error {
+	packs := "packs/" + c.Star + "/" + c.Class.String() + "/" + sub
+	keys, err := t.Settled.List(ctx, packs)
 	if err != nil {
 		return fmt.Errorf("list packs %s: %w", packs, err)
 	}
 	for _, k := range keys {
 		n := numbers(strings.TrimPrefix(k, packs), 4)
-		if n == nil || k != format.PackKey(c.Star, c.Class.String(), n[0], n[1], n[2], n[3]) {
+		if n == nil || k != keyOf(c.Star, c.Class.String(), n[0], n[1], n[2], n[3]) {
 			continue // not a pack key: not ours to delete
 		}
 		e, first := n[0], n[1]

@@ -1,0 +1,357 @@
+package settle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/absorb/absorbtest"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/trim"
+)
+
+// Tests of design 014's level 2: merged runs.
+
+func (e *env) mergedKeys() []string { return e.listed("index/" + chainX.Star + "/express/merged/") }
+func (e *env) mergedPackKeys() []string {
+	return e.listed("packs/" + chainX.Star + "/express/merged/")
+}
+
+// merged is the merged run at the given cursor.
+func (e *env) merged(at metastore.Cursor) *format.PassIndex {
+	e.t.Helper()
+	r, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).MergedRun(e.t.Context(), chainX, at)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// checkEveryBoundary reads every stream from every seq and every record
+// timestamp past its refs through a fresh window of the head (runs,
+// merged or not, and passes): the first part holds the seq asked for (by
+// seq) or the first record at or after the timestamp (by timestamp), and
+// the parts read back contiguous and exact to the end.
+func (e *env) checkEveryBoundary() {
+	e.t.Helper()
+	ctx := e.t.Context()
+	h := e.head()
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	for _, id := range e.ids {
+		refs, err := e.mem.QueryRefs(ctx, id.String(), 0, 1000)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		next := uint64(0)
+		if len(refs) > 0 {
+			next = refs[len(refs)-1].LastSeq + 1
+		}
+		written := e.star.Written(id)
+		read := func(parts []metastore.Ref) []format.Record {
+			var got []format.Record
+			for i, p := range parts {
+				if i > 0 && p.FirstSeq != parts[i-1].LastSeq+1 {
+					e.t.Fatalf("stream %s: part at %d after %d", id, p.FirstSeq, parts[i-1].LastSeq)
+				}
+				recs, err := absorbtest.ReadRef(ctx, e.set, e.settled, p)
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				got = append(got, recs...)
+			}
+			return got
+		}
+		for seq := next; seq < uint64(len(written)); seq++ {
+			parts, err := w.HeadRefs(ctx, chainX, h, id, seq)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if len(parts) == 0 || parts[0].FirstSeq > seq || parts[0].LastSeq < seq {
+				e.t.Fatalf("stream %s from seq %d: parts %+v", id, seq, parts)
+			}
+			if err := absorbtest.Equal(read(parts), written[parts[0].FirstSeq:]); err != nil {
+				e.t.Fatalf("stream %s from seq %d: %v", id, seq, err)
+			}
+			ts := written[seq].TimestampMs
+			first := uint64(slices.IndexFunc(written, func(r format.Record) bool { return r.TimestampMs >= ts }))
+			if first < next {
+				continue // behind a ref: the refs' timestamp search finds it
+			}
+			parts, err = w.HeadRefsAt(ctx, chainX, h, id, ts)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if len(parts) == 0 || parts[0].FirstSeq > first || parts[0].LastSeq < first {
+				e.t.Fatalf("stream %s from ts %d (first seq %d): parts %+v", id, ts, first, parts)
+			}
+		}
+	}
+}
+
+// TestSettleMergeRuns: with a Fanout of 3, every third step merges the
+// three level-1 runs from max(flushed, merged) into one merged run: per
+// stream one packed entry with one segment in one pack (a stream flushed
+// inside the group keeps its marker, then its later entry), the merged
+// cursor at the group's end; every record reads back from every seq and
+// timestamp at every step; a flush reads a stream's merged entry in one
+// GET; trim deletes merged runs and packs, and the level-1 runs they
+// superseded, once flushed passes them.
+func TestSettleMergeRuns(t *testing.T) {
+	e := newEnv(t, 4, nil)
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 2
+	e.s.Fanout = 3
+	e.a.MaxSlotsPerPass = 2
+	counts := []int{1, 1, 4, 1}
+	e.flightsWith(2, counts)
+	e.absorbAll()
+	// Stream 2 (8 records a step) flushes by bytes at steps 1, 3 and 5;
+	// the others (2 a step) never in 7 steps.
+	e.s.FlushBytes = 15 * e.recordBytes()
+	var merges int
+	for step := range 7 {
+		if step > 0 {
+			e.flightsWith(2, counts)
+			e.absorbAll()
+		}
+		res, err := e.s.Step(t.Context(), chainX)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merges += res.Merges
+		e.checkMixed()
+		e.checkEveryBoundary()
+	}
+	h := e.head()
+	if merges != 2 || h.Merged != cur(1, 12) || h.Settled != cur(1, 14) || h.Flushed != cur(1, 0) {
+		t.Fatalf("%d merges, head %+v: want 2, merged 1/12, settled 1/14, flushed 1/0", merges, h)
+	}
+	if got := e.mergedKeys(); len(got) != 2 {
+		t.Fatalf("merged runs %v", got)
+	}
+	m := e.merged(cur(1, 0))
+	if m.FirstSlot != 0 || m.EndSlot != 6 || !m.Merged {
+		t.Fatalf("merged run at 1/0: %d-%d", m.FirstSlot, m.EndSlot)
+	}
+	for _, id := range e.ids {
+		ents := m.FindAll(id)
+		last := ents[len(ents)-1]
+		if last.Marker() || len(last.Segments) != 1 || last.Segments[0].Count != uint32(last.LastSeq-last.FirstSeq+1) {
+			t.Fatalf("stream %s: merged entries %+v: want one packed entry with one segment", id, ents)
+		}
+	}
+	// Stream 2 flushed by bytes at step 1 of the group at 1/0: a marker,
+	// then its entry with later seqs (step 2); in the group at 1/6 its
+	// last word is the flush of step 5: a marker alone.
+	if ents := m.FindAll(e.ids[2]); len(ents) != 2 || !ents[0].Marker() || ents[1].FirstSeq != ents[0].LastSeq+1 {
+		t.Fatalf("stream 2: merged entries %+v: want a marker then an entry", ents)
+	}
+	if ents := e.merged(cur(1, 6)).FindAll(e.ids[2]); len(ents) != 1 || !ents[0].Marker() {
+		t.Fatalf("stream 2: entries of the merged run at 1/6 %+v: want a marker", ents)
+	}
+	// Flush everything: a stream's merged entry is one GET.
+	gets := &countGets{Bucket: e.settled}
+	e.s.Settled = gets
+	e.s.FlushAge = time.Nanosecond
+	e.flights(2)
+	e.absorbAll()
+	res, err := e.s.Step(t.Context(), chainX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Streams 0, 1 and 3: one GET per live run (2 merged, 1 level-1);
+	// stream 2: its entry of the level-1 run and its previous object (the
+	// settler's window reads through the bucket it started with).
+	if want := int64(3*3 + 2); gets.n.Load() != want || res.Flushes != 4 {
+		t.Fatalf("flush of 4 streams from 2 merged runs and a run: %d GETs, %d flushes; want %d, 4", gets.n.Load(), res.Flushes, want)
+	}
+	e.s.Settled = e.settled
+	e.checkMixed()
+	e.check()
+	h = e.head()
+	if h.Flushed != h.Settled {
+		t.Fatalf("head %+v: want flushed at settled", h)
+	}
+	tr := &trim.Trimmer{Meta: e.mem, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, PassIndex: true}
+	if _, err := tr.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if runs, merged, packs := e.runKeys(), e.mergedKeys(), e.packKeys(); len(runs)+len(merged)+len(packs) != 0 {
+		t.Fatalf("after trim: runs %v, merged %v, packs %v", runs, merged, packs)
+	}
+	e.check()
+}
+
+// TestSettleMergeKeepsSupersededRuns: trim keeps a merged run's level-1
+// runs until flushed passes them, and a walk from a flushed cursor that a
+// stale copy moved inside a merged range (from a level-1 walk) reads the
+// level-1 runs there, then goes on.
+func TestSettleMergeKeepsSupersededRuns(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 2
+	e.s.Fanout = 3
+	e.a.MaxSlotsPerPass = 2
+	for range 4 {
+		e.flights(2)
+		e.absorbAll()
+		e.step()
+	}
+	h := e.head()
+	if h.Merged != cur(1, 6) || h.Flushed != cur(1, 0) {
+		t.Fatalf("head %+v", h)
+	}
+	tr := &trim.Trimmer{Meta: e.mem, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, PassIndex: true}
+	if _, err := tr.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.runKeys()); n != 4 {
+		t.Fatalf("%d level-1 runs after trim, want all 4 (flushed is 1/0)", n)
+	}
+	// A stale copy's flushed, inside [0, 6).
+	if err := e.mem.AdvanceCursor(t.Context(), chainX, metastore.Flushed, cur(1, 0), cur(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if runs, merged := e.runKeys(), e.mergedKeys(); len(runs) != 3 || len(merged) != 0 {
+		t.Fatalf("after trim below 1/2: runs %v, merged %v: want 3 and none", runs, merged)
+	}
+	// Streams whose records below 1/2 are not behind refs read a hole (the
+	// cursor was moved by hand); what matters is the walk: from 1/2 it
+	// reads level-1 runs to 1/6 and on.
+	runs, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).HeadRuns(t.Context(), chainX, e.head())
+	if err != nil || len(runs) != 3 || runs[0].FirstSlot != 2 || runs[0].Merged || runs[2].EndSlot != 8 {
+		t.Fatalf("walk from 1/2: %d runs, %v", len(runs), err)
+	}
+}
+
+// failMergedAdvance fails the first AdvanceCursor of the merged cursor: a
+// crash between a merge's PUTs (packs, merged run) and its head write.
+type failMergedAdvance struct {
+	metastore.Store
+	armed atomic.Bool
+}
+
+func (f *failMergedAdvance) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metastore.CursorKind, from, to metastore.Cursor) error {
+	if k == metastore.Merged && f.armed.CompareAndSwap(true, false) {
+		return fmt.Errorf("crash before the merged cursor moves: %w", absorbtest.ErrFault)
+	}
+	return f.Store.AdvanceCursor(ctx, c, k, from, to)
+}
+
+// TestSettleMergeCrashBeforeCAS: a merge that wrote its packs and merged
+// run but not the head is adopted by the next step (same bytes, no pack
+// written), and reads are right in between.
+func TestSettleMergeCrashBeforeCAS(t *testing.T) {
+	var fa *failMergedAdvance
+	e := newEnv(t, 3, func(s metastore.Store) metastore.Store { fa = &failMergedAdvance{Store: s}; return fa })
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 2
+	e.s.Fanout = 3
+	e.a.MaxSlotsPerPass = 2
+	for range 2 {
+		e.flights(2)
+		e.absorbAll()
+		e.step()
+	}
+	e.flights(2)
+	e.absorbAll()
+	fa.armed.Store(true)
+	if _, err := e.s.Step(t.Context(), chainX); !errors.Is(err, absorbtest.ErrFault) {
+		t.Fatalf("crashing merge: %v", err)
+	}
+	if h := e.head(); !h.Merged.IsZero() || h.Settled != cur(1, 6) {
+		t.Fatalf("head %+v after the crash", h)
+	}
+	obj, err := e.settled.Get(t.Context(), format.MergedRunKey(chainX.Star, "express", 1, 0), 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := e.mergedPackKeys()
+	e.checkMixed()
+	// A fresh settler (a cold copy) adopts it.
+	s2 := &settle.Settler{Meta: e.s.Meta, Sets: e.s.Sets, Settled: e.settled, PassIndex: true, MaxSlotsPerStep: 2, Fanout: 3}
+	e.flights(2)
+	e.absorbAll()
+	res, err := s2.Step(t.Context(), chainX)
+	if err != nil || res.Merges != 1 || res.MergedStreams != 0 {
+		t.Fatalf("step after the crash: %+v, %v: want the merge adopted", res, err)
+	}
+	again, err := e.settled.Get(t.Context(), format.MergedRunKey(chainX.Star, "express", 1, 0), 0, -1)
+	if err != nil || string(again) != string(obj) || !slices.Equal(e.mergedPackKeys(), packs) {
+		t.Fatalf("merged run or packs rewritten: %v", err)
+	}
+	if h := e.head(); h.Merged != cur(1, 6) {
+		t.Fatalf("head %+v", h)
+	}
+	e.checkMixed()
+	e.checkEveryBoundary()
+}
+
+// TestSettleMergeRacingCopies: cold settle copies (each its own window)
+// racing over steps that pack, flush by bytes and by age and merge (an
+// epoch boundary among them) agree: no foreign object, every record reads
+// back from every boundary, merged never passes settled.
+func TestSettleMergeRacingCopies(t *testing.T) {
+	e := newEnv(t, 6, nil)
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 2
+	e.a.MaxSlotsPerPass = 2
+	e.flights(2)
+	e.absorbAll()
+	flushBytes := 10 * e.recordBytes()
+	var merges atomic.Int64
+	for round := range 6 {
+		e.flightsWith(5, []int{1, 0, 3, 1, 0, 2})
+		if round == 3 {
+			if err := e.star.Halt(t.Context(), 0); err != nil {
+				t.Fatal(err)
+			}
+			e.flights(2)
+		}
+		e.absorbAll()
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			s := &settle.Settler{Meta: e.s.Meta, Sets: e.s.Sets, Settled: e.settled, PassIndex: true, MaxSlotsPerStep: 2,
+				Fanout: 2, FlushBytes: flushBytes, FlushAge: 150 * time.Millisecond}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					res, err := s.Step(context.Background(), chainX)
+					merges.Add(int64(res.Merges))
+					if err != nil || res.From == res.To {
+						errs[i] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d copy %d: %v", round, i, err)
+			}
+		}
+		h := e.head()
+		if h.Settled.Less(h.Merged) || h.Settled.Less(h.Flushed) {
+			t.Fatalf("round %d: head %+v", round, h)
+		}
+		e.checkMixed()
+		e.checkEveryBoundary()
+	}
+	if merges.Load() == 0 || len(e.mergedKeys()) == 0 {
+		t.Fatal("the test merged nothing")
+	}
+}
