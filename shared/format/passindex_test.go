@@ -258,7 +258,7 @@ func TestMergedRunMarkerThenEntry(t *testing.T) {
 	}
 	// Only that order, and only with later seqs.
 	bad := map[string]func(p *PassIndex){
-		"entry then marker": func(p *PassIndex) { p.Streams[1], p.Streams[2] = p.Streams[2], p.Streams[1] },
+		"entry then marker":  func(p *PassIndex) { p.Streams[1], p.Streams[2] = p.Streams[2], p.Streams[1] },
 		"marker overlapping": func(p *PassIndex) { p.Streams[1].LastSeq = 7 },
 		"two markers": func(p *PassIndex) {
 			p.Streams[2] = PassStream{Stream: m.Stream, FirstSeq: 7, LastSeq: 9}
