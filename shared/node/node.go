@@ -76,6 +76,10 @@ type Config struct {
 	// In-process settlement only.
 	FlushBytes int64
 	FlushAge   time.Duration
+	// Fanout is how many level-1 runs settle merges into one (design
+	// 014, level 2; settle.Settler.Fanout): 0 takes settle's default.
+	// In-process settlement only.
+	Fanout int
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
 	// In-process timers (0: defaults 2 s, 5 s, 30 s; settle every
@@ -288,7 +292,7 @@ func (n *Node) goRun(f func()) {
 // settlement runs settle, trim and the probe's sweep on timers.
 func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID) {
 	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: cfg.PassIndex,
-		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge}
+		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout}
 	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: cfg.PassIndex}
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {

@@ -37,11 +37,13 @@ var indexModes = []struct {
 	passIndex  bool
 	settle     time.Duration
 	flushBytes int64
+	fanout     int // settle's Fanout (design 014, level 2); 0: its default
 }{
-	{"refs", false, 20 * time.Millisecond, 0},
-	{"pass-index-runs", true, 20 * time.Millisecond, 0},
-	{"pass-index-flushed", true, 20 * time.Millisecond, 1},
-	{"pass-index-unsettled", true, time.Hour, 0},
+	{"refs", false, 20 * time.Millisecond, 0, 0},
+	{"pass-index-runs", true, 20 * time.Millisecond, 0, 0},
+	{"pass-index-merged", true, 20 * time.Millisecond, 0, 1}, // every run merged
+	{"pass-index-flushed", true, 20 * time.Millisecond, 1, 0},
+	{"pass-index-unsettled", true, time.Hour, 0, 0},
 }
 
 // TestStartServesAndRestarts starts a node on memory stores, appends
@@ -50,14 +52,14 @@ var indexModes = []struct {
 // appends continue at the recovered tail.
 func TestStartServesAndRestarts(t *testing.T) {
 	for _, tc := range indexModes {
-		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle, tc.flushBytes) })
+		t.Run(tc.name, func(t *testing.T) { startServesAndRestarts(t, tc.passIndex, tc.settle, tc.flushBytes, tc.fanout) })
 	}
 }
 
-func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Duration, flushBytes int64) {
+func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Duration, flushBytes int64, fanout int) {
 	ctx := context.Background()
 	meta := metastore.NewMem()
-	start := nodeStarter(t, meta, passIndex, settleEvery, flushBytes)
+	start := nodeStarter(t, meta, passIndex, settleEvery, flushBytes, fanout)
 	n, c := start()
 	for _, class := range []string{"standard", "express"} {
 		if _, err := c.CreateStream(ctx, "s-"+class, client.CreateOptions{Class: class}); err != nil {
@@ -105,6 +107,9 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 			if err != nil || h.Settled == h.Flushed {
 				t.Fatalf("express head %+v, %v: want runs in [flushed, settled)", h, err)
 			}
+			if fanout == 1 && h.Merged.IsZero() {
+				t.Fatalf("express head %+v: want merged runs", h)
+			}
 		}
 	}
 
@@ -134,7 +139,7 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 // nodeStarter returns a function that starts a node (in-memory buckets
 // and metastore shared by every start, so a second start is a takeover of
 // the first) and a client of it.
-func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery time.Duration, flushBytes int64) func() (*Node, *client.Client) {
+func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery time.Duration, flushBytes int64, fanout int) func() (*Node, *client.Client) {
 	var exp []objstore.Bucket
 	for i := 0; i < 3; i++ {
 		exp = append(exp, objstore.NewMem(fmt.Sprintf("x%d", i)))
@@ -146,7 +151,7 @@ func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery
 		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
 		cfg.Standard.FlushDeadline = time.Millisecond
 		n, err := Start(context.Background(), Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
-			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex, FlushBytes: flushBytes})
+			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex, FlushBytes: flushBytes, Fanout: fanout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +177,7 @@ func TestCommandsSurviveTakeover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			meta := metastore.NewMem()
-			start := nodeStarter(t, meta, tc.passIndex, tc.settle, tc.flushBytes)
+			start := nodeStarter(t, meta, tc.passIndex, tc.settle, tc.flushBytes, tc.fanout)
 			n, c := start()
 			if _, err := c.CreateStream(ctx, "f", client.CreateOptions{}); err != nil {
 				t.Fatal(err)
