@@ -119,10 +119,13 @@ type Config struct {
 	SettleEvery time.Duration
 	FlushBytes  int64
 	FlushAge    time.Duration
-	Prices      Prices
-	PlotDir     string // "" writes no plots
-	Seed        int64
-	Sample      time.Duration // timeline resolution
+	// Fanout is settle's merge of level-1 runs (design 014, level 2; 0:
+	// its default).
+	Fanout  int
+	Prices  Prices
+	PlotDir string // "" writes no plots
+	Seed    int64
+	Sample  time.Duration // timeline resolution
 }
 
 // Defaults are the documented defaults. The latency models are
@@ -222,8 +225,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: the %s workload runs in-process or with --api, not against an endpoint", ErrConfig, w)
 		}
 	}
-	if c.FlushBytes < 0 || c.FlushAge < 0 {
-		return fmt.Errorf("%w: flush bytes %d, flush age %s: want >= 0", ErrConfig, c.FlushBytes, c.FlushAge)
+	if c.FlushBytes < 0 || c.FlushAge < 0 || c.Fanout < 0 {
+		return fmt.Errorf("%w: flush bytes %d, flush age %s, fanout %d: want >= 0", ErrConfig, c.FlushBytes, c.FlushAge, c.Fanout)
 	}
 	if c.PassIndex && c.Mode == ModeRemote {
 		return fmt.Errorf("%w: --pass-index configures the bench's own star (in-process or --api); a remote star has its own --pass-index", ErrConfig)

@@ -165,7 +165,7 @@ func newEnv(cfg Config, pt point) *env {
 	if e.settleTick > 0 {
 		sets := node.Sets(sc)
 		e.settle = &settle.Settler{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true,
-			FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge}
+			FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout}
 		e.trim = &trim.Trimmer{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true}
 	}
 	return e
@@ -175,6 +175,7 @@ func newEnv(cfg Config, pt point) *env {
 // edges.
 type settleCounts struct {
 	steps, flushes, packed, packs, errors atomic.Int64
+	merges, mergedStreams                 atomic.Int64 // design 014, level 2
 }
 
 // settlement runs settle and trim every settleTick, over the counted
@@ -205,6 +206,8 @@ func (e *env) settlement(ctx context.Context) {
 			e.settleRes.flushes.Add(int64(res.Flushes))
 			e.settleRes.packed.Add(int64(res.Packed))
 			e.settleRes.packs.Add(int64(res.Packs))
+			e.settleRes.merges.Add(int64(res.Merges))
+			e.settleRes.mergedStreams.Add(int64(res.MergedStreams))
 		}
 		if _, err := e.trim.Run(ctx, e.chain); err != nil && ctx.Err() == nil {
 			e.settleRes.errors.Add(1)
@@ -362,10 +365,11 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	d := &driveOut{mem: newMemSampler(), start: start}
 	var c0, c1 metacount.Counts
 	var p0, p1, b0, b1, o0, o1, i0, i1 int64
-	var s0, s1 [7]int64 // settle PUTs, chain GETs, settled GETs, steps, flushes, packed, packs
-	settleNow := func() [7]int64 {
-		return [7]int64{e.settlePuts.Load(), e.gets.gets.Load(), e.settledGets.gets.Load(),
-			e.settleRes.steps.Load(), e.settleRes.flushes.Load(), e.settleRes.packed.Load(), e.settleRes.packs.Load()}
+	var s0, s1 [9]int64 // settle PUTs, chain GETs, settled GETs, steps, flushes, packed, packs, merges, merged streams
+	settleNow := func() [9]int64 {
+		return [9]int64{e.settlePuts.Load(), e.gets.gets.Load(), e.settledGets.gets.Load(),
+			e.settleRes.steps.Load(), e.settleRes.flushes.Load(), e.settleRes.packed.Load(), e.settleRes.packs.Load(),
+			e.settleRes.merges.Load(), e.settleRes.mergedStreams.Load()}
 	}
 	if e != nil {
 		d.store = e.log.held.Load
@@ -453,7 +457,11 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 		n.SettleMeasured, n.SettlePuts, n.ChainGets, n.SettledGets = true, s1[0]-s0[0], s1[1]-s0[1], s1[2]-s0[2]
 		r.Settle = &SettleFigures{EveryS: e.settleTick.Seconds(), FlushBytes: e.settle.FlushBytes, FlushAgeS: e.settle.FlushAge.Seconds(),
 			Steps: s1[3] - s0[3], Flushes: s1[4] - s0[4], Packed: s1[5] - s0[5], Packs: s1[6] - s0[6], Requests: s1[0] - s0[0],
+			Merges: s1[7] - s0[7], MergedStreams: s1[8] - s0[8], Fanout: e.settle.Fanout,
 			SettleRefs: dc.Of(metacount.SettleRef), Errors: e.settleRes.errors.Load()}
+		if r.Settle.Fanout == 0 {
+			r.Settle.Fanout = settle.DefaultFanout
+		}
 		if r.Settle.FlushBytes == 0 {
 			r.Settle.FlushBytes = settle.DefaultFlushBytes
 		}

@@ -518,4 +518,9 @@ type SettleFigures struct {
 	Requests   int64   `json:"s3_requests"` // settled-bucket PUTs and LISTs of settle and trim
 	SettleRefs int64   `json:"settle_refs"` // SettleRef calls
 	Errors     int64   `json:"errors"`      // settle or trim runs that failed (retried next period)
+	// Level 2 (design 014): settle's Fanout, the merged runs written or
+	// adopted, and the stream entries the merges wrote.
+	Fanout        int   `json:"fanout"`
+	Merges        int64 `json:"merges"`
+	MergedStreams int64 `json:"merged_streams"`
 }

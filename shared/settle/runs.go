@@ -17,13 +17,16 @@ import (
 	"github.com/strandlog/strand/shared/objstore"
 )
 
-// Flush defaults (design 014, level 1). The age bounds how many runs
-// stay live (a settle step's run per step until flushed), so it bounds
-// the memory of every window that caches them and the runs a read
-// searches: about FlushAge / settle interval runs.
+// Flush defaults (design 014, levels 1 and 2). The age bounds how long
+// runs stay live, so with merges (Fanout level-1 runs into one merged
+// run) it bounds the memory of every window that caches them and the runs
+// a flush reads: about Fanout - 1 level-1 runs and FlushAge / (Fanout x
+// settle interval) merged runs (83 with a one-minute settle). 24 h: the
+// flushes of 1,000,000 streams touched daily are 11.6 a second (design
+// 014, "Level 2 as built").
 const (
 	DefaultFlushBytes = 4 << 20
-	DefaultFlushAge   = time.Hour
+	DefaultFlushAge   = 24 * time.Hour
 	// DefaultPackBufferBytes: a step whose packed segments are at most this
 	// many bytes sorts them by stream (Settler.PackBufferBytes).
 	DefaultPackBufferBytes = 256 << 20

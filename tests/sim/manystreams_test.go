@@ -203,7 +203,9 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 	for _, k := range keys {
 		var e, slot uint64
 		if _, err := fmt.Sscanf(k, "index/"+StarID+"/express/runs/%d/%d", &e, &slot); err != nil {
-			t.Fatalf("seed %d: pass index left: %s", seed, k)
+			if _, err := fmt.Sscanf(k, "index/"+StarID+"/express/merged/%d/%d", &e, &slot); err != nil {
+				t.Fatalf("seed %d: pass index left: %s", seed, k)
+			}
 		}
 		if at := (metastore.Cursor{Epoch: e, Slot: slot}); at.Less(h.Flushed) || !at.Less(h.Settled) {
 			t.Fatalf("seed %d: run %s outside [flushed %s, settled %s)", seed, k, h.Flushed, h.Settled)
@@ -216,7 +218,11 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 	}
 	for _, k := range packs {
 		var e, first uint64
-		if _, err := fmt.Sscanf(k, "packs/"+StarID+"/express/%d/%d-", &e, &first); err != nil || (metastore.Cursor{Epoch: e, Slot: first}).Less(h.Flushed) {
+		_, err := fmt.Sscanf(k, "packs/"+StarID+"/express/%d/%d-", &e, &first)
+		if err != nil {
+			_, err = fmt.Sscanf(k, "packs/"+StarID+"/express/merged/%d/%d-", &e, &first)
+		}
+		if err != nil || (metastore.Cursor{Epoch: e, Slot: first}).Less(h.Flushed) {
 			t.Fatalf("seed %d: pack %s below flushed %s (%v)", seed, k, h.Flushed, err)
 		}
 	}
@@ -251,8 +257,8 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 	// FlushBytes 1, as level 0 did: about 3,200 for the 6,000 batches over
 	// 500 streams, 0.53 per batch).
 	settleRefs := c.Of(metacount.SettleRef)
-	t.Logf("seed %d: %d streams, %d batches; %d SettleRef (%.3f per batch), %d streams flushed, %d live runs, %d packs; settlement's metastore calls: %s",
-		seed, streams, batches, settleRefs, float64(settleRefs)/float64(batches), flushed, runs, len(packs), c)
+	t.Logf("seed %d: %d streams, %d batches; %d SettleRef (%.3f per batch), %d streams flushed, %d live runs (merged and not), %d packs, merged cursor %s (fanout %d); settlement's metastore calls: %s",
+		seed, streams, batches, settleRefs, float64(settleRefs)/float64(batches), flushed, runs, len(packs), h.Merged, w.Opt.Fanout, c)
 	if flushed == 0 || settleRefs == 0 {
 		t.Fatalf("seed %d: nothing flushed: the simulation must exercise flush", seed)
 	}

@@ -589,10 +589,10 @@ func (s *sim) checkMeta() {
 		s.fatalf("read head: %v", err)
 	}
 	old := s.lastHead
-	if h.Epoch < old.Epoch || h.Checkpoint.Less(old.Checkpoint) || h.Settled.Less(old.Settled) || h.Trimmed.Less(old.Trimmed) || h.Flushed.Less(old.Flushed) {
+	if h.Epoch < old.Epoch || h.Checkpoint.Less(old.Checkpoint) || h.Settled.Less(old.Settled) || h.Trimmed.Less(old.Trimmed) || h.Flushed.Less(old.Flushed) || h.Merged.Less(old.Merged) {
 		s.fatalf("head moved backward: %+v -> %+v", old, h)
 	}
-	if h.Checkpoint.Less(h.Settled) || h.Settled.Less(h.Trimmed) || h.Settled.Less(h.Flushed) {
+	if h.Checkpoint.Less(h.Settled) || h.Settled.Less(h.Trimmed) || h.Settled.Less(h.Flushed) || h.Settled.Less(h.Merged) {
 		s.fatalf("cursors out of order: %+v", h)
 	}
 	s.lastHead = h

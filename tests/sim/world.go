@@ -62,6 +62,10 @@ type Options struct {
 	// simulation flushes by bytes and by age (NewWorld).
 	FlushBytes int64
 	FlushAge   time.Duration
+	// Fanout is settle's merge of runs (design 014, level 2) on the pass
+	// index; 0: chosen from the seed, small (1 to 4), so that the
+	// simulation merges.
+	Fanout int
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -118,6 +122,9 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	}
 	if w.Opt.FlushAge == 0 {
 		w.Opt.FlushAge = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond}[(uint64(seed)/3)%3]
+	}
+	if w.Opt.Fanout == 0 {
+		w.Opt.Fanout = []int{1, 2, 4}[(uint64(seed)/9)%3]
 	}
 	w.SettledMem = objstore.NewMem("settled")
 	w.SettledInj = objstore.NewInjector(seed*31 + 99)
@@ -176,7 +183,7 @@ func (w *World) Absorber() *absorb.Absorber {
 }
 func (w *World) Settler() *settle.Settler {
 	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.Opt.PassIndex,
-		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge}
+		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
 }
 func (w *World) Trimmer() *trim.Trimmer {
 	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.Opt.PassIndex}
