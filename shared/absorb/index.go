@@ -141,11 +141,20 @@ type IndexWindow struct {
 	// MaxPasses bounds the passes one window walk visits (0:
 	// DefaultMaxWindowPasses): a window is the settle interval's passes.
 	MaxPasses int
+	// Parallel (0: off) makes the first walk of a chain's passes, runs and
+	// merged runs a cold load: LIST their keys, GET those of the window
+	// Parallel at a time (preload.go), instead of one GET at a time. It
+	// needs List on the settled bucket's index/ prefix; without it the
+	// walk fetches one at a time.
+	Parallel int
 
 	mu    sync.Mutex
 	cache map[passAt]*format.PassIndex
 	// pruned is, per chain, the head at the last pruneTo.
 	pruned map[metastore.ChainID]metastore.Head
+	// loaded records, per chain and kind ({c, kind}), that the cold load
+	// ran (Parallel).
+	loaded map[passAt]bool
 	// cuts caches the cut of each epoch below a window's end (a fenced
 	// cut is final, and an epoch number never minted below a minted one
 	// never will be): key passAt{c, {epoch, 0}}, value cut+1 (0: none).
@@ -241,6 +250,14 @@ func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to me
 	max := w.MaxPasses
 	if max <= 0 {
 		max = DefaultMaxWindowPasses
+	}
+	if w.Parallel > 0 {
+		if kind == kindRun && from.Less(merged) {
+			w.preload(ctx, c, kindMerged, from, merged)
+			w.preload(ctx, c, kindRun, merged, to)
+		} else {
+			w.preload(ctx, c, kind, from, to)
+		}
 	}
 	var out []*format.PassIndex
 	for at := from; at.Less(to); {

@@ -147,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, errors.New("node: the pass index needs the settled bucket")
 		}
 		abs.Index = cfg.Settled
-		window = &absorb.IndexWindow{Meta: cfg.Meta, Bucket: cfg.Settled}
+		window = &absorb.IndexWindow{Meta: cfg.Meta, Bucket: cfg.Settled, Parallel: absorb.DefaultColdLoadParallel}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}

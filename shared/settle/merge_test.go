@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/trim"
 )
@@ -353,5 +354,87 @@ func TestSettleMergeRacingCopies(t *testing.T) {
 	}
 	if merges.Load() == 0 || len(e.mergedKeys()) == 0 {
 		t.Fatal("the test merged nothing")
+	}
+}
+
+// listCount counts a bucket's GETs and LISTs, and fails LISTs when told
+// (a role without the List grant).
+type listCount struct {
+	objstore.Bucket
+	gets, lists         atomic.Int64
+	inFlight, maxFlight atomic.Int64
+	failList            bool
+}
+
+func (l *listCount) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	l.gets.Add(1)
+	now := l.inFlight.Add(1)
+	defer l.inFlight.Add(-1)
+	for m := l.maxFlight.Load(); now > m && !l.maxFlight.CompareAndSwap(m, now); m = l.maxFlight.Load() {
+	}
+	time.Sleep(2 * time.Millisecond) // a GET's latency, so that parallel ones overlap
+	return l.Bucket.Get(ctx, key, off, n)
+}
+
+func (l *listCount) List(ctx context.Context, prefix string) ([]string, error) {
+	l.lists.Add(1)
+	if l.failList {
+		return nil, fmt.Errorf("list %s: access denied", prefix)
+	}
+	return l.Bucket.List(ctx, prefix)
+}
+
+// TestWindowColdLoad: a cold window with Parallel loads the runs, merged
+// runs and passes of the head's window by LIST and parallel GETs (one GET
+// per live index object, nothing fetched twice), and answers as a walk
+// one GET at a time does; without the List grant it walks.
+func TestWindowColdLoad(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 2
+	e.s.Fanout = 2
+	e.a.MaxSlotsPerPass = 2
+	for range 5 {
+		e.flights(2)
+		e.absorbAll()
+		e.step()
+	}
+	e.flights(4)
+	e.absorbAll() // two passes past settled
+	h := e.head()
+	if h.Merged.IsZero() {
+		t.Fatalf("head %+v: nothing merged", h)
+	}
+	seq := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	runs, err := seq.HeadRuns(t.Context(), chainX, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes, err := seq.Passes(t.Context(), chainX, h.Settled, h.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, failList := range []bool{false, true} {
+		lc := &listCount{Bucket: e.settled, failList: failList}
+		w := &absorb.IndexWindow{Meta: e.mem, Bucket: lc, Parallel: 4}
+		for _, id := range e.ids {
+			want, err := seq.HeadRefs(t.Context(), chainX, h, id, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.HeadRefs(t.Context(), chainX, h, id, 0)
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("list fails %t: stream %s: cold parallel window %+v, %v; want %+v", failList, id, got, err, want)
+			}
+		}
+		// Lists: merged runs, runs, the passes' epoch (once each: later
+		// walks are warm).
+		if n := int64(len(runs) + len(passes)); lc.gets.Load() != n || lc.lists.Load() != 3 {
+			t.Fatalf("list fails %t: %d GETs and %d LISTs for %d runs and %d passes: want a GET each and 3 LISTs",
+				failList, lc.gets.Load(), lc.lists.Load(), len(runs), len(passes))
+		}
+		if parallel := lc.maxFlight.Load() > 1; parallel == failList {
+			t.Fatalf("list fails %t: at most %d GETs in flight", failList, lc.maxFlight.Load())
+		}
 	}
 }

@@ -202,7 +202,11 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 
 // initWindow makes the settler's cache of the window once.
 func (s *Settler) initWindow() {
-	s.windowOnce.Do(func() { s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled} })
+	// A cold settler (a Lambda's first step) lists the window and GETs it
+	// in parallel; without the List grant it walks one GET at a time.
+	s.windowOnce.Do(func() {
+		s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled, Parallel: absorb.DefaultColdLoadParallel}
+	})
 }
 
 // unflushedOf is, per stream, its packed entries of the live runs after

@@ -1,0 +1,114 @@
+package absorb
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// DefaultColdLoadParallel is the GETs a cold load keeps in flight
+// (IndexWindow.Parallel) where the node and settle set it.
+const DefaultColdLoadParallel = 16
+
+// preload is the cold load of a walk (IndexWindow.Parallel > 0, design
+// 014 "Level 2 as built"): the first walk of chain c's indexes of kind in
+// this window lists their keys (one LIST: runs and merged runs of every
+// epoch under one prefix each, passes per epoch) and GETs those that
+// start in [from, to), Parallel at a time, into the cache, so the walk
+// that follows finds them cached instead of fetching one at a time. Best
+// effort: a LIST that fails (no permission) or a GET that fails leaves
+// the walk to fetch what is missing (and report the error).
+func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind indexKind, from, to metastore.Cursor) {
+	if w.Parallel <= 0 || !from.Less(to) {
+		return
+	}
+	w.mu.Lock()
+	if w.loaded == nil {
+		w.loaded = map[passAt]bool{}
+	}
+	k := passAt{c: c, kind: kind}
+	done := w.loaded[k]
+	w.loaded[k] = true
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	type listing struct {
+		prefix string
+		epoch  uint64 // of a pass prefix
+	}
+	var prefixes []listing
+	keyOf := func(e, slot uint64) string { return format.PassIndexKey(c.Star, c.Class.String(), e, slot) }
+	switch kind {
+	case kindRun:
+		keyOf = func(e, slot uint64) string { return format.RunIndexKey(c.Star, c.Class.String(), e, slot) }
+	case kindMerged:
+		keyOf = func(e, slot uint64) string { return format.MergedRunKey(c.Star, c.Class.String(), e, slot) }
+	}
+	if kind == kindPass {
+		for e := from.Epoch; e <= to.Epoch; e++ {
+			p := keyOf(e, 0)
+			prefixes = append(prefixes, listing{p[:len(p)-20], e})
+		}
+	} else {
+		p := keyOf(0, 0)
+		prefixes = append(prefixes, listing{prefix: p[:len(p)-41]})
+	}
+	var want []metastore.Cursor
+	for _, l := range prefixes {
+		keys, err := w.Bucket.List(ctx, l.prefix)
+		if err != nil {
+			return // the walk fetches one at a time
+		}
+		for _, key := range keys {
+			at, ok := cursorOfKey(strings.TrimPrefix(key, l.prefix), kind)
+			if kind == kindPass {
+				at.Epoch = l.epoch
+			}
+			if !ok || keyOf(at.Epoch, at.Slot) != key || at.Less(from) || !at.Less(to) {
+				continue
+			}
+			w.mu.Lock()
+			cached := w.cache[passAt{c, at, kind}] != nil
+			w.mu.Unlock()
+			if !cached {
+				want = append(want, at)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.Parallel)
+	for _, at := range want {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, _ = w.get(ctx, c, at, kind) // cached on success; the walk reports failures
+		}()
+	}
+	wg.Wait()
+}
+
+// cursorOfKey parses a listed key's tail after its prefix: the first
+// slot of a pass (one number), or the epoch and first slot of a run or
+// merged run.
+func cursorOfKey(tail string, kind indexKind) (metastore.Cursor, bool) {
+	parts := strings.Split(tail, "/")
+	if kind == kindPass {
+		if len(parts) != 1 {
+			return metastore.Cursor{}, false
+		}
+		slot, err := strconv.ParseUint(parts[0], 10, 64)
+		return metastore.Cursor{Slot: slot}, err == nil
+	}
+	if len(parts) != 2 {
+		return metastore.Cursor{}, false
+	}
+	e, err1 := strconv.ParseUint(parts[0], 10, 64)
+	slot, err2 := strconv.ParseUint(parts[1], 10, 64)
+	return metastore.Cursor{Epoch: e, Slot: slot}, err1 == nil && err2 == nil
+}
