@@ -222,7 +222,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if local != nil {
 		n.goRun(func() { local.Run(runCtx, 5*time.Second) })
-		n.settlement(runCtx, cfg, sets, prober, st.Chains())
+		n.settlement(runCtx, cfg, sets, prober, st.Chains(), window)
 		// Absorb whatever a predecessor left released but unabsorbed.
 		for _, c := range st.Chains() {
 			_ = local.Released(runCtx, c, st.Released(c))
@@ -290,9 +290,9 @@ func (n *Node) goRun(f func()) {
 }
 
 // settlement runs settle, trim and the probe's sweep on timers.
-func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID) {
+func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *absorb.IndexWindow) {
 	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: cfg.PassIndex,
-		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout}
+		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout, Window: window}
 	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: cfg.PassIndex}
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {

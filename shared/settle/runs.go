@@ -205,7 +205,10 @@ func (s *Settler) initWindow() {
 	// A cold settler (a Lambda's first step) lists the window and GETs it
 	// in parallel; without the List grant it walks one GET at a time.
 	s.windowOnce.Do(func() {
-		s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled, Parallel: absorb.DefaultColdLoadParallel}
+		s.window = s.Window
+		if s.window == nil {
+			s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled, Parallel: absorb.DefaultColdLoadParallel}
+		}
 	})
 }
 

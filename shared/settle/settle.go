@@ -99,6 +99,10 @@ type Settler struct {
 	// level-1 runs a settle step merges into one merged run (design 014,
 	// level 2), each stream's data compacted into one segment.
 	Fanout int
+	// Window is the cache of the pass index window settle walks (nil: its
+	// own). The node shares its readers' (one cache of the window per
+	// process, not two: design 014, "Level 2 as built", memory).
+	Window *absorb.IndexWindow
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
