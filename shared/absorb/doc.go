@@ -101,11 +101,13 @@
 // IndexWindow reads the window back: the runs of [flushed, settled) that
 // settle wrote (design 014 level 1: a stream's packed entries, as refs
 // with settled locations in packs, after its last marker: a marker's seqs
-// are behind a ref), then the passes of [settled, checkpoint) (as refs
+// are behind a ref; below the head's Merged cursor, the merged run at a
+// slot when there is one, level 2, else the level-1 run), then the passes of [settled, checkpoint) (as refs
 // with transit locations); runs and passes found by key (each names its
 // end, where the next starts; an epoch below the cursor's ends at its
-// cut), cached decoded, and searched by seq or by timestamp (a binary
-// search per run and pass). Settle, trim, the probe, reads and tail recovery
+// cut), cached decoded (a cold cache loads by LIST and parallel GETs when
+// Parallel is set), and searched by seq or by timestamp (a binary search
+// per run and pass). Settle, trim, the probe, reads and tail recovery
 // switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
 // probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
 package absorb

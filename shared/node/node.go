@@ -97,9 +97,10 @@ type Config struct {
 }
 
 // DefaultPassIndexSettleEvery is the in-process settle period with the
-// pass index: a settle step writes one run (design 014, level 1), and
-// runs stay live until flushed (settle.DefaultFlushAge), so the period
-// bounds the runs a window caches and a read searches (60 an hour).
+// pass index: a settle step writes one run (design 014, level 1), merged
+// by settle.DefaultFanout (an hour of them) into one (level 2), live
+// until flushed (settle.DefaultFlushAge): with both defaults at most 83
+// runs in a window's cache and a read's search.
 const DefaultPassIndexSettleEvery = time.Minute
 
 // Node is a running star process.

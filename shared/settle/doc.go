@@ -107,6 +107,24 @@
 // still holding an unflushed entry (or the step's end): after the refs,
 // never before, so Flushed only ever lags.
 //
+// # Level 2: merged runs (design 014, "Level 2 as built")
+//
+// After the cursors, a step merges (merge.go): from a = max(Flushed,
+// Merged), when the level-1 runs from a hold a complete group (Fanout
+// runs of a's epoch, or fewer ended by a later epoch's run), it writes
+// the merged run at format.MergedRunKey(a): per stream, in stream id
+// order, its last marker of the group, then one packed entry for its
+// packed entries after that marker, their records re-encoded as one
+// segment in the merged run's packs (format.MergedPackKey; the level-1
+// packs read in 1 MiB ranged GETs, in order). The group depends on
+// immutable runs only, so copies write the same bytes; a merged run
+// already stored is adopted. Then AdvanceCursor(Merged) to its end (lost
+// to a copy: fine). Walks read the merged run at a slot below Merged,
+// else the level-1 run there (absorb.IndexWindow.HeadRuns). The level-1
+// runs stay until trim passes them with Flushed. Settle shares a window
+// cache when given one (Window; the node's), and loads a cold one by
+// LIST and parallel GETs when it may list.
+//
 // # Cost
 //
 // Per step on refs: GetHead, GetEpoch at an epoch boundary, per stream one
@@ -115,8 +133,10 @@
 // index: GetHead, AdvanceCursor(Settled) and, when it moves,
 // AdvanceCursor(Flushed), plus per flushed stream one QueryRefs and one
 // SettleRef: item writes follow flushes (bytes / FlushBytes + streams /
-// FlushAge), not the streams a step settles. S3: the run index and one
-// pack per MaxObjectBytes, one GET per slot, and per flush its GETs and
-// PUTs. Settle runs on a schedule (Handler: a scheduled event settles
+// FlushAge), not the streams a step settles; a merge adds one
+// AdvanceCursor(Merged) per Fanout steps. S3: the run index and one pack
+// per MaxObjectBytes, one GET per slot, and per flush its GETs (one per
+// live run holding the stream) and PUTs; a merge reads its group's packs
+// (one GET per MiB) and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles
 // every configured chain).
 package settle

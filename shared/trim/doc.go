@@ -16,12 +16,16 @@
 //     listing per step. Settle moves the settled cursor only to pass ends,
 //     so these passes end at or below it and no reader's window holds
 //     them; a reader that raced the delete re-reads the head.
-//   - Runs and packs (PassIndex, design 014 level 1): at every step, the
-//     run indexes that start below the chain's flushed cursor (every
+//   - Runs and packs (PassIndex, design 014 levels 1 and 2): at every
+//     step, the merged runs and then the run indexes that start below the
+//     chain's flushed cursor (every
 //     record in them is behind a ref and the head no longer names them),
 //     then every pack of a run that starts below it (of any plan: the
 //     packs of a plan a crashed copy never adopted too): one listing of
-//     the chain's runs and one of its packs. Runs go before their packs,
+//     the chain's runs, one of its merged runs and one of each kind of
+//     packs. A level-1 run a merged run superseded stays until the flushed
+//     cursor passes it (a walk from a flushed cursor inside a merged range
+//     reads it). Runs go before their packs,
 //     so a reader that finds a run finds its packs, and one that read a
 //     run before finds a pack gone and reads its head again.
 //   - Retention: a stream with RetentionMs > 0 loses its leading refs whose
