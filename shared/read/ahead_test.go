@@ -129,9 +129,12 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 // step (a ref per step: the second merges the first's object); "runs"
 // first settles into a run (packed, no ref), then the step during the
 // read flushes the stream (its packed entry and the new passes into an
-// object and a ref) and trim deletes the run and its pack under the read.
+// object and a ref) and trim deletes the run and its pack under the read;
+// "merged" is "runs" with every run merged at once (Fanout 1, design 014
+// level 2): the read starts on a merged run, which the flush reads and
+// trim deletes with its packs (and the level-1 run) under the read.
 func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
-	for _, mode := range []string{"refs", "flush", "runs"} {
+	for _, mode := range []string{"refs", "flush", "runs", "merged"} {
 		for _, tc := range []struct{ trimAt, budget int }{{0, 0}, {1, 0}, {0, 2 << 10}, {1, 2 << 10}} {
 			t.Run(fmt.Sprintf("%s/trim-after-batch-%d-budget-%d", mode, tc.trimAt, tc.budget), func(t *testing.T) {
 				settleAndTrimDuringRead(t, mode, tc.trimAt, tc.budget)
@@ -153,13 +156,19 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 	if mode == "flush" {
 		first.FlushBytes = 1
 	}
+	if mode == "merged" {
+		first.Fanout = 1
+	}
 	if _, err := first.Run(ctx, e.chain); err != nil { // a small settled object (or a run): the next settle merges it (or flushes it)
 		t.Fatal(err)
 	}
-	if mode == "runs" {
+	if mode == "runs" || mode == "merged" {
 		if refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10); err != nil || len(refs) != 0 {
 			t.Fatalf("refs after settling into a run: %d, %v", len(refs), err)
 		}
+	}
+	if h, err := e.meta.GetHead(ctx, e.chain); err != nil || (mode == "merged") != (h.Merged == h.Settled) {
+		t.Fatalf("mode %s: head %+v, %v", mode, h, err)
 	}
 	e.appendN(60, 50)
 	e.absorb()
@@ -172,14 +181,17 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 		if batch == 0 {
 			s := e.settler()
 			s.FlushBytes, s.FlushAge = 1, time.Nanosecond // flush everything
+			if mode == "merged" {
+				s.Fanout = 1
+			}
 			res, err := s.Step(ctx, e.chain)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mode != "runs" && res.Merged == 0 {
+			if (mode == "refs" || mode == "flush") && res.Merged == 0 {
 				t.Fatalf("settle during the read merged nothing: %+v", res)
 			}
-			if mode == "runs" && (res.Flushes != 1 || res.Flushed != res.To) {
+			if (mode == "runs" || mode == "merged") && (res.Flushes != 1 || res.Flushed != res.To) {
 				t.Fatalf("settle during the read flushed nothing: %+v", res)
 			}
 		}
@@ -196,7 +208,7 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 	if after >= before {
 		t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
 	}
-	if mode == "runs" {
+	if mode == "runs" || mode == "merged" {
 		if keys, err := e.settled.List(ctx, "packs/"); err != nil || len(keys) != 0 {
 			t.Fatalf("packs left after the flush and trim: %v, %v", keys, err)
 		}

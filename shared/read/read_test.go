@@ -195,18 +195,30 @@ func testReadAcrossRefsAndIndex(t *testing.T, e *env) {
 // in runs (packed: one before a flush marker, behind the ref too, and
 // one after it), in a pass index and in the star's flight index. Reads
 // by seq and by timestamp from every boundary (and inside each part)
-// find each record once, in order.
+// find each record once, in order. With level 2 (fanout 3), the three
+// runs are merged after the third step into one merged run holding the
+// stream's flush marker then its later entry (design 014, "Level 2 as
+// built"), and the reads are the same.
 func TestReadAcrossRefsRunsPassesAndFlight(t *testing.T) {
+	for _, fanout := range []int{-1, 3} {
+		t.Run(fmt.Sprintf("fanout-%d", fanout), func(t *testing.T) { readAcrossRefsRunsPassesAndFlight(t, fanout) })
+	}
+}
+
+func readAcrossRefsRunsPassesAndFlight(t *testing.T, fanout int) {
 	e := newEnvIndexed(t, true)
 	ctx := context.Background()
+	merges := 0
 	settleWith := func(flushBytes int64) settle.Result {
 		t.Helper()
 		s := e.settler()
+		s.Fanout = fanout
 		s.FlushBytes = flushBytes
 		res, err := s.Step(ctx, e.chain)
 		if err != nil || res.From == res.To {
 			t.Fatalf("settle: %+v, %v", res, err)
 		}
+		merges += res.Merges
 		return res
 	}
 	// Another stream in the first run, never flushed: the run stays live
@@ -242,6 +254,9 @@ func TestReadAcrossRefsRunsPassesAndFlight(t *testing.T) {
 	}
 	if _, low, _ := e.star.ReadIndex(e.id, 0, 1, 1); low != 160 {
 		t.Fatalf("index low %d, want 160", low)
+	}
+	if want := fanout == 3; (merges == 1) != want || (h.Merged == h.Settled) != want {
+		t.Fatalf("fanout %d: %d merges, head %+v", fanout, merges, h)
 	}
 	for _, from := range []uint64{0, 5, 39, 40, 41, 79, 80, 100, 119, 120, 140, 159, 160, 170, 179} {
 		check(t, e.read(Start{Seq: from}, Limits{}).Records, from, int(180-from))
