@@ -361,6 +361,12 @@ func FuzzParsePassIndex(f *testing.F) {
 	if r, err := AppendPassIndex(nil, run); err == nil {
 		f.Add(r)
 	}
+	merged := goldenPassIndex() // a merged run: a stream's marker then its entry (level 2)
+	m := PassStream{Stream: merged.Streams[1].Stream, FirstSeq: 2, LastSeq: 6, FirstTsMs: 1, LastTsMs: 2}
+	merged.Streams = append(merged.Streams[:1], append([]PassStream{m}, merged.Streams[1:]...)...)
+	if r, err := AppendPassIndex(nil, merged); err == nil {
+		f.Add(r)
+	}
 	f.Add(goldenFlight())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePassIndex(b)

@@ -387,3 +387,34 @@ func TestHeadWithoutFlushed(t *testing.T) {
 		t.Fatalf("a second advance from 0/0: %v, want ErrConflict", err)
 	}
 }
+
+// TestHeadWithoutMerged: a HEAD item stored before the merged cursor
+// existed (no MergedEpoch/MergedSlot) reads as merged 0/0, the cursor
+// moves from 0/0 (then stored), and a stale 0/0 afterwards conflicts.
+func TestHeadWithoutMerged(t *testing.T) {
+	c, table := newTable(t)
+	st := New(c, table)
+	ctx := context.Background()
+	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+		UpdateExpression: aws.String("REMOVE MergedEpoch, MergedSlot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.GetHead(ctx, chain)
+	if err != nil || !h.Merged.IsZero() || h.Flushed != (metastore.Cursor{Epoch: 3}) {
+		t.Fatalf("head without merged: %+v, %v", h, err)
+	}
+	to := metastore.Cursor{Epoch: 3, Slot: 4}
+	if err := st.AdvanceCursor(ctx, chain, metastore.Merged, metastore.Cursor{}, to); err != nil {
+		t.Fatalf("advance merged from 0/0 on an old head: %v", err)
+	}
+	if h, err = st.GetHead(ctx, chain); err != nil || h.Merged != to {
+		t.Fatalf("head after: %+v, %v", h, err)
+	}
+	if err := st.AdvanceCursor(ctx, chain, metastore.Merged, metastore.Cursor{}, metastore.Cursor{Epoch: 3, Slot: 5}); !errors.Is(err, metastore.ErrConflict) {
+		t.Fatalf("a second advance from 0/0: %v, want ErrConflict", err)
+	}
+}
