@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -15,8 +16,9 @@ import (
 const DefaultFanout = 60
 
 // mergeChunk bounds one ranged GET of a level-1 pack by a merge (and so
-// the merge's input memory: Fanout x mergeChunk).
-const mergeChunk = 1 << 20
+// the merge's input memory: Fanout x 2 x mergeChunk, with the read
+// ahead). A variable for tests (small chunks exercise the read ahead).
+var mergeChunk int64 = 1 << 20
 
 // merge runs one merge step of chain c (design 014, "Level 2 as built"):
 // from a = max(flushed, merged), when the level-1 runs of the window from
@@ -134,6 +136,11 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 	for i, r := range group {
 		in[i] = newPackReader(s.Settled, c, r)
 	}
+	defer func() {
+		for _, p := range in {
+			p.close()
+		}
+	}()
 	var n uint64
 	var buf []byte
 	flush := func() error {
@@ -255,16 +262,27 @@ func crcOf(seg []byte) uint32 {
 
 // packReader reads one level-1 run's segments from its packs in ranged
 // GETs of up to mergeChunk: reads in pack order (a run packed in stream
-// order, read in stream order) fetch each byte once.
+// order, read in stream order) fetch each byte once. Each fetch starts
+// the next chunk of the pack ahead (one in flight per input run, so a
+// merge keeps up to Fanout GETs in flight while it copies).
 type packReader struct {
 	b      objstore.Bucket
 	c      metastore.ChainID
 	r      *format.PassIndex
 	extent map[uint64]int64 // per pack, the end of its last segment
-	key    string
 	slot   uint64
 	lo     int64
 	body   []byte
+	ahead  *chunkFetch // the next chunk, being fetched
+}
+
+// chunkFetch is one ranged GET of a pack in flight.
+type chunkFetch struct {
+	slot uint64
+	lo   int64
+	done chan struct{}
+	body []byte
+	err  error
 }
 
 func newPackReader(b objstore.Bucket, c metastore.ChainID, r *format.PassIndex) *packReader {
@@ -277,23 +295,62 @@ func newPackReader(b objstore.Bucket, c metastore.ChainID, r *format.PassIndex) 
 	return p
 }
 
+// fetch starts a GET of [lo, lo+n) of pack slot.
+func (p *packReader) fetch(ctx context.Context, slot uint64, lo, n int64) *chunkFetch {
+	f := &chunkFetch{slot: slot, lo: lo, done: make(chan struct{})}
+	key := format.PackKey(p.c.Star, p.c.Class.String(), p.r.Epoch, p.r.FirstSlot, p.r.EndSlot, slot)
+	go func() {
+		defer close(f.done)
+		f.body, f.err = p.b.Get(ctx, key, lo, n)
+		if f.err == nil && int64(len(f.body)) != n {
+			f.err = fmt.Errorf("%d of %d bytes at %d: %w", len(f.body), n, lo, ErrMismatch)
+		}
+		if f.err != nil {
+			f.err = fmt.Errorf("read pack %s: %w", key, f.err)
+		}
+	}()
+	return f
+}
+
 // read returns segment g of the run (checked by the caller).
 func (p *packReader) read(ctx context.Context, g format.PassSegment) ([]byte, error) {
 	off, n := int64(g.Offset), int64(g.Length)
 	if p.body == nil || g.Slot != p.slot || off < p.lo || off+n > p.lo+int64(len(p.body)) {
-		p.slot, p.lo = g.Slot, off
-		p.key = format.PackKey(p.c.Star, p.c.Class.String(), p.r.Epoch, p.r.FirstSlot, p.r.EndSlot, g.Slot)
-		want := min(max(n, mergeChunk), p.extent[g.Slot]-off)
-		body, err := p.b.Get(ctx, p.key, off, want)
-		if err != nil {
-			p.body = nil
-			return nil, fmt.Errorf("read pack %s: %w", p.key, err)
+		f := p.ahead
+		p.ahead = nil
+		if f != nil {
+			<-f.done
 		}
-		if int64(len(body)) != want {
-			p.body = nil
-			return nil, fmt.Errorf("read pack %s: %d of %d bytes at %d: %w", p.key, len(body), want, off, ErrMismatch)
+		ok := f != nil && f.err == nil && f.slot == g.Slot
+		var body []byte
+		var lo int64
+		switch {
+		case ok && off >= f.lo && off+n <= f.lo+int64(len(f.body)): // inside the chunk read ahead
+			body, lo = f.body, f.lo
+		case ok && p.body != nil && p.slot == g.Slot && f.lo == p.lo+int64(len(p.body)) && off >= p.lo && off+n <= f.lo+int64(len(f.body)):
+			// Across the end of the chunk and into the one read ahead.
+			body, lo = append(slices.Clone(p.body[off-p.lo:]), f.body...), off
+		default: // a jump, or the first read: fetch from here
+			f = p.fetch(ctx, g.Slot, off, min(max(n, mergeChunk), p.extent[g.Slot]-off))
+			<-f.done
+			if f.err != nil {
+				p.body = nil
+				return nil, f.err
+			}
+			body, lo = f.body, f.lo
 		}
-		p.body = body
+		p.slot, p.lo, p.body = g.Slot, lo, body
+		if next := p.lo + int64(len(p.body)); next < p.extent[p.slot] {
+			p.ahead = p.fetch(ctx, p.slot, next, min(mergeChunk, p.extent[p.slot]-next))
+		}
 	}
 	return p.body[off-p.lo : off-p.lo+n], nil
+}
+
+// close waits for the read ahead, if any (its result is dropped).
+func (p *packReader) close() {
+	if p.ahead != nil {
+		<-p.ahead.done
+		p.ahead = nil
+	}
 }

@@ -106,6 +106,7 @@ func (e *env) checkEveryBoundary() {
 // GET; trim deletes merged runs and packs, and the level-1 runs they
 // superseded, once flushed passes them.
 func TestSettleMergeRuns(t *testing.T) {
+	defer settle.SetMergeChunk(250)() // many ranged GETs a pack: the read ahead at work
 	e := newEnv(t, 4, nil)
 	e.withIndex()
 	e.s.MaxSlotsPerStep = 2
@@ -304,6 +305,7 @@ func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 // epoch boundary among them) agree: no foreign object, every record reads
 // back from every boundary, merged never passes settled.
 func TestSettleMergeRacingCopies(t *testing.T) {
+	defer settle.SetMergeChunk(250)()
 	e := newEnv(t, 6, nil)
 	e.withIndex()
 	e.s.MaxSlotsPerStep = 2
