@@ -109,8 +109,8 @@
 //
 // # Level 2: merged runs (design 014, "Level 2 as built")
 //
-// After the cursors, a step merges (merge.go): from a = max(Flushed,
-// Merged), when the level-1 runs from a hold a complete group (Fanout
+// After the cursors, a step merges (merge.go): from a = the first level-1
+// run at or after max(Flushed, Merged), when the level-1 runs from a hold a complete group (Fanout
 // runs of a's epoch, or fewer ended by a later epoch's run), it writes
 // the merged run at format.MergedRunKey(a): per stream, in stream id
 // order, its last marker of the group, then one packed entry for its

@@ -21,10 +21,11 @@ const DefaultFanout = 60
 var mergeChunk int64 = 1 << 20
 
 // merge runs one merge step of chain c (design 014, "Level 2 as built"):
-// from a = max(flushed, merged), when the level-1 runs of the window from
-// a hold a complete group (Fanout runs of a's epoch, or fewer ended by a
-// run of a later epoch), it writes the merged run at a (or adopts the one
-// stored there) and moves the merged cursor to its end. It reports
+// from a = the first level-1 run at or after max(flushed, merged) (the
+// next epoch's first when that is an epoch's cut), when the level-1 runs
+// from a hold a complete group (Fanout runs of a's epoch, or fewer ended
+// by a run of a later epoch), it writes the merged run at a (or adopts
+// the one stored there) and moves the merged cursor to its end. It reports
 // whether it merged. A merged run is determined by a (its inputs are
 // immutable runs), so racing copies write the same bytes; a lost cursor
 // move is fine.
@@ -49,11 +50,17 @@ func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (
 	if err != nil {
 		return false, fmt.Errorf("merge: level-1 runs %s-%s: %w", a, h.Settled, err)
 	}
+	if len(runs) == 0 {
+		return false, nil
+	}
+	// The group starts at the first run from a: at a, or, when a is an
+	// epoch's end (the cut), at the next epoch's first run.
+	a = metastore.Cursor{Epoch: runs[0].Epoch, Slot: runs[0].FirstSlot}
 	k := 0
 	for k < len(runs) && k < fanout && runs[k].Epoch == a.Epoch {
 		k++
 	}
-	if k == 0 || (k < fanout && k == len(runs)) {
+	if k < fanout && k == len(runs) {
 		return false, nil // not complete yet
 	}
 	group := runs[:k]

@@ -440,3 +440,43 @@ func TestWindowColdLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleMergeAcrossEpochs: after an epoch ends (a takeover), merging
+// goes on in the next epoch: the group starts at the first level-1 run at
+// or after max(flushed, merged), not at the cut where merged stopped.
+// Regression test: the group was taken from merged's epoch, so nothing
+// merged again until flushed passed the old epoch (up to FlushAge).
+func TestSettleMergeAcrossEpochs(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 2
+	e.s.Fanout = 2
+	e.a.MaxSlotsPerPass = 2
+	for range 2 {
+		e.flights(2)
+		e.absorbAll()
+		e.step()
+	}
+	if h := e.head(); h.Merged != cur(1, 4) {
+		t.Fatalf("head %+v: want merged 1/4", h)
+	}
+	if err := e.star.Halt(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		e.flights(2)
+		e.absorbAll()
+		if _, err := e.s.Run(t.Context(), chainX); err != nil {
+			t.Fatal(err)
+		}
+		e.checkMixed()
+		e.checkEveryBoundary()
+	}
+	h := e.head()
+	if h.Merged.Epoch != 2 || h.Merged.Slot < 4 {
+		t.Fatalf("head %+v: want merged in epoch 2", h)
+	}
+	if m := e.merged(cur(2, 0)); m.Epoch != 2 || m.FirstSlot != 0 {
+		t.Fatalf("merged run at 2/0: %d/%d", m.Epoch, m.FirstSlot)
+	}
+}
