@@ -132,9 +132,12 @@ func TestAheadAcrossSettledAndTransit(t *testing.T) {
 // object and a ref) and trim deletes the run and its pack under the read;
 // "merged" is "runs" with every run merged at once (Fanout 1, design 014
 // level 2): the read starts on a merged run, which the flush reads and
-// trim deletes with its packs (and the level-1 run) under the read.
+// trim deletes with its packs (and the level-1 run) under the read;
+// "merging" settles into a run, then the step during the read writes a
+// second run and merges both (Fanout 2, no flush) while the read is on
+// the first, and trim deletes the chain slots under it.
 func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
-	for _, mode := range []string{"refs", "flush", "runs", "merged"} {
+	for _, mode := range []string{"refs", "flush", "runs", "merged", "merging"} {
 		for _, tc := range []struct{ trimAt, budget int }{{0, 0}, {1, 0}, {0, 2 << 10}, {1, 2 << 10}} {
 			t.Run(fmt.Sprintf("%s/trim-after-batch-%d-budget-%d", mode, tc.trimAt, tc.budget), func(t *testing.T) {
 				settleAndTrimDuringRead(t, mode, tc.trimAt, tc.budget)
@@ -156,13 +159,16 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 	if mode == "flush" {
 		first.FlushBytes = 1
 	}
-	if mode == "merged" {
+	switch mode {
+	case "merged":
 		first.Fanout = 1
+	case "merging":
+		first.Fanout = 2
 	}
 	if _, err := first.Run(ctx, e.chain); err != nil { // a small settled object (or a run): the next settle merges it (or flushes it)
 		t.Fatal(err)
 	}
-	if mode == "runs" || mode == "merged" {
+	if mode == "runs" || mode == "merged" || mode == "merging" {
 		if refs, err := e.meta.QueryRefs(ctx, e.st.ID, 0, 10); err != nil || len(refs) != 0 {
 			t.Fatalf("refs after settling into a run: %d, %v", len(refs), err)
 		}
@@ -181,12 +187,18 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 		if batch == 0 {
 			s := e.settler()
 			s.FlushBytes, s.FlushAge = 1, time.Nanosecond // flush everything
-			if mode == "merged" {
+			switch mode {
+			case "merged":
 				s.Fanout = 1
+			case "merging": // no flush: a second run, merged with the first
+				s.FlushBytes, s.FlushAge, s.Fanout = 0, 0, 2
 			}
 			res, err := s.Step(ctx, e.chain)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if mode == "merging" && (res.Merges != 1 || res.Flushes != 0) {
+				t.Fatalf("settle during the read: %+v, want a merge and no flush", res)
 			}
 			if (mode == "refs" || mode == "flush") && res.Merged == 0 {
 				t.Fatalf("settle during the read merged nothing: %+v", res)
