@@ -104,8 +104,8 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 	// Resolve, in stream id order: each run's entries are sorted, so a
 	// k-way walk over the runs' entry arrays.
 	pos := make([]int, len(group))
-	var streams []format.StreamID
-	byID := map[format.StreamID]*mergedStream{}
+	streams := make([]format.StreamID, 0, len(group[len(group)-1].Streams))
+	byID := make(map[format.StreamID]*mergedStream, len(group[len(group)-1].Streams))
 	for {
 		var next *format.StreamID
 		for ri, r := range group {
@@ -139,6 +139,23 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 	// packs of at most MaxObjectBytes (the run's last possible pack takes
 	// what is left).
 	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	// left: the bytes still to copy (each stream's records and one
+	// segment's overhead), so that a pack's buffer is allocated once.
+	var left int64
+	entries := 0
+	for _, ms := range byID {
+		if ms.marker != nil {
+			entries++
+		}
+		if len(ms.ents) > 0 {
+			entries++
+			left += int64(format.SegmentSize(0))
+			for _, e := range ms.ents {
+				left += e.Bytes
+			}
+		}
+	}
+	run.Streams = make([]format.PassStream, 0, entries)
 	in := make([]*packReader, len(group))
 	for i, r := range group {
 		in[i] = newPackReader(s.Settled, c, r)
@@ -206,24 +223,34 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 		if next-1 != e.LastSeq || count > uint64(^uint32(0)) {
 			return nil, fmt.Errorf("stream %s: segments end at seq %d, entries at %d (%d records): %w", id, next-1, e.LastSeq, count, ErrMismatch)
 		}
-		seg, err := format.AppendSegment(nil, format.SegmentInfo{Stream: id, FirstSeq: e.FirstSeq, Count: uint32(count)}, recs...)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", id, err)
+		recLen := 0
+		for _, r := range recs {
+			recLen += len(r)
 		}
-		if len(buf) > 0 && int64(len(buf)+len(seg)) > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
+		size := int64(format.SegmentSize(recLen))
+		if len(buf) > 0 && int64(len(buf))+size > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
 			if err := flush(); err != nil {
 				return nil, err
 			}
 			n++
 		}
+		if buf == nil {
+			buf = make([]byte, 0, max(min(maxBytes, left), size))
+		}
+		start := len(buf)
+		var err error
+		if buf, err = format.AppendSegment(buf, format.SegmentInfo{Stream: id, FirstSeq: e.FirstSeq, Count: uint32(count)}, recs...); err != nil {
+			return nil, fmt.Errorf("stream %s: %w", id, err)
+		}
+		seg := buf[start:]
+		left -= int64(len(seg))
 		e.Segments = []format.PassSegment{{Slot: run.FirstSlot + n, FirstSeq: e.FirstSeq, Count: uint32(count),
-			Offset: uint32(len(buf)), Length: uint32(len(seg)), CRC: crcOf(seg)}}
+			Offset: uint32(start), Length: uint32(len(seg)), CRC: crcOf(seg)}}
 		if len(marks) > 0 {
 			for _, m := range metastore.TrimMarks(marks) {
 				e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
 			}
 		}
-		buf = append(buf, seg...)
 		run.Streams = append(run.Streams, e)
 		res.MergedStreams++
 	}
