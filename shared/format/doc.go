@@ -172,6 +172,14 @@
 // no marks and no command state, first seq <= last seq, saying that those
 // seqs were flushed behind a ref.
 //
+// A merged run (design 014, level 2; MergedRunKey:
+// index/<star>/<class>/merged/<epoch>/<first-slot>, packs at
+// MergedPackKey) has this layout too. Per stream it holds its last marker
+// of the runs it merged, if any, then at most one packed entry with one
+// segment (the entries' records re-encoded as one segment): a stream may
+// appear twice in a row, a marker then a packed entry with later seqs,
+// the one exception to the ascending stream id order (FindAll).
+//
 // A stream's segments have contiguous seqs from its first to its last seq,
 // in non-decreasing slot order inside [first slot, end slot); its marks lie
 // inside its seqs, in order, not overlapping. A version-1 object's size is
