@@ -92,3 +92,44 @@ func BenchmarkMerge(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUnflushedOf measures what every settle step on the pass index
+// computes over the live runs (unflushedOf: per stream, its packed
+// entries after its last marker): `runs` runs of `streams` single-segment
+// entries each (a window where every stream is in every run), in
+// entries a second, and the heap it holds.
+//
+//	go test ./shared/settle -run '^$' -bench UnflushedOf -benchtime 1x
+func BenchmarkUnflushedOf(b *testing.B) {
+	const streams, runs = 100_000, 83
+	c := metastore.ChainID{Star: "star-0", Class: metastore.Express}
+	window := make([]*format.PassIndex, runs)
+	for r := range window {
+		p := &format.PassIndex{Epoch: 1, FirstSlot: uint64(r), EndSlot: uint64(r + 1), Streams: make([]format.PassStream, streams)}
+		segs := make([]format.PassSegment, streams)
+		for i := range p.Streams {
+			binary.BigEndian.PutUint64(p.Streams[i].Stream[:], uint64(i))
+			segs[i] = format.PassSegment{Slot: p.FirstSlot, FirstSeq: uint64(r), Count: 1, Length: 137}
+			p.Streams[i].FirstSeq, p.Streams[i].LastSeq, p.Streams[i].Bytes = uint64(r), uint64(r), 101
+			p.Streams[i].Segments = segs[i : i+1 : i+1]
+		}
+		window[r] = p
+	}
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		state, _ := unflushedOf(c, window)
+		took := time.Since(start)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if len(state) != streams {
+			b.Fatalf("%d streams", len(state))
+		}
+		b.ReportMetric(float64(streams*runs)/took.Seconds(), "entries/s")
+		b.ReportMetric(took.Seconds(), "s/step")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/streams, "heap-B/stream")
+		runtime.KeepAlive(state)
+	}
+}
