@@ -166,7 +166,7 @@ func TestFlightObjectFreedOnceUploaded(t *testing.T) {
 func BenchmarkDedupeMemory(b *testing.B) {
 	for range b.N {
 		h0 := heapInuse()
-		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers)
+		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers, newProducerLRU(DefaultMaxProducers))
 		for p := range DefaultMaxProducers {
 			var id format.ProducerID
 			binary.BigEndian.PutUint64(id[8:], uint64(p)+1)
