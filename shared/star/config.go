@@ -131,7 +131,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BacklogMiB, "s3-chain-backlog-mib", c.BacklogMiB, "also bound the backlog in MiB per loglet (0: flights x flight size), e.g. to fit the task's memory")
 	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
 	fs.BoolVar(&c.TenantFIFO, "tenant-fifo", c.TenantFIFO, "turn tenant fairness off: one FIFO pool per class that one token may fill (default: the pool budget and flights are shared fairly among tokens)")
-	fs.IntVar(&c.StarMaxProducers, "dedupe-max-producers", c.StarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 660 bytes each): past it the least recently used one is forgotten, and a retry of one of its acknowledged batches would be written again (0: the default)")
+	fs.IntVar(&c.StarMaxProducers, "dedupe-max-producers", c.StarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten, and a retry of one of its acknowledged batches would be written again (0: the default)")
 	fs.DurationVar(&c.HaltWait, "halt-wait", c.HaltWait, "how long producers wait on a halted epoch before their appends fail with the halt's reason (and /healthz turns unhealthy)")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")

@@ -23,9 +23,9 @@ const (
 	DefaultMaxProducers = 4096
 	// DefaultStarMaxProducers bounds the producers the whole star
 	// remembers, over every stream's table (--dedupe-max-producers); past
-	// it the star's least recently used one is forgotten. At about 660
-	// bytes per producer with a full window (BenchmarkDedupeStarBound),
-	// about 165 MiB.
+	// it the star's least recently used one is forgotten. At about 750
+	// bytes per producer with a full window, tables included
+	// (BenchmarkDedupeStarBound), about 190 MiB.
 	DefaultStarMaxProducers = 1 << 18
 )
 
