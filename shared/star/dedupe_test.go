@@ -188,7 +188,8 @@ func TestOpenSeedsTheTable(t *testing.T) {
 }
 
 // BenchmarkDedupeBytesPerProducer reports the heap bytes one remembered
-// producer costs with a full window (docs/operations.md quotes it):
+// producer costs with a full window (the docs quote BenchmarkDedupeMemory,
+// which measures the same at a stream's bound):
 // go test ./shared/star -run XXX -bench DedupeBytesPerProducer -benchtime 1x
 func BenchmarkDedupeBytesPerProducer(b *testing.B) {
 	const n = 20000
