@@ -443,3 +443,32 @@ func TestStarBoundRegression(t *testing.T) {
 		t.Fatalf("strand_dedupe_forgotten_total{cause=star} %d, want at least 1,900", got)
 	}
 }
+
+// TestOpenSeedsWithinStarBound: streams opened with recovered producer
+// states (a successor after takeover) seed their tables within the star's
+// bound: the latest seeded producers answer retries with their original
+// acks, the earlier ones were forgotten and are admitted afresh.
+func TestOpenSeedsWithinStarBound(t *testing.T) {
+	h := newHarness(t, metastore.Standard, 1, 1, func(c *Config, _ *Options) { c.StarMaxProducers = 3 })
+	h.start()
+	now := time.Now().UnixMilli()
+	for i := range 6 { // stream i, producer i, its batch 4 at seqs 95..99
+		if err := h.star.Open(StreamInfo{ID: sid(i), Class: metastore.Standard, Next: 100,
+			Producers: []ProducerState{{ID: npid(i), LastMs: now, Batches: []BatchMark{{BatchSeq: 4, FirstSeq: 95, LastSeq: 99}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _, _, star := h.star.Producers(); n != 3 || star != 3 {
+		t.Fatalf("seeding 6 producers under a bound of 3 left %d remembered, %d forgotten", n, star)
+	}
+	ctx := context.Background()
+	for _, i := range []int{3, 4, 5, 0, 1, 2} { // the kept first: the others, new again, forget producers
+		a, err := h.star.Append(ctx, sid(i), recs(1, nil2), AppendOptions{Producer: npid(i), BatchSeq: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := i >= 3; kept != (a.FirstSeq == 95 && a.LastSeq == 99) {
+			t.Fatalf("stream %d (producer seeded %s): retry answered %d..%d", i, map[bool]string{true: "last", false: "first"}[kept], a.FirstSeq, a.LastSeq)
+		}
+	}
+}

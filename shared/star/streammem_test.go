@@ -159,8 +159,9 @@ func TestFlightObjectFreedOnceUploaded(t *testing.T) {
 // MaxProducers producers, each remembering DedupeWindow committed batches
 // (the defaults: 4096 and 8). It reports the bytes per producer and the
 // table's largest size; the star holds one such table per stream that an
-// idempotent producer appends to, so its dedupe memory is at most streams
-// x that (docs/performance.md, "Many streams").
+// idempotent producer appends to, all of them together bounded by
+// StarMaxProducers (BenchmarkDedupeStarBound; docs/performance.md, "Many
+// streams").
 //
 //	go test ./shared/star -run '^$' -bench DedupeMemory -benchtime 1x
 func BenchmarkDedupeMemory(b *testing.B) {
