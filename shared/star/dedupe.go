@@ -158,13 +158,13 @@ func (u *producerLRU) forget(p *producer, cause int) {
 
 // register exports the count and the evictions as metrics.
 func (u *producerLRU) register(reg *metrics.Registry) {
-	reg.GaugeFunc("strand_dedupe_producers", "producers the star's dedupe tables remember (exactly-once appends), at most --dedupe-max-producers plus those with a batch in flight", func() float64 {
+	reg.GaugeFunc("strand_dedupe_producers", "Producers the star's dedupe tables remember (exactly-once appends): at most --dedupe-max-producers plus those with a batch in flight.", func() float64 {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		return float64(u.n)
 	})
 	for cause, name := range [forgotCauses]string{"idle", "stream", "star"} {
-		u.m[cause] = reg.Counter("strand_dedupe_forgotten_total", "producers forgotten by the dedupe tables, by cause: idle (7 days without a batch), stream (its 4,096-producer bound), star (--dedupe-max-producers)", "cause", name)
+		u.m[cause] = reg.Counter("strand_dedupe_forgotten_total", "Producers the dedupe tables forgot, by cause: idle (7 days without a batch), stream (its 4,096-producer bound), star (--dedupe-max-producers).", "cause", name)
 	}
 }
 
