@@ -120,7 +120,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.BoolVar(&api, "api", false, "run a node in-process and drive it through the API on loopback")
 	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
 	f.BoolVar(&cfg.Idempotent, "idempotent", false, "in-process producers append exactly once (a producer id and batch seq per batch)")
-	f.BoolVar(&cfg.PassIndex, "pass-index", false, "run the bench's star on the pass index (design 014, node.Config.PassIndex): one index object per absorb pass, priced as S3 Standard PUTs, instead of one metastore ref per stream; write workload, in-process or --api")
+	f.BoolVar(&cfg.PassIndex, "pass-index", false, "run the bench's star on the pass index (design 014, node.Config.PassIndex): one index object per absorb pass, priced as S3 Standard PUTs, instead of one metastore ref per stream; in-process or --api; the read workloads settle their backlog into runs and packs (no ref below --flush-bytes and --flush-age) and read it through the index window")
 	f.DurationVar(&cfg.SettleEvery, "settle-every", 0, "with --pass-index in-process: run settle (runs, packs, flush) and trim on this period inside the measured window, counted (0: 5s; negative, e.g. -1s: keep settlement out of the window)")
 	f.Int64Var(&cfg.FlushBytes, "flush-bytes", 0, "with --pass-index: settle's FlushBytes (0: 4 MiB)")
 	f.DurationVar(&cfg.FlushAge, "flush-age", 0, "with --pass-index: settle's FlushAge, by record time (0: 24h)")

@@ -66,6 +66,9 @@ type Options struct {
 	// index; 0: chosen from the seed, small (1 to 4), so that the
 	// simulation merges.
 	Fanout int
+	// DedupeMaxProducers is the star's --dedupe-max-producers (0: its
+	// default): TestSimDedupeBound sets it below the idempotent producers.
+	DedupeMaxProducers int
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -257,6 +260,7 @@ func (w *World) StarConfig() star.Config {
 	}
 	cfg.BacklogFlights = w.Opt.BacklogFlights
 	cfg.HaltWait = w.Opt.HaltWait
+	cfg.StarMaxProducers = w.Opt.DedupeMaxProducers
 	cfg.ReleaseEventInterval = 5 * time.Millisecond
 	cfg.Rand = w.rand
 	cfg.Logger = w.Log
