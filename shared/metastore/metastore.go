@@ -175,6 +175,12 @@ const (
 	// record in a slot below this is behind a ref; [Flushed, Settled) is
 	// in runs. Settle moves it, never past Settled.
 	Flushed CursorKind = 4
+	// Indexed: where the chain's indexed passes begin (design 014,
+	// "Switching a live chain"): every absorb pass from it on writes a
+	// pass index, every one before it wrote refs; zero: none (refs
+	// mode). Set once, from zero, only while no pass holds the absorb
+	// lease and never past the checkpoint (AdvanceOn).
+	Indexed CursorKind = 5
 )
 
 func (k CursorKind) String() string {
@@ -187,6 +193,8 @@ func (k CursorKind) String() string {
 		return "trimmed"
 	case Flushed:
 		return "flushed"
+	case Indexed:
+		return "indexed"
 	}
 	return fmt.Sprintf("cursor(%d)", uint8(k))
 }
@@ -201,6 +209,10 @@ type Head struct {
 	// 1: runs are [Flushed, Settled)). A head stored before it existed
 	// reads as the zero Cursor.
 	Flushed Cursor
+	// Indexed: passes from it on are indexed, passes before it wrote
+	// refs (design 014, "Switching a live chain"). The zero Cursor (a
+	// head stored before it existed, or a chain never indexed): none.
+	Indexed Cursor
 	// Absorbing is the target of the absorb pass in progress: the pass
 	// [Checkpoint, Absorbing) holds the lease (BeginAbsorb), and only it may
 	// write refs (PutRefs) or move the checkpoint (AdvanceCursor). The zero
@@ -219,6 +231,8 @@ func (h Head) Cursor(k CursorKind) Cursor {
 		return h.Trimmed
 	case Flushed:
 		return h.Flushed
+	case Indexed:
+		return h.Indexed
 	}
 	panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 }

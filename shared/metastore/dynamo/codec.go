@@ -383,7 +383,7 @@ func headAttrs(c metastore.ChainID, h metastore.Head) map[string]types.Attribute
 		attrSK:    s(metastore.HeadSK),
 		attrEpoch: nu(h.Epoch),
 	}
-	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed} {
+	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed, metastore.Indexed} {
 		e, sl := cursorAttrs(k)
 		cur := h.Cursor(k)
 		m[e], m[sl] = nu(cur.Epoch), nu(cur.Slot)
@@ -402,6 +402,10 @@ func decodeHead(m map[string]types.AttributeValue) (metastore.Head, error) {
 	// Flushed came later: a head stored before it has none (0/0).
 	if e, sl := cursorAttrs(metastore.Flushed); m[e] != nil {
 		h.Flushed = metastore.Cursor{Epoch: it.u64(e), Slot: it.u64(sl)}
+	}
+	// So did Indexed (0/0 when absent: no pass indexed).
+	if e, sl := cursorAttrs(metastore.Indexed); m[e] != nil {
+		h.Indexed = metastore.Cursor{Epoch: it.u64(e), Slot: it.u64(sl)}
 	}
 	h.Absorbing = metastore.Cursor{Epoch: it.u64(attrAbsorbingEpoch), Slot: it.u64(attrAbsorbingSlot)}
 	return h, it.err
