@@ -242,7 +242,8 @@ func startRead(ctx context.Context, cfg Config, pt point) (*readRun, error) {
 		return &readRun{e: e, tgt: &inproc{st: st, ids: e.ids}, reads: newInprocReads(e, st, pt.class), stop: stop}, nil
 	}
 	n, err := node.Start(ctx, node.Config{Star: e.starCfg, Meta: e.meta, Settled: e.settled,
-		Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog()})
+		Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog(),
+		NoPassIndex: true}) // the read workloads settle and read on refs
 	if err != nil {
 		return nil, err
 	}

@@ -146,7 +146,7 @@ func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery
 		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
 		cfg.Standard.FlushDeadline = time.Millisecond
 		n, err := Start(context.Background(), Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
-			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex, FlushBytes: flushBytes})
+			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, NoPassIndex: !passIndex, FlushBytes: flushBytes})
 		if err != nil {
 			t.Fatal(err)
 		}
