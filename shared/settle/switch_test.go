@@ -1,7 +1,9 @@
 package settle_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -22,8 +24,11 @@ import (
 func (e *env) checkFrom() {
 	e.t.Helper()
 	ctx := e.t.Context()
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
-	h := e.head()
+	w := &absorb.IndexWindow{Meta: e.s.Meta, Bucket: e.settled}
+	h, err := e.s.Meta.GetHead(ctx, chainX)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	for _, id := range e.ids {
 		st := metastore.Stream{Name: "s-" + id.String(), ID: id.String(), Star: chainX.Star, Class: chainX.Class}
 		want := e.star.Written(id)
@@ -207,6 +212,96 @@ func TestSwitchOffRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := tr.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	e.checkFrom()
+	e.checkMixed()
+}
+
+// hideIndexed shows heads as stored before Head.Indexed existed (0/0)
+// until the absorb records it (AdvanceCursor of Indexed, taken as done:
+// the store's cursor is where the chain's indexing really began).
+type hideIndexed struct {
+	metastore.Store
+	mu       sync.Mutex
+	hide     bool
+	recorded metastore.Cursor
+}
+
+func (m *hideIndexed) mask(h metastore.Head) metastore.Head {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hide {
+		h.Indexed = metastore.Cursor{}
+	}
+	return h
+}
+
+func (m *hideIndexed) GetHead(ctx context.Context, c metastore.ChainID) (metastore.Head, error) {
+	h, err := m.Store.GetHead(ctx, c)
+	return m.mask(h), err
+}
+
+func (m *hideIndexed) BeginAbsorb(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) (metastore.Head, error) {
+	h, err := m.Store.BeginAbsorb(ctx, c, from, to)
+	return m.mask(h), err
+}
+
+func (m *hideIndexed) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metastore.CursorKind, from, to metastore.Cursor) error {
+	if k == metastore.Indexed {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.hide {
+			return m.Store.AdvanceCursor(ctx, c, k, from, to)
+		}
+		m.hide, m.recorded = false, to
+		return nil
+	}
+	return m.Store.AdvanceCursor(ctx, c, k, from, to)
+}
+
+// TestSwitchChainIndexedBefore: a chain run on the pass index before
+// Head.Indexed existed (its head reads it as 0/0; runs and passes in its
+// window) is read, settled and absorbed as indexed from its window's
+// start (IndexWindow.IndexedFrom), never in refs mode, and its next
+// absorb pass records that start.
+func TestSwitchChainIndexedBefore(t *testing.T) {
+	var hide *hideIndexed
+	e := newEnv(t, 4, func(m metastore.Store) metastore.Store { hide = &hideIndexed{Store: m}; return hide })
+	e.withIndex()
+	e.s.MaxSlotsPerStep = 3
+	e.s.FlushBytes = 1 << 10
+	e.flights(10)
+	e.absorbAll()
+	for range 2 {
+		if _, err := e.s.Step(t.Context(), chainX); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.flights(6)
+	e.absorbAll()
+	h := e.head()
+	if h.Indexed != cur(1, 0) || !h.Flushed.Less(h.Settled) || !h.Settled.Less(h.Checkpoint) {
+		t.Fatalf("head %+v: want runs and passes in the window", h)
+	}
+	hide.mu.Lock()
+	hide.hide = true
+	hide.mu.Unlock()
+	e.checkFrom()
+	// Settle while the head has no Indexed: run steps, not refs steps.
+	res, err := e.s.Step(t.Context(), chainX)
+	if err != nil || res.Packed+res.Flushes == 0 {
+		t.Fatalf("settle on a head without Indexed: %+v, %v; want a run step", res, err)
+	}
+	e.checkFrom()
+	// The next pass records where indexing began: the window's start.
+	flushed := e.head().Flushed
+	e.flights(3)
+	e.absorbAll()
+	if hide.recorded != flushed {
+		t.Fatalf("the absorb recorded indexing from %s, want the window's start %s", hide.recorded, flushed)
+	}
+	if _, err := e.s.Run(t.Context(), chainX); err != nil {
 		t.Fatal(err)
 	}
 	e.checkFrom()
