@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
@@ -52,6 +53,9 @@ type Absorber struct {
 	Index objstore.Bucket
 	// Log: nil is slog.Default().
 	Log *slog.Logger
+
+	windowOnce sync.Once
+	window     *IndexWindow // IndexedFrom's probes, with Index
 }
 
 func (a *Absorber) maxSlots() int {
@@ -207,7 +211,10 @@ func (a *Absorber) epochStep(ctx context.Context, c metastore.ChainID, from meta
 // the switch's: the switch on completes a refs pass it joined with refs,
 // and the switch off refuses an indexed one (ErrIndexed).
 func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, h metastore.Head, from, to metastore.Cursor, res Result) (Result, error) {
-	indexed := PassIndexed(h, from)
+	indexed, err := a.passIndexed(ctx, c, h, from)
+	if err != nil {
+		return res, err
+	}
 	if indexed && a.Index == nil {
 		return res, IndexedErr("absorb", c, h.Indexed)
 	}

@@ -143,27 +143,52 @@ func (w *IndexWindow) first(ctx context.Context, c metastore.ChainID, from, to m
 	return false, fmt.Errorf("chain %s: look for an index at %s: %w", c, at, err)
 }
 
-// startIndexing records where chain c's indexed passes begin, on the
-// first pass with the switch on: the checkpoint (or, for a chain indexed
-// before Head.Indexed existed, its window's start), while no pass holds
-// the lease (the store refuses it otherwise). It returns the head to go
-// on from: re-read after the write, won or lost.
+// win is the absorber's window, for IndexedFrom's cached probes.
+func (a *Absorber) win() *IndexWindow {
+	a.windowOnce.Do(func() { a.window = &IndexWindow{Meta: a.Meta, Bucket: a.Index} })
+	return a.window
+}
+
+// passIndexed reports whether the pass of chain c from `from`, whose
+// lease head h holds, is indexed: from at or after h.Indexed; or, on a
+// head without it, from at or after the start of a window that a chain
+// indexed before Head.Indexed existed has (IndexedFrom; only with Index
+// set: a copy with it nil knows nothing of such chains).
+func (a *Absorber) passIndexed(ctx context.Context, c metastore.ChainID, h metastore.Head, from metastore.Cursor) (bool, error) {
+	if !h.Indexed.IsZero() || a.Index == nil {
+		return PassIndexed(h, from), nil
+	}
+	at, err := a.win().IndexedFrom(ctx, c, h)
+	if err != nil {
+		return false, fmt.Errorf("absorb %s: %w", c, err)
+	}
+	return !at.IsZero() && !from.Less(at), nil
+}
+
+// startIndexing records where chain c's indexed passes begin, on a pass
+// with the switch on that finds Head.Indexed zero and no lease: the
+// checkpoint, by a write the store takes only while the checkpoint is
+// still there and no pass holds the lease, so that every pass begun since
+// starts at or after it. A chain indexed before Head.Indexed existed
+// (IndexedFrom finds an index where its window starts) is left as it is
+// until its window is empty: its passes are indexed by that rule
+// (passIndexed), and its window below the checkpoint must stay readable.
+// It returns the head to go on from: re-read after the write, won or
+// lost.
 func (a *Absorber) startIndexing(ctx context.Context, c metastore.ChainID, h metastore.Head) (metastore.Head, error) {
-	to := h.Checkpoint
-	w := &IndexWindow{Meta: a.Meta, Bucket: a.Index}
-	legacy, err := w.IndexedFrom(ctx, c, h)
+	legacy, err := a.win().IndexedFrom(ctx, c, h)
 	if err != nil {
 		return h, fmt.Errorf("absorb %s: start indexing: %w", c, err)
 	}
 	if !legacy.IsZero() {
-		to = legacy
+		return h, nil
 	}
-	err = a.Meta.AdvanceCursor(ctx, c, metastore.Indexed, metastore.Cursor{}, to)
+	err = a.Meta.AdvanceCursor(ctx, c, metastore.Indexed, metastore.Cursor{}, h.Checkpoint)
 	if err != nil && !errors.Is(err, metastore.ErrConflict) {
-		return h, fmt.Errorf("absorb %s: start indexing at %s: %w", c, to, err)
+		return h, fmt.Errorf("absorb %s: start indexing at %s: %w", c, h.Checkpoint, err)
 	}
 	if err == nil {
-		a.log().Info("absorb: chain switched to the pass index", "chain", c.String(), "indexed", to.String())
+		a.log().Info("absorb: chain switched to the pass index", "chain", c.String(), "indexed", h.Checkpoint.String())
 	}
 	h, err = a.Meta.GetHead(ctx, c)
 	if err != nil {

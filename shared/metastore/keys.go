@@ -449,8 +449,8 @@ func BeginAbsorbOn(h Head, from, to Cursor) (Head, error) {
 // store, or ErrConflict. The cursor of kind must be at from. For the
 // checkpoint, a pass that holds the lease must be the one completing:
 // Absorbing must be zero or to, and the move clears it. The indexed
-// cursor is set (from zero) only while no pass holds the lease and never
-// past the checkpoint. Arguments must be valid (ValidateAdvance).
+// cursor is set (from zero) only while no pass holds the lease and only to
+// the checkpoint itself. Arguments must be valid (ValidateAdvance).
 func AdvanceOn(h Head, kind CursorKind, from, to Cursor) (Head, error) {
 	if cur := h.Cursor(kind); cur != from {
 		return h, fmt.Errorf("advance %s cursor from %s: it is at %s: %w", kind, from, cur, ErrConflict)
@@ -465,8 +465,8 @@ func AdvanceOn(h Head, kind CursorKind, from, to Cursor) (Head, error) {
 		switch {
 		case !h.Absorbing.IsZero():
 			return h, fmt.Errorf("set the indexed cursor to %s: pass to %s holds the lease: %w", to, h.Absorbing, ErrConflict)
-		case h.Checkpoint.Less(to):
-			return h, fmt.Errorf("set the indexed cursor to %s: past the checkpoint %s: %w", to, h.Checkpoint, ErrConflict)
+		case h.Checkpoint != to:
+			return h, fmt.Errorf("set the indexed cursor to %s: the checkpoint is at %s: %w", to, h.Checkpoint, ErrConflict)
 		}
 	}
 	return SetCursor(h, kind, to), nil

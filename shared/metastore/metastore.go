@@ -179,7 +179,8 @@ const (
 	// "Switching a live chain"): every absorb pass from it on writes a
 	// pass index, every one before it wrote refs; zero: none (refs
 	// mode). Set once, from zero, only while no pass holds the absorb
-	// lease and never past the checkpoint (AdvanceOn).
+	// lease and only to the checkpoint itself (AdvanceOn): every pass
+	// begun after it starts at or after it.
 	Indexed CursorKind = 5
 )
 

@@ -263,8 +263,8 @@ func (m *hideIndexed) AdvanceCursor(ctx context.Context, c metastore.ChainID, k 
 // TestSwitchChainIndexedBefore: a chain run on the pass index before
 // Head.Indexed existed (its head reads it as 0/0; runs and passes in its
 // window) is read, settled and absorbed as indexed from its window's
-// start (IndexWindow.IndexedFrom), never in refs mode, and its next
-// absorb pass records that start.
+// start (IndexWindow.IndexedFrom), never in refs mode; the absorb records
+// the cursor, at the checkpoint, once the window is empty.
 func TestSwitchChainIndexedBefore(t *testing.T) {
 	var hide *hideIndexed
 	e := newEnv(t, 4, func(m metastore.Store) metastore.Store { hide = &hideIndexed{Store: m}; return hide })
@@ -294,16 +294,47 @@ func TestSwitchChainIndexedBefore(t *testing.T) {
 		t.Fatalf("settle on a head without Indexed: %+v, %v; want a run step", res, err)
 	}
 	e.checkFrom()
-	// The next pass records where indexing began: the window's start.
-	flushed := e.head().Flushed
+	// The absorb goes on indexing (no refs), and records nothing while
+	// the window below the checkpoint is not empty.
 	e.flights(3)
 	e.absorbAll()
-	if hide.recorded != flushed {
-		t.Fatalf("the absorb recorded indexing from %s, want the window's start %s", hide.recorded, flushed)
+	if hide.recorded != (metastore.Cursor{}) {
+		t.Fatalf("the absorb recorded indexing from %s with a window below the checkpoint", hide.recorded)
+	}
+	for i := range e.ids {
+		if refs := e.refs(i); len(refs) > 0 && !settledOnly(refs[len(refs)-1]) {
+			t.Fatalf("stream %d: the absorb wrote refs on an indexed chain: %+v", i, refs)
+		}
+	}
+	e.checkFrom()
+	// Everything flushed: the window is empty, and the next pass records
+	// the cursor at the checkpoint.
+	e.s.FlushBytes = 1
+	if _, err := e.s.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	h = e.head()
+	if h.Flushed != h.Settled || h.Settled != h.Checkpoint {
+		t.Fatalf("head %+v: want the window empty", h)
+	}
+	e.flights(2)
+	e.absorbAll()
+	if hide.recorded != h.Checkpoint {
+		t.Fatalf("the absorb recorded indexing from %s, want the checkpoint %s", hide.recorded, h.Checkpoint)
 	}
 	if _, err := e.s.Run(t.Context(), chainX); err != nil {
 		t.Fatal(err)
 	}
 	e.checkFrom()
 	e.checkMixed()
+}
+
+// settledOnly reports whether every location of r is settled.
+func settledOnly(r metastore.Ref) bool {
+	for _, l := range r.Locations {
+		if !l.Settled {
+			return false
+		}
+	}
+	return true
 }

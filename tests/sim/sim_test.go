@@ -1026,8 +1026,15 @@ func (s *sim) drain() {
 	}
 	if !s.w.Opt.PassIndex && s.w.starOn.Load() {
 		// A switched chain: indexed since a pass of the switched star,
-		// settled to the checkpoint (never stopped at a refs pass).
+		// settled to the checkpoint (never stopped at a refs pass; a run
+		// is at most MaxStepsPerRun steps, an epoch step each).
 		h, err := s.w.Meta.GetHead(ctx, Chain)
+		for i := 0; err == nil && h.Settled != h.Checkpoint && i < 20; i++ {
+			if _, err = s.w.Settler().Run(ctx, Chain); err != nil {
+				s.fatalf("settle: %v", err)
+			}
+			h, err = s.w.Meta.GetHead(ctx, Chain)
+		}
 		if err != nil || h.Indexed.IsZero() || h.Settled != h.Checkpoint || h.Flushed.Less(h.Indexed) {
 			s.fatalf("switched chain after the drain: head %+v, %v: want indexed, settled to the checkpoint", h, err)
 		}

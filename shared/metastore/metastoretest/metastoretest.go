@@ -1805,7 +1805,8 @@ func testFlushedCursor(t *testing.T, s metastore.Store) {
 // testIndexedCursor: the indexed cursor (design 014, "Switching a live
 // chain") is zero after the first mint and carries over mints; it is set
 // once, from 0/0 (another from is ErrInvalid), only while no pass holds
-// the absorb lease and never past the checkpoint (ErrConflict), and of
+// the absorb lease and only to the checkpoint itself (ErrConflict: a copy
+// that read an older checkpoint must not claim the passes since), and of
 // racing copies exactly one sets it.
 func testIndexedCursor(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
@@ -1821,6 +1822,7 @@ func testIndexedCursor(t *testing.T, s metastore.Store) {
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 0)), metastore.ErrConflict, "indexed under a lease")
 	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(2, 0), at(2, 5)), "advance checkpoint")
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 6)), metastore.ErrConflict, "indexed past the checkpoint")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 0)), metastore.ErrConflict, "indexed at a stale checkpoint")
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, at(2, 1), at(2, 3)), metastore.ErrInvalid, "indexed moved from another cursor than 0/0")
 	var wg sync.WaitGroup
 	var won atomic.Int32
@@ -1841,24 +1843,23 @@ func testIndexedCursor(t *testing.T, s metastore.Store) {
 		t.Fatalf("%d racing indexed sets won, want 1", won.Load())
 	}
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 5)), metastore.ErrConflict, "indexed set twice")
-	// Below the checkpoint is allowed (a chain indexed before the cursor
-	// existed records where its window starts), on another chain.
+	// Another chain, set at its first cursor.
 	chainB := metastore.ChainID{Star: "star-2", Class: metastore.Express}
 	must(t, s.MintEpoch(ctx, chainB, 0, newEpoch(1)), "mint chain B")
+	must(t, s.AdvanceCursor(ctx, chainB, metastore.Indexed, metastore.Cursor{}, at(1, 0)), "indexed at the first cursor")
 	_, err = s.BeginAbsorb(ctx, chainB, at(1, 0), at(1, 7))
 	must(t, err, "begin absorb B")
 	must(t, s.AdvanceCursor(ctx, chainB, metastore.Checkpoint, at(1, 0), at(1, 7)), "advance checkpoint B")
-	must(t, s.AdvanceCursor(ctx, chainB, metastore.Indexed, metastore.Cursor{}, at(1, 3)), "indexed below the checkpoint")
 	must(t, s.MintEpoch(ctx, chainA, 2, newEpoch(3)), "mint 3")
 	h, err = s.GetHead(ctx, chainA)
 	must(t, err, "head")
 	wantEqual(t, h, metastore.Head{Epoch: 3, Checkpoint: at(2, 5), Settled: at(2, 0), Trimmed: at(2, 0), Flushed: at(2, 0), Indexed: at(2, 5)}, "head after mint 3")
 	h, err = s.GetHead(ctx, chainB)
 	must(t, err, "head B")
-	wantEqual(t, h.Indexed, at(1, 3), "indexed of chain B")
+	wantEqual(t, h.Indexed, at(1, 0), "indexed of chain B")
 	// BeginAbsorb returns the head with it (the copy decides a pass's mode
 	// from the head that holds its lease).
 	h, err = s.BeginAbsorb(ctx, chainB, at(1, 7), at(1, 9))
 	must(t, err, "begin absorb B again")
-	wantEqual(t, h.Indexed, at(1, 3), "indexed in BeginAbsorb's head")
+	wantEqual(t, h.Indexed, at(1, 0), "indexed in BeginAbsorb's head")
 }
