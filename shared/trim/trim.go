@@ -40,9 +40,11 @@ type Trimmer struct {
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
 	// PassIndex also deletes the pass indexes (design 014) that the
-	// trimmed slots' passes had in the Settled bucket: settle has moved
-	// their data into settled objects and refs. It must match the
-	// absorb's switch.
+	// trimmed slots' passes had in the Settled bucket (settle has moved
+	// their data into runs, packs and refs), and the runs and packs below
+	// the flushed cursor; a chain still in refs mode is trimmed as without
+	// it. Without it, a chain whose passes are indexed (Head.Indexed) is
+	// refused: absorb.ErrIndexed.
 	PassIndex bool
 	// Log: nil is slog.Default().
 	Log *slog.Logger
