@@ -166,8 +166,9 @@ func (a *Absorber) passIndexed(ctx context.Context, c metastore.ChainID, h metas
 }
 
 // startIndexing records where chain c's indexed passes begin, on a pass
-// with the switch on that finds Head.Indexed zero and no lease: the
-// checkpoint, by a write the store takes only while the checkpoint is
+// with the switch on that finds Head.Indexed zero and no lease, once a
+// settle with the switch on has settled a step of the chain (its flushed
+// cursor equals its settled one): the checkpoint, by a write the store takes only while the checkpoint is
 // still there and no pass holds the lease, so that every pass begun since
 // starts at or after it. A chain indexed before Head.Indexed existed
 // (IndexedFrom finds an index where its window starts) is left as it is
@@ -181,6 +182,15 @@ func (a *Absorber) startIndexing(ctx context.Context, c metastore.ChainID, h met
 		return h, fmt.Errorf("absorb %s: start indexing: %w", c, err)
 	}
 	if !legacy.IsZero() {
+		return h, nil
+	}
+	if h.Flushed != h.Settled {
+		// No settle with the switch on has settled a step of this chain
+		// yet (in refs mode it moves flushed with settled; a settle of a
+		// build before design 014's switch never moves flushed): such a
+		// settle would take an indexed pass for a refs pass and move the
+		// settled cursor over records no ref holds. Go on with refs until
+		// one has (a new chain, never settled, has them equal).
 		return h, nil
 	}
 	err = a.Meta.AdvanceCursor(ctx, c, metastore.Indexed, metastore.Cursor{}, h.Checkpoint)

@@ -338,3 +338,50 @@ func settledOnly(r metastore.Ref) bool {
 	}
 	return true
 }
+
+// TestSwitchWaitsForSettle: an absorb with the switch on does not index a
+// chain that a settle without it (a build before the switch, or one with
+// it off) has settled since its flushed cursor: such a settle would take
+// an indexed pass for refs and move the settled cursor over records no
+// ref holds. It goes on with refs until a settle with the switch on has
+// settled a step (moving flushed with settled), then switches.
+func TestSwitchWaitsForSettle(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.s.MaxSlotsPerStep = 4
+	e.flights(6)
+	e.absorbAll()
+	if _, err := e.s.Step(t.Context(), chainX); err != nil { // settle off: flushed stays
+		t.Fatal(err)
+	}
+	e.a.Index = e.settled
+	e.flights(3)
+	e.absorbAll()
+	if h := e.head(); !h.Indexed.IsZero() || h.Flushed == h.Settled {
+		t.Fatalf("head %+v: the absorb switched before a settle with the switch on settled a step", h)
+	}
+	// An old settle now is harmless: every pass has refs.
+	if _, err := e.s.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	e.checkFrom()
+	e.s.PassIndex = true
+	e.flights(3)
+	e.absorbAll() // still refs: flushed is behind
+	if _, err := e.s.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	h := e.head()
+	if !h.Indexed.IsZero() || h.Flushed != h.Settled || h.Settled != h.Checkpoint {
+		t.Fatalf("head %+v: want refs settled by a settle with the switch on", h)
+	}
+	e.flights(4)
+	e.absorbAll()
+	if got := e.head(); got.Indexed != h.Checkpoint {
+		t.Fatalf("head %+v: want indexed from %s", got, h.Checkpoint)
+	}
+	if _, err := e.s.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	e.checkFrom()
+	e.checkMixed()
+}

@@ -1028,10 +1028,15 @@ func (s *sim) drain() {
 		// A switched chain: indexed since a pass of the switched star,
 		// settled to the checkpoint (never stopped at a refs pass; a run
 		// is at most MaxStepsPerRun steps, an epoch step each).
+		// The absorb switches once a settle with the switch on has settled
+		// a step: absorb again after settle.
 		h, err := s.w.Meta.GetHead(ctx, Chain)
-		for i := 0; err == nil && h.Settled != h.Checkpoint && i < 20; i++ {
+		for i := 0; err == nil && (h.Settled != h.Checkpoint || h.Indexed.IsZero()) && i < 20; i++ {
 			if _, err = s.w.Settler().Run(ctx, Chain); err != nil {
 				s.fatalf("settle: %v", err)
+			}
+			if err = s.w.Absorber().AbsorbTo(ctx, Chain, s.node.Star.Released(Chain)); err != nil {
+				s.fatalf("absorb to the released head: %v", err)
 			}
 			h, err = s.w.Meta.GetHead(ctx, Chain)
 		}
