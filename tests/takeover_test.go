@@ -25,6 +25,9 @@ type world struct {
 	buckets []objstore.Bucket
 	inj     []*objstore.Injector
 	settled *objstore.Mem
+	// passIndex: the absorb writes pass indexes (design 014) to settled,
+	// not refs.
+	passIndex bool
 }
 
 func newWorld(k int) *world {
@@ -44,7 +47,11 @@ func (w *world) set() chain.Set {
 }
 
 func (w *world) absorber() *absorb.Absorber {
-	return &absorb.Absorber{Meta: w.meta, Sets: absorb.Sets{Express: w.set()}}
+	a := &absorb.Absorber{Meta: w.meta, Sets: absorb.Sets{Express: w.set()}}
+	if w.passIndex {
+		a.Index = w.settled
+	}
+	return a
 }
 
 // node is one star process: the star, with the absorb in-process when

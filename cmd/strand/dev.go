@@ -37,6 +37,7 @@ type devFlags struct {
 	drain     time.Duration
 	readAhead int
 	haltWait  time.Duration
+	dedupe    int
 	// passIndex: !node.Config.NoPassIndex (design 014).
 	passIndex bool
 	// limits holds the API's abuse limits (node.BindLimitFlags).
@@ -86,6 +87,7 @@ acknowledged lost.`,
 	fl.IntVar(&f.readAhead, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fl.BoolVar(&f.exitWithParent, "exit-with-parent", underGoRun(), "exit (in order, as on Ctrl-C) when the parent process dies; on by default under go run, so that killing go run stops the server")
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
+	fl.IntVar(&f.dedupe, "dedupe-max-producers", star.DefaultStarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten")
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
@@ -214,6 +216,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	cfg := star.Defaults()
 	cfg.StarID = f.starID
 	cfg.HaltWait = f.haltWait
+	cfg.StarMaxProducers = f.dedupe
 	cfg.Standard.FlushDeadline = 10 * time.Millisecond
 	cfg.Standard.MemoryBufferMiB = 64
 	meta, settled, err := devStores(f.dataDir, &cfg)

@@ -194,7 +194,6 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.RecordBytes = []int{0} },
 		func(c *Config) { c.ExpressFlush = []time.Duration{-time.Millisecond} },
 		func(c *Config) { c.PassIndex, c.Mode, c.Endpoint = true, ModeRemote, "http://x" },
-		func(c *Config) { c.PassIndex, c.Workloads = true, []string{WorkWrite, WorkCatchup} },
 		func(c *Config) { c.PassIndex, c.FlushAge = true, -time.Second },
 	} {
 		c := Defaults()

@@ -229,9 +229,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: --pass-index configures the bench's own star (in-process or --api); a remote star has its own --pass-index", ErrConfig)
 	}
 	if len(c.Workloads) > 0 && !(len(c.Workloads) == 1 && c.Workloads[0] == WorkWrite) {
-		if c.PassIndex {
-			return fmt.Errorf("%w: --pass-index runs the write workload only (the read workloads settle and read on refs)", ErrConfig)
-		}
 		for _, v := range c.RecordBytes {
 			if v < 8 {
 				return fmt.Errorf("%w: read workloads need records of at least 8 bytes (the send time is stamped in each body)", ErrConfig)

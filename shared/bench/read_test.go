@@ -33,10 +33,23 @@ func tinyReadConfig(t *testing.T, mode string) Config {
 // checker fails the run otherwise); the catch-up read half its backlog
 // from settled objects and half from transit slots; the tail reports an
 // end-to-end latency no lower than the ack's floor of one quorum PUT.
+//
+// With the pass index the settled half is in runs and packs (no ref at
+// the default flush age), the rest in passes: the readers find both
+// through the index window.
 func TestReadWorkloads(t *testing.T) {
-	for _, mode := range []string{ModeInProc, ModeAPI} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct {
+		mode      string
+		passIndex bool
+	}{{ModeInProc, false}, {ModeAPI, false}, {ModeInProc, true}, {ModeAPI, true}} {
+		name := tc.mode
+		if tc.passIndex {
+			name += "/pass-index"
+		}
+		t.Run(name, func(t *testing.T) {
+			mode := tc.mode
 			cfg := tinyReadConfig(t, mode)
+			cfg.PassIndex = tc.passIndex
 			var log bytes.Buffer
 			rs, err := Run(context.Background(), cfg, &log)
 			if err != nil {
@@ -46,6 +59,10 @@ func TestReadWorkloads(t *testing.T) {
 				t.Fatalf("%d results, want tail and catch-up", len(rs))
 			}
 			tail, cu := rs[0], rs[1]
+			if tail.PassIndex != tc.passIndex || cu.PassIndex != tc.passIndex ||
+				strings.HasSuffix(cu.Name, "-pass-index") != tc.passIndex {
+				t.Fatalf("results %s and %s on the pass index: %v %v, want %v", tail.Name, cu.Name, tail.PassIndex, cu.PassIndex, tc.passIndex)
+			}
 			if tail.Read == nil || tail.Read.Workload != WorkTail || cu.Read == nil || cu.Read.Workload != WorkCatchup {
 				t.Fatalf("workloads %+v %+v", tail.Read, cu.Read)
 			}

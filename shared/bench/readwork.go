@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/format"
@@ -100,6 +101,9 @@ func newInprocReads(e *env, st *star.Star, class metastore.Class) *inprocReads {
 		rd: &read.Reader{Star: st, Meta: e.meta, Settled: e.settled, Sets: map[metastore.Class]chain.Set{class: {Buckets: e.set, W: e.w}}}}
 	for i, id := range e.ids {
 		r.streams = append(r.streams, metastore.Stream{Name: streamName(i, id), ID: id.String(), Class: class, Star: st.ID(), State: metastore.StreamActive})
+	}
+	if e.index != nil { // the pass index (Config.PassIndex): runs, passes and packs hold what no ref does yet
+		r.rd.Transit = &absorb.IndexWindow{Meta: e.meta, Bucket: e.settled}
 	}
 	return r
 }
@@ -224,10 +228,13 @@ func cpuTime() time.Duration {
 
 // readRun is one read point's stores and sides.
 type readRun struct {
-	e     *env
-	tgt   target
-	reads readSide
-	stop  func()
+	// flushBytes and flushAge: settleAll's on the pass index (Config).
+	flushBytes int64
+	flushAge   time.Duration
+	e          *env
+	tgt        target
+	reads      readSide
+	stop       func()
 }
 
 // startRead starts pt's stores in cfg.Mode (in-process star or whole
@@ -242,8 +249,7 @@ func startRead(ctx context.Context, cfg Config, pt point) (*readRun, error) {
 		return &readRun{e: e, tgt: &inproc{st: st, ids: e.ids}, reads: newInprocReads(e, st, pt.class), stop: stop}, nil
 	}
 	n, err := node.Start(ctx, node.Config{Star: e.starCfg, Meta: e.meta, Settled: e.settled,
-		Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog(),
-		NoPassIndex: true}) // the read workloads settle and read on refs
+		NoPassIndex: !cfg.PassIndex, Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog()})
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +273,7 @@ func runRead(ctx context.Context, cfg Config, pt point) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	rr.flushBytes, rr.flushAge = cfg.FlushBytes, cfg.FlushAge
 	defer rr.stop()
 	if pt.workload == WorkTail {
 		return rr.tailRun(ctx, cfg, pt)
@@ -368,8 +375,8 @@ func (rr *readRun) caughtUp(ctx context.Context, cs []*checker, limit time.Durat
 // before the rest is written), then readers read every stream from seq 0
 // to the tail; the window is the read.
 func (rr *readRun) catchupRun(ctx context.Context, cfg Config, pt point) (Result, error) {
-	r := Result{Name: pt.name(cfg.Mode), Mode: cfg.Mode, Class: pt.class.String(), Workload: WorkCatchup, Producers: pt.producers,
-		Streams: pt.streams, RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes)}
+	r := Result{Name: pt.name(cfg.Mode) + orderSuffix(cfg), Mode: cfg.Mode, Class: pt.class.String(), Workload: WorkCatchup, Producers: pt.producers,
+		Streams: pt.streams, RecordBytes: pt.recordBytes, RecordsPerBatch: cfg.recordsPerBatch(pt.recordBytes), PassIndex: cfg.PassIndex}
 	total := int64(cfg.BacklogMB) * 1e6
 	settledPart := total * int64(cfg.SettledPct) / 100
 	if err := fill(ctx, cfg, pt, rr.tgt, settledPart); err != nil {
@@ -556,7 +563,10 @@ func (rr *readRun) settleAll(ctx context.Context) error {
 	if err := rr.absorbed(ctx); err != nil {
 		return err
 	}
-	s := &settle.Settler{Meta: rr.e.raw, Sets: node.Sets(rr.e.starCfg), Settled: rr.e.settled, Log: quietLog()}
+	// On the pass index settle writes runs and packs and flushes by
+	// FlushBytes and FlushAge (defaults: the backlog stays in runs).
+	s := &settle.Settler{Meta: rr.e.raw, Sets: node.Sets(rr.e.starCfg), Settled: rr.e.settled, Log: quietLog(),
+		PassIndex: rr.e.index != nil, FlushBytes: rr.flushBytes, FlushAge: rr.flushAge}
 	h, err := rr.e.raw.GetHead(ctx, rr.e.chain)
 	if err != nil {
 		return err

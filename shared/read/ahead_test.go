@@ -134,13 +134,18 @@ func TestAheadWithSettleAndTrimDuringRead(t *testing.T) {
 	for _, mode := range []string{"refs", "flush", "runs"} {
 		for _, tc := range []struct{ trimAt, budget int }{{0, 0}, {1, 0}, {0, 2 << 10}, {1, 2 << 10}} {
 			t.Run(fmt.Sprintf("%s/trim-after-batch-%d-budget-%d", mode, tc.trimAt, tc.budget), func(t *testing.T) {
-				settleAndTrimDuringRead(t, mode, tc.trimAt, tc.budget)
+				settleAndTrimDuringRead(t, mode, tc.trimAt, tc.budget, 1)
 			})
 		}
 	}
 }
 
-func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
+// settleAndTrimDuringRead reads e's stream in readers concurrent
+// sessions (one: sessionAll) while settle runs after the first session's
+// batch 0 and trim after its batch trimAt, then checks every session got
+// every record once, in order, and that trim deleted transit slots (and,
+// in mode "runs", the flushed run's packs) under the read.
+func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget, readers int) {
 	indexed := mode != "refs"
 	e := newEnvIndexed(t, indexed)
 	if budget > 0 {
@@ -163,37 +168,36 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 	}
 	e.appendN(60, 50)
 	e.absorb()
-	before := 0
-	for _, m := range e.mems {
-		before += len(m.Keys())
-	}
+	before := e.transitKeys()
 	tr := &trim.Trimmer{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, PassIndex: indexed}
-	got := e.sessionAll(func(batch int) {
+	// between runs in a session's goroutine: t.Error, not t.Fatal.
+	between := func(batch int) {
 		if batch == 0 {
 			s := e.settler()
 			s.FlushBytes, s.FlushAge = 1, time.Nanosecond // flush everything
 			res, err := s.Step(ctx, e.chain)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mode != "runs" && res.Merged == 0 {
-				t.Fatalf("settle during the read merged nothing: %+v", res)
-			}
-			if mode == "runs" && (res.Flushes != 1 || res.Flushed != res.To) {
-				t.Fatalf("settle during the read flushed nothing: %+v", res)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case mode != "runs" && res.Merged == 0:
+				t.Errorf("settle during the read merged nothing: %+v", res)
+			case mode == "runs" && (res.Flushes != 1 || res.Flushed != res.To):
+				t.Errorf("settle during the read flushed nothing: %+v", res)
 			}
 		}
 		if batch == trimAt {
 			if _, err := tr.Run(ctx, e.chain); err != nil {
-				t.Fatal(err)
+				t.Error(err)
 			}
 		}
-	})
-	after := 0
-	for _, m := range e.mems {
-		after += len(m.Keys())
 	}
-	if after >= before {
+	var got [][]star.SeqRecord
+	if readers == 1 {
+		got = [][]star.SeqRecord{e.sessionAll(between)}
+	} else {
+		got = sessions(t, e, readers, between)
+	}
+	if after := e.transitKeys(); after >= before {
 		t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
 	}
 	if mode == "runs" {
@@ -201,7 +205,18 @@ func settleAndTrimDuringRead(t *testing.T, mode string, trimAt, budget int) {
 			t.Fatalf("packs left after the flush and trim: %v, %v", keys, err)
 		}
 	}
-	check(t, got, 0, 3250)
+	for i := range got {
+		check(t, got[i], 0, 3250)
+	}
+}
+
+// transitKeys counts the objects in e's transit buckets.
+func (e *env) transitKeys() int {
+	n := 0
+	for _, m := range e.mems {
+		n += len(m.Keys())
+	}
+	return n
 }
 
 // upcoming skips the locations that end before from, as refsOnce does.

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
-	"github.com/strandlog/strand/shared/star"
 )
 
 // inflightGets tracks the bytes of distinct ranges being fetched at once,
@@ -101,28 +99,9 @@ func TestBudgetBoundsManySessions(t *testing.T) {
 		Sets:    map[metastore.Class]chain.Set{metastore.Express: {Buckets: bs, W: e.set.W, Hedge: -1}},
 		Settled: trackedBucket{e.settled, tr}}
 
-	const sessions = 12
-	got := make([][]star.SeqRecord, sessions)
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for i := range sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := e.r.Session(ctx, e.st, Start{}, SessionOptions{NoTail: true}, func(b Batch) error {
-				got[i] = append(got[i], b.Records...)
-				return nil
-			})
-			if err != nil {
-				failed.Store(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
-	for i := range sessions {
+	const readers = 12
+	got := sessions(t, e, readers, nil)
+	for i := range readers {
 		check(t, got[i], 0, 4600)
 	}
 	if p := bud.Peak(); p > total || p < total/2 {

@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/star"
-	"github.com/strandlog/strand/shared/trim"
 )
 
 func ckey(name string, length int64) cacheKey {
@@ -255,51 +253,6 @@ func sessions(t *testing.T, e *env, n int, between func(batch int)) [][]star.Seq
 // deleting the run and its pack (design 014, level 1).
 func TestSharedCacheWithSettleAndTrimDuringRead(t *testing.T) {
 	for _, mode := range []string{"refs", "flush", "runs"} {
-		t.Run(mode, func(t *testing.T) {
-			indexed := mode != "refs"
-			e := newEnvIndexed(t, indexed)
-			ctx := context.Background()
-			e.appendN(5, 50)
-			e.absorb()
-			first := e.settler()
-			if mode == "flush" {
-				first.FlushBytes = 1
-			}
-			if _, err := first.Run(ctx, e.chain); err != nil {
-				t.Fatal(err)
-			}
-			e.appendN(60, 50)
-			e.absorb()
-			before := 0
-			for _, m := range e.mems {
-				before += len(m.Keys())
-			}
-			tr := &trim.Trimmer{Meta: e.meta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, PassIndex: indexed}
-			got := sessions(t, e, 4, func(batch int) {
-				if batch == 0 {
-					s := e.settler()
-					s.FlushBytes, s.FlushAge = 1, time.Nanosecond // flush everything
-					res, err := s.Step(ctx, e.chain)
-					if err != nil || (mode != "runs" && res.Merged == 0) || (mode == "runs" && res.Flushes != 1) {
-						t.Errorf("settle during the read: %+v %v", res, err)
-					}
-				}
-				if batch == 1 {
-					if _, err := tr.Run(ctx, e.chain); err != nil {
-						t.Error(err)
-					}
-				}
-			})
-			after := 0
-			for _, m := range e.mems {
-				after += len(m.Keys())
-			}
-			if after >= before {
-				t.Fatalf("trim deleted no transit slot during the read (%d keys before, %d after)", before, after)
-			}
-			for i := range got {
-				check(t, got[i], 0, 3250)
-			}
-		})
+		t.Run(mode, func(t *testing.T) { settleAndTrimDuringRead(t, mode, 1, 0, 4) })
 	}
 }

@@ -77,6 +77,12 @@ type Config struct {
 	DedupeWindow int
 	ProducerIdle time.Duration
 	MaxProducers int
+	// StarMaxProducers bounds the producers all streams' dedupe tables
+	// remember together (--dedupe-max-producers): past it the star's least
+	// recently used producer with no batch in flight is forgotten, in
+	// whichever stream (dedupe.go, producerLRU). 0 means
+	// DefaultStarMaxProducers.
+	StarMaxProducers int
 	// TenantFIFO turns tenant fairness off: one FIFO pool for every
 	// tenant, whose budget any one may fill (the behaviour before issue
 	// 18; benchmarks compare the two). See fair.go.
@@ -108,6 +114,7 @@ func Defaults() Config {
 		BacklogFlights:       1024,
 		ReleaseEventInterval: 200 * time.Millisecond,
 		HaltWait:             30 * time.Second,
+		StarMaxProducers:     DefaultStarMaxProducers,
 	}
 }
 
@@ -124,6 +131,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BacklogMiB, "s3-chain-backlog-mib", c.BacklogMiB, "also bound the backlog in MiB per loglet (0: flights x flight size), e.g. to fit the task's memory")
 	fs.DurationVar(&c.ReleaseEventInterval, "release-event-interval", c.ReleaseEventInterval, "publish the released head to the absorb at most this often")
 	fs.BoolVar(&c.TenantFIFO, "tenant-fifo", c.TenantFIFO, "turn tenant fairness off: one FIFO pool per class that one token may fill (default: the pool budget and flights are shared fairly among tokens)")
+	fs.IntVar(&c.StarMaxProducers, "dedupe-max-producers", c.StarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten, and a retry of one of its acknowledged batches would be written again (0: the default)")
 	fs.DurationVar(&c.HaltWait, "halt-wait", c.HaltWait, "how long producers wait on a halted epoch before their appends fail with the halt's reason (and /healthz turns unhealthy)")
 	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
 	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
@@ -185,6 +193,9 @@ func (c Config) Validate() error {
 	}
 	if c.HaltWait < 0 {
 		return fmt.Errorf("star: --halt-wait must be positive (0: the default 30s), got %s", c.HaltWait)
+	}
+	if c.StarMaxProducers < 0 {
+		return fmt.Errorf("star: --dedupe-max-producers must be 0 (the default %d) or positive, got %d", DefaultStarMaxProducers, c.StarMaxProducers)
 	}
 	if c.BacklogMiB < 0 {
 		return fmt.Errorf("star: --s3-chain-backlog-mib must be 0 (derived) or positive, got %d", c.BacklogMiB)

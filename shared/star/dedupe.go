@@ -3,9 +3,11 @@ package star
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metrics"
 )
 
 // Dedupe (exactly-once appends): see doc.go and ADR 0041.
@@ -19,6 +21,12 @@ const (
 	// DefaultMaxProducers bounds the producers a stream remembers; past it
 	// the least recently used one is forgotten.
 	DefaultMaxProducers = 4096
+	// DefaultStarMaxProducers bounds the producers the whole star
+	// remembers, over every stream's table (--dedupe-max-producers); past
+	// it the star's least recently used one is forgotten. At about 750
+	// bytes per producer with a full window, tables included
+	// (BenchmarkDedupeStarBound), about 190 MiB.
+	DefaultStarMaxProducers = 1 << 18
 )
 
 // Producer errors. Neither is retriable: resending the same batch gets the
@@ -57,25 +65,147 @@ type producer struct {
 	id     format.ProducerID
 	ring   []dedupEntry // the window, oldest first (len <= window)
 	lastMs int64
+	// d is the table holding the producer; prev and next link it into the
+	// star's list of forgettable producers (nil: not on it, because a
+	// batch of it is in flight).
+	d          *dedupe
+	prev, next *producer
 }
 
 func (p *producer) last() uint64 { return p.ring[len(p.ring)-1].seq }
 
-// dedupe is one stream's producer table. Guarded by the loglet's mu. Pure:
-// it takes time as milliseconds.
+// inflight reports whether a batch the window holds is still pending:
+// forgetting the producer then would admit that batch's retry afresh.
+func (p *producer) inflight() bool {
+	for i := range p.ring {
+		if p.ring[i].b != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Evictions, by cause (the strand_dedupe_forgotten_total label).
+const (
+	forgotIdle = iota
+	forgotStream
+	forgotStar
+	forgotCauses
+)
+
+// producerLRU is the star-wide bound on the dedupe tables: it counts the
+// producers every stream's table remembers and keeps the forgettable ones
+// (no batch in flight) in one list, most recently used first. "Used" means
+// a batch of the producer was acknowledged (its last pending one), a retry
+// was answered from its window, or it was seeded; a producer with a batch
+// in flight is off the list and never forgotten. When a new producer would
+// take the count past max, the list's tail (the star's least recently used
+// forgettable producer, in whichever stream) is forgotten first; when every
+// remembered producer has a batch in flight the new one is remembered
+// anyway, and the excess is forgotten as soon as acknowledgements make
+// producers forgettable (released), so the count never exceeds max plus
+// the producers with a batch in flight at that moment.
+//
+// mu guards every table's producer map, the list and the counts (each
+// producer's window is guarded by its stream's loglet mu). It is a leaf
+// lock: taken under a loglet's mu (or the star's mu in Open), it never
+// takes another lock, so no order between loglets arises.
+type producerLRU struct {
+	mu     sync.Mutex
+	max    int
+	n      int
+	list   producer // sentinel: list.next is the most recent, list.prev the least
+	forgot [forgotCauses]uint64
+	m      [forgotCauses]*metrics.Counter // nil in the pure tests
+}
+
+func newProducerLRU(max int) *producerLRU {
+	u := &producerLRU{max: max}
+	u.list.next, u.list.prev = &u.list, &u.list
+	return u
+}
+
+func (u *producerLRU) unlink(p *producer) {
+	if p.prev == nil {
+		return
+	}
+	p.prev.next, p.next.prev = p.next, p.prev
+	p.prev, p.next = nil, nil
+}
+
+// touch moves p to the front of the list if it may be forgotten.
+func (u *producerLRU) touch(p *producer) {
+	u.unlink(p)
+	if p.inflight() {
+		return
+	}
+	p.prev, p.next = &u.list, u.list.next
+	u.list.next.prev = p
+	u.list.next = p
+}
+
+// forget drops p from its table and the star's count.
+func (u *producerLRU) forget(p *producer, cause int) {
+	u.unlink(p)
+	delete(p.d.ps, p.id)
+	p.d = nil
+	u.n--
+	u.forgot[cause]++
+	if u.m[cause] != nil {
+		u.m[cause].Inc()
+	}
+}
+
+// register exports the count and the evictions as metrics.
+func (u *producerLRU) register(reg *metrics.Registry) {
+	reg.GaugeFunc("strand_dedupe_producers", "Producers the star's dedupe tables remember (exactly-once appends): at most --dedupe-max-producers plus those with a batch in flight.", func() float64 {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return float64(u.n)
+	})
+	for cause, name := range [forgotCauses]string{"idle", "stream", "star"} {
+		u.m[cause] = reg.Counter("strand_dedupe_forgotten_total", "Producers the dedupe tables forgot, by cause: idle (7 days without a batch), stream (its 4,096-producer bound), star (--dedupe-max-producers).", "cause", name)
+	}
+}
+
+// shrink forgets the least recently used producers while the count is
+// above limit and any may be forgotten.
+func (u *producerLRU) shrink(limit int) {
+	for u.n > limit && u.list.prev != &u.list {
+		u.forget(u.list.prev, forgotStar)
+	}
+}
+
+// Producers reports the producers the star's dedupe tables remember, and
+// how many were forgotten, by cause: idle (ProducerIdle), the stream's
+// bound (MaxProducers) and the star's (StarMaxProducers).
+func (s *Star) Producers() (remembered int, idle, stream, star uint64) {
+	u := s.lru
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.n, u.forgot[forgotIdle], u.forgot[forgotStream], u.forgot[forgotStar]
+}
+
+// dedupe is one stream's producer table. Its map is guarded by lru.mu, its
+// producers' windows by the loglet's mu (both are held to change a window).
+// Pure: it takes time as milliseconds.
 type dedupe struct {
 	window int
 	idle   int64 // ms
 	max    int
+	lru    *producerLRU
 	ps     map[format.ProducerID]*producer
 }
 
-func newDedupe(window int, idle time.Duration, max int) *dedupe {
-	return &dedupe{window: window, idle: idle.Milliseconds(), max: max}
+func newDedupe(window int, idle time.Duration, max int, lru *producerLRU) *dedupe {
+	return &dedupe{window: window, idle: idle.Milliseconds(), max: max, lru: lru}
 }
 
-// seed installs recovered producer states (StreamInfo.Producers).
+// seed installs recovered producer states (StreamInfo.Producers), within
+// the stream's and the star's bounds.
 func (d *dedupe) seed(states []ProducerState, nowMs int64) {
+	d.lru.mu.Lock()
+	defer d.lru.mu.Unlock()
 	for _, s := range states {
 		if len(s.Batches) == 0 || s.ID.IsZero() || nowMs-s.LastMs > d.idle {
 			continue
@@ -92,38 +222,62 @@ func (d *dedupe) seed(states []ProducerState, nowMs int64) {
 		for _, m := range bs {
 			p.ring = append(p.ring, dedupEntry{seq: m.BatchSeq, ack: Ack{FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}})
 		}
-		d.put(p, nowMs)
+		if old := d.ps[s.ID]; old != nil { // a second state of it: the later one wins
+			d.lru.unlink(old)
+			old.d = nil
+			p.d, d.ps[s.ID] = d, p
+		} else {
+			d.put(p, nowMs)
+		}
+		d.lru.touch(p)
 	}
 }
 
+// put remembers the new producer p, first forgetting within the stream's
+// bound and then the star's. Called with lru.mu.
 func (d *dedupe) put(p *producer, nowMs int64) {
 	if d.ps == nil {
 		d.ps = map[format.ProducerID]*producer{}
 	}
-	if _, ok := d.ps[p.id]; !ok && len(d.ps) >= d.max {
+	if len(d.ps) >= d.max {
 		d.evict(nowMs)
 	}
+	d.lru.shrink(d.lru.max - 1)
+	p.d = d
 	d.ps[p.id] = p
+	d.lru.n++
 }
 
-// evict forgets every expired producer, and if none was, the least
-// recently used one with no batch in flight (forgetting one in flight
-// would admit its retry afresh).
+// evict forgets every expired producer of the stream, and if none was, its
+// least recently used one with no batch in flight (forgetting one in
+// flight would admit its retry afresh). Called with lru.mu.
 func (d *dedupe) evict(nowMs int64) {
 	var lru *producer
 	n := len(d.ps)
-	for id, p := range d.ps {
-		inflight := p.ring[len(p.ring)-1].b != nil
+	for _, p := range d.ps {
+		inflight := p.inflight()
 		switch {
 		case nowMs-p.lastMs > d.idle && !inflight:
-			delete(d.ps, id)
+			d.lru.forget(p, forgotIdle)
 		case !inflight && (lru == nil || p.lastMs < lru.lastMs):
 			lru = p
 		}
 	}
 	if len(d.ps) == n && lru != nil {
-		delete(d.ps, lru.id)
+		d.lru.forget(lru, forgotStream)
 	}
+}
+
+// drop forgets the whole table (its stream left the star).
+func (d *dedupe) drop() {
+	d.lru.mu.Lock()
+	defer d.lru.mu.Unlock()
+	for _, p := range d.ps {
+		d.lru.unlink(p)
+		p.d = nil
+		d.lru.n--
+	}
+	d.ps = nil
 }
 
 // verdict is check's answer for one producer batch.
@@ -133,12 +287,14 @@ type verdict struct {
 }
 
 // check classifies (id, seq): next in line (zero verdict), a retry of a
-// remembered batch, a gap or too old. An unknown (or expired) producer may
-// start at any batch sequence.
+// remembered batch, a gap or too old. An unknown (forgotten or expired)
+// producer may start at any batch sequence. Called with the loglet's mu.
 func (d *dedupe) check(id format.ProducerID, seq uint64, nowMs int64) verdict {
+	d.lru.mu.Lock()
+	defer d.lru.mu.Unlock()
 	p := d.ps[id]
-	if p != nil && nowMs-p.lastMs > d.idle {
-		delete(d.ps, id)
+	if p != nil && nowMs-p.lastMs > d.idle && !p.inflight() {
+		d.lru.forget(p, forgotIdle)
 		p = nil
 	}
 	if p == nil {
@@ -153,11 +309,19 @@ func (d *dedupe) check(id format.ProducerID, seq uint64, nowMs int64) verdict {
 	case seq < p.ring[0].seq:
 		return verdict{err: fmt.Errorf("%w: producer %x sent batch seq %d; the window keeps %d..%d", ErrBatchSeqTooOld, id, seq, p.ring[0].seq, last)}
 	}
-	return verdict{dup: &p.ring[len(p.ring)-1-int(last-seq)]}
+	e := &p.ring[len(p.ring)-1-int(last-seq)]
+	if e.b == nil {
+		d.lru.touch(p) // a retry answered: the producer is in use
+	}
+	return verdict{dup: e}
 }
 
-// admit remembers b as the producer's batch seq (check said next in line).
+// admit remembers b as the producer's batch seq (check said next in line;
+// if the producer has been forgotten since, it starts afresh at seq).
+// Called with the loglet's mu.
 func (d *dedupe) admit(id format.ProducerID, seq uint64, b *batch, nowMs int64) {
+	d.lru.mu.Lock()
+	defer d.lru.mu.Unlock()
 	p := d.ps[id]
 	if p == nil {
 		p = &producer{id: id}
@@ -169,9 +333,11 @@ func (d *dedupe) admit(id format.ProducerID, seq uint64, b *batch, nowMs int64) 
 		p.ring = p.ring[:len(p.ring)-1]
 	}
 	p.ring = append(p.ring, dedupEntry{seq: seq, b: b})
+	d.lru.unlink(p) // in flight: not forgettable until released
 }
 
-// find returns the entry holding b, if the window still holds it.
+// find returns the entry holding b, if the window still holds it. Called
+// with lru.mu.
 func (d *dedupe) find(id format.ProducerID, seq uint64, b *batch) *dedupEntry {
 	p := d.ps[id]
 	if p == nil || seq > p.last() || seq < p.ring[0].seq {
@@ -184,15 +350,26 @@ func (d *dedupe) find(id format.ProducerID, seq uint64, b *batch) *dedupEntry {
 	return e
 }
 
-// released records b's ack (b was admitted with a producer).
+// released records b's ack (b was admitted with a producer); a producer
+// with no batch left in flight becomes forgettable, and the star's excess
+// over its bound (producers remembered while every one was in flight) is
+// forgotten. Called with the loglet's mu.
 func (d *dedupe) released(b *batch, a Ack) {
+	d.lru.mu.Lock()
+	defer d.lru.mu.Unlock()
 	if e := d.find(b.producer, b.batchSeq, b); e != nil {
 		e.ack, e.b = a, nil
 	}
+	if p := d.ps[b.producer]; p != nil {
+		d.lru.touch(p)
+	}
+	d.lru.shrink(d.lru.max)
 }
 
 // states exports the table (tests, and the durable form's cross-check).
 func (d *dedupe) states() []ProducerState {
+	d.lru.mu.Lock()
+	defer d.lru.mu.Unlock()
 	var out []ProducerState
 	for _, p := range d.ps {
 		s := ProducerState{ID: p.id, LastMs: p.lastMs}

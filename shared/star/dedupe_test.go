@@ -23,7 +23,7 @@ func pid(b byte) format.ProducerID {
 // retry (pending or committed), gap, too old, idle expiry, LRU bound.
 func TestDedupeTable(t *testing.T) {
 	const day = int64(24 * time.Hour / time.Millisecond)
-	d := newDedupe(3, 7*24*time.Hour, 2)
+	d := newDedupe(3, 7*24*time.Hour, 2, newProducerLRU(1<<20))
 	a := pid(1)
 	if v := d.check(a, 40, 0); v.dup != nil || v.err != nil {
 		t.Fatalf("unknown producer at any seq: %+v", v)
@@ -70,7 +70,7 @@ func TestDedupeTable(t *testing.T) {
 		t.Fatalf("LRU eviction kept %v", d.ps)
 	}
 	// A producer with a batch in flight is never the one evicted.
-	e := newDedupe(3, 7*24*time.Hour, 2)
+	e := newDedupe(3, 7*24*time.Hour, 2, newProducerLRU(1<<20))
 	e.admit(a, 0, &batch{}, 0) // in flight, least recently used
 	eb := &batch{producer: b}
 	e.admit(b, 0, eb, day)
@@ -188,7 +188,8 @@ func TestOpenSeedsTheTable(t *testing.T) {
 }
 
 // BenchmarkDedupeBytesPerProducer reports the heap bytes one remembered
-// producer costs with a full window (docs/operations.md quotes it):
+// producer costs with a full window (the docs quote BenchmarkDedupeMemory,
+// which measures the same at a stream's bound):
 // go test ./shared/star -run XXX -bench DedupeBytesPerProducer -benchtime 1x
 func BenchmarkDedupeBytesPerProducer(b *testing.B) {
 	const n = 20000
@@ -196,7 +197,7 @@ func BenchmarkDedupeBytesPerProducer(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, n)
+		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, n, newProducerLRU(n))
 		for i := range n {
 			var p format.ProducerID
 			binary.BigEndian.PutUint64(p[:], uint64(i)+1)

@@ -63,12 +63,28 @@
 // waiting while the original is in flight; a skip ahead fails with
 // ErrBatchSeqGap naming the expected sequence, a sequence below the window
 // with ErrBatchSeqTooOld. A producer idle for ProducerIdle (7 days) is
-// forgotten, and a stream remembers at most MaxProducers (the least
-// recently used is forgotten first). The flight lists every producer batch
-// in its batch table (format version 2), the absorb copies each
-// producer's latest batches into refs, and a successor seeds the table
-// from them (StreamInfo.Producers); an in-process recovery keeps the live
-// table. ADR 0041.
+// forgotten, a stream remembers at most MaxProducers (the least recently
+// used is forgotten first), and the star at most StarMaxProducers over all
+// its streams (--dedupe-max-producers): past it the star's least recently
+// used producer is forgotten, in whichever stream. Either bound forgets
+// only a producer with no batch in flight; a forgotten producer is unknown,
+// so its next batch may start at any sequence and a retry of one of its
+// acknowledged batches is admitted afresh (ADR 0041). "Used" means a batch
+// of it acknowledged, a retry of it answered from its window, or its state
+// seeded; one list (producerLRU) orders the forgettable producers of every
+// stream. While every remembered producer has a batch in flight a new one
+// is still remembered, and the excess is forgotten as acknowledgements make
+// producers forgettable: the star remembers at most StarMaxProducers plus
+// the producers with a batch in flight. Seeding goes through the same
+// bounds. A retry waiting for its in-flight original answers with the
+// original's ack even if the producer is forgotten as the original is
+// released. The producer maps, the list and the count are guarded by one
+// star-wide mutex taken inside the loglet lock and taking no other (a
+// leaf lock), the windows by the loglet lock. The flight lists every
+// producer batch in its batch table (format version 2), the absorb copies
+// each producer's latest batches into refs, and a successor seeds the
+// table from them (StreamInfo.Producers); an in-process recovery keeps the
+// live table. ADR 0041.
 //
 // # Commands: fencing and explicit trim
 //

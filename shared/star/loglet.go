@@ -87,6 +87,17 @@ func (b *batch) clampTimestamps(floor int64) int64 {
 	return floor
 }
 
+// acked returns the batch's ack if it has been acknowledged. Called with
+// the loglet's mu.
+func (b *batch) acked() (Ack, bool) {
+	select {
+	case <-b.done:
+		return b.ack, b.err == nil
+	default:
+		return Ack{}, false
+	}
+}
+
 // finish delivers the batch's outcome, once. Called with the loglet's mu.
 func (b *batch) finish(a Ack, err error) {
 	if b.abandoned {
@@ -308,8 +319,16 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 					a.Tail, a.LastTsMs = max(a.Tail, st.ackedNext), max(a.LastTsMs, st.ackedTs)
 					return &a, nil
 				}
+				orig := v.dup.b
 				if err := l.wait(ctx, nil); err != nil {
 					return nil, fmt.Errorf("star: retry of producer %x batch seq %d waiting for the original's outcome: %w", b.producer[:], b.batchSeq, err)
+				}
+				// Acknowledged: answer with its ack, even if the table
+				// has forgotten the producer since (a star-wide bound
+				// may, as soon as its batches are released).
+				if a, ok := orig.acked(); ok {
+					a.Tail, a.LastTsMs = max(a.Tail, st.ackedNext), max(a.LastTsMs, st.ackedTs)
+					return &a, nil
 				}
 				continue
 			}

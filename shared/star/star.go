@@ -248,7 +248,7 @@ func (st *stream) current() *view {
 // dedupe returns the stream's producer table, creating it. Called with l.mu.
 func (st *stream) dedupe(s *Star) *dedupe {
 	if st.dd == nil {
-		st.dd = newDedupe(s.cfg.DedupeWindow, s.cfg.ProducerIdle, s.cfg.MaxProducers)
+		st.dd = newDedupe(s.cfg.DedupeWindow, s.cfg.ProducerIdle, s.cfg.MaxProducers, s.lru)
 	}
 	return st.dd
 }
@@ -273,6 +273,9 @@ type Star struct {
 	fencer   func(*loglet) Fencer
 	absorber Absorber
 	onFenced func(chain metastore.ChainID, epoch, cut uint64, window int)
+	// lru bounds the producers of every stream's dedupe table together
+	// (StarMaxProducers; dedupe.go).
+	lru *producerLRU
 
 	mu      sync.RWMutex
 	streams map[format.StreamID]*stream
@@ -335,12 +338,17 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 	if s.cfg.MaxProducers <= 0 {
 		s.cfg.MaxProducers = DefaultMaxProducers
 	}
+	if s.cfg.StarMaxProducers <= 0 {
+		s.cfg.StarMaxProducers = DefaultStarMaxProducers
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.reg == nil {
 		s.reg = metrics.NewRegistry()
 	}
+	s.lru = newProducerLRU(s.cfg.StarMaxProducers)
+	s.lru.register(s.reg)
 	for _, cl := range []metastore.Class{metastore.Standard, metastore.Express} {
 		if cc := cfg.class(cl); cc.Enabled() {
 			s.loglets[cl] = newLoglet(s, cl, cc)
@@ -447,6 +455,9 @@ func (s *Star) Drain(ctx context.Context, id format.StreamID) error {
 			s.mu.Unlock()
 			return fmt.Errorf("star: drain stream %s: %d records not yet acknowledged, %d acknowledged batches not yet absorbed: %w", id, unacked, unabsorbed, err)
 		}
+	}
+	if st.dd != nil {
+		st.dd.drop() // its producers no longer count against the star's bound
 	}
 	l.mu.Unlock()
 	return nil

@@ -159,14 +159,15 @@ func TestFlightObjectFreedOnceUploaded(t *testing.T) {
 // MaxProducers producers, each remembering DedupeWindow committed batches
 // (the defaults: 4096 and 8). It reports the bytes per producer and the
 // table's largest size; the star holds one such table per stream that an
-// idempotent producer appends to, so its dedupe memory is at most streams
-// x that (docs/performance.md, "Many streams").
+// idempotent producer appends to, all of them together bounded by
+// StarMaxProducers (BenchmarkDedupeStarBound; docs/performance.md, "Many
+// streams").
 //
 //	go test ./shared/star -run '^$' -bench DedupeMemory -benchtime 1x
 func BenchmarkDedupeMemory(b *testing.B) {
 	for range b.N {
 		h0 := heapInuse()
-		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers)
+		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers, newProducerLRU(DefaultMaxProducers))
 		for p := range DefaultMaxProducers {
 			var id format.ProducerID
 			binary.BigEndian.PutUint64(id[8:], uint64(p)+1)
@@ -189,5 +190,49 @@ func BenchmarkDedupeMemory(b *testing.B) {
 		b.ReportMetric(per, "B/producer")
 		b.ReportMetric(per*DefaultMaxProducers/(1<<20), "MiB/stream-at-bound")
 		runtime.KeepAlive(d)
+	}
+}
+
+// BenchmarkDedupeStarBound measures the star's dedupe memory at its
+// star-wide bound: 100,000 streams, each with producers appending full
+// windows (DefaultDedupeWindow committed batches) until 2 x
+// DefaultStarMaxProducers producers have appended, so the bound has
+// forgotten half of them. It reports the producers remembered (the bound),
+// the heap they hold (every table, producer and window of the star) and
+// the bytes per producer; the star's dedupe memory is at most that, at any
+// stream count (docs/performance.md, "Many streams").
+//
+//	go test ./shared/star -run '^$' -bench DedupeStarBound -benchtime 1x
+func BenchmarkDedupeStarBound(b *testing.B) {
+	const streams = 100_000
+	for range b.N {
+		h0 := heapInuse()
+		u := newProducerLRU(DefaultStarMaxProducers)
+		tables := make([]*dedupe, streams)
+		for i := range tables {
+			tables[i] = newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers, u)
+		}
+		for p := range 2 * DefaultStarMaxProducers {
+			var id format.ProducerID
+			binary.BigEndian.PutUint64(id[8:], uint64(p)+1)
+			d := tables[p%streams]
+			for seq := range uint64(DefaultDedupeWindow) {
+				bt := &batch{producer: id, batchSeq: seq}
+				d.admit(id, seq, bt, 0)
+				d.released(bt, Ack{FirstSeq: seq, LastSeq: seq})
+			}
+		}
+		h1 := heapInuse()
+		n := 0
+		for _, d := range tables {
+			n += len(d.ps)
+		}
+		if n != DefaultStarMaxProducers || u.n != n {
+			b.Fatalf("%d producers remembered (counted %d), want the bound %d", n, u.n, DefaultStarMaxProducers)
+		}
+		b.ReportMetric(float64(n), "producers")
+		b.ReportMetric(float64(h1-h0)/(1<<20), "MiB-at-bound")
+		b.ReportMetric(float64(h1-h0)/float64(n), "B/producer")
+		runtime.KeepAlive(tables)
 	}
 }

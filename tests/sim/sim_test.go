@@ -145,14 +145,27 @@ type sim struct {
 
 	dur   *Durability // invariant 1 read from the raw buckets
 	tally Tally       // the last history check's record counts
+	// forgetful: the star's dedupe bound is below the idempotent
+	// producers, so it forgets some (dedupe_bound_test.go): a retry of an
+	// acknowledged batch of a forgotten producer may be written again.
+	forgetful bool
+	copies    int            // the last history check's extra copies of such batches
+	forgot    map[int]uint64 // producers each incarnation forgot under the bound
 }
 
 // runSim runs one seed; tally gets its record counts (from the last
 // history check, also when the seed fails).
 func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
+	runSimWith(t, seed, steps, tally, 6, 0)
+}
+
+// runSimWith runs one seed with prods producers (every other one
+// idempotent) and the star's dedupe bound (0: the default).
+func runSimWith(t *testing.T, seed int64, steps int, tally *Tally, prods, dedupeBound int) {
 	opt := DefaultOptions()
 	opt.IdleCut = seed%2 == 0   // both cut policies, without drawing from the seed's stream
 	opt.PassIndex = seed%4 >= 2 // refs and the pass index (design 014), likewise
+	opt.DedupeMaxProducers = dedupeBound
 	// Half the refs seeds switch to the pass index mid-run, as a rolling
 	// deploy does (design 014, "Switching a live chain"): settlement at a
 	// third of the steps, the star (a new incarnation) at half.
@@ -164,9 +177,10 @@ func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
 	s := &sim{t: t, seed: seed, w: w, ctx: context.Background(), rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
 		batches: map[string]*batchRec{}, until: map[string]int{}, fenced: map[uint64]uint64{}, verified: map[string]uint64{}, dur: NewDurability(w)}
 	s.bad = s.rng.IntN(w.Opt.K)
-	for i := range 6 {
+	for i := range prods {
 		s.prods = append(s.prods, newProducer(i, w.Opt.Streams))
 	}
+	s.forgetful = dedupeBound > 0 && dedupeBound < (prods+1)/2
 	var stop context.CancelFunc
 	s.runCtx, stop = context.WithCancel(context.Background())
 	defer func() {
@@ -220,6 +234,10 @@ func runSim(t *testing.T, seed int64, steps int, tally *Tally) {
 		s.check()
 	}
 	s.drain()
+	dedupeTotals.copies.Add(int64(s.copies))
+	for _, n := range s.forgot {
+		dedupeTotals.forgot.Add(int64(n))
+	}
 	totals.steps.Add(int64(steps))
 	totals.faults.Add(w.Faults())
 	for _, b := range s.batches {
@@ -599,6 +617,7 @@ func (s *sim) check() {
 	}
 	s.checkNoMetastoreOnAckPath()
 	s.checkStallCauses()
+	s.checkDedupeBound()
 	if s.node != nil {
 		s.releasedAt = append(s.releasedAt, s.node.Star.Released(Chain))
 		s.checkHistory(s.node)
@@ -877,6 +896,7 @@ func (s *sim) checkHistory(n *Node) {
 		all[si], tails[si] = recs, tail
 	}
 	s.countRecords(all)
+	copies := map[string][]uint64{} // forgotten producers' batches: the seqs of each record's copies
 	for si, st := range s.w.Streams {
 		recs, tail := all[si], tails[si]
 		if uint64(len(recs)) != tail {
@@ -893,14 +913,22 @@ func (s *sim) checkHistory(n *Node) {
 			if !ok {
 				s.fatalf("stream %s seq %d: %q is not a record anyone appended (changed or invented)", st.Name, i, b)
 			}
-			if seen[b] {
-				s.fatalf("stream %s seq %d: %q is there twice", st.Name, i, b)
-			}
-			seen[b] = true
 			bt := s.batches[fmt.Sprintf("%d.%d", p, idx)]
 			if bt == nil || bt.stream != si {
 				s.fatalf("stream %s seq %d: %q belongs to no batch of this stream", st.Name, i, b)
 			}
+			again := s.forgotten(bt)
+			if seen[b] && !again {
+				s.fatalf("stream %s seq %d: %q is there twice", st.Name, i, b)
+			}
+			if again {
+				copies[b] = append(copies[b], rec.Seq)
+				if seen[b] {
+					hist[si] = append(hist[si], b)
+					continue // a copy: its ack and order are the first's (or checked below)
+				}
+			}
+			seen[b] = true
 			switch bt.state {
 			case failed:
 				s.fatalf("stream %s seq %d: %q is from a batch that failed definitely (%v)", st.Name, i, b, bt.err)
@@ -909,7 +937,7 @@ func (s *sim) checkHistory(n *Node) {
 					s.fatalf("stream %s seq %d: %q is readable but its batch is not acked yet", st.Name, i, b)
 				}
 			case acked:
-				if want := bt.ack.FirstSeq + uint64(k); rec.Seq != want {
+				if want := bt.ack.FirstSeq + uint64(k); rec.Seq != want && !again {
 					s.fatalf("stream %s: %q at seq %d, acked at %d", st.Name, b, rec.Seq, want)
 				}
 			}
@@ -920,6 +948,7 @@ func (s *sim) checkHistory(n *Node) {
 			hist[si] = append(hist[si], b)
 		}
 	}
+	s.checkCopies(copies)
 	for key, b := range s.batches {
 		if b.state != acked {
 			continue

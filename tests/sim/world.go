@@ -63,6 +63,9 @@ type Options struct {
 	// simulation flushes by bytes and by age (NewWorld).
 	FlushBytes int64
 	FlushAge   time.Duration
+	// DedupeMaxProducers is the star's --dedupe-max-producers (0: its
+	// default): TestSimDedupeBound sets it below the idempotent producers.
+	DedupeMaxProducers int
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -274,6 +277,7 @@ func (w *World) StarConfig() star.Config {
 	}
 	cfg.BacklogFlights = w.Opt.BacklogFlights
 	cfg.HaltWait = w.Opt.HaltWait
+	cfg.StarMaxProducers = w.Opt.DedupeMaxProducers
 	cfg.ReleaseEventInterval = 5 * time.Millisecond
 	cfg.Rand = w.rand
 	cfg.Logger = w.Log
