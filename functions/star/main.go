@@ -81,7 +81,7 @@ func run(args []string) error {
 	fs.StringVar(&tlsKey, "tls-key", "", "the TLS key (PEM)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&drainBudget, "drain-budget", node.DefaultDrainBudget, "on SIGTERM, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting; keep the task's stop timeout above it")
-	fs.BoolVar(&passIndex, "pass-index", false, "index absorb passes in the settled bucket instead of one ref per stream (design 014; the settlement Lambdas need STRAND_PASS_INDEX too)")
+	fs.BoolVar(&passIndex, "pass-index", true, "index absorb passes in the settled bucket instead of one ref per stream (design 014; the settlement Lambdas read STRAND_PASS_INDEX, on when unset); --pass-index=false keeps refs mode and refuses a chain once indexed")
 	fs.IntVar(&readAheadMiB, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -152,7 +152,7 @@ func run(args []string) error {
 		Logger:      log,
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
-		PassIndex: passIndex, ReadAheadMiB: readAheadMiB,
+		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB,
 	})
 	if err != nil {
 		return err
