@@ -537,8 +537,14 @@ func TestLeastPrivilege(t *testing.T) {
 	// trim reads each copy's envelope before deleting it (it never deletes
 	// poison): GetObject on chains, ListBucket so that a missing copy is a
 	// 404, and a ReadWrite Express session (below), which reads and deletes.
-	if !has(trim, "s3:GetObject", "StorageChain") || !onPrefix(trim["s3:GetObject"], ChainPrefix) {
-		t.Errorf("trim GetObject: %v", trim["s3:GetObject"])
+	var trimChainGets []string
+	for _, r := range trim["s3:GetObject"] {
+		if strings.Contains(r, "StorageChain") {
+			trimChainGets = append(trimChainGets, r)
+		}
+	}
+	if !onPrefix(trimChainGets, ChainPrefix) {
+		t.Errorf("trim GetObject on the chain buckets: %v", trim["s3:GetObject"])
 	}
 	if !has(trim, "s3:ListBucket", "StorageChain") {
 		t.Errorf("trim ListBucket: %v", trim["s3:ListBucket"])
