@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -72,22 +73,32 @@ func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind ind
 			if !ok || keyOf(at.Epoch, at.Slot) != key || at.Less(from) || !at.Less(to) {
 				continue
 			}
-			w.mu.Lock()
-			cached := w.cache[passAt{c, at, kind}] != nil
-			w.mu.Unlock()
-			if !cached {
+			if !w.has(passAt{c, at, kind}) {
 				want = append(want, at)
 			}
 		}
 	}
+	// The load stops once what it fetched fills the cache's room (the
+	// budget less what is cached): past it, objects would evict those
+	// loaded first, which the walk needs first. The walk fetches the rest.
+	w.mu.Lock()
+	room := w.budget() - w.bytes
+	w.mu.Unlock()
+	var fetched atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.Parallel)
 	for _, at := range want {
 		sem <- struct{}{}
+		if fetched.Load() >= room {
+			<-sem
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_, _ = w.get(ctx, c, at, kind) // cached on success; the walk reports failures
+			if p, err := w.get(ctx, c, at, kind); err == nil { // cached; the walk reports failures
+				fetched.Add(DecodedBytes(p))
+			}
 		}()
 	}
 	wg.Wait()

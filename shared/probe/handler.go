@@ -56,6 +56,10 @@ type Handler struct {
 	// window as in transit (absorb.IndexWindow.ChainsLookup). It must
 	// match the absorb's switch.
 	PassIndex bool
+	// Window is the pass index window cache the orphan report reads
+	// (PassIndex; nil: a fresh one per sweep, with
+	// absorb.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
+	Window *absorb.IndexWindow
 }
 
 func (h *Handler) log() *slog.Logger {
