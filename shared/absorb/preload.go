@@ -78,27 +78,43 @@ func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind ind
 			}
 		}
 	}
-	// The load stops once what it fetched fills the cache's room (the
-	// budget less what is cached): past it, objects would evict those
-	// loaded first, which the walk needs first. The walk fetches the rest.
+	// The load stops before what it fetched would overfill the cache's
+	// room (the budget less what is cached): past it, objects would evict
+	// those loaded first, which the walk needs first. The walk fetches
+	// the rest. An object's size is known once fetched: the first is
+	// fetched alone, and each later one is counted at the largest seen
+	// until its own size replaces that estimate.
 	w.mu.Lock()
 	room := w.budget() - w.bytes
 	w.mu.Unlock()
-	var fetched atomic.Int64
+	var claimed atomic.Int64
+	var largest int64 // under w.mu
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.Parallel)
-	for _, at := range want {
-		sem <- struct{}{}
-		if fetched.Load() >= room {
-			<-sem
+	for i, at := range want {
+		if i == 1 {
+			wg.Wait()
+		}
+		w.mu.Lock()
+		est := largest
+		w.mu.Unlock()
+		if claimed.Add(est) > room {
 			break
 		}
+		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if p, err := w.get(ctx, c, at, kind); err == nil { // cached; the walk reports failures
-				fetched.Add(DecodedBytes(p))
+			p, err := w.get(ctx, c, at, kind) // cached; the walk reports failures
+			if err != nil {
+				claimed.Add(-est)
+				return
 			}
+			n := DecodedBytes(p)
+			claimed.Add(n - est)
+			w.mu.Lock()
+			largest = max(largest, n)
+			w.mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -20,7 +20,8 @@ import (
 // walked cold by IndexWindow.HeadRuns from a memory bucket. It reports
 // the live heap per cached entry after a GC, the encoded bytes per entry
 // (the run objects' size) and the cold load time per run (one GET and a
-// decode; the walk is sequential).
+// decode; the walk is sequential), and DecodedBytes's estimate per entry
+// (what IndexWindow.MaxBytes counts) beside the measured heap.
 //
 //	go test ./shared/absorb -run '^$' -bench WindowMemory -benchtime 1x
 func BenchmarkWindowMemory(b *testing.B) {
@@ -59,7 +60,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				w := &absorb.IndexWindow{Meta: meta, Bucket: bucket}
+				w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: -1} // the whole window
 				start := time.Now()
 				got, err := w.HeadRuns(b.Context(), c, h)
 				took := time.Since(start)
@@ -69,6 +70,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				entries := float64(runs * streams)
+				b.ReportMetric(float64(w.Stats().Bytes)/entries, "estimate-B/entry") // absorb.DecodedBytes
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/entries, "heap-B/entry")
 				b.ReportMetric(float64(encoded)/entries, "encoded-B/entry")
 				b.ReportMetric(float64(took.Milliseconds())/runs, "load-ms/run")
