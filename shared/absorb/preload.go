@@ -81,9 +81,11 @@ func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind ind
 	// The load stops before what it fetched would overfill the cache's
 	// room (the budget less what is cached): past it, objects would evict
 	// those loaded first, which the walk needs first. The walk fetches
-	// the rest. An object's size is known once fetched: the first is
-	// fetched alone, and each later one is counted at the largest seen
-	// until its own size replaces that estimate.
+	// the rest. An object's size is known once fetched: each is counted
+	// at the largest seen so far until its own size replaces that
+	// estimate (the first Parallel, before any size is known, may
+	// overshoot: at most Parallel GETs wasted, the cache still within
+	// its budget).
 	w.mu.Lock()
 	room := w.budget() - w.bytes
 	w.mu.Unlock()
@@ -91,17 +93,15 @@ func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind ind
 	var largest int64 // under w.mu
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.Parallel)
-	for i, at := range want {
-		if i == 1 {
-			wg.Wait()
-		}
+	for _, at := range want {
+		sem <- struct{}{} // first: the estimate then counts what finished meanwhile
 		w.mu.Lock()
 		est := largest
 		w.mu.Unlock()
 		if claimed.Add(est) > room {
+			<-sem
 			break
 		}
-		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()

@@ -109,8 +109,8 @@ func TestWindowCacheBudget(t *testing.T) {
 				if gets := st.Gets - before; i > 0 && gets > tc.getsPerWalk {
 					t.Fatalf("walk %d fetched %d objects, want at most %d", i, gets, tc.getsPerWalk)
 				}
-				// (The cold load's first GET, made to learn an object's size,
-				// is wasted under a tiny budget.)
+				// (The cold load's first GETs, before an object's size is
+				// known, are wasted under a tiny budget.)
 				if gets := st.Gets - before; tc.max == 1 && (i > 0 || tc.parallel == 0) && gets != runs {
 					t.Fatalf("walk %d with a tiny budget fetched %d objects, want all %d", i, gets, runs)
 				}
