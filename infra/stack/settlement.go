@@ -120,7 +120,6 @@ func withWindow(env map[string]*string, cfg Config, name string) map[string]*str
 // fnEnv is a function's environment: the shared one, plus ReadOnly Express
 // sessions when its role may only create those (the SDK's default provider
 // asks for ReadWrite, which that role is refused).
-
 func fnEnv(shared map[string]*string, a *access) *map[string]*string {
 	env := make(map[string]*string, len(shared)+1)
 	for k, v := range shared {
