@@ -79,3 +79,44 @@ func BenchmarkWindowMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWindowLookup measures what a window cache smaller than the
+// window costs a lookup (IndexWindow.HeadRefs of one stream, as a read or
+// a tail recovery makes): a window of `runs` merged runs of `streams`
+// entries each (windowOfRuns), cache budgets from the whole window down
+// to a quarter of it, from a memory bucket (GET latency not counted). It
+// reports the GETs per lookup once warm, the decoded bytes cached, and
+// the time per lookup (the refetched objects' decode).
+//
+//	go test ./shared/absorb -run '^$' -bench WindowLookup -benchtime 20x
+func BenchmarkWindowLookup(b *testing.B) {
+	const runs, streams = 24, 100_000
+	meta, bucket, h, all := windowOfRuns(b, runs, streams)
+	per := absorb.DecodedBytes(&all[0])
+	all = nil
+	for _, frac := range []int{4, 2, 1} { // budget: the window / frac
+		b.Run(fmt.Sprintf("streams=%d/runs=%d/budget=window÷%d", streams, runs, frac), func(b *testing.B) {
+			w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: per*runs/int64(frac) + 1}
+			id := func(i int) format.StreamID {
+				var id format.StreamID
+				binary.BigEndian.PutUint64(id[:], uint64(i%streams))
+				return id
+			}
+			if _, err := w.HeadRefs(b.Context(), chainX, h, id(0), 0); err != nil { // warm
+				b.Fatal(err)
+			}
+			before := w.Stats().Gets
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := w.HeadRefs(b.Context(), chainX, h, id(i*7919), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := w.Stats()
+			b.ReportMetric(float64(st.Gets-before)/float64(b.N), "GETs/lookup")
+			b.ReportMetric(float64(st.Bytes)/(1<<20), "cached-MiB")
+			b.ReportMetric(float64(per)/(1<<20), "MiB/run")
+		})
+	}
+}
