@@ -661,17 +661,27 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 		}
 		var out []metastore.Ref
 		for _, c := range chains {
-			h, err := w.Meta.GetHead(ctx, c)
-			if errors.Is(err, metastore.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
-			}
-			w.pruneTo(c, h)
-			parts, err := w.HeadRefs(ctx, c, h, id, fromSeq)
-			if err != nil {
-				return nil, err
+			var parts []metastore.Ref
+			for attempt := 0; ; attempt++ {
+				h, err := w.Meta.GetHead(ctx, c)
+				if errors.Is(err, metastore.ErrNotFound) {
+					break
+				}
+				if err != nil {
+					return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
+				}
+				w.pruneTo(c, h)
+				parts, err = w.HeadRefs(ctx, c, h, id, fromSeq)
+				// An object trim deleted under a stale head (more likely
+				// once the cache may have evicted it: refetched, not
+				// served from memory): re-read the head, as StreamRefs.
+				if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				break
 			}
 			// Runs' parts are in packs (settled locations), but a flush may
 			// still write a per-stream object for their seqs and a ref to

@@ -1,6 +1,7 @@
 package absorb_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"reflect"
@@ -187,5 +188,62 @@ func TestDecodedBytesEstimate(t *testing.T) {
 				t.Fatalf("heap %d B, estimate %d B: ratio %.3f outside [0.67, 1.5]", heap, est, ratio)
 			}
 		})
+	}
+}
+
+// staleHead answers the first GetHead with stale, then the store's.
+type staleHead struct {
+	metastore.Store
+	stale metastore.Head
+	calls int
+}
+
+func (s *staleHead) GetHead(ctx context.Context, c metastore.ChainID) (metastore.Head, error) {
+	s.calls++
+	if s.calls == 1 {
+		return s.stale, nil
+	}
+	return s.Store.GetHead(ctx, c)
+}
+
+// TestChainsLookupRereadsHead: the probe's lookup that finds a run gone
+// under a stale head (trim deleted it after the cursor moved; a bounded
+// cache refetches instead of serving it from memory) re-reads the head
+// and answers from the current window, as StreamRefs does. Regression
+// test: it returned the not-found error.
+func TestChainsLookupRereadsHead(t *testing.T) {
+	meta, bucket, h, _ := windowOfRuns(t, 3, 10)
+	first := metastore.Cursor{Epoch: 1, Slot: 60}
+	if err := meta.AdvanceCursor(t.Context(), chainX, metastore.Checkpoint, metastore.Cursor{Epoch: 1}, h.Checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	h0, err := meta.GetHead(t.Context(), chainX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		k        metastore.CursorKind
+		from, to metastore.Cursor
+	}{{metastore.Settled, h0.Settled, h.Settled}, {metastore.Merged, h0.Merged, h.Settled}, {metastore.Flushed, h0.Flushed, first}} {
+		if err := meta.AdvanceCursor(t.Context(), chainX, a.k, a.from, a.to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := meta.GetHead(t.Context(), chainX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := cur
+	stale.Flushed = metastore.Cursor{Epoch: 1}
+	// Trim deleted the run flushed past.
+	if err := bucket.Delete(t.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	w := &absorb.IndexWindow{Meta: &staleHead{Store: meta, stale: stale}, Bucket: bucket, MaxBytes: 1}
+	var id format.StreamID
+	binary.BigEndian.PutUint64(id[:], 3)
+	parts, err := w.ChainsLookup([]metastore.ChainID{chainX})(t.Context(), id.String(), 0, 100)
+	if err != nil || len(parts) != 2 || parts[0].FirstSeq != 100 {
+		t.Fatalf("lookup: %d parts, %v; want the 2 of the current window from seq 100", len(parts), err)
 	}
 }
