@@ -13,16 +13,16 @@ import (
 // without its token with a hint and writes nothing; the fence survives
 // kill -9 of strand dev and a restart on the same data dir; after a trim,
 // read starts at the trim point, and the text output leaves the command
-// records out while --format json shows them. On refs and with
-// --pass-index (the restart then recovers the fence from the pass index
-// window or from the refs settle made of it).
+// records out while --format json shows them. On refs (--pass-index=false)
+// and on the pass index, the default (the restart then recovers the fence
+// from the pass index window or from the refs settle made of it).
 func TestFenceAndTrimThroughTheBinary(t *testing.T) {
-	for name, extra := range map[string][]string{"refs": nil, "pass-index": {"--pass-index"}} {
-		t.Run(name, func(t *testing.T) { fenceAndTrimThroughTheBinary(t, extra...) })
+	for name, extra := range map[string][]string{"refs": {"--pass-index=false"}, "pass-index": nil} {
+		t.Run(name, func(t *testing.T) { fenceAndTrimThroughTheBinary(t, name == "pass-index", extra...) })
 	}
 }
 
-func fenceAndTrimThroughTheBinary(t *testing.T, extra ...string) {
+func fenceAndTrimThroughTheBinary(t *testing.T, passIndex bool, extra ...string) {
 	d := startDev(t, extra...)
 	env := d.env()
 	mustStrand(t, env, "", "create", "orders")
@@ -39,9 +39,9 @@ func fenceAndTrimThroughTheBinary(t *testing.T, extra ...string) {
 
 	// kill -9, restart on the same data: the fence holds.
 	dir := d.dataDir
-	for deadline := time.Now().Add(10 * time.Second); len(extra) > 0 && passIndexObjects(t, dir) == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); passIndex && passIndexObjects(t, dir) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("strand dev %q wrote no pass index in %s", extra, dir)
+			t.Fatalf("strand dev (pass index on) wrote no pass index in %s", dir)
 		}
 	}
 	d.kill()
@@ -72,8 +72,8 @@ func fenceAndTrimThroughTheBinary(t *testing.T, extra ...string) {
 	}
 	mustStrand(t, env, "", "fence", "orders", "", "--current", "writer-2")
 	mustStrand(t, env, "f\n", "append", "orders")
-	if len(extra) == 0 && passIndexObjects(t, dir) != 0 {
-		t.Fatalf("strand dev without --pass-index wrote pass indexes in %s", dir)
+	if !passIndex && passIndexObjects(t, dir) != 0 {
+		t.Fatalf("strand dev --pass-index=false wrote pass indexes in %s", dir)
 	}
 }
 

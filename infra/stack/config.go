@@ -126,9 +126,10 @@ type Config struct {
 	// indexes each pass in one object in the settled bucket instead of
 	// one ref per stream. One switch for the whole stack: every star
 	// (--pass-index) and every Lambda get the same STRAND_PASS_INDEX, and
-	// the roles get the index/ prefix of the settled bucket. Off by
-	// default; switch an existing chain on only when its window is
-	// settled (docs/operations.md).
+	// the roles get the index/ and packs/ prefixes of the settled bucket.
+	// On by default (strand:passIndex=false opts out): a chain that ran
+	// in refs mode switches at its next absorb pass, live ("Switching a
+	// live chain"); a chain once indexed refuses stages with it off.
 	PassIndex bool
 	// WindowCacheMiB is each star's pass index window cache
 	// (--window-cache-mib, STRAND_WINDOW_CACHE_MIB): the decoded indexes
@@ -221,6 +222,7 @@ func DefaultConfig() Config {
 		NLBAccessLogs:          true,
 		S3AccessLogs:           true,
 		FlowLogs:               true,
+		PassIndex:              true,
 		WindowCacheMiB:         256,
 		SettleMemoryMiB:        2048,
 	}

@@ -225,8 +225,8 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject", "s3:DeleteObject")
 	a.objects(st.Settled.BucketArn(), SettledPrefix, false, "s3:DeleteObject")
 	a.table(ms, tableRead, tableWrite)
-	if cfg.PassIndex { // lists an epoch's pass indexes and runs and deletes those settled or flushed, then the flushed runs' packs
-		a.objects(st.Settled.BucketArn(), IndexPrefix, true, "s3:DeleteObject")
+	if cfg.PassIndex { // lists an epoch's pass indexes and runs and deletes those settled or flushed, then the flushed runs' packs; reads the window before it deletes a stream's metadata
+		a.objects(st.Settled.BucketArn(), IndexPrefix, true, "s3:GetObject", "s3:DeleteObject")
 		a.objects(st.Settled.BucketArn(), PacksPrefix, true, "s3:DeleteObject")
 	}
 	grants["trim"] = a

@@ -543,8 +543,12 @@ func TestLeastPrivilege(t *testing.T) {
 	if !has(trim, "s3:ListBucket", "StorageChain") {
 		t.Errorf("trim ListBucket: %v", trim["s3:ListBucket"])
 	}
-	if has(trim, "s3:GetObject", "StorageSettled") {
-		t.Errorf("trim reads settled objects: %v", trim["s3:GetObject"])
+	// On the pass index (the default) trim reads the window's indexes
+	// before it deletes a stream's metadata, and no other settled object.
+	for _, r := range trim["s3:GetObject"] {
+		if strings.Contains(r, "StorageSettled") && !strings.Contains(r, "/"+IndexPrefix+"*") {
+			t.Errorf("trim reads settled objects: %v", trim["s3:GetObject"])
+		}
 	}
 	for name, g := range map[string]map[string][]string{"trim": trim, "probe": probe, "star": task} {
 		if g["s3express:CreateSession"] == nil || has(g, "s3express:CreateSession", "ReadOnly") {
@@ -558,10 +562,12 @@ func TestLeastPrivilege(t *testing.T) {
 	if !has(task, "s3:PutObject", "StorageChain") || has(task, "s3:PutObject", "StorageSettled") {
 		t.Errorf("star PutObject: %v", task["s3:PutObject"])
 	}
-	for name, g := range map[string]map[string][]string{"absorb": absorb, "trim": trim} {
-		if g["s3:PutObject"] != nil {
-			t.Errorf("%s may PutObject", name)
-		}
+	if trim["s3:PutObject"] != nil {
+		t.Errorf("trim may PutObject")
+	}
+	// absorb writes only pass indexes (the pass index is on by default).
+	if !onPrefix(absorb["s3:PutObject"], IndexPrefix) || has(absorb, "s3:PutObject", "StorageChain") {
+		t.Errorf("absorb PutObject: %v", absorb["s3:PutObject"])
 	}
 	// probe writes only its orphan markers.
 	if !onPrefix(probe["s3:PutObject"], OrphanMarkPrefix) || has(probe, "s3:PutObject", "StorageChain") {
@@ -1007,16 +1013,16 @@ func TestBacklogMiBFitsTheTask(t *testing.T) {
 
 // TestPassIndexSwitch: strand:passIndex is one switch for the whole stack:
 // every star's container and every Lambda get the same STRAND_PASS_INDEX
-// ("false" by default, "true" with the switch), and only with it do the
+// ("true" by default, "false" with strand:passIndex=false), and only with it do the
 // roles reach the index/ and packs/ prefixes of the settled bucket (absorb
 // writes pass indexes, settle runs and packs, trim deletes both, the rest
 // read).
 func TestPassIndexSwitch(t *testing.T) {
-	on := synth(t, "passindex", map[string]any{CtxPassIndex: "true", CtxStarCount: float64(2)})
+	off := synth(t, "refsmode", map[string]any{CtxPassIndex: "false", CtxStarCount: float64(2)})
 	for _, tc := range []struct {
 		s    *synthesized
 		want string
-	}{{defaults(t), "false"}, {on, "true"}} {
+	}{{off, "false"}, {defaults(t), "true"}} {
 		if tc.s.cfg.PassIndex != (tc.want == "true") {
 			t.Fatalf("config PassIndex %v, want %s", tc.s.cfg.PassIndex, tc.want)
 		}
@@ -1052,6 +1058,7 @@ func TestPassIndexSwitch(t *testing.T) {
 			{"SettlementSettleRole", "s3:GetObject", IndexPrefix}, {"SettlementSettleRole", "s3:PutObject", IndexPrefix},
 			{"SettlementSettleRole", "s3:GetObject", PacksPrefix}, {"SettlementSettleRole", "s3:PutObject", PacksPrefix},
 			{"SettlementTrimRole", "s3:DeleteObject", IndexPrefix}, {"SettlementTrimRole", "s3:DeleteObject", PacksPrefix},
+			{"SettlementTrimRole", "s3:GetObject", IndexPrefix},
 			{"SettlementProbeRole", "s3:GetObject", IndexPrefix},
 			{"StarTaskRole", "s3:GetObject", IndexPrefix}, {"StarTaskRole", "s3:GetObject", PacksPrefix},
 		} {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
@@ -43,12 +44,18 @@ type Absorber struct {
 	// Index switches the pass to the pass index (design 014): when set (the
 	// settled bucket), a pass writes one index object there instead of one
 	// ref per stream, so its metastore writes are BeginAbsorb and
-	// AdvanceCursor whatever it covers. nil (the default) writes refs.
-	// Settle, trim and the read path do not consume pass indexes yet: set
-	// it only where nothing settles (tests, measurements).
+	// AdvanceCursor whatever it covers. nil writes refs. The first pass
+	// with it set records where indexing begins (Head.Indexed; design
+	// 014, "Switching a live chain"); a pass is indexed when it starts at
+	// or after that cursor, whatever the switch: a pass of a chain not
+	// yet indexed is completed with refs, and with Index nil a pass of an
+	// indexed chain is refused (ErrIndexed).
 	Index objstore.Bucket
 	// Log: nil is slog.Default().
 	Log *slog.Logger
+
+	windowOnce sync.Once
+	window     *IndexWindow // IndexedFrom's probes, with Index
 }
 
 func (a *Absorber) maxSlots() int {
@@ -89,11 +96,21 @@ func (a *Absorber) Pass(ctx context.Context, c metastore.ChainID, released metas
 	if err != nil {
 		return Result{}, fmt.Errorf("absorb %s: %w", c, err)
 	}
+	if a.Index != nil && h.Indexed.IsZero() && h.Absorbing.IsZero() {
+		// The first pass with the switch on: record where indexing begins
+		// (design 014, "Switching a live chain").
+		if h, err = a.startIndexing(ctx, c, h); err != nil {
+			return Result{}, err
+		}
+	}
 	from := h.Checkpoint
 	res := Result{From: from, To: from}
 	if !h.Absorbing.IsZero() {
 		res.Joined = true
-		return a.complete(ctx, c, from, h.Absorbing, res)
+		return a.complete(ctx, c, h, from, h.Absorbing, res)
+	}
+	if a.Index == nil && PassIndexed(h, from) {
+		return res, IndexedErr("absorb", c, h.Indexed)
 	}
 	set, err := a.Sets.For(c)
 	if err != nil {
@@ -139,6 +156,7 @@ func (a *Absorber) Pass(ctx context.Context, c metastore.ChainID, released metas
 		// pass, so that every pass from here writes the same refs.
 		res.Joined = true
 		to = lease.Absorbing
+		return a.complete(ctx, c, lease, from, to, res)
 	case errors.Is(err, metastore.ErrConflict):
 		// The checkpoint moved: another copy did the work.
 		res.Lost, res.To = true, lease.Checkpoint
@@ -146,7 +164,7 @@ func (a *Absorber) Pass(ctx context.Context, c metastore.ChainID, released metas
 	case err != nil:
 		return res, fmt.Errorf("absorb %s: begin pass %s-%s: %w", c, from, to, err)
 	}
-	return a.complete(ctx, c, from, to, res)
+	return a.complete(ctx, c, lease, from, to, res)
 }
 
 // committed returns the end of the run of committed slots from `from`,
@@ -187,9 +205,19 @@ func (a *Absorber) epochStep(ctx context.Context, c metastore.ChainID, from meta
 	return res, nil
 }
 
-// complete runs the pass [from, to) that holds the lease: walk, write the
-// refs, move the checkpoint (which releases the lease).
-func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, res Result) (Result, error) {
+// complete runs the pass [from, to) that holds the lease in head h: walk,
+// write the refs or (a pass at or after h.Indexed) the pass index, move
+// the checkpoint (which releases the lease). The mode is the head's, not
+// the switch's: the switch on completes a refs pass it joined with refs,
+// and the switch off refuses an indexed one (ErrIndexed).
+func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, h metastore.Head, from, to metastore.Cursor, res Result) (Result, error) {
+	indexed, err := a.passIndexed(ctx, c, h, from)
+	if err != nil {
+		return res, err
+	}
+	if indexed && a.Index == nil {
+		return res, IndexedErr("absorb", c, h.Indexed)
+	}
 	set, err := a.Sets.For(c)
 	if err != nil {
 		return res, err
@@ -203,7 +231,7 @@ func (a *Absorber) complete(ctx context.Context, c metastore.ChainID, from, to m
 		return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
 	}
 	res.Slots = len(slots)
-	if a.Index != nil {
+	if indexed {
 		if res.Indexed, err = a.writeIndex(ctx, c, from, to, slots); err != nil {
 			return res, fmt.Errorf("absorb %s: pass %s-%s: %w", c, from, to, err)
 		}

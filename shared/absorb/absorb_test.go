@@ -535,8 +535,12 @@ func TestConfigFromEnv(t *testing.T) {
 	if c, _ := absorb.ConfigFromEnv(get); len(c.Stars) != 1 || c.Stars[0] != "star-7" {
 		t.Fatalf("STRAND_STAR_IDS not preferred: %v", c.Stars)
 	}
-	if c.PassIndex {
-		t.Fatal("the pass index is on by default")
+	if !c.PassIndex {
+		t.Fatal("the pass index is off by default")
+	}
+	env["STRAND_PASS_INDEX"] = "false"
+	if c, err := absorb.ConfigFromEnv(get); err != nil || c.PassIndex {
+		t.Fatalf("STRAND_PASS_INDEX=false: %+v, %v", c, err)
 	}
 	env["STRAND_PASS_INDEX"] = "true"
 	if c, err := absorb.ConfigFromEnv(get); err != nil || !c.PassIndex {

@@ -22,10 +22,13 @@ import (
 //	STRAND_EXPRESS_W        Express copy quorum (default 2)
 //	STRAND_SETTLED_BUCKET   the settled bucket (settle and trim)
 //	STRAND_S3_PATH_STYLE    "1" or "true" for path-style S3 (emulators)
-//	STRAND_PASS_INDEX       "1" or "true": absorb passes are indexed in the
-//	                        settled bucket (design 014; needs it), and
-//	                        settle, trim and the probe read them. Every
-//	                        function and the star must agree.
+//	STRAND_PASS_INDEX       "true" (or "1", or unset: the default) or
+//	                        "false" (or "0"): absorb passes are indexed in
+//	                        the settled bucket (design 014; needs it), and
+//	                        settle, trim and the probe read them; a chain
+//	                        in refs mode switches at its next absorb pass.
+//	                        "false" keeps refs mode and refuses a chain
+//	                        once indexed (ErrIndexed).
 //	STRAND_WINDOW_CACHE_MIB the pass index window cache's budget, MiB
 //	                        (IndexWindow.MaxBytes; 0 or unset:
 //	                        DefaultWindowCacheBytes). The star reads the
@@ -101,15 +104,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.WindowCacheMiB = n
 	}
 	switch strings.ToLower(strings.TrimSpace(getenv("STRAND_PASS_INDEX"))) {
-	case "", "0", "false":
-	case "1", "true":
+	case "0", "false":
+	case "", "1", "true":
 		c.PassIndex = true
 	default:
 		return Config{}, fmt.Errorf("absorb: STRAND_PASS_INDEX=%q: want true or false", getenv("STRAND_PASS_INDEX"))
 	}
 	switch {
 	case c.PassIndex && c.SettledBucket == "":
-		return Config{}, fmt.Errorf("absorb: STRAND_PASS_INDEX needs STRAND_SETTLED_BUCKET (the pass indexes live there)")
+		return Config{}, fmt.Errorf("absorb: the pass index (STRAND_PASS_INDEX, on unless \"false\") needs STRAND_SETTLED_BUCKET (the pass indexes live there)")
 	case c.Table == "":
 		return Config{}, fmt.Errorf("absorb: STRAND_TABLE is not set")
 	case len(c.Stars) == 0:

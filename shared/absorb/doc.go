@@ -124,4 +124,22 @@
 // the budget. Settle, trim, the probe, reads and tail recovery
 // switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
 // probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
+//
+// # Switching a live chain (design 014)
+//
+// The chain head's Indexed cursor says where indexed passes begin (zero:
+// none, refs mode). The first pass with Index set on a chain whose cursor
+// is zero sets it, before it begins its pass, to the checkpoint (the
+// store takes it only while no pass holds the lease, only to the
+// checkpoint itself, and only once). A pass is indexed when it starts at or
+// after the cursor in the head that holds its lease (the one BeginAbsorb
+// returns, or the one it joins), whatever the copy's switch: a copy with
+// Index set completes a refs pass it joined with refs, and one with Index
+// nil refuses an indexed pass (ErrIndexed, before it takes a lease).
+// IndexWindow walks runs and passes only from the cursor (WindowFrom: a
+// flushed cursor behind it is read as it); a head without it whose
+// window starts with an index (a chain indexed before the cursor existed)
+// is indexed from its window's start (IndexedFrom, one GET per window
+// start, cached), its passes too (passIndexed); the cursor is recorded
+// once its window is empty.
 package absorb

@@ -169,6 +169,8 @@ type IndexWindow struct {
 	// cut is final, and an epoch number never minted below a minted one
 	// never will be): key passAt{c, {epoch, 0}}, value cut+1 (0: none).
 	cuts map[passAt]uint64
+	// legacy caches IndexedFrom's probes of heads without Indexed.
+	legacy map[indexedAt]metastore.Cursor
 }
 
 // passAt names a pass (or a run, or a merged run): its chain, first
@@ -460,13 +462,15 @@ func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to 
 }
 
 func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
-	return w.windowRefs(ctx, c, metastore.Head{Flushed: from, Settled: from, Checkpoint: to}, id, keep)
+	return w.parts(ctx, c, from, from, from, from, to, id, keep)
 }
 
 // HeadRefs is Refs over the whole window of head h: the runs of
 // [h.Flushed, h.Settled) (packed entries after the stream's last marker:
 // a marker's seqs are behind a ref) then the passes of [h.Settled,
-// h.Checkpoint).
+// h.Checkpoint), each from where the chain's indexed passes begin
+// (IndexedFrom, WindowFrom: below it every record is behind a ref, and a
+// chain not indexed has no window).
 func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq })
 }
@@ -477,13 +481,28 @@ func (w *IndexWindow) HeadRefsAt(ctx context.Context, c metastore.ChainID, h met
 }
 
 func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+	indexed, err := w.IndexedFrom(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	runsFrom, passesFrom, ok := WindowFrom(h, indexed)
+	if !ok {
+		return nil, nil // refs mode: every record is behind a ref
+	}
+	return w.parts(ctx, c, runsFrom, h.Settled, h.Merged, passesFrom, h.Checkpoint, id, keep)
+}
+
+// parts is stream id's parts in the runs of [runsFrom, settled) (merged
+// runs below merged, as HeadRuns reads them) and the passes of
+// [passesFrom, checkpoint).
+func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
 	// The runs and passes are visited one at a time (the peak is the
 	// cache's budget and one object, not the window). Parts of one stream
 	// in later runs and passes have later seqs: the first kept part
 	// starts the answer. A marker drops what came before it (those seqs
 	// are behind the ref its flush wrote).
 	var out []metastore.Ref
-	err := w.VisitHeadRuns(ctx, c, h, func(r *format.PassIndex) error {
+	err := w.visit(ctx, c, runsFrom, settled, kindRun, merged, func(r *format.PassIndex) error {
 		ents := r.FindAll(id) // a merged run's: a marker, then a packed entry
 		for i := range ents {
 			s := &ents[i]
@@ -501,7 +520,7 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 	if err != nil {
 		return nil, err
 	}
-	err = w.VisitPasses(ctx, c, h.Settled, h.Checkpoint, func(p *format.PassIndex) error {
+	err = w.VisitPasses(ctx, c, passesFrom, checkpoint, func(p *format.PassIndex) error {
 		i, ok := p.Find(id)
 		if !ok {
 			return nil

@@ -95,7 +95,7 @@ func runAPI(ctx context.Context, cfg Config, pt point) (Result, error) {
 	}
 	n, err := node.Start(ctx, node.Config{Star: e.starCfg, Meta: e.meta, Settled: settled,
 		Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog(),
-		PassIndex: cfg.PassIndex})
+		NoPassIndex: !cfg.PassIndex})
 	if err != nil {
 		return Result{}, err
 	}

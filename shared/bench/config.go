@@ -105,10 +105,11 @@ type Config struct {
 	// Idempotent: in-process producers append with a producer id and batch
 	// seq (exactly-once appends), to price the dedupe table.
 	Idempotent bool
-	// PassIndex runs the star's absorb on the pass index (design 014,
-	// node.Config.PassIndex): one index object per pass in the settled
-	// bucket (priced as S3 Standard PUTs) instead of one ref per stream.
-	// The write workload only, in-process or with --api.
+	// PassIndex runs the star on the pass index (design 014;
+	// node.Config.NoPassIndex false; the CLI's default for its own
+	// star): one index object per pass in the settled bucket (priced as
+	// S3 Standard PUTs) instead of one ref per stream. In-process or with
+	// --api; the read workloads settle their backlog into runs and packs.
 	PassIndex bool
 	// SettleEvery, with PassIndex in-process: settle (runs, packs and
 	// flush, design 014 level 1) and trim run on this period inside the

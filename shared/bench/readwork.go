@@ -249,7 +249,7 @@ func startRead(ctx context.Context, cfg Config, pt point) (*readRun, error) {
 		return &readRun{e: e, tgt: &inproc{st: st, ids: e.ids}, reads: newInprocReads(e, st, pt.class), stop: stop}, nil
 	}
 	n, err := node.Start(ctx, node.Config{Star: e.starCfg, Meta: e.meta, Settled: e.settled,
-		PassIndex: cfg.PassIndex, Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog()})
+		NoPassIndex: !cfg.PassIndex, Addr: "127.0.0.1:0", NoAuth: true, SettleEvery: time.Hour, TrimEvery: time.Hour, ProbeEvery: time.Hour, Logger: quietLog()})
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,12 @@
 //     until the first merge, the first mint leaves it zero, and a head
 //     stored before it existed reads it as 0/0). The store does not order
 //     the cursors against each other: their writers do (settle keeps
-//     Flushed <= Settled and Merged <= Settled).
+//     Flushed <= Settled and Merged <= Settled). One exception: Indexed
+//     (design 014, "Switching a live chain": where the indexed passes
+//     begin; zero: none) is set once, from 0/0 (another `from` is
+//     ErrInvalid), and only while no pass holds the absorb lease and `to`
+//     is the checkpoint itself (else ErrConflict); the first mint leaves
+//     it zero, and a head stored before it existed reads it as 0/0.
 //   - Absorb lease: an absorb pass [from, to) is a lease recorded on the
 //     head as Head.Absorbing = to (zero: no pass in progress).
 //     BeginAbsorb(chain, from, to) takes it by compare-and-set: when the

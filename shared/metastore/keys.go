@@ -388,9 +388,9 @@ func ValidateChain(c ChainID) error {
 }
 
 // ValidateCursorKind checks that k is Checkpoint, Settled, Trimmed,
-// Flushed or Merged.
+// Flushed, Merged or Indexed.
 func ValidateCursorKind(k CursorKind) error {
-	if k != Checkpoint && k != Settled && k != Trimmed && k != Flushed && k != Merged {
+	if k != Checkpoint && k != Settled && k != Trimmed && k != Flushed && k != Merged && k != Indexed {
 		return fmt.Errorf("%w: unknown cursor kind %d", ErrInvalid, k)
 	}
 	return nil
@@ -404,6 +404,9 @@ func ValidateAdvance(kind CursorKind, from, to Cursor) error {
 	}
 	if !from.Less(to) {
 		return fmt.Errorf("%w: %s cursor move from %s to %s is not forward", ErrInvalid, kind, from, to)
+	}
+	if kind == Indexed && !from.IsZero() {
+		return fmt.Errorf("%w: the indexed cursor is set once, from 0/0 (asked to move it from %s)", ErrInvalid, from)
 	}
 	return nil
 }
@@ -445,8 +448,9 @@ func BeginAbsorbOn(h Head, from, to Cursor) (Head, error) {
 // AdvanceOn is AdvanceCursor's decision on the stored head h: the head to
 // store, or ErrConflict. The cursor of kind must be at from. For the
 // checkpoint, a pass that holds the lease must be the one completing:
-// Absorbing must be zero or to, and the move clears it. Arguments must be
-// valid (ValidateAdvance).
+// Absorbing must be zero or to, and the move clears it. The indexed
+// cursor is set (from zero) only while no pass holds the lease and only to
+// the checkpoint itself. Arguments must be valid (ValidateAdvance).
 func AdvanceOn(h Head, kind CursorKind, from, to Cursor) (Head, error) {
 	if cur := h.Cursor(kind); cur != from {
 		return h, fmt.Errorf("advance %s cursor from %s: it is at %s: %w", kind, from, cur, ErrConflict)
@@ -456,6 +460,14 @@ func AdvanceOn(h Head, kind CursorKind, from, to Cursor) (Head, error) {
 			return h, fmt.Errorf("advance checkpoint from %s to %s: pass to %s holds the lease: %w", from, to, h.Absorbing, ErrConflict)
 		}
 		h.Absorbing = Cursor{}
+	}
+	if kind == Indexed {
+		switch {
+		case !h.Absorbing.IsZero():
+			return h, fmt.Errorf("set the indexed cursor to %s: pass to %s holds the lease: %w", to, h.Absorbing, ErrConflict)
+		case h.Checkpoint != to:
+			return h, fmt.Errorf("set the indexed cursor to %s: the checkpoint is at %s: %w", to, h.Checkpoint, ErrConflict)
+		}
 	}
 	return SetCursor(h, kind, to), nil
 }
@@ -483,6 +495,8 @@ func SetCursor(h Head, k CursorKind, c Cursor) Head {
 		h.Flushed = c
 	case Merged:
 		h.Merged = c
+	case Indexed:
+		h.Indexed = c
 	default:
 		panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 	}

@@ -181,6 +181,13 @@ const (
 	// level-1 run). Zero until the first merge (a head stored before it
 	// existed reads as zero too). Settle moves it, never past Settled.
 	Merged CursorKind = 5
+	// Indexed: where the chain's indexed passes begin (design 014,
+	// "Switching a live chain"): every absorb pass from it on writes a
+	// pass index, every one before it wrote refs; zero: none (refs
+	// mode). Set once, from zero, only while no pass holds the absorb
+	// lease and only to the checkpoint itself (AdvanceOn): every pass
+	// begun after it starts at or after it.
+	Indexed CursorKind = 6
 )
 
 func (k CursorKind) String() string {
@@ -195,6 +202,8 @@ func (k CursorKind) String() string {
 		return "flushed"
 	case Merged:
 		return "merged"
+	case Indexed:
+		return "indexed"
 	}
 	return fmt.Sprintf("cursor(%d)", uint8(k))
 }
@@ -212,6 +221,10 @@ type Head struct {
 	// Merged: the end of the last merged run (design 014, level 2); zero
 	// before the first merge and on a head stored before it existed.
 	Merged Cursor
+	// Indexed: passes from it on are indexed, passes before it wrote
+	// refs (design 014, "Switching a live chain"). The zero Cursor (a
+	// head stored before it existed, or a chain never indexed): none.
+	Indexed Cursor
 	// Absorbing is the target of the absorb pass in progress: the pass
 	// [Checkpoint, Absorbing) holds the lease (BeginAbsorb), and only it may
 	// write refs (PutRefs) or move the checkpoint (AdvanceCursor). The zero
@@ -232,6 +245,8 @@ func (h Head) Cursor(k CursorKind) Cursor {
 		return h.Flushed
 	case Merged:
 		return h.Merged
+	case Indexed:
+		return h.Indexed
 	}
 	panic(fmt.Sprintf("metastore: unknown cursor kind %d", k))
 }

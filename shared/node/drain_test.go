@@ -29,7 +29,10 @@ func TestCloseDrainsSessionsWithUnavailable(t *testing.T) {
 	cfg.Express = star.ClassConfig{}
 	cfg.Standard.Buckets = []objstore.Bucket{objstore.NewMem("s0")}
 	cfg.Standard.FlushDeadline = time.Millisecond
-	n, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: objstore.NewMem("settled"), Addr: "127.0.0.1:0", NoAuth: true,
+	// One settled bucket for both processes: it holds the pass indexes
+	// the successor recovers the tails from.
+	settled := objstore.NewMem("settled")
+	n, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", NoAuth: true,
 		Peers: map[string]string{"star-0": "http://star-0.example:4780"}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +138,7 @@ func TestCloseDrainsSessionsWithUnavailable(t *testing.T) {
 	}
 	// Every acknowledged record survives the restart, and nothing past the
 	// acks was half-written: the successor's tail is at or past the acks.
-	n2, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: objstore.NewMem("settled"), Addr: "127.0.0.1:0", NoAuth: true})
+	n2, err := Start(ctx, Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

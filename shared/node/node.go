@@ -72,11 +72,15 @@ type Config struct {
 	// BindLimitFlags binds these and the two above to flags.
 	SourceRate, GlobalRate auth.Rate
 
-	// PassIndex indexes absorb passes in the settled bucket instead of
-	// writing one ref per stream (design 014): absorb, settle, trim, the
-	// probe, reads and tail recovery all switch. With Remote, the Lambdas
-	// must be switched too (STRAND_PASS_INDEX). Off by default.
-	PassIndex bool
+	// NoPassIndex keeps the star's chains in refs mode (one ref per
+	// stream per absorb pass; --pass-index=false). By default absorb
+	// passes are indexed in the settled bucket (design 014): absorb,
+	// settle, trim, the probe, reads and tail recovery all use the pass
+	// index, and a chain that ran in refs mode switches at its next
+	// absorb pass ("Switching a live chain"). With Remote, the Lambdas
+	// must agree (STRAND_PASS_INDEX). A chain once indexed does not go
+	// back: Start refuses it with NoPassIndex (absorb.ErrIndexed).
+	NoPassIndex bool
 	// WindowCacheMiB bounds the decoded pass indexes, runs and merged
 	// runs the node caches (absorb.IndexWindow.MaxBytes; 0:
 	// DefaultWindowCacheMiB), one cache for reads, tail recovery and
@@ -86,7 +90,7 @@ type Config struct {
 	// bound").
 	WindowCacheMiB int
 	// FlushBytes and FlushAge tune the pass index's flush (design 014,
-	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 24 h).
+	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 1 h).
 	// In-process settlement only.
 	FlushBytes int64
 	FlushAge   time.Duration
@@ -97,7 +101,7 @@ type Config struct {
 	// Remote selects AWS settlement; nil runs settlement in-process.
 	Remote *Remote
 	// In-process timers (0: defaults 2 s, 5 s, 30 s; settle every
-	// DefaultPassIndexSettleEvery with PassIndex).
+	// DefaultPassIndexSettleEvery with the pass index).
 	SettleEvery, TrimEvery, ProbeEvery time.Duration
 	// DrainBudget bounds a graceful Close (0: DefaultDrainBudget; see
 	// drain.go).
@@ -157,7 +161,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sets := Sets(cfg.Star)
 	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
 	var window *absorb.IndexWindow
-	if cfg.PassIndex {
+	passIndex := !cfg.NoPassIndex
+	if passIndex {
 		if cfg.Settled == nil {
 			return nil, errors.New("node: the pass index needs the settled bucket")
 		}
@@ -186,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	var poller *wake.Poller
 	var releases *wake.SQS // counts stalled sends in the star's registry
 	probeSets := map[metastore.ChainID]chain.Set{}
-	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log, PassIndex: cfg.PassIndex, Window: window}
+	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log, PassIndex: passIndex, Window: window}
 	if cfg.Remote == nil {
 		local = wake.NewLocal(abs, cfg.Star.Clock, log)
 		opt.Waker = local
@@ -228,6 +233,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return fail(err)
 		}
 		probeSets[c] = set
+		if !passIndex {
+			// A chain indexed since does not go back to refs: this star
+			// would neither absorb nor read it (design 014).
+			h, err := cfg.Meta.GetHead(ctx, c)
+			if err != nil && !errors.Is(err, metastore.ErrNotFound) {
+				return fail(fmt.Errorf("node: head of chain %s: %w", c, err))
+			}
+			if !h.Indexed.IsZero() {
+				return fail(fmt.Errorf("node: %w", absorb.IndexedErr("start", c, h.Indexed)))
+			}
+		}
 	}
 	if local != nil {
 		local.SetObserver(st)
@@ -241,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if local != nil {
 		n.goRun(func() { local.Run(runCtx, 5*time.Second) })
-		n.settlement(runCtx, cfg, sets, prober, st.Chains(), window)
+		n.settlement(runCtx, cfg, passIndex, sets, prober, st.Chains(), window)
 		// Absorb whatever a predecessor left released but unabsorbed.
 		for _, c := range st.Chains() {
 			_ = local.Released(runCtx, c, st.Released(c))
@@ -309,10 +325,10 @@ func (n *Node) goRun(f func()) {
 }
 
 // settlement runs settle, trim and the probe's sweep on timers.
-func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *absorb.IndexWindow) {
-	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: cfg.PassIndex,
+func (n *Node) settlement(ctx context.Context, cfg Config, passIndex bool, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *absorb.IndexWindow) {
+	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: passIndex,
 		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout, Window: window}
-	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: cfg.PassIndex, Window: window}
+	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: passIndex, Window: window}
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {
 			return d
@@ -321,7 +337,7 @@ func (n *Node) settlement(ctx context.Context, cfg Config, sets absorb.Sets, pro
 	}
 	n.goRun(func() {
 		settleEvery := 2 * time.Second
-		if cfg.PassIndex {
+		if passIndex {
 			// Each step writes a run, live until flushed: about FlushAge /
 			// this many runs in every window's cache (design 014).
 			settleEvery = DefaultPassIndexSettleEvery

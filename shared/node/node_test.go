@@ -140,26 +140,39 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 // and metastore shared by every start, so a second start is a takeover of
 // the first) and a client of it.
 func nodeStarter(t *testing.T, meta metastore.Store, passIndex bool, settleEvery time.Duration, flushBytes int64, fanout int) func() (*Node, *client.Client) {
+	start := modeStarter(t, meta)
+	return func() (*Node, *client.Client) {
+		n, c, err := start(passIndex, settleEvery, flushBytes, fanout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, c
+	}
+}
+
+// modeStarter is nodeStarter with the mode chosen at each start (a chain
+// switched between two processes).
+func modeStarter(t *testing.T, meta metastore.Store) func(passIndex bool, settleEvery time.Duration, flushBytes int64, fanout int) (*Node, *client.Client, error) {
 	var exp []objstore.Bucket
 	for i := 0; i < 3; i++ {
 		exp = append(exp, objstore.NewMem(fmt.Sprintf("x%d", i)))
 	}
 	std := []objstore.Bucket{objstore.NewMem("s0")}
 	settled := objstore.NewMem("settled")
-	return func() (*Node, *client.Client) {
+	return func(passIndex bool, settleEvery time.Duration, flushBytes int64, fanout int) (*Node, *client.Client, error) {
 		cfg := star.Defaults()
 		cfg.Express.Buckets, cfg.Standard.Buckets = exp, std
 		cfg.Standard.FlushDeadline = time.Millisecond
 		n, err := Start(context.Background(), Config{Star: cfg, Meta: meta, Settled: settled, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
-			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, PassIndex: passIndex, FlushBytes: flushBytes, Fanout: fanout})
+			SettleEvery: settleEvery, TrimEvery: 30 * time.Millisecond, NoPassIndex: !passIndex, FlushBytes: flushBytes, Fanout: fanout})
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		c, err := client.New(n.Endpoint())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n, c
+		return n, c, nil
 	}
 }
 

@@ -53,8 +53,10 @@ type Handler struct {
 	Margin absorb.Margin
 	// PassIndex: the absorb writes pass indexes (design 014) in Settled;
 	// the orphan report counts a stream's parts in every served chain's
-	// window as in transit (absorb.IndexWindow.ChainsLookup). It must
-	// match the absorb's switch.
+	// window as in transit (absorb.IndexWindow.ChainsLookup; from where
+	// each chain's indexed passes begin, so a chain still in refs mode is
+	// fine). Without it, an orphan sweep over a chain whose passes are
+	// indexed (Head.Indexed) is refused: absorb.ErrIndexed.
 	PassIndex bool
 	// Window is the pass index window cache the orphan report reads
 	// (PassIndex; nil: a fresh one per sweep, with

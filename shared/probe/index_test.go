@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -56,6 +57,12 @@ func testOrphansWithPassIndex(t *testing.T, windowMax int64) {
 	}
 	if !slices.Contains(rep.Orphans, stray) || has(settled, MarkPrefix+stray) {
 		t.Fatalf("in the window: orphans %v, marked %v", rep.Orphans, has(settled, MarkPrefix+stray))
+	}
+	// A probe with the switch off refuses the indexed chain (its orphan
+	// report would miss the window), naming the fix.
+	off := &Handler{Meta: meta, Settled: settled, Clock: clk, OrphanGrace: time.Hour, Sets: map[metastore.ChainID]chain.Set{c: set}}
+	if _, err := off.Sweep(ctx); !errors.Is(err, absorb.ErrIndexed) {
+		t.Fatalf("a sweep with the pass index off on an indexed chain: %v, want ErrIndexed", err)
 	}
 	// Without the switch the probe sees no transit ref at all, and would
 	// start the grace on it: the switch is what keeps it.

@@ -54,6 +54,19 @@ func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 		return fmt.Errorf("probe: list settled objects: %w", err)
 	}
 	lookup := RefLookup(h.Meta.QueryRefs)
+	if !h.PassIndex {
+		// Without the switch the windows' parts would not count as in
+		// transit: refuse a chain whose passes are indexed.
+		for c := range h.Sets {
+			hd, err := h.Meta.GetHead(ctx, c)
+			if err != nil && !errors.Is(err, metastore.ErrNotFound) {
+				return fmt.Errorf("probe: head of chain %s: %w", c, err)
+			}
+			if !hd.Indexed.IsZero() {
+				return absorb.IndexedErr("probe (orphan sweep)", c, hd.Indexed)
+			}
+		}
+	}
 	if h.PassIndex {
 		chains := slices.SortedFunc(maps.Keys(h.Sets), func(a, b metastore.ChainID) int { return strings.Compare(a.String(), b.String()) })
 		w := h.Window

@@ -74,9 +74,13 @@
 // # On the pass index (design 014, level 1: runs, packs and flush)
 //
 // With PassIndex the absorb wrote no refs, only pass indexes in the
-// settled bucket. A step then takes the whole passes that start in its
-// slots, from the settled cursor (which it moves only to pass ends, so it
-// stays on pass boundaries), walked by key (absorb.IndexWindow), and
+// settled bucket, from where the chain's indexed passes begin (the head's
+// Indexed cursor, absorb.IndexWindow.IndexedFrom). A step that starts
+// before it (or on a chain with none: still in refs mode) is a refs step
+// as above, bounded at it, and moves the flushed cursor with the settled
+// one (nothing below is in runs); a step at or after it takes the whole
+// passes that start in its slots, from the settled cursor (which it moves
+// only to pass ends, so it stays on pass boundaries), walked by key (absorb.IndexWindow), and
 // writes one run: format.RunIndexKey(star, class, epoch, first slot), in
 // the pass index format. The run at the step's first slot is the step's
 // plan: a step that finds it (a copy wrote it, or a crash before the

@@ -39,9 +39,17 @@ func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (
 	if err != nil {
 		return false, fmt.Errorf("merge: %w", err)
 	}
+	// Runs start where the chain's indexed passes begin (design 014,
+	// "Switching a live chain"): nothing to merge in refs mode.
+	indexed, err := s.window.IndexedFrom(ctx, c, h)
+	if err != nil || indexed.IsZero() {
+		return false, err
+	}
 	a := h.Flushed
-	if a.Less(h.Merged) {
-		a = h.Merged
+	for _, b := range []metastore.Cursor{h.Merged, indexed} {
+		if a.Less(b) {
+			a = b
+		}
 	}
 	if !a.Less(h.Settled) {
 		return false, nil

@@ -74,7 +74,11 @@ type Settler struct {
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
 	// PassIndex settles what the absorb indexed in pass indexes (design
-	// 014; absorb.Absorber.Index) in the Settled bucket, instead of refs:
+	// 014; absorb.Absorber.Index) in the Settled bucket, instead of refs,
+	// from where the chain's indexed passes begin (Head.Indexed; before
+	// it, and on a chain not yet indexed, it settles refs as without the
+	// switch; without the switch it refuses an indexed step:
+	// absorb.ErrIndexed):
 	// whole passes from the settled cursor into one run per step (level
 	// 1: small streams' segments copied into shared packs, listed in the
 	// run index), and per-stream settled objects and one ref
@@ -156,8 +160,14 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 		return res, err
 	}
 	res.Flushed = h.Flushed
-	if st.First < st.End && s.PassIndex {
-		if st, res.Flushed, err = s.runStep(ctx, c, h, st, &res); err != nil {
+	indexed, runsFrom, err := s.mode(ctx, c, h, &st)
+	if err != nil {
+		return res, err
+	}
+	if st.First < st.End && indexed {
+		hw := h
+		hw.Flushed = runsFrom
+		if st, res.Flushed, err = s.runStep(ctx, c, hw, st, &res); err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
 		}
 	} else if st.First < st.End {
@@ -196,6 +206,11 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 		return res, fmt.Errorf("settle: %w", err)
 	}
 	res.To = st.To
+	if s.PassIndex && !indexed {
+		// A refs step (below Head.Indexed): nothing below is in runs, so
+		// flushed follows settled.
+		res.Flushed = st.To
+	}
 	if s.PassIndex && h.Flushed.Less(res.Flushed) {
 		// After the settled cursor: flushed never passes it. Lost to a copy
 		// that moved it first is fine (every copy computes the same).

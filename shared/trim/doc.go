@@ -10,6 +10,10 @@
 //     unrecognised object is kept and logged. A bucket that does not answer
 //     fails the step before the cursor moves. Slots above an epoch's cut are
 //     the garbage probe's, not trim's.
+//   - With PassIndex off, a chain whose passes are indexed (the head's
+//     Indexed cursor) is refused (absorb.ErrIndexed): trim would neither
+//     delete its runs, packs and pass indexes nor wait for its window
+//     before deleting a stream.
 //   - Pass indexes (PassIndex, design 014): with the chain slots of a
 //     step, the pass indexes of its epoch in the settled bucket that start
 //     before the step's end (every one of the epoch at an epoch step): one

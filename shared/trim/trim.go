@@ -40,9 +40,11 @@ type Trimmer struct {
 	MaxSlotsPerStep int
 	MaxStepsPerRun  int
 	// PassIndex also deletes the pass indexes (design 014) that the
-	// trimmed slots' passes had in the Settled bucket: settle has moved
-	// their data into settled objects and refs. It must match the
-	// absorb's switch.
+	// trimmed slots' passes had in the Settled bucket (settle has moved
+	// their data into runs, packs and refs), and the runs and packs below
+	// the flushed cursor; a chain still in refs mode is trimmed as without
+	// it. Without it, a chain whose passes are indexed (Head.Indexed) is
+	// refused: absorb.ErrIndexed.
 	PassIndex bool
 	// Window is the pass index window cache the deletion check reads
 	// (PassIndex; nil: a fresh one per deleted stream, with
@@ -85,6 +87,11 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	h, err := t.Meta.GetHead(ctx, c)
 	if err != nil {
 		return Result{}, fmt.Errorf("trim %s: %w", c, err)
+	}
+	if !t.PassIndex && !h.Indexed.IsZero() {
+		// Its runs, packs and pass indexes would never be deleted, nor
+		// would deletions wait for the window.
+		return Result{From: h.Trimmed, To: h.Trimmed}, absorb.IndexedErr("trim", c, h.Indexed)
 	}
 	if t.PassIndex {
 		if err := t.runs(ctx, c, h.Flushed); err != nil {
@@ -332,6 +339,17 @@ func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 }
 
 func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *StreamResult) error {
+	if !t.PassIndex {
+		// Without the switch trim cannot see the window it must wait for.
+		c := metastore.ChainID{Star: st.Star, Class: st.Class}
+		h, err := t.Meta.GetHead(ctx, c)
+		if err != nil && !errors.Is(err, metastore.ErrNotFound) {
+			return fmt.Errorf("head of chain %s: %w", c, err)
+		}
+		if !h.Indexed.IsZero() {
+			return absorb.IndexedErr("trim (deleting a stream)", c, h.Indexed)
+		}
+	}
 	if t.PassIndex {
 		// Settle turns the stream's parts still in its chain's window into
 		// refs; deleting the metadata first would leave those refs to

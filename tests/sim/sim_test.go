@@ -32,7 +32,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches atomic.Int64
 
 	// records: every seed's record counts, failed seeds included.
 	records Totals
@@ -60,9 +60,9 @@ func TestSim(t *testing.T) {
 		})
 		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d",
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load())
 }
 
 // batch states
@@ -166,6 +166,10 @@ func runSimWith(t *testing.T, seed int64, steps int, tally *Tally, prods, dedupe
 	opt.IdleCut = seed%2 == 0   // both cut policies, without drawing from the seed's stream
 	opt.PassIndex = seed%4 >= 2 // refs and the pass index (design 014), likewise
 	opt.DedupeMaxProducers = dedupeBound
+	// Half the refs seeds switch to the pass index mid-run, as a rolling
+	// deploy does (design 014, "Switching a live chain"): settlement at a
+	// third of the steps, the star (a new incarnation) at half.
+	switching := seed%8 >= 4 && !opt.PassIndex
 	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +203,27 @@ func runSimWith(t *testing.T, seed int64, steps int, tally *Tally, prods, dedupe
 	}
 	for s.step = 0; s.step < steps; s.step++ {
 		s.preStep()
+		if switching && s.step == steps/3 {
+			s.w.SwitchSettlement()
+			totals.switches.Add(1)
+		}
+		if switching && s.step == steps/2 {
+			// The refs star absorbs what it released (unsettled refs passes
+			// for the switched star's window, unless settle is quicker),
+			// then a new incarnation takes over with the switch on.
+			if s.node != nil {
+				s.appendBurst()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_ = s.w.Absorber().AbsorbTo(ctx, Chain, s.node.Star.Released(Chain)) // faults may stop it: fine
+				cancel()
+			}
+			s.w.SwitchStar()
+			s.restart(false)
+			s.action = "switch the star to the pass index"
+			synctest.Wait()
+			s.check()
+			continue
+		}
 		s.action = s.act()
 		if s.rng.IntN(8) == 0 {
 			time.Sleep(time.Duration(200+s.rng.IntN(2800)) * time.Millisecond)
@@ -1027,6 +1052,26 @@ func (s *sim) drain() {
 	}
 	if _, err := s.w.Prober().Sweep(ctx); err != nil {
 		s.fatalf("probe sweep: %v", err)
+	}
+	if !s.w.Opt.PassIndex && s.w.starOn.Load() {
+		// A switched chain: indexed since a pass of the switched star,
+		// settled to the checkpoint (never stopped at a refs pass; a run
+		// is at most MaxStepsPerRun steps, an epoch step each).
+		// The absorb switches once a settle with the switch on has settled
+		// a step: absorb again after settle.
+		h, err := s.w.Meta.GetHead(ctx, Chain)
+		for i := 0; err == nil && (h.Settled != h.Checkpoint || h.Indexed.IsZero()) && i < 20; i++ {
+			if _, err = s.w.Settler().Run(ctx, Chain); err != nil {
+				s.fatalf("settle: %v", err)
+			}
+			if err = s.w.Absorber().AbsorbTo(ctx, Chain, s.node.Star.Released(Chain)); err != nil {
+				s.fatalf("absorb to the released head: %v", err)
+			}
+			h, err = s.w.Meta.GetHead(ctx, Chain)
+		}
+		if err != nil || h.Indexed.IsZero() || h.Settled != h.Checkpoint || h.Flushed.Less(h.Indexed) {
+			s.fatalf("switched chain after the drain: head %+v, %v: want indexed, settled to the checkpoint", h, err)
+		}
 	}
 	s.wg.Wait()
 	synctest.Wait()

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -102,7 +103,30 @@ type World struct {
 	Log  *slog.Logger
 	Logs *LogCapture
 	rand *lockedRand
+
+	// A world that starts in refs mode (Opt.PassIndex false) switches to
+	// the pass index (design 014, "Switching a live chain") as a rolling
+	// deploy does: settlement first (settle, trim, the probe and readers,
+	// SwitchSettlement), the star's absorb later (SwitchStar, then a new
+	// star incarnation).
+	settleOn, starOn atomic.Bool
 }
+
+// SwitchSettlement switches settle, trim, the probe and readers to the
+// pass index; the star's absorb stays in refs mode.
+func (w *World) SwitchSettlement() { w.settleOn.Store(true) }
+
+// SwitchStar switches the absorb of the next star incarnations (and of
+// absorb copies made from now on) to the pass index, and settlement with
+// it.
+func (w *World) SwitchStar() { w.starOn.Store(true); w.settleOn.Store(true) }
+
+// AbsorbIndexed reports whether absorb copies made now index their passes.
+func (w *World) AbsorbIndexed() bool { return w.Opt.PassIndex || w.starOn.Load() }
+
+// SettleIndexed reports whether settle, trim, the probe and readers made
+// now run on the pass index.
+func (w *World) SettleIndexed() bool { return w.Opt.PassIndex || w.settleOn.Load() }
 
 // NewWorld builds a world from seed and creates its streams.
 func NewWorld(seed int64, opt Options) (*World, error) {
@@ -179,23 +203,23 @@ func (w *World) Sets() absorb.Sets { return absorb.Sets{Express: w.Set()} }
 // Absorber, Settler, Trimmer and Prober: settlement over the faulted stores.
 func (w *World) Absorber() *absorb.Absorber {
 	a := &absorb.Absorber{Meta: w.SettleMeta, Sets: w.Sets(), Log: w.Log}
-	if w.Opt.PassIndex {
+	if w.AbsorbIndexed() {
 		a.Index = w.Settled
 	}
 	return a
 }
 func (w *World) Settler() *settle.Settler {
-	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.Opt.PassIndex,
+	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
 		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
 }
 func (w *World) Trimmer() *trim.Trimmer {
-	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.Opt.PassIndex}
+	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.SettleIndexed()}
 }
 
 // Window is the pass index window over meta and the settled bucket (nil
 // without PassIndex).
 func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *absorb.IndexWindow {
-	if !w.Opt.PassIndex {
+	if !w.SettleIndexed() {
 		return nil
 	}
 	return &absorb.IndexWindow{Meta: meta, Bucket: settled}
@@ -215,7 +239,7 @@ func (w *World) Prober() *probe.Handler {
 	// by the next, racing settle and trim, so the simulation checks that
 	// the deletable rule alone never removes an object a ref needs.
 	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
-		OrphanGrace: time.Nanosecond, PassIndex: w.Opt.PassIndex}
+		OrphanGrace: time.Nanosecond, PassIndex: w.SettleIndexed()}
 }
 
 // ClearFaults removes every injected fault from every store.

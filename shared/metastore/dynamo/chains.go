@@ -55,6 +55,15 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 		// none: it reads as 0/0 (decodeHead).
 		cond = "attribute_exists(#pk) AND ((#e = :fe AND #s = :fs) OR attribute_not_exists(#e))"
 	}
+	if kind == metastore.Indexed {
+		// Set once, from 0/0 or absent (a head stored before it), while
+		// no pass holds the lease, to the checkpoint itself.
+		ce, cs := cursorAttrs(metastore.Checkpoint)
+		names["#ae"], names["#as"], names["#ce"], names["#cs"] = attrAbsorbingEpoch, attrAbsorbingSlot, ce, cs
+		vals[":zero"] = nu(0)
+		cond = "attribute_exists(#pk) AND ((#e = :fe AND #s = :fs) OR attribute_not_exists(#e))" +
+			" AND #ae = :zero AND #as = :zero AND #ce = :te AND #cs = :ts"
+	}
 	if kind == metastore.Checkpoint {
 		names["#ae"], names["#as"] = attrAbsorbingEpoch, attrAbsorbingSlot
 		vals[":zero"] = nu(0)

@@ -383,7 +383,7 @@ func headAttrs(c metastore.ChainID, h metastore.Head) map[string]types.Attribute
 		attrSK:    s(metastore.HeadSK),
 		attrEpoch: nu(h.Epoch),
 	}
-	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed, metastore.Merged} {
+	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed, metastore.Merged, metastore.Indexed} {
 		e, sl := cursorAttrs(k)
 		cur := h.Cursor(k)
 		m[e], m[sl] = nu(cur.Epoch), nu(cur.Slot)
@@ -399,9 +399,9 @@ func decodeHead(m map[string]types.AttributeValue) (metastore.Head, error) {
 		e, sl := cursorAttrs(k)
 		h = metastore.SetCursor(h, k, metastore.Cursor{Epoch: it.u64(e), Slot: it.u64(sl)})
 	}
-	// Flushed and Merged came later: a head stored before them has none
-	// (0/0).
-	for _, k := range []metastore.CursorKind{metastore.Flushed, metastore.Merged} {
+	// Flushed, Merged and Indexed came later: a head stored before them
+	// has none (0/0; Indexed 0/0: no pass indexed).
+	for _, k := range []metastore.CursorKind{metastore.Flushed, metastore.Merged, metastore.Indexed} {
 		if e, sl := cursorAttrs(k); m[e] != nil {
 			h = metastore.SetCursor(h, k, metastore.Cursor{Epoch: it.u64(e), Slot: it.u64(sl)})
 		}

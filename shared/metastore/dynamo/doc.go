@@ -16,6 +16,7 @@
 //	                                           TrimmedEpoch TrimmedSlot AbsorbingEpoch AbsorbingSlot
 //	                                           FlushedEpoch FlushedSlot (absent on heads stored before it: 0/0)
 //	                                           MergedEpoch MergedSlot (absent on heads stored before it: 0/0)
+//	                                           IndexedEpoch IndexedSlot (absent on heads stored before it: 0/0)
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
 //	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S) Description (absent when empty)
 //	TOKENS                  <sha256-hex>       the same (the token listing item, below)

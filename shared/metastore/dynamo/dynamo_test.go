@@ -418,3 +418,35 @@ func TestHeadWithoutMerged(t *testing.T) {
 		t.Fatalf("a second advance from 0/0: %v, want ErrConflict", err)
 	}
 }
+
+// TestHeadWithoutIndexed: a HEAD item stored before the indexed cursor
+// existed (no IndexedEpoch/IndexedSlot, nor FlushedEpoch/FlushedSlot)
+// reads as indexed 0/0 (refs mode), and the cursor is set from 0/0 at
+// the checkpoint (then stored); a second set conflicts.
+func TestHeadWithoutIndexed(t *testing.T) {
+	c, table := newTable(t)
+	st := New(c, table)
+	ctx := context.Background()
+	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+		UpdateExpression: aws.String("REMOVE IndexedEpoch, IndexedSlot, FlushedEpoch, FlushedSlot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.GetHead(ctx, chain)
+	if err != nil || !h.Indexed.IsZero() || !h.Flushed.IsZero() || h.Checkpoint != (metastore.Cursor{Epoch: 3}) {
+		t.Fatalf("head without indexed: %+v, %v", h, err)
+	}
+	to := metastore.Cursor{Epoch: 3, Slot: 0}
+	if err := st.AdvanceCursor(ctx, chain, metastore.Indexed, metastore.Cursor{}, to); err != nil {
+		t.Fatalf("set indexed on an old head: %v", err)
+	}
+	if h, err = st.GetHead(ctx, chain); err != nil || h.Indexed != to {
+		t.Fatalf("head after: %+v, %v", h, err)
+	}
+	if err := st.AdvanceCursor(ctx, chain, metastore.Indexed, metastore.Cursor{}, to); !errors.Is(err, metastore.ErrConflict) {
+		t.Fatalf("a second set: %v, want ErrConflict", err)
+	}
+}

@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SettleRef", testSettleRef},
 		{"FlushedCursor", testFlushedCursor},
 		{"MergedCursor", testMergedCursor},
+		{"IndexedCursor", testIndexedCursor},
 		{"SettleRefInvalid", testSettleRefInvalid},
 		{"RaceSettleRef", testRaceSettleRef},
 	}
@@ -1845,4 +1846,66 @@ func testMergedCursor(t *testing.T, s metastore.Store) {
 	must(t, err, "head")
 	wantEqual(t, h.Merged, at(2, 9), "merged after the race")
 	wantEqual(t, h.Flushed, at(2, 0), "flushed untouched by merged")
+}
+
+// testIndexedCursor: the indexed cursor (design 014, "Switching a live
+// chain") is zero after the first mint and carries over mints; it is set
+// once, from 0/0 (another from is ErrInvalid), only while no pass holds
+// the absorb lease and only to the checkpoint itself (ErrConflict: a copy
+// that read an older checkpoint must not claim the passes since), and of
+// racing copies exactly one sets it.
+func testIndexedCursor(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
+	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(2)), "mint")
+	h, err := s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h.Indexed, metastore.Cursor{}, "indexed after the first mint")
+	// A pass holds the lease: the cursor cannot be set (the pass may be
+	// completed in refs mode by a copy that read the head before).
+	_, err = s.BeginAbsorb(ctx, chainA, at(2, 0), at(2, 5))
+	must(t, err, "begin absorb")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 0)), metastore.ErrConflict, "indexed under a lease")
+	must(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(2, 0), at(2, 5)), "advance checkpoint")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 6)), metastore.ErrConflict, "indexed past the checkpoint")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 0)), metastore.ErrConflict, "indexed at a stale checkpoint")
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, at(2, 1), at(2, 3)), metastore.ErrInvalid, "indexed moved from another cursor than 0/0")
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 5))
+			if err == nil {
+				won.Add(1)
+			} else if !errors.Is(err, metastore.ErrConflict) {
+				t.Errorf("racing indexed set: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d racing indexed sets won, want 1", won.Load())
+	}
+	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 5)), metastore.ErrConflict, "indexed set twice")
+	// Another chain, set at its first cursor.
+	chainB := metastore.ChainID{Star: "star-2", Class: metastore.Express}
+	must(t, s.MintEpoch(ctx, chainB, 0, newEpoch(1)), "mint chain B")
+	must(t, s.AdvanceCursor(ctx, chainB, metastore.Indexed, metastore.Cursor{}, at(1, 0)), "indexed at the first cursor")
+	_, err = s.BeginAbsorb(ctx, chainB, at(1, 0), at(1, 7))
+	must(t, err, "begin absorb B")
+	must(t, s.AdvanceCursor(ctx, chainB, metastore.Checkpoint, at(1, 0), at(1, 7)), "advance checkpoint B")
+	must(t, s.MintEpoch(ctx, chainA, 2, newEpoch(3)), "mint 3")
+	h, err = s.GetHead(ctx, chainA)
+	must(t, err, "head")
+	wantEqual(t, h, metastore.Head{Epoch: 3, Checkpoint: at(2, 5), Settled: at(2, 0), Trimmed: at(2, 0), Flushed: at(2, 0), Indexed: at(2, 5)}, "head after mint 3")
+	h, err = s.GetHead(ctx, chainB)
+	must(t, err, "head B")
+	wantEqual(t, h.Indexed, at(1, 0), "indexed of chain B")
+	// BeginAbsorb returns the head with it (the copy decides a pass's mode
+	// from the head that holds its lease).
+	h, err = s.BeginAbsorb(ctx, chainB, at(1, 7), at(1, 9))
+	must(t, err, "begin absorb B again")
+	wantEqual(t, h.Indexed, at(1, 0), "indexed in BeginAbsorb's head")
 }
