@@ -55,7 +55,7 @@ func windowOfRuns(t testing.TB, runs, streams int) (metastore.Store, objstore.Bu
 		all = append(all, run)
 	}
 	end := metastore.Cursor{Epoch: 1, Slot: uint64(runs * 60)}
-	h := metastore.Head{Epoch: 1, Flushed: metastore.Cursor{Epoch: 1}, Merged: end, Settled: end, Checkpoint: end}
+	h := metastore.Head{Epoch: 1, Flushed: metastore.Cursor{Epoch: 1}, Merged: end, Settled: end, Checkpoint: end, Indexed: metastore.Cursor{Epoch: 1}}
 	return meta, bucket, h, all
 }
 
@@ -214,10 +214,19 @@ func (s *staleHead) GetHead(ctx context.Context, c metastore.ChainID) (metastore
 func TestChainsLookupRereadsHead(t *testing.T) {
 	meta, bucket, h, _ := windowOfRuns(t, 3, 10)
 	first := metastore.Cursor{Epoch: 1, Slot: 60}
-	if err := meta.AdvanceCursor(t.Context(), chainX, metastore.Checkpoint, metastore.Cursor{Epoch: 1}, h.Checkpoint); err != nil {
+	h0, err := meta.GetHead(t.Context(), chainX)
+	if err != nil {
 		t.Fatal(err)
 	}
-	h0, err := meta.GetHead(t.Context(), chainX)
+	// Indexed from the start (set at the checkpoint itself), then the
+	// window's cursors.
+	if err := meta.AdvanceCursor(t.Context(), chainX, metastore.Indexed, h0.Indexed, h0.Checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.AdvanceCursor(t.Context(), chainX, metastore.Checkpoint, h0.Checkpoint, h.Checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	h0, err = meta.GetHead(t.Context(), chainX)
 	if err != nil {
 		t.Fatal(err)
 	}
