@@ -40,6 +40,8 @@ type devFlags struct {
 	dedupe    int
 	// passIndex: !node.Config.NoPassIndex (design 014).
 	passIndex bool
+	// windowCache: node.Config.WindowCacheMiB.
+	windowCache int
 	// limits holds the API's abuse limits (node.BindLimitFlags).
 	limits node.Config
 	// exitWithParent: exit when the parent process dies (default: under
@@ -89,6 +91,7 @@ acknowledged lost.`,
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	fl.IntVar(&f.dedupe, "dedupe-max-producers", star.DefaultStarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten")
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
+	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
 	fl.AddGoFlagSet(lim)
@@ -231,7 +234,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
-		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead})
+		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ func main() {
 		h := &probe.Handler{Sets: cfg.Sets(st.Bucket), Meta: st.Meta, Log: log, SweepEpochs: cfg.SweepEpochs, OrphanGrace: cfg.OrphanGrace, PassIndex: cfg.PassIndex}
 		if cfg.SettledBucket != "" {
 			h.Settled = st.Bucket(cfg.SettledBucket)
+			h.Window = cfg.Window(st.Meta, h.Settled, 0)
 		}
 		return h.Handle, nil
 	})

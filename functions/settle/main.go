@@ -27,7 +27,8 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex},
+		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex,
+			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), absorb.DefaultColdLoadParallel)},
 			Chains: cfg.Chains(), Log: log}
 		return h.Handle, nil
 	})

@@ -64,7 +64,7 @@ func run(args []string) error {
 		pathStyle, createTable, version  bool
 		drainBudget                      time.Duration
 		passIndex                        bool
-		readAheadMiB                     int
+		readAheadMiB, windowCacheMiB     int
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -83,6 +83,7 @@ func run(args []string) error {
 	fs.DurationVar(&drainBudget, "drain-budget", node.DefaultDrainBudget, "on SIGTERM, how long to drain (acks of admitted batches, sessions ended with unavailable) before exiting; keep the task's stop timeout above it")
 	fs.BoolVar(&passIndex, "pass-index", true, "index absorb passes in the settled bucket instead of one ref per stream (design 014; the settlement Lambdas read STRAND_PASS_INDEX, on when unset); --pass-index=false keeps refs mode and refuses a chain once indexed")
 	fs.IntVar(&readAheadMiB, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
+	fs.IntVar(&windowCacheMiB, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window the star caches, MiB (reads, tail recovery); a window larger than it is refetched in part by GET per walk. The task's memory plan counts it (strand:windowCacheMiB)")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -152,7 +153,7 @@ func run(args []string) error {
 		Logger:      log,
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
-		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB,
+		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB, WindowCacheMiB: windowCacheMiB,
 	})
 	if err != nil {
 		return err

@@ -28,7 +28,8 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Clock: clock.Real{}, Log: log, PassIndex: cfg.PassIndex},
+		h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Clock: clock.Real{}, Log: log, PassIndex: cfg.PassIndex,
+			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), 0)},
 			Chains: cfg.Chains(), Log: log}
 		return h.Handle, nil
 	})

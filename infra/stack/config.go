@@ -36,6 +36,8 @@ const (
 	CtxS3AccessLogs           = "strand:s3AccessLogs"
 	CtxFlowLogs               = "strand:flowLogs"
 	CtxPassIndex              = "strand:passIndex"
+	CtxWindowCacheMiB         = "strand:windowCacheMiB"
+	CtxSettleMemoryMiB        = "strand:settleMemoryMiB"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -45,7 +47,7 @@ var ContextKeys = []string{
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
-	CtxPassIndex,
+	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -129,6 +131,27 @@ type Config struct {
 	// in refs mode switches at its next absorb pass, live ("Switching a
 	// live chain"); a chain once indexed refuses stages with it off.
 	PassIndex bool
+	// WindowCacheMiB is each star's pass index window cache
+	// (--window-cache-mib, STRAND_WINDOW_CACHE_MIB): the decoded indexes
+	// reads and tail recovery keep; the task's memory plan counts it with
+	// PassIndex (WindowMiB). Default node.DefaultWindowCacheMiB (256).
+	WindowCacheMiB int
+	// SettleMemoryMiB is the settle Lambda's memory with PassIndex: a
+	// step holds the live runs [flushed, settled) at once, about 205 B per
+	// stream entry (BenchmarkStepPeakHeap), so at the 24 h FlushAge (83
+	// live runs of every active stream) it needs about
+	// 256 + 0.0162 x active streams MiB: the default 2048 holds 100,000
+	// (docs/operations.md, "Sizing the window").
+	SettleMemoryMiB int
+}
+
+// WindowMiB is what the star's memory plan counts for the pass index
+// window cache: WindowCacheMiB with PassIndex, else nothing.
+func WindowMiB(c Config) int {
+	if !c.PassIndex {
+		return 0
+	}
+	return c.WindowCacheMiB
 }
 
 // LogsBucket reports whether the stack needs the logs bucket.
@@ -171,13 +194,14 @@ func GoMemLimitMiB(c Config) int { return StarContainerMiB(c) * 9 / 10 }
 // container's memory and not past it (at least MinBacklogMiB; Validate
 // makes room for that minimum).
 func BacklogMiB(c Config) int {
-	return max(MinBacklogMiB, (StarContainerMiB(c)-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB)/2)
+	return max(MinBacklogMiB, (StarContainerMiB(c)-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB-WindowMiB(c))/2)
 }
 
 // starNeedMiB is the least task memory: both pools, the overhead, the
-// agent sidecar and a minimal backlog per loglet.
+// window cache (WindowMiB), the agent sidecar and a minimal backlog per
+// loglet.
 func starNeedMiB(c Config) int {
-	return c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB + AgentMemoryMiB + 2*MinBacklogMiB
+	return c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB + WindowMiB(c) + AgentMemoryMiB + 2*MinBacklogMiB
 }
 
 // DefaultConfig is the configuration used for every key the context does
@@ -199,6 +223,8 @@ func DefaultConfig() Config {
 		S3AccessLogs:           true,
 		FlowLogs:               true,
 		PassIndex:              true,
+		WindowCacheMiB:         256,
+		SettleMemoryMiB:        2048,
 	}
 }
 
@@ -304,6 +330,8 @@ func FromContext(get Lookup) (Config, error) {
 	boolean(CtxS3AccessLogs, &c.S3AccessLogs)
 	boolean(CtxFlowLogs, &c.FlowLogs)
 	boolean(CtxPassIndex, &c.PassIndex)
+	num(CtxWindowCacheMiB, &c.WindowCacheMiB)
+	num(CtxSettleMemoryMiB, &c.SettleMemoryMiB)
 	if err != nil {
 		return Config{}, err
 	}
@@ -361,6 +389,12 @@ func (c *Config) Validate() error {
 	if c.ExpressMemoryBufferMiB < 1 {
 		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxExpressMemoryBufferMiB, c.ExpressMemoryBufferMiB)
 	}
+	if c.WindowCacheMiB < 1 {
+		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxWindowCacheMiB, c.WindowCacheMiB)
+	}
+	if c.SettleMemoryMiB < 128 || c.SettleMemoryMiB > 10240 {
+		return fmt.Errorf("%w: %s=%d must be a Lambda memory size, 128..10240 MiB", ErrConfig, CtxSettleMemoryMiB, c.SettleMemoryMiB)
+	}
 	need := starNeedMiB(*c)
 	if c.TaskMemoryMiB == 0 {
 		m, err := SmallestFargateMemory(c.TaskCPU, need)
@@ -373,8 +407,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s=%d with %s=%d is not a Fargate task size", ErrConfig, CtxTaskCPU, c.TaskCPU, CtxTaskMemoryMiB, c.TaskMemoryMiB)
 	}
 	if c.TaskMemoryMiB < need {
-		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead, the %d MiB agent sidecar and 2x%d MiB backlog",
-			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB, AgentMemoryMiB, MinBacklogMiB)
+		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead, the %d MiB pass index window cache (%s), the %d MiB agent sidecar and 2x%d MiB backlog",
+			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB, WindowMiB(*c), CtxWindowCacheMiB, AgentMemoryMiB, MinBacklogMiB)
 	}
 	if !slices.Contains(LogRetentionDays, c.RetentionDays) {
 		return fmt.Errorf("%w: %s=%d is not a CloudWatch Logs retention (%v)", ErrConfig, CtxRetentionDays, c.RetentionDays, LogRetentionDays)

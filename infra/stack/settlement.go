@@ -36,6 +36,30 @@ var fnSpecs = map[string]fnSpec{
 	"probe":  {memoryMiB: 256, timeoutSecs: 300, sweepMinutes: 60},
 }
 
+// fnMemoryMiB is name's memory: its spec's, except settle's with the pass
+// index (Config.SettleMemoryMiB: a step holds the live runs).
+func fnMemoryMiB(cfg Config, name string) int {
+	if name == "settle" && cfg.PassIndex {
+		return cfg.SettleMemoryMiB
+	}
+	return fnSpecs[name].memoryMiB
+}
+
+// EnvWindowCacheMiB is the pass index window cache's budget of the star
+// (--window-cache-mib) and of the settle, trim and probe Lambdas.
+const EnvWindowCacheMiB = "STRAND_WINDOW_CACHE_MIB"
+
+// fnWindowMiB is name's window cache budget: a quarter of its memory
+// (trim and probe, 256 MiB: 64 MiB, absorb.DefaultWindowCacheBytes), half
+// of settle's (a step pins the live runs it walks whatever the budget;
+// the cache keeps them for the next step of a warm Lambda).
+func fnWindowMiB(cfg Config, name string) int {
+	if name == "settle" {
+		return fnMemoryMiB(cfg, name) / 2
+	}
+	return fnMemoryMiB(cfg, name) / 4
+}
+
 // sweepMinutes is how often name's sweep runs. With the pass index,
 // settle runs every minute (as node.DefaultPassIndexSettleEvery does):
 // the passes it has not settled yet are the window every reader caches
@@ -78,6 +102,20 @@ const EnvExpressSessionMode = "STRAND_S3EXPRESS_SESSION_MODE"
 // with their configuration): one value for the whole stack,
 // Config.PassIndex, "true" or "false", always set.
 const EnvPassIndex = "STRAND_PASS_INDEX"
+
+// withWindow is env plus name's window cache budget (settle, trim, probe
+// with the pass index).
+func withWindow(env map[string]*string, cfg Config, name string) map[string]*string {
+	if !cfg.PassIndex || name == "absorb" {
+		return env
+	}
+	out := make(map[string]*string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	out[EnvWindowCacheMiB] = jsii.String(strconv.Itoa(fnWindowMiB(cfg, name)))
+	return out
+}
 
 // fnEnv is a function's environment: the shared one, plus ReadOnly Express
 // sessions when its role may only create those (the SDK's default provider
@@ -240,11 +278,11 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Architecture: awslambda.Architecture_ARM_64(),
 			Handler:      jsii.String("bootstrap"),
 			Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
-			MemorySize:   jsii.Number(spec.memoryMiB),
+			MemorySize:   jsii.Number(fnMemoryMiB(cfg, name)),
 			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.timeoutSecs)),
 			Role:         role,
 			LogGroup:     logs,
-			Environment:  fnEnv(env, grants[name]),
+			Environment:  fnEnv(withWindow(env, cfg, name), grants[name]),
 			// Sweeps and SQS deliveries are retried by their sources; async
 			// invocations (the schedule) get one retry.
 			RetryAttempts: jsii.Number(1),

@@ -473,6 +473,8 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		"STRAND_DRAIN_BUDGET":                 jsii.String(fmt.Sprintf("%ds", DrainBudgetSeconds)),
 		// The same switch as the Lambdas' (settlement.go): always set.
 		EnvPassIndex: jsii.String(strconv.FormatBool(cfg.PassIndex)),
+		// Counted in the memory plan (WindowMiB) with the pass index.
+		EnvWindowCacheMiB: jsii.String(strconv.Itoa(cfg.WindowCacheMiB)),
 	}
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that

@@ -551,7 +551,16 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Error("the pass index without a settled bucket accepted")
 	}
 	env["STRAND_SETTLED_BUCKET"], env["STRAND_PASS_INDEX"] = "settled", ""
-	for k, v := range map[string]string{"STRAND_TABLE": "", "STRAND_EXPRESS_W": "4", "STRAND_S3_PATH_STYLE": "maybe", "STRAND_STAR_IDS": "a#b", "STRAND_PASS_INDEX": "yes"} {
+	if w := c.Window(nil, nil, 0); w.MaxBytes != 0 {
+		t.Fatalf("default window budget %d, want 0 (absorb.DefaultWindowCacheBytes)", w.MaxBytes)
+	}
+	env["STRAND_WINDOW_CACHE_MIB"] = "512"
+	if c, err := absorb.ConfigFromEnv(get); err != nil || c.WindowCacheMiB != 512 || c.Window(nil, nil, 4).MaxBytes != 512<<20 || c.Window(nil, nil, 4).Parallel != 4 {
+		t.Fatalf("STRAND_WINDOW_CACHE_MIB=512: %+v, %v", c, err)
+	}
+	env["STRAND_WINDOW_CACHE_MIB"] = ""
+	for k, v := range map[string]string{"STRAND_TABLE": "", "STRAND_EXPRESS_W": "4", "STRAND_S3_PATH_STYLE": "maybe", "STRAND_STAR_IDS": "a#b", "STRAND_PASS_INDEX": "yes",
+		"STRAND_WINDOW_CACHE_MIB": "-1"} {
 		old := env[k]
 		env[k] = v
 		if _, err := absorb.ConfigFromEnv(get); err == nil {

@@ -29,6 +29,10 @@ import (
 //	                        in refs mode switches at its next absorb pass.
 //	                        "false" keeps refs mode and refuses a chain
 //	                        once indexed (ErrIndexed).
+//	STRAND_WINDOW_CACHE_MIB the pass index window cache's budget, MiB
+//	                        (IndexWindow.MaxBytes; 0 or unset:
+//	                        DefaultWindowCacheBytes). The star reads the
+//	                        same variable (--window-cache-mib).
 //
 // A class whose buckets are not configured has no chains.
 type Config struct {
@@ -40,6 +44,14 @@ type Config struct {
 	SettledBucket  string
 	PathStyle      bool
 	PassIndex      bool
+	// WindowCacheMiB is STRAND_WINDOW_CACHE_MIB (0: the default).
+	WindowCacheMiB int64
+}
+
+// Window is the pass index window cache a settlement function reads
+// through: the settled bucket's indexes, cached up to WindowCacheMiB.
+func (c Config) Window(meta metastore.Store, settled objstore.Bucket, parallel int) *IndexWindow {
+	return &IndexWindow{Meta: meta, Bucket: settled, Parallel: parallel, MaxBytes: c.WindowCacheMiB << 20}
 }
 
 // DefaultRetryFor bounds how long a Lambda's walk retries an unavailable
@@ -83,6 +95,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.PathStyle = true
 	default:
 		return Config{}, fmt.Errorf("absorb: STRAND_S3_PATH_STYLE=%q: want true or false", getenv("STRAND_S3_PATH_STYLE"))
+	}
+	if v := strings.TrimSpace(getenv("STRAND_WINDOW_CACHE_MIB")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<20 {
+			return Config{}, fmt.Errorf("absorb: STRAND_WINDOW_CACHE_MIB=%q: want MiB from 0 to %d", v, 1<<20)
+		}
+		c.WindowCacheMiB = n
 	}
 	switch strings.ToLower(strings.TrimSpace(getenv("STRAND_PASS_INDEX"))) {
 	case "0", "false":

@@ -107,7 +107,21 @@
 // end, where the next starts; an epoch below the cursor's ends at its
 // cut), cached decoded (a cold cache loads by LIST and parallel GETs when
 // Parallel is set), and searched by seq or by timestamp (a binary search
-// per run and pass). Settle, trim, the probe, reads and tail recovery
+// per run and pass). The cache is bounded in bytes (IndexWindow.MaxBytes,
+// default DefaultWindowCacheBytes; windowcache.go): each object counted
+// at DecodedBytes (within a factor of 1.5 of its heap,
+// TestDecodedBytesEstimate), the least recently used evicted past the
+// budget, an object that needed an eviction entering at the cold end (so
+// a walk over a window larger than the budget keeps a budget's worth,
+// TestWindowCacheBudget), an object larger than the budget used and not
+// cached. An evicted object is fetched again by GET on its next use, under
+// the same not-found rules as a first fetch (ErrWindow matching
+// objstore.ErrNotFound: trim deleted it, re-read the head). Lookups
+// (HeadRefs and what calls it: StreamRefs, QueryRefs, LastRef,
+// ForStream, ChainsLookup) visit the window one object at a time
+// (VisitHeadRuns, VisitPasses), so their peak is the budget plus one
+// object; settle's steps hold the live runs they walk (HeadRuns) whatever
+// the budget. Settle, trim, the probe, reads and tail recovery
 // switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
 // probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
 //

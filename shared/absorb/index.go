@@ -3,6 +3,7 @@ package absorb
 import (
 	"bytes"
 	"cmp"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -132,9 +133,11 @@ func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to
 // found by key, not listed: the pass at a cursor names its end, where the
 // next pass starts, and an epoch below the checkpoint's ends at its fenced
 // cut (then {epoch+1, 0}). Pass indexes are immutable, so decoded ones are
-// cached: a lookup costs one GET per pass the window gained since the
-// last one, and none for a pass already seen (Prune drops what left the
-// window). Safe for concurrent use.
+// cached, up to MaxBytes (windowcache.go): a lookup costs one GET per
+// pass the window gained since the last one, and none for a pass still
+// cached (Prune drops what left the window; past the budget the least
+// recently used are evicted and fetched again on their next use). Safe for
+// concurrent use.
 type IndexWindow struct {
 	Meta   metastore.Store // for epoch cuts
 	Bucket objstore.Bucket // where the pass indexes are (the settled bucket)
@@ -147,9 +150,16 @@ type IndexWindow struct {
 	// needs List on the settled bucket's index/ prefix; without it the
 	// walk fetches one at a time.
 	Parallel int
+	// MaxBytes bounds the decoded objects cached (DecodedBytes; 0:
+	// DefaultWindowCacheBytes; below 0: unbounded). An object larger than
+	// it is fetched and used but not cached.
+	MaxBytes int64
 
-	mu    sync.Mutex
-	cache map[passAt]*format.PassIndex
+	mu            sync.Mutex
+	cache         map[passAt]*list.Element // of *cacheEntry, in lru
+	lru           list.List                // front: most recently used
+	bytes         int64                    // DecodedBytes of the cached objects
+	gets, evicted int64
 	// pruned is, per chain, the head at the last pruneTo.
 	pruned map[metastore.ChainID]metastore.Head
 	// loaded records, per chain and kind ({c, kind}), that the cold load
@@ -226,29 +236,43 @@ func (w *IndexWindow) MergedRun(ctx context.Context, c metastore.ChainID, at met
 
 // AddMerged caches a merged run the caller wrote or adopted (settle).
 func (w *IndexWindow) AddMerged(c metastore.ChainID, r *format.PassIndex) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cache == nil {
-		w.cache = map[passAt]*format.PassIndex{}
-	}
 	r.Merged = true
-	w.cache[passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}] = r
+	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}, r)
 }
 
 // AddRun caches a run index the caller wrote (settle), so that the next
 // walk does not GET it back.
 func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cache == nil {
-		w.cache = map[passAt]*format.PassIndex{}
-	}
-	w.cache[passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}] = r
+	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}, r)
 }
 
-// walk follows the indexes of kind from `from` to `to`; for runs, below
-// merged it reads the merged run at a slot when there is one.
+// VisitPasses calls fn with each pass index of chain c from `from` up to
+// `to`, in order, as Passes returns them, one at a time: the caller's
+// peak is the cache's budget plus the object in hand, never the whole
+// window. An error from fn stops the walk and is returned.
+func (w *IndexWindow) VisitPasses(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, fn func(*format.PassIndex) error) error {
+	return w.visit(ctx, c, from, to, kindPass, metastore.Cursor{}, fn)
+}
+
+// VisitHeadRuns is HeadRuns one run at a time (VisitPasses).
+func (w *IndexWindow) VisitHeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head, fn func(*format.PassIndex) error) error {
+	return w.visit(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged, fn)
+}
+
+// walk is visit collected: the whole stretch held at once (settle's
+// steps, which need their runs together).
 func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor) ([]*format.PassIndex, error) {
+	var out []*format.PassIndex
+	if err := w.visit(ctx, c, from, to, kind, merged, func(p *format.PassIndex) error { out = append(out, p); return nil }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// visit follows the indexes of kind from `from` to `to`, calling fn with
+// each in order; for runs, below merged it reads the merged run at a slot
+// when there is one.
+func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor, fn func(*format.PassIndex) error) error {
 	max := w.MaxPasses
 	if max <= 0 {
 		max = DefaultMaxWindowPasses
@@ -261,15 +285,15 @@ func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to me
 			w.preload(ctx, c, kind, from, to)
 		}
 	}
-	var out []*format.PassIndex
+	n := 0
 	for at := from; at.Less(to); {
-		if len(out) >= max {
-			return nil, fmt.Errorf("chain %s: window %s-%s over %d passes or runs: %w", c, from, to, max, ErrWindow)
+		if n >= max {
+			return fmt.Errorf("chain %s: window %s-%s over %d passes or runs: %w", c, from, to, max, ErrWindow)
 		}
 		if at.Epoch < to.Epoch {
 			cut, exists, err := w.cut(ctx, c, at.Epoch)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if !exists || at.Slot >= cut {
 				at = metastore.Cursor{Epoch: at.Epoch + 1}
@@ -289,12 +313,15 @@ func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to me
 			p, err = w.get(ctx, c, at, kind)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, p)
+		n++
+		if err := fn(p); err != nil {
+			return err
+		}
 		at.Slot = p.EndSlot
 	}
-	return out, nil
+	return nil
 }
 
 // cut is EpochCut of an epoch the chain has moved past, cached.
@@ -332,7 +359,10 @@ func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore
 		key, what = format.MergedRunKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "merged run"
 	}
 	w.mu.Lock()
-	p := w.cache[passAt{c, at, kind}]
+	p := w.lookupLocked(passAt{c, at, kind})
+	if p == nil {
+		w.gets++
+	}
 	w.mu.Unlock()
 	if p != nil {
 		return p, nil
@@ -351,13 +381,8 @@ func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore
 	if q.Epoch != at.Epoch || q.FirstSlot != at.Slot {
 		return nil, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, q.Epoch, q.FirstSlot, ErrWindow)
 	}
-	w.mu.Lock()
-	if w.cache == nil {
-		w.cache = map[passAt]*format.PassIndex{}
-	}
 	q.Merged = kind == kindMerged
-	w.cache[passAt{c, at, kind}] = &q
-	w.mu.Unlock()
+	w.store(passAt{c, at, kind}, &q)
 	return &q, nil
 }
 
@@ -383,9 +408,10 @@ func (w *IndexWindow) PruneMerged(c metastore.ChainID, merged metastore.Cursor) 
 func (w *IndexWindow) prune(c metastore.ChainID, drop func(k passAt, end metastore.Cursor) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, p := range w.cache {
+	for k, el := range w.cache {
+		p := el.Value.(*cacheEntry).p
 		if k.c == c && drop(k, metastore.Cursor{Epoch: p.Epoch, Slot: p.EndSlot}) {
-			delete(w.cache, k)
+			w.removeLocked(el)
 		}
 	}
 }
@@ -470,19 +496,13 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 // runs below merged, as HeadRuns reads them) and the passes of
 // [passesFrom, checkpoint).
 func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
-	runs, err := w.walk(ctx, c, runsFrom, settled, kindRun, merged)
-	if err != nil {
-		return nil, err
-	}
-	passes, err := w.Passes(ctx, c, passesFrom, checkpoint)
-	if err != nil {
-		return nil, err
-	}
-	// Parts of one stream in later runs and passes have later seqs: the
-	// first kept part starts the answer. A marker drops what came before
-	// it (those seqs are behind the ref its flush wrote).
+	// The runs and passes are visited one at a time (the peak is the
+	// cache's budget and one object, not the window). Parts of one stream
+	// in later runs and passes have later seqs: the first kept part
+	// starts the answer. A marker drops what came before it (those seqs
+	// are behind the ref its flush wrote).
 	var out []metastore.Ref
-	for _, r := range runs {
+	err := w.visit(ctx, c, runsFrom, settled, kindRun, merged, func(r *format.PassIndex) error {
 		ents := r.FindAll(id) // a merged run's: a marker, then a packed entry
 		for i := range ents {
 			s := &ents[i]
@@ -495,17 +515,25 @@ func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, 
 			}
 			out = append(out, RunRef(c, r, s))
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range passes {
+	err = w.VisitPasses(ctx, c, passesFrom, checkpoint, func(p *format.PassIndex) error {
 		i, ok := p.Find(id)
 		if !ok {
-			continue
+			return nil
 		}
 		s := &p.Streams[i]
 		if len(out) == 0 && !keep(s) {
-			continue
+			return nil
 		}
 		out = append(out, PassRef(c.Star, p.Epoch, s))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -652,17 +680,27 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 		}
 		var out []metastore.Ref
 		for _, c := range chains {
-			h, err := w.Meta.GetHead(ctx, c)
-			if errors.Is(err, metastore.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
-			}
-			w.pruneTo(c, h)
-			parts, err := w.HeadRefs(ctx, c, h, id, fromSeq)
-			if err != nil {
-				return nil, err
+			var parts []metastore.Ref
+			for attempt := 0; ; attempt++ {
+				h, err := w.Meta.GetHead(ctx, c)
+				if errors.Is(err, metastore.ErrNotFound) {
+					break
+				}
+				if err != nil {
+					return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
+				}
+				w.pruneTo(c, h)
+				parts, err = w.HeadRefs(ctx, c, h, id, fromSeq)
+				// An object trim deleted under a stale head (more likely
+				// once the cache may have evicted it: refetched, not
+				// served from memory): re-read the head, as StreamRefs.
+				if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				break
 			}
 			// Runs' parts are in packs (settled locations), but a flush may
 			// still write a per-stream object for their seqs and a ref to

@@ -109,6 +109,13 @@ func TestPassIndexAbsorb(t *testing.T) {
 		t.Fatalf("index objects %v, %v", keys, err)
 	}
 	e.checkIndex(w, e.ids)
+	// A budget smaller than one pass: every pass fetched again, the same
+	// answers.
+	tiny := &absorb.IndexWindow{Meta: e.mem, Bucket: settled, MaxBytes: 1}
+	e.checkIndex(tiny, e.ids)
+	if st := tiny.Stats(); st.Objects != 0 || st.Gets == 0 {
+		t.Fatalf("tiny window cache: %+v", st)
+	}
 	// The window is walked by key from a pass boundary; the cache answers
 	// the second lookup without a GET.
 	passes, err := w.Passes(t.Context(), chainX, cur(1, 4), cur(3, 5))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -72,22 +73,48 @@ func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind ind
 			if !ok || keyOf(at.Epoch, at.Slot) != key || at.Less(from) || !at.Less(to) {
 				continue
 			}
-			w.mu.Lock()
-			cached := w.cache[passAt{c, at, kind}] != nil
-			w.mu.Unlock()
-			if !cached {
+			if !w.has(passAt{c, at, kind}) {
 				want = append(want, at)
 			}
 		}
 	}
+	// The load stops before what it fetched would overfill the cache's
+	// room (the budget less what is cached): past it, objects would evict
+	// those loaded first, which the walk needs first. The walk fetches
+	// the rest. An object's size is known once fetched: each is counted
+	// at the largest seen so far until its own size replaces that
+	// estimate (the first Parallel, before any size is known, may
+	// overshoot: at most Parallel GETs wasted, the cache still within
+	// its budget).
+	w.mu.Lock()
+	room := w.budget() - w.bytes
+	w.mu.Unlock()
+	var claimed atomic.Int64
+	var largest int64 // under w.mu
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.Parallel)
 	for _, at := range want {
-		sem <- struct{}{}
+		sem <- struct{}{} // first: the estimate then counts what finished meanwhile
+		w.mu.Lock()
+		est := largest
+		w.mu.Unlock()
+		if claimed.Add(est) > room {
+			<-sem
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_, _ = w.get(ctx, c, at, kind) // cached on success; the walk reports failures
+			p, err := w.get(ctx, c, at, kind) // cached; the walk reports failures
+			if err != nil {
+				claimed.Add(-est)
+				return
+			}
+			n := DecodedBytes(p)
+			claimed.Add(n - est)
+			w.mu.Lock()
+			largest = max(largest, n)
+			w.mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -20,7 +20,8 @@ import (
 // walked cold by IndexWindow.HeadRuns from a memory bucket. It reports
 // the live heap per cached entry after a GC, the encoded bytes per entry
 // (the run objects' size) and the cold load time per run (one GET and a
-// decode; the walk is sequential).
+// decode; the walk is sequential), and DecodedBytes's estimate per entry
+// (what IndexWindow.MaxBytes counts) beside the measured heap.
 //
 //	go test ./shared/absorb -run '^$' -bench WindowMemory -benchtime 1x
 func BenchmarkWindowMemory(b *testing.B) {
@@ -59,7 +60,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				w := &absorb.IndexWindow{Meta: meta, Bucket: bucket}
+				w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: -1} // the whole window
 				start := time.Now()
 				got, err := w.HeadRuns(b.Context(), c, h)
 				took := time.Since(start)
@@ -69,11 +70,53 @@ func BenchmarkWindowMemory(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				entries := float64(runs * streams)
+				b.ReportMetric(float64(w.Stats().Bytes)/entries, "estimate-B/entry") // absorb.DecodedBytes
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/entries, "heap-B/entry")
 				b.ReportMetric(float64(encoded)/entries, "encoded-B/entry")
 				b.ReportMetric(float64(took.Milliseconds())/runs, "load-ms/run")
 				runtime.KeepAlive(w)
 			}
+		})
+	}
+}
+
+// BenchmarkWindowLookup measures what a window cache smaller than the
+// window costs a lookup (IndexWindow.HeadRefs of one stream, as a read or
+// a tail recovery makes): a window of `runs` merged runs of `streams`
+// entries each (windowOfRuns), cache budgets from the whole window down
+// to a quarter of it, from a memory bucket (GET latency not counted). It
+// reports the GETs per lookup once warm, the decoded bytes cached, and
+// the time per lookup (the refetched objects' decode).
+//
+//	go test ./shared/absorb -run '^$' -bench WindowLookup -benchtime 20x
+func BenchmarkWindowLookup(b *testing.B) {
+	const runs, streams = 24, 100_000
+	meta, bucket, h, all := windowOfRuns(b, runs, streams)
+	per := absorb.DecodedBytes(&all[0])
+	all = nil
+	for _, frac := range []int{4, 2, 1} { // budget: the window / frac
+		b.Run(fmt.Sprintf("streams=%d/runs=%d/budget=window÷%d", streams, runs, frac), func(b *testing.B) {
+			w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: per*runs/int64(frac) + 1}
+			id := func(i int) format.StreamID {
+				var id format.StreamID
+				binary.BigEndian.PutUint64(id[:], uint64(i%streams))
+				return id
+			}
+			if _, err := w.HeadRefs(b.Context(), chainX, h, id(0), 0); err != nil { // warm
+				b.Fatal(err)
+			}
+			before := w.Stats().Gets
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := w.HeadRefs(b.Context(), chainX, h, id(i*7919), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := w.Stats()
+			b.ReportMetric(float64(st.Gets-before)/float64(b.N), "GETs/lookup")
+			b.ReportMetric(float64(st.Bytes)/(1<<20), "cached-MiB")
+			b.ReportMetric(float64(per)/(1<<20), "MiB/run")
 		})
 	}
 }

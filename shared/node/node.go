@@ -41,6 +41,12 @@ type Remote struct {
 	PollEvery time.Duration
 }
 
+// DefaultWindowCacheMiB is Config.WindowCacheMiB's default: the level-1
+// and merged runs of about 20,000 streams' 24 h window (about 144 B per
+// entry per live run), and what the star task's memory plan counts
+// (infra/stack/config.go).
+const DefaultWindowCacheMiB = 256
+
 // DefaultReadAheadMiB is the read sessions' shared read-ahead budget.
 const DefaultReadAheadMiB = read.DefaultAheadBudget >> 20
 
@@ -75,6 +81,14 @@ type Config struct {
 	// must agree (STRAND_PASS_INDEX). A chain once indexed does not go
 	// back: Start refuses it with NoPassIndex (absorb.ErrIndexed).
 	NoPassIndex bool
+	// WindowCacheMiB bounds the decoded pass indexes, runs and merged
+	// runs the node caches (absorb.IndexWindow.MaxBytes; 0:
+	// DefaultWindowCacheMiB), one cache for reads, tail recovery and
+	// in-process settle, trim and probe. A read or recovery visits the
+	// window one object at a time; a window larger than the budget is
+	// refetched in part by GET on each walk (design 014, "Window memory
+	// bound").
+	WindowCacheMiB int
 	// FlushBytes and FlushAge tune the pass index's flush (design 014,
 	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 1 h).
 	// In-process settlement only.
@@ -153,7 +167,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, errors.New("node: the pass index needs the settled bucket")
 		}
 		abs.Index = cfg.Settled
-		window = &absorb.IndexWindow{Meta: cfg.Meta, Bucket: cfg.Settled, Parallel: absorb.DefaultColdLoadParallel}
+		mib := cfg.WindowCacheMiB
+		if mib <= 0 {
+			mib = DefaultWindowCacheMiB
+		}
+		window = &absorb.IndexWindow{Meta: cfg.Meta, Bucket: cfg.Settled, Parallel: absorb.DefaultColdLoadParallel, MaxBytes: int64(mib) << 20}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}
@@ -173,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	var poller *wake.Poller
 	var releases *wake.SQS // counts stalled sends in the star's registry
 	probeSets := map[metastore.ChainID]chain.Set{}
-	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log, PassIndex: passIndex}
+	prober := &probe.Handler{Sets: probeSets, Meta: cfg.Meta, Settled: cfg.Settled, Log: log, PassIndex: passIndex, Window: window}
 	if cfg.Remote == nil {
 		local = wake.NewLocal(abs, cfg.Star.Clock, log)
 		opt.Waker = local
@@ -310,7 +328,7 @@ func (n *Node) goRun(f func()) {
 func (n *Node) settlement(ctx context.Context, cfg Config, passIndex bool, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *absorb.IndexWindow) {
 	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: passIndex,
 		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout, Window: window}
-	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: passIndex}
+	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: passIndex, Window: window}
 	or := func(d, def time.Duration) time.Duration {
 		if d > 0 {
 			return d

@@ -58,6 +58,10 @@ type Handler struct {
 	// fine). Without it, an orphan sweep over a chain whose passes are
 	// indexed (Head.Indexed) is refused: absorb.ErrIndexed.
 	PassIndex bool
+	// Window is the pass index window cache the orphan report reads
+	// (PassIndex; nil: a fresh one per sweep, with
+	// absorb.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
+	Window *absorb.IndexWindow
 }
 
 func (h *Handler) log() *slog.Logger {

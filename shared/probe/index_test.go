@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -22,6 +23,12 @@ import (
 // window (settle may be about to write a ref to it) is kept as in transit,
 // and becomes a deletable orphan once settle moved the window past it.
 func TestOrphansWithPassIndex(t *testing.T) {
+	for _, max := range []int64{0, 1} { // 1: a window cache smaller than a pass
+		t.Run(fmt.Sprintf("window-cache=%d", max), func(t *testing.T) { testOrphansWithPassIndex(t, max) })
+	}
+}
+
+func testOrphansWithPassIndex(t *testing.T, windowMax int64) {
 	ctx := context.Background()
 	meta := metastore.NewMem()
 	c := metastore.ChainID{Star: "star-0", Class: metastore.Express}
@@ -43,7 +50,7 @@ func TestOrphansWithPassIndex(t *testing.T) {
 	put(t, settled, stray, []byte("settled"))
 	clk := clock.NewManual(time.UnixMilli(1_700_000_000_000))
 	h := &Handler{Meta: meta, Settled: settled, Clock: clk, OrphanGrace: time.Hour, PassIndex: true,
-		Sets: map[metastore.ChainID]chain.Set{c: set}}
+		Sets: map[metastore.ChainID]chain.Set{c: set}, Window: &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: windowMax}}
 	rep, err := h.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,11 @@ func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 	}
 	if h.PassIndex {
 		chains := slices.SortedFunc(maps.Keys(h.Sets), func(a, b metastore.ChainID) int { return strings.Compare(a.String(), b.String()) })
-		lookup = (&absorb.IndexWindow{Meta: h.Meta, Bucket: h.Settled}).ChainsLookup(chains)
+		w := h.Window
+		if w == nil {
+			w = &absorb.IndexWindow{Meta: h.Meta, Bucket: h.Settled}
+		}
+		lookup = w.ChainsLookup(chains)
 	}
 	orphans, unparsed, err := findOrphans(ctx, keys, lookup)
 	if err != nil {

@@ -74,11 +74,21 @@ func newEnvIndexed(t *testing.T, indexed bool) *env {
 	return e
 }
 
-// bothIndexes runs test with refs and with pass indexes (design 014).
+// bothIndexes runs test with refs and with pass indexes (design 014),
+// the latter twice: with the default window cache and with a budget
+// smaller than one pass (every object fetched again on every walk).
 func bothIndexes(t *testing.T, test func(t *testing.T, e *env)) {
 	for _, indexed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "refs", true: "pass-index"}[indexed], func(t *testing.T) { test(t, newEnvIndexed(t, indexed)) })
 	}
+	t.Run("pass-index-tiny-cache", func(t *testing.T) {
+		e := newEnvIndexed(t, true)
+		e.index.MaxBytes = 1
+		test(t, e)
+		if st := e.index.Stats(); st.Objects != 0 {
+			t.Fatalf("tiny window cache holds %+v", st)
+		}
+	})
 }
 
 // refs are the stream's refs from seq 0 as the reader finds them: refs,

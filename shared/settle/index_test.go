@@ -14,9 +14,38 @@ import (
 )
 
 // withIndex switches e's absorb and settle to the pass index (design 014).
+// Under TestSettleTinyWindowCache, settle and the checks read the window
+// through a cache smaller than one run.
 func (e *env) withIndex() {
 	e.a.Index = e.settled
 	e.s.PassIndex = true
+	if windowMaxBytes != 0 {
+		e.s.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMaxBytes, Parallel: 4}
+	}
+}
+
+// windowMaxBytes (0: each window's default) is the budget of the windows
+// settle and checkMixed read (TestSettleTinyWindowCache sets it).
+var windowMaxBytes int64
+
+// TestSettleTinyWindowCache runs the pass index settle tests with a window
+// cache budget smaller than one run: settle fetches every run and pass
+// again on every use (absorb.IndexWindow.MaxBytes), and every step's
+// results and every record read back are the same.
+func TestSettleTinyWindowCache(t *testing.T) {
+	windowMaxBytes = 1
+	defer func() { windowMaxBytes = 0 }()
+	for name, test := range map[string]func(*testing.T){
+		"PassIndex":            TestSettlePassIndex,
+		"RunsPackSmallStreams": TestSettleRunsPackSmallStreams,
+		"FlushByBytes":         TestSettleFlushByBytes,
+		"FlushByAge":           TestSettleFlushByAge,
+		"MergeRuns":            TestSettleMergeRuns,
+		"MergeAcrossEpochs":    TestSettleMergeAcrossEpochs,
+		"CrashAndCopies":       TestSettlePassIndexCrashAndCopies,
+	} {
+		t.Run(name, test)
+	}
 }
 
 // checkMixed reads every stream back through its refs and then its parts
@@ -30,7 +59,7 @@ func (e *env) checkMixed() {
 	if h.Settled.Less(h.Flushed) {
 		e.t.Fatalf("head %+v: flushed past settled", h)
 	}
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMaxBytes}
 	for _, id := range e.ids {
 		refs, err := e.mem.QueryRefs(ctx, id.String(), 0, 1000)
 		if err != nil {

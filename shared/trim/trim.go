@@ -46,6 +46,10 @@ type Trimmer struct {
 	// it. Without it, a chain whose passes are indexed (Head.Indexed) is
 	// refused: absorb.ErrIndexed.
 	PassIndex bool
+	// Window is the pass index window cache the deletion check reads
+	// (PassIndex; nil: a fresh one per deleted stream, with
+	// absorb.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
+	Window *absorb.IndexWindow
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 }
@@ -353,7 +357,11 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 		// writes a step's refs before it moves the cursor past them, and a
 		// stale copy of the step writes nothing), no ref of the stream can
 		// appear any more.
-		parts, err := (&absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}).StreamRefs(ctx, st, 0)
+		w := t.Window
+		if w == nil {
+			w = &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
+		}
+		parts, err := w.StreamRefs(ctx, st, 0)
 		if err != nil {
 			return fmt.Errorf("pass index window: %w", err)
 		}

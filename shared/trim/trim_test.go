@@ -539,8 +539,15 @@ func TestExplicitTrim(t *testing.T) {
 // nobody); trim waits until settle has made them refs, then deletes them
 // and the metadata.
 func TestDeletionWaitsForTheWindow(t *testing.T) {
+	for _, max := range []int64{0, 1} { // 1: a window cache smaller than a pass
+		t.Run(fmt.Sprintf("window-cache=%d", max), func(t *testing.T) { testDeletionWaitsForTheWindow(t, max) })
+	}
+}
+
+func testDeletionWaitsForTheWindow(t *testing.T, windowMax int64) {
 	e := newEnv(t, 2, 0)
 	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	e.tr.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMax}
 	e.flights(3)
 	e.settleAll()
 	e.flights(2)
