@@ -38,6 +38,7 @@ const (
 	CtxPassIndex              = "strand:passIndex"
 	CtxWindowCacheMiB         = "strand:windowCacheMiB"
 	CtxSettleMemoryMiB        = "strand:settleMemoryMiB"
+	CtxDedupeMaxProducers     = "strand:dedupeMaxProducers"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -47,7 +48,7 @@ var ContextKeys = []string{
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
-	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB,
+	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB, CtxDedupeMaxProducers,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -134,8 +135,17 @@ type Config struct {
 	// WindowCacheMiB is each star's pass index window cache
 	// (--window-cache-mib, STRAND_WINDOW_CACHE_MIB): the decoded indexes
 	// reads and tail recovery keep; the task's memory plan counts it with
-	// PassIndex (WindowMiB). Default node.DefaultWindowCacheMiB (256).
+	// PassIndex (WindowMiB). Default DefaultWindowCacheMiB (1536, above
+	// the node's own 256 for `strand dev`): the window of about 135,000
+	// active streams at the 24 h FlushAge, 144 B per entry of 83 live runs
+	// (docs/operations.md, "Sizing the window cache"); past it a read that
+	// reaches the window refetches run objects.
 	WindowCacheMiB int
+	// DedupeMaxProducers is each star's --dedupe-max-producers
+	// (STRAND_DEDUPE_MAX_PRODUCERS): the idempotent producers its dedupe
+	// tables remember over all streams; the memory plan counts
+	// DedupeMiB for them. Default star.DefaultStarMaxProducers (262,144).
+	DedupeMaxProducers int
 	// SettleMemoryMiB is the settle Lambda's memory with PassIndex: a
 	// step holds the live runs [flushed, settled) at once, about 205 B per
 	// stream entry (BenchmarkStepPeakHeap), so at the 24 h FlushAge (83
@@ -143,6 +153,20 @@ type Config struct {
 	// 256 + 0.0162 x active streams MiB: the default 2048 holds 100,000
 	// (docs/operations.md, "Sizing the window").
 	SettleMemoryMiB int
+}
+
+// DedupeBytesPerProducer is what the memory plan counts per remembered
+// producer: 752 bytes measured with a full window of 8 batches
+// (BenchmarkDedupeStarBound, docs/performance.md), rounded up.
+const DedupeBytesPerProducer = 768
+
+// DefaultWindowCacheMiB is the stack's default WindowCacheMiB.
+const DefaultWindowCacheMiB = 1536
+
+// DedupeMiB is what the star's memory plan counts for the dedupe tables
+// at their star-wide bound: 192 MiB at the default.
+func DedupeMiB(c Config) int {
+	return (c.DedupeMaxProducers*DedupeBytesPerProducer + 1<<20 - 1) >> 20
 }
 
 // WindowMiB is what the star's memory plan counts for the pass index
@@ -194,14 +218,14 @@ func GoMemLimitMiB(c Config) int { return StarContainerMiB(c) * 9 / 10 }
 // container's memory and not past it (at least MinBacklogMiB; Validate
 // makes room for that minimum).
 func BacklogMiB(c Config) int {
-	return max(MinBacklogMiB, (StarContainerMiB(c)-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB-WindowMiB(c))/2)
+	return max(MinBacklogMiB, (StarContainerMiB(c)-c.MemoryBufferMiB-c.ExpressMemoryBufferMiB-StarOverheadMiB-WindowMiB(c)-DedupeMiB(c))/2)
 }
 
 // starNeedMiB is the least task memory: both pools, the overhead, the
 // window cache (WindowMiB), the agent sidecar and a minimal backlog per
 // loglet.
 func starNeedMiB(c Config) int {
-	return c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB + WindowMiB(c) + AgentMemoryMiB + 2*MinBacklogMiB
+	return c.MemoryBufferMiB + c.ExpressMemoryBufferMiB + StarOverheadMiB + WindowMiB(c) + DedupeMiB(c) + AgentMemoryMiB + 2*MinBacklogMiB
 }
 
 // DefaultConfig is the configuration used for every key the context does
@@ -223,8 +247,9 @@ func DefaultConfig() Config {
 		S3AccessLogs:           true,
 		FlowLogs:               true,
 		PassIndex:              true,
-		WindowCacheMiB:         256,
+		WindowCacheMiB:         DefaultWindowCacheMiB,
 		SettleMemoryMiB:        2048,
+		DedupeMaxProducers:     262144,
 	}
 }
 
@@ -332,6 +357,7 @@ func FromContext(get Lookup) (Config, error) {
 	boolean(CtxPassIndex, &c.PassIndex)
 	num(CtxWindowCacheMiB, &c.WindowCacheMiB)
 	num(CtxSettleMemoryMiB, &c.SettleMemoryMiB)
+	num(CtxDedupeMaxProducers, &c.DedupeMaxProducers)
 	if err != nil {
 		return Config{}, err
 	}
@@ -392,6 +418,9 @@ func (c *Config) Validate() error {
 	if c.WindowCacheMiB < 1 {
 		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxWindowCacheMiB, c.WindowCacheMiB)
 	}
+	if c.DedupeMaxProducers < 1 {
+		return fmt.Errorf("%w: %s=%d must be positive", ErrConfig, CtxDedupeMaxProducers, c.DedupeMaxProducers)
+	}
 	if c.SettleMemoryMiB < 128 || c.SettleMemoryMiB > 10240 {
 		return fmt.Errorf("%w: %s=%d must be a Lambda memory size, 128..10240 MiB", ErrConfig, CtxSettleMemoryMiB, c.SettleMemoryMiB)
 	}
@@ -407,8 +436,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s=%d with %s=%d is not a Fargate task size", ErrConfig, CtxTaskCPU, c.TaskCPU, CtxTaskMemoryMiB, c.TaskMemoryMiB)
 	}
 	if c.TaskMemoryMiB < need {
-		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead, the %d MiB pass index window cache (%s), the %d MiB agent sidecar and 2x%d MiB backlog",
-			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB, WindowMiB(*c), CtxWindowCacheMiB, AgentMemoryMiB, MinBacklogMiB)
+		return fmt.Errorf("%w: %s=%d MiB cannot hold the pool budgets %d+%d MiB plus %d MiB overhead, the %d MiB pass index window cache (%s), the %d MiB dedupe tables (%s), the %d MiB agent sidecar and 2x%d MiB backlog",
+			ErrConfig, CtxTaskMemoryMiB, c.TaskMemoryMiB, c.MemoryBufferMiB, c.ExpressMemoryBufferMiB, StarOverheadMiB, WindowMiB(*c), CtxWindowCacheMiB, DedupeMiB(*c), CtxDedupeMaxProducers, AgentMemoryMiB, MinBacklogMiB)
 	}
 	if !slices.Contains(LogRetentionDays, c.RetentionDays) {
 		return fmt.Errorf("%w: %s=%d is not a CloudWatch Logs retention (%v)", ErrConfig, CtxRetentionDays, c.RetentionDays, LogRetentionDays)

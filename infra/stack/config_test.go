@@ -20,9 +20,14 @@ func TestFromContextDefaults(t *testing.T) {
 	if c.MemoryBufferMiB != 256 || c.ExpressMemoryBufferMiB != 32 {
 		t.Fatalf("memory budgets: %d/%d, want 256/32 (the star's flag defaults)", c.MemoryBufferMiB, c.ExpressMemoryBufferMiB)
 	}
-	// 256+32+512 MiB needs the smallest 1 vCPU size, 2 GiB.
-	if c.TaskMemoryMiB != 2048 {
-		t.Fatalf("derived task memory %d, want 2048", c.TaskMemoryMiB)
+	// Pools 256+32, overhead 512, window cache 1536, dedupe tables 192
+	// (262,144 producers x 768 B), agent 256, backlog 2x64 = 2912 MiB:
+	// the smallest 1 vCPU size that holds it is 3 GiB.
+	if c.WindowCacheMiB != DefaultWindowCacheMiB || c.DedupeMaxProducers != 262144 || DedupeMiB(c) != 192 {
+		t.Fatalf("window cache %d MiB, dedupe %d producers (%d MiB)", c.WindowCacheMiB, c.DedupeMaxProducers, DedupeMiB(c))
+	}
+	if c.TaskMemoryMiB != 3072 {
+		t.Fatalf("derived task memory %d, want 3072", c.TaskMemoryMiB)
 	}
 }
 
@@ -40,6 +45,7 @@ func TestFromContextOverrides(t *testing.T) {
 		CtxPublicAPI:            true,
 		CtxAllowPlaintextPublic: "true",
 		CtxPassIndex:            "true",
+		CtxDedupeMaxProducers:   "1000000",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +54,10 @@ func TestFromContextOverrides(t *testing.T) {
 		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI || !c.PassIndex {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
-	// 2048+32+512+256+128 = 2976 MiB -> 4 GiB is the smallest 2 vCPU size.
-	if c.TaskMemoryMiB != 4096 {
-		t.Fatalf("task memory %d, want 4096", c.TaskMemoryMiB)
+	// 2048+32+512+1536+733 (1,000,000 producers x 768 B)+256+128 =
+	// 5245 MiB -> 6 GiB is the smallest 2 vCPU size above it.
+	if DedupeMiB(c) != 733 || c.TaskMemoryMiB != 6144 {
+		t.Fatalf("dedupe %d MiB, task memory %d, want 733 and 6144", DedupeMiB(c), c.TaskMemoryMiB)
 	}
 	c, err = FromContext(ctx(map[string]any{CtxExpressAZs: []any{"use1-az6", "use1-az5", "use1-az4"}}))
 	if err != nil || c.ExpressAZs[2] != "use1-az4" {

@@ -307,9 +307,13 @@ func TestStarMemory(t *testing.T) {
 			}
 			backlog := atoi("STRAND_S3_CHAIN_BACKLOG_MIB", "")
 			pools := atoi("STRAND_S3_MEMORY_BUFFER_MIB", "") + atoi("STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB", "")
-			if worst := pools + 2*backlog + StarOverheadMiB; worst > star {
-				t.Errorf("%s: pools %d + 2 x backlog %d + overhead %d = %d MiB > the star container's %d MiB",
-					id, pools, backlog, StarOverheadMiB, worst, star)
+			// The pass index window cache and the dedupe tables at their
+			// bounds, from the star's own settings (768 B a producer).
+			window := atoi("STRAND_WINDOW_CACHE_MIB", "")
+			dedupe := (atoi("STRAND_DEDUPE_MAX_PRODUCERS", "")*DedupeBytesPerProducer + 1<<20 - 1) >> 20
+			if worst := pools + 2*backlog + StarOverheadMiB + window + dedupe; worst > star {
+				t.Errorf("%s: pools %d + 2 x backlog %d + overhead %d + window cache %d + dedupe %d = %d MiB > the star container's %d MiB",
+					id, pools, backlog, StarOverheadMiB, window, dedupe, worst, star)
 			}
 			if lim := atoi("GOMEMLIMIT", "MiB"); lim >= star || lim < pools+2*backlog {
 				t.Errorf("%s: GOMEMLIMIT %d MiB, want under the container's %d and over pools and backlogs %d", id, lim, star, pools+2*backlog)

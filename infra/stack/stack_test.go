@@ -697,6 +697,8 @@ func TestStarEnvironment(t *testing.T) {
 				"STRAND_S3_MEMORY_BUFFER_MIB":         fmt.Sprint(s.cfg.MemoryBufferMiB),
 				"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": fmt.Sprint(s.cfg.ExpressMemoryBufferMiB),
 				"STRAND_S3_CHAIN_BACKLOG_MIB":         fmt.Sprint(BacklogMiB(s.cfg)),
+				"STRAND_WINDOW_CACHE_MIB":             fmt.Sprint(s.cfg.WindowCacheMiB),
+				"STRAND_DEDUPE_MAX_PRODUCERS":         fmt.Sprint(s.cfg.DedupeMaxProducers),
 			}
 			for k, v := range fixed {
 				if env[k] != v {

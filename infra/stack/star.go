@@ -475,6 +475,8 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		EnvPassIndex: jsii.String(strconv.FormatBool(cfg.PassIndex)),
 		// Counted in the memory plan (WindowMiB) with the pass index.
 		EnvWindowCacheMiB: jsii.String(strconv.Itoa(cfg.WindowCacheMiB)),
+		// Counted in the memory plan (DedupeMiB).
+		"STRAND_DEDUPE_MAX_PRODUCERS": jsii.String(strconv.Itoa(cfg.DedupeMaxProducers)),
 	}
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that
