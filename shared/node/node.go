@@ -90,7 +90,7 @@ type Config struct {
 	// bound").
 	WindowCacheMiB int
 	// FlushBytes and FlushAge tune the pass index's flush (design 014,
-	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 1 h).
+	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 24 h: settle.DefaultFlushAge).
 	// In-process settlement only.
 	FlushBytes int64
 	FlushAge   time.Duration
