@@ -357,96 +357,52 @@ func TestMalformedKeyLookups(t *testing.T) {
 	}
 }
 
-// TestHeadWithoutFlushed: a HEAD item stored before the flushed cursor
-// existed (no FlushedEpoch/FlushedSlot) reads as flushed 0/0, and the
-// cursor moves from 0/0 (then stored); a stale 0/0 afterwards conflicts.
-func TestHeadWithoutFlushed(t *testing.T) {
-	c, table := newTable(t)
-	st := New(c, table)
-	ctx := context.Background()
-	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
-		UpdateExpression: aws.String("REMOVE FlushedEpoch, FlushedSlot")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := st.GetHead(ctx, chain)
-	if err != nil || !h.Flushed.IsZero() || h.Settled != (metastore.Cursor{Epoch: 3}) {
-		t.Fatalf("head without flushed: %+v, %v", h, err)
-	}
-	to := metastore.Cursor{Epoch: 3, Slot: 0}
-	if err := st.AdvanceCursor(ctx, chain, metastore.Flushed, metastore.Cursor{}, to); err != nil {
-		t.Fatalf("advance flushed from 0/0 on an old head: %v", err)
-	}
-	if h, err = st.GetHead(ctx, chain); err != nil || h.Flushed != to {
-		t.Fatalf("head after: %+v, %v", h, err)
-	}
-	if err := st.AdvanceCursor(ctx, chain, metastore.Flushed, metastore.Cursor{}, metastore.Cursor{Epoch: 3, Slot: 1}); !errors.Is(err, metastore.ErrConflict) {
-		t.Fatalf("a second advance from 0/0: %v, want ErrConflict", err)
-	}
-}
-
-// TestHeadWithoutMerged: a HEAD item stored before the merged cursor
-// existed (no MergedEpoch/MergedSlot) reads as merged 0/0, the cursor
-// moves from 0/0 (then stored), and a stale 0/0 afterwards conflicts.
-func TestHeadWithoutMerged(t *testing.T) {
-	c, table := newTable(t)
-	st := New(c, table)
-	ctx := context.Background()
-	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
-		UpdateExpression: aws.String("REMOVE MergedEpoch, MergedSlot")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := st.GetHead(ctx, chain)
-	if err != nil || !h.Merged.IsZero() || h.Flushed != (metastore.Cursor{Epoch: 3}) {
-		t.Fatalf("head without merged: %+v, %v", h, err)
-	}
-	to := metastore.Cursor{Epoch: 3, Slot: 4}
-	if err := st.AdvanceCursor(ctx, chain, metastore.Merged, metastore.Cursor{}, to); err != nil {
-		t.Fatalf("advance merged from 0/0 on an old head: %v", err)
-	}
-	if h, err = st.GetHead(ctx, chain); err != nil || h.Merged != to {
-		t.Fatalf("head after: %+v, %v", h, err)
-	}
-	if err := st.AdvanceCursor(ctx, chain, metastore.Merged, metastore.Cursor{}, metastore.Cursor{Epoch: 3, Slot: 5}); !errors.Is(err, metastore.ErrConflict) {
-		t.Fatalf("a second advance from 0/0: %v, want ErrConflict", err)
-	}
-}
-
-// TestHeadWithoutIndexed: a HEAD item stored before the indexed cursor
-// existed (no IndexedEpoch/IndexedSlot, nor FlushedEpoch/FlushedSlot)
-// reads as indexed 0/0 (refs mode), and the cursor is set from 0/0 at
-// the checkpoint (then stored); a second set conflicts.
-func TestHeadWithoutIndexed(t *testing.T) {
-	c, table := newTable(t)
-	st := New(c, table)
-	ctx := context.Background()
-	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
-		UpdateExpression: aws.String("REMOVE IndexedEpoch, IndexedSlot, FlushedEpoch, FlushedSlot")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := st.GetHead(ctx, chain)
-	if err != nil || !h.Indexed.IsZero() || !h.Flushed.IsZero() || h.Checkpoint != (metastore.Cursor{Epoch: 3}) {
-		t.Fatalf("head without indexed: %+v, %v", h, err)
-	}
-	to := metastore.Cursor{Epoch: 3, Slot: 0}
-	if err := st.AdvanceCursor(ctx, chain, metastore.Indexed, metastore.Cursor{}, to); err != nil {
-		t.Fatalf("set indexed on an old head: %v", err)
-	}
-	if h, err = st.GetHead(ctx, chain); err != nil || h.Indexed != to {
-		t.Fatalf("head after: %+v, %v", h, err)
-	}
-	if err := st.AdvanceCursor(ctx, chain, metastore.Indexed, metastore.Cursor{}, to); !errors.Is(err, metastore.ErrConflict) {
-		t.Fatalf("a second set: %v, want ErrConflict", err)
+// TestHeadWithoutLaterCursors: a HEAD item stored before a cursor
+// existed reads it as 0/0, the cursor moves from 0/0 (then stored), and
+// a second move from 0/0 conflicts:
+//   - flushed (no FlushedEpoch/FlushedSlot; design 014, level 1);
+//   - merged (no MergedEpoch/MergedSlot; level 2);
+//   - indexed (no IndexedEpoch/IndexedSlot, nor Flushed: a refs-mode
+//     head, "Switching a live chain"), set at the checkpoint itself.
+func TestHeadWithoutLaterCursors(t *testing.T) {
+	at := func(slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: 3, Slot: slot} }
+	for _, tc := range []struct {
+		kind       metastore.CursorKind
+		remove     string
+		zero       func(metastore.Head) bool // what the old head reads as 0/0
+		to, second metastore.Cursor
+	}{
+		{metastore.Flushed, "FlushedEpoch, FlushedSlot", func(h metastore.Head) bool { return h.Flushed.IsZero() && h.Settled == at(0) }, at(0), at(1)},
+		{metastore.Merged, "MergedEpoch, MergedSlot", func(h metastore.Head) bool { return h.Merged.IsZero() && h.Flushed == at(0) }, at(4), at(5)},
+		{metastore.Indexed, "IndexedEpoch, IndexedSlot, FlushedEpoch, FlushedSlot", func(h metastore.Head) bool {
+			return h.Indexed.IsZero() && h.Flushed.IsZero() && h.Checkpoint == at(0)
+		}, at(0), at(0)},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			c, table := newTable(t)
+			st := New(c, table)
+			ctx := context.Background()
+			if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+				UpdateExpression: aws.String("REMOVE " + tc.remove)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := st.GetHead(ctx, chain)
+			if err != nil || !tc.zero(h) {
+				t.Fatalf("head without %s: %+v, %v", tc.kind, h, err)
+			}
+			if err := st.AdvanceCursor(ctx, chain, tc.kind, metastore.Cursor{}, tc.to); err != nil {
+				t.Fatalf("%s from 0/0 on an old head: %v", tc.kind, err)
+			}
+			if h, err = st.GetHead(ctx, chain); err != nil || h.Cursor(tc.kind) != tc.to {
+				t.Fatalf("head after: %+v, %v", h, err)
+			}
+			if err := st.AdvanceCursor(ctx, chain, tc.kind, metastore.Cursor{}, tc.second); !errors.Is(err, metastore.ErrConflict) {
+				t.Fatalf("a second %s from 0/0: %v, want ErrConflict", tc.kind, err)
+			}
+		})
 	}
 }
