@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metrics"
 )
 
 // DefaultWindowCacheBytes is IndexWindow.MaxBytes's default: what a
@@ -131,6 +132,21 @@ type WindowStats struct {
 	Bytes   int64 // their DecodedBytes
 	Gets    int64 // objects fetched by GET (every miss, the cold load's)
 	Evicted int64 // objects evicted for room (not counting Prune's)
+}
+
+// Register exports the cache's figures on reg: its bytes and objects,
+// its budget, and the GETs and evictions so far.
+func (w *IndexWindow) Register(reg *metrics.Registry) {
+	reg.GaugeFunc("strand_window_cache_bytes", "Decoded pass index window objects the cache holds, in bytes (estimated; design 014, window memory bound).", func() float64 { return float64(w.Stats().Bytes) })
+	reg.GaugeFunc("strand_window_cache_objects", "Pass index window objects (pass indexes, runs, merged runs) the cache holds.", func() float64 { return float64(w.Stats().Objects) })
+	reg.GaugeFunc("strand_window_cache_budget_bytes", "The window cache's byte budget (--window-cache-mib; -1: unbounded).", func() float64 {
+		if w.MaxBytes < 0 {
+			return -1
+		}
+		return float64(w.budget())
+	})
+	reg.CounterFunc("strand_window_cache_gets_total", "Window objects fetched by GET: cold loads and misses. Rising steadily with a full cache: the budget is below the window (docs/operations.md, sizing the window cache).", func() float64 { return float64(w.Stats().Gets) })
+	reg.CounterFunc("strand_window_cache_evictions_total", "Window objects evicted for room.", func() float64 { return float64(w.Stats().Evicted) })
 }
 
 // Stats returns the cache's figures.

@@ -101,6 +101,13 @@ func (g GaugeFunc) write(w io.Writer, name, labels string) {
 	fmt.Fprintf(w, "%s%s %g\n", name, labels, g())
 }
 
+// CounterFunc is a counter read at scrape time: f must never decrease.
+type CounterFunc func() float64
+
+func (c CounterFunc) write(w io.Writer, name, labels string) {
+	fmt.Fprintf(w, "%s%s %g\n", name, labels, c())
+}
+
 // Histogram counts observations (seconds, bytes, ...) into fixed buckets.
 type Histogram struct {
 	bounds []float64
@@ -159,6 +166,12 @@ func (r *Registry) Gauge(name, help string, labels ...string) *Gauge {
 // the same series keeps the first.
 func (r *Registry) GaugeFunc(name, help string, f func() float64, labels ...string) {
 	r.get(name, help, "gauge", labels, func() writer { return GaugeFunc(f) })
+}
+
+// CounterFunc registers f as the counter name{labels} (f never
+// decreases); a second registration of the same series keeps the first.
+func (r *Registry) CounterFunc(name, help string, f func() float64, labels ...string) {
+	r.get(name, help, "counter", labels, func() writer { return CounterFunc(f) })
 }
 
 // Histogram returns the histogram name{labels} with the given bounds,

@@ -16,6 +16,7 @@ func TestExposition(t *testing.T) {
 	h.Observe(0.5)
 	h.Observe(5)
 	r.GaugeFunc("strand_backlog_age_seconds", "Age.", func() float64 { return 1.5 })
+	r.CounterFunc("strand_window_cache_gets_total", "GETs.", func() float64 { return 7 })
 	var b bytes.Buffer
 	r.Write(&b)
 	out := b.String()
@@ -29,6 +30,8 @@ func TestExposition(t *testing.T) {
 		`strand_ack_seconds_sum{class="standard"} 5.55`,
 		`strand_ack_seconds_count{class="standard"} 3`,
 		"strand_backlog_age_seconds 1.5",
+		"# TYPE strand_window_cache_gets_total counter",
+		"strand_window_cache_gets_total 7",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)

@@ -227,6 +227,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if releases != nil {
 		releases.Metrics = st.Metrics()
 	}
+	if window != nil {
+		window.Register(st.Metrics())
+	}
 	for _, c := range st.Chains() {
 		set, err := sets.For(c)
 		if err != nil {

@@ -89,6 +89,15 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 				t.Fatalf("GET %s: %d, missing %q in\n%s", path, resp.StatusCode, w, body)
 			}
 		}
+		// The window cache's figures, with the pass index only.
+		if path == "/metrics" {
+			for _, w := range []string{"strand_window_cache_bytes ", "strand_window_cache_objects ", "# TYPE strand_window_cache_gets_total counter",
+				"strand_window_cache_evictions_total ", fmt.Sprintf("strand_window_cache_budget_bytes %g", float64(DefaultWindowCacheMiB<<20))} {
+				if strings.Contains(string(body), w) != passIndex {
+					t.Fatalf("GET /metrics, pass index %v: %q present %v in\n%s", passIndex, w, !passIndex, body)
+				}
+			}
+		}
 	}
 	n.Close()
 	if passIndex && (settleEvery > time.Second || flushBytes == 0) {
