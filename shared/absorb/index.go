@@ -285,7 +285,7 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 			w.preload(ctx, c, kind, from, to)
 		}
 	}
-	n := 0
+	n, misses, reloaded := 0, 0, false
 	for at := from; at.Less(to); {
 		if n >= max {
 			return fmt.Errorf("chain %s: window %s-%s over %d passes or runs: %w", c, from, to, max, ErrWindow)
@@ -298,6 +298,24 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 			if !exists || at.Slot >= cut {
 				at = metastore.Cursor{Epoch: at.Epoch + 1}
 				continue
+			}
+		}
+		if w.Parallel > 0 && !reloaded {
+			// Consecutive misses: load the rest of the range in parallel
+			// (MissesBeforeReload).
+			if k := kind; k == kindPass && !w.has(passAt{c, at, k}) || k == kindRun && !w.has(passAt{c, at, kindRun}) && !w.has(passAt{c, at, kindMerged}) {
+				misses++
+			} else {
+				misses = 0
+			}
+			if misses >= MissesBeforeReload {
+				reloaded = true
+				if kind == kindRun && at.Less(merged) {
+					w.load(ctx, c, kindMerged, at, merged)
+					w.load(ctx, c, kindRun, merged, to)
+				} else {
+					w.load(ctx, c, kind, at, to)
+				}
 			}
 		}
 		var p *format.PassIndex

@@ -38,6 +38,19 @@ func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind ind
 	if done {
 		return
 	}
+	w.load(ctx, c, kind, from, to)
+}
+
+// MissesBeforeReload: a walk whose window was loaded once and that then
+// misses this many objects in a row (passes a burst wrote since, a
+// reader catching up) lists and loads the rest of its range in parallel
+// (load), once per walk, instead of fetching it one GET at a time.
+const MissesBeforeReload = 4
+
+// load lists chain c's indexes of kind and GETs those that start in
+// [from, to) and are not cached, Parallel at a time (preload's body,
+// without its once-per-window flag).
+func (w *IndexWindow) load(ctx context.Context, c metastore.ChainID, kind indexKind, from, to metastore.Cursor) {
 	type listing struct {
 		prefix string
 		epoch  uint64 // of a pass prefix

@@ -103,7 +103,7 @@ func newInprocReads(e *env, st *star.Star, class metastore.Class) *inprocReads {
 		r.streams = append(r.streams, metastore.Stream{Name: streamName(i, id), ID: id.String(), Class: class, Star: st.ID(), State: metastore.StreamActive})
 	}
 	if e.index != nil { // the pass index (Config.PassIndex): runs, passes and packs hold what no ref does yet
-		r.rd.Transit = &absorb.IndexWindow{Meta: e.meta, Bucket: e.settled}
+		r.rd.Transit = &absorb.IndexWindow{Meta: e.meta, Bucket: e.settled, Parallel: absorb.DefaultColdLoadParallel} // as the node's
 	}
 	return r
 }

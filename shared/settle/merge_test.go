@@ -441,6 +441,49 @@ func TestWindowColdLoad(t *testing.T) {
 	}
 }
 
+// TestWindowWarmReload: a window loaded once (its first walk's LIST)
+// that then meets a burst of passes written since (a reader catching up
+// after a backlog) loads them by LIST and parallel GETs once it has
+// missed absorb.MissesBeforeReload in a row, instead of one GET at a
+// time; the answer is the walk's. Before the reload a warm window
+// fetched every new pass in sequence (at most one GET in flight).
+func TestWindowWarmReload(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.withIndex()
+	e.a.MaxSlotsPerPass = 1
+	e.flights(2)
+	e.absorbAll()
+	lc := &listCount{Bucket: e.settled}
+	w := &absorb.IndexWindow{Meta: e.mem, Bucket: lc, Parallel: 4}
+	h := e.head()
+	if _, err := w.Passes(t.Context(), chainX, h.Settled, h.Checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	e.flights(12) // a burst: 12 passes of one slot
+	e.absorbAll()
+	h = e.head()
+	lc.lists.Store(0)
+	lc.gets.Store(0)
+	lc.maxFlight.Store(0)
+	got, err := w.Passes(t.Context(), chainX, h.Settled, h.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).Passes(t.Context(), chainX, h.Settled, h.Checkpoint)
+	if err != nil || len(got) != len(want) || len(got) < 14 {
+		t.Fatalf("%d passes, %v; want %d (at least 14)", len(got), err, len(want))
+	}
+	for i := range got {
+		if got[i].FirstSlot != want[i].FirstSlot || got[i].EndSlot != want[i].EndSlot {
+			t.Fatalf("pass %d: %d-%d, want %d-%d", i, got[i].FirstSlot, got[i].EndSlot, want[i].FirstSlot, want[i].EndSlot)
+		}
+	}
+	if lc.lists.Load() != 1 || lc.maxFlight.Load() < 2 || lc.gets.Load() != 12 {
+		t.Fatalf("second walk: %d LISTs, %d GETs, at most %d in flight: want 1 LIST, a GET per new pass (12), several in flight",
+			lc.lists.Load(), lc.gets.Load(), lc.maxFlight.Load())
+	}
+}
+
 // TestSettleMergeAcrossEpochs: after an epoch ends (a takeover), merging
 // goes on in the next epoch: the group starts at the first level-1 run at
 // or after max(flushed, merged), not at the cut where merged stopped.
