@@ -285,7 +285,7 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 			w.preload(ctx, c, kind, from, to)
 		}
 	}
-	n, misses, reloaded := 0, 0, false
+	n, misses, reloaded, lastSize := 0, 0, false, int64(0)
 	for at := from; at.Less(to); {
 		if n >= max {
 			return fmt.Errorf("chain %s: window %s-%s over %d passes or runs: %w", c, from, to, max, ErrWindow)
@@ -308,7 +308,11 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 			} else {
 				misses = 0
 			}
-			if misses >= MissesBeforeReload {
+			// Only with room in the cache for at least that many more
+			// objects of the last one's size: a cache smaller than the
+			// window would evict what the load fetched before the walk
+			// reached it.
+			if misses >= MissesBeforeReload && w.room() >= int64(MissesBeforeReload)*lastSize {
 				reloaded = true
 				if kind == kindRun && at.Less(merged) {
 					w.load(ctx, c, kindMerged, at, merged)
@@ -334,6 +338,11 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 			return err
 		}
 		n++
+		if w.Parallel > 0 {
+			// The stream entries alone (DecodedBytes walks every entry;
+			// this is the room check's floor, in constant time).
+			lastSize = allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream
+		}
 		if err := fn(p); err != nil {
 			return err
 		}

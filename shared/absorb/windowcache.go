@@ -63,6 +63,13 @@ func (w *IndexWindow) budget() int64 {
 	return w.MaxBytes
 }
 
+// room is what the cache may still take before it evicts.
+func (w *IndexWindow) room() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.budget() - w.bytes
+}
+
 // lookup returns the cached object at k (nil: none) and marks it used.
 // w.mu is held.
 func (w *IndexWindow) lookupLocked(k passAt) *format.PassIndex {
