@@ -303,7 +303,11 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 		if w.Parallel > 0 && !reloaded {
 			// Consecutive misses: load the rest of the range in parallel
 			// (MissesBeforeReload).
-			if k := kind; k == kindPass && !w.has(passAt{c, at, k}) || k == kindRun && !w.has(passAt{c, at, kindRun}) && !w.has(passAt{c, at, kindMerged}) {
+			miss := !w.has(passAt{c, at, kind})
+			if kind == kindRun {
+				miss = miss && !w.has(passAt{c, at, kindMerged})
+			}
+			if miss {
 				misses++
 			} else {
 				misses = 0

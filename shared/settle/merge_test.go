@@ -237,26 +237,15 @@ func TestSettleMergeKeepsSupersededRuns(t *testing.T) {
 	}
 }
 
-// failMergedAdvance fails the first AdvanceCursor of the merged cursor: a
-// crash between a merge's PUTs (packs, merged run) and its head write.
-type failMergedAdvance struct {
-	metastore.Store
-	armed atomic.Bool
-}
-
-func (f *failMergedAdvance) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metastore.CursorKind, from, to metastore.Cursor) error {
-	if k == metastore.Merged && f.armed.CompareAndSwap(true, false) {
-		return fmt.Errorf("crash before the merged cursor moves: %w", absorbtest.ErrFault)
-	}
-	return f.Store.AdvanceCursor(ctx, c, k, from, to)
-}
-
 // TestSettleMergeCrashBeforeCAS: a merge that wrote its packs and merged
 // run but not the head is adopted by the next step (same bytes, no pack
 // written), and reads are right in between.
 func TestSettleMergeCrashBeforeCAS(t *testing.T) {
-	var fa *failMergedAdvance
-	e := newEnv(t, 3, func(s metastore.Store) metastore.Store { fa = &failMergedAdvance{Store: s}; return fa })
+	var fa *failAdvance // a crash between a merge's PUTs (packs, merged run) and its head write
+	e := newEnv(t, 3, func(s metastore.Store) metastore.Store {
+		fa = &failAdvance{Store: s, kind: metastore.Merged}
+		return fa
+	})
 	e.withIndex()
 	e.s.MaxSlotsPerStep = 2
 	e.s.Fanout = 3

@@ -239,17 +239,18 @@ func TestSettleFlushByAge(t *testing.T) {
 	}
 }
 
-// failAdvance fails the first AdvanceCursor of the settled cursor: a crash
-// between a step's PUTs (packs, run index, flushed objects and refs) and
-// its head CAS.
+// failAdvance fails the first AdvanceCursor of cursor kind once armed: a
+// crash between a step's PUTs (packs, run index, flushed objects and refs;
+// or a merge's) and its head write.
 type failAdvance struct {
 	metastore.Store
+	kind  metastore.CursorKind
 	armed atomic.Bool
 }
 
 func (f *failAdvance) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metastore.CursorKind, from, to metastore.Cursor) error {
-	if k == metastore.Settled && f.armed.CompareAndSwap(true, false) {
-		return fmt.Errorf("crash before the settled cursor moves: %w", absorbtest.ErrFault)
+	if k == f.kind && f.armed.CompareAndSwap(true, false) {
+		return fmt.Errorf("crash before the %s cursor moves: %w", k, absorbtest.ErrFault)
 	}
 	return f.Store.AdvanceCursor(ctx, c, k, from, to)
 }
@@ -261,7 +262,10 @@ func (f *failAdvance) AdvanceCursor(ctx context.Context, c metastore.ChainID, k 
 // the step).
 func TestSettleRunCrashBeforeCAS(t *testing.T) {
 	var fa *failAdvance
-	e := newEnv(t, 4, func(s metastore.Store) metastore.Store { fa = &failAdvance{Store: s}; return fa })
+	e := newEnv(t, 4, func(s metastore.Store) metastore.Store {
+		fa = &failAdvance{Store: s, kind: metastore.Settled}
+		return fa
+	})
 	e.withIndex()
 	e.s.MaxSlotsPerStep = 4
 	e.flights(4)

@@ -222,7 +222,18 @@ func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *absorb.In
 	if !w.SettleIndexed() {
 		return nil
 	}
-	return &absorb.IndexWindow{Meta: meta, Bucket: settled}
+	// From the seed, without drawing from its stream: half the seeds load
+	// the window by LIST and parallel GETs (the node's cold load, and the
+	// warm reload after a burst of passes), and half of those under a
+	// cache budget of a few objects (evictions and refetches under faults).
+	win := &absorb.IndexWindow{Meta: meta, Bucket: settled}
+	if (uint64(w.Seed)/27)%2 == 1 {
+		win.Parallel = 4
+		if (uint64(w.Seed)/54)%2 == 1 {
+			win.MaxBytes = 16 << 10
+		}
+	}
+	return win
 }
 
 // RefReader is what a successor recovers stream i's tail and producers
