@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"testing/synctest"
@@ -104,4 +106,72 @@ func (s *sim) checkIdempotent() {
 			s.fatalf("idempotent batch %s (%d retries) never acked: state %d, %v", key, b.retries, b.state, b.err)
 		}
 	}
+}
+
+// errLostAck is the state of a batch whose ack the sim dropped (loseAcks).
+var errLostAck = errors.New("sim: ack lost in the network")
+
+// loseAcksOf drops, as a network does just before a crash, the acks of
+// about half of incarnation n's idempotent batches that are still inside
+// their producer's dedupe window (star.DefaultDedupeWindow latest
+// batches): their producers retry them on the next incarnation, whose
+// dedupe tables are rebuilt from the index (refs, pass indexes and runs,
+// ADR 0041), and each retry must get the seqs the dropped ack had
+// (retriedLostAck), never a second copy (checkHistory). Only seeds with
+// loseAcks draw from the seed's stream here.
+func (s *sim) loseAcksOf(n *Node) {
+	if !s.loseAcks {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pi, pr := range s.prods {
+		if !pr.idem {
+			continue
+		}
+		for idx := max(0, pr.next-star.DefaultDedupeWindow); idx < pr.next; idx++ {
+			b := s.batches[fmt.Sprintf("%d.%d", pi, idx)]
+			if b == nil || b.state != acked || b.gen != n.Gen || s.rng.IntN(2) == 0 {
+				continue
+			}
+			a := b.ack
+			// gen -1: as a retried batch (outstanding), no incarnation's own.
+			b.lost, b.state, b.err, b.gen = &a, unknown, errLostAck, -1
+		}
+	}
+}
+
+// retriedLostAck checks a retried batch's ack against the one the sim
+// dropped; a mismatch is recorded for check (this runs on a workload
+// goroutine). s.mu is held.
+func (s *sim) retriedLostAck(b *batchRec) {
+	if b.lost == nil {
+		return
+	}
+	if b.ack.FirstSeq != b.lost.FirstSeq || b.ack.LastSeq != b.lost.LastSeq {
+		s.lostAckErrs = append(s.lostAckErrs, fmt.Sprintf("batch %d.%d: acked at seqs %d-%d, its retry after a takeover at %d-%d (%d retries)",
+			b.prod, b.idx, b.lost.FirstSeq, b.lost.LastSeq, b.ack.FirstSeq, b.ack.LastSeq, b.retries))
+	}
+	b.lost = nil
+	totals.lostAcks.Add(1)
+}
+
+// checkLostAcks: every retry of a batch whose ack was lost got the
+// original ack's seqs (exactly-once across takeovers, ADR 0041). s.mu is
+// held.
+func (s *sim) checkLostAcks() {
+	if len(s.lostAckErrs) > 0 {
+		s.fatalf("a retry of an acknowledged batch got other seqs: %s", strings.Join(s.lostAckErrs, "; "))
+	}
+}
+
+// retryFailed is the state of a batch whose submission failed definitely:
+// failed, unless it is a retry (gen -1, outstanding), whose original may
+// have been committed (its outcome was unknown, or its ack lost): then
+// the failure says nothing about the original, and it stays unknown.
+func retryFailed(b *batchRec) int {
+	if b.gen == -1 {
+		return unknown
+	}
+	return failed
 }

@@ -32,7 +32,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches, lostAcks atomic.Int64
 
 	// records: every seed's record counts, failed seeds included.
 	records Totals
@@ -60,9 +60,9 @@ func TestSim(t *testing.T) {
 		})
 		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d",
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d lost_acks_retried=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load(), totals.lostAcks.Load())
 }
 
 // batch states
@@ -82,6 +82,9 @@ type batchRec struct {
 	ack               star.Ack
 	err               error
 	retries           int // idempotent retries (idempotent_test.go)
+	// lost: the ack the star gave before the sim dropped it at a takeover
+	// (loseAcks, idempotent_test.go); the retry must get the same seqs.
+	lost *star.Ack
 }
 
 type producer struct {
@@ -151,6 +154,12 @@ type sim struct {
 	forgetful bool
 	copies    int            // the last history check's extra copies of such batches
 	forgot    map[int]uint64 // producers each incarnation forgot under the bound
+	// loseAcks: at each takeover the sim drops some acks of the old
+	// incarnation's idempotent batches, as a network does, and retries
+	// them on the new one (idempotent_test.go); lostAckErrs is what those
+	// retries got wrong, reported by check.
+	loseAcks    bool
+	lostAckErrs []string
 }
 
 // runSim runs one seed; tally gets its record counts (from the last
@@ -181,6 +190,7 @@ func runSimWith(t *testing.T, seed int64, steps int, tally *Tally, prods, dedupe
 		s.prods = append(s.prods, newProducer(i, w.Opt.Streams))
 	}
 	s.forgetful = dedupeBound > 0 && dedupeBound < (prods+1)/2
+	s.loseAcks = !s.forgetful && seed%3 == 0
 	var stop context.CancelFunc
 	s.runCtx, stop = context.WithCancel(context.Background())
 	defer func() {
@@ -491,7 +501,7 @@ func (s *sim) appendBurst() {
 				p, err := n.Star.Submit(context.Background(), id, recs[j], appendOptions(pr, b))
 				s.mu.Lock()
 				if err != nil {
-					b.state, b.err = failed, err
+					b.state, b.err = retryFailed(b), err
 				} else {
 					b.p = p
 				}
@@ -506,8 +516,9 @@ func (s *sim) appendBurst() {
 				switch {
 				case err == nil:
 					b.state, b.ack = acked, a
+					s.retriedLostAck(b)
 				case errors.Is(err, star.ErrNotLeader):
-					b.state, b.err = failed, err
+					b.state, b.err = retryFailed(b), err
 				default:
 					b.state, b.err = unknown, err
 				}
@@ -577,6 +588,7 @@ func (s *sim) workloadRead() {
 // uploads in flight) and starts a new incarnation that takes over.
 func (s *sim) restart(zombie bool) {
 	if s.node != nil {
+		s.loseAcksOf(s.node)
 		if zombie && s.zombie == nil {
 			s.zombie, s.zombieUntil = s.node, s.step+1+s.rng.IntN(3)
 			totals.zombies.Add(1)
@@ -618,6 +630,7 @@ func (s *sim) check() {
 	s.checkNoMetastoreOnAckPath()
 	s.checkStallCauses()
 	s.checkDedupeBound()
+	s.checkLostAcks()
 	if s.node != nil {
 		s.releasedAt = append(s.releasedAt, s.node.Star.Released(Chain))
 		s.checkHistory(s.node)
