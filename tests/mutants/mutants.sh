@@ -50,6 +50,8 @@ mutant successor-forgets-commands shared/star/reopen.go "./shared/star" \
   's/if last.Commands != nil \{/if last.Commands != nil \&\& false {/'
 mutant read-ignores-trim shared/read/read.go "./shared/read" \
   's/if from < trim \{/if from < trim \&\& false {/'
+mutant successor-forgets-dedupe shared/star/reopen.go "./shared/star" \
+  's/info.Producers = producerStates\(marks, /info.Producers = producerStates(marks[:0], /'
 
 want=("$@")
 tmp=$(mktemp -d)
