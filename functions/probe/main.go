@@ -27,6 +27,6 @@ func main() {
 			h.Settled = st.Bucket(cfg.SettledBucket)
 			h.Window = cfg.Window(st.Meta, h.Settled, 0)
 		}
-		return h.Handle, nil
+		return lambdaenv.Metered("probe", cfg.PassIndex, h.Window, h.Handle), nil
 	})
 }

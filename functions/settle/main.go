@@ -30,6 +30,6 @@ func main() {
 		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex,
 			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), absorb.DefaultColdLoadParallel)},
 			Chains: cfg.Chains(), Log: log}
-		return h.Handle, nil
+		return lambdaenv.Metered("settle", cfg.PassIndex, h.Settler.Window, h.Handle), nil
 	})
 }

@@ -31,6 +31,6 @@ func main() {
 		h := &trim.Handler{Trimmer: &trim.Trimmer{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Clock: clock.Real{}, Log: log, PassIndex: cfg.PassIndex,
 			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), 0)},
 			Chains: cfg.Chains(), Log: log}
-		return h.Handle, nil
+		return lambdaenv.Metered("trim", cfg.PassIndex, h.Trimmer.Window, h.Handle), nil
 	})
 }

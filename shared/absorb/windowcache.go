@@ -146,12 +146,7 @@ type WindowStats struct {
 func (w *IndexWindow) Register(reg *metrics.Registry) {
 	reg.GaugeFunc("strand_window_cache_bytes", "Decoded pass index window objects the cache holds, in bytes (estimated; design 014, window memory bound).", func() float64 { return float64(w.Stats().Bytes) })
 	reg.GaugeFunc("strand_window_cache_objects", "Pass index window objects (pass indexes, runs, merged runs) the cache holds.", func() float64 { return float64(w.Stats().Objects) })
-	reg.GaugeFunc("strand_window_cache_budget_bytes", "The window cache's byte budget (--window-cache-mib; -1: unbounded).", func() float64 {
-		if w.MaxBytes < 0 {
-			return -1
-		}
-		return float64(w.budget())
-	})
+	reg.GaugeFunc("strand_window_cache_budget_bytes", "The window cache's byte budget (--window-cache-mib; -1: unbounded).", func() float64 { return float64(w.Budget()) })
 	reg.CounterFunc("strand_window_cache_gets_total", "Window objects fetched by GET: cold loads and misses. Rising steadily with a full cache: the budget is below the window (docs/operations.md, sizing the window cache).", func() float64 { return float64(w.Stats().Gets) })
 	reg.CounterFunc("strand_window_cache_evictions_total", "Window objects evicted for room.", func() float64 { return float64(w.Stats().Evicted) })
 }
@@ -161,4 +156,13 @@ func (w *IndexWindow) Stats() WindowStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return WindowStats{Objects: len(w.cache), Bytes: w.bytes, Gets: w.gets, Evicted: w.evicted}
+}
+
+// Budget is the cache's byte budget as configured: MaxBytes, its default
+// for 0, and -1 for unbounded.
+func (w *IndexWindow) Budget() int64 {
+	if w.MaxBytes < 0 {
+		return -1
+	}
+	return w.budget()
 }

@@ -1,7 +1,9 @@
 // Package lambdaenv is what the four settlement Lambda mains
 // (functions/{absorb,settle,trim,probe}) share: JSON logging, opening S3 and
-// DynamoDB from the environment's configuration (absorb.Config), and
-// starting the Lambda runtime. It keeps those mains to their wiring.
+// DynamoDB from the environment's configuration (absorb.Config), starting
+// the Lambda runtime, and logging the pass index window cache's figures
+// after each invocation in CloudWatch's embedded metric format (emf.go).
+// It keeps those mains to their wiring.
 package lambdaenv
 
 import (
