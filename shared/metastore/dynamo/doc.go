@@ -108,6 +108,15 @@
 // whole-item compare-and-set after it; a head changed in between is left
 // for the pass after). Nothing deletes a head.
 //
+// The alternative was to move a switched head to another sort key and
+// leave a tombstone at HEAD. It fences as well only if the tombstone
+// holds the layout-1 names too (else the from-0/0 conditions of Flushed,
+// Merged and Indexed, attribute_not_exists, would let an earlier build
+// write to the tombstone), and every reader in a new process would read
+// HEAD to find the head elsewhere: two items and a second read for the
+// same fence. Changing the layout in place keeps one item, one read and
+// one write per step.
+//
 // # Writes
 //
 // Every conditional write goes through TransactWriteItems, even a single
