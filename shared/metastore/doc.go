@@ -71,6 +71,15 @@
 //     ErrInvalid), and only while no pass holds the absorb lease and `to`
 //     is the checkpoint itself (else ErrConflict); the first mint leaves
 //     it zero, and a head stored before it existed reads it as 0/0.
+//     Setting it also fences every build before the fence off the chain
+//     (it would take the indexed passes for refs passes), in the store:
+//     DynamoDB moves the head to a layout such a build cannot decode nor
+//     meet a condition on (metastore/dynamo, "The head's layouts"); bolt
+//     moves its file to format version 2, which such a build does not
+//     open. Memory needs nothing: it lives and dies with one process,
+//     which runs one build. Every cursor kind, the lease, SettleRef and
+//     takeover work on a switched chain as before (conformance
+//     SwitchedChain).
 //   - Absorb lease: an absorb pass [from, to) is a lease recorded on the
 //     head as Head.Absorbing = to (zero: no pass in progress).
 //     BeginAbsorb(chain, from, to) takes it by compare-and-set: when the

@@ -15,10 +15,15 @@ import (
 )
 
 var (
-	itemsBucket   = []byte("items")
-	formatBucket  = []byte("format")
-	versionKey    = []byte("version")
-	formatVersion = []byte("1")
+	itemsBucket  = []byte("items")
+	formatBucket = []byte("format")
+	versionKey   = []byte("version")
+	// formatVersion is the version of a file none of whose chains is
+	// indexed; switchedVersion that of a file with one whose indexed
+	// cursor is set (doc.go, "Fencing earlier builds"). Builds before the
+	// fence open only formatVersion.
+	formatVersion   = []byte("1")
+	switchedVersion = []byte("2")
 )
 
 // lockTimeout bounds how long Open waits for another process's file lock.
@@ -48,11 +53,19 @@ func Open(path string) (*Store, error) {
 			if err := f.Put(versionKey, formatVersion); err != nil {
 				return err
 			}
-		case !bytes.Equal(v, formatVersion):
-			return fmt.Errorf("format version %q, want %q", v, formatVersion)
+		case !bytes.Equal(v, formatVersion) && !bytes.Equal(v, switchedVersion):
+			return fmt.Errorf("format version %q, want %q or %q", v, formatVersion, switchedVersion)
 		}
-		_, err = tx.CreateBucketIfNotExists(itemsBucket)
-		return err
+		items, err := tx.CreateBucketIfNotExists(itemsBucket)
+		if err != nil {
+			return err
+		}
+		// A chain switched by a build before the fence: fence the file now.
+		switched, err := anyIndexed(items)
+		if err != nil || !switched {
+			return err
+		}
+		return f.Put(versionKey, switchedVersion)
 	})
 	if err != nil {
 		db.Close()
@@ -92,22 +105,22 @@ func tokenKey(hash string) []byte { return itemKey(metastore.TokenPK(hash), meta
 
 // view runs fn in a read transaction on the items bucket.
 func (s *Store) view(ctx context.Context, op string, fn func(b *bbolt.Bucket) error) error {
-	return s.inTx(ctx, op, s.db.View, fn)
+	return s.inTx(ctx, op, s.db.View, func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) })
 }
 
 // update runs fn in one write transaction on the items bucket: all of fn's
 // writes land, durably, or none do.
 func (s *Store) update(ctx context.Context, op string, fn func(b *bbolt.Bucket) error) error {
-	return s.inTx(ctx, op, s.db.Update, fn)
+	return s.inTx(ctx, op, s.db.Update, func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) })
 }
 
-// inTx runs fn on the items bucket in a transaction of kind tx (View or
-// Update), wrapping any error with the operation.
-func (s *Store) inTx(ctx context.Context, op string, tx func(func(*bbolt.Tx) error) error, fn func(b *bbolt.Bucket) error) error {
+// inTx runs fn in a transaction of kind tx (View or Update), wrapping any
+// error with the operation.
+func (s *Store) inTx(ctx context.Context, op string, tx func(func(*bbolt.Tx) error) error, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
 	}
-	if err := tx(func(tx *bbolt.Tx) error { return fn(tx.Bucket(itemsBucket)) }); err != nil {
+	if err := tx(fn); err != nil {
 		return fmt.Errorf("metastore/bolt: %s: %w", op, err)
 	}
 	return nil
@@ -510,13 +523,36 @@ func (s *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore
 	return getItem[metastore.Head](s, ctx, "get head of chain "+chain.String(), headKey(chain))
 }
 
-// AdvanceCursor implements metastore.Store.
+// anyIndexed reports whether a chain head in items has its indexed
+// cursor set.
+func anyIndexed(items *bbolt.Bucket) (bool, error) {
+	c := items.Cursor()
+	prefix := []byte(metastore.ChainPrefix)
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if !bytes.HasSuffix(k, []byte("\x00"+metastore.HeadSK)) {
+			continue
+		}
+		var h metastore.Head
+		if err := json.Unmarshal(v, &h); err != nil {
+			return false, fmt.Errorf("decode item %q: %w", k, err)
+		}
+		if !h.Indexed.IsZero() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// AdvanceCursor implements metastore.Store. Setting the indexed cursor
+// also sets the file's format version to switchedVersion, in the same
+// transaction, so that no build before the fence opens the file again.
 func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind metastore.CursorKind, from, to metastore.Cursor) error {
 	if err := metastore.ValidateAdvance(kind, from, to); err != nil {
 		return err
 	}
 	op := fmt.Sprintf("advance %s cursor of chain %s from %s to %s", kind, chain, from, to)
-	return s.update(ctx, op, func(b *bbolt.Bucket) error {
+	return s.inTx(ctx, op, s.db.Update, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(itemsBucket)
 		var h metastore.Head
 		found, err := get(b, headKey(chain), &h)
 		switch {
@@ -528,6 +564,11 @@ func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind
 		h, err = metastore.AdvanceOn(h, kind, from, to)
 		if err != nil {
 			return err
+		}
+		if kind == metastore.Indexed {
+			if err := tx.Bucket(formatBucket).Put(versionKey, switchedVersion); err != nil {
+				return err
+			}
 		}
 		return put(b, headKey(chain), h)
 	})

@@ -1,9 +1,13 @@
 package bolt
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -130,5 +134,119 @@ func TestOpenWrongVersion(t *testing.T) {
 	if s, err := Open(path); err == nil {
 		s.Close()
 		t.Fatal("Open of a version 99 file succeeded")
+	}
+}
+
+// openEarlierBuild is a FROZEN COPY of the format check of Open in every
+// build before the fence (Open is the same in every version of bolt.go
+// from 0fd6eee to 87b98de): it opens only a file of format version "1".
+// Do not update it: it stands for the binaries already out there.
+func openEarlierBuild(path string) error {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("metastore/bolt: open %s: %w", path, err)
+	}
+	defer db.Close()
+	return db.Update(func(tx *bbolt.Tx) error {
+		f, err := tx.CreateBucketIfNotExists([]byte("format"))
+		if err != nil {
+			return err
+		}
+		switch v := f.Get([]byte("version")); {
+		case v == nil:
+			return f.Put([]byte("version"), []byte("1"))
+		case !bytes.Equal(v, []byte("1")):
+			return fmt.Errorf("format version %q, want %q", v, "1")
+		}
+		_, err = tx.CreateBucketIfNotExists([]byte("items"))
+		return err
+	})
+}
+
+// TestSwitchFencesEarlierBuilds: setting a chain's indexed cursor moves
+// the file to format version 2 in the same transaction, which a build
+// before the fence refuses to open (a single-process store: the fence is
+// against running an earlier binary on the file afterwards, which would
+// take the indexed passes for refs passes); this build opens it and finds
+// the head as it was. A file whose chain a build before the fence
+// switched (version 1, indexed set) is moved to version 2 by Open.
+func TestSwitchFencesEarlierBuilds(t *testing.T) {
+	ctx := t.Context()
+	chain := metastore.ChainID{Star: "star-1", Class: metastore.Standard}
+	ep := metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 4}
+	at := func(slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: 1, Slot: slot} }
+	path := filepath.Join(t.TempDir(), "meta.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MintEpoch(ctx, chain, 0, ep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginAbsorb(ctx, chain, at(0), at(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdvanceCursor(ctx, chain, metastore.Checkpoint, at(0), at(5)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := openEarlierBuild(path); err != nil {
+		t.Fatalf("an earlier build opens a file before the switch: %v", err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdvanceCursor(ctx, chain, metastore.Indexed, metastore.Cursor{}, at(5)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.GetHead(ctx, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	err = openEarlierBuild(path)
+	if err == nil || !strings.Contains(err.Error(), `format version "2", want "1"`) {
+		t.Fatalf("an earlier build opens a switched file: %v, want its format version error", err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatalf("this build opens a switched file: %v", err)
+	}
+	if got, err := s.GetHead(ctx, chain); err != nil || got != want {
+		t.Fatalf("head after reopen: %+v, %v, want %+v", got, err, want)
+	}
+	s.Close()
+
+	// A file switched by a build before the fence: version 1, a head
+	// with the indexed cursor set.
+	path = filepath.Join(t.TempDir(), "meta.db")
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MintEpoch(ctx, chain, 0, ep); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		h := metastore.NewHead(1)
+		h.Indexed = at(0)
+		return put(tx.Bucket(itemsBucket), headKey(chain), h)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := openEarlierBuild(path); err != nil {
+		t.Fatalf("an earlier build opens a version-1 file: %v", err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := openEarlierBuild(path); err == nil {
+		t.Fatal("an earlier build opens a file with a switched chain after this build opened it")
 	}
 }

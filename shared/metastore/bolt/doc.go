@@ -18,9 +18,29 @@
 // Values are the JSON encoding of the metastore types (Go field names as
 // keys). Stream names hold no control characters, so byte order of the keys
 // is name order, and the zero-padded numbers make it seq order. A bucket
-// "format" holds the key "version" = "1"; Open refuses any other version.
-// This is a development store: the format may change with a new version
-// number, never silently.
+// "format" holds the key "version": "1", or "2" once a chain's Indexed
+// cursor is set; Open refuses any other version. This is a development
+// store: the format may change with a new version number, never silently.
+//
+// # Fencing earlier builds
+//
+// A bolt file is one process's (below), so builds never share one at the
+// same time; but an earlier binary may open a file a later one wrote,
+// and a build before the fence (design 014, "Switching a live chain")
+// would take a switched chain's indexed passes for refs passes: its
+// settle would find no refs there and move the settled cursor over them,
+// and trim would delete their slots. So the AdvanceCursor that sets a
+// chain's Indexed cursor also writes version "2", in the same
+// transaction, and Open moves a version-1 file with such a chain (one
+// switched by a build before the fence) to "2". Every build before the
+// fence opens only "1" (Open is unchanged since the first version of
+// this package) and stops with
+//
+//	metastore/bolt: open <path>: format version "2", want "1"
+//
+// while this build opens both, with no other difference (the items are
+// the same in both). TestSwitchFencesEarlierBuilds runs that earlier
+// check (a frozen copy) against a switched file.
 //
 // # Atomicity and durability
 //

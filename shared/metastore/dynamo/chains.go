@@ -13,7 +13,7 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 )
 
-// GetHead reads the chain's HEAD item.
+// GetHead reads the chain's HEAD item, in either layout.
 func (st *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastore.Head, error) {
 	if metastore.ValidateChain(chain) != nil {
 		return metastore.Head{}, fmt.Errorf("head of chain %s: %w", chain, metastore.ErrNotFound)
@@ -25,13 +25,21 @@ func (st *Store) GetHead(ctx context.Context, chain metastore.ChainID) (metastor
 	if m == nil {
 		return metastore.Head{}, fmt.Errorf("head of chain %s: %w", chain, metastore.ErrNotFound)
 	}
-	return decodeHead(m)
+	h, layout, err := decodeHeadLayout(m)
+	if err != nil {
+		return metastore.Head{}, err
+	}
+	if layout == 2 {
+		st.sawLayout(chain, 2)
+	}
+	return h, nil
 }
 
 // AdvanceCursor sets one cursor of the HEAD item to `to` on condition that
 // it is `from` (compare-and-set), in a one-item transaction. Moving the
 // checkpoint also requires that no other pass holds the absorb lease
-// (Absorbing is 0/0 or `to`) and clears the lease.
+// (Absorbing is 0/0 or `to`) and clears the lease. Setting the indexed
+// cursor on a layout-1 head moves the head to layout 2 (switchHead).
 func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind metastore.CursorKind, from, to metastore.Cursor) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("advance cursor: %w", err)
@@ -42,64 +50,161 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 	if metastore.ValidateChain(chain) != nil {
 		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, metastore.ErrNotFound)
 	}
-	ea, sa := cursorAttrs(kind)
+	layout := st.headLayout(chain)
+	if kind == metastore.Indexed && layout == 1 {
+		return st.switchHead(ctx, chain, from, to)
+	}
 	pk := metastore.ChainPK(chain)
-	names := map[string]string{"#pk": attrPK, "#e": ea, "#s": sa}
-	vals := map[string]types.AttributeValue{
-		":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot),
+	for try := 0; ; try++ {
+		ea, sa := headCursorNames(layout, kind)
+		names := map[string]string{"#pk": attrPK, "#e": ea, "#s": sa}
+		vals := map[string]types.AttributeValue{
+			":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot),
+		}
+		update := "SET #e = :te, #s = :ts"
+		cond := "attribute_exists(#pk) AND #e = :fe AND #s = :fs"
+		if layout == 1 && (kind == metastore.Flushed || kind == metastore.Merged) && from.IsZero() {
+			// A layout-1 head stored before the flushed (or merged)
+			// cursor existed has none: it reads as 0/0 (decodeHead).
+			cond = "attribute_exists(#pk) AND ((#e = :fe AND #s = :fs) OR attribute_not_exists(#e))"
+		}
+		if kind == metastore.Indexed || kind == metastore.Checkpoint {
+			names["#ae"], names["#as"] = headName(layout, attrAbsorbingEpoch), headName(layout, attrAbsorbingSlot)
+			vals[":zero"] = nu(0)
+		}
+		if kind == metastore.Indexed {
+			// Layout 2 only (layout 1 is switchHead's), where the cursor
+			// is set already: the condition fails and says why.
+			names["#ce"], names["#cs"] = headCursorNames(layout, metastore.Checkpoint)
+			cond += " AND #ae = :zero AND #as = :zero AND #ce = :te AND #cs = :ts"
+		}
+		if kind == metastore.Checkpoint {
+			update += ", #ae = :zero, #as = :zero"
+			cond += " AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"
+		}
+		reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
+			TableName:                           aws.String(st.table),
+			Key:                                 key(pk, metastore.HeadSK),
+			UpdateExpression:                    aws.String(update),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}})
+		if err != nil {
+			return fmt.Errorf("advance %s cursor of chain %s in %s: %w", kind, chain, st.table, err)
+		}
+		if reasons == nil {
+			return nil
+		}
+		old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK)
+		if err != nil {
+			return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, err)
+		}
+		if old == nil {
+			return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, metastore.ErrNotFound)
+		}
+		h, got, err := decodeHeadLayout(old)
+		if err != nil {
+			return err
+		}
+		if got != layout && try == 0 {
+			// The condition named the other layout's attributes: send
+			// it again in the head's layout.
+			st.sawLayout(chain, got)
+			if kind == metastore.Indexed && got == 1 {
+				return st.switchHead(ctx, chain, from, to)
+			}
+			layout = got
+			continue
+		}
+		if _, err := metastore.AdvanceOn(h, kind, from, to); err != nil {
+			return fmt.Errorf("chain %s: %w", chain, err)
+		}
+		return fmt.Errorf("advance %s cursor of chain %s from %s: condition failed: %w", kind, chain, from, metastore.ErrConflict)
 	}
-	update := "SET #e = :te, #s = :ts"
-	cond := "attribute_exists(#pk) AND #e = :fe AND #s = :fs"
-	if (kind == metastore.Flushed || kind == metastore.Merged) && from.IsZero() {
-		// A head stored before the flushed (or merged) cursor existed has
-		// none: it reads as 0/0 (decodeHead).
-		cond = "attribute_exists(#pk) AND ((#e = :fe AND #s = :fs) OR attribute_not_exists(#e))"
+}
+
+// switchTries bounds switchHead's reads and conditional puts when the
+// head keeps changing between them.
+const switchTries = 4
+
+// switchHead sets the indexed cursor of a layout-1 head from `from`
+// (0/0) to `to` and moves the head to layout 2 in the same write: it
+// reads the head, checks the move (metastore.AdvanceOn: the cursor
+// unset, no lease, `to` the checkpoint), and puts the layout-2 item on
+// condition that the layout-1 item is still exactly as read (putHead).
+// A head that changed in between (another cursor moved) is read again.
+// Once the put lands, no build before the fence can decode the head or
+// meet a condition on it (doc.go, "The head's layouts").
+func (st *Store) switchHead(ctx context.Context, chain metastore.ChainID, from, to metastore.Cursor) error {
+	pk := metastore.ChainPK(chain)
+	for range switchTries {
+		m, err := st.getItem(ctx, pk, metastore.HeadSK)
+		if err != nil {
+			return fmt.Errorf("advance indexed cursor of chain %s in %s: %w", chain, st.table, err)
+		}
+		if m == nil {
+			return fmt.Errorf("advance indexed cursor of chain %s: %w", chain, metastore.ErrNotFound)
+		}
+		h, layout, err := decodeHeadLayout(m)
+		if err != nil {
+			return err
+		}
+		next, err := metastore.AdvanceOn(h, metastore.Indexed, from, to)
+		if err != nil {
+			if layout == 2 {
+				st.sawLayout(chain, 2)
+			}
+			return fmt.Errorf("chain %s: %w", chain, err)
+		}
+		if layout == 2 {
+			// Only a layout-2 head whose indexed cursor is unset gets
+			// here, which no build writes; refuse rather than guess.
+			return fmt.Errorf("advance indexed cursor of chain %s: a layout-2 head without it: %w", chain, metastore.ErrConflict)
+		}
+		ok, err := st.putHead(ctx, chain, m, next)
+		if err != nil {
+			return fmt.Errorf("advance indexed cursor of chain %s: %w", chain, err)
+		}
+		if ok {
+			st.sawLayout(chain, 2)
+			return nil
+		}
 	}
-	if kind == metastore.Indexed {
-		// Set once, from 0/0 or absent (a head stored before it), while
-		// no pass holds the lease, to the checkpoint itself.
-		ce, cs := cursorAttrs(metastore.Checkpoint)
-		names["#ae"], names["#as"], names["#ce"], names["#cs"] = attrAbsorbingEpoch, attrAbsorbingSlot, ce, cs
-		vals[":zero"] = nu(0)
-		cond = "attribute_exists(#pk) AND ((#e = :fe AND #s = :fs) OR attribute_not_exists(#e))" +
-			" AND #ae = :zero AND #as = :zero AND #ce = :te AND #cs = :ts"
+	return fmt.Errorf("advance indexed cursor of chain %s from %s: the head changed under %d tries: %w", chain, from, switchTries, metastore.ErrConflict)
+}
+
+// putHead replaces the layout-1 head item old of chain c with h in layout
+// 2, on condition that every head attribute is still as in old (present
+// and equal, or absent) and the head is not in layout 2: a whole-item
+// compare-and-set, in a one-item transaction. ok is false when the
+// condition failed (the head changed).
+func (st *Store) putHead(ctx context.Context, c metastore.ChainID, old map[string]types.AttributeValue, h metastore.Head) (ok bool, err error) {
+	names := map[string]string{"#pk": attrPK, "#hl": attrHeadLayout}
+	vals := map[string]types.AttributeValue{}
+	cond := "attribute_exists(#pk) AND attribute_not_exists(#hl)"
+	for i, n := range layout1HeadNames() {
+		a, v := fmt.Sprintf("#a%d", i), fmt.Sprintf(":v%d", i)
+		names[a] = n
+		if x, ok := old[n]; ok {
+			vals[v] = x
+			cond += " AND " + a + " = " + v
+		} else {
+			cond += " AND attribute_not_exists(" + a + ")"
+		}
 	}
-	if kind == metastore.Checkpoint {
-		names["#ae"], names["#as"] = attrAbsorbingEpoch, attrAbsorbingSlot
-		vals[":zero"] = nu(0)
-		update += ", #ae = :zero, #as = :zero"
-		cond += " AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"
-	}
-	reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
-		TableName:                           aws.String(st.table),
-		Key:                                 key(pk, metastore.HeadSK),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           vals,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{{Put: &types.Put{
+		TableName:                 aws.String(st.table),
+		Item:                      headAttrsIn(2, c, h),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
 	}}})
 	if err != nil {
-		return fmt.Errorf("advance %s cursor of chain %s in %s: %w", kind, chain, st.table, err)
+		return false, fmt.Errorf("put the layout-2 head of chain %s to %s: %w", c, st.table, err)
 	}
-	if reasons == nil {
-		return nil
-	}
-	old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK)
-	if err != nil {
-		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, err)
-	}
-	if old == nil {
-		return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, metastore.ErrNotFound)
-	}
-	h, err := decodeHead(old)
-	if err != nil {
-		return err
-	}
-	if _, err := metastore.AdvanceOn(h, kind, from, to); err != nil {
-		return fmt.Errorf("chain %s: %w", chain, err)
-	}
-	return fmt.Errorf("advance %s cursor of chain %s from %s: condition failed: %w", kind, chain, from, metastore.ErrConflict)
+	return reasons == nil, nil
 }
 
 // BeginAbsorb takes the absorb lease for the pass [from, to): one
@@ -107,7 +212,9 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 // `from` and Absorbing is 0/0 or already `to`. The condition accepts its own
 // effect, so the SDK's retry after a lost answer is harmless. It returns
 // the head as stored after the update; on ErrConflict, the head the
-// condition saw.
+// condition saw. A layout-1 head whose indexed cursor is set (by a build
+// before the fence) is moved to layout 2 after the update (putHead; a
+// head changed in between is left for the next pass).
 func (st *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from, to metastore.Cursor) (metastore.Head, error) {
 	if err := ctxErr(ctx); err != nil {
 		return metastore.Head{}, fmt.Errorf("begin absorb: %w", err)
@@ -118,49 +225,71 @@ func (st *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from,
 	if metastore.ValidateChain(chain) != nil {
 		return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, metastore.ErrNotFound)
 	}
-	ce, cs := cursorAttrs(metastore.Checkpoint)
 	pk := metastore.ChainPK(chain)
-	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(st.table),
-		Key:                 key(pk, metastore.HeadSK),
-		UpdateExpression:    aws.String("SET #ae = :te, #as = :ts"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #ce = :fe AND #cs = :fs AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": attrPK, "#ce": ce, "#cs": cs, "#ae": attrAbsorbingEpoch, "#as": attrAbsorbingSlot,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot), ":zero": nu(0),
-		},
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return decodeHead(out.Attributes)
+	layout := st.headLayout(chain)
+	for try := 0; ; try++ {
+		ce, cs := headCursorNames(layout, metastore.Checkpoint)
+		out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:           aws.String(st.table),
+			Key:                 key(pk, metastore.HeadSK),
+			UpdateExpression:    aws.String("SET #ae = :te, #as = :ts"),
+			ConditionExpression: aws.String("attribute_exists(#pk) AND #ce = :fe AND #cs = :fs AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"),
+			ExpressionAttributeNames: map[string]string{
+				"#pk": attrPK, "#ce": ce, "#cs": cs, "#ae": headName(layout, attrAbsorbingEpoch), "#as": headName(layout, attrAbsorbingSlot),
+			},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot), ":zero": nu(0),
+			},
+			ReturnValues:                        types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			h, got, err := decodeHeadLayout(out.Attributes)
+			if err != nil {
+				return metastore.Head{}, err
+			}
+			if got == 1 && !h.Indexed.IsZero() {
+				moved, err := st.putHead(ctx, chain, out.Attributes, h)
+				if err != nil {
+					return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, err)
+				}
+				if moved {
+					st.sawLayout(chain, 2)
+				}
+			}
+			return h, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return metastore.Head{}, fmt.Errorf("begin absorb %s-%s on chain %s in %s: %w", from, to, chain, st.table, translate(err))
+		}
+		old, err := st.oldItem(ctx, types.CancellationReason{Item: ccf.Item}, pk, metastore.HeadSK)
+		if err != nil {
+			return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, err)
+		}
+		if old == nil {
+			return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, metastore.ErrNotFound)
+		}
+		h, got, err := decodeHeadLayout(old)
+		if err != nil {
+			return metastore.Head{}, err
+		}
+		if got != layout && try == 0 {
+			st.sawLayout(chain, got)
+			layout = got
+			continue
+		}
+		if _, err := metastore.BeginAbsorbOn(h, from, to); err != nil {
+			return h, fmt.Errorf("chain %s: %w", chain, err)
+		}
+		return h, fmt.Errorf("begin absorb %s-%s on chain %s: condition failed: %w", from, to, chain, metastore.ErrConflict)
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return metastore.Head{}, fmt.Errorf("begin absorb %s-%s on chain %s in %s: %w", from, to, chain, st.table, translate(err))
-	}
-	old, err := st.oldItem(ctx, types.CancellationReason{Item: ccf.Item}, pk, metastore.HeadSK)
-	if err != nil {
-		return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, err)
-	}
-	if old == nil {
-		return metastore.Head{}, fmt.Errorf("begin absorb on chain %s: %w", chain, metastore.ErrNotFound)
-	}
-	h, err := decodeHead(old)
-	if err != nil {
-		return metastore.Head{}, err
-	}
-	if _, err := metastore.BeginAbsorbOn(h, from, to); err != nil {
-		return h, fmt.Errorf("chain %s: %w", chain, err)
-	}
-	return h, fmt.Errorf("begin absorb %s-%s on chain %s: condition failed: %w", from, to, chain, metastore.ErrConflict)
 }
 
 // MintEpoch writes the EPOCH item (if absent) and moves the HEAD item from
-// prev to e.Epoch (creating it, all cursors at {e.Epoch, 0}, when prev is 0
-// and no head exists) in one transaction.
+// prev to e.Epoch (creating it in layout 1, all cursors at {e.Epoch, 0},
+// when prev is 0 and no head exists, whatever its layout) in one
+// transaction.
 func (st *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev uint64, e metastore.Epoch) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("mint epoch: %w", err)
@@ -174,44 +303,63 @@ func (st *Store) MintEpoch(ctx context.Context, chain metastore.ChainID, prev ui
 	if err := metastore.CheckEpochSize(chain, e); err != nil {
 		return err
 	}
-	var head types.TransactWriteItem
-	if prev == 0 {
-		head = types.TransactWriteItem{Put: &types.Put{
-			TableName:                aws.String(st.table),
-			Item:                     headAttrs(chain, metastore.NewHead(e.Epoch)),
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-		}}
-	} else {
-		head = types.TransactWriteItem{Update: &types.Update{
-			TableName:                 aws.String(st.table),
-			Key:                       key(metastore.ChainPK(chain), metastore.HeadSK),
-			UpdateExpression:          aws.String("SET #e = :e"),
-			ConditionExpression:       aws.String("attribute_exists(#pk) AND #e = :prev"),
-			ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#e": attrEpoch},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":e": nu(e.Epoch), ":prev": nu(prev)},
-		}}
-	}
-	reasons, err := st.transact(ctx, []types.TransactWriteItem{
-		head,
-		{Put: &types.Put{
-			TableName:                aws.String(st.table),
-			Item:                     epochAttrs(chain, e),
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-		}},
-	})
-	if err != nil {
-		return fmt.Errorf("mint epoch %d of chain %s in %s: %w", e.Epoch, chain, st.table, err)
-	}
-	if reasons != nil {
+	pk := metastore.ChainPK(chain)
+	layout := st.headLayout(chain)
+	for try := 0; ; try++ {
+		var head types.TransactWriteItem
+		if prev == 0 {
+			head = types.TransactWriteItem{Put: &types.Put{
+				TableName:                aws.String(st.table),
+				Item:                     headAttrs(chain, metastore.NewHead(e.Epoch)),
+				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+			}}
+		} else {
+			head = types.TransactWriteItem{Update: &types.Update{
+				TableName:                           aws.String(st.table),
+				Key:                                 key(pk, metastore.HeadSK),
+				UpdateExpression:                    aws.String("SET #e = :e"),
+				ConditionExpression:                 aws.String("attribute_exists(#pk) AND #e = :prev"),
+				ExpressionAttributeNames:            map[string]string{"#pk": attrPK, "#e": headName(layout, attrEpoch)},
+				ExpressionAttributeValues:           map[string]types.AttributeValue{":e": nu(e.Epoch), ":prev": nu(prev)},
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			}}
+		}
+		reasons, err := st.transact(ctx, []types.TransactWriteItem{
+			head,
+			{Put: &types.Put{
+				TableName:                aws.String(st.table),
+				Item:                     epochAttrs(chain, e),
+				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+			}},
+		})
+		if err != nil {
+			return fmt.Errorf("mint epoch %d of chain %s in %s: %w", e.Epoch, chain, st.table, err)
+		}
+		if reasons == nil {
+			return nil
+		}
+		failed := condFailed(reasons)
+		if prev != 0 && try == 0 && len(failed) > 0 && failed[0] == 0 {
+			old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK)
+			if err != nil {
+				return fmt.Errorf("mint epoch %d of chain %s: %w", e.Epoch, chain, err)
+			}
+			if old != nil {
+				if _, got, err := decodeHeadLayout(old); err == nil && got != layout {
+					st.sawLayout(chain, got)
+					layout = got
+					continue
+				}
+			}
+		}
 		what := "the head is not at the previous epoch"
-		if condFailed(reasons)[0] == 1 {
+		if len(failed) > 0 && failed[0] == 1 {
 			what = "the epoch exists"
 		}
 		return fmt.Errorf("mint epoch %d of chain %s after %d: %s: %w", e.Epoch, chain, prev, what, metastore.ErrConflict)
 	}
-	return nil
 }
 
 // GetEpoch reads the chain's EPOCH item.

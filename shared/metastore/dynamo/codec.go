@@ -377,23 +377,106 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 
 // Chains.
 
-func headAttrs(c metastore.ChainID, h metastore.Head) map[string]types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		attrPK:    s(metastore.ChainPK(c)),
-		attrSK:    s(metastore.HeadSK),
-		attrEpoch: nu(h.Epoch),
+// Head layouts (see doc.go, "The head's layouts"). Layout 1 is the head
+// every build before the fence wrote: the epoch, the cursors and the
+// lease as numbers under attrEpoch, cursorAttrs and attrAbsorbing*.
+// Layout 2 is the head of a switched chain (Indexed set): the same
+// numbers under the layout-1 names prefixed with layout2Prefix, the
+// attribute attrHeadLayout = 2, and every layout-1 name holding the
+// string fencedValue, so that an earlier build's decoder (which requires
+// a number at attrEpoch) fails and none of its conditions (a layout-1
+// name equal to a number, or absent) holds.
+const (
+	attrHeadLayout = "HeadLayout"
+	layout2Prefix  = "L2"
+	fencedValue    = "fenced"
+)
+
+// headCursorKinds are the head's cursor kinds, in attribute order.
+var headCursorKinds = []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed, metastore.Merged, metastore.Indexed}
+
+// headName is the layout's name of the head attribute that layout 1
+// calls l1.
+func headName(layout uint8, l1 string) string {
+	if layout == 2 {
+		return layout2Prefix + l1
 	}
-	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed, metastore.Flushed, metastore.Merged, metastore.Indexed} {
+	return l1
+}
+
+// headCursorNames names the epoch and slot attributes of cursor kind k in
+// the layout.
+func headCursorNames(layout uint8, k metastore.CursorKind) (epoch, slot string) {
+	e, sl := cursorAttrs(k)
+	return headName(layout, e), headName(layout, sl)
+}
+
+// layout1HeadNames are the layout-1 names of every head attribute but the
+// keys: what a layout-2 head fences.
+func layout1HeadNames() []string {
+	names := []string{attrEpoch, attrAbsorbingEpoch, attrAbsorbingSlot}
+	for _, k := range headCursorKinds {
 		e, sl := cursorAttrs(k)
+		names = append(names, e, sl)
+	}
+	return names
+}
+
+// headAttrs is the head item of chain c in layout 1 (the layout of a
+// chain whose Indexed cursor is not set).
+func headAttrs(c metastore.ChainID, h metastore.Head) map[string]types.AttributeValue {
+	return headAttrsIn(1, c, h)
+}
+
+// headAttrsIn is the head item of chain c in the given layout (1 or 2).
+func headAttrsIn(layout uint8, c metastore.ChainID, h metastore.Head) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		attrPK:                      s(metastore.ChainPK(c)),
+		attrSK:                      s(metastore.HeadSK),
+		headName(layout, attrEpoch): nu(h.Epoch),
+	}
+	for _, k := range headCursorKinds {
+		e, sl := headCursorNames(layout, k)
 		cur := h.Cursor(k)
 		m[e], m[sl] = nu(cur.Epoch), nu(cur.Slot)
 	}
-	m[attrAbsorbingEpoch], m[attrAbsorbingSlot] = nu(h.Absorbing.Epoch), nu(h.Absorbing.Slot)
+	m[headName(layout, attrAbsorbingEpoch)], m[headName(layout, attrAbsorbingSlot)] = nu(h.Absorbing.Epoch), nu(h.Absorbing.Slot)
+	if layout == 2 {
+		m[attrHeadLayout] = nu(2)
+		for _, n := range layout1HeadNames() {
+			m[n] = s(fencedValue)
+		}
+	}
 	return m
 }
 
 func decodeHead(m map[string]types.AttributeValue) (metastore.Head, error) {
+	h, _, err := decodeHeadLayout(m)
+	return h, err
+}
+
+// decodeHeadLayout decodes a head item of either layout and says which.
+func decodeHeadLayout(m map[string]types.AttributeValue) (metastore.Head, uint8, error) {
 	it := &item{m: m}
+	if _, ok := m[attrHeadLayout]; ok {
+		if v := it.u64(attrHeadLayout); it.err == nil && v != 2 {
+			it.fail(attrHeadLayout, "2 (layout 2; a later layout needs a later build)")
+		}
+		if it.err != nil {
+			return metastore.Head{}, 0, it.err
+		}
+		// Layout 2: every attribute is required.
+		h := metastore.Head{Epoch: it.u64(headName(2, attrEpoch))}
+		for _, k := range headCursorKinds {
+			e, sl := headCursorNames(2, k)
+			h = metastore.SetCursor(h, k, metastore.Cursor{Epoch: it.u64(e), Slot: it.u64(sl)})
+		}
+		h.Absorbing = metastore.Cursor{Epoch: it.u64(headName(2, attrAbsorbingEpoch)), Slot: it.u64(headName(2, attrAbsorbingSlot))}
+		if it.err != nil {
+			return metastore.Head{}, 0, it.err
+		}
+		return h, 2, nil
+	}
 	h := metastore.Head{Epoch: it.u64(attrEpoch)}
 	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled, metastore.Trimmed} {
 		e, sl := cursorAttrs(k)
@@ -407,7 +490,10 @@ func decodeHead(m map[string]types.AttributeValue) (metastore.Head, error) {
 		}
 	}
 	h.Absorbing = metastore.Cursor{Epoch: it.u64(attrAbsorbingEpoch), Slot: it.u64(attrAbsorbingSlot)}
-	return h, it.err
+	if it.err != nil {
+		return metastore.Head{}, 0, it.err
+	}
+	return h, 1, nil
 }
 
 func epochAttrs(c metastore.ChainID, e metastore.Epoch) map[string]types.AttributeValue {

@@ -15,7 +15,12 @@ var fuzzNames = []string{attrPK, attrSK, attrName, attrID, attrClass, attrStar, 
 	attrStreamID, attrFirstSeq, attrLastSeq, attrFirstTsMs, attrLastTsMs, attrBytes, attrLocations, attrSum,
 	attrEpoch, attrAbsorbingEpoch, attrAbsorbingSlot, "CheckpointEpoch", "CheckpointSlot", "SettledEpoch", "SettledSlot",
 	"TrimmedEpoch", "TrimmedSlot", attrK, attrW, attrBuckets, attrWindow, attrNonce, attrCut, attrHash, attrPrefix, attrOps,
-	attrDescription, "Unknown"}
+	attrDescription, "Unknown",
+	// Layout 2 of the head (after the others: the seeds below name
+	// attributes by index).
+	attrHeadLayout, "L2Epoch", "L2AbsorbingEpoch", "L2AbsorbingSlot", "L2CheckpointEpoch", "L2CheckpointSlot",
+	"L2SettledEpoch", "L2SettledSlot", "L2TrimmedEpoch", "L2TrimmedSlot", "L2FlushedEpoch", "L2FlushedSlot", "L2MergedEpoch", "L2MergedSlot",
+	"L2IndexedEpoch", "L2IndexedSlot"}
 
 // fuzzValue makes an attribute value of kind k from v.
 func fuzzValue(k byte, v string) types.AttributeValue {
@@ -85,6 +90,7 @@ func FuzzDecodeItem(f *testing.F) {
 	f.Add(enc(streamAttrs("STREAM#a", "META", metastore.Stream{Name: "a", ID: strings.Repeat("0", 32), Star: "star-0", CreatedMs: 5})))
 	f.Add(enc(tokenAttrs("TOKEN#h", "META", metastore.Token{Hash: "h", Prefix: "p/"})))
 	f.Add(enc(headAttrs(metastore.ChainID{Star: "s"}, metastore.Head{Epoch: 3})))
+	f.Add(enc(headAttrsIn(2, metastore.ChainID{Star: "s"}, metastore.Head{Epoch: 3, Indexed: metastore.Cursor{Epoch: 3, Slot: 1}})))
 	f.Add([]byte{byte(15), 5, 13, 't', ',', 'k', ',', '1', '0', ',', '2', '0', ',', '7', ';', 'x'})
 	f.Add([]byte{byte(30), 2, 16, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -100,8 +106,11 @@ func FuzzDecodeItem(f *testing.F) {
 			}
 		}
 		if h, err := decodeHead(m); err == nil {
-			if again, err := decodeHead(headAttrs(metastore.ChainID{Star: "s"}, h)); err != nil || !reflect.DeepEqual(again, h) {
-				t.Fatalf("head %+v: again %+v, %v", h, again, err)
+			for _, layout := range []uint8{1, 2} {
+				again, got, err := decodeHeadLayout(headAttrsIn(layout, metastore.ChainID{Star: "s"}, h))
+				if err != nil || got != layout || !reflect.DeepEqual(again, h) {
+					t.Fatalf("head %+v in layout %d: again %+v (layout %d), %v", h, layout, again, got, err)
+				}
 			}
 		}
 		if e, err := decodeEpoch(m); err == nil {

@@ -12,11 +12,15 @@
 //	                                           Locations (L of M{Settled BOOL, Key S, Offset N, Length N}) Sum
 //	                                           Producers (B: 40-byte producer marks, only when any)
 //	                                           Commands (B: command state, format.AppendCommands, only when any)
-//	CHAIN#<star>#<class>    HEAD               Epoch CheckpointEpoch CheckpointSlot SettledEpoch SettledSlot
+//	CHAIN#<star>#<class>    HEAD               layout 1 (Indexed not set; below, "The head's layouts"):
+//	                                           Epoch CheckpointEpoch CheckpointSlot SettledEpoch SettledSlot
 //	                                           TrimmedEpoch TrimmedSlot AbsorbingEpoch AbsorbingSlot
 //	                                           FlushedEpoch FlushedSlot (absent on heads stored before it: 0/0)
 //	                                           MergedEpoch MergedSlot (absent on heads stored before it: 0/0)
 //	                                           IndexedEpoch IndexedSlot (absent on heads stored before it: 0/0)
+//	                                           layout 2 (Indexed set): HeadLayout (N 2), the same numbers
+//	                                           under L2<name> (L2Epoch ... L2IndexedSlot, all present),
+//	                                           and every layout-1 name above as the string "fenced"
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
 //	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S) Description (absent when empty)
 //	TOKENS                  <sha256-hex>       the same (the token listing item, below)
@@ -44,6 +48,75 @@
 // token written before the listing item existed is not listed until it is
 // put again; it still authenticates, and DeleteToken removes it.
 //
+// # The head's layouts
+//
+// A chain's head has one of two layouts, and moves from the first to the
+// second once, never back: the fence that keeps every build before it
+// (which knows neither the pass index's indexed passes nor, before
+// 9061108, the Indexed cursor) off a chain that indexes its passes
+// (design 014, "Switching a live chain"). Such a build would take an
+// indexed pass for a refs pass: its settle would find no refs there and
+// move the settled cursor over it, and trim would then delete the slots
+// that hold its records.
+//
+// Layout 1 is the head as every build before the fence wrote it (the
+// table above); MintEpoch creates it, and a chain keeps it while its
+// Indexed cursor is 0/0. Layout 2 holds the same cursors under new names
+// (L2 before the layout-1 name), HeadLayout = 2, and the string "fenced"
+// under every layout-1 name. AdvanceCursor(Indexed, 0/0, checkpoint) on
+// a layout-1 head is the switch: it reads the head, checks the move
+// (metastore.AdvanceOn: unset, no lease, `to` the checkpoint) and puts
+// the layout-2 item in one conditional Put whose condition is that every
+// head attribute is still as read (a whole-item compare-and-set; a head
+// that changed in between is read again, up to 4 times, then
+// ErrConflict). The switch costs that one read and one write, once per
+// chain; every later write is one write as before, and the item stays
+// under 1 KB (one write unit) at the longest star id and the largest
+// cursors: at most 924 bytes against 618 in layout 1
+// (`go test ./shared/metastore/dynamo -run TestHeadLayout2Item -v`).
+//
+// What a build before the fence meets on a layout-2 head: its decoder
+// requires a number under Epoch, CheckpointEpoch/Slot, SettledEpoch/Slot,
+// TrimmedEpoch/Slot and AbsorbingEpoch/Slot (every version since the
+// first, c4d3178: `git log -p shared/metastore/dynamo/codec.go`), so
+// every GetHead, and every refused write that decodes the old item,
+// fails with
+//
+//	dynamo: item CHAIN#<star>#<class>/HEAD: attribute Epoch: want a number
+//
+// and none of its conditions can hold: each compares a layout-1 name
+// with a number (a string is never equal to a number, in DynamoDB and in
+// moto) or asks that a layout-1 name be absent (the from-0/0 forms of
+// Flushed, Merged and Indexed; the names are present). So its
+// AdvanceCursor, BeginAbsorb, MintEpoch (takeover: Epoch = prev; a first
+// mint: the item exists), PutRefs (lease check) and SettleRef (settled
+// check) are refused and change nothing; it cannot fork or recreate the
+// head. TestHeadFenceEarlierBuild and TestEarlierSettleCannotPassIndexedPass
+// check this against a frozen copy of that build's decoders and requests
+// (fence_test.go).
+//
+// This build reads both layouts (decodeHeadLayout) and writes each in
+// its own names. A Store remembers, per chain, a head it has seen in
+// layout 2 (the layout never goes back); for a chain it has not, it sends
+// a write in layout 1 first, and when the condition fails on a head of
+// the other layout (the old item, ALL_OLD or read) it sends it once more
+// in that layout: one refused write per process and switched chain. The
+// lease check of PutRefs and the settled check of SettleRef hold either
+// layout's condition (OR), so they need no layout. A layout-1 head whose
+// Indexed cursor is set (switched in place by a build between 9061108
+// and the fence) is moved to layout 2 by the next BeginAbsorb (the same
+// whole-item compare-and-set after it; a head changed in between is left
+// for the pass after). Nothing deletes a head.
+//
+// The alternative was to move a switched head to another sort key and
+// leave a tombstone at HEAD. It fences as well only if the tombstone
+// holds the layout-1 names too (else the from-0/0 conditions of Flushed,
+// Merged and Indexed, attribute_not_exists, would let an earlier build
+// write to the tombstone), and every reader in a new process would read
+// HEAD to find the head elsewhere: two items and a second read for the
+// same fence. Changing the layout in place keeps one item, one read and
+// one write per step.
+//
 // # Writes
 //
 // Every conditional write goes through TransactWriteItems, even a single
@@ -62,7 +135,8 @@
 //     old item: ErrExists with the stream that is there.
 //   - SetStreamState, DeleteStream: conditions on ID (and, unless the new
 //     state is deleting, State <> deleting) on both items.
-//   - PutRefs: a ConditionCheck that the HEAD's Absorbing is the pass, and up
+//   - PutRefs: a ConditionCheck that the HEAD's Absorbing (in either
+//     layout) is the pass, and up
 //     to 99 Puts per transaction (100 items at most) of at most
 //     metastore.MaxTxRefBytes together (metastore.RefChunks: under 4 MB). A larger batch takes
 //     several transactions, each atomic and each checked against the lease;
@@ -79,11 +153,13 @@
 //     condition ID = id AND (no Floor OR Floor < the new floor); a failed
 //     condition reads the META item to tell "already as high" (nil) from
 //     a missing or recreated stream.
-//   - MintEpoch: Put HEAD if absent (prev 0) or Update HEAD if Epoch = prev,
-//     and Put EPOCH if absent, in one transaction.
+//   - MintEpoch: Put HEAD (layout 1) if absent (prev 0) or Update HEAD if
+//     Epoch (L2Epoch in layout 2) = prev, and Put EPOCH if absent, in one
+//     transaction.
 //   - AdvanceCursor: Update of one cursor on condition that it is `from`;
 //     for the checkpoint also that Absorbing is 0/0 or `to`, and it clears
-//     Absorbing.
+//     Absorbing. Indexed on a layout-1 head: the switch to layout 2 (a
+//     read and a whole-item conditional Put, above).
 //   - UpdateEpoch: Update of State and Cut on condition State = from.
 //
 // Sizes: every transaction is checked before it is sent (checkTx: at most
@@ -140,6 +216,9 @@
 // The package runs metastoretest.Run against DynamoDB on the emulator
 // (package emulator: single-threaded moto, or STRAND_AWS_ENDPOINT), a fresh
 // table per subtest, plus tests of the item layout, multi-transaction
-// PutRefs, CreateTable, and the error mapping through a proxy that answers
-// chosen requests with throttling, 5xx or TransactionConflict.
+// PutRefs, CreateTable, the error mapping through a proxy that answers
+// chosen requests with throttling, 5xx or TransactionConflict, and the
+// head's layouts (fence_test.go: a frozen copy of an earlier build's
+// head decoders and requests against a switched head; a Store that has
+// not seen a switched head working on it; the layout-2 item's size).
 package dynamo

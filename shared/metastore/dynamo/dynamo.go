@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,6 +34,30 @@ type Store struct {
 	client *dynamodb.Client
 	table  string
 	sleep  func(ctx context.Context, d time.Duration) error
+	// layouts holds the chains whose head this store has seen in layout
+	// 2 (metastore.ChainID -> struct{}): a head's layout only ever moves
+	// from 1 to 2, so the writes to it name layout 2's attributes at
+	// once. A chain not in it is tried in layout 1; a write whose
+	// condition fails on a head of the other layout learns it and is
+	// sent again (headLayout, sawLayout).
+	layouts sync.Map
+}
+
+// headLayout is the layout the head of chain c is believed to have.
+func (st *Store) headLayout(c metastore.ChainID) uint8 {
+	if _, ok := st.layouts.Load(c); ok {
+		return 2
+	}
+	return 1
+}
+
+// sawLayout records the layout a head of chain c was read in.
+func (st *Store) sawLayout(c metastore.ChainID, layout uint8) {
+	if layout == 2 {
+		st.layouts.Store(c, struct{}{})
+	} else {
+		st.layouts.Delete(c)
+	}
 }
 
 var _ metastore.Store = (*Store)(nil)

@@ -40,10 +40,13 @@ func (st *Store) PutRefs(ctx context.Context, chain metastore.ChainID, pass meta
 	for chunk := range metastore.RefChunks(refs) {
 		items := make([]types.TransactWriteItem, 0, len(chunk)+1)
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName:                aws.String(st.table),
-			Key:                      key(pk, metastore.HeadSK),
-			ConditionExpression:      aws.String("attribute_exists(#pk) AND #ae = :pe AND #as = :ps"),
-			ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#ae": attrAbsorbingEpoch, "#as": attrAbsorbingSlot},
+			TableName: aws.String(st.table),
+			Key:       key(pk, metastore.HeadSK),
+			// Either layout: a layout-1 name holds a string on a
+			// layout-2 head, a layout-2 name is absent on a layout-1 one.
+			ConditionExpression: aws.String("attribute_exists(#pk) AND ((#ae = :pe AND #as = :ps) OR (#ae2 = :pe AND #as2 = :ps))"),
+			ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#ae": attrAbsorbingEpoch, "#as": attrAbsorbingSlot,
+				"#ae2": headName(2, attrAbsorbingEpoch), "#as2": headName(2, attrAbsorbingSlot)},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":pe": nu(pass.Epoch), ":ps": nu(pass.Slot),
 			},
@@ -206,13 +209,15 @@ func (st *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled
 	if err := metastore.ValidateSettleRef(old, repl); err != nil {
 		return err
 	}
-	ce, cs := cursorAttrs(metastore.Settled)
+	ce, cs := headCursorNames(1, metastore.Settled)
+	ce2, cs2 := headCursorNames(2, metastore.Settled)
 	items := make([]types.TransactWriteItem, 0, len(old)+2)
 	items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName:                aws.String(st.table),
-		Key:                      key(metastore.ChainPK(chain), metastore.HeadSK),
-		ConditionExpression:      aws.String("attribute_exists(#pk) AND #se = :se AND #ss = :ss"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#se": ce, "#ss": cs},
+		TableName: aws.String(st.table),
+		Key:       key(metastore.ChainPK(chain), metastore.HeadSK),
+		// Either layout, as PutRefs's.
+		ConditionExpression:      aws.String("attribute_exists(#pk) AND ((#se = :se AND #ss = :ss) OR (#se2 = :se AND #ss2 = :ss))"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#se": ce, "#ss": cs, "#se2": ce2, "#ss2": cs2},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":se": nu(settled.Epoch), ":ss": nu(settled.Slot),
 		},

@@ -25,9 +25,12 @@ import "github.com/strandlog/strand/shared/metastore"
 const (
 	writeUnitBytes = 1024
 	readUnitBytes  = 4096
-	// headItemBytes bounds a HEAD item: its keys, the epoch and four
-	// cursors (numbers) and their names, far under 1 KB.
-	headItemBytes = 512
+	// headItemBytes bounds a HEAD item: its keys, the epoch, the cursors
+	// and the lease (numbers) and their names, in either layout of
+	// metastore/dynamo: at most 618 bytes in layout 1 and 924 in layout 2
+	// (a switched chain's), at the longest star id and the largest
+	// numbers (TestHeadLayout2Item there); one write unit either way.
+	headItemBytes = 1024
 	// streamFixedBytes bounds a stream item less its strings (numbers,
 	// names, keys' fixed parts).
 	streamFixedBytes = 512

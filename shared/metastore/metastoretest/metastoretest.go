@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"FlushedCursor", testFlushedCursor},
 		{"MergedCursor", testMergedCursor},
 		{"IndexedCursor", testIndexedCursor},
+		{"SwitchedChain", testSwitchedChain},
 		{"SettleRefInvalid", testSettleRefInvalid},
 		{"RaceSettleRef", testRaceSettleRef},
 	}
@@ -1908,4 +1909,85 @@ func testIndexedCursor(t *testing.T, s metastore.Store) {
 	h, err = s.BeginAbsorb(ctx, chainB, at(1, 7), at(1, 9))
 	must(t, err, "begin absorb B again")
 	wantEqual(t, h.Indexed, at(1, 0), "indexed in BeginAbsorb's head")
+}
+
+// testSwitchedChain: a chain whose indexed cursor is set (design 014,
+// "Switching a live chain"; on DynamoDB the write that sets it also
+// moves the head to the layout that fences earlier builds, package
+// dynamo, "The head's layouts") works as before it: every cursor kind
+// moves by compare-and-set from where it is (and only from there), the
+// absorb lease is taken, joined, refused to another pass, guards PutRefs
+// and is cleared by the checkpoint, SettleRef checks the settled cursor,
+// takeover mints new epochs (and a first mint is refused: the head
+// exists), and the switch is one-way: the indexed cursor is never set
+// again, from 0/0 or from itself.
+func testSwitchedChain(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	c := metastore.ChainID{Star: "star-switch", Class: metastore.Standard}
+	must(t, s.MintEpoch(ctx, c, 0, newEpoch(2)), "mint")
+	_, err := s.BeginAbsorb(ctx, c, at(2, 0), at(2, 5))
+	must(t, err, "begin a refs pass")
+	must(t, s.PutRefs(ctx, c, at(2, 5), []metastore.Ref{newRef(sid(1), 0, 9)}), "refs of the refs pass")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Checkpoint, at(2, 0), at(2, 5)), "checkpoint")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Settled, at(2, 0), at(2, 2)), "settled before the switch")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Flushed, at(2, 0), at(2, 2)), "flushed before the switch")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Indexed, metastore.Cursor{}, at(2, 5)), "switch")
+	want := metastore.Head{Epoch: 2, Checkpoint: at(2, 5), Settled: at(2, 2), Trimmed: at(2, 0), Flushed: at(2, 2), Indexed: at(2, 5)}
+	wantEqual(t, head(t, s, c), want, "head after the switch")
+
+	// One-way.
+	wantErr(t, s.AdvanceCursor(ctx, c, metastore.Indexed, metastore.Cursor{}, at(2, 5)), metastore.ErrConflict, "indexed set again")
+	wantErr(t, s.AdvanceCursor(ctx, c, metastore.Indexed, at(2, 5), at(2, 9)), metastore.ErrInvalid, "indexed moved")
+
+	// The absorb lease: an indexed pass.
+	h, err := s.BeginAbsorb(ctx, c, at(2, 5), at(2, 9))
+	must(t, err, "begin an indexed pass")
+	want.Absorbing = at(2, 9)
+	wantEqual(t, h, want, "BeginAbsorb's head")
+	h, err = s.BeginAbsorb(ctx, c, at(2, 5), at(2, 9))
+	must(t, err, "join the pass")
+	wantEqual(t, h, want, "the joined head")
+	h, err = s.BeginAbsorb(ctx, c, at(2, 5), at(2, 8))
+	wantErr(t, err, metastore.ErrConflict, "another pass")
+	wantEqual(t, h, want, "the head another pass saw")
+	wantErr(t, s.PutRefs(ctx, c, at(2, 8), []metastore.Ref{newRef(sid(2), 0, 0)}), metastore.ErrConflict, "refs without the lease")
+	must(t, s.PutRefs(ctx, c, at(2, 9), []metastore.Ref{newRef(sid(2), 0, 0)}), "refs under the lease")
+	wantErr(t, s.AdvanceCursor(ctx, c, metastore.Checkpoint, at(2, 5), at(2, 8)), metastore.ErrConflict, "checkpoint of another pass")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Checkpoint, at(2, 5), at(2, 9)), "checkpoint after the indexed pass")
+	want.Checkpoint, want.Absorbing = at(2, 9), metastore.Cursor{}
+
+	// Every other cursor kind, from where it is and only from there.
+	for _, m := range []struct {
+		kind     metastore.CursorKind
+		from, to metastore.Cursor
+	}{
+		{metastore.Settled, at(2, 2), at(2, 9)},
+		{metastore.Flushed, at(2, 2), at(2, 7)},
+		{metastore.Merged, metastore.Cursor{}, at(2, 6)},
+		{metastore.Trimmed, at(2, 0), at(2, 5)},
+	} {
+		wantErr(t, s.AdvanceCursor(ctx, c, m.kind, m.to, at(2, 10)), metastore.ErrConflict, m.kind.String()+" from where it is not")
+		must(t, s.AdvanceCursor(ctx, c, m.kind, m.from, m.to), m.kind.String()+" after the switch")
+		want = metastore.SetCursor(want, m.kind, m.to)
+	}
+	wantEqual(t, head(t, s, c), want, "head after the cursors moved")
+
+	// SettleRef checks the settled cursor.
+	r := settledRef(sid(3), 0, 9)
+	wantErr(t, s.SettleRef(ctx, c, at(2, 2), nil, r), metastore.ErrConflict, "settle ref at a stale settled cursor")
+	must(t, s.SettleRef(ctx, c, at(2, 9), nil, r), "settle ref")
+	wantRefs(t, allRefs(t, s, sid(3)), []metastore.Ref{r}, "the settled ref")
+
+	// Takeover.
+	wantErr(t, s.MintEpoch(ctx, c, 0, newEpoch(3)), metastore.ErrConflict, "a first mint over a switched head")
+	wantErr(t, s.MintEpoch(ctx, c, 1, newEpoch(3)), metastore.ErrConflict, "mint after another epoch")
+	must(t, s.MintEpoch(ctx, c, 2, newEpoch(3)), "takeover")
+	want.Epoch = 3
+	wantEqual(t, head(t, s, c), want, "head after the takeover")
+	wantErr(t, s.AdvanceCursor(ctx, c, metastore.Indexed, metastore.Cursor{}, at(2, 9)), metastore.ErrConflict, "indexed set again after the takeover")
+	_, err = s.BeginAbsorb(ctx, c, at(2, 9), at(3, 4))
+	must(t, err, "a pass into the new epoch")
+	must(t, s.AdvanceCursor(ctx, c, metastore.Checkpoint, at(2, 9), at(3, 4)), "checkpoint into the new epoch")
+	want.Checkpoint = at(3, 4)
+	wantEqual(t, head(t, s, c), want, "head at the end")
 }
