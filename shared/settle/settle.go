@@ -112,6 +112,12 @@ type Settler struct {
 
 	windowOnce sync.Once
 	window     *absorb.IndexWindow
+	// The unflushed state kept across steps, per chain (state.go).
+	stateMu sync.Mutex
+	states  map[metastore.ChainID]*chainState
+	// scratch: every step holds the live runs and computes the state
+	// from them (the settle step before issue 17), for tests.
+	scratch bool
 }
 
 func (s *Settler) log() *slog.Logger {
