@@ -93,6 +93,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		cs, old, err = s.scratchState(ctx, c, key)
 	} else if cs = s.takeState(c, key); cs == nil {
 		cs, err = s.buildState(ctx, c, key)
+		res.StateBuilt = true
 	}
 	if err != nil {
 		return st, h.Flushed, err

@@ -150,6 +150,10 @@ type Result struct {
 	// Level 2:
 	Merges        int // merged runs this step wrote or adopted (0 or 1)
 	MergedStreams int // packed entries of the merged run this copy wrote
+	// StateBuilt: the step rebuilt the unflushed state from the live runs
+	// (a cold settler, another copy moved the head, or a merge), instead
+	// of the one it kept from its last step (issue 17).
+	StateBuilt bool
 }
 
 // Step settles the next range of absorbed slots of chain, [Settled, at most
