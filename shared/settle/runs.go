@@ -224,12 +224,16 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		// The state of the next step's head, if the cursors move as this
 		// step computed: this step's run added, the runs below the new
 		// flushed cursor dropped.
+		// (A state that cannot drop them is not kept: the next step
+		// rebuilds. It cannot happen: every stream left has its oldest
+		// entry at or past newFlushed.)
 		cs.fold(plan)
 		if err := cs.dropBelow(newFlushed); err != nil {
-			return st, h.Flushed, fmt.Errorf("settle state: %w", err)
+			s.log().Warn("settle: unflushed state not kept", "chain", c.String(), "err", err)
+		} else {
+			cs.key = stateKey{flushed: newFlushed, merged: h.Merged, settled: to}
+			s.putState(c, cs)
 		}
-		cs.key = stateKey{flushed: newFlushed, merged: h.Merged, settled: to}
-		s.putState(c, cs)
 	}
 	return st, newFlushed, nil
 }

@@ -35,7 +35,12 @@ import (
 //     cold settler, or the step after a merge), the decision;
 //   - kept: the step on the state kept from the last step: the decision,
 //     the new run folded in, the flushed cursor, the runs below it
-//     dropped.
+//     dropped;
+//   - flush: what the kept state leaves to the window: the unflushed
+//     entries of the step's flushed streams (unflushedRefs), here 1% of
+//     the streams, each with entries back to the window's first run, so
+//     the walk visits every run, through a warm window with the default
+//     budget (64 MiB: most runs are fetched and decoded again).
 //
 // It reports the wall time of one step (s/step), the process's CPU time
 // over it (cpu-s/step: the step, the collector, the heap sampler) and the
@@ -53,7 +58,7 @@ func BenchmarkStepState(b *testing.B) {
 	}
 	const merged, level1 = 23, 60
 	for _, streams := range sizes {
-		for _, mode := range []string{"held-cold", "held-warm", "rebuild", "kept"} {
+		for _, mode := range []string{"held-cold", "held-warm", "rebuild", "kept", "flush"} {
 			if streams > 100_000 && mode != "kept" {
 				continue
 			}
@@ -129,7 +134,25 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 	passes := []*format.PassIndex{pass}
 	s := &Settler{Meta: meta, Settled: settled}
 	var warm *absorb.IndexWindow
-	if mode == "held-warm" {
+	var flushIDs []format.StreamID
+	var flushState *chainState
+	switch mode {
+	case "flush":
+		warm = &absorb.IndexWindow{Meta: meta, Bucket: settled}
+		flushState = newChainState(key)
+		for r := range total {
+			flushState.fold(benchRun(streams, r, r < merged))
+		}
+		for i := 0; i < streams; i += 100 {
+			var id format.StreamID
+			binary.BigEndian.PutUint64(id[:], uint64(i))
+			flushIDs = append(flushIDs, id)
+		}
+		s.window = warm
+		if _, err := s.unflushedRefs(ctx, c, flushState, flushIDs); err != nil {
+			b.Fatal(err)
+		}
+	case "held-warm":
 		warm = &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: -1}
 		if _, err := warm.HeadRuns(ctx, c, metastore.Head{Flushed: key.flushed, Merged: key.merged, Settled: key.settled}); err != nil {
 			b.Fatal(err)
@@ -140,7 +163,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 	n := 0
 	for b.Loop() {
 		switch mode {
-		case "held-warm":
+		case "held-warm", "flush":
 			s.window = warm
 		case "kept":
 			// Each iteration is the next step: the kept state at its key.
@@ -166,6 +189,20 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 			}
 		})
 		start, startCPU := time.Now(), cpuTime()
+		if mode == "flush" {
+			refs, err := s.unflushedRefs(ctx, c, flushState, flushIDs)
+			if err != nil || len(refs) != len(flushIDs) || len(refs[flushIDs[0]]) != total {
+				b.Fatalf("%d streams' entries, %v", len(refs), err)
+			}
+			took += time.Since(start)
+			cpu += cpuTime() - startCPU
+			close(stop)
+			wg.Wait()
+			peak = max(peak, heapObjects())
+			peakMiB = max(peakMiB, float64(peak-min(peak, base))/(1<<20))
+			n++
+			continue
+		}
 		var cs *chainState
 		var err error
 		switch mode {
@@ -239,4 +276,3 @@ func benchPlan(from metastore.Cursor, ids []format.StreamID) *format.PassIndex {
 	}
 	return plan
 }
-
