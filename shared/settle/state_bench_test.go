@@ -32,7 +32,11 @@ import (
 //   - held-warm: the same with every run already decoded in an unbounded
 //     window cache (no GET, no decode: the best case of the old step);
 //   - rebuild: the state rebuilt by streaming the runs (buildState: a
-//     cold settler, or the step after a merge), the decision;
+//     cold settler, or the step after a merge) through a cold window
+//     with the default budget and the cold load (LIST and 16 GETs in
+//     flight), the decision;
+//   - rebuild-serial: the same without the cold load (one GET at a time:
+//     the settle Lambda, which has no List grant on index/);
 //   - kept: the step on the state kept from the last step: the decision,
 //     the new run folded in, the flushed cursor, the runs below it
 //     dropped;
@@ -58,7 +62,7 @@ func BenchmarkStepState(b *testing.B) {
 	}
 	const merged, level1 = 23, 60
 	for _, streams := range sizes {
-		for _, mode := range []string{"held-cold", "held-warm", "rebuild", "kept", "flush"} {
+		for _, mode := range []string{"held-cold", "held-warm", "rebuild", "rebuild-serial", "kept", "flush"} {
 			if streams > 100_000 && mode != "kept" {
 				continue
 			}
@@ -168,6 +172,8 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 		case "kept":
 			// Each iteration is the next step: the kept state at its key.
 			key = kept.key
+		case "rebuild-serial":
+			s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled}
 		default:
 			s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled, Parallel: absorb.DefaultColdLoadParallel}
 		}
@@ -208,7 +214,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 		switch mode {
 		case "held-cold", "held-warm":
 			cs, _, err = s.scratchState(ctx, c, key)
-		case "rebuild":
+		case "rebuild", "rebuild-serial":
 			cs, err = s.buildState(ctx, c, key)
 		case "kept":
 			cs = kept

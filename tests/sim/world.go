@@ -216,7 +216,6 @@ func (w *World) Settler() *settle.Settler {
 		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
 }
 
-
 // KeptSettler is the world's long-lived settler (a warm Lambda's or the
 // node's): it keeps its window cache and its unflushed state across runs
 // (issue 17); a new one after the settlement switch.
