@@ -107,6 +107,61 @@ func (cs *chainState) dropBelow(flushed metastore.Cursor) error {
 	return nil
 }
 
+// remapMerged turns cs into the state of the head whose Merged cursor is
+// merged run m's end (a merge after the step that kept cs): the level-1
+// runs m covers are replaced by m, whose time is its newest entry's, and
+// the streams whose oldest entry was in one of them have it in m. Their
+// sums are unchanged: a merged run holds, per stream, its last marker of
+// the group and one packed entry with the bytes, first and last seq and
+// timestamps of its packed entries after it. It reports false, leaving
+// cs as it was, when the walk of the new head might differ otherwise than
+// by m: m not starting at a run of cs at or past its Merged cursor, not
+// ending at one (or at its settled cursor), or a run of cs between its
+// Merged cursor and m's start (the new walk would look for a merged run
+// there).
+func (cs *chainState) remapMerged(m *format.PassIndex) bool {
+	a, end := metastore.Cursor{Epoch: m.Epoch, Slot: m.FirstSlot}, metastore.Cursor{Epoch: m.Epoch, Slot: m.EndSlot}
+	if a.Less(cs.key.merged) || !cs.key.merged.Less(end) {
+		return false
+	}
+	i := 0
+	for i < len(cs.runs) && cs.runs[i].at.Less(a) {
+		if !cs.runs[i].at.Less(cs.key.merged) {
+			return false
+		}
+		i++
+	}
+	if i == len(cs.runs) || cs.runs[i].at != a {
+		return false
+	}
+	j := i
+	for j < len(cs.runs) && cs.runs[j].at.Less(end) {
+		j++
+	}
+	if (j < len(cs.runs) && cs.runs[j].at != end) || (j == len(cs.runs) && end != cs.key.settled) {
+		return false
+	}
+	var t int64
+	for k := range m.Streams {
+		t = max(t, m.Streams[k].LastTsMs)
+	}
+	lo, hi := cs.base+i, cs.base+j
+	cs.runs = slices.Replace(cs.runs, i, j, liveRun{at: a, time: t})
+	for id, u := range cs.streams {
+		switch {
+		case u.oldest >= hi:
+			u.oldest -= hi - lo - 1
+		case u.oldest >= lo:
+			u.oldest = lo
+		default:
+			continue
+		}
+		cs.streams[id] = u
+	}
+	cs.key.merged = end
+	return true
+}
+
 // equal reports whether cs and o hold the same state (for tests): the
 // same runs and the same streams, each with its oldest entry in the same
 // run.
