@@ -98,10 +98,11 @@
 //     same state); a step whose head has exactly that key uses it, and
 //     updates it with its own run (a marker removes its stream, a packed
 //     entry adds to it) and drops the runs below its new flushed cursor.
-//     Any other head (a cold settler, a copy moved a cursor, a merge moved
-//     Merged: once per Fanout steps) rebuilds it by streaming the live
-//     runs one at a time through the window (VisitHeadRuns), so a step
-//     never holds the runs together.
+//     A merge after the step remaps it to the merged run (the group's
+//     runs replaced by it). Any other head (a cold settler, a copy moved
+//     a cursor) rebuilds it by streaming the live runs one at a time
+//     through the window (VisitHeadRuns), so a step never holds the runs
+//     together.
 //  2. A stream is flushed when its unflushed bytes with the step's reach
 //     FlushBytes, or when its oldest unflushed entry (the step's own, at
 //     the step's time) is FlushAge older than the step's time (the latest

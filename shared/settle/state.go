@@ -25,8 +25,8 @@ import (
 // with its own run (markers remove streams, packed entries add) and drops
 // the runs below its new flushed cursor, so a step's state work is
 // O(active streams + the step's entries), not O(entries of the window). A
-// merge moves the Merged cursor, so the step after a merge rebuilds (once
-// per Fanout steps).
+// merge that moves the Merged cursor from the state's key remaps it: the
+// group's level-1 runs replaced by the merged run (remapMerged).
 
 // stateKey is the head a state is valid for.
 type stateKey struct {

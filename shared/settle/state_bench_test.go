@@ -32,7 +32,7 @@ import (
 //   - held-warm: the same with every run already decoded in an unbounded
 //     window cache (no GET, no decode: the best case of the old step);
 //   - rebuild: the state rebuilt by streaming the runs (buildState: a
-//     cold settler, or the step after a merge) through a cold window
+//     cold settler, or a copy moved the head) through a cold window
 //     with the default budget and the cold load (LIST and 16 GETs in
 //     flight), the decision;
 //   - rebuild-serial: the same without the cold load (one GET at a time:
