@@ -237,7 +237,7 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
 		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged,
 		"packed", res.Packed, "flushes", res.Flushes, "packs", res.Packs, "flushed", res.Flushed.String(),
-		"merges", res.Merges, "merged_streams", res.MergedStreams)
+		"merges", res.Merges, "merged_streams", res.MergedStreams, "state_built", res.StateBuilt)
 	return res, nil
 }
 
