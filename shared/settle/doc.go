@@ -88,7 +88,21 @@
 //
 //  1. The live runs [Flushed, Settled) say, per stream, its packed entries
 //     after its last marker (what is not yet behind a ref) and each run's
-//     time (its latest record timestamp).
+//     time (its latest record timestamp). The step needs only a summary
+//     of them, the unflushed state (state.go): per stream its unflushed
+//     bytes, the first and last seq and timestamp of those entries and
+//     the run of the oldest; per live run its start and time. A settler
+//     keeps it per chain across steps, keyed by the head it is of
+//     (Flushed, Merged, Settled: the walk of the live runs is determined
+//     by them, and the objects by their keys, so every copy derives the
+//     same state); a step whose head has exactly that key uses it, and
+//     updates it with its own run (a marker removes its stream, a packed
+//     entry adds to it) and drops the runs below its new flushed cursor.
+//     A merge after the step remaps it to the merged run (the group's
+//     runs replaced by it). Any other head (a cold settler, a copy moved
+//     a cursor) rebuilds it by streaming the live runs one at a time
+//     through the window (VisitHeadRuns), so a step never holds the runs
+//     together.
 //  2. A stream is flushed when its unflushed bytes with the step's reach
 //     FlushBytes, or when its oldest unflushed entry (the step's own, at
 //     the step's time) is FlushAge older than the step's time (the latest
@@ -102,8 +116,11 @@
 //  4. The run is put if absent; one already there is adopted.
 //
 // Then each marker's stream is flushed as level 0 settled a stream:
-// its unflushed entries (pack locations) and the step's parts (transit
-// locations) into per-stream settled objects (merged into a small
+// its unflushed entries (pack locations: fetched for the flushed streams
+// only, by one walk of the live runs from the oldest run of any of them,
+// one run at a time through the window's cache, each searched for them)
+// and the step's parts (transit locations) into per-stream settled
+// objects (merged into a small
 // previous one) and one ref, with metastore.SettleRef on the condition
 // that the settled cursor is still the step's start (a stale copy writes
 // nothing); parts a ref already holds are skipped, a lost write re-reads.
@@ -139,8 +156,10 @@
 // SettleRef: item writes follow flushes (bytes / FlushBytes + streams /
 // FlushAge), not the streams a step settles; a merge adds one
 // AdvanceCursor(Merged) per Fanout steps. S3: the run index and one pack
-// per MaxObjectBytes, one GET per slot, and per flush its GETs (one per
-// live run holding the stream) and PUTs; a merge reads its group's packs
+// per MaxObjectBytes, one GET per slot, per step with flushes a GET of
+// each live run from the oldest flushed entry that the window's cache
+// does not hold (and a rebuild of the state a GET of each one not cached),
+// and per flush its GETs (one per live run holding the stream) and PUTs; a merge reads its group's packs
 // (one GET per MiB) and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles
 // every configured chain).
 package settle

@@ -1,9 +1,49 @@
 package settle
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/strandlog/strand/shared/metastore"
+)
+
 // SetMergeChunk sets the merge's ranged GET size (tests: small chunks
 // exercise the read ahead) and returns the function that restores it.
 func SetMergeChunk(n int64) (restore func()) {
 	old := mergeChunk
 	mergeChunk = n
 	return func() { mergeChunk = old }
+}
+
+// SetScratch makes every step of s hold the live runs and compute the
+// unflushed state from them (the settle step before issue 17): the
+// reference the kept state is tested against.
+func (s *Settler) SetScratch(on bool) { s.scratch = on }
+
+// CheckState compares the unflushed state s keeps for chain c (if any)
+// with the state rebuilt from scratch for its key, both by holding the
+// live runs (unflushedOf) and by streaming them (buildState). It reports
+// whether s kept a state; no step of s may run meanwhile.
+func (s *Settler) CheckState(ctx context.Context, c metastore.ChainID) (bool, error) {
+	s.stateMu.Lock()
+	cs := s.states[c]
+	s.stateMu.Unlock()
+	if cs == nil {
+		return false, nil
+	}
+	ref, _, err := s.scratchState(ctx, c, cs.key)
+	if err != nil {
+		return true, err
+	}
+	if err := cs.equal(ref); err != nil {
+		return true, fmt.Errorf("kept state against the runs held: %w", err)
+	}
+	built, err := s.buildState(ctx, c, cs.key)
+	if err != nil {
+		return true, err
+	}
+	if err := built.equal(ref); err != nil {
+		return true, fmt.Errorf("streamed rebuild against the runs held: %w", err)
+	}
+	return true, nil
 }

@@ -87,6 +87,11 @@ func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (
 		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Merged, h.Merged, end); err != nil && !errors.Is(err, metastore.ErrConflict) {
 			return false, fmt.Errorf("merge: advance merged: %w", err)
 		}
+		// The kept unflushed state follows (state.go): the next step's
+		// head, if no copy moved it, has Merged at end.
+		if cs := s.takeState(c, stateKey{flushed: h.Flushed, merged: h.Merged, settled: h.Settled}); cs != nil && cs.remapMerged(m) {
+			s.putState(c, cs)
+		}
 	}
 	res.Merges++
 	s.window.PruneMerged(c, end)

@@ -16,9 +16,11 @@ import (
 )
 
 // BenchmarkStepPeakHeap measures the peak heap of the part of a settle
-// step on the pass index that holds the most at once (design 014, "Window
-// memory bound"): the live runs [flushed, settled) walked by
-// IndexWindow.HeadRuns and held together for unflushedOf. The window is
+// step on the pass index that held the most at once before issue 17's
+// kept state (design 014, "Window memory bound"; the step now keeps the
+// unflushed state instead: BenchmarkStepState): the live runs [flushed,
+// settled) walked by IndexWindow.HeadRuns and held together for
+// unflushedOf (still the test switch Settler.scratch's path). The window is
 // `merged` merged runs and `runs` level-1 runs, every one of `streams`
 // streams in each with one segment (a window at the 24 h FlushAge with
 // Fanout 60, hourly merges: 23 merged runs and up to 60 level-1 runs),

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -83,11 +82,22 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	if err != nil {
 		return st, h.Flushed, err
 	}
-	runs, err := s.window.HeadRuns(ctx, c, metastore.Head{Flushed: h.Flushed, Merged: h.Merged, Settled: st.From})
-	if err != nil {
-		return st, h.Flushed, fmt.Errorf("live runs %s-%s: %w", h.Flushed, st.From, err)
+	// The unflushed state of the live runs [h.Flushed, st.From): kept from
+	// the last step when it is of this head, else rebuilt (state.go).
+	key := stateKey{flushed: h.Flushed, merged: h.Merged, settled: st.From}
+	var (
+		cs  *chainState
+		old map[format.StreamID]*unflushed // s.scratch: the runs held
+	)
+	if s.scratch {
+		cs, old, err = s.scratchState(ctx, c, key)
+	} else if cs = s.takeState(c, key); cs == nil {
+		cs, err = s.buildState(ctx, c, key)
+		res.StateBuilt = true
 	}
-	state, runTimes := unflushedOf(c, runs)
+	if err != nil {
+		return st, h.Flushed, err
+	}
 	plan, err := s.window.Run(ctx, c, st.From)
 	end := metastore.Cursor{Epoch: st.Epoch, Slot: st.End}
 	switch {
@@ -119,7 +129,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	}
 	res.Streams = len(step)
 	if plan == nil {
-		if plan, err = s.makePlan(ctx, set, c, st.From, passes, runs, runTimes, state, step, res); err != nil {
+		if plan, err = s.makePlan(ctx, set, c, st.From, passes, cs, step, res); err != nil {
 			return st, h.Flushed, err
 		}
 	} else if plan.EndSlot != passes[len(passes)-1].EndSlot {
@@ -129,6 +139,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	// flushWorkers streams at a time (they are independent).
 	flushed := map[format.StreamID]bool{}
 	var markers []*format.PassStream
+	var ids []format.StreamID
 	for i := range plan.Streams {
 		m := &plan.Streams[i]
 		if !m.Marker() {
@@ -137,14 +148,25 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		}
 		flushed[m.Stream] = true
 		markers = append(markers, m)
+		ids = append(ids, m.Stream)
+	}
+	// The flushed streams' unflushed entries: only theirs, fetched by one
+	// walk of the live runs through the window's cache.
+	var entries map[format.StreamID][]metastore.Ref
+	if s.scratch {
+		entries = map[format.StreamID][]metastore.Ref{}
+		for _, id := range ids {
+			if u := old[id]; u != nil {
+				entries[id] = u.refs()
+			}
+		}
+	} else if entries, err = s.unflushedRefs(ctx, c, cs, ids); err != nil {
+		return st, h.Flushed, err
 	}
 	// Each marker's parts, checked before any flush starts.
 	partsOf := make([][]metastore.Ref, len(markers))
 	for i, m := range markers {
-		var parts []metastore.Ref
-		if u := state[m.Stream]; u != nil {
-			parts = append(parts, u.refs()...)
-		}
+		parts := entries[m.Stream]
 		if sp := step[m.Stream]; sp != nil {
 			parts = append(parts, sp.refs...)
 		}
@@ -154,6 +176,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		}
 		partsOf[i] = parts
 	}
+	entries = nil
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -186,8 +209,8 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	// not flushed since, else the plan's end.
 	to := metastore.Cursor{Epoch: plan.Epoch, Slot: plan.EndSlot}
 	newFlushed := to
-	for id, u := range state {
-		if at := (metastore.Cursor{Epoch: runs[u.oldest].Epoch, Slot: runs[u.oldest].FirstSlot}); !flushed[id] && at.Less(newFlushed) {
+	for id, u := range cs.streams {
+		if at := cs.run(u.oldest).at; !flushed[id] && at.Less(newFlushed) {
 			newFlushed = at
 		}
 	}
@@ -197,6 +220,21 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	st.End, st.To = plan.EndSlot, to
 	s.window.Prune(c, to)
 	s.window.PruneRuns(c, newFlushed)
+	if !s.scratch {
+		// The state of the next step's head, if the cursors move as this
+		// step computed: this step's run added, the runs below the new
+		// flushed cursor dropped.
+		// (A state that cannot drop them is not kept: the next step
+		// rebuilds. It cannot happen: every stream left has its oldest
+		// entry at or past newFlushed.)
+		cs.fold(plan)
+		if err := cs.dropBelow(newFlushed); err != nil {
+			s.log().Warn("settle: unflushed state not kept", "chain", c.String(), "err", err)
+		} else {
+			cs.key = stateKey{flushed: newFlushed, merged: h.Merged, settled: to}
+			s.putState(c, cs)
+		}
+	}
 	return st, newFlushed, nil
 }
 
@@ -238,65 +276,79 @@ func unflushedOf(c metastore.ChainID, runs []*format.PassIndex) (map[format.Stre
 	return state, times
 }
 
-// makePlan decides the step's flushes, copies the other streams' segments
-// into packs and writes the run index at `from` (PutIfAbsent); a run
-// index already there (a copy racing) is adopted instead. The decision
-// depends on the inputs only, never on the clock: a stream of the step is
-// flushed when its unflushed bytes reach FlushBytes, and any stream is
-// when its oldest unflushed entry's run is FlushAge older than the step's
-// time (the latest record timestamp in the live runs and the passes).
-func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, passes []*format.PassIndex,
-	runs []*format.PassIndex, runTimes []int64, state map[format.StreamID]*unflushed, step map[format.StreamID]*stepPart, res *Result) (*format.PassIndex, error) {
+// decide is the plan's decision (makePlan): the markers of the streams
+// the step flushes and the streams it packs, in stream id order, from
+// the unflushed state and the step's passes alone. A stream of the step
+// is flushed when its unflushed bytes with the step's reach FlushBytes;
+// any stream is when its oldest unflushed entry's run is FlushAge older
+// than the step's time (the latest record timestamp of the live runs and
+// the passes; the step's own parts are of the step's time).
+func (s *Settler) decide(passes []*format.PassIndex, cs *chainState, step map[format.StreamID]*stepPart) ([]format.PassStream, []format.StreamID) {
 	flushBytes := orDefault(s.FlushBytes, DefaultFlushBytes)
 	ageMs := orDefault(s.FlushAge, DefaultFlushAge).Milliseconds()
 	var now int64
-	for _, t := range runTimes {
-		now = max(now, t)
+	for _, r := range cs.runs {
+		now = max(now, r.time)
 	}
 	for _, p := range passes {
 		for i := range p.Streams {
 			now = max(now, p.Streams[i].LastTsMs)
 		}
 	}
-	ids := slices.Collect(maps.Keys(step))
-	for id := range state {
+	ids := make([]format.StreamID, 0, len(step)+len(cs.streams))
+	for id := range step {
+		ids = append(ids, id)
+	}
+	for id := range cs.streams {
 		if step[id] == nil {
 			ids = append(ids, id)
 		}
 	}
 	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
-	plan := &format.PassIndex{Epoch: from.Epoch, FirstSlot: from.Slot, EndSlot: passes[len(passes)-1].EndSlot}
+	var markers []format.PassStream
 	var packed []format.StreamID
 	for _, id := range ids {
-		u, sp := state[id], step[id]
-		var b int64
-		if u != nil {
-			b = u.bytes
-		}
+		u, ok := cs.streams[id]
+		sp := step[id]
+		b := u.bytes
 		if sp != nil {
 			b += sp.bytes()
 		}
 		oldest := now // the step's own parts are of the step's time
-		if u != nil {
-			oldest = runTimes[u.oldest]
+		if ok {
+			oldest = cs.run(u.oldest).time
 		}
 		if (sp != nil && b >= flushBytes) || now-oldest >= ageMs {
-			var parts []metastore.Ref
-			if u != nil {
-				parts = append(parts, u.refs()...)
+			m := format.PassStream{Stream: id}
+			if ok {
+				m.FirstSeq, m.FirstTsMs, m.LastSeq, m.LastTsMs = u.firstSeq, u.firstTs, u.lastSeq, u.lastTs
 			}
 			if sp != nil {
-				parts = append(parts, sp.refs...)
+				first, last := sp.refs[0], sp.refs[len(sp.refs)-1]
+				if !ok {
+					m.FirstSeq, m.FirstTsMs = first.FirstSeq, first.FirstTsMs
+				}
+				m.LastSeq, m.LastTsMs = last.LastSeq, last.LastTsMs
 			}
-			first, last := parts[0], parts[len(parts)-1]
-			plan.Streams = append(plan.Streams, format.PassStream{Stream: id, FirstSeq: first.FirstSeq, LastSeq: last.LastSeq,
-				FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs})
+			markers = append(markers, m)
 			continue
 		}
 		if sp != nil {
 			packed = append(packed, id)
 		}
 	}
+	return markers, packed
+}
+
+// makePlan decides the step's flushes (decide), copies the other streams'
+// segments into packs and writes the run index at `from` (PutIfAbsent); a
+// run index already there (a copy racing) is adopted instead. The
+// decision depends on the inputs only, never on the clock.
+func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, passes []*format.PassIndex,
+	cs *chainState, step map[format.StreamID]*stepPart, res *Result) (*format.PassIndex, error) {
+	plan := &format.PassIndex{Epoch: from.Epoch, FirstSlot: from.Slot, EndSlot: passes[len(passes)-1].EndSlot}
+	var packed []format.StreamID
+	plan.Streams, packed = s.decide(passes, cs, step)
 	entries, packs, err := s.pack(ctx, set, c, plan, packed, step)
 	if err != nil {
 		return nil, err

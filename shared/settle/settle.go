@@ -112,6 +112,12 @@ type Settler struct {
 
 	windowOnce sync.Once
 	window     *absorb.IndexWindow
+	// The unflushed state kept across steps, per chain (state.go).
+	stateMu sync.Mutex
+	states  map[metastore.ChainID]*chainState
+	// scratch: every step holds the live runs and computes the state
+	// from them (the settle step before issue 17), for tests.
+	scratch bool
 }
 
 func (s *Settler) log() *slog.Logger {
@@ -144,6 +150,10 @@ type Result struct {
 	// Level 2:
 	Merges        int // merged runs this step wrote or adopted (0 or 1)
 	MergedStreams int // packed entries of the merged run this copy wrote
+	// StateBuilt: the step rebuilt the unflushed state from the live runs
+	// (a cold settler, another copy moved the head, or a merge), instead
+	// of the one it kept from its last step (issue 17).
+	StateBuilt bool
 }
 
 // Step settles the next range of absorbed slots of chain, [Settled, at most
@@ -227,7 +237,7 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
 		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged,
 		"packed", res.Packed, "flushes", res.Flushes, "packs", res.Packs, "flushed", res.Flushed.String(),
-		"merges", res.Merges, "merged_streams", res.MergedStreams)
+		"merges", res.Merges, "merged_streams", res.MergedStreams, "state_built", res.StateBuilt)
 	return res, nil
 }
 

@@ -110,6 +110,9 @@ type World struct {
 	// SwitchSettlement), the star's absorb later (SwitchStar, then a new
 	// star incarnation).
 	settleOn, starOn atomic.Bool
+
+	keptMu sync.Mutex
+	kept   *settle.Settler // KeptSettler's
 }
 
 // SwitchSettlement switches settle, trim, the probe and readers to the
@@ -211,6 +214,18 @@ func (w *World) Absorber() *absorb.Absorber {
 func (w *World) Settler() *settle.Settler {
 	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
 		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
+}
+
+// KeptSettler is the world's long-lived settler (a warm Lambda's or the
+// node's): it keeps its window cache and its unflushed state across runs
+// (issue 17); a new one after the settlement switch.
+func (w *World) KeptSettler() *settle.Settler {
+	w.keptMu.Lock()
+	defer w.keptMu.Unlock()
+	if w.kept == nil || w.kept.PassIndex != w.SettleIndexed() {
+		w.kept = w.Settler()
+	}
+	return w.kept
 }
 func (w *World) Trimmer() *trim.Trimmer {
 	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.SettleIndexed()}
