@@ -45,6 +45,65 @@ const DefaultRangedParallel = 8
 // the object's header first (and by range, when that shows no room).
 const rangedFloor = 64 << 10
 
+// headerReserve: a per-stream lookup fetches an object whole only if it
+// leaves 1/headerReserve of the budget free, where the headers of the
+// objects it reads by range are cached (a header never evicts).
+const headerReserve = 64
+
+// rangedDir is a per-object sparse directory of a cached header: stream
+// table entries (index and id) ranged lookups read, the latest
+// dirPoints of them. A later lookup starts its search between the two nearest, not
+// between the ends of the id space: with ids far from uniform over the
+// whole space (clustered), the first lookup's reads teach the next ones
+// where the ids are.
+type rangedDir struct {
+	mu   sync.Mutex
+	pts  []dirPoint
+	next int // the oldest point, once full
+}
+
+type dirPoint struct {
+	idx uint32
+	id  format.StreamID
+}
+
+// dirPoints bounds a directory (what a cached header counts against the
+// budget includes them).
+const dirPoints = 32
+
+// bounds narrows [lo, hi) and its keys to the nearest points around id.
+func (d *rangedDir) bounds(id format.StreamID, lo, hi *uint32, kLo, kHi *float64) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.pts {
+		switch c := bytes.Compare(p.id[:], id[:]); {
+		case c < 0 && p.idx+1 > *lo && p.idx < *hi:
+			*lo, *kLo = p.idx+1, idKey(p.id)
+		case c > 0 && p.idx < *hi && p.idx >= *lo:
+			*hi, *kHi = p.idx, idKey(p.id)
+		}
+	}
+}
+
+func (d *rangedDir) add(idx uint32, id format.StreamID) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch p := (dirPoint{idx, id}); {
+	case slices.Contains(d.pts, p):
+	case len(d.pts) < dirPoints:
+		d.pts = append(d.pts, p)
+	default: // full: the oldest point gives way
+		d.pts[d.next] = p
+		d.next = (d.next + 1) % dirPoints
+	}
+}
+
 // streamHit is one window object's part of a per-stream lookup.
 type streamHit struct {
 	obj  *format.PassIndex   // the object's epoch, slots and Merged (no streams)
@@ -83,13 +142,14 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	w.mu.Lock()
 	p := w.lookupLocked(passAt{c, at, kind})
 	var h *format.PassHeader
+	var dir *rangedDir
 	if p == nil {
 		if el := w.cache[passAt{c, at, kind | kindHeader}]; el != nil {
 			w.lru.MoveToFront(el)
-			h = el.Value.(*cacheEntry).h
+			h, dir = el.Value.(*cacheEntry).h, el.Value.(*cacheEntry).dir
 		}
 	}
-	room, guess := w.budget()-w.bytes, max(w.largest, rangedFloor)
+	room, guess := w.budget()-w.bytes-w.budget()/headerReserve, max(w.largest, rangedFloor)
 	w.mu.Unlock()
 	if p != nil {
 		return p, allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream, nil
@@ -99,16 +159,21 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	}
 	key, what := objectKey(c, at, kind)
 	if h == nil {
-		got, err := w.getHeader(ctx, c, at, kind)
+		got, d, err := w.getHeader(ctx, c, at, kind)
 		if err != nil {
 			return nil, 0, err
 		}
-		h = &got
+		h, dir = &got, d
 	}
+	// The header does not count command states (version 2): a quarter
+	// more stands in for them.
 	est := h.DecodedBytes(allocObject+sizeIndex, sizeStream, sizeSegment, sizeMark)
+	if h.Version == format.PassIndexVersionCommands {
+		est += est / 4
+	}
 	w.mu.Lock()
 	w.largest = max(w.largest, est)
-	room = w.budget() - w.bytes
+	room = w.budget() - w.bytes - w.budget()/headerReserve
 	if est > room {
 		w.ranged++
 	}
@@ -124,7 +189,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	sw.wg.Add(1)
 	go func() {
 		defer func() { <-sw.sem; close(hit.done); sw.wg.Done() }()
-		ents, err := w.findRanged(ctx, key, hdr, sw.id, sw.commands)
+		ents, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands)
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
 			hit.err = fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
@@ -174,24 +239,23 @@ func (sw *streamWalk) wait() error {
 
 // getHeader reads the header of the object of kind at `at` by range and
 // caches it alone (when the cache has room without evicting).
-func (w *IndexWindow) getHeader(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (format.PassHeader, error) {
+func (w *IndexWindow) getHeader(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (format.PassHeader, *rangedDir, error) {
 	key, what := objectKey(c, at, kind)
 	b, err := w.readRange(ctx, key, 0, format.PassHeaderSize)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return format.PassHeader{}, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
+		return format.PassHeader{}, nil, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
 	}
 	if err != nil {
-		return format.PassHeader{}, fmt.Errorf("chain %s: %s at %s: header: %w", c, what, at, err)
+		return format.PassHeader{}, nil, fmt.Errorf("chain %s: %s at %s: header: %w", c, what, at, err)
 	}
 	h, err := format.ParsePassHeader(b)
 	if err != nil {
-		return format.PassHeader{}, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
+		return format.PassHeader{}, nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	if h.Epoch != at.Epoch || h.FirstSlot != at.Slot {
-		return format.PassHeader{}, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, h.Epoch, h.FirstSlot, ErrWindow)
+		return format.PassHeader{}, nil, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, h.Epoch, h.FirstSlot, ErrWindow)
 	}
-	w.storeHeader(passAt{c, at, kind}, h)
-	return h, nil
+	return h, w.storeHeader(passAt{c, at, kind}, h), nil
 }
 
 // readRange GETs n bytes of key at off (n < 0: to the end), counted as
@@ -232,7 +296,7 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	ents, err := w.findRanged(ctx, key, h, id, commands)
+	ents, err := w.findRanged(ctx, key, h, nil, id, commands)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -240,8 +304,8 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 }
 
 // findRanged is FindRanged with the header read.
-func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, id format.StreamID, commands bool) ([]format.PassStream, error) {
-	ents, err := w.searchEntries(ctx, key, h, id)
+func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands bool) ([]format.PassStream, error) {
+	ents, err := w.searchEntries(ctx, key, h, dir, id)
 	if err != nil || len(ents) == 0 {
 		return nil, err
 	}
@@ -301,39 +365,49 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 // searchEntries finds stream id's entries in the stream table of the
 // object at key (header h) by ranged reads of RangedBlockBytes blocks:
 // an interpolation search on the id's first 8 bytes (uniform: stream ids
-// are random), bisecting instead after a read that did not halve the
-// range (ids not uniform, or a guess that missed), so a lookup costs
+// are random), bisecting instead (reading a sixteenth of a block) after
+// a read that did not halve the range (ids not uniform, or a guess that
+// missed), so a lookup costs
 // O(log(streams/block)) reads at worst and one or two at best. The
 // answer is bounded and checked as ParsePassEntries checks a block;
 // hostile objects give errors, never a loop: each read shrinks the range.
-func (w *IndexWindow) searchEntries(ctx context.Context, key string, h format.PassHeader, id format.StreamID) ([]format.PassEntry, error) {
+func (w *IndexWindow) searchEntries(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID) ([]format.PassEntry, error) {
 	block := uint32(RangedBlockBytes / format.PassEntrySize)
 	read := func(from, to uint32) ([]format.PassEntry, error) {
 		b, err := w.readRange(ctx, key, h.EntryAt(from), int64(to-from)*format.PassEntrySize)
 		if err != nil {
 			return nil, fmt.Errorf("stream table %d-%d: %w", from, to, err)
 		}
-		return format.ParsePassEntries(h, from, b)
+		ents, err := format.ParsePassEntries(h, from, b)
+		if err == nil {
+			dir.add(from, ents[0].Stream)
+			dir.add(to-1, ents[len(ents)-1].Stream)
+		}
+		return ents, err
 	}
 	// Every entry below lo is before id, every entry from hi on after
 	// it; kLo and kHi bound the ids' keys in between.
 	lo, hi := uint32(0), h.Streams
 	kLo, kHi := 0.0, math.Ldexp(1, 64)
+	dir.bounds(id, &lo, &hi, &kLo, &kHi)
 	t := idKey(id)
 	bisect := false
 	for lo < hi {
 		width := hi - lo
-		g := lo + width/2
-		if !bisect && kLo < t && t < kHi {
+		// A bisection step reads a sixteenth of a block: it is there to
+		// learn the id at the middle, not to land.
+		g, size := lo+width/2, max(block/16, 1)
+		if !bisect && kLo <= t && t <= kHi && kLo < kHi {
 			g = lo + uint32(min((t-kLo)/(kHi-kLo)*float64(width), float64(width-1)))
+			size = block
 		}
 		start := lo
-		if g-lo > block/2 {
-			start = g - block/2
+		if g-lo > size/2 {
+			start = g - size/2
 		}
 		end := hi
-		if end-start > block {
-			end = start + block
+		if end-start > size {
+			end = start + size
 		}
 		ents, err := read(start, end)
 		if err != nil {

@@ -50,6 +50,7 @@ type cacheEntry struct {
 	k    passAt
 	p    *format.PassIndex  // a header's: its epoch and slots alone
 	h    *format.PassHeader // set for a header alone (kindHeader)
+	dir  *rangedDir         // and its sparse directory (ranged.go)
 	size int64
 }
 
@@ -130,26 +131,33 @@ func (w *IndexWindow) store(k passAt, p *format.PassIndex) {
 	w.bytes += size
 }
 
-// headerSize is what a cached header counts against the budget.
-var headerSize = allocObject + sizeIndex + int64(unsafe.Sizeof(format.PassHeader{}))
+// headerSize is what a cached header counts against the budget, its
+// sparse directory full.
+var headerSize = 3*allocObject + sizeIndex + int64(unsafe.Sizeof(format.PassHeader{})+unsafe.Sizeof(rangedDir{})) + dirPoints*int64(unsafe.Sizeof(dirPoint{}))
 
 // storeHeader caches the header h of the object at k (k.kind without
-// kindHeader) when the cache has room for it without evicting anything:
-// a per-stream lookup past the budget then skips the header's GET.
-func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader) {
+// kindHeader), with an empty sparse directory, when the cache has room
+// for it without evicting anything: a per-stream lookup past the budget
+// then skips the header's GET. It returns the directory cached with the
+// header (nil: not cached).
+func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader) *rangedDir {
 	k.kind |= kindHeader
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cache == nil {
 		w.cache = map[passAt]*list.Element{}
 	}
-	if w.cache[k] != nil || w.bytes+headerSize > w.budget() {
-		return
+	if el := w.cache[k]; el != nil {
+		return el.Value.(*cacheEntry).dir
 	}
-	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot}, h: &h, size: headerSize}
+	if w.bytes+headerSize > w.budget() {
+		return nil
+	}
+	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot}, h: &h, dir: &rangedDir{}, size: headerSize}
 	w.cache[k] = w.lru.PushFront(e)
 	w.bytes += headerSize
 	w.headers++
+	return e.dir
 }
 
 func (w *IndexWindow) removeLocked(el *list.Element) {
