@@ -194,7 +194,11 @@ func TestPassRangedPiecesRefuseCorruption(t *testing.T) {
 	}
 	table := obj[h.EntryAt(0):h.EntryAt(h.Streams)]
 	mutate := func(b []byte, at int, v byte) []byte { b = bytes.Clone(b); b[at] = v; return b }
-	put32 := func(b []byte, at int, v uint32) []byte { b = bytes.Clone(b); binary.BigEndian.PutUint32(b[at:], v); return b }
+	put32 := func(b []byte, at int, v uint32) []byte {
+		b = bytes.Clone(b)
+		binary.BigEndian.PutUint32(b[at:], v)
+		return b
+	}
 	for _, tc := range []struct {
 		name string
 		err  error
