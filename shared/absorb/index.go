@@ -537,7 +537,7 @@ func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to 
 }
 
 func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
-	return w.parts(ctx, c, from, from, from, from, to, id, keep, true)
+	return w.parts(ctx, c, from, from, from, from, to, id, keep, cmdAll)
 }
 
 // HeadRefs is Refs over the whole window of head h: the runs of
@@ -547,7 +547,7 @@ func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to me
 // (IndexedFrom, WindowFrom: below it every record is behind a ref, and a
 // chain not indexed has no window).
 func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
-	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, true)
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, cmdAll)
 }
 
 // HeadParts is HeadRefs without command state (every ref's Commands
@@ -555,15 +555,28 @@ func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metas
 // window budget (a ranged lookup of a version 2 object skips its command
 // table; design 014, "Lookups past the window budget").
 func (w *IndexWindow) HeadParts(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
-	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, false)
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, cmdNone)
+}
+
+// HeadLastRef is the last of HeadRefs's parts, with its command state
+// (ok false: the stream has no part in the window): what LastRef reads of
+// the window, all a tail recovery needs of it. Past the window budget it
+// reads one command table by range, the last part's object's, not every
+// object's (design 014, "Lookups past the window budget").
+func (w *IndexWindow) HeadLastRef(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID) (metastore.Ref, bool, error) {
+	parts, err := w.windowRefs(ctx, c, h, id, func(*format.PassStream) bool { return true }, cmdLast)
+	if err != nil || len(parts) == 0 {
+		return metastore.Ref{}, false, err
+	}
+	return parts[len(parts)-1], true, nil
 }
 
 // HeadRefsAt is RefsAt over the whole window of head h (HeadRefs).
 func (w *IndexWindow) HeadRefsAt(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
-	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs }, true)
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs }, cmdAll)
 }
 
-func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool, commands bool) ([]metastore.Ref, error) {
+func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
 	indexed, err := w.IndexedFrom(ctx, c, h)
 	if err != nil {
 		return nil, err
@@ -577,11 +590,12 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 
 // parts is stream id's parts in the runs of [runsFrom, settled) (merged
 // runs below merged, as HeadRuns reads them) and the passes of
-// [passesFrom, checkpoint), with their command state when commands is set
-// (else none: what a ranged lookup of a version 2 object then skips).
+// [passesFrom, checkpoint), with their command state as commands says
+// (a ranged lookup of a version 2 object reads its command table only
+// for cmdAll, and for the last part's object for cmdLast).
 // Objects cached, or with room in the cache, are read whole; the others
 // by range (ranged.go), in parallel.
-func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool, commands bool) ([]metastore.Ref, error) {
+func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
 	// The runs and passes are visited one at a time (the peak is the
 	// cache's budget and one object, not the window), the stream's
 	// entries copied out of each.
@@ -624,9 +638,14 @@ func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, 
 		}
 		out = append(out, PassRef(c.Star, hit.obj.Epoch, s))
 	}
-	if !commands {
+	switch commands {
+	case cmdNone:
 		for i := range out {
 			out[i].Commands = nil
+		}
+	case cmdLast:
+		if err := w.lastCommands(ctx, sw.hits, out); err != nil {
+			return nil, fmt.Errorf("chain %s: stream %s: %w", c, id, err)
 		}
 	}
 	return out, nil
@@ -674,11 +693,11 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 // and trim deleted it between the head and the GET) re-reads the head,
 // up to three times.
 func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
-	return w.streamRefs(ctx, st, fromSeq, true)
+	return w.streamRefs(ctx, st, fromSeq, cmdAll)
 }
 
-// streamRefs is StreamRefs, with command state when commands is set.
-func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64, commands bool) ([]metastore.Ref, error) {
+// streamRefs is StreamRefs, with command state as commands says.
+func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64, commands cmdMode) ([]metastore.Ref, error) {
 	id, err := format.ParseStreamID(st.ID)
 	if err != nil {
 		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
@@ -718,7 +737,7 @@ func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from u
 		// page (which would skip the refs it left out).
 		return refs, err
 	}
-	parts, err := w.streamRefs(ctx, st, from, false)
+	parts, err := w.streamRefs(ctx, st, from, cmdNone)
 	if err != nil {
 		return nil, err
 	}
@@ -729,7 +748,7 @@ func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from u
 // (metastore.ErrNotFound when it has neither): the window is read first,
 // so a part settle moves meanwhile is found in the refs.
 func (w *IndexWindow) LastRef(ctx context.Context, st metastore.Stream) (metastore.Ref, error) {
-	parts, err := w.StreamRefs(ctx, st, 0)
+	parts, err := w.streamRefs(ctx, st, 0, cmdLast)
 	if err != nil {
 		return metastore.Ref{}, err
 	}

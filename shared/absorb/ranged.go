@@ -2,6 +2,7 @@ package absorb
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -104,12 +105,26 @@ func (d *rangedDir) add(idx uint32, id format.StreamID) {
 	}
 }
 
+// cmdMode is which parts of a per-stream lookup carry command state.
+type cmdMode uint8
+
+const (
+	cmdNone cmdMode = iota // none (reads by seq, the probe)
+	cmdAll                 // every part (HeadRefs)
+	cmdLast                // the last part alone (LastRef: a tail recovery)
+)
+
 // streamHit is one window object's part of a per-stream lookup.
 type streamHit struct {
 	obj  *format.PassIndex   // the object's epoch, slots and Merged (no streams)
 	ents []format.PassStream // the stream's entries in it, their own copies
 	done chan struct{}       // a ranged lookup's: closed when it ends
 	err  error
+	// A ranged lookup's object and the entries' stream table indexes
+	// (cmdLast reads the last part's command state afterwards).
+	key string
+	hdr format.PassHeader
+	idx []uint32
 }
 
 // streamWalk is one per-stream lookup over the window's objects: its
@@ -117,14 +132,14 @@ type streamHit struct {
 type streamWalk struct {
 	w        *IndexWindow
 	id       format.StreamID
-	commands bool // read command state (version 2) by range too
+	commands cmdMode
 	sem      chan struct{}
 	wg       sync.WaitGroup
 	pending  map[*format.PassIndex]*streamHit // stand-ins get returned
 	hits     []*streamHit
 }
 
-func (w *IndexWindow) newStreamWalk(id format.StreamID, commands bool) *streamWalk {
+func (w *IndexWindow) newStreamWalk(id format.StreamID, commands cmdMode) *streamWalk {
 	n := w.RangedParallel
 	if n <= 0 {
 		n = DefaultRangedParallel
@@ -182,21 +197,21 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 		return w.getSized(ctx, c, at, kind)
 	}
 	stub := &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Merged: kind == kindMerged}
-	hit := &streamHit{obj: stub, done: make(chan struct{})}
+	hit := &streamHit{obj: stub, done: make(chan struct{}), key: key, hdr: *h}
 	sw.pending[stub] = hit
 	hdr := *h
 	sw.sem <- struct{}{}
 	sw.wg.Add(1)
 	go func() {
 		defer func() { <-sw.sem; close(hit.done); sw.wg.Done() }()
-		ents, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands)
+		ents, idx, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands == cmdAll)
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
 			hit.err = fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
 		case err != nil:
 			hit.err = fmt.Errorf("chain %s: %s at %s, stream %s by range: %w", c, what, at, sw.id, err)
 		default:
-			hit.ents = ents
+			hit.ents, hit.idx = ents, idx
 		}
 	}()
 	return stub, est, nil
@@ -296,23 +311,24 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	ents, err := w.findRanged(ctx, key, h, nil, id, commands)
+	ents, _, err := w.findRanged(ctx, key, h, nil, id, commands)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return ents, nil
 }
 
-// findRanged is FindRanged with the header read.
-func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands bool) ([]format.PassStream, error) {
+// findRanged is FindRanged with the header read; it returns the
+// entries' stream table indexes too.
+func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands bool) ([]format.PassStream, []uint32, error) {
 	ents, err := w.searchEntries(ctx, key, h, dir, id)
 	if err != nil || len(ents) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	var nSeg, nMark uint64
 	for i, e := range ents {
 		if i > 0 && (e.Index != ents[i-1].Index+1 || e.SegFirst != ents[i-1].SegFirst+ents[i-1].SegN || e.MarkFirst != ents[i-1].MarkFirst+ents[i-1].MarkN) {
-			return nil, fmt.Errorf("pass index entry %d does not follow entry %d: %w", e.Index, ents[i-1].Index, format.ErrBounds)
+			return nil, nil, fmt.Errorf("pass index entry %d does not follow entry %d: %w", e.Index, ents[i-1].Index, format.ErrBounds)
 		}
 		nSeg += uint64(e.SegN)
 		nMark += uint64(e.MarkN)
@@ -357,9 +373,60 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return format.AssemblePassStreams(h, ents, segs, marks, cmds)
+	out, err := format.AssemblePassStreams(h, ents, segs, marks, cmds)
+	if err != nil {
+		return nil, nil, err
+	}
+	idx := make([]uint32, len(ents))
+	for i, e := range ents {
+		idx[i] = e.Index
+	}
+	return out, idx, nil
+}
+
+// lastCommands sets the command state of the last of refs (cmdLast),
+// read by range from its object's command table when a ranged lookup
+// found it (a whole object's entries have theirs), and drops the others'.
+func (w *IndexWindow) lastCommands(ctx context.Context, hits []*streamHit, refs []metastore.Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	for i := range refs[:len(refs)-1] {
+		refs[i].Commands = nil
+	}
+	last := &refs[len(refs)-1]
+	for i := len(hits) - 1; i >= 0; i-- {
+		hit := hits[i]
+		for j := range hit.ents {
+			s := &hit.ents[j]
+			if s.Marker() || s.FirstSeq != last.FirstSeq {
+				continue
+			}
+			if hit.idx == nil || hit.hdr.Version != format.PassIndexVersionCommands {
+				return nil // a whole object's, or a version 1 object's: no table to read
+			}
+			b, err := w.readRange(ctx, hit.key, hit.hdr.CommandsAt(), -1)
+			if err != nil {
+				return fmt.Errorf("%s: command table: %w", hit.key, err)
+			}
+			cmds, err := format.ParsePassCommandTail(hit.hdr, b)
+			if err != nil {
+				return fmt.Errorf("%s: %w", hit.key, err)
+			}
+			last.Commands = nil
+			if k, ok := slices.BinarySearchFunc(cmds, hit.idx[j], func(c format.CommandEntry, e uint32) int { return cmp.Compare(c.Entry, e) }); ok {
+				cs := cmds[k].Commands
+				if err := cs.Validate(); err != nil {
+					return fmt.Errorf("%s: stream %s: %v: %w", hit.key, s.Stream, err, format.ErrMalformed)
+				}
+				last.Commands = &cs
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // searchEntries finds stream id's entries in the stream table of the

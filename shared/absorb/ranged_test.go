@@ -2,7 +2,6 @@ package absorb_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -67,19 +66,6 @@ func randomRun(rng *rand.Rand, n, skew int, merged, commands bool) format.PassIn
 	return p
 }
 
-// countingBucket counts GETs and the bytes they return.
-type countingBucket struct {
-	objstore.Bucket
-	gets, bytes int64
-}
-
-func (b *countingBucket) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	got, err := b.Bucket.Get(ctx, key, off, n)
-	b.gets++
-	b.bytes += int64(len(got))
-	return got, err
-}
-
 // TestFindRangedEqualsFindAll: a stream's entries read by range equal
 // what FindAll finds in the decoded object, with and without command
 // state, for objects of 0, 1, few and many streams (several stream table
@@ -116,7 +102,7 @@ func TestFindRangedEqualsFindAll(t *testing.T) {
 				for _, id := range ids {
 					want := whole.FindAll(id)
 					for _, commands := range []bool{true, false} {
-						gets := bucket.gets
+						gets := bucket.gets.Load()
 						got, err := absorb.FindRanged(t.Context(), bucket, "run", id, commands)
 						if err != nil {
 							t.Fatalf("n=%d skew=%d merged=%v id %s: %v", n, skew, merged, id, err)
@@ -130,8 +116,8 @@ func TestFindRangedEqualsFindAll(t *testing.T) {
 						if !reflect.DeepEqual(got, w) && !(len(got) == 0 && len(w) == 0) {
 							t.Fatalf("n=%d skew=%d merged=%v id %s commands %v: ranged %+v, whole %+v", n, skew, merged, id, commands, got, w)
 						}
-						if n == 20000 && skew == 0 && bucket.gets-gets > 6 {
-							t.Fatalf("uniform ids, %d streams: %d GETs for one lookup, want at most 6", n, bucket.gets-gets)
+						if n == 20000 && skew == 0 && bucket.gets.Load()-gets > 6 {
+							t.Fatalf("uniform ids, %d streams: %d GETs for one lookup, want at most 6", n, bucket.gets.Load()-gets)
 						}
 					}
 				}
@@ -198,7 +184,8 @@ func TestFindRangedRefusesCorruption(t *testing.T) {
 // times its cache's budget reads each uncached object by range, not
 // whole: under an eighth of the window's bytes per lookup with command
 // state (each object's command table, a fifth of the streams having
-// some), a sixteenth without (HeadParts), the same parts as an unbounded
+// some), a sixteenth without (HeadParts) or for the last part alone
+// (HeadLastRef: one command table), the same parts as an unbounded
 // window (these ids are clustered: two or three stream table blocks per
 // object). Before ranged lookups, each such lookup
 // fetched every object not cached whole (a quarter of the window cached,
@@ -246,6 +233,15 @@ func TestWindowLookupPastBudget(t *testing.T) {
 		}
 		if len(got) != runs || !reflect.DeepEqual(got, want) {
 			t.Fatalf("stream %d: %d parts, differ from the unbounded window's %d", i, len(got), len(want))
+		}
+		before = w.Stats()
+		last, ok, err := w.HeadLastRef(t.Context(), chainX, h, id)
+		if err != nil || !ok || !reflect.DeepEqual(last, want[len(want)-1]) || last.Commands == nil != (i*397%streams%5 != 0) {
+			t.Fatalf("stream %d: last part %+v, %v, %v; want %+v", i, last, ok, err, want[len(want)-1])
+		}
+		st = w.Stats()
+		if fetched := st.GetBytes - before.GetBytes + st.RangedBytes - before.RangedBytes; fetched > window/16 {
+			t.Fatalf("last part of %d fetched %d bytes (%d whole objects, %d by range), the window is %d", i, fetched, st.Gets-before.Gets, st.Ranged-before.Ranged, window)
 		}
 		before = w.Stats()
 		parts, err := w.HeadParts(t.Context(), chainX, h, id, 0)
