@@ -257,13 +257,13 @@ func (w *IndexWindow) MergedRun(ctx context.Context, c metastore.ChainID, at met
 // AddMerged caches a merged run the caller wrote or adopted (settle).
 func (w *IndexWindow) AddMerged(c metastore.ChainID, r *format.PassIndex) {
 	r.Merged = true
-	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}, r)
+	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}, r, DecodedBytes(r))
 }
 
 // AddRun caches a run index the caller wrote (settle), so that the next
 // walk does not GET it back.
 func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
-	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}, r)
+	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}, r, DecodedBytes(r))
 }
 
 // VisitPasses calls fn with each pass index of chain c from `from` up to
@@ -427,29 +427,40 @@ func objectKey(c metastore.ChainID, at metastore.Cursor, kind indexKind) (key, w
 }
 
 func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, error) {
-	key, what := objectKey(c, at, kind)
 	w.mu.Lock()
 	p := w.lookupLocked(passAt{c, at, kind})
-	if p == nil {
-		w.gets++
-	}
 	w.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
+	q, size, err := w.fetch(ctx, c, at, kind)
+	if err != nil {
+		return nil, err
+	}
+	w.store(passAt{c, at, kind}, q, size)
+	return q, nil
+}
+
+// fetch GETs and decodes the object of kind at `at` whole, and returns
+// its DecodedBytes; it does not cache it.
+func (w *IndexWindow) fetch(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+	key, what := objectKey(c, at, kind)
+	w.mu.Lock()
+	w.gets++
+	w.mu.Unlock()
 	obj, err := w.Bucket.Get(ctx, key, 0, -1)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return nil, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
+		return nil, 0, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
+		return nil, 0, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	q, err := format.ParsePassIndex(obj)
 	if err != nil {
-		return nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
+		return nil, 0, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	if q.Epoch != at.Epoch || q.FirstSlot != at.Slot {
-		return nil, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, q.Epoch, q.FirstSlot, ErrWindow)
+		return nil, 0, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, q.Epoch, q.FirstSlot, ErrWindow)
 	}
 	q.Merged = kind == kindMerged
 	size := DecodedBytes(&q)
@@ -457,8 +468,7 @@ func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore
 	w.getBytes += int64(len(obj))
 	w.largest = max(w.largest, size)
 	w.mu.Unlock()
-	w.store(passAt{c, at, kind}, &q)
-	return &q, nil
+	return &q, size, nil
 }
 
 // Prune drops the cached passes of chain c that end at or before `from`

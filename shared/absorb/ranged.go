@@ -46,9 +46,10 @@ const DefaultRangedParallel = 8
 // the object's header first (and by range, when that shows no room).
 const rangedFloor = 64 << 10
 
-// headerReserve: a per-stream lookup fetches an object whole only if it
-// leaves 1/headerReserve of the budget free, where the headers of the
-// objects it reads by range are cached (a header never evicts).
+// headerReserve: a per-stream lookup caches an object it fetched whole
+// only if it leaves 1/headerReserve of the budget free (storeWithin),
+// where the headers of the objects it reads by range are cached (a
+// header never evicts).
 const headerReserve = 64
 
 // rangedDir is a per-object sparse directory of a cached header: stream
@@ -158,10 +159,12 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	p := w.lookupLocked(passAt{c, at, kind})
 	var h *format.PassHeader
 	var dir *rangedDir
+	var decoded int64
 	if p == nil {
 		if el := w.cache[passAt{c, at, kind | kindHeader}]; el != nil {
 			w.lru.MoveToFront(el)
-			h, dir = el.Value.(*cacheEntry).h, el.Value.(*cacheEntry).dir
+			e := el.Value.(*cacheEntry)
+			h, dir, decoded = e.h, e.dir, e.decoded
 		}
 	}
 	room, guess := w.budget()-w.bytes-w.budget()/headerReserve, max(w.largest, rangedFloor)
@@ -170,7 +173,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 		return p, allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream, nil
 	}
 	if h == nil && room >= guess {
-		return w.getSized(ctx, c, at, kind)
+		return w.fetchWithin(ctx, c, at, kind)
 	}
 	key, what := objectKey(c, at, kind)
 	if h == nil {
@@ -180,12 +183,10 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 		}
 		h, dir = &got, d
 	}
-	// The header does not count command states (version 2): a quarter
-	// more stands in for them.
+	// The header does not count command states (version 2): the size
+	// is a floor until a whole fetch learns it (fetchWithin).
 	est := h.DecodedBytes(allocObject+sizeIndex, sizeStream, sizeSegment, sizeMark)
-	if h.Version == format.PassIndexVersionCommands {
-		est += est / 4
-	}
+	est = max(est, decoded)
 	w.mu.Lock()
 	w.largest = max(w.largest, est)
 	room = w.budget() - w.bytes - w.budget()/headerReserve
@@ -194,7 +195,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	}
 	w.mu.Unlock()
 	if est <= room {
-		return w.getSized(ctx, c, at, kind)
+		return w.fetchWithin(ctx, c, at, kind)
 	}
 	stub := &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Merged: kind == kindMerged}
 	hit := &streamHit{obj: stub, done: make(chan struct{}), key: key, hdr: *h}
@@ -215,6 +216,27 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 		}
 	}()
 	return stub, est, nil
+}
+
+// fetchWithin fetches the object of kind at `at` whole and caches it if
+// it fits without evicting (storeWithin; else its header, with its size).
+func (w *IndexWindow) fetchWithin(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+	p, size, err := w.fetch(ctx, c, at, kind)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := format.PassHeader{Epoch: p.Epoch, FirstSlot: p.FirstSlot, EndSlot: p.EndSlot, Version: format.PassIndexVersion}
+	var nSeg, nMark int
+	for i := range p.Streams {
+		nSeg += len(p.Streams[i].Segments)
+		nMark += len(p.Streams[i].Marks)
+		if p.Streams[i].Commands != nil {
+			h.Version = format.PassIndexVersionCommands
+		}
+	}
+	h.Streams, h.Segments, h.Marks = uint32(len(p.Streams)), uint32(nSeg), uint32(nMark)
+	w.storeWithin(passAt{c, at, kind}, p, size, h)
+	return p, allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream, nil
 }
 
 // add is the walk's visitor: a stand-in's hit is the ranged lookup's; a
@@ -270,7 +292,7 @@ func (w *IndexWindow) getHeader(ctx context.Context, c metastore.ChainID, at met
 	if h.Epoch != at.Epoch || h.FirstSlot != at.Slot {
 		return format.PassHeader{}, nil, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, h.Epoch, h.FirstSlot, ErrWindow)
 	}
-	return h, w.storeHeader(passAt{c, at, kind}, h), nil
+	return h, w.storeHeader(passAt{c, at, kind}, h, 0), nil
 }
 
 // readRange GETs n bytes of key at off (n < 0: to the end), counted as

@@ -51,6 +51,9 @@ type cacheEntry struct {
 	p    *format.PassIndex  // a header's: its epoch and slots alone
 	h    *format.PassHeader // set for a header alone (kindHeader)
 	dir  *rangedDir         // and its sparse directory (ranged.go)
+	// decoded is the object's DecodedBytes once a lookup fetched it
+	// whole and found no room for it (0: not known).
+	decoded int64
 	size int64
 }
 
@@ -99,8 +102,7 @@ func (w *IndexWindow) has(k passAt) bool {
 // evicting, object by object, everything the next walk needs first
 // (plain LRU under a cyclic scan hits nothing): a budget's worth stays
 // cached, and a walk refetches the rest.
-func (w *IndexWindow) store(k passAt, p *format.PassIndex) {
-	size := DecodedBytes(p)
+func (w *IndexWindow) store(k passAt, p *format.PassIndex, size int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cache == nil {
@@ -135,12 +137,28 @@ func (w *IndexWindow) store(k passAt, p *format.PassIndex) {
 // sparse directory full.
 var headerSize = 3*allocObject + sizeIndex + int64(unsafe.Sizeof(format.PassHeader{})+unsafe.Sizeof(rangedDir{})) + dirPoints*int64(unsafe.Sizeof(dirPoint{}))
 
+// storeWithin caches p (of DecodedBytes size) at k if it fits beside
+// what is cached and the header reserve, without evicting anything (a
+// per-stream lookup's whole fetch, ranged.go); else it caches p's header
+// with its size, so that the next lookup reads it by range.
+func (w *IndexWindow) storeWithin(k passAt, p *format.PassIndex, size int64, h format.PassHeader) {
+	w.mu.Lock()
+	fits := w.bytes+size <= w.budget()-w.budget()/headerReserve
+	w.mu.Unlock()
+	if fits {
+		w.store(k, p, size)
+		return
+	}
+	w.storeHeader(k, h, size)
+}
+
 // storeHeader caches the header h of the object at k (k.kind without
-// kindHeader), with an empty sparse directory, when the cache has room
-// for it without evicting anything: a per-stream lookup past the budget
-// then skips the header's GET. It returns the directory cached with the
-// header (nil: not cached).
-func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader) *rangedDir {
+// kindHeader), with an empty sparse directory and the object's decoded
+// size when known (else 0), when the cache has room for it without
+// evicting anything: a per-stream lookup past the budget then skips the
+// header's GET. It returns the directory cached with the header (nil:
+// not cached).
+func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader, decoded int64) *rangedDir {
 	k.kind |= kindHeader
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -148,12 +166,14 @@ func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader) *rangedDir {
 		w.cache = map[passAt]*list.Element{}
 	}
 	if el := w.cache[k]; el != nil {
-		return el.Value.(*cacheEntry).dir
+		e := el.Value.(*cacheEntry)
+		e.decoded = max(e.decoded, decoded)
+		return e.dir
 	}
 	if w.bytes+headerSize > w.budget() {
 		return nil
 	}
-	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot}, h: &h, dir: &rangedDir{}, size: headerSize}
+	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot}, h: &h, dir: &rangedDir{}, decoded: decoded, size: headerSize}
 	w.cache[k] = w.lru.PushFront(e)
 	w.bytes += headerSize
 	w.headers++
