@@ -47,14 +47,14 @@ func DecodedBytes(p *format.PassIndex) int64 {
 
 // cacheEntry is one decoded object in the window cache.
 type cacheEntry struct {
-	k    passAt
-	p    *format.PassIndex  // a header's: its epoch and slots alone
-	h    *format.PassHeader // set for a header alone (kindHeader)
-	dir  *rangedDir         // and its sparse directory (ranged.go)
+	k   passAt
+	p   *format.PassIndex  // a header's: its epoch and slots alone
+	h   *format.PassHeader // set for a header alone (kindHeader)
+	dir *rangedDir         // and its sparse directory (ranged.go)
 	// decoded is the object's DecodedBytes once a lookup fetched it
 	// whole and found no room for it (0: not known).
 	decoded int64
-	size int64
+	size    int64
 }
 
 // budget is MaxBytes resolved: 0 the default, below 0 unbounded.
