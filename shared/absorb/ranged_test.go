@@ -260,3 +260,39 @@ func TestWindowLookupPastBudget(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFindRanged: the ranged search over any object never panics or
+// loops, and on an object ParsePassIndex accepts it finds what FindAll
+// finds.
+func FuzzFindRanged(f *testing.F) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{0, 1, 3, 40} {
+		p := randomRun(rng, n, n%3, true, true)
+		if obj, err := format.AppendPassIndex(nil, p); err == nil {
+			var id []byte
+			if n > 0 {
+				id = p.Streams[n/2].Stream[:]
+			}
+			f.Add(obj, id)
+		}
+	}
+	f.Fuzz(func(t *testing.T, obj, idb []byte) {
+		var id format.StreamID
+		copy(id[:], idb)
+		bucket := objstore.NewMem("settled")
+		if err := bucket.PutIfAbsent(t.Context(), "run", obj); err != nil {
+			t.Fatal(err)
+		}
+		got, err := absorb.FindRanged(t.Context(), bucket, "run", id, true)
+		whole, werr := format.ParsePassIndex(obj)
+		if werr != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("ranged: %v, the object parses whole", err)
+		}
+		if want := whole.FindAll(id); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("ranged %+v, whole %+v", got, want)
+		}
+	})
+}
