@@ -136,7 +136,9 @@ func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to
 // cached, up to MaxBytes (windowcache.go): a lookup costs one GET per
 // pass the window gained since the last one, and none for a pass still
 // cached (Prune drops what left the window; past the budget the least
-// recently used are evicted and fetched again on their next use). Safe for
+// recently used are evicted and fetched again on their next use). A
+// per-stream lookup that meets an object not cached with no room for it
+// reads the stream's part of it by range instead (ranged.go). Safe for
 // concurrent use.
 type IndexWindow struct {
 	Meta   metastore.Store // for epoch cuts
@@ -699,8 +701,9 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 // StreamRefs returns the parts of stream st in the pass indexes of its
 // chain's window [Settled, Checkpoint), read from the chain's head, that
 // end at or after fromSeq: one GetHead per call, plus one GET per pass not
-// yet cached. A pass index that vanished under it (settle moved past it
-// and trim deleted it between the head and the GET) re-reads the head,
+// yet cached (a few ranged GETs when the cache has no room for it). A
+// pass index that vanished under it (settle moved past it and trim
+// deleted it between the head and the GET) re-reads the head,
 // up to three times.
 func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.streamRefs(ctx, st, fromSeq, cmdAll)
