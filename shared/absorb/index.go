@@ -709,6 +709,12 @@ func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromS
 	return w.streamRefs(ctx, st, fromSeq, cmdAll)
 }
 
+// StreamParts is StreamRefs without command state (HeadParts): what
+// trim's deletion check needs (whether the window still holds parts).
+func (w *IndexWindow) StreamParts(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.streamRefs(ctx, st, fromSeq, cmdNone)
+}
+
 // streamRefs is StreamRefs, with command state as commands says.
 func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64, commands cmdMode) ([]metastore.Ref, error) {
 	id, err := format.ParseStreamID(st.ID)
