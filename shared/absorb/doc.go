@@ -118,7 +118,8 @@
 // the same not-found rules as a first fetch (ErrWindow matching
 // objstore.ErrNotFound: trim deleted it, re-read the head). Per-stream
 // lookups (HeadRefs and what calls it: StreamRefs, QueryRefs, LastRef,
-// ForStream, ChainsLookup; HeadParts, HeadLastRef) visit the window one
+// ForStream, ChainsLookup; HeadParts, HeadLastRef, StreamParts: trim's
+// deletion check) visit the window one
 // object at a time, so their peak is the budget plus one object, and
 // never evict: an object not cached is fetched whole only when it fits
 // beside what is cached (and a 1/64 reserve for headers); else it is read
@@ -129,11 +130,12 @@
 // exactly the stream's segments and marks, and the command table only
 // for a lookup that needs command state (HeadRefs, StreamRefs: every
 // part's; LastRef, HeadLastRef: the last part's object's alone; QueryRefs,
-// HeadParts and ChainsLookup return none), up to RangedParallel objects
-// at a time (TestWindowLookupPastBudget, TestFindRangedEqualsFindAll).
-// Bulk walks (VisitPasses, VisitHeadRuns, HeadRuns, Passes: settle,
-// takeover) read whole objects whatever the budget; settle's steps hold
-// the live runs they walk (HeadRuns) whatever the budget. Settle, trim, the probe, reads and tail recovery
+// HeadParts, StreamParts and ChainsLookup return none), up to
+// RangedParallel objects at a time (TestWindowLookupPastBudget,
+// TestFindRangedEqualsFindAll). Bulk walks (VisitPasses, VisitHeadRuns,
+// HeadRuns, Passes: settle, takeover) read whole objects whatever the
+// budget; settle's steps hold the live runs they walk (HeadRuns)
+// whatever the budget. Settle, trim, the probe, reads and tail recovery
 // switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
 // probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
 //
