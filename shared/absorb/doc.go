@@ -116,12 +116,26 @@
 // TestWindowCacheBudget), an object larger than the budget used and not
 // cached. An evicted object is fetched again by GET on its next use, under
 // the same not-found rules as a first fetch (ErrWindow matching
-// objstore.ErrNotFound: trim deleted it, re-read the head). Lookups
-// (HeadRefs and what calls it: StreamRefs, QueryRefs, LastRef,
-// ForStream, ChainsLookup) visit the window one object at a time
-// (VisitHeadRuns, VisitPasses), so their peak is the budget plus one
-// object; settle's steps hold the live runs they walk (HeadRuns) whatever
-// the budget. Settle, trim, the probe, reads and tail recovery
+// objstore.ErrNotFound: trim deleted it, re-read the head). Per-stream
+// lookups (HeadRefs and what calls it: StreamRefs, QueryRefs, LastRef,
+// ForStream, ChainsLookup; HeadParts, HeadLastRef, StreamParts: trim's
+// deletion check) visit the window one
+// object at a time, so their peak is the budget plus one object, and
+// never evict: an object not cached is fetched whole only when it fits
+// beside what is cached (and a 1/64 reserve for headers); else it is read
+// by range (ranged.go; design 014, "Lookups past the window budget"):
+// its header (cached alone, with a sparse directory of the stream table
+// entries read so far), one or two blocks of its stream table found by
+// an interpolation search on the id (bisecting when a guess misses), then
+// exactly the stream's segments and marks, and the command table only
+// for a lookup that needs command state (HeadRefs, StreamRefs: every
+// part's; LastRef, HeadLastRef: the last part's object's alone; QueryRefs,
+// HeadParts, StreamParts and ChainsLookup return none), up to
+// RangedParallel objects at a time (TestWindowLookupPastBudget,
+// TestFindRangedEqualsFindAll). Bulk walks (VisitPasses, VisitHeadRuns,
+// HeadRuns, Passes: settle, takeover) read whole objects whatever the
+// budget; settle's steps hold the live runs they walk (HeadRuns)
+// whatever the budget. Settle, trim, the probe, reads and tail recovery
 // switch with it (settle.Settler.PassIndex, trim.Trimmer.PassIndex,
 // probe.Handler.PassIndex, read.Reader.Transit, server.Config.Window).
 //

@@ -136,7 +136,9 @@ func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to
 // cached, up to MaxBytes (windowcache.go): a lookup costs one GET per
 // pass the window gained since the last one, and none for a pass still
 // cached (Prune drops what left the window; past the budget the least
-// recently used are evicted and fetched again on their next use). Safe for
+// recently used are evicted and fetched again on their next use). A
+// per-stream lookup that meets an object not cached with no room for it
+// reads the stream's part of it by range instead (ranged.go). Safe for
 // concurrent use.
 type IndexWindow struct {
 	Meta   metastore.Store // for epoch cuts
@@ -154,12 +156,25 @@ type IndexWindow struct {
 	// DefaultWindowCacheBytes; below 0: unbounded). An object larger than
 	// it is fetched and used but not cached.
 	MaxBytes int64
+	// RangedParallel bounds the ranged lookups (of the window's objects
+	// past the cache's budget) one per-stream lookup keeps in flight (0:
+	// DefaultRangedParallel; design 014, "Lookups past the window
+	// budget").
+	RangedParallel int
 
 	mu            sync.Mutex
 	cache         map[passAt]*list.Element // of *cacheEntry, in lru
 	lru           list.List                // front: most recently used
 	bytes         int64                    // DecodedBytes of the cached objects
+	headers       int                      // of the cache's entries, headers alone
 	gets, evicted int64
+	// getBytes is what whole GETs fetched; largest, the largest
+	// DecodedBytes (or header estimate) seen: a per-stream lookup's guess
+	// of an uncached object's size (ranged.go).
+	getBytes, largest int64
+	// ranged counts the per-stream lookups past the budget (ranged.go):
+	// objects looked up, their GETs and bytes (headers included).
+	ranged, rangedGets, rangedBytes int64
 	// pruned is, per chain, the head at the last pruneTo.
 	pruned map[metastore.ChainID]metastore.Head
 	// loaded records, per chain and kind ({c, kind}), that the cold load
@@ -188,7 +203,14 @@ const (
 	kindPass   indexKind = iota // a pass index (level 0)
 	kindRun                     // a settle step's run (level 1)
 	kindMerged                  // a merged run (level 2)
+
+	// kindHeader marks a cache key of an object's header alone (the
+	// object's kind | kindHeader; ranged.go).
+	kindHeader indexKind = 0x80
 )
+
+// base is the object kind of a cache key's kind (a header's object's).
+func (k indexKind) base() indexKind { return k &^ kindHeader }
 
 // DefaultMaxWindowPasses bounds a window walk: at 4 passes a second, over
 // two hours of passes, far more than a settle interval.
@@ -237,13 +259,13 @@ func (w *IndexWindow) MergedRun(ctx context.Context, c metastore.ChainID, at met
 // AddMerged caches a merged run the caller wrote or adopted (settle).
 func (w *IndexWindow) AddMerged(c metastore.ChainID, r *format.PassIndex) {
 	r.Merged = true
-	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}, r)
+	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}, r, DecodedBytes(r))
 }
 
 // AddRun caches a run index the caller wrote (settle), so that the next
 // walk does not GET it back.
 func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
-	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}, r)
+	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}, r, DecodedBytes(r))
 }
 
 // VisitPasses calls fn with each pass index of chain c from `from` up to
@@ -251,28 +273,44 @@ func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
 // peak is the cache's budget plus the object in hand, never the whole
 // window. An error from fn stops the walk and is returned.
 func (w *IndexWindow) VisitPasses(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, fn func(*format.PassIndex) error) error {
-	return w.visit(ctx, c, from, to, kindPass, metastore.Cursor{}, fn)
+	return w.visit(ctx, c, from, to, kindPass, metastore.Cursor{}, w.getSized, fn)
 }
 
 // VisitHeadRuns is HeadRuns one run at a time (VisitPasses).
 func (w *IndexWindow) VisitHeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head, fn func(*format.PassIndex) error) error {
-	return w.visit(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged, fn)
+	return w.visit(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged, w.getSized, fn)
 }
 
 // walk is visit collected: the whole stretch held at once (settle's
 // steps, which need their runs together).
 func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor) ([]*format.PassIndex, error) {
 	var out []*format.PassIndex
-	if err := w.visit(ctx, c, from, to, kind, merged, func(p *format.PassIndex) error { out = append(out, p); return nil }); err != nil {
+	if err := w.visit(ctx, c, from, to, kind, merged, w.getSized, func(p *format.PassIndex) error { out = append(out, p); return nil }); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
+// getter fetches the index object of kind at `at` (or, for a per-stream
+// lookup past the budget, a stand-in: ranged.go) and its decoded size, or
+// an estimate of it.
+type getter func(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error)
+
+// getSized is get with the object's stream entries' size (DecodedBytes
+// walks every entry; this is visit's room check's floor, in constant
+// time).
+func (w *IndexWindow) getSized(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+	p, err := w.get(ctx, c, at, kind)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream, nil
+}
+
 // visit follows the indexes of kind from `from` to `to`, calling fn with
-// each in order; for runs, below merged it reads the merged run at a slot
-// when there is one.
-func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor, fn func(*format.PassIndex) error) error {
+// each in order, as get returns them; for runs, below merged it reads
+// the merged run at a slot when there is one.
+func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor, get getter, fn func(*format.PassIndex) error) error {
 	max := w.MaxPasses
 	if max <= 0 {
 		max = DefaultMaxWindowPasses
@@ -327,26 +365,23 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 			}
 		}
 		var p *format.PassIndex
+		var size int64
 		var err error
 		if kind == kindRun && at.Less(merged) {
-			p, err = w.get(ctx, c, at, kindMerged)
+			p, size, err = get(ctx, c, at, kindMerged)
 			if errors.Is(err, objstore.ErrNotFound) {
 				// No merged run starts here (a flushed cursor inside a
 				// merged range): the level-1 run does, until trim passes.
-				p, err = w.get(ctx, c, at, kindRun)
+				p, size, err = get(ctx, c, at, kindRun)
 			}
 		} else {
-			p, err = w.get(ctx, c, at, kind)
+			p, size, err = get(ctx, c, at, kind)
 		}
 		if err != nil {
 			return err
 		}
 		n++
-		if w.Parallel > 0 {
-			// The stream entries alone (DecodedBytes walks every entry;
-			// this is the room check's floor, in constant time).
-			lastSize = allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream
-		}
+		lastSize = size
 		if err := fn(p); err != nil {
 			return err
 		}
@@ -381,59 +416,80 @@ func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64
 	return cut, exists, nil
 }
 
-func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, error) {
-	key, what := format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "pass index"
+// objectKey is the key of the index object of kind at `at` of chain c, and
+// what it is called in errors.
+func objectKey(c metastore.ChainID, at metastore.Cursor, kind indexKind) (key, what string) {
 	switch kind {
 	case kindRun:
-		key, what = format.RunIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "run index"
+		return format.RunIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "run index"
 	case kindMerged:
-		key, what = format.MergedRunKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "merged run"
+		return format.MergedRunKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "merged run"
 	}
+	return format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "pass index"
+}
+
+func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, error) {
 	w.mu.Lock()
 	p := w.lookupLocked(passAt{c, at, kind})
-	if p == nil {
-		w.gets++
-	}
 	w.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
+	q, size, err := w.fetch(ctx, c, at, kind)
+	if err != nil {
+		return nil, err
+	}
+	w.store(passAt{c, at, kind}, q, size)
+	return q, nil
+}
+
+// fetch GETs and decodes the object of kind at `at` whole, and returns
+// its DecodedBytes; it does not cache it.
+func (w *IndexWindow) fetch(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+	key, what := objectKey(c, at, kind)
+	w.mu.Lock()
+	w.gets++
+	w.mu.Unlock()
 	obj, err := w.Bucket.Get(ctx, key, 0, -1)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return nil, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
+		return nil, 0, fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
+		return nil, 0, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	q, err := format.ParsePassIndex(obj)
 	if err != nil {
-		return nil, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
+		return nil, 0, fmt.Errorf("chain %s: %s at %s: %w", c, what, at, err)
 	}
 	if q.Epoch != at.Epoch || q.FirstSlot != at.Slot {
-		return nil, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, q.Epoch, q.FirstSlot, ErrWindow)
+		return nil, 0, fmt.Errorf("chain %s: %s at %s is of %d/%d: %w", c, what, at, q.Epoch, q.FirstSlot, ErrWindow)
 	}
 	q.Merged = kind == kindMerged
-	w.store(passAt{c, at, kind}, &q)
-	return &q, nil
+	size := DecodedBytes(&q)
+	w.mu.Lock()
+	w.getBytes += int64(len(obj))
+	w.largest = max(w.largest, size)
+	w.mu.Unlock()
+	return &q, size, nil
 }
 
 // Prune drops the cached passes of chain c that end at or before `from`
 // (they left the window: settle moved past them).
 func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
-	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind == kindPass && !from.Less(end) })
+	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind.base() == kindPass && !from.Less(end) })
 }
 
 // PruneRuns drops the cached runs (level 1 and merged) of chain c that end
 // at or before `flushed` (they left the window: every record in them is
 // behind refs).
 func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) {
-	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind != kindPass && !flushed.Less(end) })
+	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind.base() != kindPass && !flushed.Less(end) })
 }
 
 // PruneMerged drops the cached level-1 runs of chain c that start below
 // `merged` (design 014, level 2): walks read the merged runs there.
 func (w *IndexWindow) PruneMerged(c metastore.ChainID, merged metastore.Cursor) {
-	w.prune(c, func(k passAt, _ metastore.Cursor) bool { return k.kind == kindRun && k.at.Less(merged) })
+	w.prune(c, func(k passAt, _ metastore.Cursor) bool { return k.kind.base() == kindRun && k.at.Less(merged) })
 }
 
 func (w *IndexWindow) prune(c metastore.ChainID, drop func(k passAt, end metastore.Cursor) bool) {
@@ -471,7 +527,7 @@ func (w *IndexWindow) pruneTo(c metastore.ChainID, h metastore.Head) {
 func (w *IndexWindow) Cached() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.cache)
+	return len(w.cache) - w.headers
 }
 
 // Refs returns the parts of stream id in the passes of [from, to) that end
@@ -493,7 +549,7 @@ func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to 
 }
 
 func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
-	return w.parts(ctx, c, from, from, from, from, to, id, keep)
+	return w.parts(ctx, c, from, from, from, from, to, id, keep, cmdAll)
 }
 
 // HeadRefs is Refs over the whole window of head h: the runs of
@@ -503,15 +559,36 @@ func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to me
 // (IndexedFrom, WindowFrom: below it every record is behind a ref, and a
 // chain not indexed has no window).
 func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
-	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq })
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, cmdAll)
+}
+
+// HeadParts is HeadRefs without command state (every ref's Commands
+// nil): what reads by seq and the probe need, and cheaper past the
+// window budget (a ranged lookup of a version 2 object skips its command
+// table; design 014, "Lookups past the window budget").
+func (w *IndexWindow) HeadParts(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, cmdNone)
+}
+
+// HeadLastRef is the last of HeadRefs's parts, with its command state
+// (ok false: the stream has no part in the window): what LastRef reads of
+// the window, all a tail recovery needs of it. Past the window budget it
+// reads one command table by range, the last part's object's, not every
+// object's (design 014, "Lookups past the window budget").
+func (w *IndexWindow) HeadLastRef(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID) (metastore.Ref, bool, error) {
+	parts, err := w.windowRefs(ctx, c, h, id, func(*format.PassStream) bool { return true }, cmdLast)
+	if err != nil || len(parts) == 0 {
+		return metastore.Ref{}, false, err
+	}
+	return parts[len(parts)-1], true, nil
 }
 
 // HeadRefsAt is RefsAt over the whole window of head h (HeadRefs).
 func (w *IndexWindow) HeadRefsAt(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
-	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs })
+	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs }, cmdAll)
 }
 
-func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
 	indexed, err := w.IndexedFrom(ctx, c, h)
 	if err != nil {
 		return nil, err
@@ -520,23 +597,39 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 	if !ok {
 		return nil, nil // refs mode: every record is behind a ref
 	}
-	return w.parts(ctx, c, runsFrom, h.Settled, h.Merged, passesFrom, h.Checkpoint, id, keep)
+	return w.parts(ctx, c, runsFrom, h.Settled, h.Merged, passesFrom, h.Checkpoint, id, keep, commands)
 }
 
 // parts is stream id's parts in the runs of [runsFrom, settled) (merged
 // runs below merged, as HeadRuns reads them) and the passes of
-// [passesFrom, checkpoint).
-func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+// [passesFrom, checkpoint), with their command state as commands says
+// (a ranged lookup of a version 2 object reads its command table only
+// for cmdAll, and for the last part's object for cmdLast).
+// Objects cached, or with room in the cache, are read whole; the others
+// by range (ranged.go), in parallel.
+func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
 	// The runs and passes are visited one at a time (the peak is the
-	// cache's budget and one object, not the window). Parts of one stream
-	// in later runs and passes have later seqs: the first kept part
-	// starts the answer. A marker drops what came before it (those seqs
-	// are behind the ref its flush wrote).
+	// cache's budget and one object, not the window), the stream's
+	// entries copied out of each.
+	sw := w.newStreamWalk(id, commands)
+	err := w.visit(ctx, c, runsFrom, settled, kindRun, merged, sw.get, sw.add)
+	runs := len(sw.hits)
+	if err == nil {
+		err = w.visit(ctx, c, passesFrom, checkpoint, kindPass, metastore.Cursor{}, sw.get, sw.add)
+	}
+	if werr := sw.wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Parts of one stream in later runs and passes have later seqs: the
+	// first kept part starts the answer. A marker drops what came before
+	// it (those seqs are behind the ref its flush wrote).
 	var out []metastore.Ref
-	err := w.visit(ctx, c, runsFrom, settled, kindRun, merged, func(r *format.PassIndex) error {
-		ents := r.FindAll(id) // a merged run's: a marker, then a packed entry
-		for i := range ents {
-			s := &ents[i]
+	for _, hit := range sw.hits[:runs] {
+		for i := range hit.ents { // a merged run's: a marker, then a packed entry
+			s := &hit.ents[i]
 			if s.Marker() {
 				out = slices.DeleteFunc(out, func(p metastore.Ref) bool { return p.LastSeq <= s.LastSeq })
 				continue
@@ -544,27 +637,28 @@ func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, 
 			if len(out) == 0 && !keep(s) {
 				continue
 			}
-			out = append(out, RunRef(c, r, s))
+			out = append(out, RunRef(c, hit.obj, s))
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	err = w.VisitPasses(ctx, c, passesFrom, checkpoint, func(p *format.PassIndex) error {
-		i, ok := p.Find(id)
-		if !ok {
-			return nil
+	for _, hit := range sw.hits[runs:] {
+		if len(hit.ents) == 0 {
+			continue
 		}
-		s := &p.Streams[i]
+		s := &hit.ents[0]
 		if len(out) == 0 && !keep(s) {
-			return nil
+			continue
 		}
-		out = append(out, PassRef(c.Star, p.Epoch, s))
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		out = append(out, PassRef(c.Star, hit.obj.Epoch, s))
+	}
+	switch commands {
+	case cmdNone:
+		for i := range out {
+			out[i].Commands = nil
+		}
+	case cmdLast:
+		if err := w.lastCommands(ctx, sw.hits, out); err != nil {
+			return nil, fmt.Errorf("chain %s: stream %s: %w", c, id, err)
+		}
 	}
 	return out, nil
 }
@@ -607,10 +701,22 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 // StreamRefs returns the parts of stream st in the pass indexes of its
 // chain's window [Settled, Checkpoint), read from the chain's head, that
 // end at or after fromSeq: one GetHead per call, plus one GET per pass not
-// yet cached. A pass index that vanished under it (settle moved past it
-// and trim deleted it between the head and the GET) re-reads the head,
+// yet cached (a few ranged GETs when the cache has no room for it). A
+// pass index that vanished under it (settle moved past it and trim
+// deleted it between the head and the GET) re-reads the head,
 // up to three times.
 func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.streamRefs(ctx, st, fromSeq, cmdAll)
+}
+
+// StreamParts is StreamRefs without command state (HeadParts): what
+// trim's deletion check needs (whether the window still holds parts).
+func (w *IndexWindow) StreamParts(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+	return w.streamRefs(ctx, st, fromSeq, cmdNone)
+}
+
+// streamRefs is StreamRefs, with command state as commands says.
+func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64, commands cmdMode) ([]metastore.Ref, error) {
 	id, err := format.ParseStreamID(st.ID)
 	if err != nil {
 		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
@@ -625,7 +731,7 @@ func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromS
 			return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
 		}
 		w.pruneTo(c, h)
-		refs, err := w.HeadRefs(ctx, c, h, id, fromSeq)
+		refs, err := w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, commands)
 		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
 			continue
 		}
@@ -638,7 +744,9 @@ func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromS
 // window what the absorb indexed since, so the parts continue the refs.
 // The window is read after the refs: a part that settle moved into a ref
 // in between is then missing from both, which callers see as a hole (a
-// torn view, read again), never as a skipped seq.
+// torn view, read again), never as a skipped seq. The window's parts
+// carry no command state (HeadParts): readers and RecoverStream's mark
+// chain do not read it; LastRef has it.
 func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
 	refs, err := w.Meta.QueryRefs(ctx, st.ID, from, limit)
 	if err != nil || len(refs) > 0 {
@@ -648,7 +756,7 @@ func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from u
 		// page (which would skip the refs it left out).
 		return refs, err
 	}
-	parts, err := w.StreamRefs(ctx, st, from)
+	parts, err := w.streamRefs(ctx, st, from, cmdNone)
 	if err != nil {
 		return nil, err
 	}
@@ -659,7 +767,7 @@ func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from u
 // (metastore.ErrNotFound when it has neither): the window is read first,
 // so a part settle moves meanwhile is found in the refs.
 func (w *IndexWindow) LastRef(ctx context.Context, st metastore.Stream) (metastore.Ref, error) {
-	parts, err := w.StreamRefs(ctx, st, 0)
+	parts, err := w.streamRefs(ctx, st, 0, cmdLast)
 	if err != nil {
 		return metastore.Ref{}, err
 	}
@@ -721,7 +829,7 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 					return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
 				}
 				w.pruneTo(c, h)
-				parts, err = w.HeadRefs(ctx, c, h, id, fromSeq)
+				parts, err = w.HeadParts(ctx, c, h, id, fromSeq)
 				// An object trim deleted under a stale head (more likely
 				// once the cache may have evicted it: refetched, not
 				// served from memory): re-read the head, as StreamRefs.

@@ -1,9 +1,16 @@
 package absorb_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
+	"regexp"
 	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,42 +88,174 @@ func BenchmarkWindowMemory(b *testing.B) {
 }
 
 // BenchmarkWindowLookup measures what a window cache smaller than the
-// window costs a lookup (IndexWindow.HeadRefs of one stream, as a read or
-// a tail recovery makes): a window of `runs` merged runs of `streams`
-// entries each (windowOfRuns), cache budgets from the whole window down
-// to a quarter of it, from a memory bucket (GET latency not counted). It
-// reports the GETs per lookup once warm, the decoded bytes cached, and
-// the time per lookup (the refetched objects' decode).
+// window costs a per-stream lookup (IndexWindow.HeadRefs of one stream,
+// every part with command state; HeadLastRef, the last part with it, as a
+// tail recovery reads it; HeadParts, without, as a read by seq or the
+// probe makes): a window of `runs` merged runs of
+// `streams` entries each (windowOfRunsIDs: every third stream with a
+// producer mark, every fifth with command state), stream ids random (as
+// the server draws them) or clustered (small integers: the worst case
+// for the interpolation search short of identical prefixes), cache
+// budgets of a quarter and a half of the window, from a memory bucket
+// (GET latency not counted: ns/op is CPU, decode included). It reports,
+// per lookup once warm, the GETs (whole and ranged) and the KiB they
+// fetched, the decoded MiB cached and the encoded MiB per run.
 //
 //	go test ./shared/absorb -run '^$' -bench WindowLookup -benchtime 20x
 func BenchmarkWindowLookup(b *testing.B) {
-	const runs, streams = 24, 100_000
-	meta, bucket, h, all := windowOfRuns(b, runs, streams)
-	per := absorb.DecodedBytes(&all[0])
-	all = nil
-	for _, frac := range []int{4, 2, 1} { // budget: the window / frac
-		b.Run(fmt.Sprintf("streams=%d/runs=%d/budget=window÷%d", streams, runs, frac), func(b *testing.B) {
-			w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: per*runs/int64(frac) + 1}
-			id := func(i int) format.StreamID {
-				var id format.StreamID
-				binary.BigEndian.PutUint64(id[:], uint64(i%streams))
-				return id
+	for _, tc := range []struct {
+		streams, runs int
+		ids           string
+	}{
+		{10_000, 24, "random"}, {10_000, 24, "clustered"},
+		{100_000, 24, "random"}, {100_000, 24, "clustered"},
+		{1_000_000, 8, "random"},
+	} {
+		idOf := randomID
+		if tc.ids == "clustered" {
+			idOf = clusteredID
+		}
+		name := fmt.Sprintf("streams=%d/runs=%d/ids=%s", tc.streams, tc.runs, tc.ids)
+		if !benchSelected(b, name) {
+			continue
+		}
+		meta, mem, h, all := windowOfRunsIDs(b, tc.runs, tc.streams, idOf)
+		per := absorb.DecodedBytes(&all[0])
+		all = nil
+		size, err := mem.Head(b.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, 0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, frac := range []int{4, 2} { // budget: the window / frac
+			for _, lookup := range []string{"refs", "last", "parts"} {
+				b.Run(fmt.Sprintf("%s/budget=window÷%d/lookup=%s", name, frac, lookup), func(b *testing.B) {
+					bucket := &countingBucket{Bucket: mem}
+					w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: per*int64(tc.runs)/int64(frac) + 1}
+					look := w.HeadRefs
+					switch lookup {
+					case "parts":
+						look = w.HeadParts
+					case "last":
+						look = func(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, _ uint64) ([]metastore.Ref, error) {
+							_, _, err := w.HeadLastRef(ctx, c, h, id)
+							return nil, err
+						}
+					}
+					for i := range 4 { // warm: the cache filled, headers read
+						if _, err := look(b.Context(), chainX, h, idOf(i), 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					gets, bytes := bucket.gets.Load(), bucket.bytes.Load()
+					i := 0
+					for b.Loop() {
+						i++
+						if _, err := look(b.Context(), chainX, h, idOf(i*7919%tc.streams), 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(bucket.gets.Load()-gets)/float64(b.N), "GETs/lookup")
+					b.ReportMetric(float64(bucket.bytes.Load()-bytes)/float64(b.N)/1024, "KiB/lookup")
+					b.ReportMetric(float64(w.Stats().Bytes)/(1<<20), "cached-MiB")
+					b.ReportMetric(float64(size)/(1<<20), "MiB/run")
+				})
 			}
-			if _, err := w.HeadRefs(b.Context(), chainX, h, id(0), 0); err != nil { // warm
-				b.Fatal(err)
-			}
-			before := w.Stats().Gets
-			i := 0
-			for b.Loop() {
-				i++
-				if _, err := w.HeadRefs(b.Context(), chainX, h, id(i*7919), 0); err != nil {
-					b.Fatal(err)
-				}
-			}
-			st := w.Stats()
-			b.ReportMetric(float64(st.Gets-before)/float64(b.N), "GETs/lookup")
-			b.ReportMetric(float64(st.Bytes)/(1<<20), "cached-MiB")
-			b.ReportMetric(float64(per)/(1<<20), "MiB/run")
-		})
+		}
 	}
+}
+
+// benchSelected reports whether -test.bench may select a sub-benchmark
+// under prefix (its window is built only then): a filter's second
+// element onwards matched against the prefix's, as far as both go.
+func benchSelected(b *testing.B, prefix string) bool {
+	f := flag.Lookup("test.bench")
+	if f == nil {
+		return true
+	}
+	parts := strings.Split(f.Value.String(), "/")
+	names := strings.Split(prefix, "/")
+	for i := 1; i < len(parts) && i-1 < len(names); i++ {
+		re, err := regexp.Compile(parts[i])
+		if err != nil || !re.MatchString(names[i-1]) {
+			return err != nil
+		}
+	}
+	return true
+}
+
+// clusteredID is stream i's id in windowOfRuns: i in its first 8 bytes
+// (the ids cluster at the low end of the id space).
+func clusteredID(i int) format.StreamID {
+	var id format.StreamID
+	binary.BigEndian.PutUint64(id[:], uint64(i))
+	return id
+}
+
+// randomID is stream i's id in a window of random ids, as the server
+// draws them: distinct, spread uniformly over the id space (splitmix64
+// of i, a bijection).
+func randomID(i int) format.StreamID {
+	z := uint64(i) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	var id format.StreamID
+	binary.BigEndian.PutUint64(id[:8], z)
+	binary.BigEndian.PutUint64(id[8:], uint64(i))
+	return id
+}
+
+// windowOfRunsIDs is windowOfRuns with stream i's id idOf(i).
+func windowOfRunsIDs(t testing.TB, runs, streams int, idOf func(int) format.StreamID) (metastore.Store, objstore.Bucket, metastore.Head, []format.PassIndex) {
+	t.Helper()
+	meta := metastore.NewMem()
+	if err := meta.MintEpoch(t.Context(), chainX, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 1}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := objstore.NewMem("settled")
+	var all []format.PassIndex
+	for r := range runs {
+		run := format.PassIndex{Epoch: 1, FirstSlot: uint64(r * 60), EndSlot: uint64(r*60 + 60)}
+		run.Streams = make([]format.PassStream, streams)
+		for i := range run.Streams {
+			id := idOf(i)
+			seq := uint64(r * 100)
+			s := format.PassStream{Stream: id, FirstSeq: seq, LastSeq: seq + 59, FirstTsMs: 1, LastTsMs: 2, Bytes: 6000,
+				Segments: []format.PassSegment{{Slot: run.FirstSlot, FirstSeq: seq, Count: 60, Offset: uint32(i * 100), Length: 6036}}}
+			if i%3 == 0 {
+				s.Marks = []format.PassMark{{Producer: format.ProducerID{1, byte(i)}, BatchSeq: seq, FirstSeq: seq, LastSeq: seq + 59}}
+			}
+			if i%5 == 0 {
+				s.Commands = &format.StreamCommands{FenceToken: "token", TrimSeq: 1}
+			}
+			run.Streams[i] = s
+		}
+		slices.SortFunc(run.Streams, func(a, b format.PassStream) int { return bytes.Compare(a.Stream[:], b.Stream[:]) })
+		obj, err := format.AppendPassIndex(nil, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bucket.PutIfAbsent(t.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, run.FirstSlot), obj); err != nil {
+			t.Fatal(err)
+		}
+		run.Merged = true
+		all = append(all, run)
+	}
+	end := metastore.Cursor{Epoch: 1, Slot: uint64(runs * 60)}
+	h := metastore.Head{Epoch: 1, Flushed: metastore.Cursor{Epoch: 1}, Merged: end, Settled: end, Checkpoint: end, Indexed: metastore.Cursor{Epoch: 1}}
+	return meta, bucket, h, all
+}
+
+// countingBucket counts GETs and the bytes they return (ranged lookups
+// run in parallel).
+type countingBucket struct {
+	objstore.Bucket
+	gets, bytes atomic.Int64
+}
+
+func (b *countingBucket) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	got, err := b.Bucket.Get(ctx, key, off, n)
+	b.gets.Add(1)
+	b.bytes.Add(int64(len(got)))
+	return got, err
 }

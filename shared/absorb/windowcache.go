@@ -47,9 +47,14 @@ func DecodedBytes(p *format.PassIndex) int64 {
 
 // cacheEntry is one decoded object in the window cache.
 type cacheEntry struct {
-	k    passAt
-	p    *format.PassIndex
-	size int64
+	k   passAt
+	p   *format.PassIndex  // a header's: its epoch and slots alone
+	h   *format.PassHeader // set for a header alone (kindHeader)
+	dir *rangedDir         // and its sparse directory (ranged.go)
+	// decoded is the object's DecodedBytes once a lookup fetched it
+	// whole and found no room for it (0: not known).
+	decoded int64
+	size    int64
 }
 
 // budget is MaxBytes resolved: 0 the default, below 0 unbounded.
@@ -97,8 +102,7 @@ func (w *IndexWindow) has(k passAt) bool {
 // evicting, object by object, everything the next walk needs first
 // (plain LRU under a cyclic scan hits nothing): a budget's worth stays
 // cached, and a walk refetches the rest.
-func (w *IndexWindow) store(k passAt, p *format.PassIndex) {
-	size := DecodedBytes(p)
+func (w *IndexWindow) store(k passAt, p *format.PassIndex, size int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cache == nil {
@@ -106,6 +110,9 @@ func (w *IndexWindow) store(k passAt, p *format.PassIndex) {
 	}
 	if el := w.cache[k]; el != nil {
 		w.removeLocked(el)
+	}
+	if el := w.cache[passAt{k.c, k.at, k.kind | kindHeader}]; el != nil {
+		w.removeLocked(el) // the object supersedes its header
 	}
 	max := w.budget()
 	if size > max {
@@ -126,19 +133,76 @@ func (w *IndexWindow) store(k passAt, p *format.PassIndex) {
 	w.bytes += size
 }
 
+// headerSize is what a cached header counts against the budget, its
+// sparse directory full.
+var headerSize = 3*allocObject + sizeIndex + int64(unsafe.Sizeof(format.PassHeader{})+unsafe.Sizeof(rangedDir{})) + dirPoints*int64(unsafe.Sizeof(dirPoint{}))
+
+// storeWithin caches p (of DecodedBytes size) at k if it fits beside
+// what is cached and the header reserve, without evicting anything (a
+// per-stream lookup's whole fetch, ranged.go); else it caches p's header
+// with its size, so that the next lookup reads it by range.
+func (w *IndexWindow) storeWithin(k passAt, p *format.PassIndex, size int64, h format.PassHeader) {
+	w.mu.Lock()
+	fits := w.bytes+size <= w.budget()-w.budget()/headerReserve
+	w.mu.Unlock()
+	if fits {
+		w.store(k, p, size)
+		return
+	}
+	w.storeHeader(k, h, size)
+}
+
+// storeHeader caches the header h of the object at k (k.kind without
+// kindHeader), with an empty sparse directory and the object's decoded
+// size when known (else 0), when the cache has room for it without
+// evicting anything: a per-stream lookup past the budget then skips the
+// header's GET. It returns the directory cached with the header (nil:
+// not cached).
+func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader, decoded int64) *rangedDir {
+	k.kind |= kindHeader
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cache == nil {
+		w.cache = map[passAt]*list.Element{}
+	}
+	if el := w.cache[k]; el != nil {
+		e := el.Value.(*cacheEntry)
+		e.decoded = max(e.decoded, decoded)
+		return e.dir
+	}
+	if w.bytes+headerSize > w.budget() {
+		return nil
+	}
+	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot}, h: &h, dir: &rangedDir{}, decoded: decoded, size: headerSize}
+	w.cache[k] = w.lru.PushFront(e)
+	w.bytes += headerSize
+	w.headers++
+	return e.dir
+}
+
 func (w *IndexWindow) removeLocked(el *list.Element) {
 	e := el.Value.(*cacheEntry)
 	w.lru.Remove(el)
 	delete(w.cache, e.k)
 	w.bytes -= e.size
+	if e.h != nil {
+		w.headers--
+	}
 }
 
 // WindowStats is what an IndexWindow's cache holds and has done.
 type WindowStats struct {
 	Objects int   // decoded objects cached
-	Bytes   int64 // their DecodedBytes
+	Headers int   // headers cached alone (ranged.go)
+	Bytes   int64 // their DecodedBytes and the headers' size
 	Gets    int64 // objects fetched by GET (every miss, the cold load's)
 	Evicted int64 // objects evicted for room (not counting Prune's)
+	// GetBytes is what those whole GETs fetched.
+	GetBytes int64
+	// Ranged counts the objects per-stream lookups read by range (past
+	// the budget, ranged.go); RangedGets and RangedBytes, their ranged
+	// GETs (headers included) and the bytes those fetched.
+	Ranged, RangedGets, RangedBytes int64
 }
 
 // Register exports the cache's figures on reg: its bytes and objects,
@@ -146,16 +210,21 @@ type WindowStats struct {
 func (w *IndexWindow) Register(reg *metrics.Registry) {
 	reg.GaugeFunc("strand_window_cache_bytes", "Decoded pass index window objects the cache holds, in bytes (estimated; design 014, window memory bound).", func() float64 { return float64(w.Stats().Bytes) })
 	reg.GaugeFunc("strand_window_cache_objects", "Pass index window objects (pass indexes, runs, merged runs) the cache holds.", func() float64 { return float64(w.Stats().Objects) })
+	reg.GaugeFunc("strand_window_cache_headers", "Headers of window objects the cache holds alone, for per-stream lookups past the budget.", func() float64 { return float64(w.Stats().Headers) })
 	reg.GaugeFunc("strand_window_cache_budget_bytes", "The window cache's byte budget (--window-cache-mib; -1: unbounded).", func() float64 { return float64(w.Budget()) })
 	reg.CounterFunc("strand_window_cache_gets_total", "Window objects fetched by GET: cold loads and misses. Rising steadily with a full cache: the budget is below the window (docs/operations.md, sizing the window cache).", func() float64 { return float64(w.Stats().Gets) })
 	reg.CounterFunc("strand_window_cache_evictions_total", "Window objects evicted for room.", func() float64 { return float64(w.Stats().Evicted) })
+	reg.CounterFunc("strand_window_ranged_lookups_total", "Window objects a per-stream lookup read by range instead of whole (the object was not cached and the cache had no room for it; design 014, lookups past the window budget).", func() float64 { return float64(w.Stats().Ranged) })
+	reg.CounterFunc("strand_window_ranged_gets_total", "Ranged GETs of window objects by per-stream lookups past the budget (headers, stream table blocks, segments, marks, command tables).", func() float64 { return float64(w.Stats().RangedGets) })
+	reg.CounterFunc("strand_window_ranged_bytes_total", "Bytes fetched by ranged GETs of window objects.", func() float64 { return float64(w.Stats().RangedBytes) })
 }
 
 // Stats returns the cache's figures.
 func (w *IndexWindow) Stats() WindowStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return WindowStats{Objects: len(w.cache), Bytes: w.bytes, Gets: w.gets, Evicted: w.evicted}
+	return WindowStats{Objects: len(w.cache) - w.headers, Headers: w.headers, Bytes: w.bytes, Gets: w.gets, Evicted: w.evicted, GetBytes: w.getBytes,
+		Ranged: w.ranged, RangedGets: w.rangedGets, RangedBytes: w.rangedBytes}
 }
 
 // Budget is the cache's byte budget as configured: MaxBytes, its default

@@ -186,6 +186,23 @@
 // exactly what the counts say; a version-2 object's command table fills
 // what is left before the CRC.
 //
+// Ranged reads (passrange.go; design 014, "Lookups past the window
+// budget"): a reader that needs one stream's entries reads the pieces by
+// range instead of the whole object, and decodes each with its own
+// decoder: ParsePassHeader (the header: magic, version, kind, reserved
+// fields, slot range; its counts locate every table: EntryAt, SegmentAt,
+// MarkAt, CommandsAt), ParsePassEntries (a block of the stream table:
+// inside the table, ids in order with the marker-then-packed exception,
+// each entry's segments and marks inside their tables and continuing the
+// previous entry's), ParsePassSegments, ParsePassMarks,
+// ParsePassCommandTail (version 2: the command table and the CRC after
+// it), and AssemblePassStreams (the entries joined with their segments,
+// marks and command state, checked as ParsePassIndex checks a whole
+// object's streams). The whole-object CRC is not checked on a ranged
+// read: a flipped bit inside a piece that keeps every invariant goes
+// undetected there (the segment CRC inside each record's location still
+// guards the records themselves when they are read).
+//
 // # Limits
 //
 // Limits count a record's metered size (MeteredSize: the body plus every

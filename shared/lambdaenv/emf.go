@@ -18,8 +18,9 @@ const EMFNamespace = "strand"
 // WindowEMF is one CloudWatch embedded metric format document (one log
 // line: CloudWatch Logs extracts its metrics) of a function's pass index
 // window cache after an invocation, with the dimension Function: the
-// cache's bytes, objects and budget (-1: unbounded) as they are, its GETs
-// and evictions during the invocation (now minus before). The Lambdas'
+// cache's bytes, objects and budget (-1: unbounded) as they are, its
+// whole GETs, evictions and per-stream lookups read by range (objects,
+// ranged GETs, their bytes) during the invocation (now minus before). The Lambdas'
 // counterpart of the star's strand_window_cache_* series (design 014,
 // "Window memory bound"; docs/operations.md, sizing the window cache).
 func WindowEMF(function string, at time.Time, budget int64, before, now absorb.WindowStats) []byte {
@@ -36,6 +37,7 @@ func WindowEMF(function string, at time.Time, budget int64, before, now absorb.W
 				"Metrics": []metric{
 					{"WindowCacheBytes", "Bytes"}, {"WindowCacheObjects", "Count"}, {"WindowCacheBudgetBytes", "Bytes"},
 					{"WindowCacheGets", "Count"}, {"WindowCacheEvictions", "Count"},
+					{"WindowRangedLookups", "Count"}, {"WindowRangedGets", "Count"}, {"WindowRangedBytes", "Bytes"},
 				},
 			}},
 		},
@@ -45,6 +47,9 @@ func WindowEMF(function string, at time.Time, budget int64, before, now absorb.W
 		"WindowCacheBudgetBytes": budget,
 		"WindowCacheGets":        now.Gets - before.Gets,
 		"WindowCacheEvictions":   now.Evicted - before.Evicted,
+		"WindowRangedLookups":    now.Ranged - before.Ranged,
+		"WindowRangedGets":       now.RangedGets - before.RangedGets,
+		"WindowRangedBytes":      now.RangedBytes - before.RangedBytes,
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {

@@ -59,9 +59,11 @@ func checkEMF(t *testing.T, line []byte) map[string]any {
 
 func TestWindowEMF(t *testing.T) {
 	at := time.UnixMilli(1_764_633_600_000)
-	line := WindowEMF("settle", at, 1536<<20, absorb.WindowStats{Gets: 10, Evicted: 2}, absorb.WindowStats{Objects: 7, Bytes: 4096, Gets: 13, Evicted: 5})
+	line := WindowEMF("settle", at, 1536<<20, absorb.WindowStats{Gets: 10, Evicted: 2, Ranged: 1, RangedGets: 4, RangedBytes: 100},
+		absorb.WindowStats{Objects: 7, Bytes: 4096, Gets: 13, Evicted: 5, Ranged: 3, RangedGets: 9, RangedBytes: 65636})
 	root := checkEMF(t, line)
-	want := map[string]float64{"WindowCacheBytes": 4096, "WindowCacheObjects": 7, "WindowCacheBudgetBytes": 1536 << 20, "WindowCacheGets": 3, "WindowCacheEvictions": 3}
+	want := map[string]float64{"WindowCacheBytes": 4096, "WindowCacheObjects": 7, "WindowCacheBudgetBytes": 1536 << 20, "WindowCacheGets": 3, "WindowCacheEvictions": 3,
+		"WindowRangedLookups": 2, "WindowRangedGets": 5, "WindowRangedBytes": 65536}
 	for k, v := range want {
 		if root[k] != v {
 			t.Errorf("%s = %v, want %v", k, root[k], v)

@@ -361,7 +361,7 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 		if w == nil {
 			w = &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
 		}
-		parts, err := w.StreamRefs(ctx, st, 0)
+		parts, err := w.StreamParts(ctx, st, 0)
 		if err != nil {
 			return fmt.Errorf("pass index window: %w", err)
 		}
