@@ -78,6 +78,7 @@ type snapshot struct {
 }
 
 func (e *env) snap(t testing.TB) snapshot {
+	e.settled(t)
 	var s snapshot
 	ss, _, err := e.w.Meta.ListStreams(context.Background(), "", "", 1000)
 	if err != nil {
@@ -101,6 +102,79 @@ func (e *env) snap(t testing.TB) snapshot {
 		}
 	}
 	return s
+}
+
+// settled waits until what accepted requests set going in the background
+// is done: every flight slot has landed in every zone (the star acks at W
+// copies; the last copy lands after the ack) and the absorb has taken
+// every slot the star released (each chain's checkpoint at its released
+// head; with the pass index, its pass index object is in the settled
+// bucket). So none of it is mistaken for a change a refused request made.
+func (e *env) settled(t testing.TB) {
+	deadline := time.Now().Add(30 * time.Second)
+	wait := func(what string, done func() (bool, string)) {
+		for {
+			ok, state := done()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s after 30 s", what, state)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait("flight copies", func() (bool, string) {
+		var first []string
+		for i, m := range e.w.Mems {
+			var keys []string
+			for _, k := range m.Keys() {
+				if strings.HasPrefix(k, "chains/") {
+					keys = append(keys, k)
+				}
+			}
+			slices.Sort(keys)
+			if i == 0 {
+				first = keys
+			} else if !slices.Equal(keys, first) {
+				return false, fmt.Sprintf("zone %d holds %d flight objects, zone 0 %d", i, len(keys), len(first))
+			}
+		}
+		return true, ""
+	})
+	for _, c := range e.n.Star.Chains() {
+		wait("absorb of "+c.String(), func() (bool, string) {
+			h, err := e.w.Meta.GetHead(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := e.n.Star.Released(c)
+			return !h.Checkpoint.Less(rel), fmt.Sprintf("checkpoint %s, released %s", h.Checkpoint, rel)
+		})
+	}
+}
+
+// diff names what differs between s and o (the first few objects).
+func (s snapshot) diff(o snapshot) string {
+	var out []string
+	if !slices.Equal(s.streams, o.streams) {
+		out = append(out, fmt.Sprintf("streams %v, then %v", s.streams, o.streams))
+	}
+	if !slices.Equal(s.tails, o.tails) {
+		out = append(out, fmt.Sprintf("tails %v, then %v", s.tails, o.tails))
+	}
+	in := func(x string, l []string) bool { return slices.Contains(l, x) }
+	for _, k := range o.objects {
+		if !in(k, s.objects) && len(out) < 8 {
+			out = append(out, "new object "+k)
+		}
+	}
+	for _, k := range s.objects {
+		if !in(k, o.objects) && len(out) < 8 {
+			out = append(out, "gone object "+k)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func (s snapshot) equal(o snapshot) bool {
@@ -416,7 +490,7 @@ func FuzzAPIRequest(f *testing.F) {
 			t.Fatalf("%s %q: HTTP %d code %q (%s): want a client error", method, body, status, code, msg)
 		}
 		if after := e.snap(t); !after.equal(before) {
-			t.Fatalf("%s %q was refused (%s) but changed the state", method, body, code)
+			t.Fatalf("%s %q was refused (%s: %s) but changed the state: %s", method, body, code, msg, before.diff(after))
 		}
 	})
 }
