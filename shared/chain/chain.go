@@ -69,8 +69,9 @@ const DefaultHedge = 20 * time.Millisecond
 
 // hedged runs try on the buckets in order, starting the next one when the
 // running ones have not succeeded within the hedge delay, or as soon as one
-// fails. It returns the index of the first try that succeeded, or -1 when
-// every try failed (then all have returned). try must only write state of
+// fails, and no further one once ctx is cancelled. It returns the index of
+// the first try that succeeded, or -1 when every try started failed (then
+// all have returned). try must only write state of
 // its own bucket index; the losers' contexts are cancelled.
 func (s Set) hedged(ctx context.Context, try func(ctx context.Context, i int) bool) int {
 	ctx, cancel := context.WithCancel(ctx)
@@ -105,10 +106,20 @@ func (s Set) hedged(ctx context.Context, try func(ctx context.Context, i int) bo
 			if r.ok {
 				return r.i
 			}
+			if ctx.Err() != nil {
+				// The caller gave up (a read-ahead no read waits for any
+				// more): no copy left is asked; the tries in flight end
+				// on the cancelled context and are waited for.
+				next = k
+			}
 			if next < k {
 				launch()
 			}
 		case <-timer:
+			if ctx.Err() != nil {
+				next = k
+				continue
+			}
 			launch()
 		}
 	}

@@ -216,3 +216,32 @@ func TestHedgedReads(t *testing.T) {
 		t.Fatalf("walk read slot 0 from bucket %d (%v), want a hedged bucket", from, err)
 	}
 }
+
+// TestReadRangeCancelledAsksNoOtherCopy: a read whose caller gives up
+// (a read-ahead cancelled) while its first GET is in flight asks no other
+// copy. Before, the cancelled GET counted as a failed copy and the next
+// bucket was asked, then the next: a read-ahead cancelled at the end of a
+// read made up to K GETs (TestReadSkipsLocationsBeforeStart saw 3).
+func TestReadRangeCancelledAsksNoOtherCopy(t *testing.T) {
+	r := newRig(t, 3, 2)
+	r.set.Clock, r.set.Hedge = nil, time.Hour
+	obj := flightBytes(2, 0)
+	r.put(t, 2, 0, obj, 0, 1, 2)
+	key := format.SlotKey("star-0", 2, 0)
+	if err := r.injs[0].SetLatency(time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for r.injs[0].Calls(objstore.OpGet) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := r.set.ReadRange(ctx, key, 0, int64(len(obj)), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read: %v, want cancelled", err)
+	}
+	if n := r.injs[1].Calls(objstore.OpGet) + r.injs[2].Calls(objstore.OpGet); n != 0 {
+		t.Fatalf("a cancelled read asked %d other copies", n)
+	}
+}
