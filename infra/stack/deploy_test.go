@@ -322,6 +322,52 @@ func TestStarMemory(t *testing.T) {
 	}
 }
 
+// TestLambdaMemory: every settlement Lambda has a GOMEMLIMIT under its
+// memory (so a settle step's garbage is collected before it counts toward
+// the limit) and over its window cache budget, with the pass index on and
+// off.
+func TestLambdaMemory(t *testing.T) {
+	off := synth(t, "refsmode", map[string]any{CtxPassIndex: "false", CtxStarCount: float64(2)})
+	for _, s := range []*synthesized{defaults(t), off} {
+		seen := 0
+		for id, r := range s.ofType("AWS::Lambda::Function") {
+			p := props(r)
+			env := map[string]string{}
+			if e, ok := p["Environment"].(map[string]any); ok {
+				for k, v := range e["Variables"].(map[string]any) {
+					if v, ok := v.(string); ok {
+						env[k] = v
+					}
+				}
+			}
+			if env[EnvPassIndex] == "" {
+				continue // not a settlement function (a CDK custom resource)
+			}
+			seen++
+			mem, ok := p["MemorySize"].(float64)
+			if !ok {
+				t.Fatalf("%s: MemorySize %v", id, p["MemorySize"])
+			}
+			lim, err := strconv.Atoi(strings.TrimSuffix(env["GOMEMLIMIT"], "MiB"))
+			if err != nil || !strings.HasSuffix(env["GOMEMLIMIT"], "MiB") {
+				t.Fatalf("%s: GOMEMLIMIT=%q", id, env["GOMEMLIMIT"])
+			}
+			window := 0
+			if w := env[EnvWindowCacheMiB]; w != "" {
+				if window, err = strconv.Atoi(w); err != nil {
+					t.Fatalf("%s: %s=%q", id, EnvWindowCacheMiB, w)
+				}
+			}
+			if lim >= int(mem) || lim <= window {
+				t.Errorf("%s: GOMEMLIMIT %d MiB, want under its memory %d MiB and over its window cache %d MiB", id, lim, int(mem), window)
+			}
+		}
+		if seen != len(FunctionNames) {
+			t.Errorf("%d settlement functions with the pass index variable, want %d", seen, len(FunctionNames))
+		}
+	}
+}
+
 // TestStopTimeoutFollowsDrainBudget: the star container's stop timeout is
 // its drain budget plus a margin, so ECS neither kills a draining star nor
 // waits minutes for one that has exited (it was a fixed 120 s with no

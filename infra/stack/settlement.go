@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -103,17 +104,23 @@ const EnvExpressSessionMode = "STRAND_S3EXPRESS_SESSION_MODE"
 // Config.PassIndex, "true" or "false", always set.
 const EnvPassIndex = "STRAND_PASS_INDEX"
 
-// withWindow is env plus name's window cache budget (settle, trim, probe
-// with the pass index).
-func withWindow(env map[string]*string, cfg Config, name string) map[string]*string {
-	if !cfg.PassIndex || name == "absorb" {
-		return env
-	}
-	out := make(map[string]*string, len(env)+1)
+// fnGoMemLimitMiB is name's GOMEMLIMIT: 90% of its memory, as the star's
+// (GoMemLimitMiB), so that the collector works harder before the Lambda
+// reaches its limit instead of letting garbage count toward it (a settle
+// step's transient heap: docs/operations.md, settle sizing).
+func fnGoMemLimitMiB(cfg Config, name string) int { return fnMemoryMiB(cfg, name) * 9 / 10 }
+
+// fnSized is env plus name's GOMEMLIMIT and, for settle, trim and probe
+// with the pass index, its window cache budget.
+func fnSized(env map[string]*string, cfg Config, name string) map[string]*string {
+	out := make(map[string]*string, len(env)+2)
 	for k, v := range env {
 		out[k] = v
 	}
-	out[EnvWindowCacheMiB] = jsii.String(strconv.Itoa(fnWindowMiB(cfg, name)))
+	out["GOMEMLIMIT"] = jsii.String(fmt.Sprintf("%dMiB", fnGoMemLimitMiB(cfg, name)))
+	if cfg.PassIndex && name != "absorb" {
+		out[EnvWindowCacheMiB] = jsii.String(strconv.Itoa(fnWindowMiB(cfg, name)))
+	}
 	return out
 }
 
@@ -282,7 +289,7 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.timeoutSecs)),
 			Role:         role,
 			LogGroup:     logs,
-			Environment:  fnEnv(withWindow(env, cfg, name), grants[name]),
+			Environment:  fnEnv(fnSized(env, cfg, name), grants[name]),
 			// Sweeps and SQS deliveries are retried by their sources; async
 			// invocations (the schedule) get one retry.
 			RetryAttempts: jsii.Number(1),
