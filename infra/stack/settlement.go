@@ -204,8 +204,8 @@ func NewSettlement(scope constructs.Construct, id string, cfg Config, repoRoot s
 	a.expressSession(st, true)
 	a.objects(st.Chain.BucketArn(), ChainPrefix, true, "s3:GetObject")
 	a.table(ms, tableRead, tableWrite)
-	if cfg.PassIndex { // writes each pass's index (If-None-Match) and reads a copy back
-		a.objects(st.Settled.BucketArn(), IndexPrefix, false, "s3:GetObject", "s3:PutObject")
+	if cfg.PassIndex { // writes each pass's index (If-None-Match) and reads a copy back; probes for an index where the window of a chain without Head.Indexed starts (ListBucket: a missing one must read as 404, not 403)
+		a.objects(st.Settled.BucketArn(), IndexPrefix, true, "s3:GetObject", "s3:PutObject")
 	}
 	grants["absorb"] = a
 	// settle: reads slots, writes settled objects, swaps refs, and deletes

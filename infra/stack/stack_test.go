@@ -1112,3 +1112,33 @@ func TestPassIndexSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestGetImpliesList: every role that may GET objects of a Standard
+// bucket may also list it. Without s3:ListBucket, S3 answers a GET of a
+// missing key with 403 AccessDenied instead of 404, which objstore cannot
+// tell from a denied read (no ErrNotFound): the absorb's probe for a
+// chain indexed before Head.Indexed existed (absorb.IndexWindow.first)
+// GETs a pass index that a refs chain does not have, so on AWS every pass
+// of an existing chain switching to the pass index failed with
+// AccessDenied and the chain stalled (the absorb had GetObject on index/
+// without ListBucket).
+func TestGetImpliesList(t *testing.T) {
+	for _, s := range []*synthesized{defaults(t), synth(t, "refsmode", map[string]any{CtxPassIndex: "false", CtxStarCount: float64(2)})} {
+		buckets := s.ofType("AWS::S3::Bucket")
+		for _, role := range []string{"SettlementAbsorbRole", "SettlementSettleRole", "SettlementTrimRole", "SettlementProbeRole", "StarTaskRole"} {
+			g := grants(t, s, role)
+			for b := range buckets {
+				gets, lists := false, false
+				for _, r := range g["s3:GetObject"] {
+					gets = gets || strings.Contains(r, `"`+b+`"`)
+				}
+				for _, r := range g["s3:ListBucket"] {
+					lists = lists || strings.Contains(r, `"`+b+`"`)
+				}
+				if gets && !lists {
+					t.Errorf("pass index %v: %s may GET objects of %s but not list it: a missing key reads as 403, not 404", s.cfg.PassIndex, role, b)
+				}
+			}
+		}
+	}
+}
