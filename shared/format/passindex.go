@@ -280,39 +280,19 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 	segs := make([]PassSegment, nSeg)
 	segAt := passHeaderSize + int(nStream)*passStreamSize
 	for i := range segs {
-		q := obj[segAt+i*passSegmentSize:]
-		segs[i] = PassSegment{
-			Slot:     binary.BigEndian.Uint64(q[0:8]),
-			FirstSeq: binary.BigEndian.Uint64(q[8:16]),
-			Count:    binary.BigEndian.Uint32(q[16:20]),
-			Offset:   binary.BigEndian.Uint32(q[20:24]),
-			Length:   binary.BigEndian.Uint32(q[24:28]),
-			CRC:      binary.BigEndian.Uint32(q[28:32]),
-		}
+		segs[i] = decodePassSegment(obj[segAt+i*passSegmentSize:])
 	}
 	marks := make([]PassMark, nMark)
 	markAt := segAt + int(nSeg)*passSegmentSize
 	for i := range marks {
-		q := obj[markAt+i*passMarkSize:]
-		copy(marks[i].Producer[:], q[0:16])
-		marks[i].BatchSeq = binary.BigEndian.Uint64(q[16:24])
-		marks[i].FirstSeq = binary.BigEndian.Uint64(q[24:32])
-		marks[i].LastSeq = binary.BigEndian.Uint64(q[32:40])
+		marks[i] = decodePassMark(obj[markAt+i*passMarkSize:])
 	}
 	p.Streams = make([]PassStream, nStream)
 	var seg, mark uint64
 	for i := range p.Streams {
-		q := obj[passHeaderSize+i*passStreamSize:]
-		s := PassStream{
-			FirstSeq:  binary.BigEndian.Uint64(q[16:24]),
-			LastSeq:   binary.BigEndian.Uint64(q[24:32]),
-			FirstTsMs: int64(binary.BigEndian.Uint64(q[32:40])),
-			LastTsMs:  int64(binary.BigEndian.Uint64(q[40:48])),
-			Bytes:     int64(binary.BigEndian.Uint64(q[48:56])),
-		}
-		copy(s.Stream[:], q[0:16])
-		segFirst, segN := uint64(binary.BigEndian.Uint32(q[56:60])), uint64(binary.BigEndian.Uint32(q[60:64]))
-		markFirst, markN := uint64(binary.BigEndian.Uint32(q[64:68])), uint64(binary.BigEndian.Uint32(q[68:72]))
+		var sf, sn, mf, mn uint32
+		s := decodePassEntry(obj[passHeaderSize+i*passStreamSize:], &sf, &sn, &mf, &mn)
+		segFirst, segN, markFirst, markN := uint64(sf), uint64(sn), uint64(mf), uint64(mn)
 		if segFirst != seg || markFirst != mark || seg+segN > nSeg || mark+markN > nMark {
 			return PassIndex{}, fmt.Errorf("pass index: stream %d: segments %d+%d, marks %d+%d out of order or bounds: %w", i, segFirst, segN, markFirst, markN, ErrBounds)
 		}
