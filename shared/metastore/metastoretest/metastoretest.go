@@ -1112,7 +1112,6 @@ func testMintEpochInvalid(t *testing.T, s metastore.Store) {
 
 func testAdvanceCursor(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
-	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Checkpoint, at(1, 0), at(1, 1)), metastore.ErrNotFound, "advance before mint")
 	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(1)), "mint")
 
@@ -1761,13 +1760,35 @@ func Padded(r metastore.Ref) metastore.Ref {
 	}
 }
 
+// onceOf runs n racing copies of one compare-and-set (what) and requires
+// that exactly one wins and every other gets ErrConflict.
+func onceOf(t *testing.T, n int, what string, cas func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cas(); err == nil {
+				won.Add(1)
+			} else if !errors.Is(err, metastore.ErrConflict) {
+				t.Errorf("racing %s: %v", what, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d of %d racing copies of %s won, want 1", won.Load(), n, what)
+	}
+}
+
 // testFlushedCursor: the flushed cursor (design 014, level 1) starts with
 // the others at the first mint, carries over mints, moves by
 // compare-and-set on itself only (the store does not order it against
 // settled: settle does), and a lost race is ErrConflict.
 func testFlushedCursor(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
-	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
 	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(2)), "mint")
 	h, err := s.GetHead(ctx, chainA)
 	must(t, err, "head")
@@ -1781,24 +1802,7 @@ func testFlushedCursor(t *testing.T, s metastore.Store) {
 	must(t, err, "head")
 	wantEqual(t, h, metastore.Head{Epoch: 3, Checkpoint: at(2, 0), Settled: at(2, 9), Trimmed: at(2, 0), Flushed: at(2, 4)}, "head after mint 3")
 	// Racing copies of one settle step move it once.
-	var wg sync.WaitGroup
-	var won atomic.Int32
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.AdvanceCursor(ctx, chainA, metastore.Flushed, at(2, 4), at(2, 9))
-			if err == nil {
-				won.Add(1)
-			} else if !errors.Is(err, metastore.ErrConflict) {
-				t.Errorf("racing flushed advance: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Fatalf("%d racing flushed advances won, want 1", won.Load())
-	}
+	onceOf(t, 8, "flushed advance", func() error { return s.AdvanceCursor(ctx, chainA, metastore.Flushed, at(2, 4), at(2, 9)) })
 	h, err = s.GetHead(ctx, chainA)
 	must(t, err, "head")
 	wantEqual(t, h.Flushed, at(2, 9), "flushed after the race")
@@ -1810,7 +1814,6 @@ func testFlushedCursor(t *testing.T, s metastore.Store) {
 // ErrConflict.
 func testMergedCursor(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
-	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
 	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(2)), "mint")
 	h, err := s.GetHead(ctx, chainA)
 	must(t, err, "head")
@@ -1825,24 +1828,7 @@ func testMergedCursor(t *testing.T, s metastore.Store) {
 	h, err = s.GetHead(ctx, chainA)
 	must(t, err, "head")
 	wantEqual(t, h, metastore.Head{Epoch: 3, Checkpoint: at(2, 0), Settled: at(2, 9), Trimmed: at(2, 0), Flushed: at(2, 0), Merged: at(2, 4)}, "head after mint 3")
-	var wg sync.WaitGroup
-	var won atomic.Int32
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.AdvanceCursor(ctx, chainA, metastore.Merged, at(2, 4), at(2, 9))
-			if err == nil {
-				won.Add(1)
-			} else if !errors.Is(err, metastore.ErrConflict) {
-				t.Errorf("racing merged advance: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Fatalf("%d racing merged advances won, want 1", won.Load())
-	}
+	onceOf(t, 8, "merged advance", func() error { return s.AdvanceCursor(ctx, chainA, metastore.Merged, at(2, 4), at(2, 9)) })
 	h, err = s.GetHead(ctx, chainA)
 	must(t, err, "head")
 	wantEqual(t, h.Merged, at(2, 9), "merged after the race")
@@ -1857,7 +1843,6 @@ func testMergedCursor(t *testing.T, s metastore.Store) {
 // racing copies exactly one sets it.
 func testIndexedCursor(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
-	at := func(e, slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: slot} }
 	must(t, s.MintEpoch(ctx, chainA, 0, newEpoch(2)), "mint")
 	h, err := s.GetHead(ctx, chainA)
 	must(t, err, "head")
@@ -1871,24 +1856,7 @@ func testIndexedCursor(t *testing.T, s metastore.Store) {
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 6)), metastore.ErrConflict, "indexed past the checkpoint")
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 0)), metastore.ErrConflict, "indexed at a stale checkpoint")
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, at(2, 1), at(2, 3)), metastore.ErrInvalid, "indexed moved from another cursor than 0/0")
-	var wg sync.WaitGroup
-	var won atomic.Int32
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 5))
-			if err == nil {
-				won.Add(1)
-			} else if !errors.Is(err, metastore.ErrConflict) {
-				t.Errorf("racing indexed set: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Fatalf("%d racing indexed sets won, want 1", won.Load())
-	}
+	onceOf(t, 8, "indexed set", func() error { return s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 5)) })
 	wantErr(t, s.AdvanceCursor(ctx, chainA, metastore.Indexed, metastore.Cursor{}, at(2, 5)), metastore.ErrConflict, "indexed set twice")
 	// Another chain, set at its first cursor.
 	chainB := metastore.ChainID{Star: "star-2", Class: metastore.Express}
