@@ -36,7 +36,7 @@ import (
 //     with the default budget and the cold load (LIST and 16 GETs in
 //     flight), the decision;
 //   - rebuild-serial: the same without the cold load (one GET at a time:
-//     the settle Lambda, which has no List grant on index/);
+//     a role without the List grant);
 //   - kept: the step on the state kept from the last step: the decision,
 //     the new run folded in, the flushed cursor, the runs below it
 //     dropped;
