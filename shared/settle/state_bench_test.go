@@ -237,13 +237,8 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 		if kept != nil {
 			plan := benchPlan(cs.key.settled, packed)
 			to := metastore.Cursor{Epoch: plan.Epoch, Slot: plan.EndSlot}
-			newFlushed := to
-			for _, u := range cs.streams {
-				if at := cs.run(u.oldest).at; at.Less(newFlushed) {
-					newFlushed = at
-				}
-			}
 			cs.fold(plan)
+			newFlushed := cs.firstHeld(to)
 			if err := cs.dropBelow(newFlushed); err != nil {
 				b.Fatal(err)
 			}
