@@ -98,6 +98,10 @@
 //     same state); a step whose head has exactly that key uses it, and
 //     updates it with its own run (a marker removes its stream, a packed
 //     entry adds to it) and drops the runs below its new flushed cursor.
+//     The state indexes its streams by the run of their oldest entry (per
+//     live run a count and a list), so a step visits the step's streams
+//     and those of the runs FlushAge old only: its state work follows
+//     the step, not the active streams.
 //     A merge after the step remaps it to the merged run (the group's
 //     runs replaced by it). Any other head (a cold settler, a copy moved
 //     a cursor) rebuilds it by streaming the live runs one at a time
@@ -125,8 +129,9 @@
 // that the settled cursor is still the step's start (a stale copy writes
 // nothing); parts a ref already holds are skipped, a lost write re-reads.
 // Then AdvanceCursor(Settled), and AdvanceCursor(Flushed) to the first run
-// still holding an unflushed entry (or the step's end): after the refs,
-// never before, so Flushed only ever lags.
+// still holding an unflushed entry (or the step's end: the first run
+// whose count in the index is not zero): after the refs, never before, so
+// Flushed only ever lags.
 //
 // # Level 2: merged runs (design 014, "Level 2 as built")
 //

@@ -16,8 +16,9 @@ func SetMergeChunk(n int64) (restore func()) {
 }
 
 // SetScratch makes every step of s hold the live runs and compute the
-// unflushed state from them (the settle step before issue 17): the
-// reference the kept state is tested against.
+// unflushed state from them (the settle step before issue 17), its
+// decision and flushed cursor visiting every stream (not the state's
+// index): the reference the kept state is tested against.
 func (s *Settler) SetScratch(on bool) { s.scratch = on }
 
 // CheckState compares the unflushed state s keeps for chain c (if any)

@@ -209,25 +209,33 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 	// not flushed since, else the plan's end.
 	to := metastore.Cursor{Epoch: plan.Epoch, Slot: plan.EndSlot}
 	newFlushed := to
-	for id, u := range cs.streams {
-		if at := cs.run(u.oldest).at; !flushed[id] && at.Less(newFlushed) {
-			newFlushed = at
+	if s.scratch {
+		// Every stream visited (the step before the index).
+		for id, u := range cs.streams {
+			if at := cs.run(u.oldest).at; !flushed[id] && at.Less(newFlushed) {
+				newFlushed = at
+			}
 		}
-	}
-	if res.Packed > 0 && st.From.Less(newFlushed) {
-		newFlushed = st.From
+		if res.Packed > 0 && st.From.Less(newFlushed) {
+			newFlushed = st.From
+		}
+	} else {
+		// The state with this step's run added (its markers remove the
+		// flushed streams, its packed entries add the new ones, at its
+		// start): the first run whose count is not zero.
+		cs.fold(plan)
+		newFlushed = cs.firstHeld(to)
 	}
 	st.End, st.To = plan.EndSlot, to
 	s.window.Prune(c, to)
 	s.window.PruneRuns(c, newFlushed)
 	if !s.scratch {
 		// The state of the next step's head, if the cursors move as this
-		// step computed: this step's run added, the runs below the new
-		// flushed cursor dropped.
+		// step computed: this step's run added (above), the runs below
+		// the new flushed cursor dropped.
 		// (A state that cannot drop them is not kept: the next step
 		// rebuilds. It cannot happen: every stream left has its oldest
 		// entry at or past newFlushed.)
-		cs.fold(plan)
 		if err := cs.dropBelow(newFlushed); err != nil {
 			s.log().Warn("settle: unflushed state not kept", "chain", c.String(), "err", err)
 		} else {
@@ -282,7 +290,10 @@ func unflushedOf(c metastore.ChainID, runs []*format.PassIndex) (map[format.Stre
 // is flushed when its unflushed bytes with the step's reach FlushBytes;
 // any stream is when its oldest unflushed entry's run is FlushAge older
 // than the step's time (the latest record timestamp of the live runs and
-// the passes; the step's own parts are of the step's time).
+// the passes; the step's own parts are of the step's time). It visits the
+// step's streams and those of the runs FlushAge old (the state's index),
+// not the other streams of the state (s.scratch: every stream, the step
+// before the index, for tests).
 func (s *Settler) decide(passes []*format.PassIndex, cs *chainState, step map[format.StreamID]*stepPart) ([]format.PassStream, []format.StreamID) {
 	flushBytes := orDefault(s.FlushBytes, DefaultFlushBytes)
 	ageMs := orDefault(s.FlushAge, DefaultFlushAge).Milliseconds()
@@ -295,16 +306,24 @@ func (s *Settler) decide(passes []*format.PassIndex, cs *chainState, step map[fo
 			now = max(now, p.Streams[i].LastTsMs)
 		}
 	}
-	ids := make([]format.StreamID, 0, len(step)+len(cs.streams))
+	ids := make([]format.StreamID, 0, len(step))
 	for id := range step {
 		ids = append(ids, id)
 	}
-	for id := range cs.streams {
+	other := func(id format.StreamID) {
 		if step[id] == nil {
 			ids = append(ids, id)
 		}
 	}
+	if s.scratch {
+		for id := range cs.streams {
+			other(id)
+		}
+	} else {
+		cs.aged(now, ageMs, other)
+	}
 	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
+	ids = slices.Compact(ids)
 	var markers []format.PassStream
 	var packed []format.StreamID
 	for _, id := range ids {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,6 +41,9 @@ import (
 //   - kept: the step on the state kept from the last step: the decision,
 //     the new run folded in, the flushed cursor, the runs below it
 //     dropped;
+//   - kept-1pct: the same with 1% of the streams in the step's pass (the
+//     others idle: none FlushAge old), so that the step's own work is
+//     small beside the state's;
 //   - flush: what the kept state leaves to the window: the unflushed
 //     entries of the step's flushed streams (unflushedRefs), here 1% of
 //     the streams, each with entries back to the window's first run, so
@@ -50,7 +54,8 @@ import (
 // over it (cpu-s/step: the step, the collector, the heap sampler) and the
 // heap's peak above what was live before it (for kept: above the state;
 // live and not yet swept objects, sampled every millisecond), and the kept
-// state's size (state-MiB). The 1,000,000 streams case runs kept only
+// state's size (state-MiB). The 1,000,000 streams case runs kept and
+// kept-1pct only
 // (the other modes would hold 17 GB of decoded runs or write 8.6 GB of
 // them), with STRAND_BENCH_1M=1:
 //
@@ -62,8 +67,8 @@ func BenchmarkStepState(b *testing.B) {
 	}
 	const merged, level1 = 23, 60
 	for _, streams := range sizes {
-		for _, mode := range []string{"held-cold", "held-warm", "rebuild", "rebuild-serial", "kept", "flush"} {
-			if streams > 100_000 && mode != "kept" {
+		for _, mode := range []string{"held-cold", "held-warm", "rebuild", "rebuild-serial", "kept", "kept-1pct", "flush"} {
+			if streams > 100_000 && !strings.HasPrefix(mode, "kept") {
 				continue
 			}
 			b.Run(fmt.Sprintf("streams=%d/mode=%s", streams, mode), func(b *testing.B) {
@@ -103,7 +108,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 	}
 	var kept *chainState
 	var stateMiB float64
-	if mode == "kept" {
+	if strings.HasPrefix(mode, "kept") {
 		runtime.GC()
 		before := heapObjects()
 		kept = newChainState(key)
@@ -130,6 +135,9 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 	}
 	// The step: one pass at the settled cursor with every stream.
 	pass := benchRun(streams, total, false)
+	if mode == "kept-1pct" {
+		pass.Streams = slices.DeleteFunc(pass.Streams, func(e format.PassStream) bool { return binary.BigEndian.Uint64(e.Stream[:])%100 != 0 })
+	}
 	step := make(map[format.StreamID]*stepPart, streams)
 	for i := range pass.Streams {
 		ps := &pass.Streams[i]
@@ -169,7 +177,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 		switch mode {
 		case "held-warm", "flush":
 			s.window = warm
-		case "kept":
+		case "kept", "kept-1pct":
 			// Each iteration is the next step: the kept state at its key.
 			key = kept.key
 		case "rebuild-serial":
@@ -216,26 +224,21 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 			cs, _, err = s.scratchState(ctx, c, key)
 		case "rebuild", "rebuild-serial":
 			cs, err = s.buildState(ctx, c, key)
-		case "kept":
+		case "kept", "kept-1pct":
 			cs = kept
 		}
 		if err != nil {
 			b.Fatal(err)
 		}
 		markers, packed := s.decide(passes, cs, step)
-		if len(markers) != 0 || len(packed) != streams {
+		if len(markers) != 0 || len(packed) != len(pass.Streams) {
 			b.Fatalf("%d markers, %d packed", len(markers), len(packed))
 		}
-		if mode == "kept" {
+		if kept != nil {
 			plan := benchPlan(cs.key.settled, packed)
 			to := metastore.Cursor{Epoch: plan.Epoch, Slot: plan.EndSlot}
-			newFlushed := to
-			for _, u := range cs.streams {
-				if at := cs.run(u.oldest).at; at.Less(newFlushed) {
-					newFlushed = at
-				}
-			}
 			cs.fold(plan)
+			newFlushed := cs.firstHeld(to)
 			if err := cs.dropBelow(newFlushed); err != nil {
 				b.Fatal(err)
 			}

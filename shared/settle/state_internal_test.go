@@ -2,6 +2,7 @@ package settle
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -135,6 +136,67 @@ func TestRemapMergedEqualsFold(t *testing.T) {
 		}
 		if err := kept.equal(want); err != nil {
 			t.Fatalf("seed %d: group %d-%d of %d runs: %v", seed, a, b, n, err)
+		}
+	}
+}
+
+// TestStateIndex: the index of the kept state (issue 17) stays its
+// streams' (checkIndex: counts, lists, compaction) through random runs
+// folded and the runs below the first held one dropped (not past it:
+// refused), and answers as
+// a visit of every stream does: the aged streams (aged) and the flushed
+// cursor (firstHeld).
+func TestStateIndex(t *testing.T) {
+	for seed := range uint64(100) {
+		rng := rand.New(rand.NewPCG(seed, 17))
+		n, streams := 2+rng.IntN(30), 1+rng.IntN(200)
+		runs := randomRuns(rng, n, streams)
+		end := metastore.Cursor{Epoch: 1, Slot: runs[n-1].EndSlot}
+		cs := newChainState(stateKey{})
+		for ri, r := range runs {
+			cs.fold(r)
+			if err := cs.checkIndex(); err != nil {
+				t.Fatalf("seed %d: run %d folded: %v", seed, ri, err)
+			}
+			// The flushed cursor: the oldest run of any stream.
+			want := end
+			for _, u := range cs.streams {
+				if at := cs.run(u.oldest).at; at.Less(want) {
+					want = at
+				}
+			}
+			if got := cs.firstHeld(end); got != want {
+				t.Fatalf("seed %d: run %d: first held run %s, the streams' oldest %s", seed, ri, got, want)
+			}
+			// The aged streams at a random age.
+			now, ageMs := int64(1000+10*ri+5), int64(rng.IntN(10*(ri+2)))
+			var got, scan []format.StreamID
+			cs.aged(now, ageMs, func(id format.StreamID) { got = append(got, id) })
+			for id, u := range cs.streams {
+				if now-cs.run(u.oldest).time >= ageMs {
+					scan = append(scan, id)
+				}
+			}
+			cmp := func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }
+			slices.SortFunc(got, cmp)
+			slices.SortFunc(scan, cmp)
+			if !slices.Equal(got, scan) {
+				t.Fatalf("seed %d: run %d: aged %d streams, %d by a visit of every stream", seed, ri, len(got), len(scan))
+			}
+			if want != end {
+				// Past a run still held: refused, the state unchanged.
+				if err := cs.dropBelow(end); !errors.Is(err, ErrMismatch) {
+					t.Fatalf("seed %d: run %d: dropped below %s, runs held from %s: %v", seed, ri, end, want, err)
+				}
+			}
+			if rng.IntN(3) == 0 {
+				if err := cs.dropBelow(want); err != nil {
+					t.Fatalf("seed %d: run %d: %v", seed, ri, err)
+				}
+				if err := cs.checkIndex(); err != nil {
+					t.Fatalf("seed %d: run %d: dropped below %s: %v", seed, ri, want, err)
+				}
+			}
 		}
 	}
 }
