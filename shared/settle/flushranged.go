@@ -1,0 +1,111 @@
+package settle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// Flushes past the window budget (issue 17; design 014, "Left"). A step
+// that flushes few streams gets each one's unflushed entries by a
+// per-stream lookup of the live runs (absorb.IndexWindow.StreamRuns):
+// runs cached, or with room in the cache, are read whole, the others by
+// range (a header, a block of the stream table, the stream's segments
+// and marks, a version 2 run's command table), so a byte flush of one
+// stream that reaches back hours reads a few ranged GETs per run, not
+// every run whole. A step that flushes many (the hourly age flush) keeps
+// the one walk of the live runs (unflushedRefs). Both give the same
+// refs: the lookup applies markers as the walk does (a marker drops
+// every entry before it), and every entry keeps its command state (the
+// flush's groups each keep the latest of theirs: lastCommands).
+
+// flushPath is how a step gets the flushed streams' unflushed entries.
+type flushPath uint8
+
+const (
+	flushAuto   flushPath = iota // by the count of streams (rangedFlush)
+	flushWalk                    // always the walk (tests)
+	flushRanged                  // always the per-stream lookups (tests)
+)
+
+// rangedFlushRatio: a step takes the per-stream lookups when the streams
+// it flushes, times rangedFlushRatio, are at most the chain's unflushed
+// streams (a proxy for the streams of a run: its object's size is about
+// 100 bytes a stream). A ranged lookup reads a 64 KiB block of the
+// stream table (format.RangedBlockBytes), its segments and marks, and
+// a version 2 run's command table, about 3 GETs; a whole fetch reads the
+// run, about 100 bytes per stream. Measured (docs/performance.md,
+// "Flushes past the window budget"): at 100,000 streams a flush of 100
+// streams by range reads about as many bytes as the walk and 300 times
+// the GETs; of 1, 1/100 of the bytes.
+const rangedFlushRatio = 2048
+
+// rangedFlushParallel bounds the streams whose lookups run at once (each
+// keeps up to the window's RangedParallel ranged reads in flight).
+const rangedFlushParallel = 4
+
+// rangedFlush reports whether a step that flushes n streams with
+// unflushed entries in cs takes the per-stream lookups.
+func (s *Settler) rangedFlush(cs *chainState, n int) bool {
+	switch s.flushPath {
+	case flushWalk:
+		return false
+	case flushRanged:
+		return true
+	}
+	return n*rangedFlushRatio <= len(cs.streams)
+}
+
+// unflushedRanged is unflushedRefs by per-stream lookups: for each
+// stream of want (each with unflushed entries in cs), its entries in the
+// live runs of cs's key from the run of its oldest unflushed entry, a
+// marker dropping what came before it, as the walk does.
+func (s *Settler) unflushedRanged(ctx context.Context, c metastore.ChainID, cs *chainState, want []format.StreamID) (map[format.StreamID][]metastore.Ref, error) {
+	out := make(map[format.StreamID][]metastore.Ref, len(want))
+	var (
+		mu   sync.Mutex
+		errs = make([]error, len(want))
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, rangedFlushParallel)
+	)
+	for i, id := range want {
+		h := metastore.Head{Flushed: cs.run(cs.streams[id].oldest).at, Merged: cs.key.merged, Settled: cs.key.settled}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			runs, err := s.window.StreamRuns(ctx, c, h, id)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var refs []metastore.Ref
+			for _, r := range runs {
+				for j := range r.Entries {
+					e := &r.Entries[j]
+					if e.Marker() {
+						refs = nil
+						continue
+					}
+					refs = append(refs, absorb.RunRef(c, r.Run, e))
+				}
+			}
+			if refs == nil {
+				return
+			}
+			mu.Lock()
+			out[id] = refs
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("unflushed entries by stream %s-%s: %w", cs.key.flushed, cs.key.settled, err)
+		}
+	}
+	return out, nil
+}
