@@ -3,7 +3,6 @@ package settle
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
@@ -65,46 +64,29 @@ func (s *Settler) rangedFlush(cs *chainState, n int) bool {
 // live runs of cs's key from the run of its oldest unflushed entry, a
 // marker dropping what came before it, as the walk does.
 func (s *Settler) unflushedRanged(ctx context.Context, c metastore.ChainID, cs *chainState, want []format.StreamID) (map[format.StreamID][]metastore.Ref, error) {
-	out := make(map[format.StreamID][]metastore.Ref, len(want))
-	var (
-		mu   sync.Mutex
-		errs = make([]error, len(want))
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, rangedFlushParallel)
-	)
+	heads := make([]metastore.Head, len(want))
 	for i, id := range want {
-		h := metastore.Head{Flushed: cs.run(cs.streams[id].oldest).at, Merged: cs.key.merged, Settled: cs.key.settled}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			runs, err := s.window.StreamRuns(ctx, c, h, id)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			var refs []metastore.Ref
-			for _, r := range runs {
-				for j := range r.Entries {
-					e := &r.Entries[j]
-					if e.Marker() {
-						refs = nil
-						continue
-					}
-					refs = append(refs, absorb.RunRef(c, r.Run, e))
-				}
-			}
-			if refs == nil {
-				return
-			}
-			mu.Lock()
-			out[id] = refs
-			mu.Unlock()
-		})
+		heads[i] = metastore.Head{Flushed: cs.run(cs.streams[id].oldest).at, Merged: cs.key.merged, Settled: cs.key.settled}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("unflushed entries by stream %s-%s: %w", cs.key.flushed, cs.key.settled, err)
+	found, err := s.window.StreamRuns(ctx, c, heads, want, rangedFlushParallel)
+	if err != nil {
+		return nil, fmt.Errorf("unflushed entries by stream %s-%s: %w", cs.key.flushed, cs.key.settled, err)
+	}
+	out := make(map[format.StreamID][]metastore.Ref, len(want))
+	for i, runs := range found {
+		var refs []metastore.Ref
+		for _, r := range runs {
+			for j := range r.Entries {
+				e := &r.Entries[j]
+				if e.Marker() {
+					refs = nil // what came before it is behind its ref
+					continue
+				}
+				refs = append(refs, absorb.RunRef(c, r.Run, e))
+			}
+		}
+		if refs != nil {
+			out[want[i]] = refs
 		}
 	}
 	return out, nil

@@ -132,8 +132,8 @@ func (fw *flushWindow) settler(budget int64, path flushPath) *Settler {
 // merged cursor and level-1 runs left unmerged, markers, producer marks,
 // version 2 runs with command state in some entries, stream tables over
 // several ranged blocks), any set of streams (some without unflushed
-// entries), and window budgets that read every run by range, some, or
-// none.
+// entries), and window budgets that read every run by range (sharing no
+// command table, or some: a quarter of the budget), some runs, or none.
 func TestRangedFlushEqualsWalk(t *testing.T) {
 	ctx := t.Context()
 	seeds := 60
@@ -175,7 +175,7 @@ func TestRangedFlushEqualsWalk(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: walk: %v", seed, err)
 		}
-		for _, budget := range []int64{1, 64 << 10, -1} {
+		for _, budget := range []int64{1, 4 << 10, 64 << 10, -1} {
 			ranged := fw.settler(budget, flushRanged)
 			got, err := ranged.unflushedRefs(ctx, chainF, cs, ids)
 			if err != nil {
