@@ -138,9 +138,6 @@ type streamWalk struct {
 	wg       sync.WaitGroup
 	pending  map[*format.PassIndex]*streamHit // stand-ins get returned
 	hits     []*streamHit
-	// tables shares the command tables read by range with other walks
-	// (StreamRuns's; nil: not shared).
-	tables *cmdTables
 	// headerFirst: an object with no cached header is never fetched
 	// whole on a guess of its size; its header is read first (StreamRuns:
 	// settle's flush of few streams, whose runs are large).
@@ -212,7 +209,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	sw.wg.Add(1)
 	go func() {
 		defer func() { <-sw.sem; close(hit.done); sw.wg.Done() }()
-		ents, idx, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands == cmdAll, sw.tables)
+		ents, idx, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands == cmdAll)
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
 			hit.err = fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
@@ -340,7 +337,7 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	ents, _, err := w.findRanged(ctx, key, h, nil, id, commands, nil)
+	ents, _, err := w.findRanged(ctx, key, h, nil, id, commands)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -348,9 +345,8 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 }
 
 // findRanged is FindRanged with the header read; it returns the
-// entries' stream table indexes too. A command table it reads is
-// shared through tables (nil: not shared).
-func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands bool, tables *cmdTables) ([]format.PassStream, []uint32, error) {
+// entries' stream table indexes too.
+func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands bool) ([]format.PassStream, []uint32, error) {
 	ents, err := w.searchEntries(ctx, key, h, dir, id)
 	if err != nil || len(ents) == 0 {
 		return nil, nil, err
@@ -393,7 +389,13 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 	}
 	if commands && h.Version == format.PassIndexVersionCommands && nSeg > 0 {
 		// Markers have no command state; a stream's packed entry may.
-		wg.Go(func() { cmds, errs[2] = tables.get(ctx, w, key, h) })
+		wg.Go(func() {
+			b, err := w.readRange(ctx, key, h.CommandsAt(), -1)
+			if err == nil {
+				cmds, err = format.ParsePassCommandTail(h, b)
+			}
+			errs[2] = err
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {

@@ -1,9 +1,11 @@
 package absorb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/strandlog/strand/shared/format"
@@ -25,25 +27,26 @@ type StreamRun struct {
 // StreamRuns is, for each stream ids[i], its entries in the live runs
 // of head heads[i], [Flushed, Settled) with merged runs below Merged (the
 // walk of HeadRuns and VisitHeadRuns), run by run in walk order, the
-// runs without any left out; every entry carries its command state. Each
-// stream's is a per-stream lookup, as HeadRefs's (cmdAll): objects
-// cached, or with room in the cache, are read whole; the others by range
-// (a header, a block or two of the stream table, the stream's segments
-// and marks, and a version 2 object's command table), up to
-// RangedParallel at a time per stream, `parallel` streams at a time
-// (below 1: one). Unlike HeadRefs's, a lookup reads the header of an
-// object it knows no size of before it fetches it whole (a cold window
-// guesses small objects, and a run at many streams is tens of MB); and
-// the lookups share the command tables they read by range (each read
-// once, while the tables held stay within a quarter of the window's
-// budget). It applies no marker: the caller (settle's flush of few
-// streams) does, as a walk of the whole runs would.
+// runs without any left out; every entry carries its command state, as
+// a whole run's does. Each stream's is a per-stream lookup, as
+// HeadRefs's: objects cached, or with room in the cache, are read whole;
+// the others by range (a header, a block or two of the stream table, the
+// stream's segments and marks), up to RangedParallel at a time per
+// stream, `parallel` streams at a time (below 1: one). Unlike HeadRefs's,
+// a lookup reads the header of an object it knows no size of before it
+// fetches it whole (a cold window guesses small objects, and a run at
+// many streams is tens of MB); and the command state comes last: each
+// version 2 object read by range where a stream has a packed entry has
+// its command table read once, for all the streams (not once per
+// stream: with command state on most streams a table is nearly half
+// its object), RangedParallel tables at a time, each dropped once its
+// entries have their state. It applies no marker: the caller (settle's
+// flush of few streams) does, as a walk of the whole runs would.
 func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads []metastore.Head, ids []format.StreamID, parallel int) ([][]StreamRun, error) {
 	if len(heads) != len(ids) {
 		return nil, fmt.Errorf("chain %s: %d heads for %d streams: %w", c, len(heads), len(ids), metastore.ErrInvalid)
 	}
-	tables := &cmdTables{m: map[string]*cmdTable{}, max: w.budget() / 4}
-	out := make([][]StreamRun, len(ids))
+	walks := make([]*streamWalk, len(ids))
 	errs := make([]error, len(ids))
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
@@ -52,8 +55,10 @@ func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			sw := w.newStreamWalk(id, cmdAll)
-			sw.headerFirst, sw.tables = true, tables
+			// cmdNone: the ranged reads skip the command tables (read
+			// below, once an object); whole objects' entries have theirs.
+			sw := w.newStreamWalk(id, cmdNone)
+			sw.headerFirst = true
 			err := w.visit(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged, sw.get, sw.add)
 			if werr := sw.wait(); err == nil {
 				err = werr
@@ -62,79 +67,93 @@ func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads
 				errs[i] = fmt.Errorf("chain %s: stream %s in the runs %s-%s: %w", c, id, h.Flushed, h.Settled, err)
 				return
 			}
-			for _, hit := range sw.hits {
-				if len(hit.ents) > 0 {
-					out[i] = append(out[i], StreamRun{Run: hit.obj, Entries: hit.ents})
-				}
-			}
+			walks[i] = sw
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := w.hitCommands(ctx, walks); err != nil {
+		return nil, fmt.Errorf("chain %s: %w", c, err)
+	}
+	out := make([][]StreamRun, len(ids))
+	for i, sw := range walks {
+		for _, hit := range sw.hits {
+			if len(hit.ents) > 0 {
+				out[i] = append(out[i], StreamRun{Run: hit.obj, Entries: hit.ents})
+			}
+		}
+	}
 	return out, nil
 }
 
-// cmdTables shares the command tables of version 2 objects that the
-// per-stream lookups of one StreamRuns call read by range: each table is
-// read once, not once per stream, while the tables held stay within
-// max bytes (encoded); past that a lookup reads its own. A nil
-// *cmdTables shares nothing.
-type cmdTables struct {
-	mu    sync.Mutex
-	m     map[string]*cmdTable
-	bytes int64
-	max   int64
-}
-
-type cmdTable struct {
-	done chan struct{}
-	cmds []format.CommandEntry
-	err  error
-	kept bool // within max: later lookups use cmds
-}
-
-// get returns the command table of the object at key (header h): the
-// shared one when a lookup read it (waiting for a read in flight), else
-// read by range and parsed.
-func (t *cmdTables) get(ctx context.Context, w *IndexWindow, key string, h format.PassHeader) ([]format.CommandEntry, error) {
-	read := func() ([]format.CommandEntry, int, error) {
-		b, err := w.readRange(ctx, key, h.CommandsAt(), -1)
-		if err != nil {
-			return nil, 0, err
+// hitCommands sets the command state of the packed entries the walks'
+// ranged lookups found in version 2 objects: each such object's command
+// table read by range once, its state given to the entries by their
+// stream table index (as format.AssemblePassStreams and a whole object's
+// decoding give it), RangedParallel tables at a time.
+func (w *IndexWindow) hitCommands(ctx context.Context, walks []*streamWalk) error {
+	byKey := map[string][]*streamHit{}
+	var keys []string
+	for _, sw := range walks {
+		for _, hit := range sw.hits {
+			if hit.idx == nil || hit.hdr.Version != format.PassIndexVersionCommands {
+				continue // a whole object's (its entries have their state), or version 1
+			}
+			if !slices.ContainsFunc(hit.ents, func(s format.PassStream) bool { return !s.Marker() }) {
+				continue // markers have no command state
+			}
+			if byKey[hit.key] == nil {
+				keys = append(keys, hit.key)
+			}
+			byKey[hit.key] = append(byKey[hit.key], hit)
 		}
-		cmds, err := format.ParsePassCommandTail(h, b)
-		return cmds, len(b), err
 	}
-	if t == nil {
-		cmds, _, err := read()
-		return cmds, err
+	n := w.RangedParallel
+	if n <= 0 {
+		n = DefaultRangedParallel
 	}
-	t.mu.Lock()
-	if e := t.m[key]; e != nil {
-		t.mu.Unlock()
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if e.kept {
-			return e.cmds, nil
-		}
-		cmds, _, err := read()
-		return cmds, err
+	sem := make(chan struct{}, n)
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		hits := byKey[key]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h := hits[0].hdr
+			b, err := w.readRange(ctx, key, h.CommandsAt(), -1)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: command table: %w", key, err)
+				return
+			}
+			cmds, err := format.ParsePassCommandTail(h, b)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", key, err)
+				return
+			}
+			for _, hit := range hits {
+				for j := range hit.ents {
+					s := &hit.ents[j]
+					k, ok := slices.BinarySearchFunc(cmds, hit.idx[j], func(c format.CommandEntry, e uint32) int { return cmp.Compare(c.Entry, e) })
+					if !ok {
+						continue
+					}
+					cs := cmds[k].Commands
+					if s.Marker() {
+						errs[i] = fmt.Errorf("%s: marker of stream %s with command state: %w", key, s.Stream, format.ErrMalformed)
+						return
+					}
+					if err := cs.Validate(); err != nil {
+						errs[i] = fmt.Errorf("%s: stream %s: %v: %w", key, s.Stream, err, format.ErrMalformed)
+						return
+					}
+					s.Commands = &cs
+				}
+			}
+		})
 	}
-	e := &cmdTable{done: make(chan struct{})}
-	t.m[key] = e
-	t.mu.Unlock()
-	cmds, n, err := read()
-	t.mu.Lock()
-	if err == nil && t.bytes+int64(n) <= t.max {
-		t.bytes += int64(n)
-		e.cmds, e.kept = cmds, true
-	}
-	t.mu.Unlock()
-	close(e.done)
-	return cmds, err
+	wg.Wait()
+	return errors.Join(errs...)
 }
