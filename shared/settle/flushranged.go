@@ -11,16 +11,19 @@ import (
 
 // Flushes past the window budget (issue 17; design 014, "Left"). A step
 // that flushes few streams gets each one's unflushed entries by a
-// per-stream lookup of the live runs (absorb.IndexWindow.StreamRuns):
-// runs cached, or with room in the cache, are read whole, the others by
-// range (a header, a block of the stream table, the stream's segments
-// and marks, a version 2 run's command table), so a byte flush of one
-// stream that reaches back hours reads a few ranged GETs per run, not
-// every run whole. A step that flushes many (the hourly age flush) keeps
-// the one walk of the live runs (unflushedRefs). Both give the same
-// refs: the lookup applies markers as the walk does (a marker drops
-// every entry before it), and every entry keeps its command state (the
-// flush's groups each keep the latest of theirs: lastCommands).
+// per-stream lookup of the live runs from the run of its oldest
+// unflushed entry (absorb.IndexWindow.StreamRuns): runs cached, or with
+// room in the cache, are read whole, the others by range (a header, a
+// block of the stream table, the stream's segments and marks; then each
+// version 2 run's command table once for all the streams), so a byte
+// flush of one stream that reaches back hours reads a few ranged GETs
+// per run, not every run whole. A step that flushes many (the hourly age
+// flush) keeps the one walk of the live runs (unflushedRefs). Both give
+// the same refs: the lookup applies markers as the walk does (a marker
+// drops every entry before it), and every entry keeps its command state
+// (the flush splits a stream's parts into groups, each keeping the
+// latest state of its own parts: lastCommands; so every part's state is
+// needed, not only the last one's).
 
 // flushPath is how a step gets the flushed streams' unflushed entries.
 type flushPath uint8
@@ -33,14 +36,19 @@ const (
 
 // rangedFlushRatio: a step takes the per-stream lookups when the streams
 // it flushes, times rangedFlushRatio, are at most the chain's unflushed
-// streams (a proxy for the streams of a run: its object's size is about
-// 100 bytes a stream). A ranged lookup reads a 64 KiB block of the
-// stream table (format.RangedBlockBytes), its segments and marks, and
-// a version 2 run's command table, about 3 GETs; a whole fetch reads the
-// run, about 100 bytes per stream. Measured (docs/performance.md,
-// "Flushes past the window budget"): at 100,000 streams a flush of 100
-// streams by range reads about as many bytes as the walk and 300 times
-// the GETs; of 1, 1/100 of the bytes.
+// streams (a proxy for the streams of a run, whose object is about 104
+// bytes a stream, plus its command table). A lookup of an object by
+// range reads about 64 KiB (a block of the stream table:
+// format.RangedBlockBytes) in about 3 GETs, plus the object's command
+// table once for all the streams; the walk reads every object whole in
+// one GET. Measured (BenchmarkFlushPastBudget; docs/performance.md,
+// "Flushes past the window budget"), 24 runs at 100,000 streams not
+// cached: the walk 24 GETs and 251 MB (360 MB with command state on
+// every stream); by range one stream 96 GETs and 2.7 MB (112 MB), 100
+// streams 4,848 GETs and 144 MB (256 MB). So bytes break even near a
+// flush of streams/600; at 2048 the lookups read at most about a third
+// of the walk's bytes (half, with command state on every stream), for up
+// to 100 times its GETs (at $0.0004 per 1,000, a tenth of a cent).
 const rangedFlushRatio = 2048
 
 // rangedFlushParallel bounds the streams whose lookups run at once (each
