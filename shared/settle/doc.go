@@ -162,8 +162,8 @@
 // per MaxObjectBytes, one GET per slot, per step with flushes a GET of
 // each live run from the oldest flushed entry that the window's cache
 // does not hold (with few flushed streams instead, per stream and run not
-// held, about 3 ranged GETs of about 64 KiB, and one GET of each version
-// 2 run's command table; and a rebuild of the state a GET of each one not
+// held, about 2 ranged GETs and 64 KiB, and one GET of each run's header
+// and of each version 2 run's command table; and a rebuild of the state a GET of each one not
 // cached),
 // and per flush its GETs (one per live run holding the stream) and PUTs; a merge reads its group's packs
 // (one GET per MiB) and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles

@@ -39,8 +39,8 @@ const (
 // streams (a proxy for the streams of a run, whose object is about 104
 // bytes a stream, plus its command table). A lookup of an object by
 // range reads about 64 KiB (a block of the stream table:
-// format.RangedBlockBytes) in about 3 GETs, plus the object's command
-// table once for all the streams; the walk reads every object whole in
+// format.RangedBlockBytes) and the stream's segments in about 2 GETs,
+// plus the object's header and command table once for all the streams; the walk reads every object whole in
 // one GET. Measured (BenchmarkFlushPastBudget; docs/performance.md,
 // "Flushes past the window budget"), 24 runs at 100,000 streams not
 // cached: the walk 24 GETs and 251 MB (360 MB with command state on
