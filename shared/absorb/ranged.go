@@ -28,7 +28,9 @@ import (
 // (and, version 2, when the lookup needs command state, the command
 // table). The objects of one lookup are read in parallel, up to
 // RangedParallel at a time. Bulk walks (settle, takeover, tail recovery
-// of every stream: VisitPasses, HeadRuns) keep fetching whole objects.
+// of every stream: VisitPasses, HeadRuns) keep fetching whole objects;
+// settle's flush of few streams looks them up instead (StreamRuns,
+// streamruns.go).
 
 // RangedBlockBytes is the stream table a ranged lookup reads per GET:
 // 910 entries. With stream ids drawn at random, the interpolation's
