@@ -132,7 +132,12 @@
 // part's; LastRef, HeadLastRef: the last part's object's alone; QueryRefs,
 // HeadParts, StreamParts and ChainsLookup return none), up to
 // RangedParallel objects at a time (TestWindowLookupPastBudget,
-// TestFindRangedEqualsFindAll). Bulk walks (VisitPasses, VisitHeadRuns,
+// TestFindRangedEqualsFindAll). StreamRuns (settle's flush of few
+// streams) is such a lookup of several streams in the live runs: it
+// reads a header before fetching an object of unknown size whole, and
+// each version 2 object's command table once for all of them, after
+// their ranged reads (every entry with its state, as a whole decode
+// gives it). Bulk walks (VisitPasses, VisitHeadRuns,
 // HeadRuns, Passes: settle, takeover) read whole objects whatever the
 // budget; settle's steps hold the live runs they walk (HeadRuns)
 // whatever the budget. Settle, trim, the probe, reads and tail recovery

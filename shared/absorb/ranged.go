@@ -28,7 +28,9 @@ import (
 // (and, version 2, when the lookup needs command state, the command
 // table). The objects of one lookup are read in parallel, up to
 // RangedParallel at a time. Bulk walks (settle, takeover, tail recovery
-// of every stream: VisitPasses, HeadRuns) keep fetching whole objects.
+// of every stream: VisitPasses, HeadRuns) keep fetching whole objects;
+// settle's flush of few streams looks them up instead (StreamRuns,
+// streamruns.go).
 
 // RangedBlockBytes is the stream table a ranged lookup reads per GET:
 // 910 entries. With stream ids drawn at random, the interpolation's
@@ -138,6 +140,10 @@ type streamWalk struct {
 	wg       sync.WaitGroup
 	pending  map[*format.PassIndex]*streamHit // stand-ins get returned
 	hits     []*streamHit
+	// headerFirst: an object with no cached header is never fetched
+	// whole on a guess of its size; its header is read first (StreamRuns:
+	// settle's flush of few streams, whose runs are large).
+	headerFirst bool
 }
 
 func (w *IndexWindow) newStreamWalk(id format.StreamID, commands cmdMode) *streamWalk {
@@ -172,7 +178,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	if p != nil {
 		return p, allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream, nil
 	}
-	if h == nil && room >= guess {
+	if h == nil && room >= guess && !sw.headerFirst {
 		return w.fetchWithin(ctx, c, at, kind)
 	}
 	key, what := objectKey(c, at, kind)

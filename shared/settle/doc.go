@@ -122,7 +122,10 @@
 // Then each marker's stream is flushed as level 0 settled a stream:
 // its unflushed entries (pack locations: fetched for the flushed streams
 // only, by one walk of the live runs from the oldest run of any of them,
-// one run at a time through the window's cache, each searched for them)
+// one run at a time through the window's cache, each searched for them;
+// or, when a step flushes at most one stream per 2,048 unflushed, by a
+// per-stream lookup of the live runs from its own oldest entry, each run
+// the cache does not hold read by range: flushranged.go, the same refs)
 // and the step's parts (transit locations) into per-stream settled
 // objects (merged into a small
 // previous one) and one ref, with metastore.SettleRef on the condition
@@ -163,7 +166,10 @@
 // AdvanceCursor(Merged) per Fanout steps. S3: the run index and one pack
 // per MaxObjectBytes, one GET per slot, per step with flushes a GET of
 // each live run from the oldest flushed entry that the window's cache
-// does not hold (and a rebuild of the state a GET of each one not cached),
+// does not hold (with few flushed streams instead, per stream and run not
+// held, about 2 ranged GETs and 64 KiB, and one GET of each run's header
+// and of each version 2 run's command table; and a rebuild of the state a GET of each one not
+// cached),
 // and per flush its GETs (one per live run holding the stream) and PUTs; a merge reads its group's packs
 // (one GET per MiB) and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles
 // every configured chain).

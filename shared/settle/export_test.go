@@ -48,3 +48,17 @@ func (s *Settler) CheckState(ctx context.Context, c metastore.ChainID) (bool, er
 	}
 	return true, nil
 }
+
+// SetFlushPath forces how the steps of s get the flushed streams'
+// unflushed entries: "walk" (one walk of the live runs), "ranged" (a
+// per-stream lookup each) or "" (by the count of streams).
+func (s *Settler) SetFlushPath(path string) {
+	switch path {
+	case "walk":
+		s.flushPath = flushWalk
+	case "ranged":
+		s.flushPath = flushRanged
+	default:
+		s.flushPath = flushAuto
+	}
+}

@@ -118,6 +118,9 @@ type Settler struct {
 	// scratch: every step holds the live runs and computes the state
 	// from them (the settle step before issue 17), for tests.
 	scratch bool
+	// flushPath forces how steps get the flushed streams' entries
+	// (flushranged.go; tests).
+	flushPath flushPath
 }
 
 func (s *Settler) log() *slog.Logger {

@@ -400,9 +400,10 @@ func (s *Settler) putState(c metastore.ChainID, cs *chainState) {
 
 // unflushedRefs is, for each stream of ids (sorted) that has unflushed
 // entries in cs, those entries as refs (settled locations in packs), in
-// seq order: one walk of the live runs of cs's key from the oldest run
-// of any of them, through the window's cache (one run at a time), each
-// run searched for the streams, never held together.
+// seq order: for few streams a per-stream lookup each (unflushedRanged),
+// else one walk of the live runs of cs's key from the oldest run of any
+// of them, through the window's cache (one run at a time), each run
+// searched for the streams, never held together.
 func (s *Settler) unflushedRefs(ctx context.Context, c metastore.ChainID, cs *chainState, ids []format.StreamID) (map[format.StreamID][]metastore.Ref, error) {
 	out := map[format.StreamID][]metastore.Ref{}
 	var want []format.StreamID
@@ -417,6 +418,11 @@ func (s *Settler) unflushedRefs(ctx context.Context, c metastore.ChainID, cs *ch
 	}
 	if len(want) == 0 {
 		return out, nil
+	}
+	if s.rangedFlush(cs, len(want)) {
+		// Few streams: a per-stream lookup each, ranged past the window
+		// budget (flushranged.go).
+		return s.unflushedRanged(ctx, c, cs, want)
 	}
 	h := metastore.Head{Flushed: from, Merged: cs.key.merged, Settled: cs.key.settled}
 	err := s.window.VisitHeadRuns(ctx, c, h, func(r *format.PassIndex) error {

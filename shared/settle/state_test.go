@@ -71,6 +71,7 @@ func keptStateRun(t *testing.T, seed uint64) {
 	kept := newEnv(t, streams, func(s metastore.Store) metastore.Store { fa = &faults{Store: s}; return fa })
 	scratch := newEnv(t, streams, nil)
 	kept.withIndex()
+	kept.keptFlush(kept.s)
 	scratch.withIndex()
 	scratch.s.SetScratch(true)
 	var recBytes int64 // one record's bytes in an entry
@@ -84,6 +85,7 @@ func keptStateRun(t *testing.T, seed uint64) {
 	// fresh is a new settler of the kept world (a cold Lambda).
 	fresh := func() *settle.Settler {
 		s := &settle.Settler{Meta: kept.s.Meta, Sets: kept.s.Sets, Settled: kept.settled, PassIndex: true}
+		kept.keptFlush(s)
 		config(s, recBytes)
 		return s
 	}
