@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/metrics"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
@@ -88,28 +85,12 @@ func benchSettle(b *testing.B, mib int) {
 	s := &settle.Settler{Meta: meta, Sets: absorb.Sets{Standard: set}, Settled: settled}
 
 	runtime.GC()
-	base := heapBytes()
-	var peak uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			peak = max(peak, heapBytes())
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	})
+	base := settle.HeapObjects()
+	stop := settle.PeakOf()
 	b.StartTimer()
 	res, err := s.Step(ctx, c)
 	b.StopTimer()
-	close(stop)
-	wg.Wait()
-	peak = max(peak, heapBytes())
+	peak := stop()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,11 +109,4 @@ func benchSettle(b *testing.B, mib int) {
 	b.ReportMetric(float64(res.Objects), "objects")
 	b.ReportMetric(float64(largest)/(1<<20), "largest-object-MiB")
 	b.SetBytes(int64(mib) << 20)
-}
-
-// heapBytes is the heap's object bytes, live and not yet collected.
-func heapBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }

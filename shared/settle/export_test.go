@@ -62,3 +62,8 @@ func (s *Settler) SetFlushPath(path string) {
 		s.flushPath = flushAuto
 	}
 }
+
+// PeakOf and HeapObjects are the benchmarks' heap sampler
+// (peak_bench_test.go), for the external benchmarks.
+func PeakOf() func() uint64 { return peakOf() }
+func HeapObjects() uint64   { return heapObjects() }

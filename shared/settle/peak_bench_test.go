@@ -68,23 +68,7 @@ func BenchmarkStepPeakHeap(b *testing.B) {
 				w := &absorb.IndexWindow{Meta: meta, Bucket: settled, Parallel: absorb.DefaultColdLoadParallel}
 				runtime.GC()
 				base := heapObjects()
-				var peak uint64
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					t := time.NewTicker(time.Millisecond)
-					defer t.Stop()
-					for {
-						peak = max(peak, heapObjects())
-						select {
-						case <-stop:
-							return
-						case <-t.C:
-						}
-					}
-				}()
+				stop := peakOf()
 				start := time.Now()
 				runs, err := w.HeadRuns(ctx, c, h)
 				if err != nil || len(runs) != total {
@@ -92,9 +76,7 @@ func BenchmarkStepPeakHeap(b *testing.B) {
 				}
 				state, _ := unflushedOf(c, runs)
 				took := time.Since(start)
-				close(stop)
-				wg.Wait()
-				peak = max(peak, heapObjects())
+				peak := stop()
 				runtime.KeepAlive(runs)
 				runtime.KeepAlive(state)
 				entries := float64(tc.streams * total)
@@ -103,6 +85,31 @@ func BenchmarkStepPeakHeap(b *testing.B) {
 				b.ReportMetric(took.Seconds(), "s/step")
 			}
 		})
+	}
+}
+
+// peakOf samples heapObjects every millisecond until the returned stop
+// is called; stop returns the largest value seen, its own read included.
+func peakOf() (stop func() uint64) {
+	var peak uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, heapObjects())
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		return max(peak, heapObjects())
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -187,21 +186,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 		}
 		runtime.GC()
 		base := heapObjects()
-		var peak uint64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			t := time.NewTicker(time.Millisecond)
-			defer t.Stop()
-			for {
-				peak = max(peak, heapObjects())
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-			}
-		})
+		stop := peakOf()
 		start, startCPU := time.Now(), cpuTime()
 		if mode == "flush" {
 			refs, err := s.unflushedRefs(ctx, c, flushState, flushIDs)
@@ -210,9 +195,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 			}
 			took += time.Since(start)
 			cpu += cpuTime() - startCPU
-			close(stop)
-			wg.Wait()
-			peak = max(peak, heapObjects())
+			peak := stop()
 			peakMiB = max(peakMiB, float64(peak-min(peak, base))/(1<<20))
 			n++
 			continue
@@ -246,9 +229,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 		}
 		took += time.Since(start)
 		cpu += cpuTime() - startCPU
-		close(stop)
-		wg.Wait()
-		peak = max(peak, heapObjects())
+		peak := stop()
 		runtime.KeepAlive(cs)
 		peakMiB = max(peakMiB, float64(peak-min(peak, base))/(1<<20))
 		n++
