@@ -91,27 +91,44 @@ func (w *IndexWindow) load(ctx context.Context, c metastore.ChainID, kind indexK
 			}
 		}
 	}
-	// The load stops before what it fetched would overfill the cache's
+	// The load stops before what it fetches would overfill the cache's
 	// room (the budget less what is cached): past it, objects would evict
-	// those loaded first, which the walk needs first. The walk fetches
-	// the rest. An object's size is known once fetched: each is counted
-	// at the largest seen so far until its own size replaces that
-	// estimate (the first Parallel, before any size is known, may
-	// overshoot: at most Parallel GETs wasted, the cache still within
-	// its budget).
+	// those loaded first, which the walk needs first; the walk fetches the
+	// rest. Each object's size is learnt first from its header (a 48-byte
+	// ranged GET, all of them Parallel at a time), so that nothing is
+	// fetched whole that will not fit: an object is claimed in walk order
+	// at its decoded size (from the header's counts) plus its encoded
+	// size while it is fetched and decoded, and the claims never pass the
+	// room. (Before, the first Parallel GETs went out before any size was
+	// known: at 1,000,000 streams, 16 runs of about 100 MB encoded and
+	// 144 MB decoded each, far past a settle Lambda's budget.)
 	w.mu.Lock()
 	room := w.budget() - w.bytes
 	w.mu.Unlock()
-	var claimed atomic.Int64
-	var largest int64 // under w.mu
+	headers := make([]format.PassHeader, len(want))
+	ok := make([]bool, len(want))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.Parallel)
-	for _, at := range want {
-		sem <- struct{}{} // first: the estimate then counts what finished meanwhile
-		w.mu.Lock()
-		est := largest
-		w.mu.Unlock()
-		if claimed.Add(est) > room {
+	for i, at := range want {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h, _, err := w.getHeader(ctx, c, at, kind)
+			headers[i], ok[i] = h, err == nil // a failure: the walk reports it
+		}()
+	}
+	wg.Wait()
+	var claimed atomic.Int64
+	for i, at := range want {
+		if !ok[i] {
+			break // the walk meets it in order; load nothing past it
+		}
+		decoded := headers[i].DecodedBytes(allocObject+sizeIndex, sizeStream, sizeSegment, sizeMark)
+		encoded := headers[i].FixedSize()
+		sem <- struct{}{} // first: the claims then count what finished meanwhile
+		if claimed.Add(decoded+encoded) > room {
+			claimed.Add(-decoded - encoded)
 			<-sem
 			break
 		}
@@ -120,14 +137,10 @@ func (w *IndexWindow) load(ctx context.Context, c metastore.ChainID, kind indexK
 			defer func() { <-sem; wg.Done() }()
 			p, err := w.get(ctx, c, at, kind) // cached; the walk reports failures
 			if err != nil {
-				claimed.Add(-est)
+				claimed.Add(-decoded - encoded)
 				return
 			}
-			n := DecodedBytes(p)
-			claimed.Add(n - est)
-			w.mu.Lock()
-			largest = max(largest, n)
-			w.mu.Unlock()
+			claimed.Add(DecodedBytes(p) - decoded - encoded) // fetched and decoded: only the object stays
 		}()
 	}
 	wg.Wait()
