@@ -45,8 +45,11 @@ func (e *env) settler() *settle.Settler {
 }
 
 // counted swaps e's reader onto buckets that count GETs of the chain set
-// and of the settled bucket.
+// and of the settled bucket, once every copy written so far has landed.
 func (e *env) counted() (settledGets *countingGets, set []*countingGets) {
+	// Every copy landed first (the last lands after the W-copy ack): a
+	// GET of a copy not there yet asks the next zone, a GET more.
+	waitCopies(e.t, e.set.Buckets, "chains/")
 	var bs []objstore.Bucket
 	for _, b := range e.set.Buckets {
 		c := &countingGets{Bucket: b}

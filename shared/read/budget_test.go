@@ -166,6 +166,9 @@ func (b rangeGets) Get(ctx context.Context, key string, off, n int64) ([]byte, e
 func TestAheadFetchesEachLocationOnce(t *testing.T) {
 	e := newEnv(t)
 	e.settledThenTransit(60)
+	// Every copy landed (the last lands after the W-copy ack): a GET of a
+	// copy not there yet would ask the next zone for the same range.
+	waitCopies(t, e.set.Buckets, "chains/")
 	var mu sync.Mutex
 	counts := map[[3]any]int{}
 	var bs []objstore.Bucket
