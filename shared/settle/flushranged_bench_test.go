@@ -24,14 +24,7 @@ func flushBenchWindow(b *testing.B, streams, runs, cmdEvery int) (objstore.Bucke
 	b.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(uint64(streams), uint64(runs)))
-	ids := make([]format.StreamID, streams)
-	for i := range ids {
-		for j := range ids[i] {
-			ids[i][j] = byte(rng.IntN(256))
-		}
-	}
-	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
-	ids = slices.Compact(ids)
+	ids := randomStreamIDs(rng, streams)
 	bucket := objstore.NewMem("settled")
 	end := metastore.Cursor{Epoch: 1, Slot: uint64(runs)}
 	cs := newChainState(stateKey{flushed: metastore.Cursor{Epoch: 1}, merged: metastore.Cursor{Epoch: 1}, settled: end})

@@ -38,14 +38,7 @@ type flushWindow struct {
 func randomFlushWindow(t testing.TB, rng *rand.Rand, n, streams int, p float64) *flushWindow {
 	t.Helper()
 	ctx := context.Background()
-	ids := make([]format.StreamID, streams)
-	for i := range ids {
-		for j := range ids[i] {
-			ids[i][j] = byte(rng.IntN(256))
-		}
-	}
-	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
-	ids = slices.Compact(ids)
+	ids := randomStreamIDs(rng, streams)
 	next := make([]uint64, len(ids))
 	flushedTo := make([]uint64, len(ids))
 	fw := &flushWindow{bucket: objstore.NewMem("settled")}
@@ -261,4 +254,16 @@ func TestRangedFlushOfOneStreamIsCheaper(t *testing.T) {
 	if rs.Gets != 0 || rs.Ranged == 0 || rs.RangedBytes*10 > ws.GetBytes {
 		t.Fatalf("ranged path: %d whole GETs, %d objects by range, %d bytes (walk %d): want no whole GET and under a tenth of the walk's bytes", rs.Gets, rs.Ranged, rs.RangedBytes, ws.GetBytes)
 	}
+}
+
+// randomStreamIDs is up to n distinct random stream ids, sorted.
+func randomStreamIDs(rng *rand.Rand, n int) []format.StreamID {
+	ids := make([]format.StreamID, n)
+	for i := range ids {
+		for j := range ids[i] {
+			ids[i][j] = byte(rng.IntN(256))
+		}
+	}
+	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(ids)
 }
