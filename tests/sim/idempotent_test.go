@@ -111,14 +111,16 @@ func (s *sim) checkIdempotent() {
 // errLostAck is the state of a batch whose ack the sim dropped (loseAcks).
 var errLostAck = errors.New("sim: ack lost in the network")
 
-// loseAcksOf drops, as a network does just before a crash, the acks of
-// about half of incarnation n's idempotent batches that are still inside
-// their producer's dedupe window (star.DefaultDedupeWindow latest
-// batches): their producers retry them on the next incarnation, whose
-// dedupe tables are rebuilt from the index (refs, pass indexes and runs,
-// ADR 0041), and each retry must get the seqs the dropped ack had
-// (retriedLostAck), never a second copy (checkHistory). Only seeds with
-// loseAcks draw from the seed's stream here.
+// loseAcksOf drops, as a network does just before a crash, the ack of
+// the latest batch of about half of the idempotent producers, when
+// incarnation n acked it: their producers retry it on the next
+// incarnation, whose dedupe tables are rebuilt from the index (refs, pass
+// indexes and runs, ADR 0041), and the retry must get the seqs the
+// dropped ack had (retriedLostAck), never a second copy (checkHistory).
+// Only the latest: what the index keeps durably of a producer once its
+// refs are settled and merged is its latest batch (an older batch's retry
+// after a takeover may be refused as older than the window, by design).
+// Only seeds with loseAcks draw from the seed's stream here.
 func (s *sim) loseAcksOf(n *Node) {
 	if !s.loseAcks {
 		return
@@ -126,18 +128,16 @@ func (s *sim) loseAcksOf(n *Node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pi, pr := range s.prods {
-		if !pr.idem {
+		if !pr.idem || pr.next == 0 {
 			continue
 		}
-		for idx := max(0, pr.next-star.DefaultDedupeWindow); idx < pr.next; idx++ {
-			b := s.batches[fmt.Sprintf("%d.%d", pi, idx)]
-			if b == nil || b.state != acked || b.gen != n.Gen || s.rng.IntN(2) == 0 {
-				continue
-			}
-			a := b.ack
-			// gen -1: as a retried batch (outstanding), no incarnation's own.
-			b.lost, b.state, b.err, b.gen = &a, unknown, errLostAck, -1
+		b := s.batches[fmt.Sprintf("%d.%d", pi, pr.next-1)]
+		if b == nil || b.state != acked || b.gen != n.Gen || s.rng.IntN(2) == 0 {
+			continue
 		}
+		a := b.ack
+		// gen -1: as a retried batch (outstanding), no incarnation's own.
+		b.lost, b.state, b.err, b.gen = &a, unknown, errLostAck, -1
 	}
 }
 
