@@ -51,11 +51,13 @@ import (
 const (
 	CommandIndexVersion = 1
 	// CommandIndexBlock is the stream table entries a block covers.
-	CommandIndexBlock  = 1024
-	cmdxHeaderSize     = 64
-	cmdxBlockFixed     = 8 + 4
-	maxCommandEntry    = commandsFixed + MaxFenceTokenBytes
-	commandIndexSuffix = ".cmdx"
+	CommandIndexBlock = 1024
+	// CommandIndexHeaderSize is the header's size.
+	CommandIndexHeaderSize = cmdxHeaderSize
+	cmdxHeaderSize         = 64
+	cmdxBlockFixed         = 8 + 4
+	maxCommandEntry        = commandsFixed + MaxFenceTokenBytes
+	commandIndexSuffix     = ".cmdx"
 )
 
 var cmdxMagic = [4]byte{'S', 'T', 'R', 'X'}
