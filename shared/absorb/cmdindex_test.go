@@ -143,7 +143,9 @@ func TestRangedCommandsEqualTable(t *testing.T) {
 	}
 }
 
-func slices2(s []format.PassStream) []format.PassStream { return append([]format.PassStream(nil), s...) }
+func slices2(s []format.PassStream) []format.PassStream {
+	return append([]format.PassStream(nil), s...)
+}
 
 // TestWindowCommandIndex: through a window whose budget holds no run,
 // HeadRefs, HeadLastRef and StreamRuns (settle's flush of few streams)
