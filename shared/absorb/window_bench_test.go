@@ -217,7 +217,8 @@ func windowOfRunsIDs(t testing.TB, runs, streams int, idOf func(int) format.Stre
 }
 
 // windowOfRunsCmds is windowOfRunsIDs with one stream in cmdEvery with
-// command state (windowOfRunsIDs: every fifth).
+// command state (windowOfRunsIDs: every fifth). Each run's command index
+// is written as settle writes it (putCommandIndex).
 func windowOfRunsCmds(t testing.TB, runs, streams int, idOf func(int) format.StreamID, cmdEvery int) (metastore.Store, objstore.Bucket, metastore.Head, []format.PassIndex) {
 	t.Helper()
 	meta := metastore.NewMem()
@@ -247,15 +248,35 @@ func windowOfRunsCmds(t testing.TB, runs, streams int, idOf func(int) format.Str
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := bucket.PutIfAbsent(t.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, run.FirstSlot), obj); err != nil {
+		key := format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, run.FirstSlot)
+		if err := bucket.PutIfAbsent(t.Context(), key, obj); err != nil {
 			t.Fatal(err)
 		}
+		putCommandIndex(t, bucket, key, obj)
 		run.Merged = true
 		all = append(all, run)
 	}
 	end := metastore.Cursor{Epoch: 1, Slot: uint64(runs * 60)}
 	h := metastore.Head{Epoch: 1, Flushed: metastore.Cursor{Epoch: 1}, Merged: end, Settled: end, Checkpoint: end, Indexed: metastore.Cursor{Epoch: 1}}
 	return meta, bucket, h, all
+}
+
+// putCommandIndex writes the command index of the run obj at key as
+// settle writes it (design 014, "The command index"): for a version 2
+// run whose command table is larger than absorb.CommandIndexMinTable.
+func putCommandIndex(t testing.TB, b objstore.Bucket, key string, obj []byte) {
+	t.Helper()
+	h, err := format.ParsePassHeader(obj)
+	if err != nil || h.Version != format.PassIndexVersionCommands || int64(len(obj))-4-h.CommandsAt() <= absorb.CommandIndexMinTable {
+		return
+	}
+	cmdx, err := format.AppendCommandIndex(nil, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(t.Context(), format.CommandIndexKey(key), cmdx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // countingBucket counts GETs and the bytes they return (ranged lookups
