@@ -115,6 +115,12 @@ func (w *IndexWindow) viaCommandIndex(ctx context.Context, key string, h format.
 	if st.known && !st.usable {
 		return nil, false, nil
 	}
+	if !st.known && 4+int64(h.Streams)*format.MaxCommandEntryBytes <= 2*w.cmdxGetBytes() {
+		// The table is at most what one stream's lookup through an
+		// index would be worth (settle writes none for it at the
+		// default): read it whole without looking for an index.
+		return nil, false, nil
+	}
 	refuse := func(err error) (map[uint32]format.StreamCommands, bool, error) {
 		if ctx.Err() != nil {
 			return nil, false, fmt.Errorf("%s: %w", ck, ctx.Err())

@@ -58,6 +58,9 @@ const (
 	cmdxBlockFixed         = 8 + 4
 	maxCommandEntry        = commandsFixed + MaxFenceTokenBytes
 	commandIndexSuffix     = ".cmdx"
+	// MaxCommandEntryBytes bounds a command table entry: the table of a
+	// run of N streams is at most 4 + N times this.
+	MaxCommandEntryBytes = maxCommandEntry
 )
 
 var cmdxMagic = [4]byte{'S', 'T', 'R', 'X'}
