@@ -125,17 +125,19 @@ func (w *IndexWindow) viaCommandIndex(ctx context.Context, key string, h format.
 		if ctx.Err() != nil {
 			return nil, false, fmt.Errorf("%s: %w", ck, ctx.Err())
 		}
+		missing, refused := errors.Is(err, objstore.ErrNotFound), formatError(err)
 		w.mu.Lock()
-		if errors.Is(err, objstore.ErrNotFound) {
+		switch {
+		case missing:
 			w.cmdxMissing++
-		} else {
+		case refused:
 			w.cmdxRefused++
 		}
 		w.mu.Unlock()
-		if errors.Is(err, objstore.ErrNotFound) || formatError(err) {
+		if missing || refused {
 			dir.setCmdx(cmdxState{known: true}) // not transient: remembered
 		}
-		return nil, false, nil
+		return nil, false, nil // a failed GET: this lookup reads the table
 	}
 	if !st.known {
 		b, err := w.readRange(ctx, ck, 0, format.CommandIndexHeaderSize)
