@@ -398,12 +398,13 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 		})
 	}
 	if commands && h.Version == format.PassIndexVersionCommands && nSeg > 0 {
-		// Markers have no command state; a stream's packed entry may.
-		var idxs []uint32
-		for _, e := range ents {
-			if e.SegN > 0 {
-				idxs = append(idxs, e.Index)
-			}
+		// Markers have no command state, a stream's packed entry may:
+		// both are asked for, so that state given to a marker (a corrupt
+		// object) is refused (AssemblePassStreams), as a whole decode
+		// refuses it.
+		idxs := make([]uint32, len(ents))
+		for i, e := range ents {
+			idxs[i] = e.Index
 		}
 		wg.Go(func() {
 			got, err := w.rangedCommands(ctx, key, h, dir, index, idxs)

@@ -123,13 +123,9 @@ func (w *IndexWindow) hitCommands(ctx context.Context, walks []*streamWalk) erro
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			var idxs []uint32
+			var idxs []uint32 // markers too: state given to one is refused
 			for _, hit := range hits {
-				for j := range hit.ents {
-					if !hit.ents[j].Marker() {
-						idxs = append(idxs, hit.idx[j])
-					}
-				}
+				idxs = append(idxs, hit.idx...)
 			}
 			slices.Sort(idxs)
 			idxs = slices.Compact(idxs)
@@ -142,8 +138,12 @@ func (w *IndexWindow) hitCommands(ctx context.Context, walks []*streamWalk) erro
 				for j := range hit.ents {
 					s := &hit.ents[j]
 					cs, ok := got[hit.idx[j]]
-					if !ok || s.Marker() {
+					if !ok {
 						continue
+					}
+					if s.Marker() {
+						errs[i] = fmt.Errorf("%s: marker of stream %s with command state: %w", key, s.Stream, format.ErrMalformed)
+						return
 					}
 					if err := cs.Validate(); err != nil {
 						errs[i] = fmt.Errorf("%s: stream %s: %v: %w", key, s.Stream, err, format.ErrMalformed)
