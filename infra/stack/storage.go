@@ -44,7 +44,10 @@ const (
 	SettledPrefix = "streams/"
 	// IndexPrefix holds the pass indexes in the settled bucket
 	// (format.PassIndexKey: index/<star>/<class>/<epoch>/<first-slot>),
-	// with the pass index switched on (Config.PassIndex).
+	// the runs and merged runs and the runs' command indexes
+	// (format.CommandIndexKey: the run's key + ".cmdx"; settle puts them,
+	// trim deletes them, readers get them: the grants on this prefix
+	// cover them), with the pass index switched on (Config.PassIndex).
 	IndexPrefix = "index/"
 	// PacksPrefix holds the packs of the pass index's runs in the settled
 	// bucket (format.PackKey: packs/<star>/<class>/<epoch>/<first>-<end>/<slot>):

@@ -127,15 +127,20 @@
 // its header (cached alone, with a sparse directory of the stream table
 // entries read so far), one or two blocks of its stream table found by
 // an interpolation search on the id (bisecting when a guess misses), then
-// exactly the stream's segments and marks, and the command table only
-// for a lookup that needs command state (HeadRefs, StreamRefs: every
+// exactly the stream's segments and marks, and command state only for a
+// lookup that needs it (through a run's command index, a sidecar settle
+// writes beside a run with a large command table: a block of it and the
+// stream's entry, bound to the run by its CRC and size, refused and the
+// table read whole when absent, of another run or corrupt; cmdindex.go,
+// design 014 "The command index"; else the whole command table) (HeadRefs, StreamRefs: every
 // part's; LastRef, HeadLastRef: the last part's object's alone; QueryRefs,
 // HeadParts, StreamParts and ChainsLookup return none), up to
 // RangedParallel objects at a time (TestWindowLookupPastBudget,
 // TestFindRangedEqualsFindAll). StreamRuns (settle's flush of few
 // streams) is such a lookup of several streams in the live runs: it
 // reads a header before fetching an object of unknown size whole, and
-// each version 2 object's command table once for all of them, after
+// each version 2 object's command state once for all of them (their
+// entries through its command index, or its table), after
 // their ranged reads (every entry with its state, as a whole decode
 // gives it). Bulk walks (VisitPasses, VisitHeadRuns,
 // HeadRuns, Passes: settle, takeover) read whole objects whatever the

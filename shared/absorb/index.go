@@ -161,6 +161,13 @@ type IndexWindow struct {
 	// DefaultRangedParallel; design 014, "Lookups past the window
 	// budget").
 	RangedParallel int
+	// CommandIndexGetBytes is what a ranged GET is worth in bytes when a
+	// per-stream lookup chooses between a run's command index (a block
+	// and an entry per stream: design 014, "The command index") and its
+	// whole command table (one GET): it reads the index when the table is
+	// larger than its GETs times this (0: RangedBlockBytes; below 0: the
+	// index whenever the run has a usable one).
+	CommandIndexGetBytes int64
 
 	mu            sync.Mutex
 	cache         map[passAt]*list.Element // of *cacheEntry, in lru
@@ -175,6 +182,10 @@ type IndexWindow struct {
 	// ranged counts the per-stream lookups past the budget (ranged.go):
 	// objects looked up, their GETs and bytes (headers included).
 	ranged, rangedGets, rangedBytes int64
+	// The command state lookups by range read (cmdindex.go): whole
+	// command tables, objects read through their command index, and
+	// command indexes missing or refused (of another run, corrupt).
+	cmdTables, cmdxReads, cmdxMissing, cmdxRefused int64
 	// pruned is, per chain, the head at the last pruneTo.
 	pruned map[metastore.ChainID]metastore.Head
 	// loaded records, per chain and kind ({c, kind}), that the cold load

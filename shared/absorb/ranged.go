@@ -2,7 +2,6 @@ package absorb
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,8 +24,9 @@ import (
 // when the cache has room for that), a block or two of its stream table
 // (an interpolation search on the stream id, bisecting when a guess does
 // not halve the range), then exactly the stream's segments and marks
-// (and, version 2, when the lookup needs command state, the command
-// table). The objects of one lookup are read in parallel, up to
+// (and, version 2, when the lookup needs command state, the stream's
+// command entry through the run's command index, or the whole command
+// table: cmdindex.go). The objects of one lookup are read in parallel, up to
 // RangedParallel at a time. Bulk walks (settle, takeover, tail recovery
 // of every stream: VisitPasses, HeadRuns) keep fetching whole objects;
 // settle's flush of few streams looks them up instead (StreamRuns,
@@ -63,7 +63,8 @@ const headerReserve = 64
 type rangedDir struct {
 	mu   sync.Mutex
 	pts  []dirPoint
-	next int // the oldest point, once full
+	next int       // the oldest point, once full
+	cx   cmdxState // the object's command index (cmdindex.go)
 }
 
 type dirPoint struct {
@@ -128,6 +129,10 @@ type streamHit struct {
 	key string
 	hdr format.PassHeader
 	idx []uint32
+	// dir is the object's cached directory (nil: none); index, whether
+	// it may have a command index (a run or merged run: cmdindex.go).
+	dir   *rangedDir
+	index bool
 }
 
 // streamWalk is one per-stream lookup over the window's objects: its
@@ -204,14 +209,14 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 		return w.fetchWithin(ctx, c, at, kind)
 	}
 	stub := &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Merged: kind == kindMerged}
-	hit := &streamHit{obj: stub, done: make(chan struct{}), key: key, hdr: *h}
+	hit := &streamHit{obj: stub, done: make(chan struct{}), key: key, hdr: *h, dir: dir, index: kind != kindPass}
 	sw.pending[stub] = hit
 	hdr := *h
 	sw.sem <- struct{}{}
 	sw.wg.Add(1)
 	go func() {
 		defer func() { <-sw.sem; close(hit.done); sw.wg.Done() }()
-		ents, idx, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands == cmdAll)
+		ents, idx, err := w.findRanged(ctx, key, hdr, dir, sw.id, sw.commands == cmdAll, hit.index)
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
 			hit.err = fmt.Errorf("chain %s: no %s at %s: %w: %w", c, what, at, ErrWindow, err)
@@ -326,11 +331,13 @@ func (w *IndexWindow) readRange(ctx context.Context, key string, off, n int64) (
 // marker then packed entry: what PassIndex.FindAll returns) in the pass
 // index object at key of bucket b, read by range: its header, blocks of
 // its stream table, the stream's segments and marks and, when commands
-// is set and the object is version 2, its command table (without it the
-// entries carry no command state). It is the ranged lookup the window
-// makes past its budget, without the window (tests, tools).
+// is set and the object is version 2, its command state: through the
+// object's command index (format.CommandIndexKey) when it has a usable
+// one, else from its whole command table (without
+// commands the entries carry no command state). It is the ranged lookup
+// the window makes past its budget, without the window (tests, tools).
 func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.StreamID, commands bool) ([]format.PassStream, error) {
-	w := &IndexWindow{Bucket: b}
+	w := &IndexWindow{Bucket: b, CommandIndexGetBytes: -1}
 	hb, err := w.readRange(ctx, key, 0, format.PassHeaderSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: header: %w", key, err)
@@ -339,7 +346,7 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	ents, _, err := w.findRanged(ctx, key, h, nil, id, commands)
+	ents, _, err := w.findRanged(ctx, key, h, nil, id, commands, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -347,8 +354,9 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 }
 
 // findRanged is FindRanged with the header read; it returns the
-// entries' stream table indexes too.
-func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands bool) ([]format.PassStream, []uint32, error) {
+// entries' stream table indexes too. index: the object may have a
+// command index (a run or merged run).
+func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands, index bool) ([]format.PassStream, []uint32, error) {
 	ents, err := w.searchEntries(ctx, key, h, dir, id)
 	if err != nil || len(ents) == 0 {
 		return nil, nil, err
@@ -390,11 +398,20 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 		})
 	}
 	if commands && h.Version == format.PassIndexVersionCommands && nSeg > 0 {
-		// Markers have no command state; a stream's packed entry may.
+		// Markers have no command state, a stream's packed entry may:
+		// both are asked for, so that state given to a marker (a corrupt
+		// object) is refused (AssemblePassStreams), as a whole decode
+		// refuses it.
+		idxs := make([]uint32, len(ents))
+		for i, e := range ents {
+			idxs[i] = e.Index
+		}
 		wg.Go(func() {
-			b, err := w.readRange(ctx, key, h.CommandsAt(), -1)
-			if err == nil {
-				cmds, err = format.ParsePassCommandTail(h, b)
+			got, err := w.rangedCommands(ctx, key, h, dir, index, idxs)
+			for _, i := range idxs {
+				if c, ok := got[i]; ok {
+					cmds = append(cmds, format.CommandEntry{Entry: i, Commands: c})
+				}
 			}
 			errs[2] = err
 		})
@@ -415,7 +432,7 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 }
 
 // lastCommands sets the command state of the last of refs (cmdLast),
-// read by range from its object's command table when a ranged lookup
+// read by range from its object (rangedCommands) when a ranged lookup
 // found it (a whole object's entries have theirs), and drops the others'.
 func (w *IndexWindow) lastCommands(ctx context.Context, hits []*streamHit, refs []metastore.Ref) error {
 	if len(refs) == 0 {
@@ -435,17 +452,12 @@ func (w *IndexWindow) lastCommands(ctx context.Context, hits []*streamHit, refs 
 			if hit.idx == nil || hit.hdr.Version != format.PassIndexVersionCommands {
 				return nil // a whole object's, or a version 1 object's: no table to read
 			}
-			b, err := w.readRange(ctx, hit.key, hit.hdr.CommandsAt(), -1)
+			got, err := w.rangedCommands(ctx, hit.key, hit.hdr, hit.dir, hit.index, hit.idx[j:j+1])
 			if err != nil {
-				return fmt.Errorf("%s: command table: %w", hit.key, err)
-			}
-			cmds, err := format.ParsePassCommandTail(hit.hdr, b)
-			if err != nil {
-				return fmt.Errorf("%s: %w", hit.key, err)
+				return err
 			}
 			last.Commands = nil
-			if k, ok := slices.BinarySearchFunc(cmds, hit.idx[j], func(c format.CommandEntry, e uint32) int { return cmp.Compare(c.Entry, e) }); ok {
-				cs := cmds[k].Commands
+			if cs, ok := got[hit.idx[j]]; ok {
 				if err := cs.Validate(); err != nil {
 					return fmt.Errorf("%s: stream %s: %v: %w", hit.key, s.Stream, err, format.ErrMalformed)
 				}

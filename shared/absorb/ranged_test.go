@@ -147,6 +147,24 @@ func TestFindRangedRefusesCorruption(t *testing.T) {
 		return b
 	}
 	mid := h.EntryAt(uint32(len(p.Streams) / 2))
+	// The command table giving a merged run's marker the state of the
+	// packed entry after it (its entry's stream index decremented).
+	markerID, markerState := format.StreamID{}, []byte(nil)
+	if whole, err := format.ParsePassIndex(obj); err == nil {
+		at := h.CommandsAt() + 4
+		for i, s := range whole.Streams {
+			if s.Commands == nil {
+				continue
+			}
+			if i > 0 && whole.Streams[i-1].Marker() && whole.Streams[i-1].Stream == s.Stream && markerState == nil {
+				markerID, markerState = s.Stream, put32(at, uint32(i-1))
+			}
+			at += 4 + int64(len(format.AppendCommands(nil, *s.Commands)))
+		}
+	}
+	if markerState == nil {
+		t.Fatal("no marker then packed entry with command state in the fixture")
+	}
 	for _, tc := range []struct {
 		name string
 		obj  []byte
@@ -165,7 +183,11 @@ func TestFindRangedRefusesCorruption(t *testing.T) {
 			copy(b[mid-format.PassEntrySize:], bytes.Repeat([]byte{0xff}, 16))
 			return b
 		}(), format.ErrMalformed},
+		{"a marker with command state", markerState, format.ErrMalformed},
 	} {
+		if tc.name == "a marker with command state" {
+			id = markerID
+		}
 		bucket := objstore.NewMem("settled")
 		if tc.obj != nil {
 			if err := bucket.PutIfAbsent(t.Context(), "run", tc.obj); err != nil {

@@ -1,7 +1,6 @@
 package absorb
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,12 +34,13 @@ type StreamRun struct {
 // stream, `parallel` streams at a time (below 1: one). Unlike HeadRefs's,
 // a lookup reads the header of an object it knows no size of before it
 // fetches it whole (a cold window guesses small objects, and a run at
-// many streams is tens of MB); and the command state comes last: each
-// version 2 object read by range where a stream has a packed entry has
-// its command table read once, for all the streams (not once per
-// stream: with command state on most streams a table is nearly half
-// its object), RangedParallel tables at a time, each dropped once its
-// entries have their state. It applies no marker: the caller (settle's
+// many streams is tens of MB); and the command state comes last, once
+// per version 2 object read by range where a stream has a packed entry,
+// for all the streams: through the run's command index (a block and an
+// entry per stream: cmdindex.go) when it has a usable one and that reads
+// less than its command table, else the table whole (with command state
+// on most streams a table is about 30% of its run), RangedParallel
+// objects at a time. It applies no marker: the caller (settle's
 // flush of few streams) does, as a walk of the whole runs would.
 func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads []metastore.Head, ids []format.StreamID, parallel int) ([][]StreamRun, error) {
 	if len(heads) != len(ids) {
@@ -89,10 +89,11 @@ func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads
 }
 
 // hitCommands sets the command state of the packed entries the walks'
-// ranged lookups found in version 2 objects: each such object's command
-// table read by range once, its state given to the entries by their
+// ranged lookups found in version 2 objects: read by range once per
+// object for all its entries (rangedCommands: through its command index,
+// or its whole command table), its state given to the entries by their
 // stream table index (as format.AssemblePassStreams and a whole object's
-// decoding give it), RangedParallel tables at a time.
+// decoding give it), RangedParallel objects at a time.
 func (w *IndexWindow) hitCommands(ctx context.Context, walks []*streamWalk) error {
 	byKey := map[string][]*streamHit{}
 	var keys []string
@@ -122,25 +123,24 @@ func (w *IndexWindow) hitCommands(ctx context.Context, walks []*streamWalk) erro
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			h := hits[0].hdr
-			b, err := w.readRange(ctx, key, h.CommandsAt(), -1)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: command table: %w", key, err)
-				return
+			var idxs []uint32 // markers too: state given to one is refused
+			for _, hit := range hits {
+				idxs = append(idxs, hit.idx...)
 			}
-			cmds, err := format.ParsePassCommandTail(h, b)
+			slices.Sort(idxs)
+			idxs = slices.Compact(idxs)
+			got, err := w.rangedCommands(ctx, key, hits[0].hdr, hits[0].dir, hits[0].index, idxs)
 			if err != nil {
-				errs[i] = fmt.Errorf("%s: %w", key, err)
+				errs[i] = err
 				return
 			}
 			for _, hit := range hits {
 				for j := range hit.ents {
 					s := &hit.ents[j]
-					k, ok := slices.BinarySearchFunc(cmds, hit.idx[j], func(c format.CommandEntry, e uint32) int { return cmp.Compare(c.Entry, e) })
+					cs, ok := got[hit.idx[j]]
 					if !ok {
 						continue
 					}
-					cs := cmds[k].Commands
 					if s.Marker() {
 						errs[i] = fmt.Errorf("%s: marker of stream %s with command state: %w", key, s.Stream, format.ErrMalformed)
 						return

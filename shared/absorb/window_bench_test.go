@@ -106,20 +106,25 @@ func BenchmarkWindowLookup(b *testing.B) {
 	for _, tc := range []struct {
 		streams, runs int
 		ids           string
+		cmdEvery      int // one stream in cmdEvery with command state
 	}{
-		{10_000, 24, "random"}, {10_000, 24, "clustered"},
-		{100_000, 24, "random"}, {100_000, 24, "clustered"},
-		{1_000_000, 8, "random"},
+		{10_000, 24, "random", 5}, {10_000, 24, "clustered", 5},
+		{100_000, 24, "random", 5}, {100_000, 24, "clustered", 5},
+		{1_000_000, 8, "random", 5},
+		{100_000, 24, "random", 1}, {1_000_000, 8, "random", 1},
 	} {
 		idOf := randomID
 		if tc.ids == "clustered" {
 			idOf = clusteredID
 		}
 		name := fmt.Sprintf("streams=%d/runs=%d/ids=%s", tc.streams, tc.runs, tc.ids)
+		if tc.cmdEvery != 5 {
+			name += fmt.Sprintf("/commands=%d%%", 100/tc.cmdEvery)
+		}
 		if !benchSelected(b, name) {
 			continue
 		}
-		meta, mem, h, all := windowOfRunsIDs(b, tc.runs, tc.streams, idOf)
+		meta, mem, h, all := windowOfRunsCmds(b, tc.runs, tc.streams, idOf, tc.cmdEvery)
 		per := absorb.DecodedBytes(&all[0])
 		all = nil
 		size, err := mem.Head(b.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, 0))
@@ -208,6 +213,14 @@ func randomID(i int) format.StreamID {
 // windowOfRunsIDs is windowOfRuns with stream i's id idOf(i).
 func windowOfRunsIDs(t testing.TB, runs, streams int, idOf func(int) format.StreamID) (metastore.Store, objstore.Bucket, metastore.Head, []format.PassIndex) {
 	t.Helper()
+	return windowOfRunsCmds(t, runs, streams, idOf, 5)
+}
+
+// windowOfRunsCmds is windowOfRunsIDs with one stream in cmdEvery with
+// command state (windowOfRunsIDs: every fifth). Each run's command index
+// is written as settle writes it (putCommandIndex).
+func windowOfRunsCmds(t testing.TB, runs, streams int, idOf func(int) format.StreamID, cmdEvery int) (metastore.Store, objstore.Bucket, metastore.Head, []format.PassIndex) {
+	t.Helper()
 	meta := metastore.NewMem()
 	if err := meta.MintEpoch(t.Context(), chainX, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 1}); err != nil {
 		t.Fatal(err)
@@ -225,7 +238,7 @@ func windowOfRunsIDs(t testing.TB, runs, streams int, idOf func(int) format.Stre
 			if i%3 == 0 {
 				s.Marks = []format.PassMark{{Producer: format.ProducerID{1, byte(i)}, BatchSeq: seq, FirstSeq: seq, LastSeq: seq + 59}}
 			}
-			if i%5 == 0 {
+			if i%cmdEvery == 0 {
 				s.Commands = &format.StreamCommands{FenceToken: "token", TrimSeq: 1}
 			}
 			run.Streams[i] = s
@@ -235,15 +248,35 @@ func windowOfRunsIDs(t testing.TB, runs, streams int, idOf func(int) format.Stre
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := bucket.PutIfAbsent(t.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, run.FirstSlot), obj); err != nil {
+		key := format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, run.FirstSlot)
+		if err := bucket.PutIfAbsent(t.Context(), key, obj); err != nil {
 			t.Fatal(err)
 		}
+		putCommandIndex(t, bucket, key, obj)
 		run.Merged = true
 		all = append(all, run)
 	}
 	end := metastore.Cursor{Epoch: 1, Slot: uint64(runs * 60)}
 	h := metastore.Head{Epoch: 1, Flushed: metastore.Cursor{Epoch: 1}, Merged: end, Settled: end, Checkpoint: end, Indexed: metastore.Cursor{Epoch: 1}}
 	return meta, bucket, h, all
+}
+
+// putCommandIndex writes the command index of the run obj at key as
+// settle writes it (design 014, "The command index"): for a version 2
+// run whose command table is larger than absorb.CommandIndexMinTable.
+func putCommandIndex(t testing.TB, b objstore.Bucket, key string, obj []byte) {
+	t.Helper()
+	h, err := format.ParsePassHeader(obj)
+	if err != nil || h.Version != format.PassIndexVersionCommands || int64(len(obj))-4-h.CommandsAt() <= absorb.CommandIndexMinTable {
+		return
+	}
+	cmdx, err := format.AppendCommandIndex(nil, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutIfAbsent(t.Context(), format.CommandIndexKey(key), cmdx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // countingBucket counts GETs and the bytes they return (ranged lookups

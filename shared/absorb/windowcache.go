@@ -203,6 +203,14 @@ type WindowStats struct {
 	// the budget, ranged.go); RangedGets and RangedBytes, their ranged
 	// GETs (headers included) and the bytes those fetched.
 	Ranged, RangedGets, RangedBytes int64
+	// CommandTables counts the whole command tables those lookups read by
+	// range; CommandIndexed, the objects whose command state they read
+	// through the object's command index instead (design 014, "The
+	// command index"); CommandIndexMissing, the runs found without one
+	// (written by an earlier build, or a pass index read through
+	// FindRanged); CommandIndexRefused, the indexes refused (of another
+	// plan of the run, or corrupt: the table was read instead).
+	CommandTables, CommandIndexed, CommandIndexMissing, CommandIndexRefused int64
 }
 
 // Register exports the cache's figures on reg: its bytes and objects,
@@ -216,6 +224,8 @@ func (w *IndexWindow) Register(reg *metrics.Registry) {
 	reg.CounterFunc("strand_window_cache_evictions_total", "Window objects evicted for room.", func() float64 { return float64(w.Stats().Evicted) })
 	reg.CounterFunc("strand_window_ranged_lookups_total", "Window objects a per-stream lookup read by range instead of whole (the object was not cached and the cache had no room for it; design 014, lookups past the window budget).", func() float64 { return float64(w.Stats().Ranged) })
 	reg.CounterFunc("strand_window_ranged_gets_total", "Ranged GETs of window objects by per-stream lookups past the budget (headers, stream table blocks, segments, marks, command tables).", func() float64 { return float64(w.Stats().RangedGets) })
+	reg.CounterFunc("strand_window_command_index_refused_total", "Command indexes (a run's .cmdx sidecar) a per-stream lookup refused: of another plan of the run, or corrupt; it read the run's whole command table instead (design 014, the command index).", func() float64 { return float64(w.Stats().CommandIndexRefused) })
+	reg.CounterFunc("strand_window_command_tables_total", "Whole command tables of window objects read by range by per-stream lookups (runs without a usable command index, pass indexes, or tables cheaper than the index).", func() float64 { return float64(w.Stats().CommandTables) })
 	reg.CounterFunc("strand_window_ranged_bytes_total", "Bytes fetched by ranged GETs of window objects.", func() float64 { return float64(w.Stats().RangedBytes) })
 }
 
@@ -224,7 +234,8 @@ func (w *IndexWindow) Stats() WindowStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return WindowStats{Objects: len(w.cache) - w.headers, Headers: w.headers, Bytes: w.bytes, Gets: w.gets, Evicted: w.evicted, GetBytes: w.getBytes,
-		Ranged: w.ranged, RangedGets: w.rangedGets, RangedBytes: w.rangedBytes}
+		Ranged: w.ranged, RangedGets: w.rangedGets, RangedBytes: w.rangedBytes,
+		CommandTables: w.cmdTables, CommandIndexed: w.cmdxReads, CommandIndexMissing: w.cmdxMissing, CommandIndexRefused: w.cmdxRefused}
 }
 
 // Budget is the cache's byte budget as configured: MaxBytes, its default

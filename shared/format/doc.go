@@ -203,6 +203,47 @@
 // undetected there (the segment CRC inside each record's location still
 // guards the records themselves when they are read).
 //
+// # Command index (a version 2 run's sidecar, in the settled bucket)
+//
+// At CommandIndexKey(run key) = the run's key + ".cmdx" (design 014,
+// "The command index"), beside a version 2 run or merged run whose
+// command table is large: it locates each stream's command entry in the
+// run's command table, which readers otherwise read whole (its entries
+// vary in size). The run's own format is unchanged (earlier builds read
+// it as before, and ignore the sidecar). A pure function of the run's
+// bytes (AppendCommandIndex), bound to them:
+//
+//	0      4    magic "STRX"
+//	4      2    format version (1)
+//	6      1    kind: 5 command index
+//	7      1    reserved, 0
+//	8      36   the run's bytes 8..43: epoch, first slot, end slot,
+//	            stream count N, segment count, mark count
+//	44     4    the run's CRC-32C (its last 4 bytes)
+//	48     8    the run's size
+//	56     4    reserved, 0
+//	60     4    CRC-32C of bytes 0..59
+//	64     ...  ceil(N/1024) blocks; block b covers stream table entries
+//	            [1024b, min(1024(b+1), N)), n of them
+//	            (CommandIndexBlockAt: offset 64 + b*(12+1024)):
+//	              0 8 offset in the run's command table (its count
+//	                  included: the first entry is at 4) of the first
+//	                  entry of a stream at or after 1024b
+//	              8 n per stream, its command entry's size (0: none; else
+//	                  24 + its token's length, at most 60)
+//	            8+n 4 CRC-32C of the run's CRC (4 bytes), b (4 bytes) and
+//	                  bytes 0..8+n-1 of the block
+//
+// Stream table entry i's command entry is at the run's CommandsAt + its
+// block's offset + the sizes of the block's streams before it. A reader
+// checks, once per run, the header (ParseCommandIndexHeader) against the
+// run's header and the run's bytes from size-4 to its end
+// (CheckCommandIndexRun: exactly the 4 CRC bytes), each block it reads
+// (ParseCommandIndexBlock: its CRC, sizes and offsets inside the table),
+// and the entry it reads from the run (ParseCommandEntry: one entry, of
+// stream i). An index that fails the first two is another run's or
+// corrupt: readers read the table whole instead.
+//
 // # Limits
 //
 // Limits count a record's metered size (MeteredSize: the body plus every
@@ -211,7 +252,7 @@
 // MaxBatchMeteredBytes (1 MiB) metered and MaxBatchHeaders headers, so its
 // encoding is at most MaxBatchBytes. Header names are at most 65535 bytes.
 //
-// Readers decode versions 1 and 2.
+// Readers decode pass index versions 1 and 2, and command index version 1.
 //
 // Decoders never panic on any input; malformed input yields an error
 // matching one of the sentinels (ErrTruncated, ErrMagic, ErrVersion,

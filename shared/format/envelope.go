@@ -32,6 +32,9 @@ const (
 	// KindPassIndex: pass index objects only (design 014); never in an
 	// envelope.
 	KindPassIndex Kind = 4
+	// KindCommandIndex: a run's command index (cmdindex.go) only; never
+	// in an envelope.
+	KindCommandIndex Kind = 5
 )
 
 func (k Kind) String() string {
@@ -44,6 +47,8 @@ func (k Kind) String() string {
 		return "settled"
 	case KindPassIndex:
 		return "pass index"
+	case KindCommandIndex:
+		return "command index"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -82,7 +82,9 @@
 // passes that start in its slots, from the settled cursor (which it moves
 // only to pass ends, so it stays on pass boundaries), walked by key (absorb.IndexWindow), and
 // writes one run: format.RunIndexKey(star, class, epoch, first slot), in
-// the pass index format. The run at the step's first slot is the step's
+// the pass index format (a version 2 run whose command table is over
+// absorb.CommandIndexMinTable first gets its command index beside it,
+// format.CommandIndexKey: cmdindex.go; merged runs likewise). The run at the step's first slot is the step's
 // plan: a step that finds it (a copy wrote it, or a crash before the
 // head moved) adopts it as is; else it makes it (runs.go):
 //
@@ -179,7 +181,8 @@
 // each live run from the oldest flushed entry that the window's cache
 // does not hold (with few flushed streams instead, per stream and run not
 // held, about 2 ranged GETs and 64 KiB, and one GET of each run's header
-// and of each version 2 run's command table; and a rebuild of the state a GET of each one not
+// and of each version 2 run's command table or, through its command
+// index, of each stream's entry; and a rebuild of the state a GET of each one not
 // cached),
 // and per flush its GETs (one per live run holding the stream) and PUTs; a merge reads its group's packs
 // (one GET per MiB) and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles

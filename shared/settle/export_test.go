@@ -15,6 +15,15 @@ func SetMergeChunk(n int64) (restore func()) {
 	return func() { mergeChunk = old }
 }
 
+// SetCommandIndexMin sets the command table size above which settle
+// writes a run's command index (tests: -1 writes one for every version 2
+// run) and returns the function that restores it.
+func SetCommandIndexMin(n int64) (restore func()) {
+	old := cmdxMinTable
+	cmdxMinTable = n
+	return func() { cmdxMinTable = old }
+}
+
 // SetScratch makes every step of s hold the live runs and compute the
 // unflushed state from them (the settle step before issue 17), its
 // decision and flushed cursor visiting every stream (not the state's

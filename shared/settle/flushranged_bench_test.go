@@ -18,7 +18,8 @@ import (
 // streams (random ids), every stream in every run with one segment of
 // one record, one in cmdEvery with command state (version 2 runs), no
 // marks;
-// written to an in-memory bucket, with its unflushed state (every stream
+// written to an in-memory bucket (with their command indexes, as settle
+// writes them), with its unflushed state (every stream
 // unflushed back to the first run).
 func flushBenchWindow(b *testing.B, streams, runs, cmdEvery int) (objstore.Bucket, *chainState, []format.StreamID, int64) {
 	b.Helper()
@@ -48,7 +49,13 @@ func flushBenchWindow(b *testing.B, streams, runs, cmdEvery int) (objstore.Bucke
 			b.Fatal(err)
 		}
 		total += int64(len(obj))
-		if err := bucket.PutIfAbsent(ctx, format.RunIndexKey(chainF.Star, chainF.Class.String(), 1, run.FirstSlot), obj); err != nil {
+		key := format.RunIndexKey(chainF.Star, chainF.Class.String(), 1, run.FirstSlot)
+		if err := bucket.PutIfAbsent(ctx, key, obj); err != nil {
+			b.Fatal(err)
+		}
+		// Its command index, as settle writes it (design 014, "The
+		// command index"; not counted in the runs' MB).
+		if err := (&Settler{Settled: bucket}).putCommandIndex(ctx, key, obj); err != nil {
 			b.Fatal(err)
 		}
 		cs.fold(run)

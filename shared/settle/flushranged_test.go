@@ -26,13 +26,16 @@ type flushWindow struct {
 	runs   []*format.PassIndex // level-1, in order
 	merged []*format.PassIndex // the merged runs written
 	key    stateKey
+	// cmdxGetBytes is the settlers' windows' CommandIndexGetBytes (0:
+	// the default; below 0: every usable command index read).
+	cmdxGetBytes int64
 }
 
 // randomFlushWindow writes n level-1 runs over `streams` streams (random
 // ids): each stream in a run with probability p, as a marker (its
 // flushed seqs) one time in five, else a packed entry with one segment
 // and, at random, producer marks and command state (a version 2 run);
-// then merged runs over random groups of consecutive runs below a merged
+// each run's command index, mostly (cmdindex.go); then merged runs over random groups of consecutive runs below a merged
 // cursor (each group's first run may also be left unmerged: the walk
 // reads the level-1 runs there). The flushed cursor is a random run's.
 func randomFlushWindow(t testing.TB, rng *rand.Rand, n, streams int, p float64) *flushWindow {
@@ -49,6 +52,20 @@ func randomFlushWindow(t testing.TB, rng *rand.Rand, n, streams int, p float64) 
 		}
 		if err := fw.bucket.PutIfAbsent(ctx, key, obj); err != nil {
 			t.Fatal(err)
+		}
+		// Its command index (design 014, "The command index"), as settle
+		// writes it, mostly; none (an earlier build's run), or a corrupt
+		// one (refused: the table read instead), sometimes.
+		if cmdx, err := format.AppendCommandIndex(nil, obj); err == nil {
+			switch rng.IntN(6) {
+			case 0:
+				return
+			case 1:
+				cmdx[len(cmdx)-5] ^= 1
+			}
+			if err := fw.bucket.PutIfAbsent(ctx, format.CommandIndexKey(key), cmdx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for r := range n {
@@ -113,7 +130,7 @@ func randomFlushWindow(t testing.TB, rng *rand.Rand, n, streams int, p float64) 
 // settler is a settler of fw's chain with a window of budget bytes,
 // taking the flush path given.
 func (fw *flushWindow) settler(budget int64, path flushPath) *Settler {
-	s := &Settler{Settled: fw.bucket, Window: &absorb.IndexWindow{Bucket: fw.bucket, MaxBytes: budget, RangedParallel: 3}, flushPath: path}
+	s := &Settler{Settled: fw.bucket, Window: &absorb.IndexWindow{Bucket: fw.bucket, MaxBytes: budget, RangedParallel: 3, CommandIndexGetBytes: fw.cmdxGetBytes}, flushPath: path}
 	s.initWindow()
 	return s
 }
@@ -124,8 +141,9 @@ func (fw *flushWindow) settler(budget int64, path flushPath) *Settler {
 // and command state alike, for random windows (merged runs below the
 // merged cursor and level-1 runs left unmerged, markers, producer marks,
 // version 2 runs with command state in some entries, stream tables over
-// several ranged blocks), any set of streams (some without unflushed
-// entries), and window budgets that read every run by range (sharing no
+// several ranged blocks; command state read through the runs' command
+// indexes, or their tables where a run has none or a corrupt one), any
+// set of streams (some without unflushed entries), and window budgets that read every run by range (sharing no
 // command table, or some: a quarter of the budget), some runs, or none.
 func TestRangedFlushEqualsWalk(t *testing.T) {
 	ctx := t.Context()
@@ -133,7 +151,7 @@ func TestRangedFlushEqualsWalk(t *testing.T) {
 	if testing.Short() {
 		seeds = 10
 	}
-	var rangedLookups int64
+	var rangedLookups, indexed, refused int64
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 17))
 		n := 1 + rng.IntN(10)
@@ -142,6 +160,7 @@ func TestRangedFlushEqualsWalk(t *testing.T) {
 			streams = 1000 + rng.IntN(2000) // stream tables over several 64 KiB blocks
 		}
 		fw := randomFlushWindow(t, rng, n, streams, 0.2+0.6*rng.Float64())
+		fw.cmdxGetBytes = -1 // the runs' command indexes, where usable
 		walk := fw.settler(-1, flushWalk)
 		cs, err := walk.buildState(ctx, chainF, fw.key)
 		if err != nil {
@@ -187,6 +206,7 @@ func TestRangedFlushEqualsWalk(t *testing.T) {
 				t.Fatalf("seed %d: budget 1: %d objects by range, %d whole: the ranged path was not taken", seed, st.Ranged, st.Gets)
 			}
 			rangedLookups += st.Ranged
+			indexed, refused = indexed+st.CommandIndexed, refused+st.CommandIndexRefused
 		}
 		// From the chain's flushed cursor, not each stream's oldest run:
 		// the lookups meet the streams' markers and must drop what came
@@ -207,7 +227,10 @@ func TestRangedFlushEqualsWalk(t *testing.T) {
 			t.Fatalf("seed %d: ranged from the flushed cursor: %d streams, walk %d", seed, len(got), len(want))
 		}
 	}
-	t.Logf("%d objects read by range", rangedLookups)
+	t.Logf("%d objects read by range, %d through their command index, %d command indexes refused", rangedLookups, indexed, refused)
+	if indexed == 0 || refused == 0 {
+		t.Fatal("the command indexes were never read, or a corrupt one never refused")
+	}
 }
 
 // TestRangedFlushOfOneStreamIsCheaper: a flush of one stream over a

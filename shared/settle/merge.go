@@ -284,6 +284,9 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 		return nil, fmt.Errorf("encode the merged run: %w", err)
 	}
 	key := format.MergedRunKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot)
+	if err := s.putCommandIndex(ctx, key, obj); err != nil {
+		return nil, err
+	}
 	err = s.Settled.PutIfAbsent(ctx, key, obj)
 	switch {
 	case err == nil:

@@ -465,6 +465,9 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 		return nil, fmt.Errorf("encode the run at %s: %w", from, err)
 	}
 	key := format.RunIndexKey(c.Star, c.Class.String(), from.Epoch, from.Slot)
+	if err := s.putCommandIndex(ctx, key, obj); err != nil {
+		return nil, err
+	}
 	err = s.Settled.PutIfAbsent(ctx, key, obj)
 	switch {
 	case err == nil:

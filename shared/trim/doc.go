@@ -22,7 +22,8 @@
 //     them; a reader that raced the delete re-reads the head.
 //   - Runs and packs (PassIndex, design 014 levels 1 and 2): at every
 //     step, the merged runs and then the run indexes that start below the
-//     chain's flushed cursor (every
+//     chain's flushed cursor, each with its command index if it has one
+//     (every
 //     record in them is behind a ref and the head no longer names them),
 //     then every pack of a run that starts below it (of any plan: the
 //     packs of a plan a crashed copy never adopted too): one listing of

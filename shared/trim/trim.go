@@ -151,7 +151,9 @@ func (t *Trimmer) runs(ctx context.Context, c metastore.ChainID, flushed metasto
 }
 
 // runIndexes deletes the run indexes at keyOf (a level's key) of chain c
-// that start before flushed.
+// that start before flushed, and their command indexes (design 014, "The
+// command index": each lists right after its run; one whose run was
+// never written, a copy's plan nobody adopted, goes too).
 func (t *Trimmer) runIndexes(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor, keyOf func(star, class string, epoch, first uint64) string) error {
 	runs := keyOf(c.Star, c.Class.String(), 0, 0)
 	runs = runs[:len(runs)-42] // index/<star>/<class>/runs/ (or merged/)
@@ -160,8 +162,9 @@ func (t *Trimmer) runIndexes(ctx context.Context, c metastore.ChainID, flushed m
 		return fmt.Errorf("list runs %s: %w", runs, err)
 	}
 	for _, k := range keys {
-		n := numbers(strings.TrimPrefix(k, runs), 2)
-		if n == nil || k != keyOf(c.Star, c.Class.String(), n[0], n[1]) {
+		run := strings.TrimSuffix(k, format.CommandIndexKey("")) // a run's command index goes with it
+		n := numbers(strings.TrimPrefix(run, runs), 2)
+		if n == nil || run != keyOf(c.Star, c.Class.String(), n[0], n[1]) {
 			continue // not a run index key: not ours to delete
 		}
 		e, slot := n[0], n[1]

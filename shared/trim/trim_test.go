@@ -606,6 +606,16 @@ func TestTrimDeletesFlushedRuns(t *testing.T) {
 	if err := e.settled.PutIfAbsent(t.Context(), orphan, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
+	// Command indexes (design 014, "The command index") beside a run
+	// below flushed and beside a live run: the first goes with its run,
+	// the second stays.
+	deadCmdx := format.CommandIndexKey(format.RunIndexKey(chainX.Star, "express", 1, 0))
+	liveCmdx := format.CommandIndexKey(format.RunIndexKey(chainX.Star, "express", 1, h.Flushed.Slot))
+	for _, k := range []string{deadCmdx, liveCmdx} {
+		if err := e.settled.PutIfAbsent(t.Context(), k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.trimAll()
 	runs, err := e.settled.List(t.Context(), "index/star-0/express/runs/")
 	if err != nil {
@@ -622,6 +632,10 @@ func TestTrimDeletesFlushedRuns(t *testing.T) {
 			t.Fatalf("live run at %s deleted: %v", at, runs)
 		}
 	}
+	if slices.Contains(runs, deadCmdx) || !slices.Contains(runs, liveCmdx) {
+		t.Fatalf("after trim: runs %v: want %s gone and %s kept", runs, deadCmdx, liveCmdx)
+	}
+	runs = slices.DeleteFunc(runs, func(k string) bool { return k == liveCmdx })
 	if len(runs) != live || len(packs) != live {
 		t.Fatalf("after trim: runs %v, packs %v: want the %d live ones", runs, packs, live)
 	}

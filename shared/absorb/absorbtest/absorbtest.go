@@ -61,6 +61,10 @@ type Star struct {
 	Meta  metastore.Store
 	Epoch uint64
 	Slot  uint64 // next slot to write in Epoch
+	// Commands, when it holds a stream, is the command state its
+	// segments' footer entries carry (a version 3 flight; the records
+	// stay ordinary: tests of what the index and settle carry).
+	Commands map[format.StreamID]*format.StreamCommands
 
 	next    map[format.StreamID]uint64
 	written map[format.StreamID][]format.Record
@@ -108,6 +112,9 @@ func (s *Star) Flight(ctx context.Context, ids []format.StreamID, counts []int, 
 		}
 		s.b.BeginSegment(id, seq)
 		s.b.AddRecords(enc, len(recs), recs[0].TimestampMs, recs[len(recs)-1].TimestampMs)
+		if c := s.Commands[id]; c != nil {
+			s.b.SetCommands(*c)
+		}
 		s.b.EndSegment()
 		s.next[id] = seq + uint64(len(recs))
 		s.written[id] = append(s.written[id], recs...)
