@@ -148,27 +148,19 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 		streams = append(streams, id)
 		byID[id] = ms
 	}
-	// Copy: one segment per stream with packed entries, back to back into
-	// packs of at most MaxObjectBytes (the run's last possible pack takes
-	// what is left).
+	// The layout (mergedLayout): where each stream's one segment goes, a
+	// function of the group's indexes alone. Packs a copy or an earlier
+	// invocation already stored (a prefix: every copy writes them in
+	// order) are read back for their segments' CRCs instead of being
+	// rebuilt, so a merge interrupted at any point resumes where it
+	// stopped (issue 17, "The hourly step at 1,000,000 streams").
 	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
-	// left: the bytes still to copy (each stream's records and one
-	// segment's overhead), so that a pack's buffer is allocated once.
-	var left int64
-	entries := 0
-	for _, ms := range byID {
-		if ms.marker != nil {
-			entries++
-		}
-		if len(ms.ents) > 0 {
-			entries++
-			left += int64(format.SegmentSize(0))
-			for _, e := range ms.ents {
-				left += e.Bytes
-			}
-		}
+	lay := layoutMerged(streams, byID, run, maxBytes)
+	run.Streams = make([]format.PassStream, 0, lay.entries)
+	done, stored, err := s.storedMergedPacks(ctx, c, run, streams, byID, lay)
+	if err != nil {
+		return nil, err
 	}
-	run.Streams = make([]format.PassStream, 0, entries)
 	in := make([]*packReader, len(group))
 	for i, r := range group {
 		in[i] = newPackReader(s.Settled, c, r)
@@ -178,11 +170,16 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 			p.close()
 		}
 	}()
-	var n uint64
-	var buf []byte
+	var (
+		n   uint64 // the pack being filled
+		buf []byte
+	)
 	flush := func() error {
 		if len(buf) == 0 {
 			return nil
+		}
+		if int64(len(buf)) != lay.packLen[n] {
+			return fmt.Errorf("merged pack %d: %d bytes, laid out %d: %w", n, len(buf), lay.packLen[n], ErrMismatch)
 		}
 		key := format.MergedPackKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot, run.EndSlot, run.FirstSlot+n)
 		if err := s.put(ctx, key, buf); err != nil {
@@ -192,7 +189,7 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 		res.Packs++
 		return nil
 	}
-	for _, id := range streams {
+	for si, id := range streams {
 		ms := byID[id]
 		if ms.marker != nil {
 			m := *ms.marker
@@ -204,10 +201,7 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 		e := format.PassStream{Stream: id, FirstSeq: ms.ents[0].FirstSeq, LastSeq: ms.ents[len(ms.ents)-1].LastSeq,
 			FirstTsMs: ms.ents[0].FirstTsMs, LastTsMs: ms.ents[len(ms.ents)-1].LastTsMs}
 		var marks []metastore.ProducerMark
-		var recs [][]byte
-		var count uint64
-		next := e.FirstSeq
-		for i, pe := range ms.ents {
+		for _, pe := range ms.ents {
 			e.Bytes += pe.Bytes
 			for _, m := range pe.Marks {
 				marks = append(marks, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
@@ -216,6 +210,23 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 				cs := *pe.Commands
 				e.Commands = &cs
 			}
+		}
+		if len(marks) > 0 {
+			for _, m := range metastore.TrimMarks(marks) {
+				e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+			}
+		}
+		at := lay.at[si]
+		if at.pack < done {
+			// In a pack already stored: its segment as stored (checked).
+			e.Segments = []format.PassSegment{stored[si]}
+			run.Streams = append(run.Streams, e)
+			continue
+		}
+		var recs [][]byte
+		var count uint64
+		next := e.FirstSeq
+		for i, pe := range ms.ents {
 			for _, g := range pe.Segments {
 				seg, err := in[indexOf(group, ms.runs[i])].read(ctx, g)
 				if err != nil {
@@ -233,37 +244,29 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*
 				recs = append(recs, body)
 			}
 		}
-		if next-1 != e.LastSeq || count > uint64(^uint32(0)) {
-			return nil, fmt.Errorf("stream %s: segments end at seq %d, entries at %d (%d records): %w", id, next-1, e.LastSeq, count, ErrMismatch)
+		if next-1 != e.LastSeq || count > uint64(^uint32(0)) || count != at.count {
+			return nil, fmt.Errorf("stream %s: segments end at seq %d, entries at %d (%d records, %d laid out): %w", id, next-1, e.LastSeq, count, at.count, ErrMismatch)
 		}
-		recLen := 0
-		for _, r := range recs {
-			recLen += len(r)
-		}
-		size := int64(format.SegmentSize(recLen))
-		if len(buf) > 0 && int64(len(buf))+size > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
+		if at.pack != n {
 			if err := flush(); err != nil {
 				return nil, err
 			}
-			n++
+			n = at.pack
 		}
 		if buf == nil {
-			buf = make([]byte, 0, max(min(maxBytes, left), size))
+			buf = make([]byte, 0, lay.packLen[n])
 		}
 		start := len(buf)
+		if int64(start) != at.off {
+			return nil, fmt.Errorf("stream %s: at %d of merged pack %d, laid out at %d: %w", id, start, n, at.off, ErrMismatch)
+		}
 		var err error
 		if buf, err = format.AppendSegment(buf, format.SegmentInfo{Stream: id, FirstSeq: e.FirstSeq, Count: uint32(count)}, recs...); err != nil {
 			return nil, fmt.Errorf("stream %s: %w", id, err)
 		}
 		seg := buf[start:]
-		left -= int64(len(seg))
 		e.Segments = []format.PassSegment{{Slot: run.FirstSlot + n, FirstSeq: e.FirstSeq, Count: uint32(count),
 			Offset: uint32(start), Length: uint32(len(seg)), CRC: crcOf(seg)}}
-		if len(marks) > 0 {
-			for _, m := range metastore.TrimMarks(marks) {
-				e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
-			}
-		}
 		run.Streams = append(run.Streams, e)
 		res.MergedStreams++
 	}
