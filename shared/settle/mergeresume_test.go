@@ -20,8 +20,9 @@ import (
 // one record of recBytes(i, r) bytes, and a marker before its entry
 // (flushing its previous seq) when mark(i, r); and a head whose settled
 // cursor is at the last run's end. It returns the chain, the metastore and
-// the pack bytes written.
-func mergeFixture(tb testing.TB, settled objstore.Bucket, streams, runs, slots, skip int, recBytes func(i, r int) int, mark func(i, r int) bool) (metastore.ChainID, metastore.Store, int64) {
+// the pack bytes written. each (if not nil) sees every run (reused
+// after it returns).
+func mergeFixture(tb testing.TB, settled objstore.Bucket, streams, runs, slots, skip int, recBytes func(i, r int) int, mark func(i, r int) bool, each func(*format.PassIndex)) (metastore.ChainID, metastore.Store, int64) {
 	tb.Helper()
 	ctx := context.Background()
 	c := metastore.ChainID{Star: "star-0", Class: metastore.Express}
@@ -86,6 +87,9 @@ func mergeFixture(tb testing.TB, settled objstore.Bucket, streams, runs, slots, 
 		if err := settled.PutIfAbsent(ctx, format.RunIndexKey(c.Star, c.Class.String(), 1, run.FirstSlot), obj); err != nil {
 			tb.Fatal(err)
 		}
+		if each != nil {
+			each(&run)
+		}
 	}
 	end := metastore.Cursor{Epoch: 1, Slot: uint64(slots * runs)}
 	for _, k := range []metastore.CursorKind{metastore.Checkpoint, metastore.Settled} {
@@ -125,7 +129,7 @@ func TestMergeResumesAcrossInvocations(t *testing.T) {
 	ctx := t.Context()
 	// The reference: one merge, never interrupted.
 	refBucket := objstore.NewMem("settled")
-	c, refMeta, _ := mergeFixture(t, refBucket, streams, runs, slots, 3, recBytes, mark)
+	c, refMeta, _ := mergeFixture(t, refBucket, streams, runs, slots, 3, recBytes, mark, nil)
 	ref := &Settler{Meta: refMeta, Settled: refBucket, PassIndex: true, Fanout: runs, MaxObjectBytes: maxBytes}
 	var refRes Result
 	if ok, err := ref.merge(ctx, c, &refRes); err != nil || !ok {
@@ -135,7 +139,7 @@ func TestMergeResumesAcrossInvocations(t *testing.T) {
 		t.Fatalf("the reference merge wrote %d packs: want many", refRes.Packs)
 	}
 	bucket := objstore.NewMem("settled")
-	_, meta, _ := mergeFixture(t, bucket, streams, runs, slots, 3, recBytes, mark)
+	_, meta, _ := mergeFixture(t, bucket, streams, runs, slots, 3, recBytes, mark, nil)
 	const putsPerInvocation = 2
 	invocations := 0
 	for {

@@ -177,33 +177,8 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		partsOf[i] = parts
 	}
 	entries = nil
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, flushWorkers)
-	)
-	for i, m := range markers {
-		parts := partsOf[i]
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			objs, merged, err := s.streamParts(ctx, set, c, st.From, m.Stream, parts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("flush stream %s: %w", m.Stream, err))
-				return
-			}
-			res.Flushes++
-			res.Objects += objs
-			res.Merged += merged
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return st, h.Flushed, errors.Join(errs...)
+	if err := s.flushStreams(ctx, set, c, st.From, ids, partsOf, res); err != nil {
+		return st, h.Flushed, err
 	}
 	// Flushed after the plan: the first run holding an entry of a stream
 	// not flushed since, else the plan's end.
@@ -244,6 +219,38 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.
 		}
 	}
 	return st, newFlushed, nil
+}
+
+// flushStreams flushes each stream ids[i] of a step at `from` (the
+// settled cursor) with its parts partsOf[i] (streamParts), flushWorkers
+// streams at a time (they are independent), and counts them in res.
+func (s *Settler) flushStreams(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, ids []format.StreamID, partsOf [][]metastore.Ref, res *Result) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, flushWorkers)
+	)
+	for i, id := range ids {
+		parts := partsOf[i]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			objs, merged, err := s.streamParts(ctx, set, c, from, id, parts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("flush stream %s: %w", id, err))
+				return
+			}
+			res.Flushes++
+			res.Objects += objs
+			res.Merged += merged
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // initWindow makes the settler's cache of the window once.
