@@ -67,3 +67,11 @@ func (s *Settler) SetFlushPath(path string) {
 // (peak_bench_test.go), for the external benchmarks.
 func PeakOf() func() uint64 { return peakOf() }
 func HeapObjects() uint64   { return heapObjects() }
+
+// SetMergeIndexChunk sets how many stream table entries of an input run
+// a merge reads at once, until restore.
+func SetMergeIndexChunk(n uint32) (restore func()) {
+	old := mergeIndexChunk
+	mergeIndexChunk = n
+	return func() { mergeIndexChunk = old }
+}
