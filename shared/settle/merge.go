@@ -54,21 +54,11 @@ func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (
 	if !a.Less(h.Settled) {
 		return false, nil
 	}
-	// The group: the level-1 runs from a, walked one at a time through
-	// the window (its cache keeps what fits: the next steps' walks read
-	// them), only their places kept: the merge reads them by range.
-	var group []groupRun
-	later := false // a run of a later epoch follows the group's
-	errFull := errors.New("group full")
-	err = s.window.VisitHeadRuns(ctx, c, metastore.Head{Flushed: a, Merged: a, Settled: h.Settled}, func(r *format.PassIndex) error {
-		if len(group) > 0 && (len(group) == fanout || r.Epoch != group[0].epoch) {
-			later = r.Epoch != group[0].epoch
-			return errFull
-		}
-		group = append(group, groupRun{epoch: r.Epoch, first: r.FirstSlot, end: r.EndSlot})
-		return nil
-	})
-	if err != nil && !errors.Is(err, errFull) {
+	// The group: the level-1 runs from a, walked by key as the window
+	// walks them (absorb.IndexWindow.Runs), by their headers only: the
+	// merge reads them by range (mergestream.go), not through the cache.
+	group, later, err := s.mergeGroup(ctx, c, a, h.Settled, fanout)
+	if err != nil {
 		return false, fmt.Errorf("merge: level-1 runs %s-%s: %w", a, h.Settled, err)
 	}
 	if len(group) == 0 || (len(group) < fanout && !later) {

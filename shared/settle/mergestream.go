@@ -2,9 +2,11 @@ package settle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
@@ -28,9 +30,53 @@ import (
 // stream's marker from its packed entry).
 var mergeIndexChunk uint32 = 4096
 
-// groupRun is one input run of a merge: its key's cursor and its end.
+// groupRun is one input run of a merge: its key's cursor, its end and
+// its header.
 type groupRun struct {
 	epoch, first, end uint64
+	h                 format.PassHeader
+}
+
+// mergeGroup is the group a merge from a takes: the level-1 runs from a
+// (at a, or at the next epoch's first run when a is an epoch's cut), at
+// most fanout of a's epoch, walked by key up to `to` (the settled
+// cursor) as absorb.IndexWindow walks runs, reading each run's header
+// only; later reports that a run of a later epoch follows them (so a
+// group of fewer than fanout is complete).
+func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to metastore.Cursor, fanout int) (group []groupRun, later bool, err error) {
+	for at := a; at.Less(to); {
+		if at.Epoch < to.Epoch {
+			cut, exists, err := absorb.EpochCut(ctx, s.Meta, c, at.Epoch)
+			if err != nil {
+				return nil, false, err
+			}
+			if !exists || at.Slot >= cut {
+				at = metastore.Cursor{Epoch: at.Epoch + 1}
+				continue
+			}
+		}
+		if len(group) > 0 && (len(group) == fanout || at.Epoch != group[0].epoch) {
+			return group, at.Epoch != group[0].epoch, nil
+		}
+		key := format.RunIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot)
+		hb, err := s.Settled.Get(ctx, key, 0, format.PassHeaderSize)
+		if errors.Is(err, objstore.ErrNotFound) {
+			return nil, false, fmt.Errorf("run %s: %w: %w", key, absorb.ErrWindow, err)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("read run %s: %w", key, err)
+		}
+		h, err := format.ParsePassHeader(hb)
+		if err != nil {
+			return nil, false, fmt.Errorf("run %s: %w", key, err)
+		}
+		if h.Epoch != at.Epoch || h.FirstSlot != at.Slot {
+			return nil, false, fmt.Errorf("run %s says %d/%d: %w", key, h.Epoch, h.FirstSlot, ErrMismatch)
+		}
+		group = append(group, groupRun{epoch: h.Epoch, first: h.FirstSlot, end: h.EndSlot, h: h})
+		at.Slot = h.EndSlot
+	}
+	return group, false, nil
 }
 
 // runCursor reads one input run's entries in stream order, by range.
@@ -52,21 +98,11 @@ type indexChunk struct {
 	err     error
 }
 
-// openRun reads run g's header (and command table) and starts reading
-// its first chunk.
+// openRun reads run g's command table, if any, and starts reading its
+// first chunk.
 func openRun(ctx context.Context, b objstore.Bucket, c metastore.ChainID, g groupRun) (*runCursor, error) {
 	key := format.RunIndexKey(c.Star, c.Class.String(), g.epoch, g.first)
-	hb, err := b.Get(ctx, key, 0, format.PassHeaderSize)
-	if err != nil {
-		return nil, fmt.Errorf("read run %s: %w", key, err)
-	}
-	h, err := format.ParsePassHeader(hb)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", key, err)
-	}
-	if h.Epoch != g.epoch || h.FirstSlot != g.first || h.EndSlot != g.end {
-		return nil, fmt.Errorf("run %s says %d/%d-%d, walked as %d/%d-%d: %w", key, h.Epoch, h.FirstSlot, h.EndSlot, g.epoch, g.first, g.end, ErrMismatch)
-	}
+	h := g.h
 	rc := &runCursor{ctx: ctx, b: b, key: key, h: h}
 	if h.Version == format.PassIndexVersionCommands {
 		tail, err := b.Get(ctx, key, h.CommandsAt(), -1)
