@@ -75,3 +75,11 @@ func SetMergeIndexChunk(n uint32) (restore func()) {
 	mergeIndexChunk = n
 	return func() { mergeIndexChunk = old }
 }
+
+// SetDefaultMaxAgeFlushes sets the bound on a step's flushes by age of
+// settlers that leave MaxAgeFlushes 0, until restore.
+func SetDefaultMaxAgeFlushes(n int) (restore func()) {
+	old := defaultMaxAgeFlushes
+	defaultMaxAgeFlushes = n
+	return func() { defaultMaxAgeFlushes = old }
+}
