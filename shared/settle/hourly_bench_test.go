@@ -61,9 +61,8 @@ func (b *countBucket) PutIfAbsent(ctx context.Context, key string, body []byte) 
 // getrusage) per step, the heap's peak above what was live before it
 // (live and unswept objects, sampled every millisecond), and the
 // settled bucket's GETs and PUTs and their bytes. The 1,000,000 streams
-// case (about 14 GB of fixture on disk; ageflush only: the merge holds
-// its 60 decoded input runs, about 8.6 GB, past the 8 GB this machine's
-// benchmarks may use) runs with STRAND_BENCH_1M=1:
+// case (about 14 GB of fixture on disk: ageflush, then the merge alone
+// on a window of its 60 runs, another 10 GB) runs with STRAND_BENCH_1M=1:
 //
 //	go test ./shared/settle -run '^$' -bench HourlyStep -benchtime 1x -timeout 60m
 func BenchmarkHourlyStep(b *testing.B) {
@@ -73,13 +72,24 @@ func BenchmarkHourlyStep(b *testing.B) {
 	}
 	const hours, minutes, slots, flushAge = 23, 60, 16, 24 // flushAge in hours
 	for _, streams := range sizes {
+		modes := []string{"merge", "ageflush", "both"}
+		if streams > 100_000 {
+			modes = []string{"ageflush"}
+		}
 		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
-			benchHourlyStep(b, streams, hours, minutes, slots, flushAge)
+			benchHourlyStep(b, streams, hours, minutes, slots, flushAge, modes)
 		})
+		if streams > 100_000 {
+			// The merge alone, on a window of its 60 runs only (7 GB of
+			// fixture on disk, not 14).
+			b.Run(fmt.Sprintf("streams=%d/merge-only", streams), func(b *testing.B) {
+				benchHourlyStep(b, streams, 0, minutes, slots, flushAge, []string{"merge"})
+			})
+		}
 	}
 }
 
-func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int) {
+func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int, modes []string) {
 	{
 		root := b.TempDir()
 		fixture, err := dir.Open(root, "settled")
@@ -100,10 +110,7 @@ func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, mode := range []string{"merge", "ageflush", "both"} {
-			if streams > 100_000 && mode != "ageflush" {
-				continue
-			}
+		for _, mode := range modes {
 			b.Run(fmt.Sprintf("runs=%d/mode=%s", runs, mode), func(b *testing.B) {
 				ctx := b.Context()
 				for b.Loop() {
@@ -197,6 +204,9 @@ func hourlyMeta(tb testing.TB, c metastore.ChainID, merged, settled int) metasto
 		s int
 	}{{metastore.Checkpoint, settled}, {metastore.Settled, settled}, {metastore.Merged, merged}} {
 		from := metastore.Cursor{Epoch: 1}
+		if m.k == metastore.Merged && m.s == 0 {
+			continue
+		}
 		if m.k == metastore.Merged {
 			from = metastore.Cursor{} // zero after the first mint
 		}
