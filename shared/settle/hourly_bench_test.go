@@ -62,9 +62,12 @@ func (b *countBucket) PutIfAbsent(ctx context.Context, key string, body []byte) 
 // (live and unswept objects, sampled every millisecond), and the
 // settled bucket's GETs and PUTs and their bytes. The 1,000,000 streams
 // case (about 14 GB of fixture on disk: ageflush, then the merge alone
-// on a window of its 60 runs, another 10 GB) runs with STRAND_BENCH_1M=1:
+// on a window of its 60 runs, another 10 GB: merge-only) runs with
+// STRAND_BENCH_1M=1; GOMEMLIMIT=1843MiB is the settle Lambda's limit:
 //
-//	go test ./shared/settle -run '^$' -bench HourlyStep -benchtime 1x -timeout 60m
+//	GOMEMLIMIT=1843MiB go test ./shared/settle -run '^$' -bench 'HourlyStep/streams=100000/' -benchtime 1x
+//	STRAND_BENCH_1M=1 go test ./shared/settle -run '^$' -bench 'HourlyStep/streams=1000000/' -benchtime 1x -timeout 90m
+//	STRAND_BENCH_1M=1 GOMEMLIMIT=1843MiB go test ./shared/settle -run '^$' -bench 'HourlyStep/merge-only' -benchtime 1x -timeout 90m
 func BenchmarkHourlyStep(b *testing.B) {
 	sizes := []int{10_000, 100_000}
 	if os.Getenv("STRAND_BENCH_1M") != "" {
@@ -82,7 +85,7 @@ func BenchmarkHourlyStep(b *testing.B) {
 		if streams > 100_000 {
 			// The merge alone, on a window of its 60 runs only (7 GB of
 			// fixture on disk, not 14).
-			b.Run(fmt.Sprintf("streams=%d/merge-only", streams), func(b *testing.B) {
+			b.Run(fmt.Sprintf("merge-only/streams=%d", streams), func(b *testing.B) {
 				benchHourlyStep(b, streams, 0, minutes, slots, flushAge, []string{"merge"})
 			})
 		}
