@@ -80,7 +80,8 @@ func TestSettleAgeFlushBounded(t *testing.T) {
 }
 
 // TestSettleKeptStateAgeFlushBounded is TestSettleKeptStateMatchesScratch
-// with every step flushing at most one stream by age (both worlds): the
+// with every step flushing at most one stream by age (both worlds; odd
+// seeds crash most steps before their merge's cursor moves): the
 // bound's choice depends on the step's inputs only, so the kept state, a
 // cold settler, racing copies and the runs-held step decide alike, and
 // the settled buckets are the same byte for byte.
@@ -91,6 +92,6 @@ func TestSettleKeptStateAgeFlushBounded(t *testing.T) {
 		seeds = 3
 	}
 	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { keptStateRun(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { keptStateRun(t, seed, seed%2 == 1) })
 	}
 }

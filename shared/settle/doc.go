@@ -141,10 +141,21 @@
 // whose count in the index is not zero): after the refs, never before, so
 // Flushed only ever lags.
 //
+// Before it plans, a step of runs finishes the head (finishHead): it
+// moves Flushed to where the state of the head says the head's last step
+// computed it, if it lags (a crash, or a copy between its cursor moves),
+// then does a merge a complete group left pending, and if either moved,
+// reads the head again. So every copy plans on the head every other sees
+// after it, and the settled bucket is a function of the absorbed input
+// whatever the crashes and races (design 014, "Every copy plans on one
+// head"). A step with nothing to settle does it when its settler keeps
+// the state of its last step.
+//
 // # Level 2: merged runs (design 014, "Level 2 as built")
 //
-// After the cursors, a step merges (merge.go): from a = the first level-1
-// run at or after max(Flushed, Merged), when the level-1 runs from a hold a complete group (Fanout
+// After the cursors, a step of runs merges (merge.go), from the head it
+// made (its own Flushed, not the stored one a copy may not have moved
+// yet): from a = the first level-1 run at or after max(Flushed, Merged), when the level-1 runs from a hold a complete group (Fanout
 // runs of a's epoch, or fewer ended by a later epoch's run), it writes
 // the merged run at format.MergedRunKey(a): per stream, in stream id
 // order, its last marker of the group, then one packed entry for its

@@ -39,12 +39,12 @@ func (e *env) keptFlush(s *settle.Settler) {
 func TestSettleKeptStateRangedFlush(t *testing.T) {
 	keptFlushPath = "ranged"
 	defer func() { keptFlushPath, keptWindows = "", nil }()
-	seeds := 12
+	seeds := 100
 	if testing.Short() {
 		seeds = 3
 	}
 	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { keptStateRun(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { keptStateRun(t, seed, false) })
 	}
 	var objects, gets int64
 	for _, w := range keptWindows {

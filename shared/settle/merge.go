@@ -30,15 +30,24 @@ var mergeChunk int64 = 1 << 20
 // immutable runs), so racing copies write the same bytes; a lost cursor
 // move is fine.
 func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (bool, error) {
+	h, err := s.Meta.GetHead(ctx, c)
+	if err != nil {
+		return false, fmt.Errorf("merge: %w", err)
+	}
+	return s.mergeAt(ctx, c, h, res)
+}
+
+// mergeAt is merge from head h rather than the stored head: a step's
+// callers pass the head their step made (its flushed cursor with it),
+// so that a copy that reads the head while another is between its
+// cursor moves never starts a group at another run (design 014, "Every
+// copy plans on one head").
+func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.Head, res *Result) (bool, error) {
 	fanout := orDefault(s.Fanout, DefaultFanout)
 	if fanout < 0 {
 		return false, nil
 	}
 	s.initWindow()
-	h, err := s.Meta.GetHead(ctx, c)
-	if err != nil {
-		return false, fmt.Errorf("merge: %w", err)
-	}
 	// Runs start where the chain's indexed passes begin (design 014,
 	// "Switching a live chain"): nothing to merge in refs mode.
 	indexed, err := s.window.IndexedFrom(ctx, c, h)

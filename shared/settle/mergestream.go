@@ -31,7 +31,7 @@ import (
 var mergeIndexChunk uint32 = 4096
 
 // groupRun is one input run of a merge: its key's cursor, its end and
-// its header.
+// its header (zero when the walk found the run cached: openRun reads it).
 type groupRun struct {
 	epoch, first, end uint64
 	h                 format.PassHeader
@@ -41,7 +41,7 @@ type groupRun struct {
 // (at a, or at the next epoch's first run when a is an epoch's cut), at
 // most fanout of a's epoch, walked by key up to `to` (the settled
 // cursor) as absorb.IndexWindow walks runs, reading each run's header
-// only; later reports that a run of a later epoch follows them (so a
+// only (nothing for a run the window's cache holds); later reports that a run of a later epoch follows them (so a
 // group of fewer than fanout is complete).
 func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to metastore.Cursor, fanout int) (group []groupRun, later bool, err error) {
 	for at := a; at.Less(to); {
@@ -58,8 +58,15 @@ func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to met
 		if len(group) > 0 && (len(group) == fanout || at.Epoch != group[0].epoch) {
 			return group, at.Epoch != group[0].epoch, nil
 		}
+		if r := s.window.CachedRun(c, at); r != nil {
+			// Cached: its place without a GET (openRun reads its header).
+			group = append(group, groupRun{epoch: r.Epoch, first: r.FirstSlot, end: r.EndSlot})
+			at.Slot = r.EndSlot
+			continue
+		}
 		key := format.RunIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot)
-		hb, err := s.Settled.Get(ctx, key, 0, format.PassHeaderSize)
+		// Through the window's bucket, as the walk it replaces.
+		hb, err := s.window.Bucket.Get(ctx, key, 0, format.PassHeaderSize)
 		if errors.Is(err, objstore.ErrNotFound) {
 			return nil, false, fmt.Errorf("run %s: %w: %w", key, absorb.ErrWindow, err)
 		}
@@ -103,6 +110,18 @@ type indexChunk struct {
 func openRun(ctx context.Context, b objstore.Bucket, c metastore.ChainID, g groupRun) (*runCursor, error) {
 	key := format.RunIndexKey(c.Star, c.Class.String(), g.epoch, g.first)
 	h := g.h
+	if h.Version == 0 {
+		hb, err := b.Get(ctx, key, 0, format.PassHeaderSize)
+		if err != nil {
+			return nil, fmt.Errorf("read run %s: %w", key, err)
+		}
+		if h, err = format.ParsePassHeader(hb); err != nil {
+			return nil, fmt.Errorf("run %s: %w", key, err)
+		}
+		if h.Epoch != g.epoch || h.FirstSlot != g.first || h.EndSlot != g.end {
+			return nil, fmt.Errorf("run %s says %d/%d-%d, cached as %d/%d-%d: %w", key, h.Epoch, h.FirstSlot, h.EndSlot, g.epoch, g.first, g.end, ErrMismatch)
+		}
+	}
 	rc := &runCursor{ctx: ctx, b: b, key: key, h: h}
 	if h.Version == format.PassIndexVersionCommands {
 		tail, err := b.Get(ctx, key, h.CommandsAt(), -1)

@@ -171,12 +171,33 @@ type Result struct {
 // MaxSlotsPerStep further, never past the checkpoint), and moves the
 // settled cursor over it; or, at an epoch's cut, steps to the next epoch.
 func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
+	res, err := s.step(ctx, c, true)
+	if errors.Is(err, errFinished) {
+		// The head's last step is finished now: this step's plan is made on
+		// the head every copy sees after it.
+		var again Result
+		again, err = s.step(ctx, c, false)
+		again.Merges += res.Merges
+		again.MergedStreams += res.MergedStreams
+		again.Packs += res.Packs
+		again.StateBuilt = again.StateBuilt || res.StateBuilt
+		res = again
+	}
+	return res, err
+}
+
+// step is Step; finish: first finish the head's last step when it is not
+// (runStep), returning errFinished when that moved a cursor.
+func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (Result, error) {
 	h, err := s.Meta.GetHead(ctx, c)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle %s: %w", c, err)
 	}
 	st, err := absorb.Follow(ctx, s.Meta, c, h.Settled, h.Checkpoint, orDefault(s.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
 	res := Result{From: st.From, To: st.From}
+	if err == nil && st.Empty() && finish && s.PassIndex {
+		err = s.finishIdle(ctx, c, h, &res)
+	}
 	if err != nil || st.Empty() {
 		return res, err
 	}
@@ -185,10 +206,13 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	if err != nil {
 		return res, err
 	}
-	if st.First < st.End && indexed {
+	ran := st.First < st.End && indexed // a step of runs (runStep)
+	if ran {
 		hw := h
 		hw.Flushed = runsFrom
-		if st, res.Flushed, err = s.runStep(ctx, c, hw, st, &res); err != nil {
+		if st, res.Flushed, err = s.runStep(ctx, c, hw, h, finish, st, &res); errors.Is(err, errFinished) {
+			return res, err
+		} else if err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
 		}
 	} else if st.First < st.End {
@@ -239,9 +263,18 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 			return res, fmt.Errorf("settle %s: advance flushed: %w", c, err)
 		}
 	}
-	if s.PassIndex {
-		// Level 2: after the cursors, so that it sees this step's run.
-		if _, err := s.merge(ctx, c, &res); err != nil {
+	if ran {
+		// Level 2: after the cursors, from the head this step made (a copy
+		// may have moved the stored one further, its flushed cursor not
+		// yet: finishHead). Only after a step of runs: another step (an
+		// epoch's cut, a refs step) does not know the flushed cursor of
+		// its head; the next step of runs finishes it first.
+		made := h
+		made.Settled = st.To
+		if made.Flushed.Less(res.Flushed) {
+			made.Flushed = res.Flushed
+		}
+		if _, err := s.mergeAt(ctx, c, made, &res); err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
 		}
 	}
