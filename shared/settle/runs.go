@@ -36,7 +36,7 @@ const (
 	// DefaultMaxAgeFlushes bounds the streams one step flushes by age
 	// (Settler.MaxAgeFlushes): the hourly age flush at 1,000,000 active
 	// streams (1 in 24 of them, each read from every live run it is in: up
-	// to 83 GETs) spread over about 5 one-minute steps, each well inside
+	// to 83 GETs) spread over 6 one-minute steps, each well inside
 	// the settle Lambda's timeout (docs/performance.md, "The hourly step at
 	// 1,000,000 streams").
 	DefaultMaxAgeFlushes = 8192
