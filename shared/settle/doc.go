@@ -113,8 +113,13 @@
 //     FlushBytes, or when its oldest unflushed entry (the step's own, at
 //     the step's time) is FlushAge older than the step's time (the latest
 //     record timestamp of the live runs and the passes): never the clock,
-//     so every copy decides the same. A flushed stream gets a marker
-//     (an entry without segments: its flushed seqs).
+//     so every copy decides the same. Flushes by age alone are at most
+//     MaxAgeFlushes (default 8,192) a step: past it, those whose oldest
+//     entry is in the oldest run first, then by id; the others wait for
+//     the next steps (the hourly age flush at 1,000,000 streams, 41,667
+//     streams and about 83 GETs each, is spread over about 6 steps, each
+//     bounded). A flushed stream gets a marker (an entry without
+//     segments: its flushed seqs).
 //  3. The other streams of the step are packed: their segments copied
 //     byte for byte, slot by slot (one ranged GET per slot), into packs of
 //     at most MaxObjectBytes (format.PackKey, the plan's end in the key),
@@ -158,9 +163,15 @@
 // order, its last marker of the group, then one packed entry for its
 // packed entries after that marker, their records re-encoded as one
 // segment in the merged run's packs (format.MergedPackKey; the level-1
-// packs read in 1 MiB ranged GETs, in order). The group depends on
-// immutable runs only, so copies write the same bytes; a merged run
-// already stored is adopted. Then AdvanceCursor(Merged) to its end (lost
+// packs read in 1 MiB ranged GETs, in order). The group is found by its
+// runs' headers and its runs are read by range, mergeIndexChunk entries
+// at a time each (mergestream.go), so a merge holds a few chunks per
+// input run, the merged run it writes and one pack, not the group
+// decoded. The group depends on immutable runs only, so copies write the
+// same bytes; a merged run already stored is adopted, and so are its
+// packs already stored (mergeresume.go: the packs' layout follows from
+// the group's indexes, each stored pack is read back and checked), so a
+// merge cut short (a timeout, a crash) resumes where it stopped. Then AdvanceCursor(Merged) to its end (lost
 // to a copy: fine). Walks read the merged run at a slot below Merged,
 // else the level-1 run there (absorb.IndexWindow.HeadRuns). The level-1
 // runs stay until trim passes them with Flushed. Settle shares a window
@@ -185,6 +196,8 @@
 // index, of each stream's entry; and a rebuild of the state a GET of each one not
 // cached),
 // and per flush its GETs (one per live run holding the stream) and PUTs; a merge reads its group's packs
-// (one GET per MiB) and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles
+// (one GET per MiB), its runs' headers and their tables by range (about
+// 3 GETs per 4,096 entries a run, and a HEAD per pack), one GET to look
+// for a stored first pack, and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles
 // every configured chain).
 package settle

@@ -76,3 +76,19 @@ func (s *Settler) SetFlushPath(path string) {
 // (peak_bench_test.go), for the external benchmarks.
 func PeakOf() func() uint64 { return peakOf() }
 func HeapObjects() uint64   { return heapObjects() }
+
+// SetMergeIndexChunk sets how many stream table entries of an input run
+// a merge reads at once, until restore.
+func SetMergeIndexChunk(n uint32) (restore func()) {
+	old := mergeIndexChunk
+	mergeIndexChunk = n
+	return func() { mergeIndexChunk = old }
+}
+
+// SetDefaultMaxAgeFlushes sets the bound on a step's flushes by age of
+// settlers that leave MaxAgeFlushes 0, until restore.
+func SetDefaultMaxAgeFlushes(n int) (restore func()) {
+	old := defaultMaxAgeFlushes
+	defaultMaxAgeFlushes = n
+	return func() { defaultMaxAgeFlushes = old }
+}

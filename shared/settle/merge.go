@@ -63,24 +63,19 @@ func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.
 	if !a.Less(h.Settled) {
 		return false, nil
 	}
-	runs, err := s.window.Runs(ctx, c, a, h.Settled)
+	// The group: the level-1 runs from a, walked by key as the window
+	// walks them (absorb.IndexWindow.Runs), by their headers only: the
+	// merge reads them by range (mergestream.go), not through the cache.
+	group, later, err := s.mergeGroup(ctx, c, a, h.Settled, fanout)
 	if err != nil {
 		return false, fmt.Errorf("merge: level-1 runs %s-%s: %w", a, h.Settled, err)
 	}
-	if len(runs) == 0 {
-		return false, nil
+	if len(group) == 0 || (len(group) < fanout && !later) {
+		return false, nil // not complete yet
 	}
 	// The group starts at the first run from a: at a, or, when a is an
 	// epoch's end (the cut), at the next epoch's first run.
-	a = metastore.Cursor{Epoch: runs[0].Epoch, Slot: runs[0].FirstSlot}
-	k := 0
-	for k < len(runs) && k < fanout && runs[k].Epoch == a.Epoch {
-		k++
-	}
-	if k < fanout && k == len(runs) {
-		return false, nil // not complete yet
-	}
-	group := runs[:k]
+	a = metastore.Cursor{Epoch: group[0].epoch, Slot: group[0].first}
 	m, err := s.window.MergedRun(ctx, c, a)
 	switch {
 	case err == nil: // a copy wrote it: adopt it, whatever its end
@@ -107,212 +102,6 @@ func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.
 	return true, nil
 }
 
-// mergedStream is one stream's resolved entries of a group of runs.
-type mergedStream struct {
-	marker *format.PassStream   // its last marker in the group
-	ents   []*format.PassStream // its packed entries after it
-	runs   []*format.PassIndex  // the run of each
-}
-
-// makeMerged builds the merged run of group (consecutive level-1 runs of
-// one epoch, from group[0].FirstSlot): per stream its last marker, then
-// one packed entry holding all its packed entries after that marker as
-// one segment, the segments copied into the merged run's packs in stream
-// order; writes the packs and the run index (PutIfAbsent; a stored one
-// is adopted) and returns it.
-func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []*format.PassIndex, res *Result) (*format.PassIndex, error) {
-	first, last := group[0], group[len(group)-1]
-	run := &format.PassIndex{Epoch: first.Epoch, FirstSlot: first.FirstSlot, EndSlot: last.EndSlot, Merged: true}
-	// Resolve, in stream id order: each run's entries are sorted, so a
-	// k-way walk over the runs' entry arrays.
-	pos := make([]int, len(group))
-	streams := make([]format.StreamID, 0, len(group[len(group)-1].Streams))
-	byID := make(map[format.StreamID]*mergedStream, len(group[len(group)-1].Streams))
-	for {
-		var next *format.StreamID
-		for ri, r := range group {
-			if pos[ri] < len(r.Streams) {
-				id := &r.Streams[pos[ri]].Stream
-				if next == nil || string(id[:]) < string(next[:]) {
-					next = id
-				}
-			}
-		}
-		if next == nil {
-			break
-		}
-		id := *next
-		ms := &mergedStream{}
-		for ri, r := range group {
-			for pos[ri] < len(r.Streams) && r.Streams[pos[ri]].Stream == id {
-				e := &r.Streams[pos[ri]]
-				pos[ri]++
-				if e.Marker() {
-					ms.marker, ms.ents, ms.runs = e, nil, nil
-					continue
-				}
-				ms.ents, ms.runs = append(ms.ents, e), append(ms.runs, r)
-			}
-		}
-		streams = append(streams, id)
-		byID[id] = ms
-	}
-	// Copy: one segment per stream with packed entries, back to back into
-	// packs of at most MaxObjectBytes (the run's last possible pack takes
-	// what is left).
-	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
-	// left: the bytes still to copy (each stream's records and one
-	// segment's overhead), so that a pack's buffer is allocated once.
-	var left int64
-	entries := 0
-	for _, ms := range byID {
-		if ms.marker != nil {
-			entries++
-		}
-		if len(ms.ents) > 0 {
-			entries++
-			left += int64(format.SegmentSize(0))
-			for _, e := range ms.ents {
-				left += e.Bytes
-			}
-		}
-	}
-	run.Streams = make([]format.PassStream, 0, entries)
-	in := make([]*packReader, len(group))
-	for i, r := range group {
-		in[i] = newPackReader(s.Settled, c, r)
-	}
-	defer func() {
-		for _, p := range in {
-			p.close()
-		}
-	}()
-	var n uint64
-	var buf []byte
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		key := format.MergedPackKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot, run.EndSlot, run.FirstSlot+n)
-		if err := s.put(ctx, key, buf); err != nil {
-			return fmt.Errorf("merged pack %s: %w", key, err)
-		}
-		buf = nil
-		res.Packs++
-		return nil
-	}
-	for _, id := range streams {
-		ms := byID[id]
-		if ms.marker != nil {
-			m := *ms.marker
-			run.Streams = append(run.Streams, m)
-		}
-		if len(ms.ents) == 0 {
-			continue
-		}
-		e := format.PassStream{Stream: id, FirstSeq: ms.ents[0].FirstSeq, LastSeq: ms.ents[len(ms.ents)-1].LastSeq,
-			FirstTsMs: ms.ents[0].FirstTsMs, LastTsMs: ms.ents[len(ms.ents)-1].LastTsMs}
-		var marks []metastore.ProducerMark
-		var recs [][]byte
-		var count uint64
-		next := e.FirstSeq
-		for i, pe := range ms.ents {
-			e.Bytes += pe.Bytes
-			for _, m := range pe.Marks {
-				marks = append(marks, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
-			}
-			if pe.Commands != nil {
-				cs := *pe.Commands
-				e.Commands = &cs
-			}
-			for _, g := range pe.Segments {
-				seg, err := in[indexOf(group, ms.runs[i])].read(ctx, g)
-				if err != nil {
-					return nil, fmt.Errorf("stream %s: %w", id, err)
-				}
-				info, body, err := format.ParseSegment(seg)
-				if err != nil {
-					return nil, fmt.Errorf("stream %s: segment at seq %d of run %d: %w", id, g.FirstSeq, ms.runs[i].FirstSlot, err)
-				}
-				if info.Stream != id || info.FirstSeq != next || info.Count != g.Count {
-					return nil, fmt.Errorf("stream %s: segment of %s at seq %d+%d where seq %d was due: %w", id, info.Stream, info.FirstSeq, info.Count, next, ErrMismatch)
-				}
-				next += uint64(info.Count)
-				count += uint64(info.Count)
-				recs = append(recs, body)
-			}
-		}
-		if next-1 != e.LastSeq || count > uint64(^uint32(0)) {
-			return nil, fmt.Errorf("stream %s: segments end at seq %d, entries at %d (%d records): %w", id, next-1, e.LastSeq, count, ErrMismatch)
-		}
-		recLen := 0
-		for _, r := range recs {
-			recLen += len(r)
-		}
-		size := int64(format.SegmentSize(recLen))
-		if len(buf) > 0 && int64(len(buf))+size > maxBytes && run.FirstSlot+n+1 < run.EndSlot {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-			n++
-		}
-		if buf == nil {
-			buf = make([]byte, 0, max(min(maxBytes, left), size))
-		}
-		start := len(buf)
-		var err error
-		if buf, err = format.AppendSegment(buf, format.SegmentInfo{Stream: id, FirstSeq: e.FirstSeq, Count: uint32(count)}, recs...); err != nil {
-			return nil, fmt.Errorf("stream %s: %w", id, err)
-		}
-		seg := buf[start:]
-		left -= int64(len(seg))
-		e.Segments = []format.PassSegment{{Slot: run.FirstSlot + n, FirstSeq: e.FirstSeq, Count: uint32(count),
-			Offset: uint32(start), Length: uint32(len(seg)), CRC: crcOf(seg)}}
-		if len(marks) > 0 {
-			for _, m := range metastore.TrimMarks(marks) {
-				e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
-			}
-		}
-		run.Streams = append(run.Streams, e)
-		res.MergedStreams++
-	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	obj, err := format.AppendPassIndex(nil, *run)
-	if err != nil {
-		return nil, fmt.Errorf("encode the merged run: %w", err)
-	}
-	key := format.MergedRunKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot)
-	if err := s.putCommandIndex(ctx, key, obj); err != nil {
-		return nil, err
-	}
-	err = s.Settled.PutIfAbsent(ctx, key, obj)
-	switch {
-	case err == nil:
-		s.window.AddMerged(c, run)
-		return run, nil
-	case !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous):
-		return nil, fmt.Errorf("write the merged run %s: %w", key, err)
-	}
-	// A copy wrote it first (or our write's outcome is unknown): the
-	// stored one is the merged run, whatever it says.
-	got, err := s.window.MergedRun(ctx, c, metastore.Cursor{Epoch: run.Epoch, Slot: run.FirstSlot})
-	if err != nil {
-		return nil, fmt.Errorf("read back the merged run %s: %w", key, err)
-	}
-	return got, nil
-}
-
-func indexOf(group []*format.PassIndex, r *format.PassIndex) int {
-	for i, g := range group {
-		if g == r {
-			return i
-		}
-	}
-	panic("settle: merge: run not in its group")
-}
-
 // crcOf is a segment's stored CRC (its last 4 bytes).
 func crcOf(seg []byte) uint32 {
 	n := len(seg)
@@ -327,8 +116,8 @@ func crcOf(seg []byte) uint32 {
 type packReader struct {
 	b      objstore.Bucket
 	c      metastore.ChainID
-	r      *format.PassIndex
-	extent map[uint64]int64 // per pack, the end of its last segment
+	g      groupRun
+	extent map[uint64]int64 // per pack read, its size (HEAD)
 	slot   uint64
 	lo     int64
 	body   []byte
@@ -344,20 +133,31 @@ type chunkFetch struct {
 	err  error
 }
 
-func newPackReader(b objstore.Bucket, c metastore.ChainID, r *format.PassIndex) *packReader {
-	p := &packReader{b: b, c: c, r: r, extent: map[uint64]int64{}}
-	for i := range r.Streams {
-		for _, g := range r.Streams[i].Segments {
-			p.extent[g.Slot] = max(p.extent[g.Slot], int64(g.Offset)+int64(g.Length))
-		}
+func newPackReader(b objstore.Bucket, c metastore.ChainID, g groupRun) *packReader {
+	return &packReader{b: b, c: c, g: g, extent: map[uint64]int64{}}
+}
+
+func (p *packReader) key(slot uint64) string {
+	return format.PackKey(p.c.Star, p.c.Class.String(), p.g.epoch, p.g.first, p.g.end, slot)
+}
+
+// size is pack slot's size: a chunk never reads past it.
+func (p *packReader) size(ctx context.Context, slot uint64) (int64, error) {
+	if n, ok := p.extent[slot]; ok {
+		return n, nil
 	}
-	return p
+	n, err := p.b.Head(ctx, p.key(slot))
+	if err != nil {
+		return 0, fmt.Errorf("read pack %s: %w", p.key(slot), err)
+	}
+	p.extent[slot] = n
+	return n, nil
 }
 
 // fetch starts a GET of [lo, lo+n) of pack slot.
 func (p *packReader) fetch(ctx context.Context, slot uint64, lo, n int64) *chunkFetch {
 	f := &chunkFetch{slot: slot, lo: lo, done: make(chan struct{})}
-	key := format.PackKey(p.c.Star, p.c.Class.String(), p.r.Epoch, p.r.FirstSlot, p.r.EndSlot, slot)
+	key := p.key(slot)
 	go func() {
 		defer close(f.done)
 		f.body, f.err = p.b.Get(ctx, key, lo, n)
@@ -374,6 +174,13 @@ func (p *packReader) fetch(ctx context.Context, slot uint64, lo, n int64) *chunk
 // read returns segment g of the run (checked by the caller).
 func (p *packReader) read(ctx context.Context, g format.PassSegment) ([]byte, error) {
 	off, n := int64(g.Offset), int64(g.Length)
+	extent, err := p.size(ctx, g.Slot)
+	if err != nil {
+		return nil, err
+	}
+	if off+n > extent {
+		return nil, fmt.Errorf("read pack %s: segment at %d+%d past its %d bytes: %w", p.key(g.Slot), off, n, extent, ErrMismatch)
+	}
 	if p.body == nil || g.Slot != p.slot || off < p.lo || off+n > p.lo+int64(len(p.body)) {
 		f := p.ahead
 		p.ahead = nil
@@ -390,7 +197,7 @@ func (p *packReader) read(ctx context.Context, g format.PassSegment) ([]byte, er
 			// Across the end of the chunk and into the one read ahead.
 			body, lo = append(slices.Clone(p.body[off-p.lo:]), f.body...), off
 		default: // a jump, or the first read: fetch from here
-			f = p.fetch(ctx, g.Slot, off, min(max(n, mergeChunk), p.extent[g.Slot]-off))
+			f = p.fetch(ctx, g.Slot, off, min(max(n, mergeChunk), extent-off))
 			<-f.done
 			if f.err != nil {
 				p.body = nil
@@ -399,8 +206,8 @@ func (p *packReader) read(ctx context.Context, g format.PassSegment) ([]byte, er
 			body, lo = f.body, f.lo
 		}
 		p.slot, p.lo, p.body = g.Slot, lo, body
-		if next := p.lo + int64(len(p.body)); next < p.extent[p.slot] {
-			p.ahead = p.fetch(ctx, p.slot, next, min(mergeChunk, p.extent[p.slot]-next))
+		if next := p.lo + int64(len(p.body)); next < extent {
+			p.ahead = p.fetch(ctx, p.slot, next, min(mergeChunk, extent-next))
 		}
 	}
 	return p.body[off-p.lo : off-p.lo+n], nil

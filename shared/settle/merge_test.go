@@ -295,6 +295,7 @@ func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 // back from every boundary, merged never passes settled.
 func TestSettleMergeRacingCopies(t *testing.T) {
 	defer settle.SetMergeChunk(250)()
+	defer settle.SetMergeIndexChunk(3)() // inputs read 3 entries at a time
 	e := newEnv(t, 6, nil)
 	e.withIndex()
 	e.s.MaxSlotsPerStep = 2

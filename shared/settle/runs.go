@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -32,7 +33,25 @@ const (
 	// flushWorkers bounds the flushes of one step in flight (each a few
 	// GETs and a PUT of the settled bucket).
 	flushWorkers = 64
+	// DefaultMaxAgeFlushes bounds the streams one step flushes by age
+	// (Settler.MaxAgeFlushes): the hourly age flush at 1,000,000 active
+	// streams (1 in 24 of them, each read from every live run it is in: up
+	// to 83 GETs) spread over 6 one-minute steps, each well inside
+	// the settle Lambda's timeout (docs/performance.md, "The hourly step at
+	// 1,000,000 streams").
+	DefaultMaxAgeFlushes = 8192
 )
+
+// defaultMaxAgeFlushes is MaxAgeFlushes' default (a variable for tests).
+var defaultMaxAgeFlushes = DefaultMaxAgeFlushes
+
+// maxAgeFlushes is the bound on a step's flushes by age (< 0: none).
+func (s *Settler) maxAgeFlushes() int {
+	if s.MaxAgeFlushes == 0 {
+		return defaultMaxAgeFlushes
+	}
+	return s.MaxAgeFlushes
+}
 
 // unflushed is one stream's packed entries in the live runs after its
 // last marker: what a flush of it would write behind a ref.
@@ -191,33 +210,8 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 		partsOf[i] = parts
 	}
 	entries = nil
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, flushWorkers)
-	)
-	for i, m := range markers {
-		parts := partsOf[i]
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			objs, merged, err := s.streamParts(ctx, set, c, st.From, m.Stream, parts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("flush stream %s: %w", m.Stream, err))
-				return
-			}
-			res.Flushes++
-			res.Objects += objs
-			res.Merged += merged
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return st, h.Flushed, errors.Join(errs...)
+	if err := s.flushStreams(ctx, set, c, st.From, ids, partsOf, res); err != nil {
+		return st, h.Flushed, err
 	}
 	// Flushed after the plan: the first run holding an entry of a stream
 	// not flushed since, else the plan's end.
@@ -258,6 +252,38 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 		}
 	}
 	return st, newFlushed, nil
+}
+
+// flushStreams flushes each stream ids[i] of a step at `from` (the
+// settled cursor) with its parts partsOf[i] (streamParts), flushWorkers
+// streams at a time (they are independent), and counts them in res.
+func (s *Settler) flushStreams(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, ids []format.StreamID, partsOf [][]metastore.Ref, res *Result) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, flushWorkers)
+	)
+	for i, id := range ids {
+		parts := partsOf[i]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			objs, merged, err := s.streamParts(ctx, set, c, from, id, parts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("flush stream %s: %w", id, err))
+				return
+			}
+			res.Flushes++
+			res.Objects += objs
+			res.Merged += merged
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // errFinished: finishHead moved a cursor; the step starts again from
@@ -409,9 +435,16 @@ func (s *Settler) decide(passes []*format.PassIndex, cs *chainState, step map[fo
 	}
 	slices.SortFunc(ids, func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
-	var markers []format.PassStream
-	var packed []format.StreamID
-	for _, id := range ids {
+	// Which streams flush: by bytes always; by age only (aged), at most
+	// maxAge of them, the oldest first (by their oldest entry's run, then
+	// id): the rest flush in the next steps.
+	type aged struct {
+		i  int
+		at metastore.Cursor
+	}
+	var byAge []aged
+	flush := make([]bool, len(ids))
+	for i, id := range ids {
 		u, ok := cs.streams[id]
 		sp := step[id]
 		b := u.bytes
@@ -422,7 +455,41 @@ func (s *Settler) decide(passes []*format.PassIndex, cs *chainState, step map[fo
 		if ok {
 			oldest = cs.run(u.oldest).time
 		}
-		if (sp != nil && b >= flushBytes) || now-oldest >= ageMs {
+		switch {
+		case sp != nil && b >= flushBytes:
+			flush[i] = true
+		case now-oldest >= ageMs:
+			a := aged{i: i}
+			if ok {
+				a.at = cs.run(u.oldest).at
+			} else {
+				a.at = metastore.Cursor{Epoch: math.MaxUint64, Slot: math.MaxUint64} // the step's own: newest
+			}
+			byAge = append(byAge, a)
+		}
+	}
+	if maxAge := s.maxAgeFlushes(); maxAge >= 0 && len(byAge) > maxAge {
+		// ids is sorted, so a stable sort by run leaves each run's in id order.
+		slices.SortStableFunc(byAge, func(a, b aged) int {
+			switch {
+			case a.at.Less(b.at):
+				return -1
+			case b.at.Less(a.at):
+				return 1
+			}
+			return 0
+		})
+		byAge = byAge[:maxAge]
+	}
+	for _, a := range byAge {
+		flush[a.i] = true
+	}
+	var markers []format.PassStream
+	var packed []format.StreamID
+	for i, id := range ids {
+		u, ok := cs.streams[id]
+		sp := step[id]
+		if flush[i] {
 			m := format.PassStream{Stream: id}
 			if ok {
 				m.FirstSeq, m.FirstTsMs, m.LastSeq, m.LastTsMs = u.firstSeq, u.firstTs, u.lastSeq, u.lastTs

@@ -93,6 +93,14 @@ type Settler struct {
 	// not the clock) is flushed, and with it the flushed cursor passes
 	// that run.
 	FlushAge time.Duration
+	// MaxAgeFlushes (0: DefaultMaxAgeFlushes; < 0: no bound) bounds the
+	// streams a step flushes by age alone (FlushBytes' flushes are not
+	// bounded): past it, the streams whose oldest unflushed entry is in the
+	// oldest run flush first (then by id), the others in the next steps,
+	// so a step's flush work, and so its time, is bounded however many
+	// streams turn FlushAge old at once (issue 17: the hourly age flush).
+	// It depends on the step's inputs only: copies decide alike.
+	MaxAgeFlushes int
 	// PackBufferBytes (0: DefaultPackBufferBytes; < 0: never): a step
 	// whose packed segments are at most this many bytes holds them all
 	// and writes its packs in (stream, seq) order, so a stream's entry is
