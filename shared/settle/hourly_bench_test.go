@@ -54,6 +54,8 @@ func (b *countBucket) PutIfAbsent(ctx context.Context, key string, body []byte) 
 //     unflushed entries by the walk of the 83 runs through the window
 //     (unflushedRefs) and their flushes (flushStreams: settled objects,
 //     SettleRef), as runStep does;
+//   - ageflush-onebyone: ageflush with every piece read by its flush, a
+//     GET each (the reads before the coalesced ones: coalesce.go);
 //   - both: the age flush then the merge, one settler, as the step that
 //     does both in production (runStep, then merge).
 //
@@ -75,7 +77,7 @@ func BenchmarkHourlyStep(b *testing.B) {
 	}
 	const hours, minutes, slots, flushAge = 23, 60, 16, 24 // flushAge in hours
 	for _, streams := range sizes {
-		modes := []string{"merge", "ageflush", "both"}
+		modes := []string{"merge", "ageflush", "ageflush-onebyone", "both"}
 		if streams > 100_000 {
 			modes = []string{"ageflush"}
 		}
@@ -122,6 +124,7 @@ func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int,
 					s := &Settler{Meta: meta, Settled: settled, PassIndex: true, Fanout: minutes, FlushAge: time.Duration(flushAge) * time.Hour}
 					s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: 1024 << 20, Parallel: absorb.DefaultColdLoadParallel}
 					s.windowOnce.Do(func() {})
+					s.noCoalesce = mode == "ageflush-onebyone"
 					var res Result
 					runtime.GC()
 					base := heapObjects()
@@ -146,7 +149,7 @@ func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int,
 							b.Fatalf("%d flushes, want %d", res.Flushes, len(want))
 						}
 					}
-					if mode != "ageflush" {
+					if mode == "merge" || mode == "both" {
 						if ok, err := s.merge(ctx, c, &res); err != nil || !ok || res.MergedStreams != streams {
 							b.Fatalf("merge: %t, %+v, %v", ok, res, err)
 						}
