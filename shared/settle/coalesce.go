@@ -30,7 +30,8 @@ import (
 // than split into another GET, an eighth of the break-even so that the
 // bytes read stay within a few times the pieces' at the densities above;
 // a span is at most coalesceSpan (8 MiB: 80 ms, a pack's size) so that
-// coalescePar spans in flight hold at most 128 MiB; a piece over
+// coalescePar spans in flight hold at most 128 MiB (a buffer each,
+// reused); a piece over
 // coalescePiece (64 KiB) is read on its own as before (its GET's
 // latency is small against its transfer). What the spans bring is
 // copied out per piece (the span freed at once) into at most
@@ -193,36 +194,47 @@ func (s *Settler) prefetch(ctx context.Context, partsOf [][]metastore.Ref) *pref
 	}
 	pf := &prefetched{pieces: map[piece][]byte{}}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, coalescePar)
+	// Each of the coalescePar reads in flight has a buffer of its own,
+	// reused from span to span (objstore.GetInto): at most coalescePar x
+	// coalesceSpan bytes of spans, and no garbage of them.
+	bufs := make(chan []byte, coalescePar)
+	for range coalescePar {
+		bufs <- nil
+	}
 	for _, sp := range spans {
 		if ctx.Err() != nil {
 			break // the flushes report it
 		}
-		sem <- struct{}{}
+		buf := <-bufs
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			body, err := s.Settled.Get(ctx, sp.key, sp.off, sp.n)
+			defer wg.Done()
+			if int64(cap(buf)) < sp.n {
+				buf = make([]byte, sp.n)
+			}
+			defer func() { bufs <- buf }()
+			n, err := objstore.GetInto(ctx, s.Settled, sp.key, sp.off, buf[:sp.n])
 			if err != nil {
 				if !errors.Is(err, objstore.ErrNotFound) && ctx.Err() == nil {
 					s.log().Warn("settle: coalesced read failed, its pieces read one by one", "key", sp.key, "offset", sp.off, "bytes", sp.n, "err", err)
 				}
 				return
 			}
+			body := buf[:n]
 			got := make(map[piece][]byte, len(sp.pieces))
-			var n int64
+			var held int64
 			for _, p := range sp.pieces {
 				lo := p.off - sp.off
 				if lo+p.n > int64(len(body)) {
 					continue
 				}
-				got[p] = slices.Clone(body[lo : lo+p.n]) // the span is freed
-				n += p.n
+				got[p] = slices.Clone(body[lo : lo+p.n]) // the buffer is reused
+				held += p.n
 			}
 			pf.mu.Lock()
 			defer pf.mu.Unlock()
 			maps.Copy(pf.pieces, got)
-			pf.bytes += n
+			pf.bytes += held
 			pf.spans++
 		}()
 	}
