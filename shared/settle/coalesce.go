@@ -239,5 +239,6 @@ func (s *Settler) prefetch(ctx context.Context, partsOf [][]metastore.Ref) *pref
 		}()
 	}
 	wg.Wait()
+	s.log().Debug("settle: coalesced flush reads", "spans", len(spans), "read", pf.spans, "pieces", len(pf.pieces), "bytes", pf.bytes)
 	return pf
 }

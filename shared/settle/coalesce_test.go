@@ -267,3 +267,44 @@ func TestCoalescedFlushObjectGone(t *testing.T) {
 		t.Fatalf("error %q: want the settles losing", errs[1][0])
 	}
 }
+
+// FuzzPlanSpans: whatever the pieces, every span planned is of one
+// object, covers 2 pieces or more, each within it, small, at most the
+// gap after the pieces before it, the span within its limit; no piece is
+// in two spans; the pieces held fit the bound.
+func FuzzPlanSpans(f *testing.F) {
+	f.Add([]byte{0, 0, 10, 0, 20, 10, 1, 0, 5}, uint16(100))
+	f.Add([]byte{0, 0, 200, 0, 40, 40, 0, 90, 10, 0, 255, 1}, uint16(30))
+	f.Fuzz(func(t *testing.T, b []byte, bound uint16) {
+		lim := coalesceLimits{piece: 64, gap: 16, span: 256, bytes: int64(bound)}
+		var pieces []piece
+		for ; len(b) >= 3; b = b[3:] {
+			pieces = append(pieces, piece{key: string('a' + b[0]%3), off: int64(b[1]) * 4, n: int64(b[2])})
+		}
+		seen := map[piece]bool{}
+		var held int64
+		for _, sp := range planSpans(pieces, lim) {
+			if len(sp.pieces) < 2 || sp.n > lim.span {
+				t.Fatalf("span %+v: %d pieces, %d bytes", sp, len(sp.pieces), sp.n)
+			}
+			end := sp.off
+			for i, p := range sp.pieces {
+				if p.key != sp.key || p.off < sp.off || p.off+p.n > sp.off+sp.n || p.n <= 0 || p.n > lim.piece || seen[p] {
+					t.Fatalf("span %+v: piece %+v", sp, p)
+				}
+				if i > 0 && p.off-end > lim.gap {
+					t.Fatalf("span %+v: a gap of %d before %+v", sp, p.off-end, p)
+				}
+				seen[p] = true
+				end = max(end, p.off+p.n)
+			}
+			if sp.pieces[0].off != sp.off || end != sp.off+sp.n {
+				t.Fatalf("span %+v is not its pieces' extent", sp)
+			}
+			held += sp.held()
+		}
+		if held > lim.bytes {
+			t.Fatalf("%d bytes held, bound %d", held, lim.bytes)
+		}
+	})
+}
