@@ -138,6 +138,14 @@
 // previous one) and one ref, with metastore.SettleRef on the condition
 // that the settled cursor is still the step's start (a stale copy writes
 // nothing); parts a ref already holds are skipped, a lost write re-reads.
+// Before the flushes start, the small pieces (at most 64 KiB) of every
+// flushed stream's pack locations are read by object, neighbours at most
+// 256 KiB apart coalesced into one ranged GET of at most 8 MiB (16 in
+// flight), into at most 64 MiB of pieces the flushes take theirs from;
+// the others, a piece alone and a span that fails (its object gone) are
+// read by the flush as before, with the same checks and errors
+// (coalesce.go: the hourly age flush's 60 minute runs' pieces are tiny
+// and, packs in stream id order, close together).
 // Then AdvanceCursor(Settled), and AdvanceCursor(Flushed) to the first run
 // still holding an unflushed entry (or the step's end: the first run
 // whose count in the index is not zero): after the refs, never before, so
@@ -195,7 +203,14 @@
 // and of each version 2 run's command table or, through its command
 // index, of each stream's entry; and a rebuild of the state a GET of each one not
 // cached),
-// and per flush its GETs (one per live run holding the stream) and PUTs; a merge reads its group's packs
+// and per flush its PUTs and its GETs: one per live run holding the
+// stream, but for the small pieces the step's flushed streams share a
+// pack with, read before the flushes in coalesced ranged GETs, one per
+// 8 MiB or less of a pack where they are at most 256 KiB apart (the
+// hourly age flush at 100,000 streams: 250 GETs, was 346,028; at
+// 1,000,000 the hour runs' entries stay a GET each: about 234,000 GETs a
+// step of 8,192 flushes, was 680,000; docs/performance.md, "Coalesced
+// flush reads"); a merge reads its group's packs
 // (one GET per MiB), its runs' headers and their tables by range (about
 // 3 GETs per 4,096 entries a run, and a HEAD per pack), one GET to look
 // for a stored first pack, and writes one pack per MaxObjectBytes and its index. Settle runs on a schedule (Handler: a scheduled event settles

@@ -92,3 +92,7 @@ func SetDefaultMaxAgeFlushes(n int) (restore func()) {
 	defaultMaxAgeFlushes = n
 	return func() { defaultMaxAgeFlushes = old }
 }
+
+// SetCoalesce turns the coalesced flush reads of s's steps on (the
+// default) or off (every piece read by its flush, as before them).
+func (s *Settler) SetCoalesce(on bool) { s.noCoalesce = !on }

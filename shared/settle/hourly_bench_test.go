@@ -31,6 +31,15 @@ func (b *countBucket) Get(ctx context.Context, key string, off, n int64) ([]byte
 	return body, err
 }
 
+// GetInto counts a GET, into the bucket's own GetInto (as S3's: the
+// objects are not on the heap before they are read).
+func (b *countBucket) GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {
+	n, err := objstore.GetInto(ctx, b.Bucket, key, off, dst)
+	b.gets.Add(1)
+	b.getBytes.Add(int64(n))
+	return n, err
+}
+
 func (b *countBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	b.puts.Add(1)
 	b.putBytes.Add(int64(len(body)))
@@ -54,6 +63,8 @@ func (b *countBucket) PutIfAbsent(ctx context.Context, key string, body []byte) 
 //     unflushed entries by the walk of the 83 runs through the window
 //     (unflushedRefs) and their flushes (flushStreams: settled objects,
 //     SettleRef), as runStep does;
+//   - ageflush-onebyone: ageflush with every piece read by its flush, a
+//     GET each (the reads before the coalesced ones: coalesce.go);
 //   - both: the age flush then the merge, one settler, as the step that
 //     does both in production (runStep, then merge).
 //
@@ -75,7 +86,7 @@ func BenchmarkHourlyStep(b *testing.B) {
 	}
 	const hours, minutes, slots, flushAge = 23, 60, 16, 24 // flushAge in hours
 	for _, streams := range sizes {
-		modes := []string{"merge", "ageflush", "both"}
+		modes := []string{"merge", "ageflush", "ageflush-onebyone", "both"}
 		if streams > 100_000 {
 			modes = []string{"ageflush"}
 		}
@@ -122,6 +133,7 @@ func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int,
 					s := &Settler{Meta: meta, Settled: settled, PassIndex: true, Fanout: minutes, FlushAge: time.Duration(flushAge) * time.Hour}
 					s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: 1024 << 20, Parallel: absorb.DefaultColdLoadParallel}
 					s.windowOnce.Do(func() {})
+					s.noCoalesce = mode == "ageflush-onebyone"
 					var res Result
 					runtime.GC()
 					base := heapObjects()
@@ -146,7 +158,7 @@ func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int,
 							b.Fatalf("%d flushes, want %d", res.Flushes, len(want))
 						}
 					}
-					if mode != "ageflush" {
+					if mode == "merge" || mode == "both" {
 						if ok, err := s.merge(ctx, c, &res); err != nil || !ok || res.MergedStreams != streams {
 							b.Fatalf("merge: %t, %+v, %v", ok, res, err)
 						}

@@ -159,9 +159,13 @@ func TestSettleMergeRuns(t *testing.T) {
 	if ents := e.merged(cur(1, 6)).FindAll(e.ids[2]); len(ents) != 1 || !ents[0].Marker() {
 		t.Fatalf("stream 2: entries of the merged run at 1/6 %+v: want a marker", ents)
 	}
-	// Flush everything: a stream's merged entry is one GET.
+	// Flush everything: a stream's merged entry is one GET (read one by
+	// one: coalesced, the 4 streams' pieces of a run are one GET,
+	// TestSettlePackOrder).
 	gets := &countGets{Bucket: e.settled}
 	e.s.Settled = gets
+	e.s.SetCoalesce(false)
+	defer e.s.SetCoalesce(true)
 	e.s.FlushAge = time.Nanosecond
 	e.flights(2)
 	e.absorbAll()

@@ -257,7 +257,11 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 // flushStreams flushes each stream ids[i] of a step at `from` (the
 // settled cursor) with its parts partsOf[i] (streamParts), flushWorkers
 // streams at a time (they are independent), and counts them in res.
+// First it reads the small settled pieces of all of them by object,
+// neighbours coalesced into one ranged GET (prefetch, coalesce.go): the
+// flushes take those from what it read, and read the rest as before.
 func (s *Settler) flushStreams(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, ids []format.StreamID, partsOf [][]metastore.Ref, res *Result) error {
+	pf := s.prefetch(ctx, partsOf)
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -270,7 +274,7 @@ func (s *Settler) flushStreams(ctx context.Context, set chain.Set, c metastore.C
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			objs, merged, err := s.streamParts(ctx, set, c, from, id, parts)
+			objs, merged, err := s.streamParts(ctx, set, c, from, id, parts, pf)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

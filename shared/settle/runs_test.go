@@ -359,14 +359,18 @@ func (c *countGets) Get(ctx context.Context, key string, off, n int64) ([]byte, 
 // TestSettlePackOrder: packs sorted by stream let a flush read a stream's
 // entry of a run in one GET; packs in slot order (PackBufferBytes < 0,
 // what a step too large to hold uses) interleave the streams, cost a GET
-// per segment, and read back the same records.
+// per segment, and read back the same records. Both read one by one
+// (coalesce-false); coalesced (the default), the step reads the 3
+// streams' pieces of a pack in one GET whatever the order.
 func TestSettlePackOrder(t *testing.T) {
-	for _, sorted := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sorted-%t", sorted), func(t *testing.T) {
+	for _, c := range []struct{ sorted, coalesce bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+		sorted := c.sorted
+		t.Run(fmt.Sprintf("sorted-%t/coalesce-%t", sorted, c.coalesce), func(t *testing.T) {
 			e := newEnv(t, 3, nil)
 			e.withIndex()
 			gets := &countGets{Bucket: e.settled}
 			e.s.Settled = gets
+			e.s.SetCoalesce(c.coalesce)
 			e.s.MaxSlotsPerStep = 4
 			if !sorted {
 				e.s.PackBufferBytes = -1
@@ -390,7 +394,10 @@ func TestSettlePackOrder(t *testing.T) {
 			// walk is cached (the settler wrote the runs); plus the step's
 			// own: its run looked up (absent) and its pass index.
 			want := int64(3*2 + 2)
-			if !sorted {
+			switch {
+			case c.coalesce:
+				want = 2 + 2
+			case !sorted:
 				want = 3*2*4 + 2
 			}
 			if got := gets.n.Load() - before; got != want {

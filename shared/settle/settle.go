@@ -129,6 +129,9 @@ type Settler struct {
 	// flushPath forces how steps get the flushed streams' entries
 	// (flushranged.go; tests).
 	flushPath flushPath
+	// noCoalesce: flushes read every piece on their own (coalesce.go;
+	// tests and benchmarks, for the reads before it).
+	noCoalesce bool
 }
 
 func (s *Settler) log() *slog.Logger {
@@ -292,7 +295,7 @@ func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (R
 // stream's previous settled object when it is small (as Step merges).
 // Parts that a ref already holds (a rerun, or another copy) are skipped;
 // a lost write re-reads the stream's refs.
-func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, id format.StreamID, parts []metastore.Ref) (objects, merged int, err error) {
+func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.ChainID, from metastore.Cursor, id format.StreamID, parts []metastore.Ref, pf *prefetched) (objects, merged int, err error) {
 	first, last := parts[0].FirstSeq, parts[len(parts)-1].LastSeq
 	for range swapRetries {
 		stored, err := s.refs(ctx, id, first, last)
@@ -324,7 +327,7 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 		if prev != nil && !settledOnly(*prev) {
 			prev = nil
 		}
-		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
+		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, pf, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
 			var old []metastore.Ref // the absorb wrote no ref: only a merged previous ref is replaced
 			if mergedPrev {
 				old = src[:1]
@@ -347,8 +350,9 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 // when that is a small settled ref (s.mergeable), each rendered into
 // settled objects (s.build) and stored by write (src: the group, with
 // prev first when merged). lost: an object or a write lost to another
-// copy (or trim) since the refs were read; the caller re-reads.
-func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref,
+// copy (or trim) since the refs were read; the caller re-reads. pf: the
+// pieces a step read ahead (nil: none).
+func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref, pf *prefetched,
 	write func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error) (objects, merged int, lost bool, err error) {
 	for gi, g := range s.groups(refs) {
 		src := g
@@ -356,7 +360,7 @@ func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.Str
 		if mergePrev {
 			src = append([]metastore.Ref{*prev}, g...)
 		}
-		repl, err := s.build(ctx, set, id, src)
+		repl, err := s.build(ctx, set, id, src, pf)
 		if errors.Is(err, errGone) {
 			return objects, merged, true, nil // a copy merged it away since the refs were read
 		}
@@ -436,7 +440,7 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 		}
 		lost := false
 		for _, rn := range runs {
-			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
+			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, nil, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
 				return s.Meta.SwapRefs(ctx, src, repl)
 			})
 			objects, merged = objects+o, merged+m
@@ -546,8 +550,9 @@ func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
 // holds at most MaxObjectBytes of records (one record larger than that is
 // an object of its own), and at most MaxObjectsPerRef objects (see there).
 // Memory: the object being built and the one segment being read, whatever
-// the size of the refs.
-func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref) (metastore.Ref, error) {
+// the size of the refs. A settled location pf holds is taken from it
+// instead of read (coalesce.go), with the same checks.
+func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref, pf *prefetched) (metastore.Ref, error) {
 	var left int64 // the refs' record bytes not yet added (as the refs say)
 	for _, r := range old {
 		left += max(r.Bytes, 0)
@@ -641,7 +646,7 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 	for _, r := range old {
 		locs = append(locs, r.Locations...)
 	}
-	sp := spanReader{s: s, set: set, locs: locs, max: orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)}
+	sp := spanReader{s: s, set: set, locs: locs, max: orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes), pf: pf}
 	for _, r := range old {
 		for _, l := range r.Locations {
 			seg, err := sp.next(ctx)
@@ -692,12 +697,15 @@ func lastTimestamp(b []byte) int64 {
 // the settled locations that follow it back to back in the same object
 // (a stream's segments in a pack, design 014 level 1) in one ranged GET
 // of at most max bytes, so a flush costs a GET per run it reads, not per
-// segment. Memory: one span.
+// segment. A location pf holds (the step read it ahead, coalesced with
+// other streams': coalesce.go) is taken from there, with segment's
+// length check. Memory: one span.
 type spanReader struct {
 	s    *Settler
 	set  chain.Set
 	locs []metastore.Location
 	max  int64
+	pf   *prefetched
 	i    int
 	// the span read last: key, its first byte's offset, its bytes.
 	key  string
@@ -710,6 +718,12 @@ func (r *spanReader) next(ctx context.Context) ([]byte, error) {
 	r.i++
 	if !l.Settled {
 		return r.s.segment(ctx, r.set, l)
+	}
+	if b, ok := r.pf.take(l.Key, l.Offset, l.Length); ok {
+		if int64(len(b)) != l.Length { // as segment checks a GET's
+			return nil, fmt.Errorf("read settled %s: %d of %d bytes: %w", l.Key, len(b), l.Length, ErrMismatch)
+		}
+		return b, nil
 	}
 	if l.Key != r.key || l.Offset < r.off || l.Offset+l.Length > r.off+int64(len(r.body)) {
 		end := l.Offset + l.Length
