@@ -38,6 +38,28 @@ func (s *Settler) putCommandIndex(ctx context.Context, key string, obj []byte) e
 	return nil
 }
 
+// putRun writes run r (a run or a merged run) at key if absent, its
+// command index first (putCommandIndex). written: this call stored it;
+// false with no error: a copy stored one first (or the put's outcome is
+// unknown), and the stored one is the run, whatever it says.
+func (s *Settler) putRun(ctx context.Context, key string, r *format.PassIndex) (written bool, err error) {
+	obj, err := format.AppendPassIndex(nil, *r)
+	if err != nil {
+		return false, fmt.Errorf("encode the run %s: %w", key, err)
+	}
+	if err := s.putCommandIndex(ctx, key, obj); err != nil {
+		return false, err
+	}
+	switch err := s.Settled.PutIfAbsent(ctx, key, obj); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, objstore.ErrExists) || errors.Is(err, objstore.ErrAmbiguous):
+		return false, nil
+	default:
+		return false, fmt.Errorf("write the run %s: %w", key, err)
+	}
+}
+
 // cmdxMinTable: a run's command table larger than this gets a command
 // index (tests lower it: SetCommandIndexMin).
 var cmdxMinTable int64 = absorb.CommandIndexMinTable

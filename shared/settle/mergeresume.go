@@ -112,21 +112,12 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []g
 	if err := out.finish(ctx); err != nil {
 		return nil, err
 	}
-	obj, err := format.AppendPassIndex(nil, *run)
-	if err != nil {
-		return nil, fmt.Errorf("encode the merged run: %w", err)
-	}
 	key := format.MergedRunKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot)
-	if err := s.putCommandIndex(ctx, key, obj); err != nil {
+	if written, err := s.putRun(ctx, key, run); err != nil {
 		return nil, err
-	}
-	err = s.Settled.PutIfAbsent(ctx, key, obj)
-	switch {
-	case err == nil:
+	} else if written {
 		s.window.AddMerged(c, run)
 		return run, nil
-	case !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous):
-		return nil, fmt.Errorf("write the merged run %s: %w", key, err)
 	}
 	// A copy wrote it first (or our write's outcome is unknown): the
 	// stored one is the merged run, whatever it says.

@@ -531,21 +531,12 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 	res.Packs = packs
 	plan.Streams = append(plan.Streams, entries...)
 	slices.SortFunc(plan.Streams, func(a, b format.PassStream) int { return bytes.Compare(a.Stream[:], b.Stream[:]) })
-	obj, err := format.AppendPassIndex(nil, *plan)
-	if err != nil {
-		return nil, fmt.Errorf("encode the run at %s: %w", from, err)
-	}
 	key := format.RunIndexKey(c.Star, c.Class.String(), from.Epoch, from.Slot)
-	if err := s.putCommandIndex(ctx, key, obj); err != nil {
+	if written, err := s.putRun(ctx, key, plan); err != nil {
 		return nil, err
-	}
-	err = s.Settled.PutIfAbsent(ctx, key, obj)
-	switch {
-	case err == nil:
+	} else if written {
 		s.window.AddRun(c, plan)
 		return plan, nil
-	case !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous):
-		return nil, fmt.Errorf("write the run %s: %w", key, err)
 	}
 	// A copy wrote the run first (or our write's outcome is unknown): the
 	// run stored is the plan, whatever it says.
