@@ -118,7 +118,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 		return st, h.Flushed, err
 	}
 	if finish {
-		if done, err := s.finishHead(ctx, c, stored, cs, res); err != nil || done {
+		if err := s.finishHead(ctx, c, stored, cs, res); err != nil {
 			return st, h.Flushed, err
 		}
 		if !s.scratch {
@@ -306,20 +306,20 @@ var errFinished = errors.New("the head's last step finished")
 // follows the finished head; finished first, every copy plans on the
 // head every other sees. It keeps cs (for the merge to remap it, and for
 // the caller to take back). It returns errFinished when it moved a cursor
-// or merged, false when the head was finished.
-func (s *Settler) finishHead(ctx context.Context, c metastore.ChainID, head metastore.Head, cs *chainState, res *Result) (bool, error) {
+// or merged, nil when the head was finished.
+func (s *Settler) finishHead(ctx context.Context, c metastore.ChainID, head metastore.Head, cs *chainState, res *Result) error {
 	moved := false
 	canon := cs.firstHeld(cs.key.settled)
 	if head.Flushed.Less(canon) {
 		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Flushed, head.Flushed, canon); err != nil && !errors.Is(err, metastore.ErrConflict) {
-			return false, fmt.Errorf("finish the last step: advance flushed: %w", err)
+			return fmt.Errorf("finish the last step: advance flushed: %w", err)
 		}
 		moved = true
 	}
 	if cs.key.flushed.Less(canon) {
 		moved = true
 		if cs.dropBelow(canon) != nil {
-			return true, errFinished // not kept: the next step rebuilds
+			return errFinished // not kept: the next step rebuilds
 		}
 		cs.key.flushed = canon
 	}
@@ -330,12 +330,12 @@ func (s *Settler) finishHead(ctx context.Context, c metastore.ChainID, head meta
 	h.Flushed, h.Merged, h.Settled = cs.key.flushed, cs.key.merged, cs.key.settled
 	merged, err := s.mergeAt(ctx, c, h, res)
 	if err != nil {
-		return false, fmt.Errorf("finish the last step: %w", err)
+		return fmt.Errorf("finish the last step: %w", err)
 	}
 	if moved || merged {
-		return true, errFinished
+		return errFinished
 	}
-	return false, nil
+	return nil
 }
 
 // finishIdle finishes head h of a step with nothing to settle when this
@@ -355,7 +355,7 @@ func (s *Settler) finishIdle(ctx context.Context, c metastore.ChainID, h metasto
 	if !ok {
 		return nil
 	}
-	if _, err := s.finishHead(ctx, c, h, cs, res); err != nil && !errors.Is(err, errFinished) {
+	if err := s.finishHead(ctx, c, h, cs, res); err != nil && !errors.Is(err, errFinished) {
 		return err
 	}
 	return nil
