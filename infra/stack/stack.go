@@ -55,7 +55,10 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 	if err != nil {
 		return nil, err
 	}
-	s.Star = NewStar(s.Stack, "Star", cfg, repoRoot, s.Storage, s.Metastore, s.Settlement)
+	s.Star, err = NewStar(s.Stack, "Star", cfg, repoRoot, s.Storage, s.Metastore, s.Settlement)
+	if err != nil {
+		return nil, err
+	}
 	s.Operations = NewOperations(s.Stack, "Operations", cfg, s.Settlement, s.Star)
 
 	out := func(id string, v *string, desc string) {
