@@ -4,7 +4,8 @@
 //   - Bootstrap builds functions/<name> into infra/build/<name>/bootstrap
 //     for Lambda's provided.al2023 runtime on arm64: CGO_ENABLED=0
 //     GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath
-//     -ldflags='-s -w'. The CDK app calls it for every function before it
+//     -buildvcs=false -ldflags='-s -w' (reproducible: a commit that
+//     changes no Go source builds the same bytes). The CDK app calls it for every function before it
 //     makes the function's asset, so `cdk synth`/`cdk deploy` never ship a
 //     missing or stale bootstrap: the go command rebuilds whatever changed
 //     (its build cache makes an unchanged build a check, not a compile), and
