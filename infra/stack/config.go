@@ -516,28 +516,30 @@ func (c *Config) validateZones() error {
 // fargateMemory returns the memory sizes (MiB) Fargate allows for a CPU
 // value (Linux tasks), or nil for an unsupported CPU value.
 func fargateMemory(cpu int) []int {
-	span := func(lo, hi int) []int {
+	span := func(lo, hi, step int) []int {
 		var out []int
-		for m := lo; m <= hi; m += 1024 {
+		for m := lo; m <= hi; m += step {
 			out = append(out, m)
 		}
 		return out
 	}
+	// The AWS Fargate task size table: 1 GiB steps up to 4 vCPU, 4 GiB
+	// steps at 8 vCPU, 8 GiB steps at 16 vCPU.
 	switch cpu {
 	case 256:
 		return []int{512, 1024, 2048}
 	case 512:
-		return span(1024, 4096)
+		return span(1024, 4096, 1024)
 	case 1024:
-		return span(2048, 8192)
+		return span(2048, 8192, 1024)
 	case 2048:
-		return span(4096, 16384)
+		return span(4096, 16384, 1024)
 	case 4096:
-		return span(8192, 30720)
+		return span(8192, 30720, 1024)
 	case 8192:
-		return span(16384, 61440)
+		return span(16384, 61440, 4096)
 	case 16384:
-		return span(32768, 122880)
+		return span(32768, 122880, 8192)
 	}
 	return nil
 }

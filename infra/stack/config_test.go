@@ -109,6 +109,9 @@ func TestFargateSizes(t *testing.T) {
 	}{
 		{256, 800, 1024, true}, {512, 800, 1024, true}, {1024, 800, 2048, true},
 		{1024, 2049, 3072, true}, {4096, 8000, 8192, true}, {256, 3000, 0, false}, {300, 1, 0, false},
+		// 8 vCPU: 4 GiB steps; 16 vCPU: 8 GiB steps.
+		{8192, 16385, 20480, true}, {8192, 61440, 61440, true}, {8192, 61441, 0, false},
+		{16384, 32769, 40960, true}, {16384, 122880, 122880, true}, {16384, 122881, 0, false},
 	} {
 		got, err := SmallestFargateMemory(tc.cpu, tc.need)
 		if (err == nil) != tc.ok || got != tc.want {
@@ -116,6 +119,11 @@ func TestFargateSizes(t *testing.T) {
 		}
 		if tc.ok && !ValidFargateSize(tc.cpu, got) {
 			t.Errorf("%d/%d not valid", tc.cpu, got)
+		}
+	}
+	for _, bad := range [][2]int{{8192, 17408}, {8192, 60416}, {16384, 33792}, {16384, 39936}, {4096, 31744}} {
+		if ValidFargateSize(bad[0], bad[1]) {
+			t.Errorf("%d/%d accepted: not a Fargate task size", bad[0], bad[1])
 		}
 	}
 }
