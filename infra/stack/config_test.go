@@ -14,7 +14,7 @@ func TestFromContextDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Region != "us-east-1" || len(c.ExpressAZs) != 3 || c.StarCount != 1 || !c.DeletionProtection {
+	if c.StackName != DefaultStackName || c.Region != "us-east-1" || len(c.ExpressAZs) != 3 || c.StarCount != 1 || !c.DeletionProtection {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if c.MemoryBufferMiB != 256 || c.ExpressMemoryBufferMiB != 32 {
@@ -46,11 +46,12 @@ func TestFromContextOverrides(t *testing.T) {
 		CtxAllowPlaintextPublic: "true",
 		CtxPassIndex:            "true",
 		CtxDedupeMaxProducers:   "1000000",
+		CtxStackName:            "Strand-Staging",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Region != "eu-north-1" || c.ExpressAZs[1] != "eun1-az2" || c.StarCount != 3 || c.DeletionProtection ||
+	if c.StackName != "Strand-Staging" || c.Region != "eu-north-1" || c.ExpressAZs[1] != "eun1-az2" || c.StarCount != 3 || c.DeletionProtection ||
 		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI || !c.PassIndex {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
@@ -93,6 +94,7 @@ func TestFromContextRejects(t *testing.T) {
 		{CtxExpressAZNames: "us-east-1a,us-east-1b,us-west-2c", CtxAccount: "111111111111"},
 		{CtxExpressAZNames: "use1-az4,use1-az5,use1-az6", CtxAccount: "111111111111"},
 		{CtxExpressAZNames: "us-east-1a,us-east-1b,us-east-1a", CtxAccount: "111111111111"},
+		{CtxStackName: "1strand"}, {CtxStackName: "strand_prod"}, {CtxStackName: ""}, {CtxStackName: "S" + strings.Repeat("x", 128)},
 	}
 	for i, m := range bad {
 		_, err := FromContext(ctx(m))
