@@ -49,6 +49,14 @@ MUTANTS ?=
 mutants:
 	@bash tests/mutants/mutants.sh $(MUTANTS)
 
+# standby-kills is docs/operations.md's failover measurement: two `strand
+# dev --standby` on one data directory, the leader killed with SIGKILL 20
+# times under idempotent appends and tailing readers (about 2 minutes; the
+# default test run kills twice).
+.PHONY: standby-kills
+standby-kills:
+	STRAND_STANDBY_KILLS=20 $(GO) test -count=1 -timeout 15m -run 'TestStandbyTakesOverKill9$$' -v ./tests/e2e | grep -E 'kills:|^(---|ok|FAIL)'
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.
