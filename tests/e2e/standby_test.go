@@ -21,10 +21,13 @@ import (
 )
 
 // STRAND_STANDBY_KILLS sets how many times TestStandbyTakesOverKill9 kills
-// the leader (default standbyKillsDefault); `make standby-kills` runs the
-// 20 of docs/operations.md, "Failover with a standby".
+// the leader (default standbyKillsDefault), STRAND_STANDBY_TERMS how many
+// times TestStandbyHandoverSIGTERM stops it (default 1); `make
+// standby-kills` runs the 20 of each of docs/operations.md, "Failover with
+// a standby".
 const (
 	standbyKillsEnv     = "STRAND_STANDBY_KILLS"
+	standbyTermsEnv     = "STRAND_STANDBY_TERMS"
 	standbyKillsDefault = 2
 	standbyStreams      = 2                     // one Express, one Standard; a producer each
 	standbyEvery        = 10 * time.Millisecond // one idempotent Append per stream this often
@@ -84,22 +87,25 @@ func startStandby(t *testing.T, bin, dataDir, addr string) *standbyProc {
 	return p
 }
 
-func (p *standbyProc) kill() {
+func (p *standbyProc) kill() { p.stop(syscall.SIGKILL) }
+
+// stop sends sig and waits for the process to exit.
+func (p *standbyProc) stop(sig syscall.Signal) {
 	if p.cmd.Process != nil && p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		_ = p.cmd.Process.Signal(sig)
 		_ = p.cmd.Wait()
 	}
 }
 
-// standbyKills is the number of kills for this run.
-func standbyKills(t *testing.T) int {
-	v := os.Getenv(standbyKillsEnv)
+// envCount is the positive number in the environment variable env, or def.
+func envCount(t *testing.T, env string, def int) int {
+	v := os.Getenv(env)
 	if v == "" {
-		return standbyKillsDefault
+		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive number", standbyKillsEnv, v)
+		t.Fatalf("%s=%q: want a positive number", env, v)
 	}
 	return n
 }
@@ -125,10 +131,22 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // longest gap between consecutive acks of a producer around it) is
 // logged, with p50, p99 and max over the kills.
 func TestStandbyTakesOverKill9(t *testing.T) {
+	runStandby(t, syscall.SIGKILL, envCount(t, standbyKillsEnv, standbyKillsDefault))
+}
+
+// TestStandbyHandoverSIGTERM: as TestStandbyTakesOverKill9, the leader
+// stopped with SIGTERM instead: it drains (the acks of admitted batches,
+// sessions ended with unavailable) and exits, and the standby leads.
+func TestStandbyHandoverSIGTERM(t *testing.T) {
+	runStandby(t, syscall.SIGTERM, envCount(t, standbyTermsEnv, 1))
+}
+
+// runStandby stops the leader with sig kills times under load; see
+// TestStandbyTakesOverKill9.
+func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	kills := standbyKills(t)
 	bin := testproc.Build(t, "./cmd/strand")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	addrs := [2]string{testproc.FreeAddr(t), testproc.FreeAddr(t)}
@@ -219,7 +237,7 @@ func TestStandbyTakesOverKill9(t *testing.T) {
 			}
 		}
 		at := time.Now()
-		procs[leader].kill()
+		procs[leader].stop(sig)
 		next := 1 - leader
 		select {
 		case <-procs[next].serving:
@@ -264,26 +282,31 @@ func TestStandbyTakesOverKill9(t *testing.T) {
 		t.Fatalf("readers saw %d errors, first: %v", len(o.Bad), o.Bad[0])
 	}
 
-	// Each kill's pause: the longest gap between consecutive acks of one
-	// producer that spans the kill.
+	// Each stop's pause: the longest gap between consecutive acks of one
+	// producer from the signal until the standby served (a SIGTERM's
+	// drain acks on, so its pause comes at the exit, after the signal).
 	var gaps []time.Duration
-	for _, at := range killAt {
+	for k, at := range killAt {
+		served := at.Add(takeovers[k])
 		var g time.Duration
 		for i := range standbyStreams {
 			ts := acks[i]
 			j, _ := slices.BinarySearchFunc(ts, at, func(a, b time.Time) int { return a.Compare(b) })
 			if j == 0 || j == len(ts) {
-				t.Fatalf("%s: no acks on both sides of the kill at %s", sname(i), at.Format(time.StampMilli))
+				t.Fatalf("%s: no acks on both sides of the stop at %s", sname(i), at.Format(time.StampMilli))
 			}
-			g = max(g, ts[j].Sub(ts[j-1]))
+			for ; j < len(ts) && !ts[j-1].After(served); j++ {
+				g = max(g, ts[j].Sub(ts[j-1]))
+			}
 		}
 		gaps = append(gaps, g)
 	}
+	sigName := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM"}[sig]
 	round := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	t.Logf("%d kills: pause in acks p50 %s p99 %s max %s; kill to standby serving p50 %s p99 %s max %s; %d batches of %d acked, 0 lost, 0 duplicated",
-		kills, round(percentile(gaps, 0.5)), round(percentile(gaps, 0.99)), round(slices.Max(gaps)),
+	t.Logf("%s x %d: pause in acks p50 %s p99 %s max %s; signal to standby serving p50 %s p99 %s max %s; %d batches of %d acked, 0 lost, 0 duplicated",
+		sigName, kills, round(percentile(gaps, 0.5)), round(percentile(gaps, 0.99)), round(slices.Max(gaps)),
 		round(percentile(takeovers, 0.5)), round(percentile(takeovers, 0.99)), round(slices.Max(takeovers)), total.Load(), standbyBatch)
 	if m := slices.Max(gaps); m > standbyGapBound {
-		t.Errorf("a kill paused acks for %s, over %s", round(m), standbyGapBound)
+		t.Errorf("a %s paused acks for %s, over %s", sigName, round(m), standbyGapBound)
 	}
 }
