@@ -45,10 +45,11 @@ const (
 const TaskStartSeconds = 180
 
 // NotRunningMinutes is the star-not-running alarm's window, in one-minute
-// periods: longer than the gap a normal deploy leaves in the service's CPU
-// samples (the old task's stop, up to DrainBudgetSeconds+StopMarginSeconds,
-// then TaskStartSeconds for the new one), plus a minute for the periods'
-// boundaries, so a deploy does not page.
+// periods: longer than the gap a task's replacement can leave in the
+// service's CPU samples (a stop, up to DrainBudgetSeconds+StopMarginSeconds,
+// then TaskStartSeconds for the new task), plus a minute for the periods'
+// boundaries, so neither a deploy (which starts the new task first and so
+// leaves no gap) nor a rollback or a single crash's restart pages.
 const NotRunningMinutes = (DrainBudgetSeconds+StopMarginSeconds+TaskStartSeconds+59)/60 + 1
 
 // Operations holds the alarms, their topic and the dashboard.

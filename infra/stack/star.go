@@ -381,10 +381,18 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			ServiceName:    jsii.String(star),
 			TaskDefinition: td,
 			DesiredCount:   jsii.Number(1),
-			// One leader per star id: stop the old task before starting the
-			// new one. Fencing makes an overlap safe, not useful.
-			MinHealthyPercent:      jsii.Number(0),
-			MaxHealthyPercent:      jsii.Number(100),
+			// A deploy starts the new task before it stops the old one, so
+			// the service never has zero tasks: the new task takes the
+			// star over as it starts (fence, walk, mint), the old one finds
+			// its epoch fenced and sheds (its /healthz turns 503), and ECS
+			// stops it once the new one is healthy. Appends pause for the
+			// takeover, not for a Fargate start (1 to 3 minutes) as they
+			// did with the old task stopped first (MinimumHealthyPercent
+			// 0). The overlap is safe: two tasks of one star id are what
+			// the epoch fence arbitrates (docs/operations.md, "Restarts
+			// and takeover").
+			MinHealthyPercent:      jsii.Number(100),
+			MaxHealthyPercent:      jsii.Number(200),
 			CircuitBreaker:         &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
 			AssignPublicIp:         jsii.Bool(cfg.NatGateways == 0),
 			VpcSubnets:             taskPlacement,
