@@ -302,6 +302,20 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 		gaps = append(gaps, g)
 	}
 	sigName := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM"}[sig]
+	if sig == syscall.SIGTERM {
+		// A standby stopped while it waits exits at once, cleanly.
+		w := procs[1-leader]
+		at := time.Now()
+		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.cmd.Wait(); err != nil {
+			t.Errorf("a waiting standby exited with %v on SIGTERM, want a clean exit", err)
+		}
+		if took := time.Since(at); took > 2*time.Second {
+			t.Errorf("a waiting standby took %s to exit on SIGTERM", took)
+		}
+	}
 	round := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("%s x %d: pause in acks p50 %s p99 %s max %s; signal to standby serving p50 %s p99 %s max %s; %d batches of %d acked, 0 lost, 0 duplicated",
 		sigName, kills, round(percentile(gaps, 0.5)), round(percentile(gaps, 0.99)), round(slices.Max(gaps)),
