@@ -11,6 +11,11 @@
 //     (its build cache makes an unchanged build a check, not a compile), and
 //     a function that does not build stops synthesis with the compiler's
 //     error. Each (repository, function) is built once per process.
+//   - ContextSources lists what a Dockerfile's COPY instructions read
+//     from the build context, and ContextExcludes turns that list into
+//     docker-ignore patterns that keep only it and the Dockerfile: the
+//     star image's asset (infra/stack NewStarImage) then changes only when
+//     something the image is built from changes.
 //   - CheckELF refuses a file that is not a linux/arm64 (EM_AARCH64)
 //     executable ELF; Bootstrap applies it to what it built.
 //   - Image builds an image from a Dockerfile (the star's,
