@@ -202,6 +202,9 @@ func devStores(dataDir string, cfg *star.Config, openMeta func(string) (*bolt.St
 	}
 	meta, err = openMeta(filepath.Join(dataDir, "meta.db"))
 	if err != nil {
+		if errors.Is(err, bolt.ErrLocked) {
+			return nil, nil, fmt.Errorf("%w: another strand dev serves %s (give this one --standby to take over when it stops)", err, dataDir)
+		}
 		return nil, nil, fmt.Errorf("%w (is another strand dev using %s?)", err, dataDir)
 	}
 	return meta, s[0], nil
