@@ -245,6 +245,9 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	}
 	meta, settled, err := devStores(f.dataDir, &cfg, openMeta)
 	if f.standby && ctx.Err() != nil {
+		if meta != nil {
+			meta.Close()
+		}
 		return nil // stopped while waiting: nothing to drain
 	}
 	if err != nil {
