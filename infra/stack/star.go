@@ -385,12 +385,14 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			// the service never has zero tasks: the new task takes the
 			// star over as it starts (fence, walk, mint), the old one finds
 			// its epoch fenced and sheds (its /healthz turns 503), and ECS
-			// stops it once the new one is healthy. Appends pause for the
-			// takeover, not for a Fargate start (1 to 3 minutes) as they
-			// did with the old task stopped first (MinimumHealthyPercent
-			// 0). The overlap is safe: two tasks of one star id are what
-			// the epoch fence arbitrates (docs/operations.md, "Restarts
-			// and takeover").
+			// stops it once the new one is healthy. Appends pause from the
+			// takeover until the load balancer routes to the new task, not
+			// also for the old task's drain and a Fargate start (1 to 3
+			// minutes) as they did with the old task stopped first
+			// (MinimumHealthyPercent 0; docs/operations.md, "Failover with
+			// a standby"). The overlap is safe: two tasks of one star id
+			// are what the epoch fence arbitrates ("Restarts and
+			// takeover").
 			MinHealthyPercent:      jsii.Number(100),
 			MaxHealthyPercent:      jsii.Number(200),
 			CircuitBreaker:         &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
