@@ -49,6 +49,16 @@ MUTANTS ?=
 mutants:
 	@bash tests/mutants/mutants.sh $(MUTANTS)
 
+# standby-kills is docs/operations.md's failover measurement: two `strand
+# dev --standby` on one data directory, the leader killed with SIGKILL 20
+# times under idempotent appends and tailing readers, then stopped with
+# SIGTERM 20 times (about 3 minutes; the default test run kills twice and
+# stops once).
+.PHONY: standby-kills
+standby-kills:
+	set -o pipefail; STRAND_STANDBY_KILLS=20 STRAND_STANDBY_TERMS=20 $(GO) test -count=1 -timeout 15m \
+	  -run 'TestStandby(TakesOverKill9|HandoverSIGTERM)$$' -v ./tests/e2e | grep -E ' x [0-9]+: |^(---|ok|FAIL)'
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.

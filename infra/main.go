@@ -13,9 +13,6 @@ import (
 	"github.com/strandlog/strand/infra/stack"
 )
 
-// StackName is the CloudFormation stack name.
-const StackName = "Strand"
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "infra:", err)
@@ -53,7 +50,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if _, err := stack.NewStrand(app, StackName, cfg, root); err != nil {
+	if _, err := stack.NewStrand(app, cfg.StackName, cfg, root); err != nil {
 		return err
 	}
 	app.Synth(nil)

@@ -47,6 +47,9 @@ type devFlags struct {
 	// exitWithParent: exit when the parent process dies (default: under
 	// go run; see parent.go).
 	exitWithParent bool
+	// standby: wait for the data directory's leader to stop, then lead
+	// (docs/adr/0050).
+	standby bool
 }
 
 func newDev() *cobra.Command {
@@ -91,6 +94,7 @@ acknowledged lost.`,
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	fl.IntVar(&f.dedupe, "dedupe-max-producers", star.DefaultStarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten")
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
+	fl.BoolVar(&f.standby, "standby", false, "if another strand dev serves --data-dir, wait and take over when it stops or dies (kill -9 included), serving on this process's --addr; clients list both endpoints in STRAND_ENDPOINT")
 	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
@@ -170,8 +174,8 @@ func writeSecret(path, data string) error {
 
 // devStores opens the embedded stores under the data directory: directory
 // buckets (express-0..2 with W=2, standard-0, settled) and a bbolt
-// metastore.
-func devStores(dataDir string, cfg *star.Config) (meta *bolt.Store, settled objstore.Bucket, err error) {
+// metastore, opened by openMeta (bolt.Open, or a standby's wait).
+func devStores(dataDir string, cfg *star.Config, openMeta func(string) (*bolt.Store, error)) (meta *bolt.Store, settled objstore.Bucket, err error) {
 	root := filepath.Join(dataDir, "buckets")
 	open := func(names ...string) ([]objstore.Bucket, error) {
 		var out []objstore.Bucket
@@ -196,12 +200,19 @@ func devStores(dataDir string, cfg *star.Config) (meta *bolt.Store, settled objs
 	if err != nil {
 		return nil, nil, err
 	}
-	meta, err = bolt.Open(filepath.Join(dataDir, "meta.db"))
+	meta, err = openMeta(filepath.Join(dataDir, "meta.db"))
 	if err != nil {
+		if errors.Is(err, bolt.ErrLocked) {
+			return nil, nil, fmt.Errorf("%w: another strand dev serves %s (give this one --standby to take over when it stops)", err, dataDir)
+		}
 		return nil, nil, fmt.Errorf("%w (is another strand dev using %s?)", err, dataDir)
 	}
 	return meta, s[0], nil
 }
+
+// standbyPoll is how long each of a standby's attempts at the metastore's
+// lock waits (bbolt retries within it every 50 ms).
+const standbyPoll = 500 * time.Millisecond
 
 func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, error) }) error {
 	var level slog.Level
@@ -222,7 +233,23 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	cfg.StarMaxProducers = f.dedupe
 	cfg.Standard.FlushDeadline = 10 * time.Millisecond
 	cfg.Standard.MemoryBufferMiB = 64
-	meta, settled, err := devStores(f.dataDir, &cfg)
+	openMeta := bolt.Open
+	if f.standby {
+		// The metastore's file lock is the data directory's leadership:
+		// the leader holds it while it runs, and the operating system
+		// releases it when the leader exits, however it exits.
+		openMeta = func(path string) (*bolt.Store, error) {
+			fmt.Fprintf(out, "strand dev --standby: waiting to lead %s (will serve on %s)\n", f.dataDir, f.addr)
+			return bolt.OpenWhenFree(ctx, path, standbyPoll)
+		}
+	}
+	meta, settled, err := devStores(f.dataDir, &cfg, openMeta)
+	if f.standby && ctx.Err() != nil {
+		if meta != nil {
+			meta.Close()
+		}
+		return nil // stopped while waiting: nothing to drain
+	}
 	if err != nil {
 		return err
 	}

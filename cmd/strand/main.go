@@ -63,7 +63,7 @@ then, in another shell, use the endpoint and token it prints:
 // first, then parses every flag with its set).
 // --trust-leader only where the command follows leaders (not bench).
 func (f *clientFlags) register(cmd *cobra.Command, fs *pflag.FlagSet, leaders bool) *cobra.Command {
-	fs.StringVar(&f.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL (env STRAND_ENDPOINT)")
+	fs.StringVar(&f.endpoint, "endpoint", envOr("STRAND_ENDPOINT", "http://127.0.0.1:4780"), "server URL, or a comma-separated list of a leader and its standbys (env STRAND_ENDPOINT)")
 	// The token's default is resolved at use (clientFlags.bearer), never
 	// shown by --help.
 	fs.StringVar(&f.token, "token", "", "bearer token (default: --token-file, else env STRAND_TOKEN); it shows in the process list: prefer --token-file or STRAND_TOKEN")

@@ -17,8 +17,12 @@ import (
 var ErrNotArm64 = errors.New("bundle: not a linux/arm64 executable")
 
 // LambdaBuildFlags are the go build flags of a Lambda bootstrap (besides
-// -o and the package).
-var LambdaBuildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w"}
+// -o and the package). -trimpath and -buildvcs=false make it reproducible:
+// no build directory and no VCS stamp (revision, time, modified) in the
+// binary, so a commit that changes no Go source builds the same bytes and
+// the same asset hash, and redeploys no function. On the command line,
+// -buildvcs=false wins over any GOFLAGS.
+var LambdaBuildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags=-s -w"}
 
 // Arm64Env is the environment that cross-compiles for linux/arm64 with no
 // C toolchain.

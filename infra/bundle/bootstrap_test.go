@@ -1,8 +1,10 @@
 package bundle
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -89,5 +91,59 @@ func TestCheckELFRefuses(t *testing.T) {
 		if err := CheckELF(p); !errors.Is(err, ErrNotArm64) {
 			t.Errorf("%s: CheckELF = %v, want ErrNotArm64", what, err)
 		}
+	}
+}
+
+// git runs git in dir with a fixed identity.
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestBootstrapReproducible: a bootstrap built in a git checkout carries
+// no VCS stamp, so a docs-only commit rebuilds it byte for byte (and its
+// asset hash, a hash of the one file, stays). GOFLAGS is Go's default
+// here (-buildvcs=auto): CI sets -buildvcs=false, which hid the stamp (vcs.revision, vcs.time,
+// vcs.modified) a developer's `cdk deploy` embedded, so every commit
+// redeployed every function. Failed before LambdaBuildFlags had
+// -buildvcs=false.
+func TestBootstrapReproducible(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no git on PATH (CI clones with it)")
+		}
+		t.Skip("no git on PATH")
+	}
+	t.Setenv("GOFLAGS", "-buildvcs=auto") // overrides the go env file too
+	root := tempRepo(t, map[string]string{
+		"functions/hello/main.go": "package main\n\nfunc main() { println(\"hello\") }\n",
+		"docs/a.md":               "a\n",
+	})
+	git(t, root, "init", "-q")
+	git(t, root, "add", "-A")
+	git(t, root, "commit", "-qm", "one")
+	build := func() []byte {
+		t.Helper()
+		if err := buildBootstrap(root, "hello", Dir(root, "hello")); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(Dir(root, "hello"), "bootstrap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := build()
+	if err := os.WriteFile(filepath.Join(root, "docs", "a.md"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, root, "commit", "-qam", "docs only")
+	if second := build(); !bytes.Equal(first, second) {
+		v, _ := exec.Command(GoTool(), "version", "-m", filepath.Join(Dir(root, "hello"), "bootstrap")).CombinedOutput()
+		t.Errorf("the bootstrap changed after a docs-only commit (%d -> %d bytes); build info:\n%s", len(first), len(second), v)
 	}
 }

@@ -39,6 +39,7 @@ const (
 	CtxWindowCacheMiB         = "strand:windowCacheMiB"
 	CtxSettleMemoryMiB        = "strand:settleMemoryMiB"
 	CtxDedupeMaxProducers     = "strand:dedupeMaxProducers"
+	CtxStackName              = "strand:stackName"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -48,7 +49,7 @@ var ContextKeys = []string{
 	CtxDeletionProtection, CtxBucketPrefix, CtxNatGateways, CtxPublicAPI, CtxAlarmEmail,
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
-	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB, CtxDedupeMaxProducers,
+	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB, CtxDedupeMaxProducers, CtxStackName,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -60,6 +61,10 @@ var ErrConfig = errors.New("infra: invalid config")
 
 // Config is everything the stack is parameterised by.
 type Config struct {
+	// StackName is the CloudFormation stack's name (DefaultStackName):
+	// a second deployment in one account takes another name and another
+	// BucketPrefix.
+	StackName string
 	// Region the stack deploys to; the Express AZ ids must be in it.
 	Region string
 	// Account is optional; empty means "the CLI's current account".
@@ -232,6 +237,7 @@ func starNeedMiB(c Config) int {
 // not set. us-east-1 AZ ids use1-az4/5/6 host S3 Express One Zone.
 func DefaultConfig() Config {
 	return Config{
+		StackName:              DefaultStackName,
 		Region:                 "us-east-1",
 		ExpressAZs:             []string{"use1-az4", "use1-az5", "use1-az6"},
 		StarCount:              1,
@@ -331,6 +337,7 @@ func FromContext(get Lookup) (Config, error) {
 			}
 		}
 	}
+	str(CtxStackName, &c.StackName)
 	str(CtxRegion, &c.Region)
 	str(CtxAccount, &c.Account)
 	list(CtxExpressAZs, &c.ExpressAZs)
@@ -374,7 +381,9 @@ var (
 	// acmRe captures the region of an ACM certificate ARN.
 	acmRe     = regexp.MustCompile(`^arn:aws[a-z-]*:acm:([a-z0-9-]+):[0-9]{12}:certificate/[0-9a-f-]+$`)
 	accountRe = regexp.MustCompile(`^[0-9]{12}$`)
-	hostRe    = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	// stackRe: CloudFormation's stack name rule.
+	stackRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
+	hostRe  = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 )
 
 // WithDefaultAccount returns a Lookup that answers strand:account with
@@ -395,11 +404,18 @@ func WithDefaultAccount(get Lookup, getenv func(string) string) Lookup {
 	}
 }
 
+// DefaultStackName is the stack's name unless strand:stackName says
+// otherwise.
+const DefaultStackName = "Strand"
+
 // LogRetentionDays are the values CloudWatch Logs accepts.
 var LogRetentionDays = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 
 // Validate checks every field and fills TaskMemoryMiB when it is 0.
 func (c *Config) Validate() error {
+	if !stackRe.MatchString(c.StackName) {
+		return fmt.Errorf("%w: %s=%q is not a CloudFormation stack name (a letter, then letters, digits and dashes, at most 128)", ErrConfig, CtxStackName, c.StackName)
+	}
 	if !regionRe.MatchString(c.Region) {
 		return fmt.Errorf("%w: %s=%q is not a region name", ErrConfig, CtxRegion, c.Region)
 	}
@@ -516,28 +532,30 @@ func (c *Config) validateZones() error {
 // fargateMemory returns the memory sizes (MiB) Fargate allows for a CPU
 // value (Linux tasks), or nil for an unsupported CPU value.
 func fargateMemory(cpu int) []int {
-	span := func(lo, hi int) []int {
+	span := func(lo, hi, step int) []int {
 		var out []int
-		for m := lo; m <= hi; m += 1024 {
+		for m := lo; m <= hi; m += step {
 			out = append(out, m)
 		}
 		return out
 	}
+	// The AWS Fargate task size table: 1 GiB steps up to 4 vCPU, 4 GiB
+	// steps at 8 vCPU, 8 GiB steps at 16 vCPU.
 	switch cpu {
 	case 256:
 		return []int{512, 1024, 2048}
 	case 512:
-		return span(1024, 4096)
+		return span(1024, 4096, 1024)
 	case 1024:
-		return span(2048, 8192)
+		return span(2048, 8192, 1024)
 	case 2048:
-		return span(4096, 16384)
+		return span(4096, 16384, 1024)
 	case 4096:
-		return span(8192, 30720)
+		return span(8192, 30720, 1024)
 	case 8192:
-		return span(16384, 61440)
+		return span(16384, 61440, 4096)
 	case 16384:
-		return span(32768, 122880)
+		return span(32768, 122880, 8192)
 	}
 	return nil
 }

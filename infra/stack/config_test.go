@@ -14,7 +14,7 @@ func TestFromContextDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Region != "us-east-1" || len(c.ExpressAZs) != 3 || c.StarCount != 1 || !c.DeletionProtection {
+	if c.StackName != DefaultStackName || c.Region != "us-east-1" || len(c.ExpressAZs) != 3 || c.StarCount != 1 || !c.DeletionProtection {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if c.MemoryBufferMiB != 256 || c.ExpressMemoryBufferMiB != 32 {
@@ -46,11 +46,12 @@ func TestFromContextOverrides(t *testing.T) {
 		CtxAllowPlaintextPublic: "true",
 		CtxPassIndex:            "true",
 		CtxDedupeMaxProducers:   "1000000",
+		CtxStackName:            "Strand-Staging",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Region != "eu-north-1" || c.ExpressAZs[1] != "eun1-az2" || c.StarCount != 3 || c.DeletionProtection ||
+	if c.StackName != "Strand-Staging" || c.Region != "eu-north-1" || c.ExpressAZs[1] != "eun1-az2" || c.StarCount != 3 || c.DeletionProtection ||
 		c.RetentionDays != 7 || c.NatGateways != 0 || !c.PublicAPI || !c.AllowPlaintextPublicAPI || !c.PassIndex {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
@@ -93,6 +94,7 @@ func TestFromContextRejects(t *testing.T) {
 		{CtxExpressAZNames: "us-east-1a,us-east-1b,us-west-2c", CtxAccount: "111111111111"},
 		{CtxExpressAZNames: "use1-az4,use1-az5,use1-az6", CtxAccount: "111111111111"},
 		{CtxExpressAZNames: "us-east-1a,us-east-1b,us-east-1a", CtxAccount: "111111111111"},
+		{CtxStackName: "1strand"}, {CtxStackName: "strand_prod"}, {CtxStackName: ""}, {CtxStackName: "S" + strings.Repeat("x", 128)},
 	}
 	for i, m := range bad {
 		_, err := FromContext(ctx(m))
@@ -109,6 +111,9 @@ func TestFargateSizes(t *testing.T) {
 	}{
 		{256, 800, 1024, true}, {512, 800, 1024, true}, {1024, 800, 2048, true},
 		{1024, 2049, 3072, true}, {4096, 8000, 8192, true}, {256, 3000, 0, false}, {300, 1, 0, false},
+		// 8 vCPU: 4 GiB steps; 16 vCPU: 8 GiB steps.
+		{8192, 16385, 20480, true}, {8192, 61440, 61440, true}, {8192, 61441, 0, false},
+		{16384, 32769, 40960, true}, {16384, 122880, 122880, true}, {16384, 122881, 0, false},
 	} {
 		got, err := SmallestFargateMemory(tc.cpu, tc.need)
 		if (err == nil) != tc.ok || got != tc.want {
@@ -116,6 +121,11 @@ func TestFargateSizes(t *testing.T) {
 		}
 		if tc.ok && !ValidFargateSize(tc.cpu, got) {
 			t.Errorf("%d/%d not valid", tc.cpu, got)
+		}
+	}
+	for _, bad := range [][2]int{{8192, 17408}, {8192, 60416}, {16384, 33792}, {16384, 39936}, {4096, 31744}} {
+		if ValidFargateSize(bad[0], bad[1]) {
+			t.Errorf("%d/%d accepted: not a Fargate task size", bad[0], bad[1])
 		}
 	}
 }

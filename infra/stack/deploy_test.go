@@ -674,3 +674,77 @@ func TestTargetsSeeClientAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestNotRunningAlarmOutlastsDeploy: the star-not-running alarm (no CPU
+// sample from the service) waits longer than a normal deploy leaves the
+// service without a task: the old task's stop timeout (the drain budget
+// and margin the container definition sets) and a new task's start. It
+// used 3 minutes before, which a deploy's gap (up to 25 s + 3 min) filled.
+func TestNotRunningAlarmOutlastsDeploy(t *testing.T) {
+	s := defaults(t)
+	var stop float64
+	for _, r := range s.ofType("AWS::ECS::TaskDefinition") {
+		for _, c := range props(r)["ContainerDefinitions"].([]any) {
+			if c.(map[string]any)["Name"] == "star" {
+				stop, _ = c.(map[string]any)["StopTimeout"].(float64)
+			}
+		}
+	}
+	if stop <= 0 {
+		t.Fatal("no star container StopTimeout")
+	}
+	gap := stop + TaskStartSeconds
+	found := 0
+	for id, r := range s.ofType("AWS::CloudWatch::Alarm") {
+		p := props(r)
+		if p["MetricName"] != "CPUUtilization" || p["Statistic"] != "SampleCount" {
+			continue
+		}
+		found++
+		window := p["Period"].(float64) * p["EvaluationPeriods"].(float64)
+		if p["DatapointsToAlarm"] != p["EvaluationPeriods"] || p["TreatMissingData"] != "breaching" {
+			t.Errorf("%s: %v of %v periods, missing data %v: want every period of the window, missing = breaching", id, p["DatapointsToAlarm"], p["EvaluationPeriods"], p["TreatMissingData"])
+		}
+		if window < gap+p["Period"].(float64) {
+			t.Errorf("%s: alarms after %v s without a CPU sample; a deploy leaves up to %v s (stop %v + start %d) plus a period's boundary", id, window, gap, stop, TaskStartSeconds)
+		}
+	}
+	if found != s.cfg.StarCount {
+		t.Errorf("%d star-not-running alarms, want %d", found, s.cfg.StarCount)
+	}
+}
+
+// TestFlowLogsDeliveryPolicy: with flow logs on, the logs bucket's policy
+// (which the stack owns and rewrites on every update) grants the log
+// delivery service its PutObject under the flow log prefix, for this
+// account's logs only, so an update cannot drop the grant AWS would
+// otherwise add out of band (@aws-cdk/aws-s3:createDefaultLoggingPolicy).
+func TestFlowLogsDeliveryPolicy(t *testing.T) {
+	s := defaults(t)
+	if !s.cfg.FlowLogs {
+		t.Fatal("flow logs are off by default?")
+	}
+	put, acl := false, false
+	for _, r := range s.ofType("AWS::S3::BucketPolicy") {
+		for _, st := range props(r)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			m := st.(map[string]any)
+			if m["Effect"] != "Allow" || !strings.Contains(js(m["Principal"]), "delivery.logs.amazonaws.com") {
+				continue
+			}
+			cond := js(m["Condition"])
+			if !strings.Contains(cond, "aws:SourceAccount") || !strings.Contains(cond, ":logs:") {
+				continue
+			}
+			actions := anyStrings(m["Action"])
+			if slices.Contains(actions, "s3:PutObject") && strings.Contains(js(m["Resource"]), LogsPrefixFlow) {
+				put = true
+			}
+			if slices.Contains(actions, "s3:GetBucketAcl") {
+				acl = true
+			}
+		}
+	}
+	if !put || !acl {
+		t.Errorf("logs bucket policy: flow log PutObject grant %v, GetBucketAcl grant %v; want both", put, acl)
+	}
+}

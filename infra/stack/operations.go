@@ -39,6 +39,19 @@ const (
 	starBacklogAlarmSecs   = 120
 )
 
+// TaskStartSeconds bounds how long Fargate takes from a deployment's new
+// task being placed to its first CPU sample (image pull and start; 1 to 3
+// minutes observed).
+const TaskStartSeconds = 180
+
+// NotRunningMinutes is the star-not-running alarm's window, in one-minute
+// periods: longer than the gap a task's replacement can leave in the
+// service's CPU samples (a stop, up to DrainBudgetSeconds+StopMarginSeconds,
+// then TaskStartSeconds for the new task), plus a minute for the periods'
+// boundaries, so neither a deploy (which starts the new task first and so
+// leaves no gap) nor a rollback or a single crash's restart pages.
+const NotRunningMinutes = (DrainBudgetSeconds+StopMarginSeconds+TaskStartSeconds+59)/60 + 1
+
 // Operations holds the alarms, their topic and the dashboard.
 type Operations struct {
 	constructs.Construct
@@ -118,8 +131,8 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 		alarm(fmt.Sprintf("Star%dBacklogAge", i), fmt.Sprintf("%s: oldest unabsorbed flight older than %ds", StarID(i), starBacklogAlarmSecs),
 			m, starBacklogAlarmSecs, gt, 3, notBreaching)
 		cpu := star.Services[i].MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("SampleCount")})
-		alarm(fmt.Sprintf("Star%dNotRunning", i), StarID(i)+": no running task reported CPU for 3 minutes",
-			cpu, 1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, 3, awscloudwatch.TreatMissingData_BREACHING)
+		alarm(fmt.Sprintf("Star%dNotRunning", i), fmt.Sprintf("%s: no running task reported CPU for %d minutes (longer than a deploy's stop and start)", StarID(i), NotRunningMinutes),
+			cpu, 1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, NotRunningMinutes, awscloudwatch.TreatMissingData_BREACHING)
 	}
 	// Stalls by cause: any budget stall is abnormal and names its cause.
 	for _, cause := range StallCauses {

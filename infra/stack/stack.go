@@ -43,6 +43,12 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 	// LogDeliveryWrite ACL, which ACL-less buckets (BucketOwnerEnforced)
 	// refuse. Set on the stack, before any child, so every bucket sees it.
 	s.Stack.Node().SetContext(jsii.String("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"), true)
+	// VPC flow logs to S3: the CDK writes the log delivery service's
+	// grant into the logs bucket's policy itself. Without it AWS adds that
+	// statement when the flow log is created, and the next update that
+	// writes the bucket policy (CloudFormation replaces it whole) drops it:
+	// flow logs stop being delivered, silently.
+	s.Stack.Node().SetContext(jsii.String("@aws-cdk/aws-s3:createDefaultLoggingPolicy"), true)
 	// Cost allocation tag on everything that takes tags (these two types
 	// do not, per the CloudFormation schema cfn-lint checks against).
 	awscdk.Tags_Of(s.Stack).Add(jsii.String("app"), jsii.String("strand"), &awscdk.TagProps{
@@ -55,7 +61,10 @@ func NewStrand(scope constructs.Construct, id string, cfg Config, repoRoot strin
 	if err != nil {
 		return nil, err
 	}
-	s.Star = NewStar(s.Stack, "Star", cfg, repoRoot, s.Storage, s.Metastore, s.Settlement)
+	s.Star, err = NewStar(s.Stack, "Star", cfg, repoRoot, s.Storage, s.Metastore, s.Settlement)
+	if err != nil {
+		return nil, err
+	}
 	s.Operations = NewOperations(s.Stack, "Operations", cfg, s.Settlement, s.Star)
 
 	out := func(id string, v *string, desc string) {

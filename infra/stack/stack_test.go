@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -846,9 +847,17 @@ func TestStarServices(t *testing.T) {
 		if p["LaunchType"] != "FARGATE" || p["DesiredCount"] != float64(1) {
 			t.Errorf("%s: launch %v desired %v", id, p["LaunchType"], p["DesiredCount"])
 		}
+		// A deployment never has zero star tasks: the tasks it keeps
+		// (desired x minimum healthy) are at least one, and it may run
+		// one more beside them (desired x maximum) to start the new task
+		// first. (It stopped the old task first before: 0 and 100.)
 		dc := p["DeploymentConfiguration"].(map[string]any)
-		if dc["MaximumPercent"] != float64(100) || dc["MinimumHealthyPercent"] != float64(0) {
-			t.Errorf("%s: deployment %v: one task per star id at a time", id, dc)
+		desired, minPct, maxPct := p["DesiredCount"].(float64), dc["MinimumHealthyPercent"].(float64), dc["MaximumPercent"].(float64)
+		if kept := math.Floor(desired * minPct / 100); kept < 1 {
+			t.Errorf("%s: deployment %v keeps %v of %v tasks: a moment with no star task", id, dc, kept, desired)
+		}
+		if room := math.Floor(desired * maxPct / 100); room < desired+1 {
+			t.Errorf("%s: deployment %v runs at most %v tasks: no room to start the new one before stopping the old", id, dc, room)
 		}
 		if lbs := p["LoadBalancers"].([]any); len(lbs) != 2 {
 			t.Errorf("%s: %d target groups, want its own and the shared one", id, len(lbs))

@@ -3,6 +3,8 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -14,6 +16,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/strandlog/strand/infra/bundle"
 )
 
 // StarDockerfile is the star's Dockerfile relative to the repository root
@@ -77,12 +81,38 @@ func agentConfig(star, logGroup string) (cw, prom string) {
 	return string(b), prom
 }
 
-// imageExcludes keep the build context (the repository root) small and the
-// asset hash independent of build outputs and caches.
-var imageExcludes = []string{
-	".git", "cdk.out", "bin", "strand-data", ".cache",
-	"infra/node_modules", "infra/.cache", "infra/build", "infra/cdk.out",
-	"**/node_modules", "**/*.test",
+// ContextDeny are files no image may carry even where the Dockerfile
+// copies a whole directory: API tokens the walkthrough writes, test
+// binaries, and the CLI binary (`go build ./cmd/strand` in the root).
+var ContextDeny = []string{"**/*.token", "**/*.test", "**/strand"}
+
+// NewStarImage is the star's image asset: functions/star/Dockerfile built
+// for linux/arm64 from a context that holds only what the Dockerfile
+// copies (bundle.ContextSources) and the Dockerfile, less ContextDeny. So
+// the asset hash, and with it the task definition, changes only when
+// something the image is built from changes: a docs, test or tooling
+// commit deploys no new star.
+func NewStarImage(scope constructs.Construct, id, repoRoot string) (awsecrassets.DockerImageAsset, error) {
+	f, err := os.Open(filepath.Join(repoRoot, StarDockerfile))
+	if err != nil {
+		return nil, fmt.Errorf("infra: star image: %w", err)
+	}
+	defer f.Close()
+	stages, err := bundle.ParseDockerfile(f)
+	if err != nil {
+		return nil, fmt.Errorf("infra: star image %s: %w", StarDockerfile, err)
+	}
+	sources, err := bundle.ContextSources(stages)
+	if err != nil {
+		return nil, fmt.Errorf("infra: star image %s: %w", StarDockerfile, err)
+	}
+	return awsecrassets.NewDockerImageAsset(scope, jsii.String(id), &awsecrassets.DockerImageAssetProps{
+		Directory:  jsii.String(repoRoot),
+		File:       jsii.String(StarDockerfile),
+		Platform:   awsecrassets.Platform_LINUX_ARM64(),
+		IgnoreMode: awscdk.IgnoreMode_DOCKER,
+		Exclude:    jsii.Strings(bundle.ContextExcludes(sources, StarDockerfile, ContextDeny)...),
+	}), nil
 }
 
 // Star is the long-running tier: VPC (with S3, S3 Express and DynamoDB
@@ -104,8 +134,8 @@ type Star struct {
 }
 
 // NewStar creates the star tier. The image is built (at deploy time, not
-// at synth) from the repository root with functions/star/Dockerfile.
-func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string, st *Storage, ms *Metastore, se *Settlement) *Star {
+// at synth) with functions/star/Dockerfile (NewStarImage).
+func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string, st *Storage, ms *Metastore, se *Settlement) (*Star, error) {
 	s := &Star{Construct: constructs.NewConstruct(scope, jsii.String(id))}
 
 	subnets := []*awsec2.SubnetConfiguration{{
@@ -194,12 +224,10 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		Description: jsii.String("strand star task execution (image pull, logs)"),
 	})
 
-	image := awsecrassets.NewDockerImageAsset(s.Construct, jsii.String("Image"), &awsecrassets.DockerImageAssetProps{
-		Directory: jsii.String(repoRoot),
-		File:      jsii.String(StarDockerfile),
-		Platform:  awsecrassets.Platform_LINUX_ARM64(),
-		Exclude:   jsii.Strings(imageExcludes...),
-	})
+	image, err := NewStarImage(s.Construct, "Image", repoRoot)
+	if err != nil {
+		return nil, err
+	}
 
 	lbSubnets := taskSubnets
 	if cfg.PublicAPI {
@@ -353,10 +381,20 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			ServiceName:    jsii.String(star),
 			TaskDefinition: td,
 			DesiredCount:   jsii.Number(1),
-			// One leader per star id: stop the old task before starting the
-			// new one. Fencing makes an overlap safe, not useful.
-			MinHealthyPercent:      jsii.Number(0),
-			MaxHealthyPercent:      jsii.Number(100),
+			// A deploy starts the new task before it stops the old one, so
+			// the service never has zero tasks: the new task takes the
+			// star over as it starts (fence, walk, mint), the old one finds
+			// its epoch fenced and sheds (its /healthz turns 503), and ECS
+			// stops it once the new one is healthy. Appends pause from the
+			// takeover until the load balancer routes to the new task, not
+			// also for the old task's drain and a Fargate start (1 to 3
+			// minutes) as they did with the old task stopped first
+			// (MinimumHealthyPercent 0; docs/operations.md, "Failover with
+			// a standby"). The overlap is safe: two tasks of one star id
+			// are what the epoch fence arbitrates ("Restarts and
+			// takeover").
+			MinHealthyPercent:      jsii.Number(100),
+			MaxHealthyPercent:      jsii.Number(200),
 			CircuitBreaker:         &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
 			AssignPublicIp:         jsii.Bool(cfg.NatGateways == 0),
 			VpcSubnets:             taskPlacement,
@@ -396,7 +434,7 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		rule: "AwsSolutions-IAM5", appliesTo: []string{`/^Resource::\*$/`},
 		reason: "ecr:GetAuthorizationToken has no resource type, so it can only be granted on *; image pulls and logs are on named resources",
 	})
-	return s
+	return s, nil
 }
 
 // APIHost is the host name clients reach the API by: Config.APIHostname

@@ -59,7 +59,7 @@ type Ack struct {
 
 // Client talks to a strand server. It is safe for concurrent use.
 type Client struct {
-	base    string
+	eps     endpoints
 	scheme  string   // the endpoint's
 	trusted []string // host names a leader may be at (the endpoint's first)
 	token   string
@@ -106,15 +106,23 @@ func NewHTTPClient() *http.Client {
 }
 
 // New returns a client of the server at endpoint (http://host:port or
-// https://host:port).
+// https://host:port), or of whichever of a comma-separated list of them
+// serves (a leader and its standbys, of one scheme: endpoints.go).
 func New(endpoint string, opts ...Option) (*Client, error) {
-	base, err := normalize(endpoint)
+	list, err := parseEndpoints(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	u, _ := url.Parse(base)
-	c := &Client{base: base, scheme: u.Scheme, trusted: []string{strings.ToLower(u.Hostname())},
+	u, _ := url.Parse(list[0])
+	c := &Client{eps: endpoints{list: list}, scheme: u.Scheme,
 		clients: map[string]strandv1connect.StrandServiceClient{}, leaders: map[string]string{}}
+	for _, b := range list {
+		v, _ := url.Parse(b)
+		if v.Scheme != c.scheme {
+			return nil, fmt.Errorf("client: endpoints %q mix http and https", endpoint)
+		}
+		c.trusted = append(c.trusted, strings.ToLower(v.Hostname()))
+	}
 	for _, o := range opts {
 		o(c)
 	}
@@ -124,9 +132,11 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+var errNoEndpoint = errors.New("client: no endpoint: give --endpoint or set STRAND_ENDPOINT (strand dev prints it)")
+
 func normalize(endpoint string) (string, error) {
 	if endpoint == "" {
-		return "", errors.New("client: no endpoint: give --endpoint or set STRAND_ENDPOINT (strand dev prints it)")
+		return "", errNoEndpoint
 	}
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
@@ -138,8 +148,9 @@ func normalize(endpoint string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// Endpoint is the base URL the client was made with.
-func (c *Client) Endpoint() string { return c.base }
+// Endpoint is the base URL of the endpoint the client calls now (the one
+// it was made with, or of its list the one it moved to).
+func (c *Client) Endpoint() string { return c.eps.home() }
 
 func (c *Client) api(base string) strandv1connect.StrandServiceClient {
 	c.mu.Lock()
@@ -147,7 +158,7 @@ func (c *Client) api(base string) strandv1connect.StrandServiceClient {
 	if a := c.clients[base]; a != nil {
 		return a
 	}
-	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token)),
+	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token), failoverIntc{&c.eps, base}),
 		connect.WithReadMaxBytes(MaxResponseBytes))
 	c.clients[base] = a
 	return a
@@ -159,7 +170,7 @@ func (c *Client) baseFor(stream string) string {
 	if b, ok := c.leaders[stream]; ok {
 		return b
 	}
-	return c.base
+	return c.eps.home()
 }
 
 // maxHops bounds how many leader redirects one call follows.
@@ -373,7 +384,7 @@ func (c *Client) CreateStream(ctx context.Context, name string, opt CreateOption
 	if mode != strandv1.TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED || opt.Uncapped {
 		req.Timestamping = &strandv1.Timestamping{Mode: mode, Uncapped: opt.Uncapped}
 	}
-	res, err := c.api(c.base).CreateStream(ctx, connect.NewRequest(req))
+	res, err := c.api(c.eps.home()).CreateStream(ctx, connect.NewRequest(req))
 	if err != nil {
 		return Stream{}, err
 	}
@@ -391,7 +402,7 @@ func (c *Client) DeleteStream(ctx context.Context, name string) error {
 // ListStreams lists one page of streams whose names start with prefix,
 // after startAfter; next is "" on the last page.
 func (c *Client) ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error) {
-	res, err := c.api(c.base).ListStreams(ctx, connect.NewRequest(&strandv1.ListStreamsRequest{Prefix: prefix, StartAfter: startAfter, Limit: int32(limit)}))
+	res, err := c.api(c.eps.home()).ListStreams(ctx, connect.NewRequest(&strandv1.ListStreamsRequest{Prefix: prefix, StartAfter: startAfter, Limit: int32(limit)}))
 	if err != nil {
 		return nil, "", err
 	}
@@ -403,7 +414,7 @@ func (c *Client) ListStreams(ctx context.Context, prefix, startAfter string, lim
 
 // GetStream describes a stream.
 func (c *Client) GetStream(ctx context.Context, name string) (Stream, error) {
-	res, err := c.api(c.base).GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: name}))
+	res, err := c.api(c.eps.home()).GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: name}))
 	if err != nil {
 		return Stream{}, err
 	}
@@ -578,7 +589,7 @@ type TokenSpec struct {
 // CreateToken issues a token (the caller needs admin over spec.Prefix) and
 // returns its secret, shown only this once, and its info.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string, info TokenInfo, err error) {
-	res, err := c.api(c.base).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs}))
+	res, err := c.api(c.eps.home()).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs}))
 	if err != nil {
 		return "", TokenInfo{}, err
 	}
@@ -588,14 +599,14 @@ func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string
 // RevokeToken revokes the token with this hash (TokenInfo.Hash). Servers
 // that cached its grant may accept it for up to 10 s more.
 func (c *Client) RevokeToken(ctx context.Context, hash string) error {
-	_, err := c.api(c.base).RevokeToken(ctx, connect.NewRequest(&strandv1.RevokeTokenRequest{Hash: hash}))
+	_, err := c.api(c.eps.home()).RevokeToken(ctx, connect.NewRequest(&strandv1.RevokeTokenRequest{Hash: hash}))
 	return err
 }
 
 // ListTokens lists the tokens whose prefix starts with prefix, within the
 // calling token's prefix, in hash order.
 func (c *Client) ListTokens(ctx context.Context, prefix string) ([]TokenInfo, error) {
-	res, err := c.api(c.base).ListTokens(ctx, connect.NewRequest(&strandv1.ListTokensRequest{Prefix: prefix}))
+	res, err := c.api(c.eps.home()).ListTokens(ctx, connect.NewRequest(&strandv1.ListTokensRequest{Prefix: prefix}))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,13 @@
 // remembered leader that fails (Unavailable, Unknown, Internal,
 // DeadlineExceeded) is forgotten, so the next call starts at the endpoint.
 //
+// New also takes a comma-separated list of endpoints of one scheme (a
+// leader and its standbys, as STRAND_ENDPOINT may list them): calls go to
+// the current one, and a call that ends as at a process not serving
+// (Unavailable without a Leader detail: refused, reset, draining) moves
+// the client to the next, where its retries go (endpoints.go,
+// docs/adr/0050). Every listed host is trusted.
+//
 // A response message larger than MaxResponseBytes (4 MiB) is refused with
 // ResourceExhausted rather than read into memory.
 //

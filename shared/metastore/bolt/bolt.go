@@ -37,9 +37,37 @@ type Store struct {
 
 var _ metastore.Store = (*Store)(nil)
 
+// ErrLocked is returned (wrapped) by Open when another process holds the
+// file's lock past the wait.
+var ErrLocked = errors.New("metastore/bolt: the file is open in another process")
+
 // Open opens the store at path, creating the file if it does not exist.
-func Open(path string) (*Store, error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+// It waits up to a second for another process's lock (ErrLocked).
+func Open(path string) (*Store, error) { return open(path, lockTimeout) }
+
+// OpenWhenFree opens the store at path as soon as no other process holds
+// it, trying every poll (bbolt retries the lock every 50 ms within each
+// try), until ctx ends (ctx's error). The operating system releases a
+// process's lock when it exits, however it exits (kill -9 included), so
+// this is how a standby learns, within about 50 ms, that the process it
+// backs is gone (strand dev --standby; docs/adr/0050).
+func OpenWhenFree(ctx context.Context, path string, poll time.Duration) (*Store, error) {
+	for {
+		s, err := open(path, poll)
+		if !errors.Is(err, ErrLocked) {
+			return s, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("metastore/bolt: wait for %s: %w", path, ctx.Err())
+		}
+	}
+}
+
+func open(path string, wait time.Duration) (*Store, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: wait})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: open %s: no lock within %s", ErrLocked, path, wait)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("metastore/bolt: open %s: %w", path, err)
 	}

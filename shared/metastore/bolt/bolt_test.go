@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -108,9 +109,55 @@ func TestOpenLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s2, err := Open(path); err == nil {
-		s2.Close()
-		t.Fatal("second Open of a held file succeeded")
+	if s2, err := Open(path); !errors.Is(err, ErrLocked) {
+		if err == nil {
+			s2.Close()
+		}
+		t.Fatalf("second Open of a held file: %v, want ErrLocked", err)
+	}
+}
+
+// TestOpenWhenFree: a standby's open waits while the file is held, gives
+// up with its context, and opens once the holder closes.
+func TestOpenWhenFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meta.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	if s2, err := OpenWhenFree(ctx, path, 20*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil {
+			s2.Close()
+		}
+		t.Fatalf("OpenWhenFree of a held file: %v, want the context's deadline", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		s2, err := OpenWhenFree(context.Background(), path, 20*time.Millisecond)
+		if err == nil {
+			err = s2.Close()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("OpenWhenFree returned %v while the file was held", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	released := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("opened %s after the holder closed", time.Since(released))
+	case <-time.After(5 * time.Second):
+		t.Fatal("OpenWhenFree did not open the released file")
 	}
 }
 

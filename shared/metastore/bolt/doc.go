@@ -51,5 +51,7 @@
 // means the change is on disk.
 //
 // One process opens the file at a time (bbolt takes a file lock); Open gives
-// up after a second when another process holds it.
+// up after a second when another process holds it (ErrLocked), and
+// OpenWhenFree waits until that process closes it or exits: the lock is the
+// leadership of a strand dev data directory (docs/adr/0050).
 package bolt

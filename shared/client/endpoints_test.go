@@ -1,0 +1,87 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"testing"
+)
+
+// deadEndpoint is a loopback address nothing listens on (connection
+// refused, as a standby that does not lead yet answers).
+func deadEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// TestEndpointsFailover: with the serving endpoint second in the list, a
+// call refused at the first moves the client on (CheckTail is not retried,
+// so it fails), the next call reaches the serving one, and later calls
+// start there.
+func TestEndpointsFailover(t *testing.T) {
+	live := serve(t, &fakeStar{}, false)
+	dead := deadEndpoint(t)
+	c, err := New(dead+", "+live.URL, WithHTTPClient(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Endpoint() != dead {
+		t.Fatalf("starts at %s, want the first endpoint %s", c.Endpoint(), dead)
+	}
+	if _, err := c.CheckTail(context.Background(), "s"); err == nil {
+		t.Fatal("CheckTail at a refused endpoint succeeded")
+	}
+	tail, err := c.CheckTail(context.Background(), "s")
+	if err != nil || tail.NextSeq != 7 {
+		t.Fatalf("CheckTail = %+v, %v; want the live endpoint's tail 7", tail, err)
+	}
+	if c.Endpoint() != live.URL {
+		t.Errorf("endpoint %s after the failover, want %s", c.Endpoint(), live.URL)
+	}
+	// One endpoint: a refused call fails after its retries, and the
+	// client stays there.
+	one, err := New(dead, WithHTTPClient(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.CheckTail(context.Background(), "s"); err == nil || one.Endpoint() != dead {
+		t.Errorf("one dead endpoint: %v, at %s", err, one.Endpoint())
+	}
+}
+
+// TestEndpointsRedirectIsServing: a star that answers Unavailable with
+// where the leader is (a Leader detail) is serving: the client follows
+// the detail and does not move its endpoint.
+func TestEndpointsRedirectIsServing(t *testing.T) {
+	leader := serve(t, &fakeStar{}, false)
+	follower := serve(t, &fakeStar{leaderURL: leader.URL}, false)
+	other := serve(t, &fakeStar{}, false)
+	c, err := New(follower.URL+","+other.URL, WithHTTPClient(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail, err := c.CheckTail(context.Background(), "s"); err != nil || tail.NextSeq != 7 {
+		t.Fatalf("CheckTail = %+v, %v", tail, err)
+	}
+	if c.Endpoint() != follower.URL {
+		t.Errorf("endpoint moved to %s on a redirect, want %s", c.Endpoint(), follower.URL)
+	}
+}
+
+func TestParseEndpoints(t *testing.T) {
+	got, err := parseEndpoints("127.0.0.1:1, https://a.example.com:2/,")
+	if err != nil || len(got) != 2 || got[0] != "http://127.0.0.1:1" || got[1] != "https://a.example.com:2" {
+		t.Errorf("parseEndpoints = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", ",", " , ", "ftp://a:1", "http://a:1,https://b:2"} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+}
