@@ -360,11 +360,7 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 		// writes a step's refs before it moves the cursor past them, and a
 		// stale copy of the step writes nothing), no ref of the stream can
 		// appear any more.
-		w := t.Window
-		if w == nil {
-			w = &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
-		}
-		parts, err := w.StreamParts(ctx, st, 0)
+		parts, err := t.window().StreamParts(ctx, st, 0)
 		if err != nil {
 			return fmt.Errorf("pass index window: %w", err)
 		}
@@ -401,24 +397,15 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 // after a conditional delete found one changed, in one run.
 const maxConflicts = 3
 
-// retainStream applies retention and the stream's explicit trim point.
+// retainStream applies retention and the stream's explicit trim point,
+// both from the stream's current command state (commandState).
 func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int64, res *StreamResult) error {
-	var below uint64
-	retention := st.RetentionMs
-	last, err := t.Meta.LastRef(ctx, st.ID)
-	switch {
-	case errors.Is(err, metastore.ErrNotFound):
-		return nil // no refs: nothing to trim
-	case err != nil:
-		return fmt.Errorf("last ref: %w", err)
-	case last.Commands != nil:
-		below = last.Commands.TrimSeq
-		if last.Commands.HasConfig {
-			// A ReconfigureStream's retention, from the stream itself (its
-			// metadata follows it, but may lag if the server died between).
-			retention = last.Commands.Config.RetentionMs
-		}
+	cmds, ok, err := t.commandState(ctx, st)
+	if err != nil || !ok {
+		return err // no refs and no parts: nothing to trim
 	}
+	below := cmds.TrimSeq
+	retention := Retention(st, cmds)
 	cutoff := int64(math.MinInt64)
 	if retention > 0 {
 		cutoff = now - retention
@@ -427,6 +414,59 @@ func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int
 		return nil
 	}
 	return t.retain(ctx, st, cutoff, below, res)
+}
+
+// commandState is stream st's current command state (ADR 0045): that of
+// its newest durable part, the window's last part (IndexWindow.LastRef:
+// passes and runs, with PassIndex) or else its last ref. Not the last ref
+// alone: with the pass index a stream's newest commands stay in runs for
+// up to the flush age (issue 30, finding 1). ok is false when the stream
+// has neither refs nor parts.
+func (t *Trimmer) commandState(ctx context.Context, st metastore.Stream) (format.StreamCommands, bool, error) {
+	var last metastore.Ref
+	var err error
+	if t.PassIndex {
+		last, err = t.window().LastRef(ctx, st)
+	} else {
+		last, err = t.Meta.LastRef(ctx, st.ID)
+	}
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		return format.StreamCommands{}, false, nil
+	case err != nil:
+		return format.StreamCommands{}, false, fmt.Errorf("last part: %w", err)
+	case last.Commands == nil:
+		return format.StreamCommands{}, true, nil
+	}
+	return *last.Commands, true, nil
+}
+
+// Retention is the retention trim applies to stream st whose current
+// command state is cmds (ADR 0045): the config command's (cmds.Config,
+// when cmds.HasConfig) or else the stream's creation retention, and never
+// shorter than the metadata's (st.RetentionMs, 0 is forever). The
+// metadata follows a config command after its ack (the server writes it
+// then), so it leads the durable state while the command's flight is not
+// yet absorbed, and lags it when the server died between: each is the
+// newer one at times, and trim, which deletes, applies a retention only
+// once both allow it.
+func Retention(st metastore.Stream, cmds format.StreamCommands) int64 {
+	r := st.RetentionMs
+	if !cmds.HasConfig {
+		return r
+	}
+	if c := cmds.Config.RetentionMs; r > 0 && (c <= 0 || c > r) {
+		r = c
+	}
+	return r
+}
+
+// window is the pass index window the stream checks read.
+func (t *Trimmer) window() *absorb.IndexWindow {
+	if t.Window != nil {
+		return t.Window
+	}
+	return &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
 }
 
 // retain drops the stream's leading settled refs that are expired (their

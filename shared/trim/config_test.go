@@ -1,0 +1,170 @@
+package trim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/trim"
+)
+
+// TestKeepForeverNeverDeletes (issue 30, finding 1): a stream's retention
+// set to 1 h, then to 0 (keep forever), with the pass index. Its refs
+// carry the 1 h (their flushes happened under it); its newest command
+// state, 0, is in the window's runs only (or, in "unabsorbed", only in
+// the stream's metadata: the reconfigure was acknowledged, its flight not
+// yet absorbed). Two hours later every ref but the last is older than
+// 1 h, yet trim must delete nothing: the stream keeps its records
+// forever. Before the fix trim read the 1 h from the metastore's last
+// ref and dropped 3 of the 4 refs (both subtests failed).
+func TestKeepForeverNeverDeletes(t *testing.T) {
+	for _, absorbed := range []bool{true, false} {
+		name := map[bool]string{true: "absorbed", false: "unabsorbed"}[absorbed]
+		t.Run(name, func(t *testing.T) { testKeepForever(t, absorbed) })
+	}
+}
+
+func testKeepForever(t *testing.T, absorbed bool) {
+	const hour = int64(time.Hour / time.Millisecond)
+	e := newEnv(t, 1, 0)
+	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	e.s.MergeBelowBytes = -1 // one settled object per flush
+	e.s.FlushBytes = 1       // every step flushes what it settles
+	id, name := e.ids[0], e.names[0]
+	setRetention := func(ms int64) {
+		t.Helper()
+		e.star.Commands = map[format.StreamID]*format.StreamCommands{id: {HasConfig: true, Config: format.StreamConfig{RetentionMs: ms}}}
+		if err := e.mem.SetStreamConfig(t.Context(), name, id.String(), ms, metastore.Timestamping{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRetention(hour)
+	for range 4 {
+		e.flights(2)
+		e.settleAll() // every run flushed at once: a ref per round, with the 1 h
+		e.ts += hour / 2
+	}
+	refs, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
+	if err != nil || len(refs) != 4 {
+		t.Fatalf("%d refs (%v), want 4", len(refs), err)
+	}
+	if c := refs[3].Commands; c == nil || c.Config.RetentionMs != hour {
+		t.Fatalf("last ref's command state %+v, want the 1 h", c)
+	}
+	// Keep forever: the command rides the next flight, which stays in the
+	// window (settled into a run, not flushed), or is not absorbed yet.
+	setRetention(0)
+	e.s.FlushBytes = 0 // the defaults: 4 MiB or a day
+	e.flight([]int{1}, 0)
+	if absorbed {
+		e.settleAll()
+		if h := e.head(); h.Flushed == h.Settled {
+			t.Fatalf("head %+v: the last run was flushed", h)
+		}
+	}
+	e.clk.Set(time.UnixMilli(e.ts + 2*hour))
+	res, err := e.tr.Streams(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RefsDropped != 0 || res.Objects != 0 || len(after) != 4 {
+		t.Fatalf("retention 0 (keep forever): trim dropped %d refs and %d objects, %d of 4 refs left", res.RefsDropped, res.Objects, len(after))
+	}
+	checkPrefix(t, e) // refs, then the window: every record still reads
+}
+
+// TestWindowCommandsApply: the stream's newest command state in the
+// window (a retention shortened from forever to 1 h, or a trim point)
+// applies although its refs still carry the old state: trim reads the
+// current state, not the last ref's (the mutant "trim reads the last
+// ref's config" keeps everything here).
+func TestWindowCommandsApply(t *testing.T) {
+	const hour = int64(time.Hour / time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		cmds func(refs []metastore.Ref) format.StreamCommands
+		meta int64 // the metadata's retention after the command
+	}{
+		{"retention", func([]metastore.Ref) format.StreamCommands {
+			return format.StreamCommands{HasConfig: true, Config: format.StreamConfig{RetentionMs: hour}}
+		}, hour},
+		{"trim-point", func(refs []metastore.Ref) format.StreamCommands {
+			return format.StreamCommands{HasConfig: true, TrimSeq: refs[2].FirstSeq}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1, 0)
+			e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+			e.s.MergeBelowBytes = -1
+			e.s.FlushBytes = 1
+			id, name := e.ids[0], e.names[0]
+			e.star.Commands = map[format.StreamID]*format.StreamCommands{id: {HasConfig: true}} // keep forever
+			for range 4 {
+				e.flights(2)
+				e.settleAll()
+				e.ts += hour / 2
+			}
+			refs, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
+			if err != nil || len(refs) != 4 {
+				t.Fatalf("%d refs (%v), want 4", len(refs), err)
+			}
+			c := tc.cmds(refs)
+			e.star.Commands[id] = &c
+			if err := e.mem.SetStreamConfig(t.Context(), name, id.String(), tc.meta, metastore.Timestamping{}); err != nil {
+				t.Fatal(err)
+			}
+			e.s.FlushBytes = 0
+			e.flight([]int{1}, 0)
+			e.settleAll()
+			if h := e.head(); h.Flushed == h.Settled {
+				t.Fatalf("head %+v: the last run was flushed", h)
+			}
+			e.clk.Set(time.UnixMilli(e.ts + 2*hour))
+			res, err := e.tr.Streams(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Retention: the three refs older than 1 h go, never the last.
+			// Trim point: the two below it.
+			want := map[string]int{"retention": 3, "trim-point": 2}[tc.name]
+			if res.RefsDropped != want || len(after) != 4-want || after[0].FirstSeq != refs[want].FirstSeq {
+				t.Fatalf("trim dropped %d refs (%d left), want %d", res.RefsDropped, len(after), want)
+			}
+		})
+	}
+}
+
+// TestRetentionRule pins Retention: the command's retention, never
+// shorter than the metadata's (0 is forever, on either side).
+func TestRetentionRule(t *testing.T) {
+	cfg := func(ms int64) format.StreamCommands {
+		return format.StreamCommands{HasConfig: true, Config: format.StreamConfig{RetentionMs: ms}}
+	}
+	for _, tc := range []struct {
+		meta int64
+		cmds format.StreamCommands
+		want int64
+	}{
+		{0, format.StreamCommands{}, 0},
+		{5, format.StreamCommands{}, 5},
+		{5, format.StreamCommands{TrimSeq: 9}, 5}, // no config command: the metadata's
+		{0, cfg(5), 0},                            // metadata forever: forever
+		{5, cfg(0), 0},                            // command forever: forever
+		{5, cfg(4), 5},                            // the longer
+		{5, cfg(5), 5},
+		{5, cfg(6), 6},
+	} {
+		if got := trim.Retention(metastore.Stream{RetentionMs: tc.meta}, tc.cmds); got != tc.want {
+			t.Errorf("Retention(metadata %d, %+v) = %d, want %d", tc.meta, tc.cmds, got, tc.want)
+		}
+	}
+}
