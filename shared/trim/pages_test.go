@@ -1,6 +1,7 @@
 package trim_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -57,5 +58,56 @@ func TestRetentionPastOnePage(t *testing.T) {
 	}
 	if s, err := meta.GetStream(ctx, st.Name); err != nil || s.Floor != 390 {
 		t.Fatalf("floor %d (%v), want 390", s.Floor, err)
+	}
+}
+
+// onePage cuts every QueryRefs page to its first ref: the metastore
+// contract lets a page end before its limit while more refs follow
+// (tests/sim's MetaFaults.SetShortPages does this at random).
+type onePage struct{ metastore.Store }
+
+func (o onePage) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+	page, err := o.Store.QueryRefs(ctx, streamID, fromSeq, limit)
+	return page[:min(len(page), 1)], err
+}
+
+// TestRetentionPastPagesOfOne: retention drops every expired settled ref
+// but the stream's last in one run though every page holds one ref. It
+// took a page of one for the stream's last ref and stopped there,
+// dropping nothing (found by TestSimCommands' trim check, seed 11).
+func TestRetentionPastPagesOfOne(t *testing.T) {
+	ctx := t.Context()
+	id := format.StreamID{0xb}
+	meta := metastore.NewMem()
+	const now = 1_700_000_000_000
+	st := metastore.Stream{Name: "pages-of-one", ID: id.String(), Class: metastore.Standard, Star: "star-0",
+		CreatedMs: now - 10_000, RetentionMs: 1000, State: metastore.StreamActive}
+	if _, err := meta.CreateStream(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	settled := objstore.NewMem("settled")
+	var refs []metastore.Ref
+	for i := range uint64(5) {
+		k := format.SettledKey(id, 10*i, 10*i+9)
+		if err := settled.PutIfAbsent(ctx, k, []byte("settled")); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, FirstTsMs: now - 5000, LastTsMs: now - 5000,
+			Bytes: 10, Locations: []metastore.Location{{Settled: true, Key: k, Length: 10, FirstSeq: 10 * i}}})
+	}
+	if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
+		t.Fatal(err)
+	}
+	tr := &trim.Trimmer{Meta: onePage{meta}, Settled: settled, Clock: clock.NewManual(time.UnixMilli(now))}
+	res, err := tr.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := meta.QueryRefs(ctx, id.String(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RefsDropped != 4 || len(left) != 1 || left[0].FirstSeq != 40 {
+		t.Fatalf("one run dropped %d refs, left %d; want 4 dropped and the last (40) kept", res.RefsDropped, len(left))
 	}
 }

@@ -400,9 +400,13 @@ const maxConflicts = 3
 // retainStream applies retention and the stream's explicit trim point,
 // both from the stream's current command state (commandState).
 func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int64, res *StreamResult) error {
-	cmds, ok, err := t.commandState(ctx, st)
+	newest, ok, err := t.newest(ctx, st)
 	if err != nil || !ok {
 		return err // no refs and no parts: nothing to trim
+	}
+	var cmds format.StreamCommands
+	if newest.Commands != nil {
+		cmds = *newest.Commands
 	}
 	below := cmds.TrimSeq
 	retention := Retention(st, cmds)
@@ -413,16 +417,24 @@ func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int
 	if below == 0 && retention <= 0 {
 		return nil
 	}
-	return t.retain(ctx, st, cutoff, below, res)
+	last := newest // without the pass index, the last ref
+	if t.PassIndex {
+		if last, err = t.Meta.LastRef(ctx, st.ID); errors.Is(err, metastore.ErrNotFound) {
+			return nil // every record in runs and passes: no ref to drop
+		} else if err != nil {
+			return fmt.Errorf("last ref: %w", err)
+		}
+	}
+	return t.retain(ctx, st, cutoff, below, last.LastSeq, res)
 }
 
-// commandState is stream st's current command state (ADR 0045): that of
-// its newest durable part, the window's last part (IndexWindow.LastRef:
-// passes and runs, with PassIndex) or else its last ref. Not the last ref
-// alone: with the pass index a stream's newest commands stay in runs for
-// up to the flush age (issue 30, finding 1). ok is false when the stream
-// has neither refs nor parts.
-func (t *Trimmer) commandState(ctx context.Context, st metastore.Stream) (format.StreamCommands, bool, error) {
+// newest is stream st's newest durable part, whose command state is the
+// stream's current one (ADR 0045): the window's last part
+// (IndexWindow.LastRef: passes and runs, with PassIndex) or else its last
+// ref. Not the last ref alone: with the pass index a stream's newest
+// commands stay in runs until they flush (issue 30, finding 1). ok is
+// false when the stream has neither refs nor parts.
+func (t *Trimmer) newest(ctx context.Context, st metastore.Stream) (metastore.Ref, bool, error) {
 	var last metastore.Ref
 	var err error
 	if t.PassIndex {
@@ -432,13 +444,11 @@ func (t *Trimmer) commandState(ctx context.Context, st metastore.Stream) (format
 	}
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
-		return format.StreamCommands{}, false, nil
+		return last, false, nil
 	case err != nil:
-		return format.StreamCommands{}, false, fmt.Errorf("last part: %w", err)
-	case last.Commands == nil:
-		return format.StreamCommands{}, true, nil
+		return last, false, fmt.Errorf("newest part: %w", err)
 	}
-	return *last.Commands, true, nil
+	return last, true, nil
 }
 
 // Retention is the retention trim applies to stream st whose current
@@ -471,26 +481,20 @@ func (t *Trimmer) window() *absorb.IndexWindow {
 
 // retain drops the stream's leading settled refs that are expired (their
 // last timestamp before cutoff) or trimmed (they end below the trim point
-// below), never its last ref.
-func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, below uint64, res *StreamResult) error {
+// below), never its last ref (the one that ends at lastSeq, read before,
+// or one a merge made of it: it carries the stream's command state).
+func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, below, lastSeq uint64, res *StreamResult) error {
 	from := uint64(0)
 	for {
-		refs, err := t.Meta.QueryRefs(ctx, st.ID, from, refPage+1)
-		if err != nil {
+		// A page may end before its limit while more refs follow
+		// (metastore.QueryPage), so only an empty page, or a ref kept,
+		// ends the loop.
+		refs, err := t.Meta.QueryRefs(ctx, st.ID, from, refPage)
+		if err != nil || len(refs) == 0 {
 			return err
 		}
-		// Never the last ref of the stream: a page's last ref is held back
-		// and read again first on the next page (the next from is its
-		// first seq), so only a page that holds it alone, the stream's
-		// last, ends the loop. A page shorter than the limit is not the
-		// end: a page stops at 1 MB (metastore.QueryPage), and holds at
-		// least 3 refs while 3 remain (an item is at most 400 KB).
-		if len(refs) <= 1 {
-			return nil
-		}
-		refs = refs[:len(refs)-1]
 		n := 0
-		for n < len(refs) && (refs[n].LastTsMs < cutoff || refs[n].LastSeq < below) && settledOnly(refs[n]) {
+		for n < len(refs) && refs[n].LastSeq < lastSeq && (refs[n].LastTsMs < cutoff || refs[n].LastSeq < below) && settledOnly(refs[n]) {
 			n++
 		}
 		if n > 0 {
