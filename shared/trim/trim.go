@@ -314,25 +314,42 @@ type StreamResult struct {
 func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 	var res StreamResult
 	now := clock.OrReal(t.Clock).Now().UnixMilli()
-	after := ""
 	var errs []error
-	for {
+	each := func(st metastore.Stream) {
+		res.Streams++
+		var err error
+		if st.State == metastore.StreamDeleting {
+			err = t.deleteStream(ctx, st, &res)
+		} else {
+			err = t.retainStream(ctx, st, now, &res)
+		}
+		if err != nil {
+			t.log().Error("trim: stream", "stream", st.Name, "id", st.ID, "err", err)
+			errs = append(errs, fmt.Errorf("trim: stream %q (%s): %w", st.Name, st.ID, err))
+		}
+	}
+	// The streams by name (active ones, and any marked deleting in place
+	// by an older version), then the deleting streams off their names.
+	for after := ""; ; {
 		page, next, err := t.Meta.ListStreams(ctx, "", after, streamPage)
 		if err != nil {
-			return res, fmt.Errorf("trim: list streams after %q: %w", after, err)
+			return res, errors.Join(append(errs, fmt.Errorf("trim: list streams after %q: %w", after, err))...)
 		}
 		for _, st := range page {
-			res.Streams++
-			var err error
-			if st.State == metastore.StreamDeleting {
-				err = t.deleteStream(ctx, st, &res)
-			} else {
-				err = t.retainStream(ctx, st, now, &res)
-			}
-			if err != nil {
-				t.log().Error("trim: stream", "stream", st.Name, "id", st.ID, "err", err)
-				errs = append(errs, fmt.Errorf("trim: stream %q: %w", st.Name, err))
-			}
+			each(st)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	for after := ""; ; {
+		page, next, err := t.Meta.ListDeleting(ctx, after, streamPage)
+		if err != nil {
+			return res, errors.Join(append(errs, fmt.Errorf("trim: list deleting streams after %q: %w", after, err))...)
+		}
+		for _, st := range page {
+			each(st)
 		}
 		if next == "" {
 			return res, errors.Join(errs...)
