@@ -290,24 +290,18 @@ type StreamResult struct {
 	Conflicts   int // retention deletes refused: a ref changed since it was read
 }
 
-// Streams applies retention and deletion to every stream in the metastore:
+// Streams applies retention and deletion to every stream in the metastore
+// (the package documentation says how):
 //
-//   - A stream in StreamDeleting loses all its refs, then its settled
-//     objects, then its metadata (DeleteStream); with PassIndex, only once
-//     its chain's window holds none of its parts (settle has made them
-//     refs), else it waits for a later run (Waiting). Transit bytes it had in
-//     chain slots go with the slots, by the trimmed cursor.
-//   - A stream with RetentionMs > 0 loses its leading refs whose LastTsMs is
-//     before now-RetentionMs and whose locations are all settled (a ref
-//     still in transit waits for settle), stopping at the first one that
-//     is not; then their settled objects. The stream's last ref is always
-//     kept: it carries the stream's tail (next seq) and its command state
-//     (fencing token, trim point), which a takeover recovers from the refs.
-//   - A stream trimmed by a Trim command (its last ref's command state has
-//     a trim point) loses, the same way, its leading settled refs that end
-//     below the trim point. Reads stopped serving those records when the
-//     trim was acknowledged; this frees their storage. It costs one more
-//     single-item query per stream (LastRef).
+//   - A deleting stream (ListDeleting, or one marked deleting in place)
+//     loses all its refs, then its settled objects, then its metadata
+//     (DeleteStream); with PassIndex, only once its chain's window holds
+//     none of its parts (settle has made them refs), else it waits for a
+//     later run (Waiting). Transit bytes it had in chain slots go with the
+//     slots, by the trimmed cursor.
+//   - Any other stream loses its leading settled refs past its retention or
+//     below its trim point, both from its current command state
+//     (Trimmer.newest, Retention), never its last ref.
 //
 // Refs go first, so no ref ever points at a missing object; a crash
 // between leaves orphan objects for the garbage probe.
