@@ -168,3 +168,42 @@ func TestRetentionRule(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionOnTime (issue 30): a slow stream (one small record every
+// 10 minutes for 8 hours) with a 1 h retention, on the pass index with
+// settle's defaults (FlushAge 1 h, objects merged while small). After
+// trim, no record older than retention + FlushAge (+ one 10-minute step)
+// is left in any ref, and none past its retention is in a ref but the
+// stream's last: records are gone from storage within about an hour of
+// expiring. Before (a 24 h FlushAge, and merging a small object whatever
+// its age) the stream's every record stayed in one growing object, its
+// last ref, which retention never drops: trim deleted nothing.
+func TestRetentionOnTime(t *testing.T) {
+	const minute = int64(time.Minute / time.Millisecond)
+	e := newEnv(t, 1, 60*minute)
+	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	start := e.ts
+	for i := range 48 {
+		e.ts = start + int64(i)*10*minute
+		e.flight([]int{1}, 0)
+		e.settleAll()
+	}
+	now := e.ts
+	e.trimAll()
+	e.clk.Set(time.UnixMilli(now))
+	if _, err := e.tr.Streams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	refs, err := e.mem.QueryRefs(t.Context(), e.ids[0].String(), 0, 1000)
+	if err != nil || len(refs) == 0 {
+		t.Fatalf("refs %d (%v)", len(refs), err)
+	}
+	for i, r := range refs {
+		if r.FirstTsMs < now-60*minute-60*minute-10*minute {
+			t.Fatalf("ref %d of %d holds a record %d minutes old (retention 60, flush age 60): seqs %d-%d", i, len(refs), (now-r.FirstTsMs)/minute, r.FirstSeq, r.LastSeq)
+		}
+		if i < len(refs)-1 && r.LastTsMs < now-60*minute {
+			t.Fatalf("ref %d of %d (not the last) is past its retention: last record %d minutes old", i, len(refs), (now-r.LastTsMs)/minute)
+		}
+	}
+}
