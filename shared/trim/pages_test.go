@@ -111,3 +111,70 @@ func TestRetentionPastPagesOfOne(t *testing.T) {
 		t.Fatalf("one run dropped %d refs, left %d; want 4 dropped and the last (40) kept", res.RefsDropped, len(left))
 	}
 }
+
+// TestRetainBoundaries pins retention's and the trim point's comparisons
+// at the exact boundary on both sides: a ref whose last record is one
+// millisecond before now - retention goes, one exactly at it stays; a ref
+// ending one below the trim point goes, one ending at it stays. Refs 0-9,
+// 10-19, 20-29 and the last, 30-39 (always kept).
+func TestRetainBoundaries(t *testing.T) {
+	const now = 1_700_000_000_000
+	for _, tc := range []struct {
+		name      string
+		retention int64
+		trimSeq   uint64
+		lastTs    [3]int64 // of refs 0-2
+		want      int      // refs dropped
+	}{
+		{"cutoff-1", 1000, 0, [3]int64{now - 1002, now - 1001, now - 1001}, 3},
+		{"cutoff", 1000, 0, [3]int64{now - 1002, now - 1001, now - 1000}, 2},
+		{"cutoff-first", 1000, 0, [3]int64{now - 1000, now - 1000, now - 1000}, 0},
+		{"trim-below", 0, 30, [3]int64{now, now, now}, 3}, // ref 20-29 ends at 29 < 30
+		{"trim-at", 0, 29, [3]int64{now, now, now}, 2},    // ref 20-29 ends at the trim point
+		{"trim-first", 0, 9, [3]int64{now, now, now}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			id := format.StreamID{0xc}
+			meta := metastore.NewMem()
+			st := metastore.Stream{Name: "edges", ID: id.String(), Class: metastore.Standard, Star: "star-0",
+				CreatedMs: now - 10_000, RetentionMs: tc.retention, State: metastore.StreamActive}
+			if _, err := meta.CreateStream(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+			settled := objstore.NewMem("settled")
+			var refs []metastore.Ref
+			for i := range uint64(4) {
+				k := format.SettledKey(id, 10*i, 10*i+9)
+				if err := settled.PutIfAbsent(ctx, k, []byte("settled")); err != nil {
+					t.Fatal(err)
+				}
+				ts := int64(now)
+				if i < 3 {
+					ts = tc.lastTs[i]
+				}
+				r := metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, FirstTsMs: ts, LastTsMs: ts,
+					Bytes: 10, Locations: []metastore.Location{{Settled: true, Key: k, Length: 10, FirstSeq: 10 * i}}}
+				if i == 3 && tc.trimSeq > 0 {
+					r.Commands = &format.StreamCommands{TrimSeq: tc.trimSeq}
+				}
+				refs = append(refs, r)
+			}
+			if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
+				t.Fatal(err)
+			}
+			tr := &trim.Trimmer{Meta: meta, Settled: settled, Clock: clock.NewManual(time.UnixMilli(now))}
+			res, err := tr.Streams(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, err := meta.QueryRefs(ctx, id.String(), 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RefsDropped != tc.want || len(left) != 4-tc.want || left[0].FirstSeq != 10*uint64(tc.want) {
+				t.Fatalf("dropped %d refs, %d left; want %d dropped", res.RefsDropped, len(left), tc.want)
+			}
+		})
+	}
+}
