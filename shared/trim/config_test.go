@@ -27,35 +27,16 @@ func TestKeepForeverNeverDeletes(t *testing.T) {
 
 func testKeepForever(t *testing.T, absorbed bool) {
 	const hour = int64(time.Hour / time.Millisecond)
-	e := newEnv(t, 1, 0)
-	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
-	e.s.MergeBelowBytes = -1 // one settled object per flush
-	e.s.FlushBytes = 1       // every step flushes what it settles
-	id, name := e.ids[0], e.names[0]
-	setRetention := func(ms int64) {
-		t.Helper()
-		e.star.Commands = map[format.StreamID]*format.StreamCommands{id: {HasConfig: true, Config: format.StreamConfig{RetentionMs: ms}}}
-		if err := e.mem.SetStreamConfig(t.Context(), name, id.String(), ms, metastore.Timestamping{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setRetention(hour)
-	for range 4 {
-		e.flights(2)
-		e.settleAll() // every run flushed at once: a ref per round, with the 1 h
-		e.ts += hour / 2
-	}
-	refs, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
-	if err != nil || len(refs) != 4 {
-		t.Fatalf("%d refs (%v), want 4", len(refs), err)
-	}
+	oneHour := format.StreamCommands{HasConfig: true, Config: format.StreamConfig{RetentionMs: hour}}
+	e, refs := fourFlushedRefs(t, oneHour, hour)
 	if c := refs[3].Commands; c == nil || c.Config.RetentionMs != hour {
 		t.Fatalf("last ref's command state %+v, want the 1 h", c)
 	}
+	id := e.ids[0]
 	// Keep forever: the command rides the next flight, which stays in the
 	// window (settled into a run, not flushed), or is not absorbed yet.
-	setRetention(0)
-	e.s.FlushBytes = 0 // the defaults: 4 MiB or a day
+	e.setCommands(format.StreamCommands{HasConfig: true}, 0)
+	e.s.FlushBytes = 0 // the defaults: 4 MiB or an hour
 	e.flight([]int{1}, 0)
 	if absorbed {
 		e.settleAll()
@@ -98,26 +79,9 @@ func TestWindowCommandsApply(t *testing.T) {
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 1, 0)
-			e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
-			e.s.MergeBelowBytes = -1
-			e.s.FlushBytes = 1
-			id, name := e.ids[0], e.names[0]
-			e.star.Commands = map[format.StreamID]*format.StreamCommands{id: {HasConfig: true}} // keep forever
-			for range 4 {
-				e.flights(2)
-				e.settleAll()
-				e.ts += hour / 2
-			}
-			refs, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
-			if err != nil || len(refs) != 4 {
-				t.Fatalf("%d refs (%v), want 4", len(refs), err)
-			}
-			c := tc.cmds(refs)
-			e.star.Commands[id] = &c
-			if err := e.mem.SetStreamConfig(t.Context(), name, id.String(), tc.meta, metastore.Timestamping{}); err != nil {
-				t.Fatal(err)
-			}
+			e, refs := fourFlushedRefs(t, format.StreamCommands{HasConfig: true}, 0) // keep forever
+			id := e.ids[0]
+			e.setCommands(tc.cmds(refs), tc.meta)
 			e.s.FlushBytes = 0
 			e.flight([]int{1}, 0)
 			e.settleAll()
@@ -140,6 +104,39 @@ func TestWindowCommandsApply(t *testing.T) {
 				t.Fatalf("trim dropped %d refs (%d left), want %d", res.RefsDropped, len(after), want)
 			}
 		})
+	}
+}
+
+// fourFlushedRefs is an env of one stream on the pass index whose first
+// 8 records settle into four refs, one per round half an hour apart, each
+// carrying command state cmds (the stream's metadata retention metaMs).
+func fourFlushedRefs(t *testing.T, cmds format.StreamCommands, metaMs int64) (*env, []metastore.Ref) {
+	t.Helper()
+	const hour = int64(time.Hour / time.Millisecond)
+	e := newEnv(t, 1, 0)
+	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
+	e.s.MergeBelowBytes = -1 // one settled object per flush
+	e.s.FlushBytes = 1       // every step flushes what it settles
+	e.setCommands(cmds, metaMs)
+	for range 4 {
+		e.flights(2)
+		e.settleAll() // every run flushed at once: a ref per round, with cmds
+		e.ts += hour / 2
+	}
+	refs, err := e.mem.QueryRefs(t.Context(), e.ids[0].String(), 0, 100)
+	if err != nil || len(refs) != 4 {
+		t.Fatalf("%d refs (%v), want 4", len(refs), err)
+	}
+	return e, refs
+}
+
+// setCommands makes stream 0's next flights carry command state c and
+// records retention ms in its metadata, as ReconfigureStream does.
+func (e *env) setCommands(c format.StreamCommands, ms int64) {
+	e.t.Helper()
+	e.star.Commands = map[format.StreamID]*format.StreamCommands{e.ids[0]: &c}
+	if err := e.mem.SetStreamConfig(e.t.Context(), e.names[0], e.ids[0].String(), ms, metastore.Timestamping{}); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

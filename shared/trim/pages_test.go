@@ -76,40 +76,52 @@ func (o onePage) QueryRefs(ctx context.Context, streamID string, fromSeq uint64,
 // took a page of one for the stream's last ref and stopped there,
 // dropping nothing (found by TestSimCommands' trim check, seed 11).
 func TestRetentionPastPagesOfOne(t *testing.T) {
-	ctx := t.Context()
-	id := format.StreamID{0xb}
-	meta := metastore.NewMem()
 	const now = 1_700_000_000_000
-	st := metastore.Stream{Name: "pages-of-one", ID: id.String(), Class: metastore.Standard, Star: "star-0",
-		CreatedMs: now - 10_000, RetentionMs: 1000, State: metastore.StreamActive}
+	meta, tr, id := refsOfTen(t, now, 1000, [4]int64{now - 5000, now - 5000, now - 5000, now - 5000}, 0)
+	tr.Meta = onePage{meta}
+	res, err := tr.Streams(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := meta.QueryRefs(t.Context(), id.String(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RefsDropped != 3 || len(left) != 1 || left[0].FirstSeq != 30 {
+		t.Fatalf("one run dropped %d refs, left %d; want 3 dropped and the last (30) kept", res.RefsDropped, len(left))
+	}
+}
+
+// refsOfTen makes a stream (retention retentionMs) of four settled refs,
+// 0-9, 10-19, 20-29 and 30-39, whose records have timestamps lastTs[i],
+// the last with trim point trimSeq (0: none), and the trimmer at now.
+func refsOfTen(t *testing.T, now, retentionMs int64, lastTs [4]int64, trimSeq uint64) (*metastore.Mem, *trim.Trimmer, format.StreamID) {
+	t.Helper()
+	ctx := t.Context()
+	id := format.StreamID{0xc}
+	meta := metastore.NewMem()
+	st := metastore.Stream{Name: "tens", ID: id.String(), Class: metastore.Standard, Star: "star-0",
+		CreatedMs: now - 10_000, RetentionMs: retentionMs, State: metastore.StreamActive}
 	if _, err := meta.CreateStream(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	settled := objstore.NewMem("settled")
 	var refs []metastore.Ref
-	for i := range uint64(5) {
+	for i := range uint64(4) {
 		k := format.SettledKey(id, 10*i, 10*i+9)
 		if err := settled.PutIfAbsent(ctx, k, []byte("settled")); err != nil {
 			t.Fatal(err)
 		}
-		refs = append(refs, metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, FirstTsMs: now - 5000, LastTsMs: now - 5000,
+		refs = append(refs, metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, FirstTsMs: lastTs[i], LastTsMs: lastTs[i],
 			Bytes: 10, Locations: []metastore.Location{{Settled: true, Key: k, Length: 10, FirstSeq: 10 * i}}})
+	}
+	if trimSeq > 0 {
+		refs[3].Commands = &format.StreamCommands{TrimSeq: trimSeq}
 	}
 	if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
 		t.Fatal(err)
 	}
-	tr := &trim.Trimmer{Meta: onePage{meta}, Settled: settled, Clock: clock.NewManual(time.UnixMilli(now))}
-	res, err := tr.Streams(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := meta.QueryRefs(ctx, id.String(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.RefsDropped != 4 || len(left) != 1 || left[0].FirstSeq != 40 {
-		t.Fatalf("one run dropped %d refs, left %d; want 4 dropped and the last (40) kept", res.RefsDropped, len(left))
-	}
+	return meta, &trim.Trimmer{Meta: meta, Settled: settled, Clock: clock.NewManual(time.UnixMilli(now))}, id
 }
 
 // TestRetainBoundaries pins retention's and the trim point's comparisons
@@ -134,41 +146,12 @@ func TestRetainBoundaries(t *testing.T) {
 		{"trim-first", 0, 9, [3]int64{now, now, now}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := t.Context()
-			id := format.StreamID{0xc}
-			meta := metastore.NewMem()
-			st := metastore.Stream{Name: "edges", ID: id.String(), Class: metastore.Standard, Star: "star-0",
-				CreatedMs: now - 10_000, RetentionMs: tc.retention, State: metastore.StreamActive}
-			if _, err := meta.CreateStream(ctx, st); err != nil {
-				t.Fatal(err)
-			}
-			settled := objstore.NewMem("settled")
-			var refs []metastore.Ref
-			for i := range uint64(4) {
-				k := format.SettledKey(id, 10*i, 10*i+9)
-				if err := settled.PutIfAbsent(ctx, k, []byte("settled")); err != nil {
-					t.Fatal(err)
-				}
-				ts := int64(now)
-				if i < 3 {
-					ts = tc.lastTs[i]
-				}
-				r := metastore.Ref{StreamID: id.String(), FirstSeq: 10 * i, LastSeq: 10*i + 9, FirstTsMs: ts, LastTsMs: ts,
-					Bytes: 10, Locations: []metastore.Location{{Settled: true, Key: k, Length: 10, FirstSeq: 10 * i}}}
-				if i == 3 && tc.trimSeq > 0 {
-					r.Commands = &format.StreamCommands{TrimSeq: tc.trimSeq}
-				}
-				refs = append(refs, r)
-			}
-			if err := metastoretest.PutPaged(ctx, meta, metastore.ChainID{Star: "star-0", Class: metastore.Standard}, refs); err != nil {
-				t.Fatal(err)
-			}
-			tr := &trim.Trimmer{Meta: meta, Settled: settled, Clock: clock.NewManual(time.UnixMilli(now))}
-			res, err := tr.Streams(ctx)
+			meta, tr, id := refsOfTen(t, now, tc.retention, [4]int64{tc.lastTs[0], tc.lastTs[1], tc.lastTs[2], now}, tc.trimSeq)
+			res, err := tr.Streams(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			left, err := meta.QueryRefs(ctx, id.String(), 0, 100)
+			left, err := meta.QueryRefs(t.Context(), id.String(), 0, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
