@@ -192,32 +192,47 @@ func (s *Store) ListStreams(ctx context.Context, prefix, startAfter string, limi
 		if startAfter > prefix {
 			seek = []byte(metastore.StreamPK(startAfter))
 		}
-		c := b.Cursor()
-		for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, keyPrefix); k, v = c.Next() {
+		var err error
+		out, next, err = pageStreams(b, keyPrefix, seek, startAfter, limit, func(k []byte) (string, error) {
 			pk, _, ok := strings.Cut(string(k), "\x00")
 			if !ok {
-				return fmt.Errorf("malformed key %q", k)
+				return "", fmt.Errorf("malformed key %q", k)
 			}
-			name := strings.TrimPrefix(pk, metastore.StreamPrefix)
-			if name <= startAfter {
-				continue
-			}
-			if len(out) == limit {
-				next = out[limit-1].Name
-				return nil
-			}
-			var st metastore.Stream
-			if err := json.Unmarshal(v, &st); err != nil {
-				return fmt.Errorf("decode item %q: %w", k, err)
-			}
-			out = append(out, st)
-		}
-		return nil
+			return strings.TrimPrefix(pk, metastore.StreamPrefix), nil
+		}, func(st metastore.Stream) string { return st.Name })
+		return err
 	})
 	if err != nil {
 		return nil, "", err
 	}
 	return out, next, nil
+}
+
+// pageStreams decodes, from seek on, the stream items whose keys start
+// with keyPrefix and whose name (nameOf the key) is after startAfter: at
+// most limit, next keyOf the page's last when one more follows, else "".
+func pageStreams(b *bbolt.Bucket, keyPrefix, seek []byte, startAfter string, limit int,
+	nameOf func(k []byte) (string, error), keyOf func(metastore.Stream) string) ([]metastore.Stream, string, error) {
+	var out []metastore.Stream
+	c := b.Cursor()
+	for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, keyPrefix); k, v = c.Next() {
+		name, err := nameOf(k)
+		if err != nil {
+			return nil, "", err
+		}
+		if name <= startAfter {
+			continue
+		}
+		if len(out) == limit {
+			return out, keyOf(out[limit-1]), nil
+		}
+		var st metastore.Stream
+		if err := json.Unmarshal(v, &st); err != nil {
+			return nil, "", fmt.Errorf("decode item %q: %w", k, err)
+		}
+		out = append(out, st)
+	}
+	return out, "", nil
 }
 
 // SetStreamState implements metastore.Store. StreamDeleting moves the
@@ -265,22 +280,11 @@ func (s *Store) ListDeleting(ctx context.Context, startAfter string, limit int) 
 	next := ""
 	err := s.view(ctx, "list deleting streams", func(b *bbolt.Bucket) error {
 		prefix := deletingKey("")
-		c := b.Cursor()
-		for k, v := c.Seek(deletingKey(startAfter)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if string(k[len(prefix):]) <= startAfter {
-				continue
-			}
-			if len(out) == limit {
-				next = out[limit-1].ID
-				return nil
-			}
-			var st metastore.Stream
-			if err := json.Unmarshal(v, &st); err != nil {
-				return fmt.Errorf("decode item %q: %w", k, err)
-			}
-			out = append(out, st)
-		}
-		return nil
+		var err error
+		out, next, err = pageStreams(b, prefix, deletingKey(startAfter), startAfter, limit,
+			func(k []byte) (string, error) { return string(k[len(prefix):]), nil },
+			func(st metastore.Stream) string { return st.ID })
+		return err
 	})
 	if err != nil {
 		return nil, "", err

@@ -108,10 +108,20 @@ func (st *Store) ListStreams(ctx context.Context, prefix, startAfter string, lim
 		// startAfter is past every name with the prefix.
 		return nil, "", nil
 	}
-	// One more than asked, to know whether another page follows.
-	items, err := st.query(ctx, in, limit+1)
+	out, next, err := st.streamPage(ctx, in, limit, func(s metastore.Stream) string { return s.Name })
 	if err != nil {
 		return nil, "", fmt.Errorf("list streams %q after %q in %s: %w", prefix, startAfter, st.table, err)
+	}
+	return out, next, nil
+}
+
+// streamPage runs query in for a page of at most limit stream items (one
+// more is read, to know whether another page follows); next is keyOf of
+// the page's last stream when one may follow, else "".
+func (st *Store) streamPage(ctx context.Context, in *dynamodb.QueryInput, limit int, keyOf func(metastore.Stream) string) ([]metastore.Stream, string, error) {
+	items, err := st.query(ctx, in, limit+1)
+	if err != nil {
+		return nil, "", err
 	}
 	more := len(items) > limit
 	if more {
@@ -125,7 +135,7 @@ func (st *Store) ListStreams(ctx context.Context, prefix, startAfter string, lim
 	}
 	next := ""
 	if more {
-		next = out[len(out)-1].Name
+		next = keyOf(out[len(out)-1])
 	}
 	return out, next, nil
 }
@@ -273,23 +283,9 @@ func (st *Store) ListDeleting(ctx context.Context, startAfter string, limit int)
 		delete(in.ExpressionAttributeNames, "#sk")
 		delete(in.ExpressionAttributeValues, ":after")
 	}
-	items, err := st.query(ctx, in, limit+1)
+	out, next, err := st.streamPage(ctx, in, limit, func(s metastore.Stream) string { return s.ID })
 	if err != nil {
 		return nil, "", fmt.Errorf("list deleting streams after %q in %s: %w", startAfter, st.table, err)
-	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	out := make([]metastore.Stream, len(items))
-	for i, m := range items {
-		if out[i], err = decodeStream(m); err != nil {
-			return nil, "", err
-		}
-	}
-	next := ""
-	if more {
-		next = out[len(out)-1].ID
 	}
 	return out, next, nil
 }
