@@ -252,12 +252,10 @@ func (c *cmdSim) trim() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for range 1 + c.rng.IntN(3) {
-		// 3 KB records: s1's settled objects outgrow settle's merge
-		// (MergeBelowBytes 2 KiB), so it has several refs to trim.
-		if _, err := n.Star.Append(ctx, c.w.IDs[1], []format.Record{{Body: bytes.Repeat([]byte("r"), 3000)}}, star.AppendOptions{}); err != nil {
-			return
-		}
+	// 3 KB records: s1's settled objects outgrow settle's merge
+	// (MergeBelowBytes 2 KiB), so it has several refs to trim.
+	if !c.appendSome(ctx, n, 1, bytes.Repeat([]byte("r"), 3000)) {
+		return
 	}
 	tail, _, err := n.Star.Tail(c.w.IDs[1])
 	if err != nil {
@@ -428,6 +426,17 @@ func (c *cmdSim) history(i int) []star.SeqRecord {
 	return nil
 }
 
+// appendSome appends one to three records of body to stream i, one at a
+// time; false when one failed.
+func (c *cmdSim) appendSome(ctx context.Context, n *Node, i int, body []byte) bool {
+	for range 1 + c.rng.IntN(3) {
+		if _, err := n.Star.Append(ctx, c.w.IDs[i], []format.Record{{Body: body}}, star.AppendOptions{}); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // retention appends to s3 and sets its retention to 1 ms or to 0 (keep
 // forever); once acked, it records it in the stream's metadata as the
 // server does (ReconfigureStream).
@@ -438,10 +447,8 @@ func (c *cmdSim) retention() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for range 1 + c.rng.IntN(3) {
-		if _, err := n.Star.Append(ctx, c.w.IDs[3], []format.Record{{Body: []byte("k")}}, star.AppendOptions{}); err != nil {
-			return
-		}
+	if !c.appendSome(ctx, n, 3, []byte("k")) {
+		return
 	}
 	ms := []int64{0, 1}[c.rng.IntN(2)]
 	if _, _, err := n.Star.Reconfigure(ctx, c.w.IDs[3], star.ConfigPatch{RetentionMs: &ms}); err != nil {
