@@ -45,14 +45,7 @@ func testKeepForever(t *testing.T, absorbed bool) {
 		}
 	}
 	e.clk.Set(time.UnixMilli(e.ts + 2*hour))
-	res, err := e.tr.Streams(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, after := streamsThenRefs(t, e.tr, e.mem, id.String())
 	if res.RefsDropped != 0 || res.Objects != 0 || len(after) != 4 {
 		t.Fatalf("retention 0 (keep forever): trim dropped %d refs and %d objects, %d of 4 refs left", res.RefsDropped, res.Objects, len(after))
 	}
@@ -89,14 +82,7 @@ func TestWindowCommandsApply(t *testing.T) {
 				t.Fatalf("head %+v: the last run was flushed", h)
 			}
 			e.clk.Set(time.UnixMilli(e.ts + 2*hour))
-			res, err := e.tr.Streams(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, err := e.mem.QueryRefs(t.Context(), id.String(), 0, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, after := streamsThenRefs(t, e.tr, e.mem, id.String())
 			// Retention: the three refs older than 1 h go, never the last.
 			// Trim point: the two below it.
 			want := map[string]int{"retention": 3, "trim-point": 2}[tc.name]

@@ -79,17 +79,25 @@ func TestRetentionPastPagesOfOne(t *testing.T) {
 	const now = 1_700_000_000_000
 	meta, tr, id := refsOfTen(t, now, 1000, [4]int64{now - 5000, now - 5000, now - 5000, now - 5000}, 0)
 	tr.Meta = onePage{meta}
+	res, left := streamsThenRefs(t, tr, meta, id.String())
+	if res.RefsDropped != 3 || len(left) != 1 || left[0].FirstSeq != 30 {
+		t.Fatalf("one run dropped %d refs, left %d; want 3 dropped and the last (30) kept", res.RefsDropped, len(left))
+	}
+}
+
+// streamsThenRefs runs tr.Streams, then reads stream id's refs from
+// meta.
+func streamsThenRefs(t *testing.T, tr *trim.Trimmer, meta metastore.Store, id string) (trim.StreamResult, []metastore.Ref) {
+	t.Helper()
 	res, err := tr.Streams(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := meta.QueryRefs(t.Context(), id.String(), 0, 100)
+	left, err := meta.QueryRefs(t.Context(), id, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RefsDropped != 3 || len(left) != 1 || left[0].FirstSeq != 30 {
-		t.Fatalf("one run dropped %d refs, left %d; want 3 dropped and the last (30) kept", res.RefsDropped, len(left))
-	}
+	return res, left
 }
 
 // refsOfTen makes a stream (retention retentionMs) of four settled refs,
@@ -147,14 +155,7 @@ func TestRetainBoundaries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			meta, tr, id := refsOfTen(t, now, tc.retention, [4]int64{tc.lastTs[0], tc.lastTs[1], tc.lastTs[2], now}, tc.trimSeq)
-			res, err := tr.Streams(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			left, err := meta.QueryRefs(t.Context(), id.String(), 0, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, left := streamsThenRefs(t, tr, meta, id.String())
 			if res.RefsDropped != tc.want || len(left) != 4-tc.want || left[0].FirstSeq != 10*uint64(tc.want) {
 				t.Fatalf("dropped %d refs, %d left; want %d dropped", res.RefsDropped, len(left), tc.want)
 			}
