@@ -409,7 +409,7 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 const maxConflicts = 3
 
 // retainStream applies retention and the stream's explicit trim point,
-// both from the stream's current command state (commandState).
+// both from the stream's current command state (newest, Retention).
 func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int64, res *StreamResult) error {
 	newest, ok, err := t.newest(ctx, st)
 	if err != nil || !ok {
