@@ -21,7 +21,12 @@
 //   - Streams: CreateStream is create-if-absent (ErrExists with the existing
 //     stream returned); GetStream returns ErrNotFound; ListStreams pages in
 //     name order; SetStreamState moves a stream (matched by name and id) to a
-//     new state; DeleteStream removes the META item (idempotent).
+//     new state, and StreamDeleting retires its name (ADR 0046): the
+//     stream's item moves to the deleting partition (DeletingPK, by id),
+//     GetStream and ListStreams no longer find it, and the name may be
+//     created again at once; ListDeleting pages the deleting streams in id
+//     order; DeleteStream removes the deleting item of an id and a META
+//     item at the name only if it has that id (idempotent).
 //   - Refs: PutRefs writes the refs of one absorb pass, only while that
 //     pass holds the chain's absorb lease (see below), and is idempotent
 //     (writing the same ref twice leaves one identical item). QueryRefs returns, in seq order, the refs of a stream
@@ -137,8 +142,12 @@
 //   - CreateStream takes a stream in state StreamActive. SetStreamState is
 //     ErrNotFound for a missing name and ErrConflict when the id differs;
 //     StreamDeleting is final (back to StreamActive is ErrConflict); setting
-//     the current state again is nil. DeleteStream of a missing name is nil
-//     and of another id (a recreated name) ErrConflict.
+//     the current state again is nil (StreamDeleting again: nil, wherever
+//     the name is now). DeleteStream of a missing name, and of a
+//     name that holds another id (a recreated name), is nil and leaves it.
+//     ListDeleting pages as ListStreams, by id; a page costs memory in
+//     proportion to the page except in memory (which sorts the deleting
+//     ids, a few: trim removes them).
 //   - DeleteRefs takes valid refs, no key twice (ValidateDeleteRefs); the
 //     empty batch is nil. A batch need not land atomically: DynamoDB
 //     splits it into transactions of MaxDeleteRefsPerTx deletes, memory

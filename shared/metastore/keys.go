@@ -20,6 +20,10 @@ const (
 	TokenPrefix  = "TOKEN#"  // PK prefix of token items
 	MetaSK       = "META"    // SK of stream and token items
 	HeadSK       = "HEAD"    // SK of a chain's head item
+	// DeletingPK is the partition of the deleting streams' items (SK: the
+	// stream id): a deleted stream leaves its name at once (SetStreamState
+	// with StreamDeleting) and waits there for trim (ListDeleting).
+	DeletingPK = "DELETING"
 )
 
 // Limits every implementation enforces, so that callers see the same

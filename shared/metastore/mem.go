@@ -15,6 +15,7 @@ import (
 type Mem struct {
 	mu      sync.Mutex
 	streams map[string]Stream            // by name
+	retired map[string]Stream            // deleting streams, by id
 	names   nameIndex                    // the streams' names, in order (ListStreams)
 	refs    map[string]map[uint64]Ref    // by stream id, then first seq
 	heads   map[ChainID]Head             // by chain
@@ -28,6 +29,7 @@ var _ Store = (*Mem)(nil)
 func NewMem() *Mem {
 	return &Mem{
 		streams: make(map[string]Stream),
+		retired: make(map[string]Stream),
 		refs:    make(map[string]map[uint64]Ref),
 		heads:   make(map[ChainID]Head),
 		epochs:  make(map[ChainID]map[uint64]Epoch),
@@ -108,7 +110,12 @@ func (m *Mem) SetStreamState(ctx context.Context, name, id string, state StreamS
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.streams[name]
+	_, retired := m.retired[id]
 	switch {
+	case retired && state == StreamDeleting:
+		return nil // again
+	case retired:
+		return fmt.Errorf("set state of stream %q: deleting is final: %w", name, ErrConflict)
 	case !ok:
 		return fmt.Errorf("set state of stream %q: %w", name, ErrNotFound)
 	case s.ID != id:
@@ -117,8 +124,44 @@ func (m *Mem) SetStreamState(ctx context.Context, name, id string, state StreamS
 		return fmt.Errorf("set state of stream %q: deleting is final: %w", name, ErrConflict)
 	}
 	s.State = state
+	if state == StreamDeleting {
+		delete(m.streams, name)
+		m.names.remove()
+		m.retired[id] = s
+		return nil
+	}
 	m.streams[name] = s
 	return nil
+}
+
+// ListDeleting implements Store. It sorts the deleting streams' ids (a
+// few: trim removes them).
+func (m *Mem) ListDeleting(ctx context.Context, startAfter string, limit int) ([]Stream, string, error) {
+	if err := ctxErr(ctx, "list deleting streams"); err != nil {
+		return nil, "", err
+	}
+	if err := ValidateLimit(limit); err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for id := range m.retired {
+		if id > startAfter {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	next := ""
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	out := make([]Stream, len(ids))
+	for i, id := range ids {
+		out[i] = m.retired[id]
+	}
+	return out, next, nil
 }
 
 // DeleteStream implements Store.
@@ -128,15 +171,11 @@ func (m *Mem) DeleteStream(ctx context.Context, name, id string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, ok := m.streams[name]
-	if !ok {
-		return nil
+	delete(m.retired, id)
+	if s, ok := m.streams[name]; ok && s.ID == id {
+		delete(m.streams, name)
+		m.names.remove()
 	}
-	if s.ID != id {
-		return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
-	}
-	delete(m.streams, name)
-	m.names.remove()
 	return nil
 }
 

@@ -292,12 +292,24 @@ type Store interface {
 	CreateStream(ctx context.Context, s Stream) (Stream, error)
 	GetStream(ctx context.Context, name string) (Stream, error)
 	ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error)
+	// SetStreamState sets a stream's state. StreamDeleting retires the
+	// name: the stream leaves it (GetStream and ListStreams no longer find
+	// it, CreateStream may take the name for a new stream at once) for
+	// the deleting streams (ListDeleting), in one atomic write.
 	SetStreamState(ctx context.Context, name, id string, state StreamState) error
+	// ListDeleting lists the deleting streams (state StreamDeleting, off
+	// their names) with id > startAfter, in id order, at most limit;
+	// next as ListStreams'.
+	ListDeleting(ctx context.Context, startAfter string, limit int) (streams []Stream, next string, err error)
 	// SetStreamConfig records a stream's retention and timestamping after
 	// a ReconfigureStream (the config command record in the stream is the
 	// sequenced truth; this keeps GetStream, ListStreams and trim in step).
 	// ErrNotFound for a missing stream, ErrConflict for another id.
 	SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts Timestamping) error
+	// DeleteStream removes the deleting stream id (trim, once its refs
+	// are gone), and a stream named name with that id (a stream marked
+	// deleting in place, before names were retired). A name that holds
+	// another id is left alone.
 	DeleteStream(ctx context.Context, name, id string) error
 
 	PutRefs(ctx context.Context, chain ChainID, pass Cursor, refs []Ref) error

@@ -42,7 +42,7 @@ type Remote struct {
 }
 
 // DefaultWindowCacheMiB is Config.WindowCacheMiB's default: the level-1
-// and merged runs of about 20,000 streams' 24 h window (about 144 B per
+// and merged runs of about 30,000 streams' 1 h window (about 144 B per
 // entry per live run), and what the star task's memory plan counts
 // (infra/stack/config.go).
 const DefaultWindowCacheMiB = 256
@@ -90,7 +90,7 @@ type Config struct {
 	// bound").
 	WindowCacheMiB int
 	// FlushBytes and FlushAge tune the pass index's flush (design 014,
-	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 24 h: settle.DefaultFlushAge).
+	// level 1; settle.Settler): 0 takes settle's defaults (4 MiB, 1 h: settle.DefaultFlushAge).
 	// In-process settlement only.
 	FlushBytes int64
 	FlushAge   time.Duration
@@ -117,7 +117,7 @@ type Config struct {
 // DefaultPassIndexSettleEvery is the in-process settle period with the
 // pass index: a settle step writes one run (design 014, level 1), merged
 // by settle.DefaultFanout (an hour of them) into one (level 2), live
-// until flushed (settle.DefaultFlushAge): with both defaults at most 83
+// until flushed (settle.DefaultFlushAge): with both defaults at most 60
 // runs in a window's cache and a read's search.
 const DefaultPassIndexSettleEvery = time.Minute
 

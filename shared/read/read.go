@@ -61,6 +61,29 @@ func (r *Reader) trimPoint(id format.StreamID) (uint64, error) {
 	return c.TrimSeq, err
 }
 
+// retentionCutoff is the timestamp below which stream st's records are
+// past its retention at now (0: it keeps them forever): its acknowledged
+// config command's retention (the Index's Commands), or else the one it
+// was created with (st.RetentionMs). Reads serve none of those records
+// (ADR 0045): they are unreadable the moment they expire, though trim
+// deletes them later.
+func (r *Reader) retentionCutoff(st metastore.Stream, id format.StreamID) (int64, error) {
+	ret := st.RetentionMs
+	if t, ok := r.Star.(Trims); ok {
+		c, err := t.Commands(id)
+		if err != nil {
+			return 0, err
+		}
+		if c.HasConfig {
+			ret = c.Config.RetentionMs
+		}
+	}
+	if ret <= 0 {
+		return 0, nil
+	}
+	return clock.OrReal(r.Clock).Now().UnixMilli() - ret, nil
+}
+
 // Reader serves reads of the streams its star leads.
 type Reader struct {
 	Star Index
@@ -69,7 +92,7 @@ type Reader struct {
 	Sets map[metastore.Class]chain.Set
 	// Settled is the settled bucket (nil: no settled locations expected).
 	Settled objstore.Bucket
-	// Clock times heartbeats (nil: the real clock).
+	// Clock times heartbeats and retention (nil: the real clock).
 	Clock clock.Clock
 	// Transit finds the records the absorb indexed in pass indexes and no
 	// ref holds yet (design 014; absorb.IndexWindow). nil: every absorbed
@@ -190,7 +213,7 @@ func (r *Reader) Read(ctx context.Context, st metastore.Stream, start Start, lim
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := r.readFrom(ctx, st, id, from, minTs, lim)
+	res, err := r.readFrom(ctx, st, id, from, minTs, lim, true)
 	if err != nil {
 		return Result{}, err
 	}
@@ -220,11 +243,24 @@ func (r *Reader) resolve(ctx context.Context, st metastore.Stream, id format.Str
 	return 0, 0, fmt.Errorf("%w: unknown start kind %d", ErrInvalid, start.Kind)
 }
 
-func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.StreamID, from uint64, minTs int64, lim Limits) (Result, error) {
+// readFrom reads from seq from, records with timestamp >= minTs only, and
+// none past the stream's retention; with seek, it first skips the whole
+// refs past the retention (a Read, a session until it has sent records).
+func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.StreamID, from uint64, minTs int64, lim Limits, seek bool) (Result, error) {
 	lim, err := lim.norm()
 	if err != nil {
 		return Result{}, err
 	}
+	// Records past the stream's retention are not served: a timestamp
+	// filter from the cutoff, and one seek past the whole refs before it
+	// (seekTimestamp) the first time the read reaches below the flight
+	// index, so an expired prefix not yet trimmed is skipped, not read.
+	cutoff, err := r.retentionCutoff(st, id)
+	if err != nil {
+		return Result{}, err
+	}
+	sought := !seek || cutoff <= minTs
+	minTs = max(minTs, cutoff)
 	var out []star.SeqRecord
 	size := 0
 	full := func() bool { return len(out) >= lim.Count || (len(out) > 0 && size >= lim.Bytes) }
@@ -291,6 +327,17 @@ func (r *Reader) readFrom(ctx context.Context, st metastore.Stream, id format.St
 				break
 			}
 			continue
+		}
+		if !sought {
+			sought = true
+			past, err := seekTimestamp(ctx, streamRefs{r, st}, st.ID, tail, cutoff)
+			if err != nil {
+				return Result{}, fmt.Errorf("read %s past its retention (timestamp %d): %w", st.Name, cutoff, err)
+			}
+			if past > from {
+				from = past
+				continue
+			}
 		}
 		next, stop, err := r.fromRefs(ctx, st, id, from, low, add)
 		if err != nil {
@@ -571,6 +618,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 	ctx, stop := r.withAhead(ctx, st, id) // ahead.go
 	defer stop()
 	var sentN, sentB uint64
+	seek := true // past the retention, once (readFrom)
 	// A heartbeat is due hb after the last message sent, whatever wakes
 	// the session in between.
 	lastSent := clk.Now()
@@ -588,13 +636,14 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 		if err != nil {
 			return err
 		}
-		res, err := r.readFrom(ctx, st, id, from, minTs, lim)
+		res, err := r.readFrom(ctx, st, id, from, minTs, lim, seek)
 		if err != nil {
 			return err
 		}
 		from = res.Next
 		if n := len(res.Records); n > 0 {
 			minTs = 0 // timestamps are non-decreasing: the filter is done
+			seek = false
 			sentN += uint64(n)
 			for _, rec := range res.Records {
 				sentB += uint64(format.MeteredSize(rec.Record))

@@ -465,7 +465,7 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	if errors.Is(err, metastore.ErrExists) {
 		why := "choose another name or delete it first"
 		if got.State == metastore.StreamDeleting {
-			why = "it is being deleted; retry once trim has removed it"
+			why = "it is being deleted in place (a version before names were retired marked it); retry once trim has removed it"
 		}
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("stream %q already exists: %s", m.Name, why))
 	}
@@ -486,7 +486,9 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 }
 
 // DeleteStream implements the API: the stream stops taking appends and
-// reads at once; trim removes its data and then its name. Before the
+// reads at once and leaves its name, which CreateStream may take for a
+// new stream (a new id) at once; trim removes the old id's data in the
+// background (metastore SetStreamState, ListDeleting). Before the
 // stream is marked deleting, the star drains it: its last appends are
 // absorbed into refs, so that no ref for it is written after trim has
 // removed its metadata. If that takes longer than Config.DrainTimeout the

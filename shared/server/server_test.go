@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -238,8 +239,12 @@ func TestStreamsAppendReadCheckTail(t *testing.T) {
 	must(t, c.DeleteStream(ctx, "logs/b"))
 	_, err = c.Append(ctx, "logs/b", recs(1, "x"), client.AppendOptions{})
 	wantCode(t, err, connect.CodeNotFound)
-	_, err = c.CreateStream(ctx, "logs/b", client.CreateOptions{})
-	wantCode(t, err, connect.CodeAlreadyExists)
+	// The name is free at once: a new stream (TestRecreateAtOnce).
+	again, err := c.CreateStream(ctx, "logs/b", client.CreateOptions{})
+	must(t, err)
+	if again.ID == got.ID {
+		t.Fatalf("recreated logs/b has the deleted stream's id %s", got.ID)
+	}
 }
 
 func TestAppendSessionPipelinesInOrder(t *testing.T) {
@@ -471,8 +476,11 @@ func TestDeleteStreamDrainsItsLastAppends(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("DeleteStream did not return once the stream was absorbed")
 	}
-	if st, err := meta.GetStream(ctx, "logs/d"); err != nil || st.State != metastore.StreamDeleting {
-		t.Fatalf("stream %+v %v, want deleting", st, err)
+	if _, err := meta.GetStream(ctx, "logs/d"); !errors.Is(err, metastore.ErrNotFound) {
+		t.Fatalf("stream %v: want its name free", err)
+	}
+	if gone, _, err := meta.ListDeleting(ctx, "", 10); err != nil || len(gone) != 1 || gone[0].ID != s.ID {
+		t.Fatalf("deleting streams %+v %v, want %s", gone, err, s.ID)
 	}
 	last, err := meta.LastRef(ctx, s.ID)
 	if err != nil || last.LastSeq != 3 {

@@ -21,12 +21,21 @@ import (
 // runs stay live, so with merges (Fanout level-1 runs into one merged
 // run) it bounds the memory of every window that caches them and the runs
 // a flush reads: about Fanout - 1 level-1 runs and FlushAge / (Fanout x
-// settle interval) merged runs (83 with a one-minute settle). 24 h: the
-// flushes of 1,000,000 streams touched daily are 11.6 a second (design
-// 014, "Level 2 as built").
+// settle interval) merged runs (60 with a one-minute settle). It also
+// bounds how long a record's bytes outlive its retention or its stream's
+// deletion (packs go once every stream of their run is flushed) and how
+// long a stream's records wait for a ref (with Settler.MaxObjectSpan,
+// how long they outlive their retention): 1 h, so that records
+// are gone from storage within about an hour of expiring (issue 30;
+// docs/api.md, "Retention and deletion"). It costs flushes: at most one
+// per stream touched per hour, 2.8 a second at 10,000 streams (16 item
+// writes/s, $/GiB +10% on the 2 MB/s bench) and 278 at 1,000,000 (566
+// item writes/s, $5.24/GiB against $0.70 at 24 h: docs/performance.md,
+// "The flush age"); a deployment of that size without short retentions
+// may set a longer age and lose the one-hour bound.
 const (
 	DefaultFlushBytes = 4 << 20
-	DefaultFlushAge   = 24 * time.Hour
+	DefaultFlushAge   = time.Hour
 	// DefaultPackBufferBytes: a step whose packed segments are at most this
 	// many bytes sorts them by stream (Settler.PackBufferBytes).
 	DefaultPackBufferBytes = 256 << 20

@@ -23,6 +23,11 @@ import (
 // Defaults.
 const (
 	DefaultMergeBelowBytes = 4 << 20
+	// DefaultMaxObjectSpan bounds the record time a settled object spans
+	// when settle merges into it (Settler.MaxObjectSpan): retention drops
+	// whole objects, so it bounds how long a record outlives its
+	// retention, with FlushAge (issue 30).
+	DefaultMaxObjectSpan   = time.Hour
 	DefaultMaxObjectBytes  = 8 << 20
 	DefaultMaxSlotsPerStep = 4096
 	DefaultMaxStepsPerRun  = 16
@@ -66,6 +71,10 @@ type Settler struct {
 	// (record bytes) is rewritten together with the stream's new data. 0 is
 	// DefaultMergeBelowBytes; < 0 never merges.
 	MergeBelowBytes int64
+	// MaxObjectSpan (0: DefaultMaxObjectSpan; < 0: no bound): a group is
+	// merged into the stream's last settled object only while the merged
+	// object spans at most this much record time (mergeable).
+	MaxObjectSpan time.Duration
 	// MaxObjectBytes caps the record bytes of one settled object (0:
 	// DefaultMaxObjectBytes). A larger run of refs splits.
 	MaxObjectBytes int64
@@ -531,9 +540,18 @@ func (s *Settler) groups(refs []metastore.Ref) [][]metastore.Ref {
 	return append(out, g)
 }
 
+// mergeable reports whether group g of a stream's refs is merged into
+// prev, the stream's last settled object: when prev is small and the
+// merge fits an object, and, since retention drops whole objects, when
+// g's last record is at most MaxObjectSpan (by record time) later than
+// prev's first, so that no merge makes an object span more than that and
+// none of its records outlive its retention by more (issue 30).
 func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
 	below := orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes)
 	if below < 0 || len(prev.Locations) != 1 || !prev.Locations[0].Settled || prev.Bytes >= below {
+		return false
+	}
+	if span := orDefault(s.MaxObjectSpan, DefaultMaxObjectSpan); span > 0 && g[len(g)-1].LastTsMs-prev.FirstTsMs > span.Milliseconds() {
 		return false
 	}
 	var n int64

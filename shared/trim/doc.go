@@ -33,10 +33,23 @@
 //     reads it). Runs go before their packs,
 //     so a reader that finds a run finds its packs, and one that read a
 //     run before finds a pack gone and reads its head again.
-//   - Retention: a stream with RetentionMs > 0 loses its leading refs whose
-//     LastTsMs is older than now-RetentionMs and whose locations are all
-//     settled, then their settled objects. The stream's last ref is always
-//     kept (it carries the tail a takeover recovers). Before it deletes
+//   - Command state (ADR 0045): retention and the trim point come from the
+//     stream's current command state, that of its newest durable part (the
+//     pass index window's last part, absorb.IndexWindow.LastRef, or else
+//     its last ref), never from the last ref alone (with the pass index a
+//     stream's newest commands stay in runs until they flush: issue 30,
+//     finding 1). The retention applied (Retention) is the config
+//     command's, or the creation retention without one, and never shorter
+//     than the metadata's (which leads the durable state while a
+//     reconfigure's flight is not yet absorbed): 0 on either side keeps
+//     everything.
+//   - Retention: a stream with a retention > 0 loses its leading refs whose
+//     LastTsMs is older than now-retention and whose locations are all
+//     settled, then their settled objects. The stream's last ref (the one
+//     ending at the last ref's LastSeq as read first, or a merge of it) is
+//     always kept (it carries the tail and command state a takeover
+//     recovers). Pages may end early (metastore.QueryPage): only an empty
+//     page or a ref kept ends the walk. Before it deletes
 //     any, trim raises the stream's floor (metastore RaiseFloor) to the
 //     first seq it keeps, so the stream never reopens below a seq it
 //     acknowledged even if every ref went. Each delete is conditional on
@@ -46,14 +59,18 @@
 //     counted in StreamResult.Conflicts) and the next run sees the merged
 //     ref; a delete by key would have removed records still inside
 //     retention (issue 13, finding 1).
-//   - Explicit trim: a stream whose last ref carries a trim point (the
-//     Trim command's, format.StreamCommands) loses, the same way as
+//   - Explicit trim: a stream whose current command state has a trim point
+//     (the Trim command's, format.StreamCommands) loses, the same way as
 //     retention, its leading settled refs that end below it, and their
 //     settled objects (reads already skip them: they honour the trim point
 //     as soon as the command is acknowledged).
-//   - Deletion: a stream in StreamDeleting loses all its refs, then its
-//     settled objects, then its metadata (DeleteStream). A ref that changed
-//     since it was read is read again (at most 3 times per run).
+//   - Deletion (ADR 0046): a deleted stream has left its name
+//     (metastore.Store.ListDeleting lists it by id; one marked deleting in
+//     place by an older version is listed by name). It loses all its
+//     refs, then its settled objects, then its deleting item
+//     (DeleteStream), once its chain's window holds none of its parts. A
+//     ref that changed since it was read is read again (at most 3 times
+//     per run).
 //
 // Refs are deleted before the objects they point at, so no ref ever points
 // at a missing object; a crash between leaves orphans for the garbage
@@ -62,7 +79,9 @@
 // Time comes from an injected clock.Clock.
 //
 // Cost: per chain step GetHead (GetEpoch at a boundary) and one
-// AdvanceCursor; per stream one ListStreams share, one LastRef (for its
-// trim point) and a QueryRefs when it has a retention or a trim point; DeleteRefs only when something expires. Trim runs on a
-// schedule (Handler).
+// AdvanceCursor; per stream one ListStreams (or ListDeleting) share, one
+// window lookup for its command state (with PassIndex: a GetHead and the
+// cached window; else its LastRef), and a LastRef and a QueryRefs when it
+// has a retention or a trim point; DeleteRefs only when something
+// expires. Trim runs on a schedule (Handler).
 package trim

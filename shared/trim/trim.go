@@ -290,49 +290,60 @@ type StreamResult struct {
 	Conflicts   int // retention deletes refused: a ref changed since it was read
 }
 
-// Streams applies retention and deletion to every stream in the metastore:
+// Streams applies retention and deletion to every stream in the metastore
+// (the package documentation says how):
 //
-//   - A stream in StreamDeleting loses all its refs, then its settled
-//     objects, then its metadata (DeleteStream); with PassIndex, only once
-//     its chain's window holds none of its parts (settle has made them
-//     refs), else it waits for a later run (Waiting). Transit bytes it had in
-//     chain slots go with the slots, by the trimmed cursor.
-//   - A stream with RetentionMs > 0 loses its leading refs whose LastTsMs is
-//     before now-RetentionMs and whose locations are all settled (a ref
-//     still in transit waits for settle), stopping at the first one that
-//     is not; then their settled objects. The stream's last ref is always
-//     kept: it carries the stream's tail (next seq) and its command state
-//     (fencing token, trim point), which a takeover recovers from the refs.
-//   - A stream trimmed by a Trim command (its last ref's command state has
-//     a trim point) loses, the same way, its leading settled refs that end
-//     below the trim point. Reads stopped serving those records when the
-//     trim was acknowledged; this frees their storage. It costs one more
-//     single-item query per stream (LastRef).
+//   - A deleting stream (ListDeleting, or one marked deleting in place)
+//     loses all its refs, then its settled objects, then its metadata
+//     (DeleteStream); with PassIndex, only once its chain's window holds
+//     none of its parts (settle has made them refs), else it waits for a
+//     later run (Waiting). Transit bytes it had in chain slots go with the
+//     slots, by the trimmed cursor.
+//   - Any other stream loses its leading settled refs past its retention or
+//     below its trim point, both from its current command state
+//     (Trimmer.newest, Retention), never its last ref.
 //
 // Refs go first, so no ref ever points at a missing object; a crash
 // between leaves orphan objects for the garbage probe.
 func (t *Trimmer) Streams(ctx context.Context) (StreamResult, error) {
 	var res StreamResult
 	now := clock.OrReal(t.Clock).Now().UnixMilli()
-	after := ""
 	var errs []error
-	for {
+	each := func(st metastore.Stream) {
+		res.Streams++
+		var err error
+		if st.State == metastore.StreamDeleting {
+			err = t.deleteStream(ctx, st, &res)
+		} else {
+			err = t.retainStream(ctx, st, now, &res)
+		}
+		if err != nil {
+			t.log().Error("trim: stream", "stream", st.Name, "id", st.ID, "err", err)
+			errs = append(errs, fmt.Errorf("trim: stream %q (%s): %w", st.Name, st.ID, err))
+		}
+	}
+	// The streams by name (active ones, and any marked deleting in place
+	// by an older version), then the deleting streams off their names.
+	for after := ""; ; {
 		page, next, err := t.Meta.ListStreams(ctx, "", after, streamPage)
 		if err != nil {
-			return res, fmt.Errorf("trim: list streams after %q: %w", after, err)
+			return res, errors.Join(append(errs, fmt.Errorf("trim: list streams after %q: %w", after, err))...)
 		}
 		for _, st := range page {
-			res.Streams++
-			var err error
-			if st.State == metastore.StreamDeleting {
-				err = t.deleteStream(ctx, st, &res)
-			} else {
-				err = t.retainStream(ctx, st, now, &res)
-			}
-			if err != nil {
-				t.log().Error("trim: stream", "stream", st.Name, "id", st.ID, "err", err)
-				errs = append(errs, fmt.Errorf("trim: stream %q: %w", st.Name, err))
-			}
+			each(st)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	for after := ""; ; {
+		page, next, err := t.Meta.ListDeleting(ctx, after, streamPage)
+		if err != nil {
+			return res, errors.Join(append(errs, fmt.Errorf("trim: list deleting streams after %q: %w", after, err))...)
+		}
+		for _, st := range page {
+			each(st)
 		}
 		if next == "" {
 			return res, errors.Join(errs...)
@@ -360,11 +371,7 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 		// writes a step's refs before it moves the cursor past them, and a
 		// stale copy of the step writes nothing), no ref of the stream can
 		// appear any more.
-		w := t.Window
-		if w == nil {
-			w = &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
-		}
-		parts, err := w.StreamParts(ctx, st, 0)
+		parts, err := t.window().StreamParts(ctx, st, 0)
 		if err != nil {
 			return fmt.Errorf("pass index window: %w", err)
 		}
@@ -401,24 +408,19 @@ func (t *Trimmer) deleteStream(ctx context.Context, st metastore.Stream, res *St
 // after a conditional delete found one changed, in one run.
 const maxConflicts = 3
 
-// retainStream applies retention and the stream's explicit trim point.
+// retainStream applies retention and the stream's explicit trim point,
+// both from the stream's current command state (newest, Retention).
 func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int64, res *StreamResult) error {
-	var below uint64
-	retention := st.RetentionMs
-	last, err := t.Meta.LastRef(ctx, st.ID)
-	switch {
-	case errors.Is(err, metastore.ErrNotFound):
-		return nil // no refs: nothing to trim
-	case err != nil:
-		return fmt.Errorf("last ref: %w", err)
-	case last.Commands != nil:
-		below = last.Commands.TrimSeq
-		if last.Commands.HasConfig {
-			// A ReconfigureStream's retention, from the stream itself (its
-			// metadata follows it, but may lag if the server died between).
-			retention = last.Commands.Config.RetentionMs
-		}
+	newest, ok, err := t.newest(ctx, st)
+	if err != nil || !ok {
+		return err // no refs and no parts: nothing to trim
 	}
+	var cmds format.StreamCommands
+	if newest.Commands != nil {
+		cmds = *newest.Commands
+	}
+	below := cmds.TrimSeq
+	retention := Retention(st, cmds)
 	cutoff := int64(math.MinInt64)
 	if retention > 0 {
 		cutoff = now - retention
@@ -426,31 +428,84 @@ func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int
 	if below == 0 && retention <= 0 {
 		return nil
 	}
-	return t.retain(ctx, st, cutoff, below, res)
+	last := newest // without the pass index, the last ref
+	if t.PassIndex {
+		if last, err = t.Meta.LastRef(ctx, st.ID); errors.Is(err, metastore.ErrNotFound) {
+			return nil // every record in runs and passes: no ref to drop
+		} else if err != nil {
+			return fmt.Errorf("last ref: %w", err)
+		}
+	}
+	return t.retain(ctx, st, cutoff, below, last.LastSeq, res)
+}
+
+// newest is stream st's newest durable part, whose command state is the
+// stream's current one (ADR 0045): the window's last part
+// (IndexWindow.LastRef: passes and runs, with PassIndex) or else its last
+// ref. Not the last ref alone: with the pass index a stream's newest
+// commands stay in runs until they flush (issue 30, finding 1). ok is
+// false when the stream has neither refs nor parts.
+func (t *Trimmer) newest(ctx context.Context, st metastore.Stream) (metastore.Ref, bool, error) {
+	var last metastore.Ref
+	var err error
+	if t.PassIndex {
+		last, err = t.window().LastRef(ctx, st)
+	} else {
+		last, err = t.Meta.LastRef(ctx, st.ID)
+	}
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		return last, false, nil
+	case err != nil:
+		return last, false, fmt.Errorf("newest part: %w", err)
+	}
+	return last, true, nil
+}
+
+// Retention is the retention trim applies to stream st whose current
+// command state is cmds (ADR 0045): the config command's (cmds.Config,
+// when cmds.HasConfig) or else the stream's creation retention, and never
+// shorter than the metadata's (st.RetentionMs, 0 is forever). The
+// metadata follows a config command after its ack (the server writes it
+// then), so it leads the durable state while the command's flight is not
+// yet absorbed, and lags it when the server died between: each is the
+// newer one at times, and trim, which deletes, applies a retention only
+// once both allow it.
+func Retention(st metastore.Stream, cmds format.StreamCommands) int64 {
+	r := st.RetentionMs
+	if !cmds.HasConfig {
+		return r
+	}
+	if c := cmds.Config.RetentionMs; r > 0 && (c <= 0 || c > r) {
+		r = c
+	}
+	return r
+}
+
+// window is the pass index window the stream checks read.
+func (t *Trimmer) window() *absorb.IndexWindow {
+	if t.Window != nil {
+		return t.Window
+	}
+	return &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
 }
 
 // retain drops the stream's leading settled refs that are expired (their
 // last timestamp before cutoff) or trimmed (they end below the trim point
-// below), never its last ref.
-func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, below uint64, res *StreamResult) error {
+// below), never its last ref (the one that ends at lastSeq, read before,
+// or one a merge made of it: it carries the stream's command state).
+func (t *Trimmer) retain(ctx context.Context, st metastore.Stream, cutoff int64, below, lastSeq uint64, res *StreamResult) error {
 	from := uint64(0)
 	for {
-		refs, err := t.Meta.QueryRefs(ctx, st.ID, from, refPage+1)
-		if err != nil {
+		// A page may end before its limit while more refs follow
+		// (metastore.QueryPage), so only an empty page, or a ref kept,
+		// ends the loop.
+		refs, err := t.Meta.QueryRefs(ctx, st.ID, from, refPage)
+		if err != nil || len(refs) == 0 {
 			return err
 		}
-		// Never the last ref of the stream: a page's last ref is held back
-		// and read again first on the next page (the next from is its
-		// first seq), so only a page that holds it alone, the stream's
-		// last, ends the loop. A page shorter than the limit is not the
-		// end: a page stops at 1 MB (metastore.QueryPage), and holds at
-		// least 3 refs while 3 remain (an item is at most 400 KB).
-		if len(refs) <= 1 {
-			return nil
-		}
-		refs = refs[:len(refs)-1]
 		n := 0
-		for n < len(refs) && (refs[n].LastTsMs < cutoff || refs[n].LastSeq < below) && settledOnly(refs[n]) {
+		for n < len(refs) && refs[n].LastSeq < lastSeq && (refs[n].LastTsMs < cutoff || refs[n].LastSeq < below) && settledOnly(refs[n]) {
 			n++
 		}
 		if n > 0 {

@@ -226,6 +226,16 @@ func (e *env) chainObjects() (flights, poison int) {
 	return flights, poison
 }
 
+// deleting lists the deleting streams (off their names).
+func (e *env) deleting() []metastore.Stream {
+	e.t.Helper()
+	sts, _, err := e.mem.ListDeleting(e.t.Context(), "", 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sts
+}
+
 func cur(e, s uint64) metastore.Cursor { return metastore.Cursor{Epoch: e, Slot: s} }
 
 func TestTrimDeletesSettledSlotsKeepsPoison(t *testing.T) {
@@ -373,8 +383,8 @@ func TestDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.mem.GetStream(t.Context(), e.names[1]); !errors.Is(err, metastore.ErrNotFound) {
-		t.Fatalf("deleted stream: %v", err)
+	if left := e.deleting(); len(left) != 0 {
+		t.Fatalf("deleting streams left: %+v", left)
 	}
 	if refs, _ := e.mem.QueryRefs(t.Context(), victim.String(), 0, 10); len(refs) != 0 {
 		t.Fatalf("refs left: %+v", refs)
@@ -562,8 +572,8 @@ func testDeletionWaitsForTheWindow(t *testing.T, windowMax int64) {
 	if err != nil || res.Waiting != 1 || res.Deleted != 0 {
 		t.Fatalf("with parts in the window: %+v, %v", res, err)
 	}
-	if _, err := e.mem.GetStream(t.Context(), e.names[1]); err != nil {
-		t.Fatalf("metadata gone while parts were in the window: %v", err)
+	if left := e.deleting(); len(left) != 1 || left[0].ID != victim.String() {
+		t.Fatalf("metadata gone while parts were in the window: deleting %+v", left)
 	}
 	e.settleAll()
 	// Settled into runs, not yet flushed: still in the window.
@@ -580,8 +590,8 @@ func testDeletionWaitsForTheWindow(t *testing.T, windowMax int64) {
 	if refs, _ := e.mem.QueryRefs(t.Context(), victim.String(), 0, 10); len(refs) != 0 {
 		t.Fatalf("refs left: %+v", refs)
 	}
-	if _, err := e.mem.GetStream(t.Context(), e.names[1]); !errors.Is(err, metastore.ErrNotFound) {
-		t.Fatalf("deleted stream: %v", err)
+	if left := e.deleting(); len(left) != 0 {
+		t.Fatalf("deleting streams left: %+v", left)
 	}
 }
 

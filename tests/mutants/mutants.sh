@@ -52,6 +52,8 @@ mutant read-ignores-trim shared/read/read.go "./shared/read" \
   's/if from < trim \{/if from < trim \&\& false {/'
 mutant successor-forgets-dedupe shared/star/reopen.go "./shared/star" \
   's/info.Producers = producerStates\(marks, /info.Producers = producerStates(marks[:0], /'
+mutant trim-reads-last-refs-config shared/trim/trim.go "./shared/trim" \
+  's/last, err = t.window\(\).LastRef\(ctx, st\)/last, err = t.Meta.LastRef(ctx, st.ID)/'
 
 want=("$@")
 tmp=$(mktemp -d)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -40,6 +41,15 @@ var commandSeeds = flag.Int("command-seeds", 100, "seeds of TestSimCommands (see
 //     client-prefer; in its history no record without a client timestamp
 //     (its header says so) follows a config record that set
 //     client-require, and every acked append is there.
+//   - trim applies the current command state (ADR 0045): a trim run
+//     (trim.Trimmer.Streams, unfaulted oracle read before it) that ends
+//     without an error or a conflict has dropped every leading settled
+//     ref of s1 (but its last) that ends below the trim point of s1's
+//     newest durable part (the window's, or else its last ref's), even
+//     when its refs still carry an older one; and stream s3, whose
+//     retention switches between 1 ms and 0 (keep forever), loses nothing
+//     (its floor does not move) in a trim run that starts after keep
+//     forever was acknowledged.
 func TestSimCommands(t *testing.T) {
 	seeds := []int64{*seedFlag}
 	if *seedFlag == 0 {
@@ -48,19 +58,20 @@ func TestSimCommands(t *testing.T) {
 			seeds = append(seeds, int64(i))
 		}
 	}
-	var fences, refused, trims, takeovers, configs int
+	var fences, refused, trims, takeovers, configs, forever, trimRuns int
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("replay: go test ./tests/sim -run TestSimCommands -seed=%d -v", seed)
 			synctest.Test(t, func(t *testing.T) {
 				c := runCommands(t, seed, 60)
 				fences, refused, trims, takeovers, configs = fences+c.fences, refused+c.refused, trims+c.trims, takeovers+c.takeovers, configs+c.configs
+				forever, trimRuns = forever+c.forever, trimRuns+c.trimRuns
 			})
 		})
 	}
-	t.Logf("SUMMARY sim commands: seeds=%d fences_acked=%d appends_refused_by_fence=%d trims_acked=%d configs_acked=%d takeovers=%d", len(seeds), fences, refused, trims, configs, takeovers)
-	if len(seeds) > 3 && (fences == 0 || refused == 0 || trims == 0 || takeovers == 0 || configs == 0) {
-		t.Fatalf("the workload did not exercise every command: %d fences, %d refused, %d trims, %d configs, %d takeovers", fences, refused, trims, configs, takeovers)
+	t.Logf("SUMMARY sim commands: seeds=%d fences_acked=%d appends_refused_by_fence=%d trims_acked=%d configs_acked=%d takeovers=%d keep_forever_acked=%d trim_runs_checked=%d", len(seeds), fences, refused, trims, configs, takeovers, forever, trimRuns)
+	if len(seeds) > 3 && (fences == 0 || refused == 0 || trims == 0 || takeovers == 0 || configs == 0 || forever == 0 || trimRuns == 0) {
+		t.Fatalf("the workload did not exercise every command: %d fences, %d refused, %d trims, %d configs, %d keep forever, %d trim runs checked, %d takeovers", fences, refused, trims, configs, forever, trimRuns, takeovers)
 	}
 }
 
@@ -79,13 +90,14 @@ type cmdSim struct {
 	refusedB map[string]bool   // bodies of appends refused with ErrFenced
 	trimAt   uint64            // s1's highest acked trim point
 	wg       sync.WaitGroup    // appends in flight
-	counts   struct{ fences, refused, trims, takeovers, configs int }
+	counts   struct{ fences, refused, trims, takeovers, configs, forever, trimRuns int }
+	forever  bool                // s3's last acked retention is 0 (keep forever)
 	ackedS2  map[uint64]string   // s2 seq -> the body of its acked append
 	bodies   map[string]struct{} // every body appended to s0 (unique)
 	n        int
 }
 
-func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers, configs int } {
+func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers, configs, forever, trimRuns int } {
 	opt := DefaultOptions()
 	opt.PassIndex = seed%2 == 0 // refs and the pass index (design 014)
 	w, err := NewWorld(seed, opt)
@@ -105,7 +117,11 @@ func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, t
 		t.Fatal("the first star did not start")
 	}
 	for step := range steps {
-		switch k := c.rng.IntN(22); {
+		switch k := c.rng.IntN(26); {
+		case k >= 24:
+			c.retention()
+		case k >= 22:
+			c.trimStreams(fmt.Sprintf("step %d", step))
 		case k >= 20:
 			c.reconfigure()
 		case k < 9:
@@ -144,6 +160,7 @@ func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, t
 	c.checkFenceHistory()
 	c.checkConfigHistory()
 	c.checkReads("end")
+	c.trimStreams("end")
 	return c.counts
 }
 
@@ -235,10 +252,10 @@ func (c *cmdSim) trim() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for range 1 + c.rng.IntN(3) {
-		if _, err := n.Star.Append(ctx, c.w.IDs[1], []format.Record{{Body: []byte("r")}}, star.AppendOptions{}); err != nil {
-			return
-		}
+	// 3 KB records: s1's settled objects outgrow settle's merge
+	// (MergeBelowBytes 2 KiB), so it has several refs to trim.
+	if !c.appendSome(ctx, n, 1, bytes.Repeat([]byte("r"), 3000)) {
+		return
 	}
 	tail, _, err := n.Star.Tail(c.w.IDs[1])
 	if err != nil {
@@ -407,4 +424,118 @@ func (c *cmdSim) history(i int) []star.SeqRecord {
 	}
 	c.t.Fatalf("seed=%d: read s%d: %v", c.seed, i, err)
 	return nil
+}
+
+// appendSome appends one to three records of body to stream i, one at a
+// time; false when one failed.
+func (c *cmdSim) appendSome(ctx context.Context, n *Node, i int, body []byte) bool {
+	for range 1 + c.rng.IntN(3) {
+		if _, err := n.Star.Append(ctx, c.w.IDs[i], []format.Record{{Body: body}}, star.AppendOptions{}); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// retention appends to s3 and sets its retention to 1 ms or to 0 (keep
+// forever); once acked, it records it in the stream's metadata as the
+// server does (ReconfigureStream).
+func (c *cmdSim) retention() {
+	n := c.node
+	if n == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if !c.appendSome(ctx, n, 3, []byte("k")) {
+		return
+	}
+	ms := []int64{0, 1}[c.rng.IntN(2)]
+	if _, _, err := n.Star.Reconfigure(ctx, c.w.IDs[3], star.ConfigPatch{RetentionMs: &ms}); err != nil {
+		return // maybe committed: trim must then keep the longer of it and the metadata's
+	}
+	st := c.w.Streams[3]
+	if err := c.w.Meta.SetStreamConfig(ctx, st.Name, st.ID, ms, st.Timestamping); err != nil {
+		c.t.Fatalf("seed=%d: record s3's retention: %v", c.seed, err)
+	}
+	c.mu.Lock()
+	c.forever = ms == 0
+	if c.forever {
+		c.counts.forever++
+	}
+	c.mu.Unlock()
+}
+
+// trimStreams runs trim's retention and trim point pass
+// (Trimmer.Streams) and checks that it applied the current command state
+// of s1 and kept everything of s3 under keep forever.
+func (c *cmdSim) trimStreams(when string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s1 := c.w.Streams[1]
+	// The oracle, unfaulted: s1's newest durable part's trim point, and
+	// its refs as they are before the run.
+	var last metastore.Ref
+	var err error
+	if win := c.w.Window(c.w.Meta, c.w.SettledMem); win != nil {
+		last, err = win.LastRef(ctx, s1)
+	} else {
+		last, err = c.w.Meta.LastRef(ctx, s1.ID)
+	}
+	if err != nil && !errors.Is(err, metastore.ErrNotFound) {
+		c.t.Fatalf("seed=%d %s: s1's last part: %v", c.seed, when, err)
+	}
+	var below uint64
+	if last.Commands != nil {
+		below = last.Commands.TrimSeq
+	}
+	before, err := c.w.Meta.QueryRefs(ctx, s1.ID, 0, 10000)
+	if err != nil {
+		c.t.Fatalf("seed=%d %s: s1's refs: %v", c.seed, when, err)
+	}
+	c.mu.Lock()
+	forever := c.forever
+	c.mu.Unlock()
+	s3 := c.w.Streams[3]
+	floor := func() uint64 {
+		st, err := c.w.Meta.GetStream(ctx, s3.Name)
+		if err != nil {
+			c.t.Fatalf("seed=%d %s: s3: %v", c.seed, when, err)
+		}
+		return st.Floor
+	}
+	floor3 := floor()
+	res, err := c.w.Trimmer().Streams(ctx)
+	if forever {
+		if f := floor(); f != floor3 {
+			c.t.Fatalf("seed=%d %s: s3 keeps its records forever (acknowledged), yet a trim run raised its floor from %d to %d", c.seed, when, floor3, f)
+		}
+	}
+	if err != nil || res.Conflicts > 0 {
+		return // a fault or a race with settle: nothing to expect
+	}
+	c.mu.Lock()
+	c.counts.trimRuns++
+	c.mu.Unlock()
+	for _, r := range before[:max(len(before)-1, 0)] {
+		if !settledOnly(r) || r.LastSeq >= below {
+			break // trim stops at the first ref it keeps
+		}
+		now, err := c.w.Meta.QueryRefs(ctx, s1.ID, r.FirstSeq, 1)
+		if err != nil {
+			c.t.Fatalf("seed=%d %s: s1's refs: %v", c.seed, when, err)
+		}
+		if len(now) > 0 && now[0].FirstSeq == r.FirstSeq && now[0].LastSeq < below {
+			c.t.Fatalf("seed=%d %s: s1's ref %d-%d is below its trim point %d, yet a trim run kept it", c.seed, when, r.FirstSeq, r.LastSeq, below)
+		}
+	}
+}
+
+func settledOnly(r metastore.Ref) bool {
+	for _, l := range r.Locations {
+		if !l.Settled {
+			return false
+		}
+	}
+	return true
 }

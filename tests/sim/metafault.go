@@ -179,6 +179,13 @@ func (m *MetaFaults) ListStreams(ctx context.Context, prefix, startAfter string,
 	return m.s.ListStreams(ctx, prefix, startAfter, limit)
 }
 
+func (m *MetaFaults) ListDeleting(ctx context.Context, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	if _, err := m.before(ctx, "ListDeleting", false); err != nil {
+		return nil, "", err
+	}
+	return m.s.ListDeleting(ctx, startAfter, limit)
+}
+
 func (m *MetaFaults) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
 	p, err := m.before(ctx, "SetStreamState", true)
 	if err != nil {

@@ -116,6 +116,9 @@ func itemKey(pk, sk string) []byte { return []byte(pk + "\x00" + sk) }
 
 func streamKey(name string) []byte { return itemKey(metastore.StreamPK(name), metastore.MetaSK) }
 
+// deletingKey is the key of deleting stream id's item (off its name).
+func deletingKey(id string) []byte { return itemKey(metastore.DeletingPK, id) }
+
 func refKey(id string, seq uint64) []byte { return itemKey(metastore.RefPK(id), metastore.RefSK(seq)) }
 
 // refPrefix is the key prefix of all of stream id's refs.
@@ -217,27 +220,15 @@ func (s *Store) ListStreams(ctx context.Context, prefix, startAfter string, limi
 		if startAfter > prefix {
 			seek = []byte(metastore.StreamPK(startAfter))
 		}
-		c := b.Cursor()
-		for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, keyPrefix); k, v = c.Next() {
+		var err error
+		out, next, err = pageStreams(b, keyPrefix, seek, startAfter, limit, func(k []byte) (string, error) {
 			pk, _, ok := strings.Cut(string(k), "\x00")
 			if !ok {
-				return fmt.Errorf("malformed key %q", k)
+				return "", fmt.Errorf("malformed key %q", k)
 			}
-			name := strings.TrimPrefix(pk, metastore.StreamPrefix)
-			if name <= startAfter {
-				continue
-			}
-			if len(out) == limit {
-				next = out[limit-1].Name
-				return nil
-			}
-			var st metastore.Stream
-			if err := json.Unmarshal(v, &st); err != nil {
-				return fmt.Errorf("decode item %q: %w", k, err)
-			}
-			out = append(out, st)
-		}
-		return nil
+			return strings.TrimPrefix(pk, metastore.StreamPrefix), nil
+		}, func(st metastore.Stream) string { return st.Name })
+		return err
 	})
 	if err != nil {
 		return nil, "", err
@@ -245,17 +236,50 @@ func (s *Store) ListStreams(ctx context.Context, prefix, startAfter string, limi
 	return out, next, nil
 }
 
-// SetStreamState implements metastore.Store.
+// pageStreams decodes, from seek on, the stream items whose keys start
+// with keyPrefix and whose name (nameOf the key) is after startAfter: at
+// most limit, next keyOf the page's last when one more follows, else "".
+func pageStreams(b *bbolt.Bucket, keyPrefix, seek []byte, startAfter string, limit int,
+	nameOf func(k []byte) (string, error), keyOf func(metastore.Stream) string) ([]metastore.Stream, string, error) {
+	var out []metastore.Stream
+	c := b.Cursor()
+	for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, keyPrefix); k, v = c.Next() {
+		name, err := nameOf(k)
+		if err != nil {
+			return nil, "", err
+		}
+		if name <= startAfter {
+			continue
+		}
+		if len(out) == limit {
+			return out, keyOf(out[limit-1]), nil
+		}
+		var st metastore.Stream
+		if err := json.Unmarshal(v, &st); err != nil {
+			return nil, "", fmt.Errorf("decode item %q: %w", k, err)
+		}
+		out = append(out, st)
+	}
+	return out, "", nil
+}
+
+// SetStreamState implements metastore.Store. StreamDeleting moves the
+// stream's item from its name to deletingKey, in one transaction.
 func (s *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
 	if err := metastore.ValidateStreamState(state); err != nil {
 		return err
 	}
 	return s.update(ctx, "set state of stream "+name, func(b *bbolt.Bucket) error {
 		var st metastore.Stream
+		retired := b.Get(deletingKey(id)) != nil
 		found, err := get(b, streamKey(name), &st)
 		switch {
 		case err != nil:
 			return err
+		case retired && state == metastore.StreamDeleting:
+			return nil // again
+		case retired:
+			return fmt.Errorf("deleting is final: %w", metastore.ErrConflict)
 		case !found:
 			return metastore.ErrNotFound
 		case st.ID != id:
@@ -264,22 +288,48 @@ func (s *Store) SetStreamState(ctx context.Context, name, id string, state metas
 			return fmt.Errorf("deleting is final: %w", metastore.ErrConflict)
 		}
 		st.State = state
-		return put(b, streamKey(name), st)
+		if state != metastore.StreamDeleting {
+			return put(b, streamKey(name), st)
+		}
+		if err := b.Delete(streamKey(name)); err != nil {
+			return err
+		}
+		return put(b, deletingKey(id), st)
 	})
+}
+
+// ListDeleting implements metastore.Store: a cursor over deletingKey's
+// prefix.
+func (s *Store) ListDeleting(ctx context.Context, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, "", err
+	}
+	var out []metastore.Stream
+	next := ""
+	err := s.view(ctx, "list deleting streams", func(b *bbolt.Bucket) error {
+		prefix := deletingKey("")
+		var err error
+		out, next, err = pageStreams(b, prefix, deletingKey(startAfter), startAfter, limit,
+			func(k []byte) (string, error) { return string(k[len(prefix):]), nil },
+			func(st metastore.Stream) string { return st.ID })
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
 }
 
 // DeleteStream implements metastore.Store.
 func (s *Store) DeleteStream(ctx context.Context, name, id string) error {
 	return s.update(ctx, "delete stream "+name, func(b *bbolt.Bucket) error {
+		if err := b.Delete(deletingKey(id)); err != nil {
+			return err
+		}
 		var st metastore.Stream
 		found, err := get(b, streamKey(name), &st)
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return nil
-		case st.ID != id:
-			return fmt.Errorf("id is %s, not %s: %w", st.ID, id, metastore.ErrConflict)
+		if err != nil || !found || st.ID != id {
+			return err // another id: a new stream took the name
 		}
 		return b.Delete(streamKey(name))
 	})

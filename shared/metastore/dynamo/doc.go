@@ -133,8 +133,16 @@
 //   - CreateStream: Put META if attribute_not_exists(PK) with ALL_OLD on
 //     failure, plus Put of the listing item. A failed condition returns the
 //     old item: ErrExists with the stream that is there.
-//   - SetStreamState, DeleteStream: conditions on ID (and, unless the new
-//     state is deleting, State <> deleting) on both items.
+//   - SetStreamState: conditions on ID and State <> deleting on both
+//     items. To StreamDeleting (retire, ADR 0046): a GetItem of META, then
+//     one transaction: Delete META and the listing item on condition of
+//     the ID, Put the deleting item (PK "DELETING", SK the id) with the
+//     fields read; the deleting item already there makes it nil.
+//   - ListDeleting: a Query on PK "DELETING" (SK > startAfter), as
+//     ListStreams.
+//   - DeleteStream: DeleteItem of the id's deleting item, then a
+//     transaction deleting META and the listing item on condition that
+//     META is absent or has the ID (another ID: left alone, nil).
 //   - PutRefs: a ConditionCheck that the HEAD's Absorbing (in either
 //     layout) is the pass, and up
 //     to 99 Puts per transaction (100 items at most) of at most

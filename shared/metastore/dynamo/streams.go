@@ -108,10 +108,20 @@ func (st *Store) ListStreams(ctx context.Context, prefix, startAfter string, lim
 		// startAfter is past every name with the prefix.
 		return nil, "", nil
 	}
-	// One more than asked, to know whether another page follows.
-	items, err := st.query(ctx, in, limit+1)
+	out, next, err := st.streamPage(ctx, in, limit, func(s metastore.Stream) string { return s.Name })
 	if err != nil {
 		return nil, "", fmt.Errorf("list streams %q after %q in %s: %w", prefix, startAfter, st.table, err)
+	}
+	return out, next, nil
+}
+
+// streamPage runs query in for a page of at most limit stream items (one
+// more is read, to know whether another page follows); next is keyOf of
+// the page's last stream when one may follow, else "".
+func (st *Store) streamPage(ctx context.Context, in *dynamodb.QueryInput, limit int, keyOf func(metastore.Stream) string) ([]metastore.Stream, string, error) {
+	items, err := st.query(ctx, in, limit+1)
+	if err != nil {
+		return nil, "", err
 	}
 	more := len(items) > limit
 	if more {
@@ -125,14 +135,15 @@ func (st *Store) ListStreams(ctx context.Context, prefix, startAfter string, lim
 	}
 	next := ""
 	if more {
-		next = out[len(out)-1].Name
+		next = keyOf(out[len(out)-1])
 	}
 	return out, next, nil
 }
 
 // SetStreamState sets the state on the META item and the listing item in
 // one transaction, if the META item exists with the given id and, unless
-// the new state is StreamDeleting, is not deleting.
+// the new state is StreamDeleting, is not deleting. StreamDeleting retires
+// the name instead (retire).
 func (st *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("set state of stream %q: %w", name, err)
@@ -143,37 +154,34 @@ func (st *Store) SetStreamState(ctx context.Context, name, id string, state meta
 	if metastore.ValidateStreamName(name) != nil {
 		return fmt.Errorf("set state of stream %q: %w", name, metastore.ErrNotFound)
 	}
-	cond := "attribute_exists(#pk) AND #id = :id"
-	vals := map[string]types.AttributeValue{":id": s(id), ":state": nu(uint64(state))}
-	if state != metastore.StreamDeleting {
-		cond += " AND #state <> :deleting"
-		vals[":deleting"] = nu(uint64(metastore.StreamDeleting))
+	if state == metastore.StreamDeleting {
+		return st.retire(ctx, name, id)
 	}
+	cond := "attribute_exists(#pk) AND #id = :id AND #state <> :deleting"
+	vals := map[string]types.AttributeValue{":id": s(id), ":state": nu(uint64(state)), ":deleting": nu(uint64(metastore.StreamDeleting))}
 	names := map[string]string{"#pk": attrPK, "#id": attrID, "#state": attrState}
-	reasons, err := st.transact(ctx, []types.TransactWriteItem{
-		{Update: &types.Update{
+	update := func(pk, sk string) types.TransactWriteItem {
+		return types.TransactWriteItem{Update: &types.Update{
 			TableName:                           aws.String(st.table),
-			Key:                                 key(metastore.StreamPK(name), metastore.MetaSK),
+			Key:                                 key(pk, sk),
 			UpdateExpression:                    aws.String("SET #state = :state"),
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeNames:            names,
 			ExpressionAttributeValues:           vals,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: &types.Update{
-			TableName:                 aws.String(st.table),
-			Key:                       key(ListPK, name),
-			UpdateExpression:          aws.String("SET #state = :state"),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: vals,
-		}},
-	})
+		}}
+	}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{update(metastore.StreamPK(name), metastore.MetaSK), update(ListPK, name)})
 	if err != nil {
 		return fmt.Errorf("set state of stream %q in %s: %w", name, st.table, err)
 	}
 	if reasons == nil {
 		return nil
+	}
+	if gone, err := st.deletingItem(ctx, id); err != nil {
+		return fmt.Errorf("set state of stream %q: %w", name, err)
+	} else if gone != nil {
+		return fmt.Errorf("set state of stream %q: it is being deleted (final): %w", name, metastore.ErrConflict)
 	}
 	old, err := st.oldItem(ctx, reasons[0], metastore.StreamPK(name), metastore.MetaSK)
 	if err != nil {
@@ -190,6 +198,96 @@ func (st *Store) SetStreamState(ctx context.Context, name, id string, state meta
 		return fmt.Errorf("set state of stream %q: id is %s, not %s: %w", name, cur.ID, id, metastore.ErrConflict)
 	}
 	return fmt.Errorf("set state of stream %q: it is %d (deleting is final): %w", name, cur.State, metastore.ErrConflict)
+}
+
+// retire moves stream name (id) off its name: one transaction deletes its
+// META and listing items (on condition that the META item has the id)
+// and puts its deleting item (DeletingPK, id) with the fields read
+// before (an id's name, class, star and creation never change; its
+// retention, floor and timestamping no longer matter). Done again it is
+// nil (the deleting item is there).
+func (st *Store) retire(ctx context.Context, name, id string) error {
+	old, err := st.getItem(ctx, metastore.StreamPK(name), metastore.MetaSK)
+	if err != nil {
+		return fmt.Errorf("delete stream %q: read it: %w", name, err)
+	}
+	var cur metastore.Stream
+	if old != nil {
+		if cur, err = decodeStream(old); err != nil {
+			return err
+		}
+	}
+	if old == nil || cur.ID != id {
+		gone, err := st.deletingItem(ctx, id)
+		switch {
+		case err != nil:
+			return fmt.Errorf("delete stream %q: %w", name, err)
+		case gone != nil:
+			return nil // again
+		case old == nil:
+			return fmt.Errorf("delete stream %q: %w", name, metastore.ErrNotFound)
+		}
+		return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, cur.ID, id, metastore.ErrConflict)
+	}
+	cur.State = metastore.StreamDeleting
+	cond := "attribute_exists(#pk) AND #id = :id"
+	names := map[string]string{"#pk": attrPK, "#id": attrID}
+	vals := map[string]types.AttributeValue{":id": s(id)}
+	del := func(pk, sk string) types.TransactWriteItem {
+		return types.TransactWriteItem{Delete: &types.Delete{
+			TableName:                 aws.String(st.table),
+			Key:                       key(pk, sk),
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
+		}}
+	}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{
+		del(metastore.StreamPK(name), metastore.MetaSK),
+		del(ListPK, name),
+		{Put: &types.Put{TableName: aws.String(st.table), Item: streamAttrs(metastore.DeletingPK, id, cur)}},
+	})
+	if err != nil {
+		return fmt.Errorf("delete stream %q in %s: %w", name, st.table, err)
+	}
+	if reasons != nil {
+		// Deleted or recreated since it was read: at most one retire of
+		// an id wins, and a later call sees the outcome.
+		return fmt.Errorf("delete stream %q: changed while it was retired: %w", name, metastore.ErrConflict)
+	}
+	return nil
+}
+
+// deletingItem is the deleting item of id, nil when there is none (or id
+// could not be a key).
+func (st *Store) deletingItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
+	if id == "" {
+		return nil, nil
+	}
+	return st.getItem(ctx, metastore.DeletingPK, id)
+}
+
+// ListDeleting queries the deleting streams' items (PK DELETING) in id
+// order.
+func (st *Store) ListDeleting(ctx context.Context, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, "", err
+	}
+	in := &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk > :after"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(metastore.DeletingPK), ":after": s(startAfter)},
+	}
+	if startAfter == "" {
+		in.KeyConditionExpression = aws.String("#pk = :pk")
+		delete(in.ExpressionAttributeNames, "#sk")
+		delete(in.ExpressionAttributeValues, ":after")
+	}
+	out, next, err := st.streamPage(ctx, in, limit, func(s metastore.Stream) string { return s.ID })
+	if err != nil {
+		return nil, "", fmt.Errorf("list deleting streams after %q in %s: %w", startAfter, st.table, err)
+	}
+	return out, next, nil
 }
 
 // SetStreamConfig sets RetentionMs and the timestamping attributes on the
@@ -257,11 +355,18 @@ func (st *Store) SetStreamConfig(ctx context.Context, name, id string, retention
 	return fmt.Errorf("set the config of stream %q: id is %s, not %s: %w", name, cur.ID, id, metastore.ErrConflict)
 }
 
-// DeleteStream deletes the META item and the listing item in one
-// transaction, if the META item is absent or has the given id.
+// DeleteStream deletes the deleting item of id, then the META item and
+// the listing item in one transaction if the META item has the given id
+// (a stream marked deleting in place, before names were retired); a
+// name that holds another id is left alone.
 func (st *Store) DeleteStream(ctx context.Context, name, id string) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("delete stream %q: %w", name, err)
+	}
+	if id != "" && len(id) <= maxSKBytes {
+		if _, err := st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.table), Key: key(metastore.DeletingPK, id)}); err != nil {
+			return fmt.Errorf("delete stream %q (%s) from %s: %w", name, id, st.table, translate(err))
+		}
 	}
 	if metastore.ValidateStreamName(name) != nil {
 		return nil // never stored
@@ -271,12 +376,11 @@ func (st *Store) DeleteStream(ctx context.Context, name, id string) error {
 	vals := map[string]types.AttributeValue{":id": s(id)}
 	reasons, err := st.transact(ctx, []types.TransactWriteItem{
 		{Delete: &types.Delete{
-			TableName:                           aws.String(st.table),
-			Key:                                 key(metastore.StreamPK(name), metastore.MetaSK),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            names,
-			ExpressionAttributeValues:           vals,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			TableName:                 aws.String(st.table),
+			Key:                       key(metastore.StreamPK(name), metastore.MetaSK),
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
 		}},
 		{Delete: &types.Delete{
 			TableName:                 aws.String(st.table),
@@ -289,16 +393,8 @@ func (st *Store) DeleteStream(ctx context.Context, name, id string) error {
 	if err != nil {
 		return fmt.Errorf("delete stream %q from %s: %w", name, st.table, err)
 	}
-	if reasons == nil {
-		return nil
-	}
-	cur := "another id"
-	if old := reasons[0].Item; old != nil {
-		if c, err := decodeStream(old); err == nil {
-			cur = c.ID
-		}
-	}
-	return fmt.Errorf("delete stream %q: id is %s, not %s: %w", name, cur, id, metastore.ErrConflict)
+	_ = reasons // another id holds the name: a new stream, not ours
+	return nil
 }
 
 // RaiseFloor sets Floor on the META item and the listing item in one

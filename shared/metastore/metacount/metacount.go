@@ -37,6 +37,7 @@ const (
 	ListTokens
 	RaiseFloor
 	SettleRef
+	ListDeleting
 	numOps
 )
 
@@ -63,6 +64,7 @@ var opNames = [numOps]string{
 	ListTokens:     "ListTokens",
 	RaiseFloor:     "RaiseFloor",
 	SettleRef:      "SettleRef",
+	ListDeleting:   "ListDeleting",
 }
 
 var opWrites = [numOps]bool{
@@ -235,6 +237,14 @@ func (c *Store) GetStream(ctx context.Context, name string) (metastore.Stream, e
 func (c *Store) ListStreams(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Stream, string, error) {
 	c.calls[ListStreams].Add(1)
 	sts, next, err := c.s.ListStreams(ctx, prefix, startAfter, limit)
+	c.bill(read(sizes(sts, StreamItemBytes)...))
+	return sts, next, err
+}
+
+// ListDeleting implements metastore.Store.
+func (c *Store) ListDeleting(ctx context.Context, startAfter string, limit int) ([]metastore.Stream, string, error) {
+	c.calls[ListDeleting].Add(1)
+	sts, next, err := c.s.ListDeleting(ctx, startAfter, limit)
 	c.bill(read(sizes(sts, StreamItemBytes)...))
 	return sts, next, err
 }

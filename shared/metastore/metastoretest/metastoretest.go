@@ -421,44 +421,95 @@ func testSetStreamState(t *testing.T, s metastore.Store) {
 	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamActive), "set active on active")
 	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamDeleting), "set deleting")
 	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamDeleting), "set deleting again")
+	// Deleting retires the name: the stream is listed among the deleting
+	// ones, by id, and no longer by its name.
 	want := a
 	want.State = metastore.StreamDeleting
-	got, err = s.GetStream(ctx, "orders")
-	must(t, err, "get")
-	wantEqual(t, got, want, "stream after set deleting")
+	_, err = s.GetStream(ctx, "orders")
+	wantErr(t, err, metastore.ErrNotFound, "get a deleting stream by its name")
+	if list, _, err := s.ListStreams(ctx, "", "", 10); err != nil || len(list) != 0 {
+		t.Fatalf("listed %d streams (%v) after the only one was set deleting", len(list), err)
+	}
+	deleting, next, err := s.ListDeleting(ctx, "", 10)
+	must(t, err, "list deleting")
+	wantEqual(t, deleting, []metastore.Stream{want}, "deleting streams")
+	wantEqual(t, next, "", "next after the deleting streams")
 
 	// Deleting is final.
 	wantErr(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamActive), metastore.ErrConflict, "undelete")
-	got, err = s.GetStream(ctx, "orders")
-	must(t, err, "get")
-	wantEqual(t, got, want, "stream after refused undelete")
+	deleting, _, err = s.ListDeleting(ctx, "", 10)
+	must(t, err, "list deleting")
+	wantEqual(t, deleting, []metastore.Stream{want}, "deleting streams after a refused undelete")
 }
 
+// testDeleteStream: a deleted name can be created again at once, under a
+// new id, while the old id waits among the deleting streams; removing the
+// old one leaves the new one alone.
 func testDeleteStream(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	_, err := s.CreateStream(ctx, newStream("orders", 1))
 	must(t, err, "create")
 
 	must(t, s.DeleteStream(ctx, "missing", sid(1)), "delete missing stream")
-	wantErr(t, s.DeleteStream(ctx, "orders", sid(2)), metastore.ErrConflict, "delete with wrong id")
+	must(t, s.DeleteStream(ctx, "orders", sid(2)), "delete another id")
 	_, err = s.GetStream(ctx, "orders")
-	must(t, err, "get after refused delete")
+	must(t, err, "get after deleting another id")
 
-	must(t, s.DeleteStream(ctx, "orders", sid(1)), "delete")
-	_, err = s.GetStream(ctx, "orders")
-	wantErr(t, err, metastore.ErrNotFound, "get deleted")
-	must(t, s.DeleteStream(ctx, "orders", sid(1)), "delete again")
-
-	// The name is free again, under a new id.
+	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamDeleting), "set deleting")
+	// The name is free at once, under a new id.
 	b := newStream("orders", 2)
 	got, err := s.CreateStream(ctx, b)
-	must(t, err, "recreate")
+	must(t, err, "recreate while the old one is deleting")
 	wantEqual(t, got, b, "recreated")
+	old := newStream("orders", 1)
+	old.State = metastore.StreamDeleting
+	deleting, _, err := s.ListDeleting(ctx, "", 10)
+	must(t, err, "list deleting")
+	wantEqual(t, deleting, []metastore.Stream{old}, "the old incarnation, deleting")
+	must(t, s.SetStreamState(ctx, "orders", sid(1), metastore.StreamDeleting), "set the old one deleting again")
+
+	// Trim removes the old incarnation: the new one stays.
+	must(t, s.DeleteStream(ctx, "orders", sid(1)), "delete the old incarnation")
+	must(t, s.DeleteStream(ctx, "orders", sid(1)), "delete it again")
+	deleting, _, err = s.ListDeleting(ctx, "", 10)
+	must(t, err, "list deleting")
+	wantEqual(t, len(deleting), 0, "deleting streams after the delete")
 	got, err = s.GetStream(ctx, "orders")
 	must(t, err, "get recreated")
 	wantEqual(t, got, b, "recreated stream")
-	// A stale delete of the old incarnation leaves the new one alone.
-	wantErr(t, s.DeleteStream(ctx, "orders", sid(1)), metastore.ErrConflict, "stale delete")
+
+	// A stream deleted in place (state deleting at its name: stores
+	// written before names were retired) is removed by its name.
+	must(t, s.SetStreamState(ctx, "orders", sid(2), metastore.StreamDeleting), "set the new one deleting")
+	must(t, s.DeleteStream(ctx, "orders", sid(2)), "delete the new one")
+	_, err = s.GetStream(ctx, "orders")
+	wantErr(t, err, metastore.ErrNotFound, "get deleted")
+
+	// Pages of deleting streams, in id order.
+	for i := 10; i < 15; i++ {
+		st := newStream(fmt.Sprintf("p%d", i), i)
+		_, err := s.CreateStream(ctx, st)
+		must(t, err, "create")
+		must(t, s.SetStreamState(ctx, st.Name, st.ID, metastore.StreamDeleting), "set deleting")
+	}
+	var ids []string
+	for after := ""; ; {
+		page, next, err := s.ListDeleting(ctx, after, 2)
+		must(t, err, "list deleting")
+		if len(page) > 2 {
+			t.Fatalf("a page of %d deleting streams, limit 2", len(page))
+		}
+		for _, st := range page {
+			ids = append(ids, st.ID)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	wantEqual(t, ids, []string{sid(10), sid(11), sid(12), sid(13), sid(14)}, "deleting streams by pages")
+	_, _, err = s.ListDeleting(ctx, "", 0)
+	wantErr(t, err, metastore.ErrInvalid, "list deleting with limit 0")
 }
 
 // Refs.
@@ -963,11 +1014,9 @@ func testRaiseFloor(t *testing.T, s metastore.Store) {
 	wantErr(t, s.RaiseFloor(ctx, "missing", sid(1), 500), metastore.ErrNotFound, "raise a missing stream")
 	floor(101, "after refused raises")
 	must(t, s.SetStreamState(ctx, st.Name, st.ID, metastore.StreamDeleting), "deleting")
-	must(t, s.RaiseFloor(ctx, st.Name, st.ID, 200), "raise a deleting stream")
-	got, err := s.GetStream(ctx, st.Name)
-	must(t, err, "get")
-	wantEqual(t, got.Floor, uint64(200), "floor of the deleting stream")
-	wantEqual(t, got.State, metastore.StreamDeleting, "state after raise")
+	// Off its name, a deleting stream has no floor to raise (trim deletes
+	// all of it).
+	wantErr(t, s.RaiseFloor(ctx, st.Name, st.ID, 200), metastore.ErrNotFound, "raise a deleting stream")
 }
 
 // testSetStreamConfig: a stream's retention and timestamping change (GetStream
