@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -65,9 +66,10 @@ type Client struct {
 	token   string
 	http    *http.Client
 
-	retry  Retry
-	noIdem bool
-	prods  producers
+	retry   Retry
+	noIdem  bool
+	prods   producers
+	reached atomic.Bool // some call got an answer from a server (retrying)
 
 	mu      sync.Mutex
 	clients map[string]strandv1connect.StrandServiceClient
@@ -147,7 +149,16 @@ func (c *Client) api(base string) strandv1connect.StrandServiceClient {
 	if a := c.clients[base]; a != nil {
 		return a
 	}
-	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token)),
+	// Every unary answer tells retrying that the server was reached (the
+	// sessions open after a CheckTail).
+	observer := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			c.observe(err)
+			return res, err
+		}
+	})
+	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token), observer),
 		connect.WithReadMaxBytes(MaxResponseBytes))
 	c.clients[base] = a
 	return a
@@ -471,7 +482,7 @@ func (c *Client) Append(ctx context.Context, name string, recs []Record, opt App
 		opt.Producer, opt.BatchSeq = &pr.id, pr.next[name]
 	}
 	req := appendReq(name, recs, opt)
-	res, err := retrying(ctx, c.retryPolicy(), opt.Producer != nil, func() (*connect.Response[strandv1.AppendResponse], error) {
+	res, err := retrying(ctx, c, opt.Producer != nil, func() (*connect.Response[strandv1.AppendResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.AppendResponse], error) {
 			return a.Append(ctx, connect.NewRequest(req))
 		})
@@ -623,7 +634,7 @@ type FenceOptions struct {
 // fence that took effect would then be refused).
 func (c *Client) Fence(ctx context.Context, name, token string, opt FenceOptions) (uint64, error) {
 	req := &strandv1.FenceRequest{Stream: name, Token: token, CurrentToken: opt.CurrentToken, MatchSeqNum: opt.MatchSeq}
-	res, err := retrying(ctx, c.retryPolicy(), opt.CurrentToken == nil && opt.MatchSeq == nil, func() (*connect.Response[strandv1.FenceResponse], error) {
+	res, err := retrying(ctx, c, opt.CurrentToken == nil && opt.MatchSeq == nil, func() (*connect.Response[strandv1.FenceResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.FenceResponse], error) {
 			return a.Fence(ctx, connect.NewRequest(req))
 		})
@@ -656,7 +667,7 @@ type Trimmed struct {
 // MatchSeq is set.
 func (c *Client) Trim(ctx context.Context, name string, seq uint64, opt TrimOptions) (Trimmed, error) {
 	req := &strandv1.TrimRequest{Stream: name, TrimSeqNum: seq, FencingToken: opt.FenceToken, MatchSeqNum: opt.MatchSeq}
-	res, err := retrying(ctx, c.retryPolicy(), opt.MatchSeq == nil, func() (*connect.Response[strandv1.TrimResponse], error) {
+	res, err := retrying(ctx, c, opt.MatchSeq == nil, func() (*connect.Response[strandv1.TrimResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.TrimResponse], error) {
 			return a.Trim(ctx, connect.NewRequest(req))
 		})
@@ -689,7 +700,7 @@ func (c *Client) ReconfigureStream(ctx context.Context, name string, opt Reconfi
 		}
 		req.TimestampingMode = &mode
 	}
-	res, err := retrying(ctx, c.retryPolicy(), true, func() (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
 			return a.ReconfigureStream(ctx, connect.NewRequest(req))
 		})

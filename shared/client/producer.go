@@ -90,7 +90,7 @@ func (c *Client) OpenProducerSession(ctx context.Context, name string, opt Produ
 }
 
 func (p *ProducerSession) open() (*AppendSession, error) {
-	return retrying(p.ctx, p.c.retryPolicy(), true, func() (*AppendSession, error) {
+	return retrying(p.ctx, p.c, true, func() (*AppendSession, error) {
 		return p.c.OpenAppendSession(p.ctx, p.name)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,26 @@ func connectionLost(err error) bool {
 	return false
 }
 
+// dialFailed reports whether err is a connection that could not be made
+// (refused, no route, unknown host): nothing reached the server.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// observe notes that the server answered (a success or an error that came
+// from it): from then on retrying retries refused dials.
+func (c *Client) observe(err error) {
+	var ce *connect.Error
+	if err == nil || errors.As(err, &ce) && connect.IsWireError(ce) {
+		c.reached.Store(true)
+	}
+}
+
 // backoff returns the delay before retry n (0-based) with jitter.
 func (r Retry) backoff(n int) time.Duration {
 	d := r.BaseDelay
@@ -118,13 +139,22 @@ func (r Retry) backoff(n int) time.Duration {
 // ctx ends, or the budget is spent. idempotent says an outcome-unknown
 // error (Aborted, or a connection lost mid-call) may be retried; reads are
 // idempotent too. The error returned is the last one.
-func retrying[T any](ctx context.Context, r Retry, idempotent bool, call func() (T, error)) (T, error) {
+//
+// A client that has never reached its server does not retry a refused
+// dial: at first contact that is a wrong endpoint or a stopped server,
+// and waiting out the Retry budget (60 s by default) only hides it. Once
+// any call got an answer, a refused dial is a restart and is retried.
+func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func() (T, error)) (T, error) {
+	r := c.retryPolicy()
 	start := time.Now()
 	for n := 0; ; n++ {
 		res, err := call()
 		err = transportError(err)
 		if err == nil {
 			return res, nil
+		}
+		if dialFailed(err) && !c.reached.Load() {
+			return res, err
 		}
 		code := connect.CodeOf(err)
 		ok := (code == connect.CodeUnavailable && (idempotent || !errors.Is(err, ErrConnectionLost))) || (idempotent && code == connect.CodeAborted)
