@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/format"
 )
 
 // producerFlags name the producer of an exactly-once append.
@@ -42,38 +44,67 @@ func (f *producerFlags) options(stderr io.Writer) (client.ProducerOptions, error
 	return opt, nil
 }
 
-// appendLines appends each line of in as a record through one exactly-once
-// producer session, waits for every ack, and prints the producer and its
-// next batch seq on stderr.
-func appendLines(ctx context.Context, c *client.Client, stream string, in io.Reader, popt client.ProducerOptions, stderr io.Writer) (first, last uint64, n int, err error) {
+// appended is what an append got acknowledged.
+type appended struct {
+	first, last uint64 // seqs of the first and last record acknowledged
+	records     int
+	batches     int
+}
+
+// resume says how to append the rest of the input exactly once after a
+// failure: the acknowledged records are skipped and the producer resumes
+// at the batch after them (the rest batches as before, so a batch that
+// was committed without its ack reaching us is answered with its ack).
+func (a appended) resume(p client.ProducerID, firstBatch uint64) string {
+	return fmt.Sprintf("%s acknowledged; to append the rest exactly once, rerun with the input after the first %d and --producer-id %s --batch-seq %d",
+		plural(a.records, "record"), a.records, p, firstBatch+uint64(a.batches))
+}
+
+// plural is "1 record", "2 records".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// appendRecords appends every record of src through one exactly-once
+// producer session and waits for every ack. It says on stderr where to
+// resume only when that matters: after a failure once batches were sent,
+// and after a success when the caller named the producer (--producer-id),
+// who then needs its next batch seq.
+func appendRecords(ctx context.Context, c *client.Client, stream string, src recordSource, popt client.ProducerOptions, stderr io.Writer) (res appended, err error) {
 	sess, err := c.OpenProducerSession(ctx, stream, popt)
 	if err != nil {
-		return 0, 0, 0, err
+		return res, err
 	}
 	defer sess.Close()
+	sent, batches := 0, 0
 	defer func() {
-		fmt.Fprintf(stderr, "producer %s next batch seq %d (resume: --producer-id %s --batch-seq %d)\n",
-			sess.Producer(), sess.NextBatchSeq(), sess.Producer(), sess.NextBatchSeq())
+		switch {
+		case err != nil && mayResume(res, batches, err):
+			fmt.Fprintln(stderr, "strand:", res.resume(sess.Producer(), popt.FirstBatchSeq))
+		case err == nil && popt.Producer != nil:
+			fmt.Fprintf(stderr, "producer %s next batch seq %d\n", sess.Producer(), sess.NextBatchSeq())
+		}
 	}()
-	sent := 0
 	done := make(chan error, 1)
-	var acked int
 	go func() {
 		for a := range sess.Acks() {
 			if a.Err != nil {
 				done <- a.Err
 				return
 			}
-			if acked == 0 {
-				first = a.StartSeq
+			if res.records == 0 {
+				res.first = a.StartSeq
 			}
-			last = a.EndSeq - 1
-			acked += int(a.EndSeq - a.StartSeq)
+			res.last = a.EndSeq - 1
+			res.records += int(a.EndSeq - a.StartSeq)
+			res.batches++
 		}
 		done <- nil
 	}()
 	var b batcher
-	var serr error
 	flush := func() error {
 		if len(b.recs) == 0 {
 			return nil
@@ -82,35 +113,89 @@ func appendLines(ctx context.Context, c *client.Client, stream string, in io.Rea
 			return err
 		}
 		sent += len(b.recs)
+		batches++
 		b = batcher{}
 		return nil
 	}
-	lines := newLineReader(in)
-	for {
-		line, err := lines.next()
+	var inErr, serr error
+	for n := 1; ; n++ {
+		r, err := src.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			return 0, 0, 0, err
+		if err == nil {
+			err = checkRecord(r, n)
 		}
-		if len(b.recs) == maxBatchRecords || b.bytes+len(line) > maxBatchBytes {
+		if err != nil {
+			inErr = err
+			break
+		}
+		m := metered(r)
+		if len(b.recs) == maxBatchRecords || b.bytes+m > maxBatchBytes || b.headers+len(r.Headers) > maxBatchHeaders {
 			if serr = flush(); serr != nil {
 				break
 			}
 		}
-		b.recs = append(b.recs, client.Record{Body: line})
-		b.bytes += len(line)
+		b.recs = append(b.recs, r)
+		b.bytes += m
+		b.headers += len(r.Headers)
 	}
 	if serr == nil {
-		_ = flush()
+		serr = flush() // what came before bad input too
 	}
 	_ = sess.CloseSend()
-	if err := <-done; err != nil {
-		return first, last, acked, fmt.Errorf("after %d of %d records were acknowledged: %w", acked, sent, err)
+	ackErr := <-done
+	switch {
+	case ackErr != nil && res.records == 0 && batches == 1:
+		return res, ackErr
+	case ackErr != nil:
+		return res, fmt.Errorf("after %d of %d records were acknowledged: %w", res.records, sent, ackErr)
+	case serr != nil:
+		return res, serr
+	case res.records != sent:
+		return res, fmt.Errorf("only %d of %d records were acknowledged", res.records, sent)
+	case inErr != nil:
+		// What came before the bad input is appended; the rest is not.
+		return res, fmt.Errorf("%w (the %s before it are appended)", inErr, plural(res.records, "record"))
 	}
-	if acked != sent {
-		return first, last, acked, fmt.Errorf("only %d of %d records were acknowledged; rerun with the producer and batch seq printed below to append the rest exactly once", acked, sent)
+	return res, nil
+}
+
+// mayResume reports whether a failed append should say how to resume: some
+// batches were acknowledged, or more than one was sent, or the one sent
+// may have been written (its refusal is not definite).
+func mayResume(res appended, batches int, err error) bool {
+	if batches == 0 {
+		return false
 	}
-	return first, last, acked, nil
+	if res.batches > 0 || batches > 1 {
+		return true
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodePermissionDenied,
+		connect.CodeUnauthenticated, connect.CodeNotFound, connect.CodeResourceExhausted:
+		return false // refused: nothing was written
+	}
+	return true
+}
+
+// metered is a record's size as the limits count it: body plus header
+// names and values (format.MeteredSize).
+func metered(r client.Record) int {
+	n := len(r.Body)
+	for _, h := range r.Headers {
+		n += len(h.Name) + len(h.Value)
+	}
+	return n
+}
+
+// checkRecord refuses record n if no batch can hold it.
+func checkRecord(r client.Record, n int) error {
+	if m := metered(r); m > format.MaxRecordBytes {
+		return fmt.Errorf("%w: record %d is %d bytes, body plus headers, over the record limit (1 MiB)", ErrInput, n, m)
+	}
+	if len(r.Headers) > maxBatchHeaders {
+		return fmt.Errorf("%w: record %d has %d headers (at most %d)", ErrInput, n, len(r.Headers), maxBatchHeaders)
+	}
+	return nil
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -202,42 +204,81 @@ func newCheckTail(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check-tail NAME",
 		Short: "Print a stream's tail: the next seq and the last record's timestamp",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a stream's tail: nextSeqNum (the seq the next record gets),
+lastTimestampMs (the last record's timestamp, 0: none), trimSeqNum (the trim
+point) and fenced, one "name value" per line, or with --json the API's
+CheckTailResponse with the same field names.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			t, err := c.CheckTail(cmd.Context(), args[0])
+			st, err := c.State(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
+			m := tailMsg(st)
 			if asJSON {
-				return printRaw(cmd.OutOrStdout(), &strandv1.CheckTailResponse{NextSeqNum: t.NextSeq, LastTimestampMs: t.LastTsMs})
+				return printRaw(cmd.OutOrStdout(), m)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "next_seq_num %d\nlast_timestamp_ms %d\n", t.NextSeq, t.LastTsMs)
-			return nil
+			return printFields(cmd.OutOrStdout(), m)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// batcher groups lines into batches within the API's limits.
+// tailMsg is st as the API's CheckTailResponse.
+func tailMsg(st client.State) *strandv1.CheckTailResponse {
+	return &strandv1.CheckTailResponse{NextSeqNum: st.NextSeq, LastTimestampMs: st.LastTsMs, TrimSeqNum: st.TrimSeq, Fenced: st.Fenced}
+}
+
+// printFields prints rows ("name\tvalue" lines) and then m's fields as
+// "name value" lines, aligned, with the names its JSON has (the text and
+// the --json output name a field alike).
+func printFields(w io.Writer, m proto.Message, rows ...string) error {
+	b, err := rawjson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	fds := m.ProtoReflect().Descriptor().Fields()
+	for i := range fds.Len() {
+		name := fds.Get(i).JSONName()
+		v, ok := fields[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, strings.Trim(string(v), `"`))
+	}
+	return tw.Flush()
+}
+
+// batcher groups records into batches within the API's limits.
 type batcher struct {
-	recs  []client.Record
-	bytes int
+	recs    []client.Record
+	bytes   int // metered
+	headers int
 }
 
 const (
 	maxBatchRecords = format.MaxBatchRecords
-	maxBatchBytes   = format.MaxBatchMeteredBytes // metered: bodies here
+	maxBatchBytes   = format.MaxBatchMeteredBytes
+	maxBatchHeaders = format.MaxBatchHeaders
 )
 
 func newAppend(cf *clientFlags) *cobra.Command {
 	var pf producerFlags
-	var file string
-	var progress string
+	var file, progress, inFormat, timestamp string
+	var headers []string
 	cmd := &cobra.Command{
 		Use:   "append NAME",
 		Short: "Append lines of stdin (or a file) as records, one record per line",
@@ -246,16 +287,26 @@ func newAppend(cf *clientFlags) *cobra.Command {
 It returns once every record is acknowledged as durable, and prints the range
 of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.
 
+--header NAME=VALUE (repeatable) adds a header to every record; --timestamp
+(milliseconds since the epoch, or RFC 3339) gives every record that
+timestamp (a client-require stream needs one). With --format json each line
+is one record as JSON, the shape strand read --format json prints:
+{"body":"...","headers":[{"name":"k","value":"v"}],"timestampMs":1700000000000}
+(bodyBase64 for bytes that are not text; seqNum is ignored), so a read's
+output appends as it is.
+
 Appends are exactly once: every batch carries a producer id and a batch seq,
 and after a server restart, a takeover or a dropped connection the command
 reconnects and resends what is unacknowledged; the server answers batches it
-already has with their original acks. The producer is random unless
---producer-id names one; on exit the command prints the producer and its next
-batch seq on stderr, so that a rerun with --producer-id and --batch-seq
-resumes it (rerunning the same input from the same batch seq appends nothing
-twice).`,
-		Example: "  echo hello | strand append orders\n  strand append orders --file events.log\n  strand append orders --file part2.log --producer-id 6f1c...e2 --batch-seq 12",
-		Args:    cobra.ExactArgs(1),
+already has with their original acks. If the append fails after sending, it
+says on stderr how many records were acknowledged and how to append the rest
+exactly once (--producer-id and --batch-seq).`,
+		Example: `  echo hello | strand append orders
+  strand append orders --file events.log
+  echo '{"temp":21}' | strand append sensor --timestamp 2024-01-02T15:04:05Z --header unit=celsius
+  strand read orders --format json | strand append orders-copy --format json
+  strand append orders --file part2.log --producer-id 6f1c...e2 --batch-seq 12`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
@@ -274,32 +325,48 @@ twice).`,
 				}
 				in = f
 			}
-			show := progress == "on" || (progress == "auto" && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size > 1<<20))
-			if show {
-				bar := progressbar.DefaultBytes(size, "appending")
-				defer bar.Finish()
-				in = io.TeeReader(in, bar)
-			}
 			popt, err := pf.options(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			first, last, n, err := appendLines(cmd.Context(), c, args[0], in, popt, cmd.ErrOrStderr())
+			if finish := progressBar(progress, size, "appending", &in); finish != nil {
+				defer finish()
+			}
+			src, err := newSource(in, inFormat, headers, timestamp)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
+			res, err := appendRecords(cmd.Context(), c, args[0], src, popt, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if res.records == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "nothing to append: the input is empty")
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "appended %d records to %s (seqs %d..%d)\n", n, args[0], first, last)
+			fmt.Fprintf(cmd.OutOrStdout(), "appended %s to %s (seqs %d..%d)\n", plural(res.records, "record"), args[0], res.first, res.last)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "read lines from this file instead of stdin")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "read the input from this file instead of stdin")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar: auto (on a terminal, for inputs over 1 MiB), on or off")
+	cmd.Flags().StringVar(&inFormat, "format", "text", "input: text (each line a record's body) or json (each line a JSON record)")
+	cmd.Flags().StringArrayVar(&headers, "header", nil, "add header NAME=VALUE to every record (repeatable)")
+	cmd.Flags().StringVar(&timestamp, "timestamp", "", "every record's timestamp (ms since the epoch or RFC 3339; default: the server's arrival time)")
 	pf.bind(cmd)
 	return cmd
+}
+
+// progressBar wraps *in with a progress bar on stderr when mode asks for
+// one (auto: stderr is a terminal and the input is over 1 MiB or of
+// unknown size) and returns the function that finishes it (nil: none).
+func progressBar(mode string, size int64, what string, in *io.Reader) func() {
+	if !(mode == "on" || (mode == "auto" && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size > 1<<20))) {
+		return nil
+	}
+	bar := progressbar.DefaultBytes(size, what)
+	*in = io.TeeReader(*in, bar)
+	return func() { _ = bar.Finish() }
 }
 
 // startFlags are the read start options shared by read and tail.
@@ -375,7 +442,8 @@ func printRaw(w io.Writer, m proto.Message) error {
 
 // streamMsg is s as the API's Stream message.
 func streamMsg(s client.Stream) *strandv1.Stream {
-	m := &strandv1.Stream{Name: s.Name, Id: s.ID, Leader: s.Leader, CreatedMs: s.CreatedMs, RetentionMs: s.RetentionMs, Deleting: s.Deleting}
+	m := &strandv1.Stream{Name: s.Name, Id: s.ID, Leader: s.Leader, CreatedMs: s.CreatedMs, RetentionMs: s.RetentionMs, Deleting: s.Deleting,
+		Timestamping: &strandv1.Timestamping{Mode: timestampingMode(s.Timestamping), Uncapped: s.Uncapped}}
 	switch s.Class {
 	case "standard":
 		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_STANDARD
@@ -383,6 +451,12 @@ func streamMsg(s client.Stream) *strandv1.Stream {
 		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_EXPRESS
 	}
 	return m
+}
+
+// timestampingMode is the API's mode of a client.Stream's Timestamping
+// ("client-prefer" is TIMESTAMPING_MODE_CLIENT_PREFER).
+func timestampingMode(name string) strandv1.TimestampingMode {
+	return strandv1.TimestampingMode(strandv1.TimestampingMode_value["TIMESTAMPING_MODE_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))])
 }
 
 // print writes recs: text, each body on a line (command records, such as

@@ -65,19 +65,25 @@ func TestHintsThroughTheBinary(t *testing.T) {
 	d := startDev(t)
 	env := d.env()
 
-	// A revoke of a revoked hash says the hash is gone, and points at the
+	// A revoke of a revoked hash says so and exits 0 (issue 34: it said
+	// "nothing to do" and exited 1); a hash never issued points at the
 	// token list, not at the stream list.
 	r := strand(t, env, "", "token", "create", "--prefix", "a/", "--ops", "read")
 	secret := strings.TrimSpace(r.stdout)
 	if r.code != 0 || !auth.WellFormed(secret) {
 		t.Fatalf("token create: %+v", r)
 	}
+	// Its stdout is not a terminal: the note says where the secret went
+	// (issue 34: "token create > file" spoke of "the secret above").
+	if strings.Contains(r.stderr, "above") || !strings.Contains(r.stderr, "stdout") {
+		t.Fatalf("token create to a pipe: stderr %q", r.stderr)
+	}
 	if r := strand(t, env, "", "token", "revoke", auth.Hash(secret)); r.code != 0 {
 		t.Fatalf("revoke: %+v", r)
 	}
 	r = strand(t, env, "", "token", "revoke", auth.Hash(secret))
-	if r.code == 0 || !strings.Contains(r.stderr, "revoked already") || strings.Contains(r.stderr, "strand ls`") {
-		t.Fatalf("second revoke: %+v", r)
+	if r.code != 0 || !strings.Contains(r.stdout, "revoked already") || strings.Contains(r.stdout, "not_found") || r.stderr != "" {
+		t.Fatalf("second revoke: %+v; want exit 0 and \"revoked already\" on stdout", r)
 	}
 	r = strand(t, env, "", "token", "revoke", strings.Repeat("ab", 32))
 	if r.code == 0 || !strings.Contains(r.stderr, "hint: strand token ls") || strings.Contains(r.stderr, "strand ls`") {

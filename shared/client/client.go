@@ -423,13 +423,32 @@ func (c *Client) GetStream(ctx context.Context, name string) (Stream, error) {
 
 // CheckTail returns the stream's tail.
 func (c *Client) CheckTail(ctx context.Context, name string) (Tail, error) {
+	st, err := c.State(ctx, name)
+	return st.Tail, err
+}
+
+// State is a stream's state at its leader, as of its acknowledged tail.
+type State struct {
+	Tail
+	// TrimSeq is the trim point (0: never trimmed): reads start at it or
+	// above.
+	TrimSeq uint64
+	// Fenced: appends must carry the stream's fencing token (which the
+	// API never reveals).
+	Fenced bool
+}
+
+// State returns the stream's tail, trim point and fence state (one
+// CheckTail call).
+func (c *Client) State(ctx context.Context, name string) (State, error) {
 	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.CheckTailResponse], error) {
 		return a.CheckTail(ctx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: name}))
 	})
 	if err != nil {
-		return Tail{}, err
+		return State{}, err
 	}
-	return Tail{NextSeq: res.Msg.NextSeqNum, LastTsMs: res.Msg.LastTimestampMs}, nil
+	m := res.Msg
+	return State{Tail: Tail{NextSeq: m.NextSeqNum, LastTsMs: m.LastTimestampMs}, TrimSeq: m.TrimSeqNum, Fenced: m.Fenced}, nil
 }
 
 // AppendOptions qualify an append.

@@ -90,3 +90,35 @@ func TestRestartedServerIsRetried(t *testing.T) {
 		t.Fatalf("%d dials after the server stopped, want retries (fastRetry: 5 attempts): %v", n, err)
 	}
 }
+
+// TestStateTrimAndFence: State reports the trim point and whether the
+// stream is fenced, never the token (for strand describe, issue 34).
+func TestStateTrimAndFence(t *testing.T) {
+	url, stop := startServer()
+	defer stop()
+	c := newStream(t, url)
+	ctx := context.Background()
+	st, err := c.State(ctx, "s")
+	if err != nil || st.TrimSeq != 0 || st.Fenced || st.NextSeq != 0 {
+		t.Fatalf("new stream: %+v %v", st, err)
+	}
+	if _, err := c.Append(ctx, "s", []client.Record{{Body: []byte("a")}, {Body: []byte("b")}}, client.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fence(ctx, "s", "tok", client.FenceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Trim(ctx, "s", 1, client.TrimOptions{FenceToken: "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.State(ctx, "s")
+	if err != nil || st.TrimSeq != 1 || !st.Fenced || st.NextSeq != 4 {
+		t.Fatalf("after fence and trim: %+v %v; want trim 1, fenced, next 4", st, err)
+	}
+	if _, err := c.Fence(ctx, "s", "", client.FenceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = c.State(ctx, "s"); err != nil || st.Fenced {
+		t.Fatalf("after unfence: %+v %v", st, err)
+	}
+}

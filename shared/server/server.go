@@ -628,7 +628,14 @@ func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.Ch
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&strandv1.CheckTailResponse{NextSeqNum: next, LastTimestampMs: ts}), nil
+	// The command state as of the acknowledged tail: its trim point, and
+	// whether it is fenced (never the token).
+	cmds, err := s.cfg.Star.Commands(id)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&strandv1.CheckTailResponse{NextSeqNum: next, LastTimestampMs: ts,
+		TrimSeqNum: cmds.TrimSeq, Fenced: cmds.FenceToken != ""}), nil
 }
 
 // Append implements the API.
