@@ -417,6 +417,7 @@ type printer struct {
 	w         *bufio.Writer
 	format    string
 	flushEach bool
+	bar       *progressbar.ProgressBar // nil: none
 }
 
 // printBuffer is the printer's buffer size.
@@ -484,6 +485,9 @@ func (p *printer) print(recs []client.Record) error {
 		p.w.Write(b)
 		p.w.WriteByte('\n')
 	}
+	if p.bar != nil {
+		_ = p.bar.Add(len(recs))
+	}
 	if p.flushEach {
 		return p.w.Flush()
 	}
@@ -493,7 +497,7 @@ func (p *printer) print(recs []client.Record) error {
 func newRead(cf *clientFlags) *cobra.Command {
 	var sf startFlags
 	var count uint64
-	var format string
+	var format, progress string
 	cmd := &cobra.Command{
 		Use:   "read NAME",
 		Short: "Print a stream's records from a start up to the tail",
@@ -502,8 +506,10 @@ time of the read, or --count records. Text prints each body on a line; json
 prints one JSON object per record, every field present:
 {"seqNum":0,"timestampMs":1700000000000,"headers":[{"name":"k","value":"v"}],"body":"first"}
 (bodyBase64, valueBase64, nameBase64 instead when the bytes are not UTF-8;
-the API answers the same with Strand-Format: raw; see docs/cli.md).`,
-		Example: "  strand read orders\n  strand read orders --seq 100 --count 10 --format json\n  strand read orders --tail-offset 5",
+the API answers the same with Strand-Format: raw; see docs/cli.md). A progress
+bar (records) shows on stderr when it is a terminal, stdout is not, and the
+read is over 10,000 records.`,
+		Example: "  strand read orders\n  strand read orders --seq 100 --count 10 --format json\n  strand read orders --tail-offset 5\n  strand read orders > orders.txt",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, err := sf.start(client.FromSeq(0))
@@ -518,13 +524,72 @@ the API answers the same with Strand-Format: raw; see docs/cli.md).`,
 			if err != nil {
 				return err
 			}
+			if err := p.progress(cmd.Context(), c, args[0], progress, sf, count, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			return session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count, NoTail: true}, p, cmd.ErrOrStderr())
 		},
 	}
 	sf.bind(cmd, "")
 	cmd.Flags().Uint64VarP(&count, "count", "n", 0, "print at most this many records (0: up to the tail)")
 	cmd.Flags().StringVar(&format, "format", "text", "output: text (bodies) or json (JSON lines)")
+	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar: auto (stderr a terminal, stdout not, over 10,000 records), on or off")
 	return cmd
+}
+
+// readTotal is how many records a read from sf's start to the tail gets
+// (-1: unknown, a --timestamp start). sf was validated (startFlags.start).
+func readTotal(st client.State, sf startFlags) int64 {
+	first := st.TrimSeq // --seq below the trim point starts at it
+	switch {
+	case sf.timestamp != "":
+		return -1
+	case sf.tailOffset != "":
+		n, _ := strconv.ParseUint(sf.tailOffset, 10, 64)
+		first = max(first, st.NextSeq-min(n, st.NextSeq))
+	case sf.seq != "":
+		n, _ := strconv.ParseUint(sf.seq, 10, 64)
+		first = max(first, n)
+	}
+	return int64(st.NextSeq - min(first, st.NextSeq))
+}
+
+// readBar is the least number of records for which read shows a progress
+// bar by itself.
+const readBar = 10_000
+
+// progress gives p a progress bar (in records, on stderr) when mode asks
+// for one: on, or auto when stderr is a terminal and stdout is not and
+// the read is over readBar records. The total comes from the stream's
+// tail and trim point (unknown for a --timestamp start: a spinner).
+func (p *printer) progress(ctx context.Context, c *client.Client, name, mode string, sf startFlags, count uint64, stderr io.Writer) error {
+	switch mode {
+	case "off":
+		return nil
+	case "on", "auto":
+	default:
+		return fmt.Errorf("--progress %q: want auto, on or off", mode)
+	}
+	if mode == "auto" && (!term.IsTerminal(int(os.Stderr.Fd())) || term.IsTerminal(int(os.Stdout.Fd()))) {
+		return nil
+	}
+	st, err := c.State(ctx, name)
+	if err != nil {
+		return err
+	}
+	total := readTotal(st, sf)
+
+	if count > 0 && (total < 0 || uint64(total) > count) {
+		total = int64(count)
+	}
+	if mode == "auto" && total >= 0 && total < readBar {
+		return nil
+	}
+	p.bar = progressbar.NewOptions64(total, progressbar.OptionSetDescription("reading"), progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetWidth(10), progressbar.OptionThrottle(65*time.Millisecond), progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"), progressbar.OptionFullWidth(), progressbar.OptionSpinnerType(14),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(stderr) }))
+	return nil
 }
 
 func newTail(cf *clientFlags) *cobra.Command {
@@ -577,6 +642,9 @@ func session(ctx context.Context, c *client.Client, name string, start client.St
 		if err := p.print(rs.Batch().Records); err != nil {
 			return err
 		}
+	}
+	if p.bar != nil {
+		_ = p.bar.Finish()
 	}
 	// What was read is written out even when the session then failed.
 	if err := p.w.Flush(); err != nil {

@@ -127,3 +127,31 @@ func TestHintsThroughTheBinary(t *testing.T) {
 		t.Fatalf("tail of a deleted stream: %q (id %s)", stderr, m[1])
 	}
 }
+
+// TestMessagesSpeakToUsers: no internal layer names, no repeated code, and
+// cobra's mutual exclusion in plain words. Issue 34: "invalid_argument:
+// metastore: invalid argument: empty stream name" and "if any flags in the
+// group [seq timestamp tail-offset] are set none of the others can be;
+// [seq tail-offset] were all set".
+func TestMessagesSpeakToUsers(t *testing.T) {
+	wire := func(code connect.Code, msg string) error { return connect.NewWireError(code, errors.New(msg)) }
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{wire(connect.CodeInvalidArgument, "metastore: invalid argument: empty stream name"), "invalid_argument: empty stream name"},
+		{wire(connect.CodeFailedPrecondition, "star: fencing token mismatch: x"), "failed_precondition: fencing token mismatch: x"},
+		{fmt.Errorf("--producer-id: %w", errors.New("client: producer id \"x\": want 32 hex digits")), "--producer-id: producer id \"x\": want 32 hex digits"},
+		{errors.New("if any flags in the group [seq timestamp tail-offset] are set none of the others can be; [seq tail-offset] were all set"), "--seq and --tail-offset: they are alternatives: give one of them"},
+		{errors.New("a starter: begins here"), "a starter: begins here"},
+	} {
+		if got := message(tc.err); got != tc.want {
+			t.Errorf("message(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	// Through the binary: the flag group, before any server is needed.
+	r := strand(t, nil, "", "read", "s", "--seq", "1", "--tail-offset", "2")
+	if r.code == 0 || strings.Contains(r.stderr, "group") || !strings.Contains(r.stderr, "--seq and --tail-offset") {
+		t.Fatalf("read --seq --tail-offset: %+v", r)
+	}
+}
