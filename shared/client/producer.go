@@ -100,12 +100,14 @@ func (f *Future) Wait(ctx context.Context) (Ack, error) {
 // channel of every ack in submission order, is fed through a queue that
 // never blocks the session either: reading it is optional.
 type ProducerSession struct {
-	c    *Client
-	ctx  context.Context
-	name string
-	opt  ProducerOptions
-	id   ProducerID
-	out  chan AckOrErr
+	c        *Client
+	ctx      context.Context
+	cancel   context.CancelFunc // Close
+	readDone chan struct{}      // closed when read returns
+	name     string
+	opt      ProducerOptions
+	id       ProducerID
+	out      chan AckOrErr
 
 	mu        sync.Mutex
 	space     *sync.Cond
@@ -126,7 +128,8 @@ type ProducerSession struct {
 
 // OpenProducerSession opens an exactly-once append session on stream name.
 func (c *Client) OpenProducerSession(ctx context.Context, name string, opt ProducerOptions) (*ProducerSession, error) {
-	p := &ProducerSession{c: c, ctx: ctx, name: name, opt: opt, out: make(chan AckOrErr), next: opt.FirstBatchSeq}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &ProducerSession{c: c, ctx: ctx, cancel: cancel, readDone: make(chan struct{}), name: name, opt: opt, out: make(chan AckOrErr), next: opt.FirstBatchSeq}
 	p.space = sync.NewCond(&p.mu)
 	p.queued = sync.NewCond(&p.mu)
 	if opt.Producer != nil {
@@ -136,6 +139,7 @@ func (c *Client) OpenProducerSession(ctx context.Context, name string, opt Produ
 	}
 	sess, err := p.open()
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	p.sess = sess
@@ -272,14 +276,19 @@ func (p *ProducerSession) CloseSend() error {
 // Close abandons the session: batches not yet acknowledged may or may not
 // be written (resume the producer at NextBatchSeq's batch to find out).
 // After CloseSend and Flush, Close only frees the session.
+// Close returns once the session's goroutine has: nothing of it is left.
 func (p *ProducerSession) Close() {
+	p.cancel()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sess.Close()
+	sess := p.sess
+	p.mu.Unlock()
+	sess.Close()
+	<-p.readDone
 }
 
 // read delivers acks and reconnects on retriable errors.
 func (p *ProducerSession) read(sess *AppendSession) {
+	defer close(p.readDone)
 	defer func() {
 		p.mu.Lock()
 		p.ended = true
