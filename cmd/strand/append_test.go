@@ -122,7 +122,7 @@ func TestNewSource(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[1].TimestampMs != 1700000000000 || string(recs[1].Headers[0].Value) != "v" {
 		t.Fatalf("text: %+v %v", recs, err)
 	}
-	src, _ = newSource(strings.NewReader(`{"body":"x","headers":[{"name":"a","value":"1"}]}`+"\n\n"+`{"seqNum":9,"body":"y","timestampMs":5}`), "json", []string{"k=v"}, "7")
+	src, _ = newSource(strings.NewReader(`{"body":"x","headers":[{"name":"a","value":"1"}]}`+"\n\n"+`{"seqNum":9,"body":"y","timestampMs":5}`+"\n"+`{"seqNum":10,"headers":[{"name":"","value":"x"}],"body":"fence"}`), "json", []string{"k=v"}, "7")
 	recs, err = source(t, src)
 	if err != nil || len(recs) != 2 || recs[0].TimestampMs != 7 || len(recs[0].Headers) != 2 || recs[1].TimestampMs != 5 || string(recs[1].Body) != "y" {
 		t.Fatalf("json: %+v %v", recs, err)

@@ -43,9 +43,10 @@ func (s *textSource) next() (client.Record, error) {
 // jsonSource: each line one record as raw JSON, the shape `strand read
 // --format json` prints ({"timestampMs":..,"headers":[{"name":..,"value":..}],
 // "body":..}; bodyBase64 for bytes that are not text; seqNum, if present,
-// is ignored), so a read's output appends as it is. --header adds headers
-// to every record after its own; --timestamp is the timestamp of records
-// without one.
+// is ignored), so a read's output appends as it is; its command records
+// (a fence, a trim: one header with an empty name) are skipped. --header
+// adds headers to every record after its own; --timestamp is the
+// timestamp of records without one.
 type jsonSource struct {
 	lines   *lineReader
 	headers []client.Header
@@ -61,7 +62,15 @@ func (s *jsonSource) next() (client.Record, error) {
 		if strings.TrimSpace(string(line)) == "" {
 			continue // blank lines separate nothing
 		}
-		return parseJSONRecord(line, s.lines.n, s.headers, s.ts)
+		r, err := parseJSONRecord(line, s.lines.n, nil, s.ts)
+		if err != nil || isCommand(r) {
+			if err != nil {
+				return r, err
+			}
+			continue // a fence or trim a read printed: not data to append
+		}
+		r.Headers = append(r.Headers, s.headers...)
+		return r, nil
 	}
 }
 
