@@ -123,3 +123,148 @@ func TestCLIDocTour(t *testing.T) {
 		}
 	}
 }
+
+// apiExample is one command of an api.md ```sh block (continuation lines
+// joined), the assignments before it in its block, and the "# ..." lines
+// after it: what it prints.
+type apiExample struct {
+	prelude []string
+	line    string
+	outputs []string
+}
+
+// apiExamples returns every command of every ```sh block of doc.
+func apiExamples(doc string) []apiExample {
+	var out []apiExample
+	assign := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	var prelude []string
+	in, cur := false, ""
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case l == "```sh":
+			in, prelude = true, nil
+		case l == "```":
+			in = false
+		case !in:
+		case strings.HasPrefix(l, "# "):
+			if len(out) > 0 {
+				out[len(out)-1].outputs = append(out[len(out)-1].outputs, strings.TrimPrefix(l, "# "))
+			}
+		case strings.HasSuffix(l, `\`):
+			cur += strings.TrimSuffix(l, `\`)
+		default:
+			cur += l
+			if assign.MatchString(cur) {
+				prelude = append(prelude, cur)
+			} else if strings.TrimSpace(cur) != "" {
+				out = append(out, apiExample{prelude: append([]string(nil), prelude...), line: cur})
+			}
+			cur = ""
+		}
+	}
+	return out
+}
+
+// jsonPair matches "key":value in an expected output line: a string or a
+// number.
+var jsonPair = regexp.MustCompile(`"(\w+)":\s*("[^"]*"|-?\d+)`)
+
+// checkOutput checks what an api.md command printed against the "# ..."
+// line after it: a JSON line's string and number fields must be there
+// with their values (only the key where the doc elides the value with
+// "...", or for a timestamp, whose value is the clock's); a plain line
+// must appear as written.
+func checkOutput(t *testing.T, line, got, want string) {
+	t.Helper()
+	flat := strings.Join(strings.Fields(got), "")
+	if !strings.HasPrefix(want, "{") {
+		if !strings.Contains(got, want) {
+			t.Errorf("api.md: %q printed %q, the doc says %q", line, got, want)
+		}
+		return
+	}
+	for _, m := range jsonPair.FindAllStringSubmatch(want, -1) {
+		key, val := m[1], m[2]
+		pair := `"` + key + `":` + val
+		if strings.Contains(val, "...") || strings.HasSuffix(key, "Ms") {
+			pair = `"` + key + `":`
+		}
+		if !strings.Contains(flat, strings.Join(strings.Fields(pair), "")) {
+			t.Errorf("api.md: %q printed %q, the doc says %s", line, got, pair)
+		}
+	}
+}
+
+// TestAPIDocExamples runs every curl (and, where installed, grpcurl)
+// example of docs/api.md in order against a strand dev whose streams are
+// in the state the doc assumes (hello after the README walkthrough's first
+// five records, orders with 41 records), and checks what each prints
+// against the doc's "# ..." line after it (issue 34: api.md showed
+// SERVING_STATUS_SERVING where grpcurl prints SERVING).
+func TestAPIDocExamples(t *testing.T) {
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("CI=true and %s is not installed: %v", tool, err)
+			}
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
+	_, grpcErr := exec.LookPath("grpcurl")
+	doc, err := os.ReadFile(filepath.Join(testproc.RepoRoot(t), "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := apiExamples(string(doc))
+	bin := testproc.Build(t, "./cmd/strand")
+	root := t.TempDir()
+	addr := testproc.FreeAddr(t)
+	startReadmeDev(t, bin, root, addr)
+	token, err := os.ReadFile(filepath.Join(root, "strand-data", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STRAND_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "STRAND_ENDPOINT=http://"+addr, "STRAND_TOKEN="+strings.TrimSpace(string(token)))
+	cli := func(stdin string, args ...string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Stdin = env, strings.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("strand %v: %v: %s", args, err, out)
+		}
+	}
+	cli("", "create", "hello")
+	cli("first\nsecond\nthird\nfourth\nfifth\n", "append", "hello")
+	cli("", "create", "orders")
+	cli(strings.Repeat("x\n", 41), "append", "orders")
+
+	ran := 0
+	for _, ex := range examples {
+		if strings.HasPrefix(ex.line, "grpcurl") && grpcErr != nil {
+			t.Logf("grpcurl is not installed: skipped %q", ex.line)
+			continue
+		}
+		if !strings.HasPrefix(ex.line, "curl") && !strings.HasPrefix(ex.line, "grpcurl") {
+			t.Fatalf("api.md: %q: this test runs curl and grpcurl examples only", ex.line)
+		}
+		script := strings.ReplaceAll(strings.Join(append(ex.prelude, ex.line), "\n"), "127.0.0.1:4780", addr)
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("api.md: %q: %v\n%s", ex.line, err, out)
+		}
+		for _, want := range ex.outputs {
+			checkOutput(t, ex.line, string(out), want)
+		}
+		ran++
+	}
+	if ran < 10 {
+		t.Fatalf("ran %d api.md examples; the doc has more", ran)
+	}
+}
