@@ -66,6 +66,29 @@ func docSteps(t *testing.T, doc, heading string) []docStep {
 	return steps
 }
 
+// docDev builds strand, starts a strand dev in a temporary root, and
+// returns the binary, the root, the address and an environment whose
+// STRAND_ENDPOINT and STRAND_TOKEN are the dev's (PATH is the caller's to
+// add).
+func docDev(t *testing.T) (bin, root, addr string, env []string) {
+	t.Helper()
+	bin = testproc.Build(t, "./cmd/strand")
+	root = t.TempDir()
+	addr = testproc.FreeAddr(t)
+	startReadmeDev(t, bin, root, addr)
+	token, err := os.ReadFile(filepath.Join(root, "strand-data", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STRAND_") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "STRAND_ENDPOINT=http://"+addr, "STRAND_TOKEN="+strings.TrimSpace(string(token)))
+	return bin, root, addr, env
+}
+
 // TestCLIDocTour runs every command of docs/cli.md's "A tour", in order, in
 // bash, with a strand binary first on PATH, against a strand dev: a
 // command commented "# fails" must fail, every other must succeed, and
@@ -84,26 +107,12 @@ func TestCLIDocTour(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := docSteps(t, string(doc), "## A tour")
-	bin := testproc.Build(t, "./cmd/strand")
+	bin, root, _, env := docDev(t)
 	binDir := t.TempDir()
 	if err := os.Symlink(bin, filepath.Join(binDir, "strand")); err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
-	addr := testproc.FreeAddr(t)
-	startReadmeDev(t, bin, root, addr)
-	token, err := os.ReadFile(filepath.Join(root, "strand-data", "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STRAND_") && !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"STRAND_ENDPOINT=http://"+addr, "STRAND_TOKEN="+strings.TrimSpace(string(token)))
+	env = append(env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for _, s := range steps {
 		cmd := exec.Command("bash", "-o", "pipefail", "-c", s.line)
 		cmd.Dir, cmd.Env = root, env
@@ -216,21 +225,8 @@ func TestAPIDocExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	examples := apiExamples(string(doc))
-	bin := testproc.Build(t, "./cmd/strand")
-	root := t.TempDir()
-	addr := testproc.FreeAddr(t)
-	startReadmeDev(t, bin, root, addr)
-	token, err := os.ReadFile(filepath.Join(root, "strand-data", "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STRAND_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "STRAND_ENDPOINT=http://"+addr, "STRAND_TOKEN="+strings.TrimSpace(string(token)))
+	bin, _, addr, env := docDev(t)
+	env = append(env, "PATH="+os.Getenv("PATH"))
 	cli := func(stdin string, args ...string) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env, cmd.Stdin = env, strings.NewReader(stdin)

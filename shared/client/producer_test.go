@@ -23,20 +23,27 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 	}
 }
 
+// openProducer starts a server with stream "s" and opens a producer
+// session on it; both end with the test.
+func openProducer(t *testing.T) (*client.Client, *client.ProducerSession) {
+	t.Helper()
+	url, stop := startServer()
+	t.Cleanup(stop)
+	c := newStream(t, url)
+	ps, err := c.OpenProducerSession(context.Background(), "s", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ps.Close) // before stop: cleanups run last first
+	return c, ps
+}
+
 // TestSubmitWithoutReadingAcks: Submit never waits for the caller to read
 // Acks; the acks wait in order for a late reader. Issue 34: with Acks not
 // drained, Submit blocked forever after ProducerWindow + 9 batches (before
 // the fix this test timed out at batch 17).
 func TestSubmitWithoutReadingAcks(t *testing.T) {
-	url, stop := startServer()
-	defer stop()
-	c := newStream(t, url)
-	ctx := context.Background()
-	ps, err := c.OpenProducerSession(ctx, "s", client.ProducerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ps.Close()
+	_, ps := openProducer(t)
 	const n = 60
 	within(t, 20*time.Second, "Submit of 60 batches with Acks unread", func() {
 		for i := range n {
@@ -66,15 +73,8 @@ func TestSubmitWithoutReadingAcks(t *testing.T) {
 // with nothing read; Flush waits for them all; a refused batch's future
 // and every later Append get the error.
 func TestAppendFutures(t *testing.T) {
-	url, stop := startServer()
-	defer stop()
-	c := newStream(t, url)
+	c, ps := openProducer(t)
 	ctx := context.Background()
-	ps, err := c.OpenProducerSession(ctx, "s", client.ProducerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ps.Close()
 	var fs []*client.Future
 	within(t, 20*time.Second, "Append of 60 batches, futures unread", func() {
 		for i := range 60 {
