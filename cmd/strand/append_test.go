@@ -96,6 +96,15 @@ func TestAppendToStoppedServerFailsFast(t *testing.T) {
 			t.Errorf("strand %v: stderr speaks of resuming though nothing was sent: %q", args, r.stderr)
 		}
 	}
+	// --retry-for given: the command waits that long for a server that
+	// may be starting.
+	start := time.Now()
+	if r := strand(t, env, "x\n", "append", "s", "--retry-for", "1500ms"); r.code == 0 {
+		t.Fatal("append to a stopped server succeeded")
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Errorf("append --retry-for 1500ms gave up after %v", el)
+	}
 }
 
 // source drains src.

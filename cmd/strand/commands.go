@@ -15,6 +15,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"google.golang.org/protobuf/proto"
 
@@ -31,6 +32,7 @@ type clientFlags struct {
 	tokenFile string
 	trust     []string // hosts a leader may be at besides the endpoint's
 	retryFor  time.Duration
+	sets      []*pflag.FlagSet // where register bound the flags
 }
 
 // bearer is the token to send: --token, else the contents of
@@ -83,12 +85,30 @@ func (f *clientFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := client.DefaultRetry
-	r.MaxElapsed = f.retryFor
-	if f.retryFor <= 0 {
-		r.MaxAttempts = 1
+	opts := []client.Option{client.WithToken(tok), client.WithTrustedLeaders(f.trust...)}
+	// Without --retry-for the client's default budget (the flag's default)
+	// applies, which fails at once against a server never reached (a
+	// stopped strand dev, a wrong --endpoint); --retry-for given also
+	// waits that long for a server that is still starting.
+	if f.retrySet() {
+		r := client.DefaultRetry
+		r.MaxElapsed = f.retryFor
+		if f.retryFor <= 0 {
+			r.MaxAttempts = 1
+		}
+		opts = append(opts, client.WithRetry(r))
 	}
-	return client.New(f.endpoint, client.WithToken(tok), client.WithTrustedLeaders(f.trust...), client.WithRetry(r))
+	return client.New(f.endpoint, opts...)
+}
+
+// retrySet reports whether --retry-for was given.
+func (f *clientFlags) retrySet() bool {
+	for _, fs := range f.sets {
+		if fl := fs.Lookup("retry-for"); fl != nil && fl.Changed {
+			return true
+		}
+	}
+	return false
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {

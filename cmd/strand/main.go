@@ -70,7 +70,8 @@ func (f *clientFlags) register(cmd *cobra.Command, fs *pflag.FlagSet, leaders bo
 	// shown by --help.
 	fs.StringVar(&f.token, "token", "", "bearer token (default: --token-file, else env STRAND_TOKEN); it shows in the process list: prefer --token-file or STRAND_TOKEN")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file")
-	fs.DurationVar(&f.retryFor, "retry-for", client.DefaultRetry.MaxElapsed, "how long one call retries retriable errors (a restart, a takeover, a dropped connection) with backoff; 0: no retries")
+	fs.DurationVar(&f.retryFor, "retry-for", client.DefaultRetry.MaxElapsed, "how long one call retries retriable errors (a restart, a takeover, a dropped connection) with backoff; 0: no retries. Given, it also waits for a server not up yet (by default a server never reached fails the command at once)")
+	f.sets = append(f.sets, fs)
 	if leaders {
 		fs.StringSliceVar(&f.trust, "trust-leader", nil, "host names a stream's leader may be at besides the endpoint's (*.example.com: its subdomains); the token goes to no other host")
 	}

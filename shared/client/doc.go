@@ -60,9 +60,11 @@
 //
 // Retriable errors (Retriable: Unavailable, and Aborted for exactly-once
 // appends) are retried with backoff within the client's Retry budget. A
-// client that has never reached its server does not retry a refused dial:
-// at first contact that is a wrong endpoint or a stopped server, and the
-// call fails at once.
+// client on the default budget that has never reached its server does not
+// retry a refused dial: at first contact that is a wrong endpoint or a
+// stopped server, and the call fails at once. A client given a budget
+// (WithRetry) retries from its first call, waiting for a server that is
+// starting.
 //
 // A response message larger than MaxResponseBytes (4 MiB) is refused with
 // ResourceExhausted rather than read into memory.

@@ -24,13 +24,24 @@ func deadEndpoint(t *testing.T) string {
 	return "http://" + addr
 }
 
-// TestStoppedServerFailsFast: a client that never reached its server does
-// not spend its Retry budget on refused dials. Issue 34: strand append
-// against a stopped server hung for 60 s (the default budget) before
-// failing, while read and ls failed at once; before the fix each call
-// below took the whole 3 s budget.
+// countingClient is an HTTP client that counts its dials.
+func countingClient() (*http.Client, *atomic.Int64) {
+	var dials atomic.Int64
+	h := client.NewHTTPClient()
+	h.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	return h, &dials
+}
+
+// TestStoppedServerFailsFast: a client on the default budget that never
+// reached its server does not spend the budget on refused dials. Issue
+// 34: strand append against a stopped server hung for 60 s (the default
+// budget) before failing, while read and ls failed at once; before the
+// fix each call below took those 60 s.
 func TestStoppedServerFailsFast(t *testing.T) {
-	c, err := client.New(deadEndpoint(t), client.WithRetry(client.Retry{MaxAttempts: 1000, MaxElapsed: 3 * time.Second, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}))
+	c, err := client.New(deadEndpoint(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,18 +72,33 @@ func TestStoppedServerFailsFast(t *testing.T) {
 	}
 }
 
+// TestGivenRetryWaitsForTheServer: a client given a Retry retries refused
+// dials from its first call (its caller may be starting the server).
+func TestGivenRetryWaitsForTheServer(t *testing.T) {
+	h, dials := countingClient()
+	c, err := client.New(deadEndpoint(t), fastRetry, client.WithHTTPClient(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CheckTail(context.Background(), "s"); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("CheckTail: %v", err)
+	}
+	if _, err := c.Trim(context.Background(), "s", 1, client.TrimOptions{}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("Trim: %v", err)
+	}
+	if n := dials.Load(); n < 3 {
+		t.Fatalf("%d dials, want Trim retried (fastRetry: 5 attempts)", n)
+	}
+}
+
 // TestRestartedServerIsRetried: once the client reached its server, a
-// refused dial is a restart, retried within the budget.
+// refused dial is a restart, retried within the budget, on the default
+// budget too.
 func TestRestartedServerIsRetried(t *testing.T) {
 	url, stop := startServer()
-	var dials atomic.Int64
-	h := client.NewHTTPClient()
+	h, dials := countingClient()
 	tr := h.Transport.(*http.Transport)
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}
-	c, err := client.New(url, fastRetry, client.WithHTTPClient(h))
+	c, err := client.New(url, client.WithHTTPClient(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +108,14 @@ func TestRestartedServerIsRetried(t *testing.T) {
 	stop()
 	tr.CloseIdleConnections()
 	before := dials.Load()
-	_, err = c.Append(context.Background(), "s", []client.Record{{Body: []byte("x")}}, client.AppendOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Append(ctx, "s", []client.Record{{Body: []byte("x")}}, client.AppendOptions{})
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("append to a stopped server: %v, want unavailable", err)
 	}
 	if n := dials.Load() - before; n < 2 {
-		t.Fatalf("%d dials after the server stopped, want retries (fastRetry: 5 attempts): %v", n, err)
+		t.Fatalf("%d dials after the server stopped, want retries: %v", n, err)
 	}
 }
 

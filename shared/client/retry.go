@@ -31,7 +31,10 @@ type Retry struct {
 // to tens of seconds).
 var DefaultRetry = Retry{MaxAttempts: 100, MaxElapsed: 60 * time.Second, BaseDelay: 50 * time.Millisecond, MaxDelay: 2 * time.Second}
 
-// WithRetry sets the retry budget (Retry{MaxAttempts: 1}: no retries).
+// WithRetry sets the retry budget (Retry{MaxAttempts: 1}: no retries). A
+// client given one retries refused dials from its first call (it may be
+// waiting for a server that is starting); one without fails at once while
+// it has never reached a server (see retrying).
 func WithRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
 
 // WithoutIdempotence turns off the automatic producer ids: Append is then
@@ -140,10 +143,12 @@ func (r Retry) backoff(n int) time.Duration {
 // error (Aborted, or a connection lost mid-call) may be retried; reads are
 // idempotent too. The error returned is the last one.
 //
-// A client that has never reached its server does not retry a refused
-// dial: at first contact that is a wrong endpoint or a stopped server,
-// and waiting out the Retry budget (60 s by default) only hides it. Once
-// any call got an answer, a refused dial is a restart and is retried.
+// A client on the default Retry that has never reached its server does
+// not retry a refused dial: at first contact that is a wrong endpoint or
+// a stopped server, and waiting out the budget (60 s) only hides it. Once
+// any call got an answer, a refused dial is a restart and is retried. A
+// client given a Retry (WithRetry) retries as it says from the start: its
+// caller may be waiting for a server that is still starting.
 func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func() (T, error)) (T, error) {
 	r := c.retryPolicy()
 	start := time.Now()
@@ -153,7 +158,7 @@ func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func(
 		if err == nil {
 			return res, nil
 		}
-		if dialFailed(err) && !c.reached.Load() {
+		if dialFailed(err) && c.retry == (Retry{}) && !c.reached.Load() {
 			return res, err
 		}
 		code := connect.CodeOf(err)
