@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -198,4 +202,111 @@ func checkRecord(r client.Record, n int) error {
 		return fmt.Errorf("%w: record %d has %d headers (at most %d)", ErrInput, n, len(r.Headers), maxBatchHeaders)
 	}
 	return nil
+}
+
+// batcher groups records into batches within the API's limits.
+type batcher struct {
+	recs    []client.Record
+	bytes   int // metered
+	headers int
+}
+
+const (
+	maxBatchRecords = format.MaxBatchRecords
+	maxBatchBytes   = format.MaxBatchMeteredBytes
+	maxBatchHeaders = format.MaxBatchHeaders
+)
+
+func newAppend(cf *clientFlags) *cobra.Command {
+	var pf producerFlags
+	var file, progress, inFormat, timestamp string
+	var headers []string
+	cmd := &cobra.Command{
+		Use:   "append NAME",
+		Short: "Append lines of stdin (or a file) as records, one record per line",
+		Long: `Append each line of the input (stdin, or --file) as one record, batched
+(up to 1000 records and 1 MiB per batch) and pipelined over one append session.
+It returns once every record is acknowledged as durable, and prints the range
+of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.
+
+--header NAME=VALUE (repeatable) adds a header to every record; --timestamp
+(milliseconds since the epoch, or RFC 3339) gives every record that
+timestamp (a client-require stream needs one). With --format json each line
+is one record as JSON, the shape strand read --format json prints:
+{"body":"...","headers":[{"name":"k","value":"v"}],"timestampMs":1700000000000}
+(bodyBase64 for bytes that are not text; seqNum is ignored), so a read's
+output appends as it is.
+
+Appends are exactly once: every batch carries a producer id and a batch seq,
+and after a server restart, a takeover or a dropped connection the command
+reconnects and resends what is unacknowledged; the server answers batches it
+already has with their original acks. If the append fails after sending, it
+says on stderr how many records were acknowledged and how to append the rest
+exactly once (--producer-id and --batch-seq).`,
+		Example: `  echo hello | strand append orders
+  strand append orders --file events.log
+  echo '{"temp":21}' | strand append sensor --timestamp 2024-01-02T15:04:05Z --header unit=celsius
+  strand read orders --format json | strand append orders-copy --format json
+  strand append orders --file part2.log --producer-id 6f1c...e2 --batch-seq 12`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var in io.Reader = cmd.InOrStdin()
+			size := int64(-1)
+			if file != "" {
+				f, err := os.Open(file)
+				if err != nil {
+					return fmt.Errorf("open input: %w", err)
+				}
+				defer f.Close()
+				if fi, err := f.Stat(); err == nil {
+					size = fi.Size()
+				}
+				in = f
+			}
+			popt, err := pf.options(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if finish := progressBar(progress, size, "appending", &in); finish != nil {
+				defer finish()
+			}
+			src, err := newSource(in, inFormat, headers, timestamp)
+			if err != nil {
+				return err
+			}
+			res, err := appendRecords(cmd.Context(), c, args[0], src, popt, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if res.records == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "nothing to append: the input is empty")
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "appended %s to %s (seqs %d..%d)\n", plural(res.records, "record"), args[0], res.first, res.last)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "read the input from this file instead of stdin")
+	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar: auto (on a terminal, for inputs over 1 MiB), on or off")
+	cmd.Flags().StringVar(&inFormat, "format", "text", "input: text (each line a record's body) or json (each line a JSON record)")
+	cmd.Flags().StringArrayVar(&headers, "header", nil, "add header NAME=VALUE to every record (repeatable)")
+	cmd.Flags().StringVar(&timestamp, "timestamp", "", "every record's timestamp (ms since the epoch or RFC 3339; default: the server's arrival time)")
+	pf.bind(cmd)
+	return cmd
+}
+
+// progressBar wraps *in with a progress bar on stderr when mode asks for
+// one (auto: stderr is a terminal and the input is over 1 MiB or of
+// unknown size) and returns the function that finishes it (nil: none).
+func progressBar(mode string, size int64, what string, in *io.Reader) func() {
+	if !(mode == "on" || (mode == "auto" && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size > 1<<20))) {
+		return nil
+	}
+	bar := progressbar.DefaultBytes(size, what)
+	*in = io.TeeReader(*in, bar)
+	return func() { _ = bar.Finish() }
 }
