@@ -59,11 +59,18 @@ type writer interface {
 // Go runtime (go_*) and process (process_*) metrics.
 func NewRegistry() *Registry {
 	r := &Registry{series: map[string]*family{}, prom: prometheus.NewRegistry()}
-	r.prom.MustRegister(r, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.prom.MustRegister(r)
+	r.prom.MustRegister(processCollectors()...)
 	r.readRecords = r.Counter("strand_read_records_total", "Records answered by Read and ReadSession.")
 	r.readBytes = r.Counter("strand_read_bytes_total", "Body bytes of the records answered by Read and ReadSession.")
 	return r
 }
+
+// processCollectors are the Go runtime and process collectors, made once
+// and shared by every registry (a simulation starts many stars).
+var processCollectors = sync.OnceValue(func() []prometheus.Collector {
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+})
 
 // Describe implements prometheus.Collector: the registry is unchecked (its
 // series are created as the star runs).
