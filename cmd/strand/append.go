@@ -271,6 +271,9 @@ exactly once (--producer-id and --batch-seq).`,
 			if err != nil {
 				return err
 			}
+			if err := checkProgress(progress); err != nil {
+				return err
+			}
 			if finish := progressBar(progress, size, "appending", &in); finish != nil {
 				defer finish()
 			}

@@ -43,7 +43,9 @@ func TestReadProgress(t *testing.T) {
 	if r := mustStrand(t, env, "", "read", "p"); r.stderr != "" {
 		t.Fatalf("read without a terminal showed %q on stderr", r.stderr)
 	}
-	if r := strand(t, env, "", "read", "p", "--progress", "sometimes"); r.code == 0 || !strings.Contains(r.stderr, "want auto, on or off") {
-		t.Fatalf("read --progress sometimes: %+v", r)
+	for _, cmd := range []string{"read", "append"} {
+		if r := strand(t, env, "x\n", cmd, "p", "--progress", "sometimes"); r.code == 0 || !strings.Contains(r.stderr, "want auto, on or off") {
+			t.Fatalf("%s --progress sometimes: %+v", cmd, r)
+		}
 	}
 }

@@ -157,6 +157,15 @@ read is over 10,000 records.`,
 	return cmd
 }
 
+// checkProgress refuses a --progress that is not auto, on or off.
+func checkProgress(mode string) error {
+	switch mode {
+	case "auto", "on", "off":
+		return nil
+	}
+	return fmt.Errorf("--progress %q: want auto, on or off", mode)
+}
+
 // readTotal is how many records a read from sf's start to the tail gets
 // (-1: unknown, a --timestamp start). sf was validated (startFlags.start).
 func readTotal(st client.State, sf startFlags) int64 {
@@ -183,12 +192,8 @@ const readBar = 10_000
 // the read is over readBar records. The total comes from the stream's
 // tail and trim point (unknown for a --timestamp start: a spinner).
 func (p *printer) progress(ctx context.Context, c *client.Client, name, mode string, sf startFlags, count uint64, stderr io.Writer) error {
-	switch mode {
-	case "off":
-		return nil
-	case "on", "auto":
-	default:
-		return fmt.Errorf("--progress %q: want auto, on or off", mode)
+	if err := checkProgress(mode); err != nil || mode == "off" {
+		return err
 	}
 	if mode == "auto" && (!term.IsTerminal(int(os.Stderr.Fd())) || term.IsTerminal(int(os.Stdout.Fd()))) {
 		return nil
