@@ -160,7 +160,7 @@ func appendRecords(ctx context.Context, c *client.Client, stream string, src rec
 		return res, fmt.Errorf("only %d of %d records were acknowledged", res.records, sent)
 	case inErr != nil:
 		// What came before the bad input is appended; the rest is not.
-		return res, fmt.Errorf("%w (the %s before it are appended)", inErr, plural(res.records, "record"))
+		return res, fmt.Errorf("%w; %s before it appended", inErr, plural(res.records, "record"))
 	}
 	return res, nil
 }

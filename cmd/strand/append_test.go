@@ -69,7 +69,7 @@ func TestAppendHeadersTimestampsJSON(t *testing.T) {
 		t.Fatalf("copy read back %+v", cp)
 	}
 	r = strand(t, env, "{\"body\":\"ok\",\"timestampMs\":1700000002000}\nnot json\n", "append", "copy", "--format", "json")
-	if r.code == 0 || !strings.Contains(r.stderr, "line 2 is not a JSON record") || !strings.Contains(r.stderr, "the 1 record before it are appended") {
+	if r.code == 0 || !strings.Contains(r.stderr, "line 2 is not a JSON record") || !strings.Contains(r.stderr, "; 1 record before it appended") {
 		t.Fatalf("bad JSON line: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
