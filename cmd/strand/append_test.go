@@ -147,7 +147,7 @@ func TestNewSource(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrInput", bad, err)
 		}
 	}
-	if _, err := parseJSONRecord([]byte(`{"body":"x","timestampMs":-1}`), 1, nil, 0); !errors.Is(err, ErrInput) {
+	if _, err := parseJSONRecord([]byte(`{"body":"x","timestampMs":-1}`), 1, 0); !errors.Is(err, ErrInput) {
 		t.Errorf("negative timestamp: %v", err)
 	}
 }
@@ -159,7 +159,7 @@ func FuzzParseJSONRecord(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		r, err := parseJSONRecord(line, 1, nil, 0)
+		r, err := parseJSONRecord(line, 1, 0)
 		if err != nil {
 			if !errors.Is(err, ErrInput) {
 				t.Fatalf("%q: %v is not ErrInput", line, err)
@@ -172,7 +172,7 @@ func FuzzParseJSONRecord(f *testing.F) {
 			t.Fatal(err)
 		}
 		_ = p.w.Flush()
-		r2, err := parseJSONRecord(bytes.TrimSpace(buf.Bytes()), 1, nil, 0)
+		r2, err := parseJSONRecord(bytes.TrimSpace(buf.Bytes()), 1, 0)
 		if err != nil || !bytes.Equal(r2.Body, r.Body) || r2.TimestampMs != r.TimestampMs || len(r2.Headers) != len(r.Headers) {
 			t.Fatalf("%q -> %q -> %+v, %v; want %+v", line, buf.Bytes(), r2, err, r)
 		}

@@ -62,7 +62,7 @@ func (s *jsonSource) next() (client.Record, error) {
 		if strings.TrimSpace(string(line)) == "" {
 			continue // blank lines separate nothing
 		}
-		r, err := parseJSONRecord(line, s.lines.n, nil, s.ts)
+		r, err := parseJSONRecord(line, s.lines.n, s.ts)
 		if err != nil || isCommand(r) {
 			if err != nil {
 				return r, err
@@ -78,8 +78,9 @@ func (s *jsonSource) next() (client.Record, error) {
 // (4/3) or escaped text, with room to spare.
 const maxJSONLine = 8 << 20
 
-// parseJSONRecord parses line n of a JSON-lines input.
-func parseJSONRecord(line []byte, n int, headers []client.Header, ts int64) (client.Record, error) {
+// parseJSONRecord parses line n of a JSON-lines input; ts stamps a record
+// without a timestamp.
+func parseJSONRecord(line []byte, n int, ts int64) (client.Record, error) {
 	var m strandv1.SequencedRecord
 	if err := rawjson.Unmarshal(line, &m); err != nil {
 		return client.Record{}, fmt.Errorf("%w: line %d is not a JSON record (%v); want {\"body\":\"...\",\"headers\":[{\"name\":\"k\",\"value\":\"v\"}],\"timestampMs\":1700000000000}", ErrInput, n, err)
@@ -94,7 +95,6 @@ func parseJSONRecord(line []byte, n int, headers []client.Header, ts int64) (cli
 	for _, h := range m.Headers {
 		r.Headers = append(r.Headers, client.Header{Name: h.Name, Value: h.Value})
 	}
-	r.Headers = append(r.Headers, headers...)
 	if len(r.Body) > format.MaxRecordBytes {
 		return client.Record{}, fmt.Errorf("%w: line %d: a body of %d bytes is over the record limit (1 MiB)", ErrInput, n, len(r.Body))
 	}
