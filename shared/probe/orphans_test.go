@@ -15,6 +15,20 @@ import (
 	"github.com/strandlog/strand/shared/objstore"
 )
 
+// absorbingChain is a metastore with standard chain star-0 in epoch 1 and
+// an absorb pass to slot 10 begun, to put refs with.
+func absorbingChain(t *testing.T) (metastore.Store, metastore.ChainID, metastore.Cursor) {
+	t.Helper()
+	meta := metastore.NewMem()
+	c := metastore.ChainID{Star: "star-0", Class: metastore.Standard}
+	mint(t, meta, c, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"std"}, Window: 4}, 0)
+	pass := metastore.Cursor{Epoch: 1, Slot: 10}
+	if _, err := meta.BeginAbsorb(context.Background(), c, metastore.Cursor{Epoch: 1}, pass); err != nil {
+		t.Fatal(err)
+	}
+	return meta, c, pass
+}
+
 // TestOrphansDeletedAfterGrace: settled objects no ref points to are
 // deleted by the sweep once provably unreferenced (no ref names them and
 // no transit ref overlaps them) for the whole grace period, and only then
@@ -22,13 +36,7 @@ import (
 func TestOrphansDeletedAfterGrace(t *testing.T) {
 	ctx := context.Background()
 	a, b := format.StreamID{0xa}, format.StreamID{0xb}
-	meta := metastore.NewMem()
-	c := metastore.ChainID{Star: "star-0", Class: metastore.Standard}
-	mint(t, meta, c, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"std"}, Window: 4}, 0)
-	pass := metastore.Cursor{Epoch: 1, Slot: 10}
-	if _, err := meta.BeginAbsorb(ctx, c, metastore.Cursor{Epoch: 1}, pass); err != nil {
-		t.Fatal(err)
-	}
+	meta, c, pass := absorbingChain(t)
 	settled := objstore.NewMem("settled")
 	ref := func(id format.StreamID, first, last uint64, settledKey string) metastore.Ref {
 		l := metastore.Location{Settled: true, Key: settledKey, Length: 7}
@@ -122,13 +130,7 @@ func TestOrphansDeletedAfterGrace(t *testing.T) {
 func TestOrphansWarnOnce(t *testing.T) {
 	ctx := context.Background()
 	a := format.StreamID{0xa}
-	meta := metastore.NewMem()
-	c := metastore.ChainID{Star: "star-0", Class: metastore.Standard}
-	mint(t, meta, c, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"std"}, Window: 4}, 0)
-	pass := metastore.Cursor{Epoch: 1, Slot: 10}
-	if _, err := meta.BeginAbsorb(ctx, c, metastore.Cursor{Epoch: 1}, pass); err != nil {
-		t.Fatal(err)
-	}
+	meta, c, pass := absorbingChain(t)
 	settled := objstore.NewMem("settled")
 	kept := format.SettledKey(a, 0, 9)
 	put(t, settled, kept, []byte("settled"))
