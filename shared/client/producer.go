@@ -230,7 +230,8 @@ func (p *ProducerSession) Acks() <-chan AckOrErr {
 	return p.out
 }
 
-// forward moves the queue to the Acks channel.
+// forward moves the queue to the Acks channel; it ends with the session's
+// ctx (Close), so an Acks channel abandoned unread holds no goroutine.
 func (p *ProducerSession) forward() {
 	defer close(p.out)
 	for {
@@ -245,7 +246,11 @@ func (p *ProducerSession) forward() {
 		a := p.queue[0]
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
-		p.out <- a
+		select {
+		case p.out <- a:
+		case <-p.ctx.Done(): // Close (or the caller's ctx): nobody will read
+			return
+		}
 	}
 }
 

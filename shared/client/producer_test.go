@@ -174,3 +174,23 @@ func TestRecordsIterator(t *testing.T) {
 		t.Fatalf("%d errors yielded, want 1", errs)
 	}
 }
+
+// TestAcksAbandoned: a caller that asks for Acks, reads one and walks
+// away leaves nothing running once it closes the session (goleak checks
+// the package's goroutines at its end).
+func TestAcksAbandoned(t *testing.T) {
+	_, ps := openProducer(t)
+	acks := ps.Acks()
+	for i := range 5 {
+		if err := ps.Submit([]client.Record{{Body: fmt.Appendf(nil, "r%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := <-acks; a.Err != nil || a.StartSeq != 0 {
+		t.Fatalf("first ack %+v", a)
+	}
+	if err := ps.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ps.Close()
+}
