@@ -4,21 +4,27 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: test unit lint infra-test build soak fmt
+.PHONY: test unit lint infra-test build soak fmt quick
 
 # Infra first, so that the unit tests' summary line closes the run.
 test: lint infra-test unit
 
 lint:
-	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@echo "== gofmt ($$(date -u +%H:%M:%S))"; out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@echo "== go vet"; $(GO) vet $(PKGS)
 
 unit:
-	@echo "== go test"; set -o pipefail; $(GO) test -json -count=1 -timeout 20m $(PKGS) | python3 .ci/summary.py
+	@echo "== go test ($$(date -u +%H:%M:%S))"; set -o pipefail; $(GO) test -json -count=1 -timeout 20m $(PKGS) | python3 .ci/summary.py
 
 infra-test:
-	@if [ -f infra/go.mod ]; then echo "== infra"; $(MAKE) -C infra test; fi
+	@if [ -f infra/go.mod ]; then echo "== infra ($$(date -u +%H:%M:%S))"; $(MAKE) -C infra test; fi
+
+# quick is the inner loop: gofmt, vet and `go test -short` of the packages
+# changed since main (QUICK_BASE), or of QUICK_PKGS. Not a substitute for
+# `make test`, which CI runs.
+quick:
+	@bash .ci/quick.sh
 
 build:
 	$(GO) build -o bin/ ./cmd/... ./functions/...

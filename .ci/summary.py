@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Reads `go test -json` on stdin, prints each package's result (and the
 output of every failed test), and closes with one line:
-'N passed, N failed, N skipped'. Exits 1 when anything failed."""
+'N passed, N failed, N skipped'. Exits 1 when anything failed.
+
+--progress also prints each top-level test that took a second or more as
+it ends, so a long package shows it is moving."""
 import json, sys
+
+progress = "--progress" in sys.argv[1:]
 
 passed = failed = skipped = 0
 out = {}          # (pkg, test) -> lines
@@ -17,12 +22,14 @@ for line in sys.stdin:
     if act == "output":
         out.setdefault((pkg, test), []).append(ev.get("Output", ""))
         if test is None and (ev["Output"].startswith("ok") or ev["Output"].startswith("FAIL") or ev["Output"].startswith("?")):
-            print(ev["Output"], end="")
+            print(ev["Output"], end="", flush=True)
         continue
     if test is None:
         if act == "fail":
             pkg_fail.append(pkg)
         continue
+    if progress and act in ("pass", "fail", "skip") and "/" not in test and ev.get("Elapsed", 0) >= 1:
+        print(f"  {act} {test} ({ev['Elapsed']:.0f} s, {pkg.rsplit('/', 1)[-1]})", flush=True)
     if act == "pass":
         passed += 1
     elif act == "skip":

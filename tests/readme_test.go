@@ -413,7 +413,7 @@ func checkReadmeOutput(t *testing.T, cmd, stdout, stderr string, trimmed bool, c
 		}
 		checked["read by timestamp"] = true
 	case "echo seventh | go run ./cmd/strand append hello --fence-token writer-1":
-		if !strings.Contains(stdout+stderr, "appended 1 records to hello") {
+		if !strings.Contains(stdout+stderr, "appended 1 record to hello") {
 			t.Fatalf("README %q printed %q, want it to append one record", cmd, stdout+stderr)
 		}
 		checked["fenced append"] = true

@@ -1,25 +1,21 @@
 package main
 
 import (
-	"bufio"
-	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
-	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/rawjson"
 )
 
@@ -29,6 +25,7 @@ type clientFlags struct {
 	tokenFile string
 	trust     []string // hosts a leader may be at besides the endpoint's
 	retryFor  time.Duration
+	sets      []*pflag.FlagSet // where register bound the flags
 }
 
 // bearer is the token to send: --token, else the contents of
@@ -81,12 +78,30 @@ func (f *clientFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := client.DefaultRetry
-	r.MaxElapsed = f.retryFor
-	if f.retryFor <= 0 {
-		r.MaxAttempts = 1
+	opts := []client.Option{client.WithToken(tok), client.WithTrustedLeaders(f.trust...)}
+	// Without --retry-for the client's default budget (the flag's default)
+	// applies, which fails at once against a server never reached (a
+	// stopped strand dev, a wrong --endpoint); --retry-for given also
+	// waits that long for a server that is still starting.
+	if f.retrySet() {
+		r := client.DefaultRetry
+		r.MaxElapsed = f.retryFor
+		if f.retryFor <= 0 {
+			r.MaxAttempts = 1
+		}
+		opts = append(opts, client.WithRetry(r))
 	}
-	return client.New(f.endpoint, client.WithToken(tok), client.WithTrustedLeaders(f.trust...), client.WithRetry(r))
+	return client.New(f.endpoint, opts...)
+}
+
+// retrySet reports whether --retry-for was given.
+func (f *clientFlags) retrySet() bool {
+	for _, fs := range f.sets {
+		if fl := fs.Lookup("retry-for"); fl != nil && fl.Changed {
+			return true
+		}
+	}
+	return false
 }
 
 func newCreate(cf *clientFlags) *cobra.Command {
@@ -202,164 +217,62 @@ func newCheckTail(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check-tail NAME",
 		Short: "Print a stream's tail: the next seq and the last record's timestamp",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a stream's tail: nextSeqNum (the seq the next record gets),
+lastTimestampMs (the last record's timestamp, 0: none), trimSeqNum (the trim
+point) and fenced, one "name value" per line, or with --json the API's
+CheckTailResponse with the same field names.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
-			t, err := c.CheckTail(cmd.Context(), args[0])
+			st, err := c.State(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
+			m := tailMsg(st)
 			if asJSON {
-				return printRaw(cmd.OutOrStdout(), &strandv1.CheckTailResponse{NextSeqNum: t.NextSeq, LastTimestampMs: t.LastTsMs})
+				return printRaw(cmd.OutOrStdout(), m)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "next_seq_num %d\nlast_timestamp_ms %d\n", t.NextSeq, t.LastTsMs)
-			return nil
+			return printFields(cmd.OutOrStdout(), m)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// batcher groups lines into batches within the API's limits.
-type batcher struct {
-	recs  []client.Record
-	bytes int
+// tailMsg is st as the API's CheckTailResponse.
+func tailMsg(st client.State) *strandv1.CheckTailResponse {
+	return &strandv1.CheckTailResponse{NextSeqNum: st.NextSeq, LastTimestampMs: st.LastTsMs, TrimSeqNum: st.TrimSeq, Fenced: st.Fenced}
 }
 
-const (
-	maxBatchRecords = format.MaxBatchRecords
-	maxBatchBytes   = format.MaxBatchMeteredBytes // metered: bodies here
-)
-
-func newAppend(cf *clientFlags) *cobra.Command {
-	var pf producerFlags
-	var file string
-	var progress string
-	cmd := &cobra.Command{
-		Use:   "append NAME",
-		Short: "Append lines of stdin (or a file) as records, one record per line",
-		Long: `Append each line of the input (stdin, or --file) as one record, batched
-(up to 1000 records and 1 MiB per batch) and pipelined over one append session.
-It returns once every record is acknowledged as durable, and prints the range
-of seqs appended. A progress bar shows on a terminal for inputs over 1 MiB.
-
-Appends are exactly once: every batch carries a producer id and a batch seq,
-and after a server restart, a takeover or a dropped connection the command
-reconnects and resends what is unacknowledged; the server answers batches it
-already has with their original acks. The producer is random unless
---producer-id names one; on exit the command prints the producer and its next
-batch seq on stderr, so that a rerun with --producer-id and --batch-seq
-resumes it (rerunning the same input from the same batch seq appends nothing
-twice).`,
-		Example: "  echo hello | strand append orders\n  strand append orders --file events.log\n  strand append orders --file part2.log --producer-id 6f1c...e2 --batch-seq 12",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			var in io.Reader = cmd.InOrStdin()
-			size := int64(-1)
-			if file != "" {
-				f, err := os.Open(file)
-				if err != nil {
-					return fmt.Errorf("open input: %w", err)
-				}
-				defer f.Close()
-				if fi, err := f.Stat(); err == nil {
-					size = fi.Size()
-				}
-				in = f
-			}
-			show := progress == "on" || (progress == "auto" && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size > 1<<20))
-			if show {
-				bar := progressbar.DefaultBytes(size, "appending")
-				defer bar.Finish()
-				in = io.TeeReader(in, bar)
-			}
-			popt, err := pf.options(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			first, last, n, err := appendLines(cmd.Context(), c, args[0], in, popt, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "nothing to append: the input is empty")
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "appended %d records to %s (seqs %d..%d)\n", n, args[0], first, last)
-			return nil
-		},
+// printFields prints rows ("name\tvalue" lines) and then m's fields as
+// "name value" lines, aligned, with the names its JSON has (the text and
+// the --json output name a field alike).
+func printFields(w io.Writer, m proto.Message, rows ...string) error {
+	b, err := rawjson.Marshal(m)
+	if err != nil {
+		return err
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "read lines from this file instead of stdin")
-	cmd.Flags().StringVar(&progress, "progress", "auto", "progress bar: auto (on a terminal, for inputs over 1 MiB), on or off")
-	pf.bind(cmd)
-	return cmd
-}
-
-// startFlags are the read start options shared by read and tail.
-type startFlags struct {
-	seq, tailOffset string
-	timestamp       string
-}
-
-func (s *startFlags) bind(cmd *cobra.Command, defTail string) {
-	cmd.Flags().StringVar(&s.seq, "seq", "", "start at this seq number")
-	cmd.Flags().StringVar(&s.timestamp, "timestamp", "", "start at the first record with timestamp >= this (ms since the epoch, or RFC 3339)")
-	cmd.Flags().StringVar(&s.tailOffset, "tail-offset", defTail, "start this many records before the tail")
-	cmd.MarkFlagsMutuallyExclusive("seq", "timestamp", "tail-offset")
-}
-
-func (s *startFlags) start(def client.Start) (client.Start, error) {
-	switch {
-	case s.seq != "":
-		v, err := strconv.ParseUint(s.seq, 10, 64)
-		if err != nil {
-			return def, fmt.Errorf("--seq %q: want a non-negative integer", s.seq)
-		}
-		return client.FromSeq(v), nil
-	case s.timestamp != "":
-		if v, err := strconv.ParseInt(s.timestamp, 10, 64); err == nil && v >= 0 {
-			return client.FromTimestamp(v), nil
-		}
-		t, err := time.Parse(time.RFC3339, s.timestamp)
-		if err != nil {
-			return def, fmt.Errorf("--timestamp %q: want milliseconds since the epoch or RFC 3339 (2024-01-02T15:04:05Z)", s.timestamp)
-		}
-		return client.FromTimestamp(t.UnixMilli()), nil
-	case s.tailOffset != "":
-		v, err := strconv.ParseUint(s.tailOffset, 10, 64)
-		if err != nil {
-			return def, fmt.Errorf("--tail-offset %q: want a non-negative integer", s.tailOffset)
-		}
-		return client.FromTail(v), nil
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
 	}
-	return def, nil
-}
-
-// printer writes records through one large buffer: a batch of small
-// records costs a few writes, not one per record. A follower (tail)
-// flushes after every batch; a reader (read) only when the buffer fills
-// and at the end.
-type printer struct {
-	w         *bufio.Writer
-	format    string
-	flushEach bool
-}
-
-// printBuffer is the printer's buffer size.
-const printBuffer = 256 << 10
-
-func newPrinter(w io.Writer, format string, flushEach bool) (*printer, error) {
-	if format != "text" && format != "json" {
-		return nil, fmt.Errorf("--format %q: want text or json", format)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
 	}
-	return &printer{w: bufio.NewWriterSize(w, printBuffer), format: format, flushEach: flushEach}, nil
+	fds := m.ProtoReflect().Descriptor().Fields()
+	for i := range fds.Len() {
+		name := fds.Get(i).JSONName()
+		v, ok := fields[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, strings.Trim(string(v), `"`))
+	}
+	return tw.Flush()
 }
 
 // printRaw prints m as one line of raw JSON (shared/rawjson): the CLI's
@@ -375,7 +288,8 @@ func printRaw(w io.Writer, m proto.Message) error {
 
 // streamMsg is s as the API's Stream message.
 func streamMsg(s client.Stream) *strandv1.Stream {
-	m := &strandv1.Stream{Name: s.Name, Id: s.ID, Leader: s.Leader, CreatedMs: s.CreatedMs, RetentionMs: s.RetentionMs, Deleting: s.Deleting}
+	m := &strandv1.Stream{Name: s.Name, Id: s.ID, Leader: s.Leader, CreatedMs: s.CreatedMs, RetentionMs: s.RetentionMs, Deleting: s.Deleting,
+		Timestamping: &strandv1.Timestamping{Mode: timestampingMode(s.Timestamping), Uncapped: s.Uncapped}}
 	switch s.Class {
 	case "standard":
 		m.StorageClass = strandv1.StorageClass_STORAGE_CLASS_STANDARD
@@ -385,131 +299,8 @@ func streamMsg(s client.Stream) *strandv1.Stream {
 	return m
 }
 
-// print writes recs: text, each body on a line (command records, such as
-// a fence or a trim, are left out: their bodies are not lines of data); or
-// json, each record as one line of raw JSON (shared/rawjson), the shape
-// the API answers with Strand-Format: raw, command records included.
-func (p *printer) print(recs []client.Record) error {
-	for _, r := range recs {
-		if p.format == "text" {
-			if isCommand(r) {
-				continue
-			}
-			p.w.Write(r.Body)
-			p.w.WriteByte('\n')
-			continue
-		}
-		m := &strandv1.SequencedRecord{SeqNum: r.Seq, TimestampMs: r.TimestampMs, Body: r.Body}
-		for _, h := range r.Headers {
-			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
-		}
-		b, err := rawjson.Marshal(m)
-		if err != nil {
-			return err
-		}
-		p.w.Write(b)
-		p.w.WriteByte('\n')
-	}
-	if p.flushEach {
-		return p.w.Flush()
-	}
-	return nil
-}
-
-func newRead(cf *clientFlags) *cobra.Command {
-	var sf startFlags
-	var count uint64
-	var format string
-	cmd := &cobra.Command{
-		Use:   "read NAME",
-		Short: "Print a stream's records from a start up to the tail",
-		Long: `Print records from a start (default: seq 0) up to the stream's tail at the
-time of the read, or --count records. Text prints each body on a line; json
-prints one JSON object per record, every field present:
-{"seqNum":0,"timestampMs":1700000000000,"headers":[{"name":"k","value":"v"}],"body":"first"}
-(bodyBase64, valueBase64, nameBase64 instead when the bytes are not UTF-8;
-the API answers the same with Strand-Format: raw; see docs/cli.md).`,
-		Example: "  strand read orders\n  strand read orders --seq 100 --count 10 --format json\n  strand read orders --tail-offset 5",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			start, err := sf.start(client.FromSeq(0))
-			if err != nil {
-				return err
-			}
-			p, err := newPrinter(cmd.OutOrStdout(), format, false)
-			if err != nil {
-				return err
-			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			return session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count, NoTail: true}, p, cmd.ErrOrStderr())
-		},
-	}
-	sf.bind(cmd, "")
-	cmd.Flags().Uint64VarP(&count, "count", "n", 0, "print at most this many records (0: up to the tail)")
-	cmd.Flags().StringVar(&format, "format", "text", "output: text (bodies) or json (JSON lines)")
-	return cmd
-}
-
-func newTail(cf *clientFlags) *cobra.Command {
-	var sf startFlags
-	var count uint64
-	var format string
-	cmd := &cobra.Command{
-		Use:   "tail NAME",
-		Short: "Follow a stream: print new records as they are acknowledged",
-		Long: `Print the last records of a stream (--tail-offset, default 10) and then every
-new record as it is acknowledged, until interrupted (Ctrl-C) or --count records.`,
-		Example: "  strand tail orders\n  strand tail orders --tail-offset 0 --format json",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			start, err := sf.start(client.FromTail(10))
-			if err != nil {
-				return err
-			}
-			p, err := newPrinter(cmd.OutOrStdout(), format, true)
-			if err != nil {
-				return err
-			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			err = session(cmd.Context(), c, args[0], start, client.SessionOptions{Count: count}, p, cmd.ErrOrStderr())
-			if errors.Is(err, context.Canceled) || cmd.Context().Err() != nil {
-				return nil
-			}
-			return err
-		},
-	}
-	sf.bind(cmd, "10")
-	cmd.Flags().Uint64VarP(&count, "count", "n", 0, "stop after this many records (0: never)")
-	cmd.Flags().StringVar(&format, "format", "text", "output: text (bodies) or json (JSON lines)")
-	return cmd
-}
-
-func session(ctx context.Context, c *client.Client, name string, start client.Start, opt client.SessionOptions, p *printer, stderr io.Writer) error {
-	opt.OnResume = func(from uint64, cause error) {
-		fmt.Fprintf(stderr, "strand: connection lost (%v); resuming at seq %d\n", cause, from)
-	}
-	rs, err := c.OpenReadSession(ctx, name, start, opt)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		if err := p.print(rs.Batch().Records); err != nil {
-			return err
-		}
-	}
-	// What was read is written out even when the session then failed.
-	if err := p.w.Flush(); err != nil {
-		return err
-	}
-	if err := rs.Err(); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return ctx.Err()
+// timestampingMode is the API's mode of a client.Stream's Timestamping
+// ("client-prefer" is TIMESTAMPING_MODE_CLIENT_PREFER).
+func timestampingMode(name string) strandv1.TimestampingMode {
+	return strandv1.TimestampingMode(strandv1.TimestampingMode_value["TIMESTAMPING_MODE_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))])
 }

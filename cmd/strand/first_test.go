@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,61 @@ func TestEachCommandShowsItsFlags(t *testing.T) {
 	r := strand(t, os.Environ(), "", "--endpoint", "http://127.0.0.1:1", "ls")
 	if r.code == 0 || !strings.Contains(r.stderr, "127.0.0.1:1") {
 		t.Fatalf("strand --endpoint URL ls: %+v", r)
+	}
+}
+
+// TestGoRunChild: strand dev knows it runs under go run by its parent (the
+// go command) or by where its executable is, $GOCACHE included. Issue 34:
+// under another GOCACHE only the "go-build" path was checked, and failed.
+func TestGoRunChild(t *testing.T) {
+	for _, tc := range []struct {
+		exe, parent, gocache string
+		want                 bool
+	}{
+		{"/home/u/.cache/go-build/ab/abcd-d/strand", "/usr/bin/bash", "", true},
+		{"/tmp/go-build123/b001/exe/strand", "", "", true},
+		{"/ci/cache/ab/abcd-d/strand", "/usr/local/go/bin/go", "/ci/cache", true},
+		{"/ci/cache/ab/abcd-d/strand", "", "/ci/cache", true},
+		{"/ci/cache/ab/abcd-d/strand", "/usr/bin/bash", "", false},
+		{"/x/strand", "/root/sdk/go1.26.0/bin/go1.26.0", "", true},
+		{"/usr/local/bin/strand", "/usr/bin/bash", "/ci/cache", false},
+		{"/ci/cachex/strand", "/usr/bin/bash", "/ci/cache", false},
+		{"/usr/local/bin/strand", "/usr/bin/gopls", "", false},
+	} {
+		if got := goRunChild(tc.exe, tc.parent, tc.gocache); got != tc.want {
+			t.Errorf("goRunChild(%q, %q, %q) = %v, want %v", tc.exe, tc.parent, tc.gocache, got, tc.want)
+		}
+	}
+}
+
+// TestDevUnderAGoParent: started by a process named go, from a path with
+// no go-build in it, strand dev exits with its parent by default.
+func TestDevUnderAGoParent(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent's executable is read from /proc")
+	}
+	dir := t.TempDir()
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goParent := filepath.Join(dir, "go")
+	if err := os.WriteFile(goParent, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for parent, want := range map[string]bool{goParent: true, "/bin/sh": false} {
+		out, err := exec.Command(parent, "-c", `"$0" dev --help; exit $?`, strandBin(t)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", parent, err, out)
+		}
+		var line string
+		for l := range strings.Lines(string(out)) {
+			if strings.Contains(l, "--exit-with-parent") {
+				line = l
+			}
+		}
+		if got := strings.Contains(line, "(default true)"); got != want {
+			t.Errorf("under %s: %q; want the default on: %v", parent, line, want)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -32,14 +34,47 @@ var hints = []hint{
 	{connect.CodeUnavailable, 1, []string{"halted"}, "the server's storage is failing (its epoch is halted); nothing was written: retry later, and see the server's /healthz and docs/operations.md"},
 	{connect.CodeUnavailable, 1, nil, "the server answered but cannot serve this now (stopping, not the stream's leader, or a store unavailable); retry"},
 	{connect.CodeInvalidArgument, -1, []string{"GOAWAY"}, "the server closed the connection (it is stopping); what was printed before is complete; run the command again once the server is back"},
+	{connect.CodeInvalidArgument, 1, []string{"requires client timestamps"}, "give the records timestamps: --timestamp T (every record), or --format json with a timestampMs per record"},
 	{connect.CodeFailedPrecondition, 1, []string{"fencing token mismatch"}, "the stream is fenced (strand fence): pass its current token with --fence-token; nothing was written"},
 	{connect.CodeNotFound, 0, []string{"no token has hash"}, "strand token ls lists the tokens there are; a revoked token is gone"},
 	{connect.CodeNotFound, 0, []string{"stream"}, "list streams with `strand ls`; create one with `strand create NAME`"},
 }
 
+// layerNames are the package prefixes of the errors the server and the
+// client wrap (metastore: invalid argument: ...): the code's sentinels,
+// which say nothing to a user of the CLI. explain drops them.
+var layerNames = regexp.MustCompile(`(^|: )(?:(?:metastore|star|server|absorb|settle|objstore|chain|format|trim|probe|read|node|window|client|rawjson): )+`)
+
+// exclusive is cobra's message for flags of a mutually exclusive group.
+var exclusive = regexp.MustCompile(`^if any flags in the group \[([^\]]*)\] are set none of the others can be; \[([^\]]*)\] were all set$`)
+
+// message is err's text without the layer names, a repeated code
+// ("invalid_argument: invalid argument: "), and cobra's mutual exclusion
+// in plain words.
+func message(err error) string {
+	msg := err.Error()
+	if m := exclusive.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("%s: they are alternatives: give one of them", flagList(m[2]))
+	}
+	msg = layerNames.ReplaceAllString(msg, "$1")
+	return strings.Replace(msg, "invalid_argument: invalid argument: ", "invalid_argument: ", 1)
+}
+
+// flagList is cobra's "[seq tail-offset]" list as "--seq and --tail-offset".
+func flagList(names string) string {
+	fs := strings.Fields(names)
+	for i, f := range fs {
+		fs[i] = "--" + f
+	}
+	if len(fs) < 2 {
+		return strings.Join(fs, "")
+	}
+	return strings.Join(fs[:len(fs)-1], ", ") + " and " + fs[len(fs)-1]
+}
+
 // explain turns an error into its message and, where one fits, a hint.
 func explain(err error) string {
-	msg := err.Error()
+	msg := message(err)
 	if errors.Is(err, client.ErrUntrustedLeader) {
 		return msg + "\n  hint: the stream's leader is on a host the CLI does not send the token to; if you trust it, pass --trust-leader HOST"
 	}

@@ -15,12 +15,13 @@ import (
 // limit; a longer line is an error that names it. A last line without a
 // newline is a record too.
 type lineReader struct {
-	r *bufio.Reader
-	n int // lines read
+	r   *bufio.Reader
+	n   int // lines read
+	max int // longest line (format.MaxRecordBytes unless set)
 }
 
 func newLineReader(in io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(in, 64<<10)}
+	return &lineReader{r: bufio.NewReaderSize(in, 64<<10), max: format.MaxRecordBytes}
 }
 
 // next returns the next line (a fresh slice), or io.EOF after the last.
@@ -29,7 +30,7 @@ func (l *lineReader) next() ([]byte, error) {
 	for {
 		frag, err := l.r.ReadSlice('\n')
 		line = append(line, frag...)
-		if len(line) > format.MaxRecordBytes+2 { // room for "\r\n"
+		if len(line) > l.max+2 { // room for "\r\n"
 			return nil, l.tooLong()
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -44,7 +45,7 @@ func (l *lineReader) next() ([]byte, error) {
 		l.n++
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) > format.MaxRecordBytes {
+		if len(line) > l.max {
 			l.n--
 			return nil, l.tooLong()
 		}
@@ -53,5 +54,8 @@ func (l *lineReader) next() ([]byte, error) {
 }
 
 func (l *lineReader) tooLong() error {
+	if l.max != format.MaxRecordBytes {
+		return fmt.Errorf("line %d is longer than %d bytes: no record's JSON is that long", l.n+1, l.max)
+	}
 	return fmt.Errorf("line %d is longer than %d bytes, the record limit (1 MiB): split it", l.n+1, format.MaxRecordBytes)
 }

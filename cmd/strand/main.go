@@ -44,12 +44,14 @@ then, in another shell, use the endpoint and token it prints:
   strand create hello
   echo world | strand append hello
   strand read hello`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("strand {{.Version}}\n")
 	var cf clientFlags
 	root.AddCommand(newDev())
-	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newFence(&cf), newTrim(&cf), newConfig(&cf)} {
+	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newDescribe(&cf), newFence(&cf), newTrim(&cf), newConfig(&cf)} {
 		root.AddCommand(cf.register(c, c.Flags(), true))
 	}
 	tok, bench := newToken(&cf), newBench(&cf)
@@ -68,7 +70,8 @@ func (f *clientFlags) register(cmd *cobra.Command, fs *pflag.FlagSet, leaders bo
 	// shown by --help.
 	fs.StringVar(&f.token, "token", "", "bearer token (default: --token-file, else env STRAND_TOKEN); it shows in the process list: prefer --token-file or STRAND_TOKEN")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file")
-	fs.DurationVar(&f.retryFor, "retry-for", client.DefaultRetry.MaxElapsed, "how long one call retries retriable errors (a restart, a takeover, a dropped connection) with backoff; 0: no retries")
+	fs.DurationVar(&f.retryFor, "retry-for", client.DefaultRetry.MaxElapsed, "how long one call retries retriable errors (a restart, a takeover, a dropped connection) with backoff; 0: no retries. Given, it also waits for a server not up yet (by default a server never reached fails the command at once)")
+	f.sets = append(f.sets, fs)
 	if leaders {
 		fs.StringSliceVar(&f.trust, "trust-leader", nil, "host names a stream's leader may be at besides the endpoint's (*.example.com: its subdomains); the token goes to no other host")
 	}

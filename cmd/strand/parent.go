@@ -16,11 +16,30 @@ import (
 // system a poll of the parent pid every second does the same. SIGTERM is
 // handled like Ctrl-C: an orderly shutdown.
 
-// underGoRun reports whether this process looks like `go run`'s: its
-// executable is in go's temporary build directory.
+// underGoRun reports whether this process looks like `go run`'s.
 func underGoRun() bool {
-	exe, err := os.Executable()
-	return err == nil && strings.Contains(exe, string(filepath.Separator)+"go-build")
+	exe, _ := os.Executable()
+	return goRunChild(exe, parentExe(), os.Getenv("GOCACHE"))
+}
+
+// goRunChild decides underGoRun from this executable's path, the parent's
+// executable ("" where unknown) and $GOCACHE: the parent is the go
+// command (go, or a go1.N.M toolchain), or the executable is in a go-build
+// directory (the default build cache, or the temporary build directory)
+// or in $GOCACHE, where go run caches what it builds since Go 1.24.
+// Issue 34: only the "go-build" path was checked, so under another
+// GOCACHE killing go run left strand dev serving.
+func goRunChild(exe, parent, gocache string) bool {
+	if b := filepath.Base(parent); parent != "" && (b == "go" || b == "go.exe" || strings.HasPrefix(b, "go1.")) {
+		return true
+	}
+	if exe == "" {
+		return false
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return true
+	}
+	return gocache != "" && strings.HasPrefix(exe, filepath.Clean(gocache)+string(filepath.Separator))
 }
 
 // exitWithParent arranges for SIGTERM to this process once its parent

@@ -4,3 +4,6 @@ package main
 
 // deathSignal: no kernel support here; exitWithParent's poll does it.
 func deathSignal() {}
+
+// parentExe: not known here; underGoRun goes by the executable's path.
+func parentExe() string { return "" }

@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
@@ -82,8 +86,8 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 			if info.ExpiresMs != 0 {
 				exp = ", expiring at " + msTime(info.ExpiresMs)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s%s; the secret above is shown only once\n",
-				info.Hash, info.Prefix, strings.Join(info.Ops, ","), exp)
+			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s%s; %s\n",
+				info.Hash, info.Prefix, strings.Join(info.Ops, ","), exp, whereSecret(cmd.OutOrStdout()))
 			return nil
 		},
 	}
@@ -150,7 +154,16 @@ every server within 10 s (their grant caches).`,
 			if err != nil {
 				return err
 			}
-			if err := c.RevokeToken(cmd.Context(), strings.TrimSpace(args[0])); err != nil {
+			err = c.RevokeToken(cmd.Context(), strings.TrimSpace(args[0]))
+			if revokedAlready(err) {
+				// The wanted state holds: not a failure (a script that
+				// revokes twice goes on).
+				var ce *connect.Error
+				errors.As(err, &ce)
+				fmt.Fprintln(cmd.OutOrStdout(), layerNames.ReplaceAllString(ce.Message(), "$1"))
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (servers that cached it refuse it within 10 s)\n", args[0])
@@ -187,3 +200,18 @@ func expiry(ms int64) string {
 }
 
 func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// whereSecret says where the new token's secret went: "above" only when
+// stdout is the terminal stderr shows next to.
+func whereSecret(out io.Writer) string {
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return "the secret above is shown only once"
+	}
+	return "the secret went to stdout and is shown only once: keep it"
+}
+
+// revokedAlready reports whether a revoke failed only because the token
+// was revoked before (not_found "... was revoked already, at T").
+func revokedAlready(err error) bool {
+	return connect.CodeOf(err) == connect.CodeNotFound && strings.Contains(err.Error(), "was revoked already, at")
+}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -65,9 +66,10 @@ type Client struct {
 	token   string
 	http    *http.Client
 
-	retry  Retry
-	noIdem bool
-	prods  producers
+	retry   Retry
+	noIdem  bool
+	prods   producers
+	reached atomic.Bool // some call got an answer from a server (retrying)
 
 	mu      sync.Mutex
 	clients map[string]strandv1connect.StrandServiceClient
@@ -158,7 +160,16 @@ func (c *Client) api(base string) strandv1connect.StrandServiceClient {
 	if a := c.clients[base]; a != nil {
 		return a
 	}
-	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token), failoverIntc{&c.eps, base}),
+	// Every unary answer tells retrying that the server was reached (the
+	// sessions open after a CheckTail).
+	observer := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			c.observe(err)
+			return res, err
+		}
+	})
+	a := strandv1connect.NewStrandServiceClient(c.http, base, connect.WithInterceptors(tokenInterceptor(c.token), failoverIntc{&c.eps, base}, observer),
 		connect.WithReadMaxBytes(MaxResponseBytes))
 	c.clients[base] = a
 	return a
@@ -423,13 +434,32 @@ func (c *Client) GetStream(ctx context.Context, name string) (Stream, error) {
 
 // CheckTail returns the stream's tail.
 func (c *Client) CheckTail(ctx context.Context, name string) (Tail, error) {
+	st, err := c.State(ctx, name)
+	return st.Tail, err
+}
+
+// State is a stream's state at its leader, as of its acknowledged tail.
+type State struct {
+	Tail
+	// TrimSeq is the trim point (0: never trimmed): reads start at it or
+	// above.
+	TrimSeq uint64
+	// Fenced: appends must carry the stream's fencing token (which the
+	// API never reveals).
+	Fenced bool
+}
+
+// State returns the stream's tail, trim point and fence state (one
+// CheckTail call).
+func (c *Client) State(ctx context.Context, name string) (State, error) {
 	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.CheckTailResponse], error) {
 		return a.CheckTail(ctx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: name}))
 	})
 	if err != nil {
-		return Tail{}, err
+		return State{}, err
 	}
-	return Tail{NextSeq: res.Msg.NextSeqNum, LastTsMs: res.Msg.LastTimestampMs}, nil
+	m := res.Msg
+	return State{Tail: Tail{NextSeq: m.NextSeqNum, LastTsMs: m.LastTimestampMs}, TrimSeq: m.TrimSeqNum, Fenced: m.Fenced}, nil
 }
 
 // AppendOptions qualify an append.
@@ -482,7 +512,7 @@ func (c *Client) Append(ctx context.Context, name string, recs []Record, opt App
 		opt.Producer, opt.BatchSeq = &pr.id, pr.next[name]
 	}
 	req := appendReq(name, recs, opt)
-	res, err := retrying(ctx, c.retryPolicy(), opt.Producer != nil, func() (*connect.Response[strandv1.AppendResponse], error) {
+	res, err := retrying(ctx, c, opt.Producer != nil, func() (*connect.Response[strandv1.AppendResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.AppendResponse], error) {
 			return a.Append(ctx, connect.NewRequest(req))
 		})
@@ -634,7 +664,7 @@ type FenceOptions struct {
 // fence that took effect would then be refused).
 func (c *Client) Fence(ctx context.Context, name, token string, opt FenceOptions) (uint64, error) {
 	req := &strandv1.FenceRequest{Stream: name, Token: token, CurrentToken: opt.CurrentToken, MatchSeqNum: opt.MatchSeq}
-	res, err := retrying(ctx, c.retryPolicy(), opt.CurrentToken == nil && opt.MatchSeq == nil, func() (*connect.Response[strandv1.FenceResponse], error) {
+	res, err := retrying(ctx, c, opt.CurrentToken == nil && opt.MatchSeq == nil, func() (*connect.Response[strandv1.FenceResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.FenceResponse], error) {
 			return a.Fence(ctx, connect.NewRequest(req))
 		})
@@ -667,7 +697,7 @@ type Trimmed struct {
 // MatchSeq is set.
 func (c *Client) Trim(ctx context.Context, name string, seq uint64, opt TrimOptions) (Trimmed, error) {
 	req := &strandv1.TrimRequest{Stream: name, TrimSeqNum: seq, FencingToken: opt.FenceToken, MatchSeqNum: opt.MatchSeq}
-	res, err := retrying(ctx, c.retryPolicy(), opt.MatchSeq == nil, func() (*connect.Response[strandv1.TrimResponse], error) {
+	res, err := retrying(ctx, c, opt.MatchSeq == nil, func() (*connect.Response[strandv1.TrimResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.TrimResponse], error) {
 			return a.Trim(ctx, connect.NewRequest(req))
 		})
@@ -700,7 +730,7 @@ func (c *Client) ReconfigureStream(ctx context.Context, name string, opt Reconfi
 		}
 		req.TimestampingMode = &mode
 	}
-	res, err := retrying(ctx, c.retryPolicy(), true, func() (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
 		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
 			return a.ReconfigureStream(ctx, connect.NewRequest(req))
 		})

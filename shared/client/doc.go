@@ -2,8 +2,50 @@
 //
 //	c, err := client.New("http://127.0.0.1:4780", client.WithToken(os.Getenv("STRAND_TOKEN")))
 //	_, err = c.CreateStream(ctx, "orders", client.CreateOptions{})
-//	ack, err := c.Append(ctx, "orders", []client.Record{{Body: []byte("hello")}}, client.AppendOptions{})
-//	res, err := c.Read(ctx, "orders", client.FromSeq(0), client.Limits{})
+//
+// # Appending: ProducerSession
+//
+// The recommended way to append is a ProducerSession: Append sends a
+// batch (1 to 1000 records, at most 1 MiB) at once and returns a Future
+// that resolves when the batch is durable; up to ProducerWindow batches
+// are in flight. Every batch carries the session's producer id and a
+// batch seq, so after a restart, a takeover or a dropped connection the
+// session reconnects and resends what is unacknowledged, and the server
+// answers batches it already has with their original acks: each batch is
+// written exactly once. The session's own goroutine resolves the futures:
+// nothing has to be read for it to go on. Flush waits for every batch so
+// far; CloseSend says no more come (their acks still arrive); Close
+// abandons the session.
+//
+//	p, err := c.OpenProducerSession(ctx, "orders", client.ProducerOptions{})
+//	defer p.Close()
+//	f, err := p.Append([]client.Record{{Body: []byte("hello")}})
+//	err = p.Flush(ctx) // or: ack, err := f.Wait(ctx)
+//
+// For one batch now and then, Client.Append is the same in one call (one
+// request per batch, exactly once as well). AppendSession is the bare
+// pipelined stream under a ProducerSession: no producer id unless given,
+// no reconnect; its Acks must be read for it to go on.
+//
+// # Reading: Records
+//
+// The recommended way to read is Records, a Go iterator over a stream's
+// records from a start (FromSeq, FromTimestamp, FromTail): with NoTail it
+// ends at the tail, without it it follows new records as they are
+// acknowledged.
+//
+//	for r, err := range c.Records(ctx, "orders", client.FromSeq(0), client.SessionOptions{NoTail: true}) {
+//		...
+//	}
+//
+// Under it, ReadSession gives the batches and the heartbeats (Next,
+// Batch); TailSession follows a stream for as long as it takes, reopening
+// however long a server is away; Client.Read is one request (at most 1000
+// records or 1 MiB). A ReadSession or Records that a restart ends reopens
+// right after the last record it delivered (no gap, no repeat) within the
+// client's Retry budget per outage, unless NoResume.
+//
+// # Leaders, retries, errors
 //
 // Calls that name a stream go to the star that leads it: a star that does
 // not lead the stream answers with where its leader is (an Unavailable
@@ -23,21 +65,20 @@
 // the client to the next, where its retries go (endpoints.go,
 // docs/adr/0050). Every listed host is trusted.
 //
+// Retriable errors (Retriable: Unavailable, and Aborted for exactly-once
+// appends) are retried with backoff within the client's Retry budget. A
+// client on the default budget that has never reached its server does not
+// retry a refused dial: at first contact that is a wrong endpoint or a
+// stopped server, and the call fails at once. A client given a budget
+// (WithRetry) retries from its first call, waiting for a server that is
+// starting.
+//
 // A response message larger than MaxResponseBytes (4 MiB) is refused with
 // ResourceExhausted rather than read into memory.
 //
-// AppendSession pipelines appends over one HTTP/2 stream, acks in order;
-// ReadSession reads history and then tails. Both open at the stream's
-// leader (found with CheckTail). A star draining for a restart ends its
-// sessions with unavailable (Retriable): a ReadSession reopens by itself
-// after the last record it delivered, within the client's Retry budget
-// per outage (unless NoResume), and a TailSession does the same for as
-// long as it takes (until its ctx ends), with one piece of code for both
-// (resumer); a ProducerSession resends what is unacknowledged with its
-// batch seqs, and a bare AppendSession is reopened by the caller.
-//
 // Errors are *connect.Error values; SeqMismatch extracts the tail from a
-// match_seq_num miss, and connect.CodeOf gives the code.
+// match_seq_num miss, LeaderOf the leader, and connect.CodeOf gives the
+// code.
 //
 // Plain http:// endpoints speak HTTP/2 without TLS (h2c), which the
 // sessions need; https:// endpoints negotiate HTTP/2 with TLS.

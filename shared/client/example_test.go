@@ -186,3 +186,63 @@ func ExampleClient_OpenReadSession() {
 	// 0 old
 	// 1 new
 }
+
+// The recommended way to append: a ProducerSession. Append returns at once
+// with a Future per batch (up to ProducerWindow batches in flight); each
+// batch is written exactly once, across restarts and reconnects. Nothing
+// must be read for the session to go on: wait on the futures you care
+// about, or on Flush.
+func ExampleProducerSession_Append() {
+	url, stop := startServer()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.New(url)
+	_, _ = c.CreateStream(ctx, "orders", client.CreateOptions{})
+
+	p, err := c.OpenProducerSession(ctx, "orders", client.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	var futures []*client.Future
+	for i := range 3 {
+		f, err := p.Append([]client.Record{{Body: fmt.Appendf(nil, "order %d", i)}})
+		if err != nil {
+			log.Fatal(err) // the session failed
+		}
+		futures = append(futures, f)
+	}
+	if err := p.Flush(ctx); err != nil { // every batch durable
+		log.Fatal(err)
+	}
+	for _, f := range futures {
+		ack, _ := f.Wait(ctx)
+		fmt.Println("durable at seq", ack.StartSeq)
+	}
+	// Output:
+	// durable at seq 0
+	// durable at seq 1
+	// durable at seq 2
+}
+
+// The recommended way to read: Records, a Go iterator. NoTail stops at the
+// tail; without it the loop follows new records until ctx ends or it
+// breaks.
+func ExampleClient_Records() {
+	url, stop := startServer()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.New(url)
+	_, _ = c.CreateStream(ctx, "events", client.CreateOptions{})
+	_, _ = c.Append(ctx, "events", []client.Record{{Body: []byte("a")}, {Body: []byte("b")}}, client.AppendOptions{})
+
+	for r, err := range c.Records(ctx, "events", client.FromSeq(0), client.SessionOptions{NoTail: true}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(r.Seq, string(r.Body))
+	}
+	// Output:
+	// 0 a
+	// 1 b
+}

@@ -45,6 +45,45 @@ type ProducerOptions struct {
 type unacked struct {
 	seq  uint64
 	recs []Record
+	f    *Future
+	ack  bool // Submit's: its ack is queued for Acks whenever Acks is read
+}
+
+// Future is the outcome of one batch of a ProducerSession: its ack, or the
+// error that ended the session before it. The session resolves it on its
+// own goroutine: nothing needs to be read for it to arrive.
+type Future struct {
+	done chan struct{}
+	ack  Ack
+	err  error
+}
+
+func newFuture() *Future { return &Future{done: make(chan struct{})} }
+
+// resolve sets the outcome (once; the session calls it under its lock).
+func (f *Future) resolve(a Ack, err error) {
+	select {
+	case <-f.done:
+		return
+	default:
+	}
+	f.ack, f.err = a, err
+	close(f.done)
+}
+
+// Done is closed once the outcome is known.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Wait returns the batch's ack once it is durable, or the session's error;
+// or ctx's error if ctx ends first (the batch's outcome is then still to
+// come: Wait again, or resume the producer at the batch's seq).
+func (f *Future) Wait(ctx context.Context) (Ack, error) {
+	select {
+	case <-f.done:
+		return f.ack, f.err
+	case <-ctx.Done():
+		return Ack{}, ctx.Err()
+	}
 }
 
 // ProducerSession is an exactly-once append session: each batch carries
@@ -53,14 +92,22 @@ type unacked struct {
 // a dropped connection, an outcome unknown) it reconnects within the
 // client's Retry budget and resends the unacknowledged batches with their
 // seqs, so the server answers those it already committed with their
-// original acks. Acks come in submission order, each batch's once.
+// original acks.
+//
+// Append returns a Future per batch, resolved by the session's own
+// goroutine: a caller that only appends and waits on its futures (or on
+// Flush) cannot stall the session. Acks, for a caller that prefers one
+// channel of every ack in submission order, is fed through a queue that
+// never blocks the session either: reading it is optional.
 type ProducerSession struct {
-	c    *Client
-	ctx  context.Context
-	name string
-	opt  ProducerOptions
-	id   ProducerID
-	out  chan AckOrErr
+	c        *Client
+	ctx      context.Context
+	cancel   context.CancelFunc // Close
+	readDone chan struct{}      // closed when read returns
+	name     string
+	opt      ProducerOptions
+	id       ProducerID
+	out      chan AckOrErr
 
 	mu        sync.Mutex
 	space     *sync.Cond
@@ -69,12 +116,22 @@ type ProducerSession struct {
 	pending   []unacked
 	closeSend bool
 	failed    error
+	last      *Future // the last batch's (Flush)
+
+	// The Acks channel's queue: acks delivered once Acks was called.
+	acksOn  bool
+	queue   []AckOrErr
+	ended   bool // read returned: out closes once queue is empty
+	queued  *sync.Cond
+	acksRun sync.Once
 }
 
 // OpenProducerSession opens an exactly-once append session on stream name.
 func (c *Client) OpenProducerSession(ctx context.Context, name string, opt ProducerOptions) (*ProducerSession, error) {
-	p := &ProducerSession{c: c, ctx: ctx, name: name, opt: opt, out: make(chan AckOrErr, ProducerWindow+1), next: opt.FirstBatchSeq}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &ProducerSession{c: c, ctx: ctx, cancel: cancel, readDone: make(chan struct{}), name: name, opt: opt, out: make(chan AckOrErr), next: opt.FirstBatchSeq}
 	p.space = sync.NewCond(&p.mu)
+	p.queued = sync.NewCond(&p.mu)
 	if opt.Producer != nil {
 		p.id = *opt.Producer
 	} else {
@@ -82,6 +139,7 @@ func (c *Client) OpenProducerSession(ctx context.Context, name string, opt Produ
 	}
 	sess, err := p.open()
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	p.sess = sess
@@ -90,7 +148,7 @@ func (c *Client) OpenProducerSession(ctx context.Context, name string, opt Produ
 }
 
 func (p *ProducerSession) open() (*AppendSession, error) {
-	return retrying(p.ctx, p.c.retryPolicy(), true, func() (*AppendSession, error) {
+	return retrying(p.ctx, p.c, true, func() (*AppendSession, error) {
 		return p.c.OpenAppendSession(p.ctx, p.name)
 	})
 }
@@ -106,34 +164,110 @@ func (p *ProducerSession) NextBatchSeq() uint64 {
 	return p.next
 }
 
-// Submit queues one batch; it blocks while ProducerWindow batches are
-// unacknowledged. It fails once the session has failed.
-func (p *ProducerSession) Submit(recs []Record) error {
+// Append queues one batch and returns its Future. It blocks while
+// ProducerWindow batches are unacknowledged (until the server acks one:
+// never on the caller reading anything). It fails once the session has
+// failed, or after CloseSend.
+func (p *ProducerSession) Append(recs []Record) (*Future, error) {
+	return p.append(recs, false)
+}
+
+func (p *ProducerSession) append(recs []Record, viaSubmit bool) (*Future, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.pending) >= ProducerWindow && p.failed == nil {
 		p.space.Wait()
 	}
 	if p.failed != nil {
-		return p.failed
+		return nil, p.failed
 	}
 	if p.closeSend {
-		return errors.New("client: submit after CloseSend")
+		return nil, errors.New("client: append after CloseSend")
 	}
-	u := unacked{seq: p.next, recs: recs}
+	u := unacked{seq: p.next, recs: recs, f: newFuture(), ack: viaSubmit}
 	p.next++
 	p.pending = append(p.pending, u)
+	p.last = u.f
 	// A send error ends the session's receive side too: read reconnects
 	// and resends everything pending, this batch included.
 	_ = p.sess.Submit(recs, AppendOptions{Producer: &p.id, BatchSeq: u.seq, FenceToken: p.opt.FenceToken})
-	return nil
+	return u.f, nil
 }
 
-// Acks delivers each batch's ack in submission order; it is closed after
-// CloseSend once every batch is acknowledged, or after an error.
-func (p *ProducerSession) Acks() <-chan AckOrErr { return p.out }
+// Submit is Append without the Future: its ack comes through Acks, read
+// then or later (it waits in the queue; the session does not).
+func (p *ProducerSession) Submit(recs []Record) error {
+	_, err := p.append(recs, true)
+	return err
+}
 
-// CloseSend says no more batches come.
+// Flush waits until every batch appended so far is acknowledged, and
+// returns the session's error if it failed first.
+func (p *ProducerSession) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	last, failed := p.last, p.failed
+	p.mu.Unlock()
+	if last == nil {
+		return failed
+	}
+	_, err := last.Wait(ctx)
+	return err
+}
+
+// Acks delivers in submission order the ack of every batch sent with
+// Submit, and of those sent with Append once Acks was called; then, after
+// an error, that error; it is closed after CloseSend once every batch is
+// acknowledged, or after the error. The acks are queued for the reader:
+// the session never waits for them, so reading late or not at all stalls
+// nothing (unread acks of Submit's batches hold a few dozen bytes each).
+func (p *ProducerSession) Acks() <-chan AckOrErr {
+	p.acksRun.Do(func() {
+		p.mu.Lock()
+		p.acksOn = true
+		p.mu.Unlock()
+		go p.forward()
+	})
+	return p.out
+}
+
+// forward moves the queue to the Acks channel; it ends with the session's
+// ctx (Close), so an Acks channel abandoned unread holds no goroutine.
+func (p *ProducerSession) forward() {
+	defer close(p.out)
+	for {
+		p.mu.Lock()
+		for len(p.queue) == 0 && !p.ended {
+			p.queued.Wait()
+		}
+		if len(p.queue) == 0 {
+			p.mu.Unlock()
+			return
+		}
+		a := p.queue[0]
+		p.queue = p.queue[1:]
+		p.mu.Unlock()
+		select {
+		case p.out <- a:
+		case <-p.ctx.Done(): // Close (or the caller's ctx): nobody will read
+			return
+		}
+	}
+}
+
+// deliver resolves u's future with a (under p.mu) and queues a for Acks.
+func (p *ProducerSession) deliver(u unacked, a AckOrErr) {
+	if u.f != nil {
+		u.f.resolve(a.Ack, a.Err)
+	}
+	if u.ack || p.acksOn || a.Err != nil {
+		p.queue = append(p.queue, a)
+		p.queued.Broadcast()
+	}
+}
+
+// CloseSend says no more batches come; the acks of those appended still
+// arrive (their futures resolve, Acks delivers them, Flush waits for
+// them).
 func (p *ProducerSession) CloseSend() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -144,16 +278,28 @@ func (p *ProducerSession) CloseSend() error {
 	return nil
 }
 
-// Close abandons the session.
+// Close abandons the session: batches not yet acknowledged may or may not
+// be written (resume the producer at NextBatchSeq's batch to find out).
+// After CloseSend and Flush, Close only frees the session.
+// Close returns once the session's goroutine has: nothing of it is left.
 func (p *ProducerSession) Close() {
+	p.cancel()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sess.Close()
+	sess := p.sess
+	p.mu.Unlock()
+	sess.Close()
+	<-p.readDone
 }
 
 // read delivers acks and reconnects on retriable errors.
 func (p *ProducerSession) read(sess *AppendSession) {
-	defer close(p.out)
+	defer close(p.readDone)
+	defer func() {
+		p.mu.Lock()
+		p.ended = true
+		p.queued.Broadcast()
+		p.mu.Unlock()
+	}()
 	for {
 		var cause error
 		for a := range sess.Acks() {
@@ -167,14 +313,15 @@ func (p *ProducerSession) read(sess *AppendSession) {
 				cause = errors.New("client: ack for no pending batch")
 				break
 			}
+			u := p.pending[0]
 			p.pending = p.pending[1:]
 			p.space.Broadcast()
 			last := p.closeSend && len(p.pending) == 0
 			if last {
 				_ = sess.CloseSend()
 			}
+			p.deliver(u, a)
 			p.mu.Unlock()
-			p.out <- a
 		}
 		p.mu.Lock()
 		if cause == nil && len(p.pending) == 0 && p.closeSend {
@@ -211,10 +358,15 @@ func (p *ProducerSession) read(sess *AppendSession) {
 	}
 }
 
+// fail ends the session with err: every pending batch's future gets it,
+// and Acks delivers it once.
 func (p *ProducerSession) fail(err error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.failed = err
 	p.space.Broadcast()
-	p.mu.Unlock()
-	p.out <- AckOrErr{Err: err}
+	for _, u := range p.pending {
+		u.f.resolve(Ack{}, err)
+	}
+	p.deliver(unacked{}, AckOrErr{Err: err})
 }

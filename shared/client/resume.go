@@ -73,7 +73,7 @@ func (r *resumer) reopen(cause error) (*connect.ServerStreamForClient[strandv1.R
 		r.opt.OnResume(r.next, cause)
 	}
 	if r.tail == nil {
-		return retrying(r.ctx, r.c.retryPolicy(), true, r.open)
+		return retrying(r.ctx, r.c, true, r.open)
 	}
 	if cause != nil && r.tail.OnEnd != nil {
 		r.tail.OnEnd(cause)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,10 @@ type Retry struct {
 // to tens of seconds).
 var DefaultRetry = Retry{MaxAttempts: 100, MaxElapsed: 60 * time.Second, BaseDelay: 50 * time.Millisecond, MaxDelay: 2 * time.Second}
 
-// WithRetry sets the retry budget (Retry{MaxAttempts: 1}: no retries).
+// WithRetry sets the retry budget (Retry{MaxAttempts: 1}: no retries). A
+// client given one retries refused dials from its first call (it may be
+// waiting for a server that is starting); one without fails at once while
+// it has never reached a server (see retrying).
 func WithRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
 
 // WithoutIdempotence turns off the automatic producer ids: Append is then
@@ -101,6 +105,26 @@ func connectionLost(err error) bool {
 	return false
 }
 
+// dialFailed reports whether err is a connection that could not be made
+// (refused, no route, unknown host): nothing reached the server.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// observe notes that the server answered (a success or an error that came
+// from it): from then on retrying retries refused dials.
+func (c *Client) observe(err error) {
+	var ce *connect.Error
+	if err == nil || errors.As(err, &ce) && connect.IsWireError(ce) {
+		c.reached.Store(true)
+	}
+}
+
 // backoff returns the delay before retry n (0-based) with jitter.
 func (r Retry) backoff(n int) time.Duration {
 	d := r.BaseDelay
@@ -118,13 +142,24 @@ func (r Retry) backoff(n int) time.Duration {
 // ctx ends, or the budget is spent. idempotent says an outcome-unknown
 // error (Aborted, or a connection lost mid-call) may be retried; reads are
 // idempotent too. The error returned is the last one.
-func retrying[T any](ctx context.Context, r Retry, idempotent bool, call func() (T, error)) (T, error) {
+//
+// A client on the default Retry that has never reached its server does
+// not retry a refused dial: at first contact that is a wrong endpoint or
+// a stopped server, and waiting out the budget (60 s) only hides it. Once
+// any call got an answer, a refused dial is a restart and is retried. A
+// client given a Retry (WithRetry) retries as it says from the start: its
+// caller may be waiting for a server that is still starting.
+func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func() (T, error)) (T, error) {
+	r := c.retryPolicy()
 	start := time.Now()
 	for n := 0; ; n++ {
 		res, err := call()
 		err = transportError(err)
 		if err == nil {
 			return res, nil
+		}
+		if dialFailed(err) && c.retry == (Retry{}) && !c.reached.Load() {
+			return res, err
 		}
 		code := connect.CodeOf(err)
 		ok := (code == connect.CodeUnavailable && (idempotent || !errors.Is(err, ErrConnectionLost))) || (idempotent && code == connect.CodeAborted)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"sync"
 	"time"
 
@@ -149,6 +150,34 @@ func readRequest(name string, start Start, opt SessionOptions) *strandv1.ReadSes
 		req.Start = &strandv1.ReadSessionRequest_TailOffset{TailOffset: start.v}
 	}
 	return req
+}
+
+// Records reads stream name from start, record by record: the recommended
+// way to read. With opt.NoTail it ends at the tail as of the read;
+// without, it follows the tail (records as they are acknowledged) until
+// ctx ends, opt.Count is reached, or the loop breaks. A restart, a
+// takeover or a dropped connection resumes after the last record yielded,
+// as ReadSession does. An error ends it, yielded once with a zero Record
+// (ctx's error too, when ctx ends a tailing read).
+func (c *Client) Records(ctx context.Context, name string, start Start, opt SessionOptions) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		rs, err := c.OpenReadSession(ctx, name, start, opt)
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		defer rs.Close()
+		for rs.Next() {
+			for _, r := range rs.Batch().Records {
+				if !yield(r, nil) {
+					return
+				}
+			}
+		}
+		if err := rs.Err(); err != nil {
+			yield(Record{}, err)
+		}
+	}
 }
 
 // Next waits for the next batch (records or a heartbeat); false when the

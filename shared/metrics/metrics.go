@@ -1,7 +1,14 @@
-// Package metrics is a small, allocation-light registry of counters, gauges
-// and histograms that renders the Prometheus text exposition format (version
-// 0.0.4) on an admin port. Labels are fixed when a series is created, so the
-// hot path is one atomic add.
+// Package metrics is the star's registry of counters, gauges and histograms,
+// exposed with the Prometheus client library (prometheus/client_golang):
+// the registry is a prometheus.Collector on a prometheus.Registry that also
+// holds the Go runtime and process collectors, and promhttp serves it.
+//
+// A series keeps its value in its own atomics, and its labels are fixed
+// when it is created, so the hot path is one atomic add (or, for a
+// histogram, a bucket search and three atomic operations): no allocation,
+// no lock, no label lookup. The client library reads the atomics at scrape
+// time. CallInterceptor adds per-call codes, latencies, open sessions and
+// read volumes of the API.
 package metrics
 
 import (
@@ -13,25 +20,84 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
 // Registry holds named series.
 type Registry struct {
 	mu     sync.Mutex
 	series map[string]*family
+	prom   *prometheus.Registry
+
+	// The API's series (calls.go).
+	procMu                 sync.Mutex
+	procs                  atomic.Pointer[map[string]*callSeries]
+	readRecords, readBytes *Counter
 }
 
 type family struct {
 	name, help, typ string
-	items           map[string]writer // by rendered label set
+	items           map[string]*item // by rendered label set
 }
 
+// item is one series: its label values and where its value is read.
+type item struct {
+	names, values []string
+	w             writer
+}
+
+// writer is a series' value, read at scrape time.
 type writer interface {
-	write(w io.Writer, name, labels string)
+	metric(d *prometheus.Desc, values []string) (prometheus.Metric, error)
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{series: map[string]*family{}} }
+// NewRegistry returns an empty registry whose exposition also carries the
+// Go runtime (go_*) and process (process_*) metrics.
+func NewRegistry() *Registry {
+	r := &Registry{series: map[string]*family{}, prom: prometheus.NewRegistry()}
+	r.prom.MustRegister(r)
+	r.prom.MustRegister(processCollectors()...)
+	r.readRecords = r.Counter("strand_read_records_total", "Records answered by Read and ReadSession.")
+	r.readBytes = r.Counter("strand_read_bytes_total", "Body bytes of the records answered by Read and ReadSession.")
+	return r
+}
+
+// processCollectors are the Go runtime and process collectors, made once
+// and shared by every registry (a simulation starts many stars).
+var processCollectors = sync.OnceValue(func() []prometheus.Collector {
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+})
+
+// Describe implements prometheus.Collector: the registry is unchecked (its
+// series are created as the star runs).
+func (r *Registry) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector: every series, read now.
+func (r *Registry) Collect(ch chan<- prometheus.Metric) {
+	r.mu.Lock()
+	type one struct {
+		d  *prometheus.Desc
+		it *item
+	}
+	var all []one
+	for _, f := range r.series {
+		for _, it := range f.items {
+			all = append(all, one{prometheus.NewDesc(f.name, f.help, it.names, nil), it})
+		}
+	}
+	r.mu.Unlock()
+	for _, o := range all {
+		m, err := o.it.w.metric(o.d, o.it.values)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(o.d, err)
+		}
+		ch <- m
+	}
+}
 
 func labelString(kv []string) string {
 	if len(kv)%2 != 0 {
@@ -57,19 +123,22 @@ func (r *Registry) get(name, help, typ string, labels []string, mk func() writer
 	defer r.mu.Unlock()
 	f := r.series[name]
 	if f == nil {
-		f = &family{name: name, help: help, typ: typ, items: map[string]writer{}}
+		f = &family{name: name, help: help, typ: typ, items: map[string]*item{}}
 		r.series[name] = f
 	}
 	if f.typ != typ {
 		panic(fmt.Sprintf("metrics: %s registered as %s and %s", name, f.typ, typ))
 	}
 	ls := labelString(labels)
-	if w, ok := f.items[ls]; ok {
-		return w
+	if it, ok := f.items[ls]; ok {
+		return it.w
 	}
-	w := mk()
-	f.items[ls] = w
-	return w
+	it := &item{w: mk()}
+	for i := 0; i < len(labels); i += 2 {
+		it.names, it.values = append(it.names, labels[i]), append(it.values, labels[i+1])
+	}
+	f.items[ls] = it
+	return it.w
 }
 
 // Counter is a monotonically increasing count.
@@ -80,8 +149,8 @@ func (c *Counter) Inc()         { c.v.Add(1) }
 func (c *Counter) Value() uint64 {
 	return c.v.Load()
 }
-func (c *Counter) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %d\n", name, labels, c.v.Load())
+func (c *Counter) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
+	return prometheus.NewConstMetric(d, prometheus.CounterValue, float64(c.v.Load()), values...)
 }
 
 // Gauge is a value that goes up and down.
@@ -90,22 +159,22 @@ type Gauge struct{ v atomic.Int64 }
 func (g *Gauge) Set(n int64)  { g.v.Store(n) }
 func (g *Gauge) Add(n int64)  { g.v.Add(n) }
 func (g *Gauge) Value() int64 { return g.v.Load() }
-func (g *Gauge) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %d\n", name, labels, g.v.Load())
+func (g *Gauge) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
+	return prometheus.NewConstMetric(d, prometheus.GaugeValue, float64(g.v.Load()), values...)
 }
 
 // GaugeFunc is a gauge read at scrape time.
 type GaugeFunc func() float64
 
-func (g GaugeFunc) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %g\n", name, labels, g())
+func (g GaugeFunc) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
+	return prometheus.NewConstMetric(d, prometheus.GaugeValue, g(), values...)
 }
 
 // CounterFunc is a counter read at scrape time: f must never decrease.
 type CounterFunc func() float64
 
-func (c CounterFunc) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %g\n", name, labels, c())
+func (c CounterFunc) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
+	return prometheus.NewConstMetric(d, prometheus.CounterValue, c(), values...)
 }
 
 // Histogram counts observations (seconds, bytes, ...) into fixed buckets.
@@ -132,21 +201,16 @@ func (h *Histogram) Observe(v float64) {
 // Count is the number of observations.
 func (h *Histogram) Count() uint64 { return h.n.Load() }
 
-func (h *Histogram) write(w io.Writer, name, labels string) {
-	inner := strings.TrimSuffix(strings.TrimPrefix(labels, "{"), "}")
-	sep := ""
-	if inner != "" {
-		sep = ","
-	}
+func (h *Histogram) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
+	buckets := make(map[float64]uint64, len(h.bounds))
 	var cum uint64
 	for i, b := range h.bounds {
 		cum += h.counts[i].Load()
-		fmt.Fprintf(w, "%s_bucket{%s%sle=\"%g\"} %d\n", name, inner, sep, b, cum)
+		buckets[b] = cum
 	}
 	cum += h.counts[len(h.bounds)].Load()
-	fmt.Fprintf(w, "%s_bucket{%s%sle=\"+Inf\"} %d\n", name, inner, sep, cum)
-	fmt.Fprintf(w, "%s_sum%s %g\n", name, labels, math.Float64frombits(h.sum.Load()))
-	fmt.Fprintf(w, "%s_count%s %d\n", name, labels, h.n.Load())
+	// The count is the buckets' sum, read with them (n may be a step ahead).
+	return prometheus.NewConstHistogram(d, cum, math.Float64frombits(h.sum.Load()), buckets, values...)
 }
 
 // LatencyBuckets are histogram bounds in seconds from 100µs to 30s.
@@ -182,42 +246,20 @@ func (r *Registry) Histogram(name, help string, bounds []float64, labels ...stri
 	}).(*Histogram)
 }
 
-// Write renders every series in the Prometheus text format, sorted.
+// Write renders every series, the Go runtime's and the process's in the
+// Prometheus text format (version 0.0.4), sorted by name.
 func (r *Registry) Write(w io.Writer) {
-	r.mu.Lock()
-	names := make([]string, 0, len(r.series))
-	for n := range r.series {
-		names = append(names, n)
+	fams, err := r.prom.Gather()
+	if err != nil {
+		fmt.Fprintf(w, "# metrics: %v\n", err)
 	}
-	sort.Strings(names)
-	fams := make([]*family, len(names))
-	for i, n := range names {
-		fams[i] = r.series[n]
-	}
-	r.mu.Unlock()
 	for _, f := range fams {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
-		r.mu.Lock()
-		keys := make([]string, 0, len(f.items))
-		for k := range f.items {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		items := make([]writer, len(keys))
-		for i, k := range keys {
-			items[i] = f.items[k]
-		}
-		r.mu.Unlock()
-		for i, it := range items {
-			it.write(w, f.name, keys[i])
-		}
+		_, _ = expfmt.MetricFamilyToText(w, f)
 	}
 }
 
-// Handler serves the registry at /metrics.
+// Handler serves the registry at /metrics (promhttp: text or, when asked,
+// OpenMetrics).
 func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		r.Write(w)
-	})
+	return promhttp.HandlerFor(r.prom, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -84,20 +85,30 @@ func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 		rep.Orphans = append(rep.Orphans, o.Key)
 	}
 	rep.Unparsed = unparsed[:min(len(unparsed), MaxReported)]
-	if len(orphans) > 0 || len(unparsed) > 0 {
-		h.log().Warn("probe: settled objects no ref points to",
-			"count", len(orphans), "keys", rep.Orphans, "unparsed", rep.Unparsed)
-	}
 	grace := h.OrphanGrace
 	if grace == 0 {
 		grace = DefaultOrphanGrace
 	}
+	var marks []string
+	if grace >= 0 {
+		if marks, err = h.Settled.List(ctx, MarkPrefix); err != nil {
+			return fmt.Errorf("probe: list orphan markers: %w", err)
+		}
+	}
+	if len(orphans) > 0 || len(unparsed) > 0 {
+		// A warning when there is news: an orphan not marked yet (found
+		// by this sweep) or a key that does not parse. Orphans already
+		// marked wait out their grace at debug, or strand dev, which
+		// sweeps every 30 s, would repeat the warning for a day.
+		level := slog.LevelDebug
+		if len(unparsed) > 0 || !allMarked(orphans, marks) {
+			level = slog.LevelWarn
+		}
+		h.log().Log(ctx, level, "probe: settled objects no ref points to",
+			"count", len(orphans), "keys", rep.Orphans, "unparsed", rep.Unparsed)
+	}
 	if grace < 0 {
 		return nil
-	}
-	marks, err := h.Settled.List(ctx, MarkPrefix)
-	if err != nil {
-		return fmt.Errorf("probe: list orphan markers: %w", err)
 	}
 	deletable := map[string]bool{}
 	for _, o := range orphans {
@@ -145,6 +156,22 @@ func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// allMarked reports whether every deletable orphan has a marker (a sweep
+// before this one found it). Orphans that are not deletable overlap a
+// transit ref: settle may be about to point to them.
+func allMarked(orphans []Orphan, marks []string) bool {
+	has := make(map[string]bool, len(marks))
+	for _, mk := range marks {
+		has[strings.TrimPrefix(mk, MarkPrefix)] = true
+	}
+	for _, o := range orphans {
+		if o.Deletable && !has[o.Key] {
+			return false
+		}
+	}
+	return true
 }
 
 // maxMarkBytes bounds a marker's body: a decimal int64.

@@ -1,8 +1,11 @@
 package probe
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,20 @@ import (
 	"github.com/strandlog/strand/shared/objstore"
 )
 
+// absorbingChain is a metastore with standard chain star-0 in epoch 1 and
+// an absorb pass to slot 10 begun, to put refs with.
+func absorbingChain(t *testing.T) (metastore.Store, metastore.ChainID, metastore.Cursor) {
+	t.Helper()
+	meta := metastore.NewMem()
+	c := metastore.ChainID{Star: "star-0", Class: metastore.Standard}
+	mint(t, meta, c, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"std"}, Window: 4}, 0)
+	pass := metastore.Cursor{Epoch: 1, Slot: 10}
+	if _, err := meta.BeginAbsorb(context.Background(), c, metastore.Cursor{Epoch: 1}, pass); err != nil {
+		t.Fatal(err)
+	}
+	return meta, c, pass
+}
+
 // TestOrphansDeletedAfterGrace: settled objects no ref points to are
 // deleted by the sweep once provably unreferenced (no ref names them and
 // no transit ref overlaps them) for the whole grace period, and only then
@@ -19,13 +36,7 @@ import (
 func TestOrphansDeletedAfterGrace(t *testing.T) {
 	ctx := context.Background()
 	a, b := format.StreamID{0xa}, format.StreamID{0xb}
-	meta := metastore.NewMem()
-	c := metastore.ChainID{Star: "star-0", Class: metastore.Standard}
-	mint(t, meta, c, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"std"}, Window: 4}, 0)
-	pass := metastore.Cursor{Epoch: 1, Slot: 10}
-	if _, err := meta.BeginAbsorb(ctx, c, metastore.Cursor{Epoch: 1}, pass); err != nil {
-		t.Fatal(err)
-	}
+	meta, c, pass := absorbingChain(t)
 	settled := objstore.NewMem("settled")
 	ref := func(id format.StreamID, first, last uint64, settledKey string) metastore.Ref {
 		l := metastore.Location{Settled: true, Key: settledKey, Length: 7}
@@ -109,5 +120,44 @@ func TestOrphansDeletedAfterGrace(t *testing.T) {
 	rep, err := h.Sweep(ctx)
 	if err != nil || !slices.Contains(rep.Orphans, merged) || len(rep.OrphansDeleted) != 0 || !has(settled, merged) {
 		t.Fatalf("report-only sweep: %+v, %v", rep, err)
+	}
+}
+
+// TestOrphansWarnOnce: an orphan is a warning when a sweep first finds it;
+// the sweeps that follow while it waits out its grace log it at debug
+// (issue 34: strand dev, which sweeps every 30 s, would have warned for a
+// day). A new orphan is a warning again.
+func TestOrphansWarnOnce(t *testing.T) {
+	ctx := context.Background()
+	a := format.StreamID{0xa}
+	meta, c, pass := absorbingChain(t)
+	settled := objstore.NewMem("settled")
+	kept := format.SettledKey(a, 0, 9)
+	put(t, settled, kept, []byte("settled"))
+	put(t, settled, format.SettledKey(a, 0, 4), []byte("settled")) // a crash's leftover
+	ref := metastore.Ref{StreamID: a.String(), FirstSeq: 0, LastSeq: 9, Bytes: 7, Locations: []metastore.Location{{Settled: true, Key: kept, Length: 7}}}
+	if err := meta.PutRefs(ctx, c, pass, []metastore.Ref{ref}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	h := &Handler{Meta: meta, Settled: settled, Clock: clock.NewManual(time.UnixMilli(1_700_000_000_000)), OrphanGrace: time.Hour,
+		Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	warned := func() bool {
+		t.Helper()
+		buf.Reset()
+		if _, err := h.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(buf.String(), "settled objects no ref points to")
+	}
+	if !warned() {
+		t.Fatal("the first sweep to find an orphan did not warn")
+	}
+	if warned() {
+		t.Fatalf("a sweep that found only a known orphan warned: %q", buf.String())
+	}
+	put(t, settled, format.SettledKey(a, 5, 9), []byte("settled"))
+	if !warned() {
+		t.Fatal("a new orphan did not warn")
 	}
 }

@@ -205,7 +205,15 @@ func (p *Prober) Probe(ctx context.Context, set chain.Set, ev FenceEvent) (Resul
 			errs = append(errs, fmt.Errorf("%d calls failed on bucket %s, first: %w", n, set.Buckets[i].Name(), firstErr[i]))
 		}
 	}
-	p.log().Info("probe: epoch probed", "chain", c.String(), "epoch", ev.Epoch, "cut", ev.Cut,
+	// Info only when the probe did or found something: the sweep probes
+	// the last epochs of every chain again and again (strand dev every
+	// 30 s, one more epoch per restart), and a probe that finds only its
+	// epoch's poisons is nothing to act on (issue 34).
+	level := slog.LevelDebug
+	if len(res.Deleted) > 0 || len(res.Junk) > 0 || len(errs) > 0 {
+		level = slog.LevelInfo
+	}
+	p.log().Log(ctx, level, "probe: epoch probed", "chain", c.String(), "epoch", ev.Epoch, "cut", ev.Cut,
 		"window", res.Window, "deleted", len(res.Deleted), "poisons", res.Poisons, "junk", len(res.Junk), "errors", len(errs))
 	if len(errs) > 0 {
 		return res, fmt.Errorf("probe %s epoch %d: %w", c, ev.Epoch, errors.Join(errs...))

@@ -1,10 +1,12 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -527,5 +529,34 @@ func TestNothingStartsWithinDeadlineMargin(t *testing.T) {
 	}
 	if len(w.deletes) != 0 {
 		t.Fatalf("deleted %v within the margin", w.deletes)
+	}
+}
+
+// TestQuietSweep: a probe that deletes nothing and finds nothing logs at
+// debug, one that deletes logs at info. Issue 34: strand dev logged
+// "probe: epoch probed ... poisons=2" at info every 30 s after a restart,
+// once more per restart.
+func TestQuietSweep(t *testing.T) {
+	w := newWorld(t)
+	var buf bytes.Buffer
+	w.h.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if _, err := w.h.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "probe: epoch probed") || !strings.Contains(buf.String(), "deleted=1") {
+		t.Fatalf("the first sweep, which deletes, logged %q", buf.String())
+	}
+	buf.Reset()
+	if _, err := w.h.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The world keeps junk in express epoch 3: that probe still speaks.
+	for l := range strings.Lines(buf.String()) {
+		if strings.Contains(l, "epoch probed") && strings.Contains(l, "junk=0 ") {
+			t.Fatalf("a probe with nothing to do logged at info: %q", l)
+		}
+	}
+	if !strings.Contains(buf.String(), "junk=2") {
+		t.Fatalf("the probe that finds junk is silent: %q", buf.String())
 	}
 }

@@ -129,8 +129,10 @@ func New(cfg Config) (*Server, error) {
 // of Config.Limits (see guard), and gRPC reflection and health (see
 // tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
-	// The drain's refusals come first (shutdown.go), then the limits.
-	opts := append([]connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
+	// Every call is counted and timed, refusals included (metrics
+	// calls.go); the drain's refusals come first (shutdown.go), then the
+	// limits.
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(s.cfg.Star.Metrics().CallInterceptor(), shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -630,7 +632,14 @@ func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.Ch
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&strandv1.CheckTailResponse{NextSeqNum: next, LastTimestampMs: ts}), nil
+	// The command state as of the acknowledged tail: its trim point, and
+	// whether it is fenced (never the token).
+	cmds, err := s.cfg.Star.Commands(id)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&strandv1.CheckTailResponse{NextSeqNum: next, LastTimestampMs: ts,
+		TrimSeqNum: cmds.TrimSeq, Fenced: cmds.FenceToken != ""}), nil
 }
 
 // Append implements the API.

@@ -246,7 +246,8 @@ const (
 )
 
 func stallSeries(cause string) string {
-	return `strand_backlog_stalls_total{class="express",cause="` + cause + `"}`
+	// Labels in name order, as the Prometheus client library writes them.
+	return `strand_backlog_stalls_total{cause="` + cause + `",class="express"}`
 }
 
 func head(t *testing.T, w *sim.World) metastore.Head {

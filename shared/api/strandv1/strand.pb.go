@@ -933,8 +933,14 @@ type CheckTailResponse struct {
 	NextSeqNum uint64 `protobuf:"varint,1,opt,name=next_seq_num,json=nextSeqNum,proto3" json:"next_seq_num,omitempty"`
 	// last_timestamp_ms is the last acknowledged record's timestamp (0: none).
 	LastTimestampMs int64 `protobuf:"varint,2,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// trim_seq_num is the stream's trim point (0: never trimmed): a read
+	// that starts below it starts at it.
+	TrimSeqNum uint64 `protobuf:"varint,3,opt,name=trim_seq_num,json=trimSeqNum,proto3" json:"trim_seq_num,omitempty"`
+	// fenced is true while the stream is fenced (an append must carry its
+	// fencing token); the token itself is not revealed.
+	Fenced        bool `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckTailResponse) Reset() {
@@ -979,6 +985,20 @@ func (x *CheckTailResponse) GetLastTimestampMs() int64 {
 		return x.LastTimestampMs
 	}
 	return 0
+}
+
+func (x *CheckTailResponse) GetTrimSeqNum() uint64 {
+	if x != nil {
+		return x.TrimSeqNum
+	}
+	return 0
+}
+
+func (x *CheckTailResponse) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
 }
 
 type AppendRequest struct {
@@ -2488,11 +2508,14 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x11GetStreamResponse\x12)\n" +
 	"\x06stream\x18\x01 \x01(\v2\x11.strand.v1.StreamR\x06stream\"*\n" +
 	"\x10CheckTailRequest\x12\x16\n" +
-	"\x06stream\x18\x01 \x01(\tR\x06stream\"a\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\"\x9b\x01\n" +
 	"\x11CheckTailResponse\x12 \n" +
 	"\fnext_seq_num\x18\x01 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
-	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\"\x8b\x02\n" +
+	"\x11last_timestamp_ms\x18\x02 \x01(\x03R\x0flastTimestampMs\x12 \n" +
+	"\ftrim_seq_num\x18\x03 \x01(\x04R\n" +
+	"trimSeqNum\x12\x16\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"\x8b\x02\n" +
 	"\rAppendRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x121\n" +
 	"\arecords\x18\x02 \x03(\v2\x17.strand.v1.AppendRecordR\arecords\x12'\n" +
