@@ -52,6 +52,13 @@ func (e *endpoints) home() string {
 	return e.list[e.cur]
 }
 
+// count is how many endpoints there are.
+func (e *endpoints) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.list)
+}
+
 // failed moves past base if it is the current endpoint (a concurrent
 // call that failed there first has moved already).
 func (e *endpoints) failed(base string) {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"testing"
+
+	"connectrpc.com/connect"
 )
 
 // deadEndpoint is a loopback address nothing listens on (connection
@@ -52,6 +54,27 @@ func TestEndpointsFailover(t *testing.T) {
 	}
 	if _, err := one.CheckTail(context.Background(), "s"); err == nil || one.Endpoint() != dead {
 		t.Errorf("one dead endpoint: %v, at %s", err, one.Endpoint())
+	}
+}
+
+// TestEndpointsFirstContactTriesEach: a client on the default Retry fails
+// fast when its server was never reached, but with the first of two
+// endpoints down at first contact it still reaches the second (it failed
+// with the dial error before: the fail-fast rule of first34 met the
+// endpoint list of avail32).
+func TestEndpointsFirstContactTriesEach(t *testing.T) {
+	live := serve(t, &fakeStar{}, false)
+	dead := deadEndpoint(t)
+	c, err := New(dead+","+live.URL, WithHTTPClient(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Append(context.Background(), "s", []Record{{Body: []byte("x")}}, AppendOptions{})
+	if code := connect.CodeOf(err); code != connect.CodeUnimplemented {
+		t.Fatalf("Append = %v (code %v), want the live endpoint's answer (unimplemented)", err, code)
+	}
+	if c.Endpoint() != live.URL {
+		t.Errorf("endpoint %s, want %s", c.Endpoint(), live.URL)
 	}
 }
 

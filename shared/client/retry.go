@@ -148,7 +148,8 @@ func (r Retry) backoff(n int) time.Duration {
 // a stopped server, and waiting out the budget (60 s) only hides it. Once
 // any call got an answer, a refused dial is a restart and is retried. A
 // client given a Retry (WithRetry) retries as it says from the start: its
-// caller may be waiting for a server that is still starting.
+// caller may be waiting for a server that is still starting. With several
+// endpoints, first contact tries each of them once before it gives up.
 func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func() (T, error)) (T, error) {
 	r := c.retryPolicy()
 	start := time.Now()
@@ -158,7 +159,7 @@ func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func(
 		if err == nil {
 			return res, nil
 		}
-		if dialFailed(err) && c.retry == (Retry{}) && !c.reached.Load() {
+		if dialFailed(err) && c.retry == (Retry{}) && !c.reached.Load() && n+1 >= c.eps.count() {
 			return res, err
 		}
 		code := connect.CodeOf(err)
