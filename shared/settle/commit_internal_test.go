@@ -72,8 +72,7 @@ func checkMergedPacks(t *testing.T, b objstore.Bucket, c metastore.ChainID, at m
 	}
 }
 
-// mergedPackKey is where merged run m's pack slot lives (before the fix:
-// the key without a digest).
+// mergedPackKey is where merged run m's pack slot lives.
 func mergedPackKey(c metastore.ChainID, m *format.PassIndex, slot uint64) string {
-	return format.MergedPackKey(c.Star, c.Class.String(), m.Epoch, m.FirstSlot, m.EndSlot, slot)
+	return format.MergedPackKey(c.Star, c.Class.String(), m.Epoch, m.FirstSlot, m.EndSlot, m.Digest, slot)
 }

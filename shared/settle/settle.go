@@ -174,31 +174,43 @@ type Result struct {
 // MaxSlotsPerStep further, never past the checkpoint), and moves the
 // settled cursor over it; or, at an epoch's cut, steps to the next epoch.
 func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
-	res, err := s.step(ctx, c, true)
-	if errors.Is(err, errFinished) {
-		// The head's last step is finished now: this step's plan is made on
-		// the head every copy sees after it.
-		var again Result
-		again, err = s.step(ctx, c, false)
-		again.Merges += res.Merges
-		again.MergedStreams += res.MergedStreams
-		again.Packs += res.Packs
-		again.StateBuilt = again.StateBuilt || res.StateBuilt
-		res = again
+	var done Result // what the finishes did
+	for range maxFinishes {
+		res, err := s.step(ctx, c)
+		res.Merges += done.Merges
+		res.MergedStreams += done.MergedStreams
+		res.Packs += done.Packs
+		res.StateBuilt = res.StateBuilt || done.StateBuilt
+		if !errors.Is(err, errFinished) {
+			return res, err
+		}
+		// The head's last step is finished now: plan on the head read
+		// anew, finished first too (a copy may have moved it meanwhile
+		// and crashed before its merge: design 014, "Every copy plans on
+		// one head").
+		done = res
 	}
-	return res, err
+	// Copies keep moving the head under this one: they settle it.
+	done.Lost = true
+	return done, nil
 }
 
-// step is Step; finish: first finish the head's last step when it is not
-// (runStep), returning errFinished when that moved a cursor.
-func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (Result, error) {
+// maxFinishes bounds the heads one Step finishes before it plans: each
+// finish moves a cursor a copy left behind, so more than a few mean that
+// other copies are stepping at once (and settle the chain).
+const maxFinishes = 8
+
+// step is one attempt of Step: it first finishes the head's last step
+// when it is not (runStep), and returns errFinished when that moved a
+// cursor: then the step is to be planned again, on the head read anew.
+func (s *Settler) step(ctx context.Context, c metastore.ChainID) (Result, error) {
 	h, err := s.Meta.GetHead(ctx, c)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle %s: %w", c, err)
 	}
 	st, err := absorb.Follow(ctx, s.Meta, c, h.Settled, h.Checkpoint, orDefault(s.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
 	res := Result{From: st.From, To: st.From}
-	if err == nil && st.Empty() && finish && s.PassIndex {
+	if err == nil && st.Empty() && s.PassIndex {
 		err = s.finishIdle(ctx, c, h, &res)
 	}
 	if err != nil || st.Empty() {
@@ -213,7 +225,7 @@ func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (R
 	if ran {
 		hw := h
 		hw.Flushed = runsFrom
-		if st, res.Flushed, err = s.runStep(ctx, c, hw, h, finish, st, &res); errors.Is(err, errFinished) {
+		if st, res.Flushed, err = s.runStep(ctx, c, hw, h, st, &res); errors.Is(err, errFinished) {
 			return res, err
 		} else if err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
