@@ -339,7 +339,7 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 		if prev != nil && !settledOnly(*prev) {
 			prev = nil
 		}
-		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, pf, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
+		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, pf, true, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
 			var old []metastore.Ref // the absorb wrote no ref: only a merged previous ref is replaced
 			if mergedPrev {
 				old = src[:1]
@@ -364,11 +364,27 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 // prev first when merged). lost: an object or a write lost to another
 // copy (or trim) since the refs were read; the caller re-reads. pf: the
 // pieces a step read ahead (nil: none).
-func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref, pf *prefetched,
+//
+// flush: refs are pass index parts written with SettleRef, which replaces
+// no stored ref but a merged previous one, on a condition on the ref at
+// the new ref's key alone: two copies whose refs end elsewhere would
+// both write, overlapping (a copy of another MaxObjectBytes, during a
+// deploy). So a flush's groups and its merge of the previous ref depend
+// on the parts, the stored refs and constants only (MaxSwapRefs,
+// MergeBelowBytes: frozen for a chain), not on MaxObjectBytes, which
+// splits the objects inside a ref (their keys name their seqs) and not
+// the refs (TestSettleKillAtEveryWrite). A refs step replaces the refs
+// with SwapRefs, each as it was read, so copies that split otherwise
+// conflict instead.
+func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref, pf *prefetched, flush bool,
 	write func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error) (objects, merged int, lost bool, err error) {
-	for gi, g := range s.groups(refs) {
+	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	if flush {
+		maxBytes = math.MaxInt64
+	}
+	for gi, g := range s.groups(refs, maxBytes) {
 		src := g
-		mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
+		mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g, maxBytes)
 		if mergePrev {
 			src = append([]metastore.Ref{*prev}, g...)
 		}
@@ -452,7 +468,7 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 		}
 		lost := false
 		for _, rn := range runs {
-			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, nil, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
+			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, nil, false, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
 				return s.Meta.SwapRefs(ctx, src, repl)
 			})
 			objects, merged = objects+o, merged+m
@@ -524,11 +540,10 @@ func absorbed(r metastore.Ref, ck metastore.Cursor) error {
 	return nil
 }
 
-// groups splits adjacent refs into runs that each become one object: at
-// most MaxSwapRefs-1 refs (room for a merged predecessor) and
-// MaxObjectBytes of records.
-func (s *Settler) groups(refs []metastore.Ref) [][]metastore.Ref {
-	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+// groups splits adjacent refs into runs that each become one ref: at
+// most MaxSwapRefs-1 refs (room for a merged predecessor) and maxBytes
+// of records.
+func (s *Settler) groups(refs []metastore.Ref, maxBytes int64) [][]metastore.Ref {
 	var out [][]metastore.Ref
 	var g []metastore.Ref
 	var n int64
@@ -543,7 +558,9 @@ func (s *Settler) groups(refs []metastore.Ref) [][]metastore.Ref {
 	return append(out, g)
 }
 
-func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
+// mergeable: prev, a small settled ref, is merged with group g when the
+// two hold at most maxBytes of records.
+func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref, maxBytes int64) bool {
 	below := orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes)
 	if below < 0 || len(prev.Locations) != 1 || !prev.Locations[0].Settled || prev.Bytes >= below {
 		return false
@@ -552,7 +569,7 @@ func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
 	for _, r := range g {
 		n += r.Bytes
 	}
-	return prev.Bytes+n <= orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	return prev.Bytes+n <= maxBytes
 }
 
 // build renders the settled objects that replace old (adjacent refs of
