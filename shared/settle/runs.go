@@ -96,7 +96,7 @@ func (p *stepPart) bytes() int64 {
 // settled cursor). It returns the step extended to the plan's end and the
 // flushed cursor after it: the first run still holding an entry no ref
 // holds, or the plan's end.
-func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored metastore.Head, st absorb.Step, res *Result) (absorb.Step, metastore.Cursor, error) {
+func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored metastore.Head, finish bool, st absorb.Step, res *Result) (absorb.Step, metastore.Cursor, error) {
 	s.initWindow()
 	set, err := s.Sets.For(c)
 	if err != nil {
@@ -118,15 +118,17 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 	if err != nil {
 		return st, h.Flushed, err
 	}
-	if err := s.finishHead(ctx, c, stored, cs, res); err != nil {
-		return st, h.Flushed, err
-	}
-	if !s.scratch {
-		if cs = s.takeState(c, key); cs == nil { // a copy in this settler took it
-			cs, err = s.buildState(ctx, c, key)
-			res.StateBuilt = true
-			if err != nil {
-				return st, h.Flushed, err
+	if finish {
+		if err := s.finishHead(ctx, c, stored, cs, res); err != nil {
+			return st, h.Flushed, err
+		}
+		if !s.scratch {
+			if cs = s.takeState(c, key); cs == nil { // a copy in this settler took it
+				cs, err = s.buildState(ctx, c, key)
+				res.StateBuilt = true
+				if err != nil {
+					return st, h.Flushed, err
+				}
 			}
 		}
 	}

@@ -175,8 +175,8 @@ type Result struct {
 // settled cursor over it; or, at an epoch's cut, steps to the next epoch.
 func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
 	var done Result // what the finishes did
-	for range maxFinishes {
-		res, err := s.step(ctx, c)
+	for attempt := range maxFinishes {
+		res, err := s.step(ctx, c, true)
 		res.Merges += done.Merges
 		res.MergedStreams += done.MergedStreams
 		res.Packs += done.Packs
@@ -188,6 +188,7 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 		// anew, finished first too (a copy may have moved it meanwhile
 		// and crashed before its merge: design 014, "Every copy plans on
 		// one head").
+		s.log().Debug("settle: finished the head", "chain", c.String(), "attempt", attempt)
 		done = res
 	}
 	// Copies keep moving the head under this one: they settle it.
@@ -200,17 +201,20 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 // other copies are stepping at once (and settle the chain).
 const maxFinishes = 8
 
-// step is one attempt of Step: it first finishes the head's last step
+// step is one attempt of Step: with finish (every attempt: the head read
+// anew may be unfinished again) it first finishes the head's last step
 // when it is not (runStep), and returns errFinished when that moved a
 // cursor: then the step is to be planned again, on the head read anew.
-func (s *Settler) step(ctx context.Context, c metastore.ChainID) (Result, error) {
+// (Planning on a head without finishing it was finding 3 of issue 30:
+// the mutant settle-retry-skips-finish.)
+func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (Result, error) {
 	h, err := s.Meta.GetHead(ctx, c)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle %s: %w", c, err)
 	}
 	st, err := absorb.Follow(ctx, s.Meta, c, h.Settled, h.Checkpoint, orDefault(s.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
 	res := Result{From: st.From, To: st.From}
-	if err == nil && st.Empty() && s.PassIndex {
+	if err == nil && st.Empty() && finish && s.PassIndex {
 		err = s.finishIdle(ctx, c, h, &res)
 	}
 	if err != nil || st.Empty() {
@@ -225,7 +229,7 @@ func (s *Settler) step(ctx context.Context, c metastore.ChainID) (Result, error)
 	if ran {
 		hw := h
 		hw.Flushed = runsFrom
-		if st, res.Flushed, err = s.runStep(ctx, c, hw, h, st, &res); errors.Is(err, errFinished) {
+		if st, res.Flushed, err = s.runStep(ctx, c, hw, h, finish, st, &res); errors.Is(err, errFinished) {
 			return res, err
 		} else if err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
