@@ -72,7 +72,8 @@ func (k *killer) read() error {
 // recorder sees every PutIfAbsent of every copy and keeps, per key, the
 // CRC of the first bytes put there and who put them; a put of other
 // bytes at a determined key (every key but a run's or a merged run's,
-// the step's commit points, first writer wins) is a violation.
+// the step's commit points, first writer wins: packs, merged packs,
+// settled objects, command indexes) is a violation.
 type recorder struct {
 	mu         sync.Mutex
 	first      map[string]uint32
@@ -81,8 +82,8 @@ type recorder struct {
 }
 
 func (r *recorder) put(copy, key string, body []byte) {
-	if strings.Contains(key, "/runs/") || strings.Contains(key, "/merged/") && strings.HasPrefix(key, "index/") && !strings.HasSuffix(key, ".cmdx") {
-		return // a commit point: the first plan stored is the run
+	if strings.HasPrefix(key, "index/") && !strings.HasSuffix(key, format.CommandIndexKey("")) {
+		return // a run or merged run: a commit point, the first plan stored is the run
 	}
 	sum := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))
 	r.mu.Lock()
