@@ -546,7 +546,7 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 		return nil, fmt.Errorf("read back the run %s: %w", key, err)
 	}
 	if got.EndSlot != plan.EndSlot {
-		return nil, fmt.Errorf("the run at %s stored ends at %d, this step's passes at %d: re-read: %w", from, got.EndSlot, plan.EndSlot, metastore.ErrConflict)
+		return nil, fmt.Errorf("the run at %s stored ends at %d, this step's passes at %d: %w", from, got.EndSlot, plan.EndSlot, errReplan)
 	}
 	return got, nil
 }

@@ -181,6 +181,9 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 		res.MergedStreams += done.MergedStreams
 		res.Packs += done.Packs
 		res.StateBuilt = res.StateBuilt || done.StateBuilt
+		if errors.Is(err, errReplan) {
+			continue // the stored run is adopted on the next attempt
+		}
 		if !errors.Is(err, errFinished) {
 			return res, err
 		}
@@ -196,10 +199,17 @@ func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 	return done, nil
 }
 
-// maxFinishes bounds the heads one Step finishes before it plans: each
-// finish moves a cursor a copy left behind, so more than a few mean that
-// other copies are stepping at once (and settle the chain).
+// maxFinishes bounds the heads one Step finishes (or the plans it
+// makes again) before it plans: each moves a cursor a copy left behind,
+// or finds a copy's run, so more than a few mean that other copies are
+// stepping at once (and settle the chain).
 const maxFinishes = 8
+
+// errReplan: a copy stored the run at the step's first slot with another
+// end (another MaxSlotsPerStep, or a later checkpoint) while this step
+// planned: the step is planned again, and adopts it (it is the step's
+// commit point). It wraps metastore.ErrConflict.
+var errReplan = fmt.Errorf("a copy stored another plan of the run: plan again: %w", metastore.ErrConflict)
 
 // step is one attempt of Step: with finish (every attempt: the head read
 // anew may be unfinished again) it first finishes the head's last step
