@@ -315,6 +315,12 @@ func (s *sim) act() string {
 			s.goRun(func(ctx context.Context) { _, _ = s.w.KeptSettler().Run(ctx, Chain) })
 			s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) })
 		}},
+		{"settle-killed", 4, func() {
+			// A copy killed at one of its first PUTs (a pack, the run
+			// index, a flush's object), racing the long-lived one.
+			k := s.rng.IntN(4)
+			s.goRun(func(ctx context.Context) { _, _ = s.w.KilledSettler(k).Run(ctx, Chain) })
+		}},
 		{"slow-settler", 3, func() {
 			d := time.Duration(20+s.rng.IntN(300)) * time.Millisecond
 			s.goRun(func(ctx context.Context) { _, _ = s.w.SlowSettler(d).Run(ctx, Chain) })

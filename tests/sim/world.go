@@ -113,6 +113,9 @@ type World struct {
 
 	keptMu sync.Mutex
 	kept   *settle.Settler // KeptSettler's
+	// copies counts the settle copies made (Settler): every other one has
+	// the other deploy's settle configuration.
+	copies atomic.Int64
 }
 
 // SwitchSettlement switches settle, trim, the probe and readers to the
@@ -211,19 +214,37 @@ func (w *World) Absorber() *absorb.Absorber {
 	}
 	return a
 }
-func (w *World) Settler() *settle.Settler {
-	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
+
+// Settler is a new settle copy (a Lambda invocation's). Copies alternate
+// between two settle configurations, as copies of two
+// builds do during a deploy that changes settle's defaults (design 014,
+// "One commit point per step"): the second flushes at twice FlushBytes,
+// packs in slot order, and writes packs and objects of at most 4 KiB. A
+// copy that dies between its packs and its run index (a PUT fault) is
+// followed by copies of the other configuration, whose plans must never
+// collide with its packs; and copies of both race.
+func (w *World) Settler() *settle.Settler { return w.settler(w.copies.Add(1)%2 == 0) }
+
+// settler is a settle copy of the first configuration, or of the other
+// deploy's (other).
+func (w *World) settler(other bool) *settle.Settler {
+	s := &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
 		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
+	if other {
+		s.FlushBytes, s.PackBufferBytes, s.MaxObjectBytes = 2*w.Opt.FlushBytes, -1, 4096
+	}
+	return s
 }
 
 // KeptSettler is the world's long-lived settler (a warm Lambda's or the
 // node's): it keeps its window cache and its unflushed state across runs
-// (issue 17); a new one after the settlement switch.
+// (issue 17); a new one after the settlement switch. It has the first
+// configuration (Settler).
 func (w *World) KeptSettler() *settle.Settler {
 	w.keptMu.Lock()
 	defer w.keptMu.Unlock()
 	if w.kept == nil || w.kept.PassIndex != w.SettleIndexed() {
-		w.kept = w.Settler()
+		w.kept = w.settler(false)
 	}
 	return w.kept
 }
