@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"strings"
 	"sync"
 
 	"github.com/strandlog/strand/shared/objstore"
@@ -85,4 +87,56 @@ func (b *killAtPut) List(ctx context.Context, prefix string) ([]string, error) {
 		return nil, fmt.Errorf("list %s: %w", prefix, errSettleKilled)
 	}
 	return b.Bucket.List(ctx, prefix)
+}
+
+// Determined records every PutIfAbsent to the settled bucket, by any
+// copy of the absorb, settle or trim, and the CRC of the first bytes put
+// at each key. Every key there but a run's or a merged run's (the settle
+// step's commit point: the first plan stored is the run, design 014 "One
+// commit point per step") is determined: its bytes are a function of the
+// key (a pass index of its slots, a pack of its plan's digest, a settled
+// object of its stream's seqs, a command index of its run). A put of
+// other bytes at one is a violation (checkDetermined), whether the store
+// refused it or not.
+type Determined struct {
+	objstore.Bucket
+	mu         sync.Mutex
+	first      map[string]uint32
+	violations []string
+}
+
+var _ objstore.Bucket = (*Determined)(nil)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (d *Determined) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	if !commitPoint(key) {
+		sum := crc32.Checksum(body, castagnoli)
+		d.mu.Lock()
+		if d.first == nil {
+			d.first = map[string]uint32{}
+		}
+		if got, ok := d.first[key]; !ok {
+			d.first[key] = sum
+		} else if got != sum {
+			d.violations = append(d.violations, key)
+		}
+		d.mu.Unlock()
+	}
+	return d.Bucket.PutIfAbsent(ctx, key, body)
+}
+
+// Violations returns the determined keys put with other bytes so far.
+func (d *Determined) Violations() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.violations...)
+}
+
+// commitPoint reports whether key is a run's or a merged run's index.
+func commitPoint(key string) bool {
+	if !strings.HasPrefix(key, "index/") || strings.HasSuffix(key, ".cmdx") {
+		return false
+	}
+	return strings.Contains(key, "/runs/") || strings.Contains(key, "/merged/")
 }

@@ -635,12 +635,22 @@ func (s *sim) check() {
 		}
 	}
 	s.checkNoMetastoreOnAckPath()
+	s.checkDetermined()
 	s.checkStallCauses()
 	s.checkDedupeBound()
 	s.checkLostAcks()
 	if s.node != nil {
 		s.releasedAt = append(s.releasedAt, s.node.Star.Released(Chain))
 		s.checkHistory(s.node)
+	}
+}
+
+// checkDetermined: every object at a determined key of the settled
+// bucket got the same bytes from every copy that put it (design 014,
+// "One commit point per step"; World.Determined).
+func (s *sim) checkDetermined() {
+	if v := s.w.Determined.Violations(); len(v) > 0 {
+		s.fatalf("determined keys put with other bytes: %v", v)
 	}
 }
 

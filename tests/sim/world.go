@@ -96,6 +96,9 @@ type World struct {
 	SettledMem *objstore.Mem
 	SettledInj *objstore.Injector
 	Settled    objstore.Bucket
+	// Determined is Settled's recorder of the puts at determined keys
+	// (checkDetermined).
+	Determined *Determined
 
 	Streams []metastore.Stream
 	IDs     []format.StreamID
@@ -161,7 +164,8 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	}
 	w.SettledMem = objstore.NewMem("settled")
 	w.SettledInj = objstore.NewInjector(seed*31 + 99)
-	w.Settled = objstore.WithFaults(w.SettledMem, w.SettledInj)
+	w.Determined = &Determined{Bucket: objstore.WithFaults(w.SettledMem, w.SettledInj)}
+	w.Settled = w.Determined
 	w.Log = slog.New(w.Logs)
 	var s [32]byte
 	copy(s[:], strconv.FormatInt(seed, 10))
