@@ -207,6 +207,15 @@ func killRun(t *testing.T, seed uint64) {
 	e := newEnv(t, streams, nil)
 	e.withIndex()
 	e.a.MaxSlotsPerPass = 2
+	// Command state on some streams: version 2 runs, each with a command
+	// index (a determined key: a function of its run).
+	defer settle.SetCommandIndexMin(-1)()
+	e.star.Commands = map[format.StreamID]*format.StreamCommands{}
+	for i, id := range e.ids {
+		if i%2 == 1 {
+			e.star.Commands[id] = &format.StreamCommands{FenceToken: fmt.Sprintf("token-%d", i), TrimSeq: uint64(i)}
+		}
+	}
 	rec := &recorder{}
 	var recordBytes int64
 	copies := 0
@@ -307,5 +316,14 @@ func killRun(t *testing.T, seed uint64) {
 		}
 		e.checkMixed()
 	}
-	t.Logf("seed %d: %d copies, %d keys put, head %+v", seed, copies, len(rec.first), e.head())
+	cmdx := 0
+	for k := range rec.first {
+		if strings.HasSuffix(k, format.CommandIndexKey("")) {
+			cmdx++
+		}
+	}
+	if cmdx == 0 {
+		t.Fatalf("seed %d: no command index put: the workload has no version 2 run", seed)
+	}
+	t.Logf("seed %d: %d copies, %d keys put (%d command indexes), head %+v", seed, copies, len(rec.first), cmdx, e.head())
 }
