@@ -209,7 +209,7 @@ const maxFinishes = 8
 // end (another MaxSlotsPerStep, or a later checkpoint) while this step
 // planned: the step is planned again, and adopts it (it is the step's
 // commit point). It wraps metastore.ErrConflict.
-var errReplan = fmt.Errorf("a copy stored another plan of the run: plan again: %w", metastore.ErrConflict)
+var errReplan = fmt.Errorf("settle: a copy stored another plan of the run: plan again: %w", metastore.ErrConflict)
 
 // step is one attempt of Step: with finish (every attempt: the head read
 // anew may be unfinished again) it first finishes the head's last step

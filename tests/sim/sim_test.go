@@ -312,8 +312,10 @@ func (s *sim) act() string {
 		{"two-settlers", 2, func() {
 			// A cold copy racing the long-lived one (its kept state then
 			// no longer matches the head: it rebuilds).
+			// The cold copy has the other deploy's settle configuration
+			// (World.Settler): copies of two builds racing on one step.
 			s.goRun(func(ctx context.Context) { _, _ = s.w.KeptSettler().Run(ctx, Chain) })
-			s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) })
+			s.goRun(func(ctx context.Context) { _, _ = s.w.OtherSettler().Run(ctx, Chain) })
 		}},
 		{"settle-killed", 4, func() {
 			// A copy killed at one of its first PUTs (a pack, the run

@@ -229,6 +229,10 @@ func (w *World) Absorber() *absorb.Absorber {
 // collide with its packs; and copies of both race.
 func (w *World) Settler() *settle.Settler { return w.settler(w.copies.Add(1)%2 == 0) }
 
+// OtherSettler is a new settle copy of the other deploy's configuration
+// (Settler; KeptSettler has the first).
+func (w *World) OtherSettler() *settle.Settler { return w.settler(true) }
+
 // settler is a settle copy of the first configuration, or of the other
 // deploy's (other).
 func (w *World) settler(other bool) *settle.Settler {
