@@ -38,11 +38,13 @@ fmt:
 SOAK_SEEDS ?= 1000
 SOAK_STEPS ?= 200
 # The edge workload (TestSimEdges, issue 13) runs its own seeds in a second
-# invocation, so each gets its own timeout.
+# invocation, so each gets its own timeout; settle's kill workload
+# (TestSettleKillAtEveryWrite, issue 30) as many seeds in a third.
 soak:
 	@$(GO) test -count=1 -timeout 60m ./tests/sim -run TestSim -skip 'TestSimEdges$$' -seeds=$(SOAK_SEEDS) -steps=$(SOAK_STEPS) -v > soak.log 2>&1; \
 	  status=$$?; \
 	  $(GO) test -count=1 -timeout 60m ./tests/sim -run 'TestSimEdges$$' -edge-seeds=$(SOAK_SEEDS) -v >> soak.log 2>&1 || status=1; \
+	  $(GO) test -count=1 -timeout 30m ./shared/settle -run 'TestSettleKillAtEveryWrite$$' -settle.kill-seeds=$(SOAK_SEEDS) >> soak.log 2>&1 || status=1; \
 	  grep -E 'SUMMARY|FAIL|seed=[0-9]+ step=|^ok' soak.log; echo "full log: soak.log"; exit $$status
 
 # mutants applies each mutation listed in tests/mutants/mutants.sh (small

@@ -148,7 +148,7 @@ func (w *IndexWindow) viaCommandIndex(ctx context.Context, key string, h format.
 		if err != nil {
 			return refuse(err)
 		}
-		if ch.Run != h {
+		if !ch.Of(h) {
 			return refuse(fmt.Errorf("%s: of another run: %w", ck, format.ErrMalformed))
 		}
 		st = cmdxState{known: true, usable: true, h: ch}

@@ -684,7 +684,7 @@ func RunRef(c metastore.ChainID, r *format.PassIndex, s *format.PassStream) meta
 	}
 	for i, g := range s.Segments {
 		ref.Locations[i].Settled = true
-		ref.Locations[i].Key = packKey(c.Star, c.Class.String(), r.Epoch, r.FirstSlot, r.EndSlot, g.Slot)
+		ref.Locations[i].Key = packKey(c.Star, c.Class.String(), r.Epoch, r.FirstSlot, r.EndSlot, r.Digest, g.Slot)
 	}
 	return ref
 }

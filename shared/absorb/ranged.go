@@ -208,7 +208,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 	if est <= room {
 		return w.fetchWithin(ctx, c, at, kind)
 	}
-	stub := &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Merged: kind == kindMerged}
+	stub := &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Digest: h.Digest, Merged: kind == kindMerged}
 	hit := &streamHit{obj: stub, done: make(chan struct{}), key: key, hdr: *h, dir: dir, index: kind != kindPass}
 	sw.pending[stub] = hit
 	hdr := *h
@@ -236,7 +236,7 @@ func (w *IndexWindow) fetchWithin(ctx context.Context, c metastore.ChainID, at m
 	if err != nil {
 		return nil, 0, err
 	}
-	h := format.PassHeader{Epoch: p.Epoch, FirstSlot: p.FirstSlot, EndSlot: p.EndSlot, Version: format.PassIndexVersion}
+	h := format.PassHeader{Epoch: p.Epoch, FirstSlot: p.FirstSlot, EndSlot: p.EndSlot, Digest: p.Digest, Version: format.PassIndexVersion}
 	var nSeg, nMark int
 	for i := range p.Streams {
 		nSeg += len(p.Streams[i].Segments)
@@ -258,7 +258,7 @@ func (sw *streamWalk) add(p *format.PassIndex) error {
 		sw.hits = append(sw.hits, hit)
 		return nil
 	}
-	hit := &streamHit{obj: &format.PassIndex{Epoch: p.Epoch, FirstSlot: p.FirstSlot, EndSlot: p.EndSlot, Merged: p.Merged}}
+	hit := &streamHit{obj: &format.PassIndex{Epoch: p.Epoch, FirstSlot: p.FirstSlot, EndSlot: p.EndSlot, Digest: p.Digest, Merged: p.Merged}}
 	for _, s := range p.FindAll(sw.id) {
 		s.Segments = slices.Clone(s.Segments)
 		s.Marks = slices.Clone(s.Marks)

@@ -173,7 +173,7 @@ func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader, decoded int64) 
 	if w.bytes+headerSize > w.budget() {
 		return nil
 	}
-	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot}, h: &h, dir: &rangedDir{}, decoded: decoded, size: headerSize}
+	e := &cacheEntry{k: k, p: &format.PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Digest: h.Digest}, h: &h, dir: &rangedDir{}, decoded: decoded, size: headerSize}
 	w.cache[k] = w.lru.PushFront(e)
 	w.bytes += headerSize
 	w.headers++

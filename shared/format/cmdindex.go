@@ -207,12 +207,20 @@ func ParseCommandIndexHeader(b []byte) (CommandIndexHeader, error) {
 	return h, nil
 }
 
+// Of reports whether the index whose header is h was made of a run with
+// header run: the same header fields but the digest, which the index does
+// not hold (the run's CRC, which CheckCommandIndexRun checks, binds it).
+func (h CommandIndexHeader) Of(run PassHeader) bool {
+	run.Digest = 0
+	return h.Run == run
+}
+
 // CheckCommandIndexRun checks that the index whose header is h indexes
 // the run whose header is run and whose bytes from h.RunSize-4 to its
 // end are tail: the same header fields, and tail exactly the 4 bytes of
 // the CRC h records (a run of another size gives another tail length).
 func CheckCommandIndexRun(h CommandIndexHeader, run PassHeader, tail []byte) error {
-	if h.Run != run {
+	if !h.Of(run) {
 		return fmt.Errorf("command index of run %+v, not of %+v: %w", h.Run, run, ErrMalformed)
 	}
 	if len(tail) != 4 || binary.BigEndian.Uint32(tail) != h.RunCRC {

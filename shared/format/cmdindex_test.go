@@ -79,6 +79,7 @@ func TestCommandIndexEqualsTable(t *testing.T) {
 	for _, n := range []int{1, 5, 700, 1024, 1025, 3000} {
 		for _, every := range []int{1, 3, 50} {
 			p := randomCommandRun(rng, n, every)
+			p.Digest = rng.Uint32() // a run's plan digest: not in the index, bound by the run's CRC
 			obj, err := AppendPassIndex(nil, p)
 			if err != nil {
 				t.Fatal(err)
@@ -100,6 +101,13 @@ func TestCommandIndexEqualsTable(t *testing.T) {
 			again, _ := AppendCommandIndex(nil, obj)
 			if string(again) != string(cmdx) {
 				t.Fatal("the index is not a function of the run")
+			}
+			other := p
+			other.Digest++ // another plan of the run: another CRC
+			if ob, err := AppendPassIndex(nil, other); err != nil {
+				t.Fatal(err)
+			} else if _, err := cmdxLookup(ob, cmdx, 0); !errors.Is(err, ErrCRC) {
+				t.Fatalf("n=%d: the index of a run with another digest: %v, want ErrCRC", n, err)
 			}
 			for i, s := range p.Streams {
 				got, err := cmdxLookup(obj, cmdx, uint32(i))

@@ -134,7 +134,8 @@
 //	32     4    stream count N
 //	36     4    segment count S
 //	40     4    mark count M
-//	44     4    reserved, 0
+//	44     4    plan digest (a run's, a merged run's: in its packs'
+//	            keys, PackKey; 0 in a pass index and a run before them)
 //	48     72*N streams, in ascending stream id order:
 //	              0 16 stream id
 //	             16  8 first seq

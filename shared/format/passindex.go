@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // Pass index layout sizes. Frozen: part of pass index versions 1 and 2.
@@ -34,6 +36,12 @@ type PassIndex struct {
 	FirstSlot uint64
 	EndSlot   uint64 // exclusive; the next pass starts here
 	Streams   []PassStream
+	// Digest names the plan of a run or merged run (design 014, "One
+	// commit point per step"): its packs are at keys that carry it
+	// (PackKey, MergedPackKey), so two plans of one run never write one
+	// key. 0 in a pass index and in a run written before it (its packs at
+	// the keys without it). Encoded in the header's last 4 bytes.
+	Digest uint32
 	// Merged is not encoded: it says that this index is a merged run
 	// (design 014, level 2: MergedRunKey, its packs at MergedPackKey), set
 	// by whoever read it from that key or wrote it there.
@@ -109,9 +117,9 @@ func MergedRunKey(star, class string, epoch, firstSlot uint64) string {
 }
 
 // MergedPackKey is where pack `slot` of the merged run [firstSlot,
-// endSlot) lives (as PackKey for a level-1 run).
-func MergedPackKey(star, class string, epoch, firstSlot, endSlot, slot uint64) string {
-	return MergedPackPrefix(star, class, epoch, firstSlot) + fmt.Sprintf("%020d/%020d", endSlot, slot)
+// endSlot) whose digest is digest lives (as PackKey for a level-1 run).
+func MergedPackKey(star, class string, epoch, firstSlot, endSlot uint64, digest uint32, slot uint64) string {
+	return MergedPackPrefix(star, class, epoch, firstSlot) + packTail(endSlot, digest, slot)
 }
 
 // MergedPackPrefix is the prefix of every pack of every merged run at
@@ -120,20 +128,91 @@ func MergedPackPrefix(star, class string, epoch, firstSlot uint64) string {
 	return fmt.Sprintf("packs/%s/%s/merged/%020d/%020d-", star, class, epoch, firstSlot)
 }
 
-// PackKey is where pack `slot` of the run [firstSlot, endSlot) lives in
-// the settled bucket: the run's segments copied back to back. A run
-// index's segment names its pack by its Slot field, firstSlot+n for the
-// run's n-th pack. The end is in the key so that two plans of a run at
-// one first slot (settle copies that read different checkpoints) never
-// write one key with different bytes.
-func PackKey(star, class string, epoch, firstSlot, endSlot, slot uint64) string {
-	return PackPrefix(star, class, epoch, firstSlot) + fmt.Sprintf("%020d/%020d", endSlot, slot)
+// PackKey is where pack `slot` of the run [firstSlot, endSlot) whose
+// plan has digest `digest` (PassIndex.Digest) lives in the settled
+// bucket: the run's segments copied back to back. A run index's segment
+// names its pack by its Slot field, firstSlot+n for the run's n-th pack.
+// The end and the digest are in the key so that two plans of a run at
+// one first slot (settle copies that read different checkpoints, or
+// decided otherwise: another flush rule after a deploy, a copy that
+// planned on another head) never write one key with different bytes: a
+// plan's packs are a function of its key (design 014, "One commit point
+// per step"). A run without a digest (0: written before it) has its
+// packs at <end>/<slot>; with one, at <end>-<digest, 8 hex digits>/<slot>.
+func PackKey(star, class string, epoch, firstSlot, endSlot uint64, digest uint32, slot uint64) string {
+	return PackPrefix(star, class, epoch, firstSlot) + packTail(endSlot, digest, slot)
+}
+
+func packTail(endSlot uint64, digest uint32, slot uint64) string {
+	if digest == 0 {
+		return fmt.Sprintf("%020d/%020d", endSlot, slot)
+	}
+	return fmt.Sprintf("%020d-%08x/%020d", endSlot, digest, slot)
 }
 
 // PackPrefix is the prefix of every pack of every plan of the run at
 // firstSlot (what trim deletes once the run is flushed).
 func PackPrefix(star, class string, epoch, firstSlot uint64) string {
 	return fmt.Sprintf("packs/%s/%s/%020d/%020d-", star, class, epoch, firstSlot)
+}
+
+// PackKeyParts is what a pack key names (ParsePackKey).
+type PackKeyParts struct {
+	Star, Class      string
+	Merged           bool // a merged run's (MergedPackKey)
+	Epoch, FirstSlot uint64
+	EndSlot          uint64
+	Digest           uint32 // 0: a run written before digests
+	Slot             uint64
+}
+
+// ParsePackKey decodes a key PackKey or MergedPackKey made, and reports
+// whether it is one: exactly that function's output for the parts, so a
+// key it accepts is never another object's (a run index, a settled
+// object, a key with other padding).
+func ParsePackKey(key string) (PackKeyParts, bool) {
+	var p PackKeyParts
+	rest, ok := strings.CutPrefix(key, "packs/")
+	if !ok {
+		return p, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) == 6 && parts[2] == "merged" {
+		p.Merged = true
+		parts = append(parts[:2], parts[3:]...)
+	}
+	if len(parts) != 5 {
+		return p, false
+	}
+	p.Star, p.Class = parts[0], parts[1]
+	first, end, ok := strings.Cut(parts[3], "-")
+	if !ok {
+		return p, false
+	}
+	if e, d, ok := strings.Cut(end, "-"); ok {
+		dg, err := strconv.ParseUint(d, 16, 32)
+		if err != nil || dg == 0 {
+			return p, false
+		}
+		end, p.Digest = e, uint32(dg)
+	}
+	var err error
+	for _, f := range []struct {
+		s string
+		v *uint64
+	}{{parts[2], &p.Epoch}, {first, &p.FirstSlot}, {end, &p.EndSlot}, {parts[4], &p.Slot}} {
+		if *f.v, err = strconv.ParseUint(f.s, 10, 64); err != nil {
+			return p, false
+		}
+	}
+	keyOf := PackKey
+	if p.Merged {
+		keyOf = MergedPackKey
+	}
+	if keyOf(p.Star, p.Class, p.Epoch, p.FirstSlot, p.EndSlot, p.Digest, p.Slot) != key {
+		return p, false
+	}
+	return p, true
 }
 
 // Find returns the index of stream id's first entry in p.Streams (binary
@@ -191,7 +270,7 @@ func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(p.Streams)))
 	b = binary.BigEndian.AppendUint32(b, uint32(nSeg))
 	b = binary.BigEndian.AppendUint32(b, uint32(nMark))
-	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, p.Digest)
 	var seg, mark uint32
 	for _, s := range p.Streams {
 		b = append(b, s.Stream[:]...)
@@ -261,9 +340,7 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 	nStream := uint64(binary.BigEndian.Uint32(obj[32:36]))
 	nSeg := uint64(binary.BigEndian.Uint32(obj[36:40]))
 	nMark := uint64(binary.BigEndian.Uint32(obj[40:44]))
-	if r := binary.BigEndian.Uint32(obj[44:48]); r != 0 {
-		return PassIndex{}, fmt.Errorf("pass index: reserved %d: %w", r, ErrMalformed)
-	}
+	p.Digest = binary.BigEndian.Uint32(obj[44:48])
 	want := passHeaderSize + nStream*passStreamSize + nSeg*passSegmentSize + nMark*passMarkSize + 4
 	if want > uint64(len(obj)) || (version == PassIndexVersion && want != uint64(len(obj))) {
 		return PassIndex{}, fmt.Errorf("pass index: %d streams, %d segments, %d marks need %d bytes, have %d: %w", nStream, nSeg, nMark, want, len(obj), ErrBounds)

@@ -2,6 +2,7 @@ package format
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -184,13 +185,69 @@ func TestRunIndexKeys(t *testing.T) {
 	if got, want := RunIndexKey("star-0", "express", 3, 41), "index/star-0/express/runs/00000000000000000003/00000000000000000041"; got != want {
 		t.Fatalf("run key %q, want %q", got, want)
 	}
-	pk := PackKey("star-0", "express", 3, 41, 50, 42)
+	pk := PackKey("star-0", "express", 3, 41, 50, 0, 42)
 	if want := "packs/star-0/express/00000000000000000003/00000000000000000041-00000000000000000050/00000000000000000042"; pk != want {
 		t.Fatalf("pack key %q, want %q", pk, want)
 	}
-	if p := PackPrefix("star-0", "express", 3, 41); !strings.HasPrefix(pk, p) || strings.HasPrefix(PackKey("star-0", "express", 3, 410, 420, 410), p) {
+	dk := PackKey("star-0", "express", 3, 41, 50, 0xbeef, 42)
+	if want := "packs/star-0/express/00000000000000000003/00000000000000000041-00000000000000000050-0000beef/00000000000000000042"; dk != want {
+		t.Fatalf("pack key with a digest %q, want %q", dk, want)
+	}
+	if p := PackPrefix("star-0", "express", 3, 41); !strings.HasPrefix(pk, p) || !strings.HasPrefix(dk, p) || strings.HasPrefix(PackKey("star-0", "express", 3, 410, 420, 7, 410), p) {
 		t.Fatalf("pack prefix %q", p)
 	}
+	mk := MergedPackKey("star-0", "express", 3, 41, 50, 7, 42)
+	if p := MergedPackPrefix("star-0", "express", 3, 41); !strings.HasPrefix(mk, p) || strings.HasPrefix(dk, p) {
+		t.Fatalf("merged pack key %q, prefix %q", mk, p)
+	}
+}
+
+// TestParsePackKey: every key PackKey and MergedPackKey make parses back
+// to its parts, with and without a digest; a key one byte off does not.
+func TestParsePackKey(t *testing.T) {
+	for _, merged := range []bool{false, true} {
+		for _, digest := range []uint32{0, 1, 0xffffffff} {
+			want := PackKeyParts{Star: "star-0", Class: "express", Merged: merged, Epoch: 3, FirstSlot: 41, EndSlot: 50, Digest: digest, Slot: 49}
+			keyOf := PackKey
+			if merged {
+				keyOf = MergedPackKey
+			}
+			k := keyOf(want.Star, want.Class, want.Epoch, want.FirstSlot, want.EndSlot, want.Digest, want.Slot)
+			if got, ok := ParsePackKey(k); !ok || got != want {
+				t.Fatalf("%s: %+v, %t; want %+v", k, got, ok, want)
+			}
+		}
+	}
+	good := PackKey("s", "express", 3, 41, 50, 0xab, 42)
+	for _, bad := range []string{
+		"", "packs/", good + "/", strings.Replace(good, "-000000ab", "-00000000", 1), strings.Replace(good, "-000000ab", "-ab", 1),
+		strings.Replace(good, "-000000ab", "-0000000g", 1), strings.Replace(good, "/00000000000000000003/", "/3/", 1),
+		strings.Replace(good, "packs/", "pack/", 1), strings.Replace(good, "/express/", "/express/runs/", 1),
+		RunIndexKey("s", "express", 3, 41),
+	} {
+		if p, ok := ParsePackKey(bad); ok {
+			t.Errorf("%q parsed: %+v", bad, p)
+		}
+	}
+}
+
+// FuzzParsePackKey: a key ParsePackKey accepts is the key its parts make.
+func FuzzParsePackKey(f *testing.F) {
+	f.Add(PackKey("s", "express", 3, 41, 50, 0xab, 42))
+	f.Add(MergedPackKey("s", "express", 3, 41, 50, 0, 42))
+	f.Fuzz(func(t *testing.T, key string) {
+		p, ok := ParsePackKey(key)
+		if !ok {
+			return
+		}
+		keyOf := PackKey
+		if p.Merged {
+			keyOf = MergedPackKey
+		}
+		if k := keyOf(p.Star, p.Class, p.Epoch, p.FirstSlot, p.EndSlot, p.Digest, p.Slot); k != key {
+			t.Fatalf("%q parsed to %+v, which makes %q", key, p, k)
+		}
+	})
 }
 
 // A run index's markers (no segment) round-trip, and sit among packed
@@ -219,11 +276,11 @@ func TestMergedRunKeys(t *testing.T) {
 	if got, want := MergedRunKey("star-0", "express", 3, 41), "index/star-0/express/merged/00000000000000000003/00000000000000000041"; got != want {
 		t.Fatalf("merged run key %q, want %q", got, want)
 	}
-	pk := MergedPackKey("star-0", "express", 3, 41, 50, 42)
+	pk := MergedPackKey("star-0", "express", 3, 41, 50, 0, 42)
 	if want := "packs/star-0/express/merged/00000000000000000003/00000000000000000041-00000000000000000050/00000000000000000042"; pk != want {
 		t.Fatalf("merged pack key %q, want %q", pk, want)
 	}
-	if p := MergedPackPrefix("star-0", "express", 3, 41); !strings.HasPrefix(pk, p) || strings.HasPrefix(PackKey("star-0", "express", 3, 41, 50, 42), p) {
+	if p := MergedPackPrefix("star-0", "express", 3, 41); !strings.HasPrefix(pk, p) || strings.HasPrefix(PackKey("star-0", "express", 3, 41, 50, 0, 42), p) {
 		t.Fatalf("merged pack prefix %q", p)
 	}
 }
@@ -336,7 +393,7 @@ func TestParsePassIndexRefusesCorruption(t *testing.T) {
 		{"stream count", recrc(mutate(func(b []byte) []byte { b[35]++; return b })), ErrBounds},
 		{"huge counts", recrc(mutate(func(b []byte) []byte { copy(b[32:44], bytes.Repeat([]byte{0xff}, 12)); return b })), ErrBounds},
 		{"segment index", recrc(mutate(func(b []byte) []byte { b[48+72+59]++; return b })), ErrBounds},
-		{"reserved", recrc(mutate(func(b []byte) []byte { b[47] = 1; return b })), ErrMalformed},
+		{"reserved", recrc(mutate(func(b []byte) []byte { b[7] = 1; return b })), ErrKind},
 		{"seq gap", recrc(mutate(func(b []byte) []byte { b[48+3*72+32+15]++; return b })), ErrMalformed},
 	}
 	for _, c := range cases {
@@ -379,4 +436,30 @@ func FuzzParsePassIndex(f *testing.F) {
 			t.Fatalf("re-encode: %v, equal %v", err, bytes.Equal(got, b))
 		}
 	})
+}
+
+// TestPassIndexDigest: a run's digest is the header's last 4 bytes, read
+// back by ParsePassIndex and ParsePassHeader; 0 (a pass index) writes the
+// bytes a pass index always had.
+func TestPassIndexDigest(t *testing.T) {
+	p := goldenPassIndex()
+	p.Digest = 0xdeadbeef
+	obj, err := AppendPassIndex(nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.BigEndian.Uint32(obj[44:48]); got != p.Digest {
+		t.Fatalf("header bytes 44-48: %x", got)
+	}
+	back, err := ParsePassIndex(obj)
+	if err != nil || back.Digest != p.Digest {
+		t.Fatalf("parsed digest %x, %v", back.Digest, err)
+	}
+	if h, err := ParsePassHeader(obj); err != nil || h.Digest != p.Digest {
+		t.Fatalf("header digest %x, %v", h.Digest, err)
+	}
+	p.Digest = 0
+	if obj, err := AppendPassIndex(nil, p); err != nil || !bytes.Equal(obj, goldenPassIndexBytes()) {
+		t.Fatalf("no digest: not the golden bytes (%v)", err)
+	}
 }

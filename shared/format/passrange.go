@@ -38,11 +38,12 @@ type PassHeader struct {
 	Streams   uint32 // stream table entries
 	Segments  uint32 // segment table entries
 	Marks     uint32 // mark table entries
+	Digest    uint32 // a run's plan digest (PassIndex.Digest)
 }
 
 // ParsePassHeader decodes the header at the start of b (at least
 // PassHeaderSize bytes; the rest is not read): magic, version, kind,
-// reserved fields and a non-empty slot range.
+// reserved byte, digest and a non-empty slot range.
 func ParsePassHeader(b []byte) (PassHeader, error) {
 	if len(b) < passHeaderSize {
 		return PassHeader{}, fmt.Errorf("pass index header: %d bytes: %w", len(b), ErrTruncated)
@@ -63,9 +64,7 @@ func ParsePassHeader(b []byte) (PassHeader, error) {
 	h.Streams = binary.BigEndian.Uint32(b[32:36])
 	h.Segments = binary.BigEndian.Uint32(b[36:40])
 	h.Marks = binary.BigEndian.Uint32(b[40:44])
-	if r := binary.BigEndian.Uint32(b[44:48]); r != 0 {
-		return PassHeader{}, fmt.Errorf("pass index header: reserved %d: %w", r, ErrMalformed)
-	}
+	h.Digest = binary.BigEndian.Uint32(b[44:48])
 	if h.EndSlot <= h.FirstSlot {
 		return PassHeader{}, fmt.Errorf("pass index header: slots %d-%d: %w", h.FirstSlot, h.EndSlot, ErrMalformed)
 	}

@@ -208,7 +208,7 @@ func TestPassRangedPiecesRefuseCorruption(t *testing.T) {
 		{"header magic", ErrMagic, func() error { _, err := ParsePassHeader(mutate(obj, 0, 'X')); return err }},
 		{"header version", ErrVersion, func() error { _, err := ParsePassHeader(mutate(obj, 5, 9)); return err }},
 		{"header kind", ErrKind, func() error { _, err := ParsePassHeader(mutate(obj, 6, 0)); return err }},
-		{"header reserved", ErrMalformed, func() error { _, err := ParsePassHeader(mutate(obj, 47, 1)); return err }},
+		{"header reserved", ErrKind, func() error { _, err := ParsePassHeader(mutate(obj, 7, 1)); return err }},
 		{"header slots", ErrMalformed, func() error { _, err := ParsePassHeader(put32(obj, 28, 0)); return err }},
 		{"entries partial", ErrTruncated, func() error { _, err := ParsePassEntries(h, 0, table[:100]); return err }},
 		{"entries past the table", ErrBounds, func() error { _, err := ParsePassEntries(h, 1, table); return err }},

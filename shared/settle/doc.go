@@ -122,11 +122,20 @@
 //     segments: its flushed seqs).
 //  3. The other streams of the step are packed: their segments copied
 //     byte for byte, slot by slot (one ranged GET per slot), into packs of
-//     at most MaxObjectBytes (format.PackKey, the plan's end in the key),
-//     and listed in the run as entries located in the packs.
-//  4. The run is put if absent; one already there is adopted.
+//     at most MaxObjectBytes (format.PackKey: the plan's end and digest
+//     in the key, planDigest), and listed in the run as entries located
+//     in the packs.
+//  4. The run is put if absent; one already there is adopted. The run is
+//     the step's one commit point (design 014, "One commit point per
+//     step"): what the step wrote before it is at keys that name what
+//     determines its bytes (a pack its plan's digest: the decisions,
+//     MaxObjectBytes, the order), so a plan that dies before its run
+//     leaves garbage no other plan writes, whatever its configuration;
+//     its command index is written after it, by the copy that stored it.
 //
-// Then each marker's stream is flushed as level 0 settled a stream:
+// Then each marker's stream is flushed as level 0 settled a stream (its
+// refs ending where its parts and constants say, never MaxObjectBytes:
+// settleGroups):
 // its unflushed entries (pack locations: fetched for the flushed streams
 // only, by one walk of the live runs from the oldest run of any of them,
 // one run at a time through the window's cache, each searched for them;
@@ -155,7 +164,9 @@
 // moves Flushed to where the state of the head says the head's last step
 // computed it, if it lags (a crash, or a copy between its cursor moves),
 // then does a merge a complete group left pending, and if either moved,
-// reads the head again. So every copy plans on the head every other sees
+// reads the head again, and finishes that one too (Step: every head it
+// plans on; a copy may have left it unfinished meanwhile). So every copy
+// plans on the head every other sees
 // after it, and the settled bucket is a function of the absorbed input
 // whatever the crashes and races (design 014, "Every copy plans on one
 // head"). A step with nothing to settle does it when its settler keeps
@@ -170,7 +181,8 @@
 // the merged run at format.MergedRunKey(a): per stream, in stream id
 // order, its last marker of the group, then one packed entry for its
 // packed entries after that marker, their records re-encoded as one
-// segment in the merged run's packs (format.MergedPackKey; the level-1
+// segment in the merged run's packs (format.MergedPackKey, with the
+// digest of the merge's MaxObjectBytes: mergeDigest; the level-1
 // packs read in 1 MiB ranged GETs, in order). The group is found by its
 // runs' headers and its runs are read by range, mergeIndexChunk entries
 // at a time each (mergestream.go), so a merge holds a few chunks per

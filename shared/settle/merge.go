@@ -138,7 +138,7 @@ func newPackReader(b objstore.Bucket, c metastore.ChainID, g groupRun) *packRead
 }
 
 func (p *packReader) key(slot uint64) string {
-	return format.PackKey(p.c.Star, p.c.Class.String(), p.g.epoch, p.g.first, p.g.end, slot)
+	return format.PackKey(p.c.Star, p.c.Class.String(), p.g.epoch, p.g.first, p.g.end, p.g.digest, slot)
 }
 
 // size is pack slot's size: a chunk never reads past it.

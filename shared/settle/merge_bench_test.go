@@ -50,7 +50,7 @@ func BenchmarkMerge(b *testing.B) {
 						Segments: []format.PassSegment{{Slot: run.FirstSlot, FirstSeq: uint64(r), Count: 1, Offset: uint32(off), Length: uint32(len(seg)), CRC: crcOf(seg)}}}
 				}
 				packBytes += int64(len(pack))
-				if err := settled.PutIfAbsent(ctx, format.PackKey(c.Star, c.Class.String(), 1, run.FirstSlot, run.EndSlot, run.FirstSlot), pack); err != nil {
+				if err := settled.PutIfAbsent(ctx, format.PackKey(c.Star, c.Class.String(), 1, run.FirstSlot, run.EndSlot, run.Digest, run.FirstSlot), pack); err != nil {
 					b.Fatal(err)
 				}
 				obj, err := format.AppendPassIndex(nil, run)

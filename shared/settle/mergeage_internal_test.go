@@ -30,7 +30,7 @@ func TestMergeableSpansAtMostMaxObjectSpan(t *testing.T) {
 		{-1, 1_000 + 1000*time.Hour.Milliseconds(), true}, // no bound
 	} {
 		s := &Settler{MaxObjectSpan: tc.age}
-		if got := s.mergeable(prev, group(tc.lastTs)); got != tc.want {
+		if got := s.mergeable(prev, group(tc.lastTs), DefaultMaxObjectBytes); got != tc.want {
 			t.Errorf("MaxObjectSpan %s, group ending %d ms after the object's first record: mergeable %t, want %t", tc.age, tc.lastTs-prev.FirstTsMs, got, tc.want)
 		}
 	}
@@ -40,7 +40,7 @@ func TestMergeableSpansAtMostMaxObjectSpan(t *testing.T) {
 	// Too big to merge, whatever the age.
 	big := prev
 	big.Bytes = DefaultMergeBelowBytes
-	if (&Settler{}).mergeable(big, group(2_000)) {
+	if (&Settler{}).mergeable(big, group(2_000), DefaultMaxObjectBytes) {
 		t.Fatal("an object of MergeBelowBytes merged")
 	}
 }

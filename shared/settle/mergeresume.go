@@ -71,6 +71,10 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []g
 		in[i] = newPackReader(s.Settled, c, g)
 	}
 	out := &mergedOut{s: s, c: c, run: run, res: res, maxBytes: orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes), probing: true}
+	// The packs' keys carry the digest of the merge's configuration: a
+	// merge resumed with another MaxObjectBytes (a deploy between two
+	// invocations) lays out other packs, at other keys.
+	run.Digest = mergeDigest(out.maxBytes)
 	for {
 		// The next stream: the least id of the inputs' next entries.
 		var id format.StreamID
@@ -149,7 +153,7 @@ type mergedOut struct {
 }
 
 func (o *mergedOut) key(n uint64) string {
-	return format.MergedPackKey(o.c.Star, o.c.Class.String(), o.run.Epoch, o.run.FirstSlot, o.run.EndSlot, o.run.FirstSlot+n)
+	return format.MergedPackKey(o.c.Star, o.c.Class.String(), o.run.Epoch, o.run.FirstSlot, o.run.EndSlot, o.run.Digest, o.run.FirstSlot+n)
 }
 
 // start begins pack n: adopts it if the packs so far were stored and it

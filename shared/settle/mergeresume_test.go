@@ -77,7 +77,7 @@ func mergeFixture(tb testing.TB, settled objstore.Bucket, streams, runs, slots, 
 			}
 		}
 		packBytes += int64(len(sorted))
-		if err := settled.PutIfAbsent(ctx, format.PackKey(c.Star, c.Class.String(), 1, run.FirstSlot, run.EndSlot, run.FirstSlot), sorted); err != nil {
+		if err := settled.PutIfAbsent(ctx, format.PackKey(c.Star, c.Class.String(), 1, run.FirstSlot, run.EndSlot, run.Digest, run.FirstSlot), sorted); err != nil {
 			tb.Fatal(err)
 		}
 		obj, err := format.AppendPassIndex(nil, run)

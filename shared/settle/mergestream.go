@@ -34,6 +34,7 @@ var mergeIndexChunk uint32 = 4096
 // its header (zero when the walk found the run cached: openRun reads it).
 type groupRun struct {
 	epoch, first, end uint64
+	digest            uint32 // its plan's (its packs' keys)
 	h                 format.PassHeader
 }
 
@@ -60,7 +61,7 @@ func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to met
 		}
 		if r := s.window.CachedRun(c, at); r != nil {
 			// Cached: its place without a GET (openRun reads its header).
-			group = append(group, groupRun{epoch: r.Epoch, first: r.FirstSlot, end: r.EndSlot})
+			group = append(group, groupRun{epoch: r.Epoch, first: r.FirstSlot, end: r.EndSlot, digest: r.Digest})
 			at.Slot = r.EndSlot
 			continue
 		}
@@ -80,7 +81,7 @@ func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to met
 		if h.Epoch != at.Epoch || h.FirstSlot != at.Slot {
 			return nil, false, fmt.Errorf("run %s says %d/%d: %w", key, h.Epoch, h.FirstSlot, ErrMismatch)
 		}
-		group = append(group, groupRun{epoch: h.Epoch, first: h.FirstSlot, end: h.EndSlot, h: h})
+		group = append(group, groupRun{epoch: h.Epoch, first: h.FirstSlot, end: h.EndSlot, digest: h.Digest, h: h})
 		at.Slot = h.EndSlot
 	}
 	return group, false, nil

@@ -3,6 +3,7 @@ package settle
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -554,7 +555,7 @@ func (s *Settler) makePlan(ctx context.Context, set chain.Set, c metastore.Chain
 		return nil, fmt.Errorf("read back the run %s: %w", key, err)
 	}
 	if got.EndSlot != plan.EndSlot {
-		return nil, fmt.Errorf("the run at %s stored ends at %d, this step's passes at %d: re-read: %w", from, got.EndSlot, plan.EndSlot, metastore.ErrConflict)
+		return nil, fmt.Errorf("the run at %s stored ends at %d, this step's passes at %d: %w", from, got.EndSlot, plan.EndSlot, errReplan)
 	}
 	return got, nil
 }
@@ -662,6 +663,14 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		}
 	}()
 	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	// Sorted: when the step's packed segments fit in PackBufferBytes they
+	// are all read first, then copied in (stream, seq) order, so that a
+	// stream's entry is one range of one pack (a flush reads it in one
+	// GET); else they are copied in slot order as they arrive.
+	sorted := total <= orDefault(s.PackBufferBytes, DefaultPackBufferBytes)
+	// The packs' keys carry the plan's digest: a plan that differs (its
+	// decisions, or its layout's configuration) never writes another's.
+	run.Digest = planDigest(run, ids, maxBytes, sorted)
 	var n uint64 // the current pack: run.FirstSlot + n
 	var buf []byte
 	written := 0
@@ -669,7 +678,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		if len(buf) == 0 {
 			return nil
 		}
-		key := format.PackKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot, run.EndSlot, run.FirstSlot+n)
+		key := format.PackKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot, run.EndSlot, run.Digest, run.FirstSlot+n)
 		if err := s.put(ctx, key, buf); err != nil {
 			return fmt.Errorf("pack %s: %w", key, err)
 		}
@@ -692,11 +701,6 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		buf = append(buf, seg...)
 		return nil
 	}
-	// Sorted: when the step's packed segments fit in PackBufferBytes they
-	// are all read first, then copied in (stream, seq) order, so that a
-	// stream's entry is one range of one pack (a flush reads it in one
-	// GET); else they are copied in slot order as they arrive.
-	sorted := total <= orDefault(s.PackBufferBytes, DefaultPackBufferBytes)
 	got := map[[2]uint64][]byte{} // sorted: (slot, offset) -> segment
 	for i, slot := range slots {
 		var f fetched
@@ -733,4 +737,50 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		return nil, written, err
 	}
 	return entries, written, nil
+}
+
+// planDigest is the digest of a run's plan (format.PassIndex.Digest,
+// design 014 "One commit point per step"): of everything its packs'
+// bytes depend on but the run's slots (in their keys): its decisions
+// (each marker's stream and seqs, in run, and the packed streams ids, in
+// order) and its layout's configuration (maxBytes, the order). Two plans
+// of one run that would lay out other packs get other digests (but for
+// a CRC-32C collision), so a plan's packs are a function of their keys,
+// and a dead plan's never collide with a live one's. Never 0 (a run
+// without a digest).
+func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64, sorted bool) uint32 {
+	b := make([]byte, 0, 32+len(run.Streams)*32+len(packed)*16)
+	b = append(b, "plan"...)
+	b = binary.BigEndian.AppendUint64(b, run.EndSlot)
+	b = binary.BigEndian.AppendUint64(b, uint64(maxBytes))
+	if sorted {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(run.Streams)))
+	for i := range run.Streams {
+		m := &run.Streams[i]
+		b = append(b, m.Stream[:]...)
+		b = binary.BigEndian.AppendUint64(b, m.FirstSeq)
+		b = binary.BigEndian.AppendUint64(b, m.LastSeq)
+	}
+	for _, id := range packed {
+		b = append(b, id[:]...)
+	}
+	return nonZero(format.CRC(b))
+}
+
+// mergeDigest is a merged run's digest (format.PassIndex.Digest): its
+// packs' bytes depend on its group (the level-1 runs its key's slots
+// name, immutable) and on maxBytes, the pack size its layout uses.
+func mergeDigest(maxBytes int64) uint32 {
+	return nonZero(format.CRC(binary.BigEndian.AppendUint64([]byte("merged"), uint64(maxBytes))))
+}
+
+func nonZero(d uint32) uint32 {
+	if d == 0 {
+		return 1
+	}
+	return d
 }

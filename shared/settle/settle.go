@@ -183,23 +183,49 @@ type Result struct {
 // MaxSlotsPerStep further, never past the checkpoint), and moves the
 // settled cursor over it; or, at an epoch's cut, steps to the next epoch.
 func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
-	res, err := s.step(ctx, c, true)
-	if errors.Is(err, errFinished) {
-		// The head's last step is finished now: this step's plan is made on
-		// the head every copy sees after it.
-		var again Result
-		again, err = s.step(ctx, c, false)
-		again.Merges += res.Merges
-		again.MergedStreams += res.MergedStreams
-		again.Packs += res.Packs
-		again.StateBuilt = again.StateBuilt || res.StateBuilt
-		res = again
+	var done Result // what the finishes did
+	for attempt := range maxFinishes {
+		res, err := s.step(ctx, c, true)
+		res.Merges += done.Merges
+		res.MergedStreams += done.MergedStreams
+		res.Packs += done.Packs
+		res.StateBuilt = res.StateBuilt || done.StateBuilt
+		if errors.Is(err, errReplan) {
+			continue // the stored run is adopted on the next attempt
+		}
+		if !errors.Is(err, errFinished) {
+			return res, err
+		}
+		// The head's last step is finished now: plan on the head read
+		// anew, finished first too (a copy may have moved it meanwhile
+		// and crashed before its merge: design 014, "Every copy plans on
+		// one head").
+		s.log().Debug("settle: finished the head", "chain", c.String(), "attempt", attempt)
+		done = res
 	}
-	return res, err
+	// Copies keep moving the head under this one: they settle it.
+	done.Lost = true
+	return done, nil
 }
 
-// step is Step; finish: first finish the head's last step when it is not
-// (runStep), returning errFinished when that moved a cursor.
+// maxFinishes bounds the heads one Step finishes (or the plans it
+// makes again) before it plans: each moves a cursor a copy left behind,
+// or finds a copy's run, so more than a few mean that other copies are
+// stepping at once (and settle the chain).
+const maxFinishes = 8
+
+// errReplan: a copy stored the run at the step's first slot with another
+// end (another MaxSlotsPerStep, or a later checkpoint) while this step
+// planned: the step is planned again, and adopts it (it is the step's
+// commit point). It wraps metastore.ErrConflict.
+var errReplan = fmt.Errorf("settle: a copy stored another plan of the run: plan again: %w", metastore.ErrConflict)
+
+// step is one attempt of Step: with finish (every attempt: the head read
+// anew may be unfinished again) it first finishes the head's last step
+// when it is not (runStep), and returns errFinished when that moved a
+// cursor: then the step is to be planned again, on the head read anew.
+// (Planning on a head without finishing it was finding 3 of issue 30:
+// the mutant settle-retry-skips-finish.)
 func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (Result, error) {
 	h, err := s.Meta.GetHead(ctx, c)
 	if err != nil {
@@ -336,7 +362,7 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 		if prev != nil && !settledOnly(*prev) {
 			prev = nil
 		}
-		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, pf, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
+		o, m, lost, err := s.settleGroups(ctx, set, id, prev, todo, pf, true, func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error {
 			var old []metastore.Ref // the absorb wrote no ref: only a merged previous ref is replaced
 			if mergedPrev {
 				old = src[:1]
@@ -361,11 +387,27 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 // prev first when merged). lost: an object or a write lost to another
 // copy (or trim) since the refs were read; the caller re-reads. pf: the
 // pieces a step read ahead (nil: none).
-func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref, pf *prefetched,
+//
+// flush: refs are pass index parts written with SettleRef, which replaces
+// no stored ref but a merged previous one, on a condition on the ref at
+// the new ref's key alone: two copies whose refs end elsewhere would
+// both write, overlapping (a copy of another MaxObjectBytes, during a
+// deploy). So a flush's groups and its merge of the previous ref depend
+// on the parts, the stored refs and constants only (MaxSwapRefs,
+// MergeBelowBytes, MaxObjectSpan: frozen for a chain), not on MaxObjectBytes, which
+// splits the objects inside a ref (their keys name their seqs) and not
+// the refs (TestSettleKillAtEveryWrite). A refs step replaces the refs
+// with SwapRefs, each as it was read, so copies that split otherwise
+// conflict instead.
+func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref, pf *prefetched, flush bool,
 	write func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error) (objects, merged int, lost bool, err error) {
-	for gi, g := range s.groups(refs) {
+	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	if flush {
+		maxBytes = math.MaxInt64
+	}
+	for gi, g := range s.groups(refs, maxBytes) {
 		src := g
-		mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g)
+		mergePrev := gi == 0 && prev != nil && s.mergeable(*prev, g, maxBytes)
 		if mergePrev {
 			src = append([]metastore.Ref{*prev}, g...)
 		}
@@ -449,7 +491,7 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 		}
 		lost := false
 		for _, rn := range runs {
-			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, nil, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
+			o, m, l, err := s.settleGroups(ctx, set, id, rn.prev, rn.refs, nil, false, func(src []metastore.Ref, _ bool, repl metastore.Ref) error {
 				return s.Meta.SwapRefs(ctx, src, repl)
 			})
 			objects, merged = objects+o, merged+m
@@ -521,11 +563,10 @@ func absorbed(r metastore.Ref, ck metastore.Cursor) error {
 	return nil
 }
 
-// groups splits adjacent refs into runs that each become one object: at
-// most MaxSwapRefs-1 refs (room for a merged predecessor) and
-// MaxObjectBytes of records.
-func (s *Settler) groups(refs []metastore.Ref) [][]metastore.Ref {
-	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+// groups splits adjacent refs into runs that each become one ref: at
+// most MaxSwapRefs-1 refs (room for a merged predecessor) and maxBytes
+// of records.
+func (s *Settler) groups(refs []metastore.Ref, maxBytes int64) [][]metastore.Ref {
 	var out [][]metastore.Ref
 	var g []metastore.Ref
 	var n int64
@@ -542,11 +583,11 @@ func (s *Settler) groups(refs []metastore.Ref) [][]metastore.Ref {
 
 // mergeable reports whether group g of a stream's refs is merged into
 // prev, the stream's last settled object: when prev is small and the
-// merge fits an object, and, since retention drops whole objects, when
+// two hold at most maxBytes of records, and, since retention drops whole objects, when
 // g's last record is at most MaxObjectSpan (by record time) later than
 // prev's first, so that no merge makes an object span more than that and
 // none of its records outlive its retention by more (issue 30).
-func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
+func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref, maxBytes int64) bool {
 	below := orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes)
 	if below < 0 || len(prev.Locations) != 1 || !prev.Locations[0].Settled || prev.Bytes >= below {
 		return false
@@ -558,7 +599,7 @@ func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref) bool {
 	for _, r := range g {
 		n += r.Bytes
 	}
-	return prev.Bytes+n <= orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)
+	return prev.Bytes+n <= maxBytes
 }
 
 // build renders the settled objects that replace old (adjacent refs of

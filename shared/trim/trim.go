@@ -144,10 +144,10 @@ func (t *Trimmer) runs(ctx context.Context, c metastore.ChainID, flushed metasto
 	if err := t.runIndexes(ctx, c, flushed, format.RunIndexKey); err != nil {
 		return err
 	}
-	if err := t.packs(ctx, c, flushed, "merged/", format.MergedPackKey); err != nil {
+	if err := t.packs(ctx, c, flushed, "merged/"); err != nil {
 		return err
 	}
-	return t.packs(ctx, c, flushed, "", format.PackKey)
+	return t.packs(ctx, c, flushed, "")
 }
 
 // runIndexes deletes the run indexes at keyOf (a level's key) of chain c
@@ -178,21 +178,21 @@ func (t *Trimmer) runIndexes(ctx context.Context, c metastore.ChainID, flushed m
 	return nil
 }
 
-// packs deletes the packs at keyOf under packs/<star>/<class>/<sub> of
-// chain c whose run starts before flushed (every plan's).
-func (t *Trimmer) packs(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor, sub string, keyOf func(star, class string, epoch, first, end, slot uint64) string) error {
+// packs deletes the packs under packs/<star>/<class>/<sub> of chain c
+// (sub "merged/": merged runs') whose run starts before flushed (every
+// plan's, whatever its digest: format.ParsePackKey).
+func (t *Trimmer) packs(ctx context.Context, c metastore.ChainID, flushed metastore.Cursor, sub string) error {
 	packs := "packs/" + c.Star + "/" + c.Class.String() + "/" + sub
 	keys, err := t.Settled.List(ctx, packs)
 	if err != nil {
 		return fmt.Errorf("list packs %s: %w", packs, err)
 	}
 	for _, k := range keys {
-		n := numbers(strings.TrimPrefix(k, packs), 4)
-		if n == nil || k != keyOf(c.Star, c.Class.String(), n[0], n[1], n[2], n[3]) {
+		p, ok := format.ParsePackKey(k)
+		if !ok || p.Star != c.Star || p.Class != c.Class.String() || p.Merged != (sub != "") {
 			continue // not a pack key: not ours to delete
 		}
-		e, first := n[0], n[1]
-		if !(metastore.Cursor{Epoch: e, Slot: first}).Less(flushed) {
+		if !(metastore.Cursor{Epoch: p.Epoch, Slot: p.FirstSlot}).Less(flushed) {
 			break
 		}
 		if err := t.Settled.Delete(ctx, k); err != nil {

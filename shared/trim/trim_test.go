@@ -612,9 +612,12 @@ func TestTrimDeletesFlushedRuns(t *testing.T) {
 	}
 	// A plan of the run at 1/0 nobody adopted (a copy that crashed before
 	// its run index): its pack is garbage below flushed.
-	orphan := format.PackKey(chainX.Star, "express", 1, 0, 1, 0)
-	if err := e.settled.PutIfAbsent(t.Context(), orphan, []byte("x")); err != nil {
-		t.Fatal(err)
+	// Both key forms: a plan without a digest (written before digests)
+	// and one with (design 014, "One commit point per step").
+	for _, orphan := range []string{format.PackKey(chainX.Star, "express", 1, 0, 1, 0, 0), format.PackKey(chainX.Star, "express", 1, 0, 1, 0xabcd, 0)} {
+		if err := e.settled.PutIfAbsent(t.Context(), orphan, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Command indexes (design 014, "The command index") beside a run
 	// below flushed and beside a live run: the first goes with its run,

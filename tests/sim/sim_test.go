@@ -312,8 +312,16 @@ func (s *sim) act() string {
 		{"two-settlers", 2, func() {
 			// A cold copy racing the long-lived one (its kept state then
 			// no longer matches the head: it rebuilds).
+			// The cold copy has the other deploy's settle configuration
+			// (World.Settler): copies of two builds racing on one step.
 			s.goRun(func(ctx context.Context) { _, _ = s.w.KeptSettler().Run(ctx, Chain) })
-			s.goRun(func(ctx context.Context) { _, _ = s.w.Settler().Run(ctx, Chain) })
+			s.goRun(func(ctx context.Context) { _, _ = s.w.OtherSettler().Run(ctx, Chain) })
+		}},
+		{"settle-killed", 4, func() {
+			// A copy killed at one of its first PUTs (a pack, the run
+			// index, a flush's object), racing the long-lived one.
+			k := s.rng.IntN(4)
+			s.goRun(func(ctx context.Context) { _, _ = s.w.KilledSettler(k).Run(ctx, Chain) })
 		}},
 		{"slow-settler", 3, func() {
 			d := time.Duration(20+s.rng.IntN(300)) * time.Millisecond
@@ -629,12 +637,22 @@ func (s *sim) check() {
 		}
 	}
 	s.checkNoMetastoreOnAckPath()
+	s.checkDetermined()
 	s.checkStallCauses()
 	s.checkDedupeBound()
 	s.checkLostAcks()
 	if s.node != nil {
 		s.releasedAt = append(s.releasedAt, s.node.Star.Released(Chain))
 		s.checkHistory(s.node)
+	}
+}
+
+// checkDetermined: every object at a determined key of the settled
+// bucket got the same bytes from every copy that put it (design 014,
+// "One commit point per step"; World.Determined).
+func (s *sim) checkDetermined() {
+	if v := s.w.Determined.Violations(); len(v) > 0 {
+		s.fatalf("determined keys put with other bytes: %v", v)
 	}
 }
 

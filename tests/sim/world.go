@@ -96,6 +96,9 @@ type World struct {
 	SettledMem *objstore.Mem
 	SettledInj *objstore.Injector
 	Settled    objstore.Bucket
+	// Determined is Settled's recorder of the puts at determined keys
+	// (checkDetermined).
+	Determined *Determined
 
 	Streams []metastore.Stream
 	IDs     []format.StreamID
@@ -113,6 +116,9 @@ type World struct {
 
 	keptMu sync.Mutex
 	kept   *settle.Settler // KeptSettler's
+	// copies counts the settle copies made (Settler): every other one has
+	// the other deploy's settle configuration.
+	copies atomic.Int64
 }
 
 // SwitchSettlement switches settle, trim, the probe and readers to the
@@ -158,7 +164,8 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	}
 	w.SettledMem = objstore.NewMem("settled")
 	w.SettledInj = objstore.NewInjector(seed*31 + 99)
-	w.Settled = objstore.WithFaults(w.SettledMem, w.SettledInj)
+	w.Determined = &Determined{Bucket: objstore.WithFaults(w.SettledMem, w.SettledInj)}
+	w.Settled = w.Determined
 	w.Log = slog.New(w.Logs)
 	var s [32]byte
 	copy(s[:], strconv.FormatInt(seed, 10))
@@ -211,19 +218,41 @@ func (w *World) Absorber() *absorb.Absorber {
 	}
 	return a
 }
-func (w *World) Settler() *settle.Settler {
-	return &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
+
+// Settler is a new settle copy (a Lambda invocation's). Copies alternate
+// between two settle configurations, as copies of two
+// builds do during a deploy that changes settle's defaults (design 014,
+// "One commit point per step"): the second flushes at twice FlushBytes,
+// packs in slot order, and writes packs and objects of at most 4 KiB. A
+// copy that dies between its packs and its run index (a PUT fault) is
+// followed by copies of the other configuration, whose plans must never
+// collide with its packs; and copies of both race.
+func (w *World) Settler() *settle.Settler { return w.settler(w.copies.Add(1)%2 == 0) }
+
+// OtherSettler is a new settle copy of the other deploy's configuration
+// (Settler; KeptSettler has the first).
+func (w *World) OtherSettler() *settle.Settler { return w.settler(true) }
+
+// settler is a settle copy of the first configuration, or of the other
+// deploy's (other).
+func (w *World) settler(other bool) *settle.Settler {
+	s := &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
 		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
+	if other {
+		s.FlushBytes, s.PackBufferBytes, s.MaxObjectBytes = 2*w.Opt.FlushBytes, -1, 4096
+	}
+	return s
 }
 
 // KeptSettler is the world's long-lived settler (a warm Lambda's or the
 // node's): it keeps its window cache and its unflushed state across runs
-// (issue 17); a new one after the settlement switch.
+// (issue 17); a new one after the settlement switch. It has the first
+// configuration (Settler).
 func (w *World) KeptSettler() *settle.Settler {
 	w.keptMu.Lock()
 	defer w.keptMu.Unlock()
 	if w.kept == nil || w.kept.PassIndex != w.SettleIndexed() {
-		w.kept = w.Settler()
+		w.kept = w.settler(false)
 	}
 	return w.kept
 }
