@@ -1,223 +1,280 @@
-// Package metrics is a small, allocation-light registry of counters, gauges
-// and histograms that renders the Prometheus text exposition format (version
-// 0.0.4) on an admin port. Labels are fixed when a series is created, so the
-// hot path is one atomic add.
+// Package metrics is the star's registry of counters, gauges and
+// histograms, backed by prometheus/client_golang and served in the
+// Prometheus exposition format on the admin address (docs/operations.md
+// lists every series; ADR 0056 says why client_golang).
+//
+// A series is a family name plus its label values, fixed when the series is
+// first asked for: the caller keeps the returned *Counter, *Gauge or
+// *Histogram, and the hot path is then one atomic operation that allocates
+// nothing (TestHotPathAllocatesNothing). Asking again for the same series
+// returns the same value. A family's type and label names are fixed by its
+// first series; asking for it with another type or other label names is a
+// programming error and panics.
 package metrics
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
 // Registry holds named series.
 type Registry struct {
-	mu     sync.Mutex
-	series map[string]*family
+	reg *prometheus.Registry
+
+	mu   sync.Mutex
+	fams map[string]*family
 }
+
+// kinds of a family.
+const (
+	kindCounter     = "counter"
+	kindGauge       = "gauge"
+	kindHistogram   = "histogram"
+	kindCounterFunc = "counter (func)"
+	kindGaugeFunc   = "gauge (func)"
+)
 
 type family struct {
-	name, help, typ string
-	items           map[string]writer // by rendered label set
+	kind   string
+	labels []string       // label names, in the order first given
+	items  map[string]any // by label values joined with 0xff: *Counter, *Gauge, *Histogram or funcs' first f
+
+	counters *prometheus.CounterVec
+	gauges   *prometheus.GaugeVec
+	hists    *prometheus.HistogramVec
+	funcs    *funcCollector
 }
 
-type writer interface {
-	write(w io.Writer, name, labels string)
+// NewRegistry returns an empty registry (no runtime or process series:
+// see RegisterRuntime).
+func NewRegistry() *Registry {
+	return &Registry{reg: prometheus.NewRegistry(), fams: map[string]*family{}}
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{series: map[string]*family{}} }
+// RegisterRuntime adds the Go runtime (go_*) and process (process_*)
+// collectors. A second call adds nothing.
+func (r *Registry) RegisterRuntime() error {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := r.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return fmt.Errorf("metrics: register the runtime collectors: %w", err)
+		}
+	}
+	return nil
+}
 
-func labelString(kv []string) string {
+// split turns name/value pairs into names and values.
+func split(kv []string) (names, values []string) {
 	if len(kv)%2 != 0 {
 		panic("metrics: labels must be name/value pairs")
 	}
-	if len(kv) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteByte('{')
 	for i := 0; i < len(kv); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%q", kv[i], kv[i+1])
+		names = append(names, kv[i])
+		values = append(values, kv[i+1])
 	}
-	b.WriteByte('}')
-	return b.String()
+	return names, values
 }
 
-func (r *Registry) get(name, help, typ string, labels []string, mk func() writer) writer {
+// series returns the item of name{kv}, making the family with mkFam and the
+// item with mkItem the first time each is asked for.
+func (r *Registry) series(name, help, kind string, kv []string, mkFam func(f *family, names []string) prometheus.Collector, mkItem func(f *family, values []string) any) any {
+	names, values := split(kv)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := r.series[name]
+	f := r.fams[name]
 	if f == nil {
-		f = &family{name: name, help: help, typ: typ, items: map[string]writer{}}
-		r.series[name] = f
+		f = &family{kind: kind, labels: names, items: map[string]any{}}
+		r.reg.MustRegister(mkFam(f, names))
+		r.fams[name] = f
 	}
-	if f.typ != typ {
-		panic(fmt.Sprintf("metrics: %s registered as %s and %s", name, f.typ, typ))
+	if f.kind != kind {
+		panic(fmt.Sprintf("metrics: %s registered as a %s and asked for as a %s", name, f.kind, kind))
 	}
-	ls := labelString(labels)
-	if w, ok := f.items[ls]; ok {
-		return w
+	if !slices.Equal(f.labels, names) {
+		panic(fmt.Sprintf("metrics: %s has labels %v, asked for with %v", name, f.labels, names))
 	}
-	w := mk()
-	f.items[ls] = w
-	return w
+	key := strings.Join(values, "\xff")
+	if it, ok := f.items[key]; ok {
+		return it
+	}
+	it := mkItem(f, values)
+	f.items[key] = it
+	return it
 }
 
 // Counter is a monotonically increasing count.
-type Counter struct{ v atomic.Uint64 }
+type Counter struct{ c prometheus.Counter }
 
-func (c *Counter) Add(n uint64) { c.v.Add(n) }
-func (c *Counter) Inc()         { c.v.Add(1) }
+// Add adds n.
+func (c *Counter) Add(n uint64) { c.c.Add(float64(n)) }
+
+// Inc adds 1.
+func (c *Counter) Inc() { c.c.Inc() }
+
+// Value is the count (tests and diagnostics: it allocates).
 func (c *Counter) Value() uint64 {
-	return c.v.Load()
-}
-func (c *Counter) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %d\n", name, labels, c.v.Load())
+	var m dto.Metric
+	if err := c.c.Write(&m); err != nil {
+		return 0
+	}
+	return uint64(m.GetCounter().GetValue())
 }
 
 // Gauge is a value that goes up and down.
-type Gauge struct{ v atomic.Int64 }
+type Gauge struct{ g prometheus.Gauge }
 
-func (g *Gauge) Set(n int64)  { g.v.Store(n) }
-func (g *Gauge) Add(n int64)  { g.v.Add(n) }
-func (g *Gauge) Value() int64 { return g.v.Load() }
-func (g *Gauge) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %d\n", name, labels, g.v.Load())
-}
+// Set sets the gauge to n.
+func (g *Gauge) Set(n int64) { g.g.Set(float64(n)) }
 
-// GaugeFunc is a gauge read at scrape time.
-type GaugeFunc func() float64
+// Add adds n (negative: subtracts).
+func (g *Gauge) Add(n int64) { g.g.Add(float64(n)) }
 
-func (g GaugeFunc) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %g\n", name, labels, g())
-}
-
-// CounterFunc is a counter read at scrape time: f must never decrease.
-type CounterFunc func() float64
-
-func (c CounterFunc) write(w io.Writer, name, labels string) {
-	fmt.Fprintf(w, "%s%s %g\n", name, labels, c())
+// Value is the gauge's value (tests and diagnostics: it allocates).
+func (g *Gauge) Value() int64 {
+	var m dto.Metric
+	if err := g.g.Write(&m); err != nil {
+		return 0
+	}
+	return int64(m.GetGauge().GetValue())
 }
 
 // Histogram counts observations (seconds, bytes, ...) into fixed buckets.
-type Histogram struct {
-	bounds []float64
-	counts []atomic.Uint64 // len(bounds)+1
-	sum    atomic.Uint64   // float64 bits
-	n      atomic.Uint64
-}
+type Histogram struct{ h prometheus.Histogram }
 
 // Observe records v.
-func (h *Histogram) Observe(v float64) {
-	i := sort.SearchFloat64s(h.bounds, v)
-	h.counts[i].Add(1)
-	h.n.Add(1)
-	for {
-		old := h.sum.Load()
-		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
+func (h *Histogram) Observe(v float64) { h.h.Observe(v) }
 
-// Count is the number of observations.
-func (h *Histogram) Count() uint64 { return h.n.Load() }
-
-func (h *Histogram) write(w io.Writer, name, labels string) {
-	inner := strings.TrimSuffix(strings.TrimPrefix(labels, "{"), "}")
-	sep := ""
-	if inner != "" {
-		sep = ","
+// Count is the number of observations (tests and diagnostics: it
+// allocates).
+func (h *Histogram) Count() uint64 {
+	var m dto.Metric
+	if err := h.h.(prometheus.Metric).Write(&m); err != nil {
+		return 0
 	}
-	var cum uint64
-	for i, b := range h.bounds {
-		cum += h.counts[i].Load()
-		fmt.Fprintf(w, "%s_bucket{%s%sle=\"%g\"} %d\n", name, inner, sep, b, cum)
-	}
-	cum += h.counts[len(h.bounds)].Load()
-	fmt.Fprintf(w, "%s_bucket{%s%sle=\"+Inf\"} %d\n", name, inner, sep, cum)
-	fmt.Fprintf(w, "%s_sum%s %g\n", name, labels, math.Float64frombits(h.sum.Load()))
-	fmt.Fprintf(w, "%s_count%s %d\n", name, labels, h.n.Load())
+	return m.GetHistogram().GetSampleCount()
 }
 
 // LatencyBuckets are histogram bounds in seconds from 100µs to 30s.
 var LatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// Counter returns the counter name{labels}, creating it once.
+// Counter returns the counter name{labels} (name/value pairs), creating it
+// once.
 func (r *Registry) Counter(name, help string, labels ...string) *Counter {
-	return r.get(name, help, "counter", labels, func() writer { return &Counter{} }).(*Counter)
+	return r.series(name, help, kindCounter, labels, func(f *family, names []string) prometheus.Collector {
+		f.counters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names)
+		return f.counters
+	}, func(f *family, values []string) any {
+		return &Counter{c: f.counters.WithLabelValues(values...)}
+	}).(*Counter)
 }
 
 // Gauge returns the gauge name{labels}, creating it once.
 func (r *Registry) Gauge(name, help string, labels ...string) *Gauge {
-	return r.get(name, help, "gauge", labels, func() writer { return &Gauge{} }).(*Gauge)
-}
-
-// GaugeFunc registers f as the gauge name{labels}; a second registration of
-// the same series keeps the first.
-func (r *Registry) GaugeFunc(name, help string, f func() float64, labels ...string) {
-	r.get(name, help, "gauge", labels, func() writer { return GaugeFunc(f) })
-}
-
-// CounterFunc registers f as the counter name{labels} (f never
-// decreases); a second registration of the same series keeps the first.
-func (r *Registry) CounterFunc(name, help string, f func() float64, labels ...string) {
-	r.get(name, help, "counter", labels, func() writer { return CounterFunc(f) })
+	return r.series(name, help, kindGauge, labels, func(f *family, names []string) prometheus.Collector {
+		f.gauges = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, names)
+		return f.gauges
+	}, func(f *family, values []string) any {
+		return &Gauge{g: f.gauges.WithLabelValues(values...)}
+	}).(*Gauge)
 }
 
 // Histogram returns the histogram name{labels} with the given bounds,
-// creating it once.
+// creating it once; the family's bounds are those of its first series.
 func (r *Registry) Histogram(name, help string, bounds []float64, labels ...string) *Histogram {
-	return r.get(name, help, "histogram", labels, func() writer {
-		return &Histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+	return r.series(name, help, kindHistogram, labels, func(f *family, names []string) prometheus.Collector {
+		f.hists = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: bounds}, names)
+		return f.hists
+	}, func(f *family, values []string) any {
+		return &Histogram{h: f.hists.WithLabelValues(values...).(prometheus.Histogram)}
 	}).(*Histogram)
 }
 
-// Write renders every series in the Prometheus text format, sorted.
-func (r *Registry) Write(w io.Writer) {
-	r.mu.Lock()
-	names := make([]string, 0, len(r.series))
-	for n := range r.series {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fams := make([]*family, len(names))
-	for i, n := range names {
-		fams[i] = r.series[n]
-	}
-	r.mu.Unlock()
-	for _, f := range fams {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
-		r.mu.Lock()
-		keys := make([]string, 0, len(f.items))
-		for k := range f.items {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		items := make([]writer, len(keys))
-		for i, k := range keys {
-			items[i] = f.items[k]
-		}
-		r.mu.Unlock()
-		for i, it := range items {
-			it.write(w, f.name, keys[i])
-		}
+// GaugeFunc registers f as the gauge name{labels}, read at scrape time; a
+// second registration of the same series keeps the first.
+func (r *Registry) GaugeFunc(name, help string, f func() float64, labels ...string) {
+	r.fn(name, help, kindGaugeFunc, prometheus.GaugeValue, f, labels)
+}
+
+// CounterFunc registers f as the counter name{labels}, read at scrape time
+// (f never decreases); a second registration of the same series keeps the
+// first.
+func (r *Registry) CounterFunc(name, help string, f func() float64, labels ...string) {
+	r.fn(name, help, kindCounterFunc, prometheus.CounterValue, f, labels)
+}
+
+func (r *Registry) fn(name, help, kind string, vt prometheus.ValueType, f func() float64, labels []string) {
+	r.series(name, help, kind, labels, func(fam *family, names []string) prometheus.Collector {
+		fam.funcs = &funcCollector{desc: prometheus.NewDesc(name, help, names, nil), vt: vt}
+		return fam.funcs
+	}, func(fam *family, values []string) any {
+		fam.funcs.add(values, f)
+		return f
+	})
+}
+
+// funcCollector reads a family's func series at scrape time.
+type funcCollector struct {
+	desc *prometheus.Desc
+	vt   prometheus.ValueType
+
+	mu    sync.Mutex
+	items []funcItem
+}
+
+type funcItem struct {
+	values []string
+	f      func() float64
+}
+
+func (c *funcCollector) add(values []string, f func() float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items = append(c.items, funcItem{values, f})
+}
+
+func (c *funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *funcCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	items := slices.Clone(c.items)
+	c.mu.Unlock()
+	for _, it := range items {
+		ch <- prometheus.MustNewConstMetric(c.desc, c.vt, it.f(), it.values...)
 	}
 }
 
-// Handler serves the registry at /metrics.
+// Write renders every series in the Prometheus text format (0.0.4), sorted
+// by name and labels. An error gathering some series (a collector that
+// failed) is returned after the series that could be gathered are written.
+func (r *Registry) Write(w io.Writer) error {
+	mfs, gerr := r.reg.Gather()
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return fmt.Errorf("metrics: write %s: %w", mf.GetName(), err)
+		}
+	}
+	if gerr != nil {
+		return fmt.Errorf("metrics: gather: %w", gerr)
+	}
+	return nil
+}
+
+// Handler serves the registry at /metrics (text format, or what the
+// scraper negotiates); a collector that fails leaves out its own series
+// only.
 func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		r.Write(w)
-	})
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
