@@ -230,6 +230,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if window != nil {
 		window.Register(st.Metrics())
 	}
+	if err := st.Metrics().RegisterRuntime(); err != nil { // go_* and process_* on /metrics
+		return fail(err)
+	}
 	for _, c := range st.Chains() {
 		set, err := sets.For(c)
 		if err != nil {
@@ -270,7 +273,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 
 	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
-		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
+		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express},
+		Metrics: read.NewMetrics(st.Metrics())}
 	if cfg.ReadAheadMiB > 0 {
 		rd.AheadBudget = read.NewBudget(int64(cfg.ReadAheadMiB) << 20)
 		// The shared segment cache is beside the budget, a quarter of it.

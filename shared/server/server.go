@@ -130,7 +130,8 @@ func New(cfg Config) (*Server, error) {
 // tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
 	// The drain's refusals come first (shutdown.go), then the limits.
-	opts := append([]connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
+	// The call metrics (callmetrics.go) count them all, refusals included.
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(newCallMetrics(s.cfg.Star.Metrics(), s.clk), shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
