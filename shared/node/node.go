@@ -273,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 
 	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
-		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express},
+		Sets:    map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express},
 		Metrics: read.NewMetrics(st.Metrics())}
 	if cfg.ReadAheadMiB > 0 {
 		rd.AheadBudget = read.NewBudget(int64(cfg.ReadAheadMiB) << 20)
