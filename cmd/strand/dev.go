@@ -71,13 +71,14 @@ acknowledged lost.`,
 			if f.exitWithParent {
 				exitWithParent()
 			}
+			f.adminAddr = devAdmin(f.adminAddr, cmd.Flags().Changed("admin-addr"))
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", "./strand-data", "directory holding the buckets, the metastore and the token")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:4780", "API listen address (HOST:PORT)")
-	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listen address for /metrics and /healthz (empty: off)")
+	fl.StringVar(&f.adminAddr, "admin-addr", devAdminAddr, "admin listen address for /metrics and /healthz (default taken: a free loopback port; empty: off)")
 	fl.StringVar(&f.token, "token", "", "admin token to accept (default: --token-file, else DATA_DIR/token, else a new one); it shows in the process list: prefer --token-file")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the admin token to accept from this file")
 	fl.StringVar(&f.starID, "star-id", "star-0", "this star's id")
@@ -240,6 +241,9 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	}
 	defer n.Close()
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
+	if u := n.AdminURL(); u != "" {
+		fmt.Fprintf(out, "Metrics: %s/metrics (health: %s/healthz)\n", u, u)
+	}
 	err = n.Wait(ctx)
 	fmt.Fprintf(out, "strand dev: stopping: draining for up to %s (the acks of admitted batches; open sessions such as a tail end with unavailable)\n", f.drain)
 	return err
