@@ -76,7 +76,7 @@ func startServesAndRestarts(t *testing.T, passIndex bool, settleEvery time.Durat
 		"/healthz": {"ok"},
 		"/metrics": {`strand_appends_total{class="express"} 20`, `strand_appends_total{class="standard"} 20`, "strand_ack_seconds_bucket",
 			"strand_put_seconds_bucket", "strand_pool_bytes", `strand_pool_tenants{class="express"} 0`, `strand_pool_waiting_tenants{class="express"} 0`, "strand_window_slots", "strand_backlog_flights", "strand_backlog_age_seconds",
-			`strand_backlog_stalls_total{class="express",cause="metastore_slow"} 0`},
+			`strand_backlog_stalls_total{cause="metastore_slow",class="express"} 0`},
 	} {
 		resp, err := http.Get(n.AdminURL() + path)
 		if err != nil {
