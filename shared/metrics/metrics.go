@@ -50,10 +50,8 @@ type family struct {
 	labels []string       // label names, in the order first given
 	items  map[string]any // by label values joined with 0xff: *Counter, *Gauge, *Histogram or funcs' first f
 
-	counters *prometheus.CounterVec
-	gauges   *prometheus.GaugeVec
-	hists    *prometheus.HistogramVec
-	funcs    *funcCollector
+	vec   *prometheus.MetricVec // counters, gauges, histograms
+	funcs *funcCollector        // func series
 }
 
 // NewRegistry returns an empty registry (no runtime or process series:
@@ -125,13 +123,7 @@ func (c *Counter) Add(n uint64) { c.c.Add(float64(n)) }
 func (c *Counter) Inc() { c.c.Inc() }
 
 // Value is the count (tests and diagnostics: it allocates).
-func (c *Counter) Value() uint64 {
-	var m dto.Metric
-	if err := c.c.Write(&m); err != nil {
-		return 0
-	}
-	return uint64(m.GetCounter().GetValue())
-}
+func (c *Counter) Value() uint64 { return uint64(read(c.c).GetCounter().GetValue()) }
 
 // Gauge is a value that goes up and down.
 type Gauge struct{ g prometheus.Gauge }
@@ -143,13 +135,7 @@ func (g *Gauge) Set(n int64) { g.g.Set(float64(n)) }
 func (g *Gauge) Add(n int64) { g.g.Add(float64(n)) }
 
 // Value is the gauge's value (tests and diagnostics: it allocates).
-func (g *Gauge) Value() int64 {
-	var m dto.Metric
-	if err := g.g.Write(&m); err != nil {
-		return 0
-	}
-	return int64(m.GetGauge().GetValue())
-}
+func (g *Gauge) Value() int64 { return int64(read(g.g).GetGauge().GetValue()) }
 
 // Histogram counts observations (seconds, bytes, ...) into fixed buckets.
 type Histogram struct{ h prometheus.Histogram }
@@ -160,11 +146,17 @@ func (h *Histogram) Observe(v float64) { h.h.Observe(v) }
 // Count is the number of observations (tests and diagnostics: it
 // allocates).
 func (h *Histogram) Count() uint64 {
-	var m dto.Metric
-	if err := h.h.(prometheus.Metric).Write(&m); err != nil {
-		return 0
+	return read(h.h.(prometheus.Metric)).GetHistogram().GetSampleCount()
+}
+
+// read is m's current value (a client_golang counter, gauge or histogram
+// never fails to write itself).
+func read(m prometheus.Metric) *dto.Metric {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(fmt.Sprintf("metrics: read %s: %v", m.Desc(), err))
 	}
-	return m.GetHistogram().GetSampleCount()
+	return &d
 }
 
 // LatencyBuckets are histogram bounds in seconds from 100µs to 30s.
@@ -173,33 +165,44 @@ var LatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 // Counter returns the counter name{labels} (name/value pairs), creating it
 // once.
 func (r *Registry) Counter(name, help string, labels ...string) *Counter {
-	return r.series(name, help, kindCounter, labels, func(f *family, names []string) prometheus.Collector {
-		f.counters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names)
-		return f.counters
-	}, func(f *family, values []string) any {
-		return &Counter{c: f.counters.WithLabelValues(values...)}
-	}).(*Counter)
+	return r.series(name, help, kindCounter, labels, r.vec(func(names []string) *prometheus.MetricVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names).MetricVec
+	}), child(func(m prometheus.Metric) any { return &Counter{c: m.(prometheus.Counter)} })).(*Counter)
 }
 
 // Gauge returns the gauge name{labels}, creating it once.
 func (r *Registry) Gauge(name, help string, labels ...string) *Gauge {
-	return r.series(name, help, kindGauge, labels, func(f *family, names []string) prometheus.Collector {
-		f.gauges = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, names)
-		return f.gauges
-	}, func(f *family, values []string) any {
-		return &Gauge{g: f.gauges.WithLabelValues(values...)}
-	}).(*Gauge)
+	return r.series(name, help, kindGauge, labels, r.vec(func(names []string) *prometheus.MetricVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, names).MetricVec
+	}), child(func(m prometheus.Metric) any { return &Gauge{g: m.(prometheus.Gauge)} })).(*Gauge)
 }
 
 // Histogram returns the histogram name{labels} with the given bounds,
 // creating it once; the family's bounds are those of its first series.
 func (r *Registry) Histogram(name, help string, bounds []float64, labels ...string) *Histogram {
-	return r.series(name, help, kindHistogram, labels, func(f *family, names []string) prometheus.Collector {
-		f.hists = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: bounds}, names)
-		return f.hists
-	}, func(f *family, values []string) any {
-		return &Histogram{h: f.hists.WithLabelValues(values...).(prometheus.Histogram)}
-	}).(*Histogram)
+	return r.series(name, help, kindHistogram, labels, r.vec(func(names []string) *prometheus.MetricVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: bounds}, names).MetricVec
+	}), child(func(m prometheus.Metric) any { return &Histogram{h: m.(prometheus.Histogram)} })).(*Histogram)
+}
+
+// child makes the series of a vector family: wrap of its client_golang
+// metric.
+func child(wrap func(prometheus.Metric) any) func(f *family, values []string) any {
+	return func(f *family, values []string) any {
+		m, err := f.vec.GetMetricWithLabelValues(values...)
+		if err != nil { // series checked the label names: a broken invariant
+			panic(fmt.Sprintf("metrics: %v", err))
+		}
+		return wrap(m)
+	}
+}
+
+// vec makes a family of a client_golang vector.
+func (r *Registry) vec(mk func(names []string) *prometheus.MetricVec) func(f *family, names []string) prometheus.Collector {
+	return func(f *family, names []string) prometheus.Collector {
+		f.vec = mk(names)
+		return f.vec
+	}
 }
 
 // GaugeFunc registers f as the gauge name{labels}, read at scrape time; a
@@ -219,10 +222,7 @@ func (r *Registry) fn(name, help, kind string, vt prometheus.ValueType, f func()
 	r.series(name, help, kind, labels, func(fam *family, names []string) prometheus.Collector {
 		fam.funcs = &funcCollector{desc: prometheus.NewDesc(name, help, names, nil), vt: vt}
 		return fam.funcs
-	}, func(fam *family, values []string) any {
-		fam.funcs.add(values, f)
-		return f
-	})
+	}, func(fam *family, values []string) any { return fam.funcs.add(values, f) })
 }
 
 // funcCollector reads a family's func series at scrape time.
@@ -239,10 +239,11 @@ type funcItem struct {
 	f      func() float64
 }
 
-func (c *funcCollector) add(values []string, f func() float64) {
+func (c *funcCollector) add(values []string, f func() float64) any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.items = append(c.items, funcItem{values, f})
+	return f
 }
 
 func (c *funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
