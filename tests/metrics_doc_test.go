@@ -178,7 +178,13 @@ func TestMetricsMatchTheDocs(t *testing.T) {
 		}
 		return nil
 	}
-	for name, f := range got {
+	names := make([]string, 0, len(got))
+	for name := range got {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f := got[name]
 		d := documented(name)
 		if d == nil {
 			t.Errorf("%s (%s) is served but docs/operations.md does not list it", name, f.typ)

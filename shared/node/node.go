@@ -273,13 +273,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 
 	rd := &read.Reader{Star: st, Meta: cfg.Meta, Settled: cfg.Settled, Clock: cfg.Star.Clock,
-		Sets:    map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express},
-		Metrics: read.NewMetrics(st.Metrics())}
+		Sets: map[metastore.Class]chain.Set{metastore.Standard: sets.Standard, metastore.Express: sets.Express}}
 	if cfg.ReadAheadMiB > 0 {
 		rd.AheadBudget = read.NewBudget(int64(cfg.ReadAheadMiB) << 20)
 		// The shared segment cache is beside the budget, a quarter of it.
 		rd.Cache = read.NewSegmentCache(int64(cfg.ReadAheadMiB) << 20 / 4)
 	}
+	rd.Register(st.Metrics())
 	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
 	if window != nil {
 		rd.Transit, sc.Window = window, window

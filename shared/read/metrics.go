@@ -21,6 +21,24 @@ func NewMetrics(reg *metrics.Registry) *Metrics {
 	}
 }
 
+// Register counts r's reads in reg (Metrics) and exports its segment cache
+// and read-ahead budget, read at scrape time. Call it once, after setting
+// Cache and AheadBudget.
+func (r *Reader) Register(reg *metrics.Registry) {
+	r.Metrics = NewMetrics(reg)
+	c, b := r.segmentCache(), r.aheadBudget()
+	stat := func(f func(CacheStats) int64) func() float64 {
+		return func() float64 { return float64(f(c.Stats())) }
+	}
+	reg.CounterFunc("strand_read_cache_hits_total", "Segment reads served by the read cache.", stat(func(s CacheStats) int64 { return s.Hits }))
+	reg.CounterFunc("strand_read_cache_joined_total", "Segment reads that waited on a fetch another reader started.", stat(func(s CacheStats) int64 { return s.Joined }))
+	reg.CounterFunc("strand_read_cache_fetches_total", "Segment fetches the read cache started (misses).", stat(func(s CacheStats) int64 { return s.Fetches }))
+	reg.CounterFunc("strand_read_cache_evictions_total", "Segments the read cache evicted for room.", stat(func(s CacheStats) int64 { return s.Evicted }))
+	reg.GaugeFunc("strand_read_cache_bytes", "Bytes the read cache holds (encoded segments and their records' headers).", stat(func(s CacheStats) int64 { return s.Bytes }))
+	reg.GaugeFunc("strand_read_ahead_bytes", "Bytes the read sessions' read-ahead holds now.", func() float64 { return float64(b.Used()) })
+	reg.GaugeFunc("strand_read_ahead_budget_bytes", "The read-ahead budget of all sessions together (--read-ahead-mib).", func() float64 { return float64(b.Total()) })
+}
+
 // served counts recs, served to a client.
 func (m *Metrics) served(recs []star.SeqRecord) {
 	if m == nil || len(recs) == 0 {

@@ -12,12 +12,13 @@ import (
 
 // TestMetricsCountWhatIsServed: Read and a session count the records and
 // metered bytes they serve, a session counts each wait at the tail, and
-// the series are those docs/operations.md names.
+// the segment cache and the read-ahead budget are exported.
 func TestMetricsCountWhatIsServed(t *testing.T) {
 	e := newEnv(t)
 	reg := metrics.NewRegistry()
-	e.r.Metrics = NewMetrics(reg)
+	e.r.Register(reg)
 	e.appendN(3, 10)
+	e.absorb() // the reads fetch segments, through the cache
 	res := e.read(Start{}, Limits{Count: 25})
 	var want uint64
 	for _, r := range res.Records {
@@ -33,6 +34,25 @@ func TestMetricsCountWhatIsServed(t *testing.T) {
 	if w := value("strand_read_tail_waits_total"); w != 0 {
 		t.Fatalf("%d tail waits before any session", w)
 	}
+	fetches := value("strand_read_cache_fetches_total")
+	if fetches == 0 || value("strand_read_cache_bytes") == 0 || value("strand_read_cache_hits_total") != 0 {
+		t.Fatalf("after a first read of absorbed records: %d fetches, %d bytes cached, %d hits", fetches,
+			value("strand_read_cache_bytes"), value("strand_read_cache_hits_total"))
+	}
+	e.read(Start{}, Limits{Count: 25})
+	if h, f := value("strand_read_cache_hits_total"), value("strand_read_cache_fetches_total"); h == 0 || f != fetches {
+		t.Fatalf("the same read again: %d hits, %d fetches (was %d)", h, f, fetches)
+	}
+	if b := value("strand_read_ahead_budget_bytes"); b != DefaultAheadBudget {
+		t.Fatalf("read-ahead budget %d, want %d", b, DefaultAheadBudget)
+	}
+	value("strand_read_ahead_bytes")
+	value("strand_read_cache_joined_total")
+	value("strand_read_cache_evictions_total")
+	if n, b := value("strand_read_records_total"), value("strand_read_bytes_total"); n != 50 || b != 2*want {
+		t.Fatalf("after two reads of 25 (%d bytes each): %d records, %d bytes counted", want, n, b)
+	}
+	want *= 2
 	// A session from 25 reads the 5 left, waits at the tail, gets a
 	// heartbeat, waits again and is cancelled.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,8 +73,8 @@ func TestMetricsCountWhatIsServed(t *testing.T) {
 	if err != context.Canceled || got != 5 {
 		t.Fatalf("session: %v, %d records", err, got)
 	}
-	if n, b := value("strand_read_records_total"), value("strand_read_bytes_total"); n != 30 || b != want+sent {
-		t.Fatalf("after the session: %d records, %d bytes counted; want 30, %d", n, b, want+sent)
+	if n, b := value("strand_read_records_total"), value("strand_read_bytes_total"); n != 55 || b != want+sent {
+		t.Fatalf("after the session: %d records, %d bytes counted; want 55, %d", n, b, want+sent)
 	}
 	if w := value("strand_read_tail_waits_total"); w < 2 {
 		t.Fatalf("%d tail waits; the session waited before each of its 2 heartbeats", w)
