@@ -1,15 +1,3 @@
-// Package metrics is the star's registry of counters, gauges and
-// histograms, backed by prometheus/client_golang and served in the
-// Prometheus exposition format on the admin address (docs/operations.md
-// lists every series; ADR 0056 says why client_golang).
-//
-// A series is a family name plus its label values, fixed when the series is
-// first asked for: the caller keeps the returned *Counter, *Gauge or
-// *Histogram, and the hot path is then one atomic operation that allocates
-// nothing (TestHotPathAllocatesNothing). Asking again for the same series
-// returns the same value. A family's type and label names are fixed by its
-// first series; asking for it with another type or other label names is a
-// programming error and panics.
 package metrics
 
 import (
