@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -161,5 +163,37 @@ func TestRuntimeAndHandler(t *testing.T) {
 		if !strings.Contains("\n"+string(body), want) {
 			t.Errorf("missing %q", want)
 		}
+	}
+}
+
+// TestConcurrentUse: series asked for, updated and registered from several
+// goroutines while the registry is scraped (run with -race) end with every
+// update counted.
+func TestConcurrentUse(t *testing.T) {
+	r := NewRegistry()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				r.Counter("c_total", "C.", "k", fmt.Sprint(i%3)).Inc()
+				r.Histogram("h_seconds", "H.", LatencyBuckets).Observe(float64(i) / 100)
+				r.GaugeFunc("f", "F.", func() float64 { return float64(g) }, "g", fmt.Sprint(g))
+			}
+		}()
+	}
+	for range 20 {
+		if err := r.Write(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	var total uint64
+	for k := range 3 {
+		total += r.Counter("c_total", "", "k", fmt.Sprint(k)).Value()
+	}
+	if total != 800 || r.Histogram("h_seconds", "", LatencyBuckets).Count() != 800 {
+		t.Fatalf("%d increments, %d observations counted; want 800 each", total, r.Histogram("h_seconds", "", LatencyBuckets).Count())
 	}
 }
