@@ -27,7 +27,6 @@ type devFlags struct {
 	dataDir   string
 	addr      string
 	adminAddr string
-	metrics   bool // serve the admin address at devMetricsAddr unless --admin-addr
 	token     string
 	tokenFile string
 	starID    string
@@ -75,14 +74,14 @@ acknowledged lost.`,
 			if f.exitWithParent {
 				exitWithParent()
 			}
+			f.adminAddr = devAdmin(f.adminAddr, cmd.Flags().Changed("admin-addr"))
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", "./strand-data", "directory holding the buckets, the metastore and the token")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:4780", "API listen address (HOST:PORT)")
-	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listen address for /metrics and /healthz (empty: off, unless --metrics)")
-	fl.BoolVar(&f.metrics, "metrics", false, "serve Prometheus /metrics and /healthz on "+devMetricsAddr+" (or on --admin-addr)")
+	fl.StringVar(&f.adminAddr, "admin-addr", devAdminAddr, "admin listen address for /metrics and /healthz (default taken: a free loopback port; empty: off)")
 	fl.StringVar(&f.token, "token", "", "admin token to accept (default: --token-file, else DATA_DIR/token, else a new one); it shows in the process list: prefer --token-file")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the admin token to accept from this file")
 	fl.StringVar(&f.starID, "star-id", "star-0", "this star's id")
@@ -216,18 +215,6 @@ func devStores(dataDir string, cfg *star.Config, openMeta func(string) (*bolt.St
 // lock waits (bbolt retries within it every 50 ms).
 const standbyPoll = 500 * time.Millisecond
 
-// devMetricsAddr is where --metrics serves /metrics without --admin-addr:
-// loopback, the deployed star's port.
-const devMetricsAddr = "127.0.0.1:9090"
-
-// adminAddrOrMetrics is the admin listen address f asks for ("": none).
-func (f devFlags) adminAddrOrMetrics() string {
-	if f.metrics && f.adminAddr == "" {
-		return devMetricsAddr
-	}
-	return f.adminAddr
-}
-
 func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, error) }) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -272,7 +259,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err != nil {
 		return err
 	}
-	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddrOrMetrics(),
+	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
 		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache})
@@ -282,7 +269,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	defer n.Close()
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
 	if u := n.AdminURL(); u != "" {
-		fmt.Fprintf(out, "metrics at %s/metrics, health at %s/healthz\n\n", u, u)
+		fmt.Fprintf(out, "Metrics: %s/metrics (health: %s/healthz)\n", u, u)
 	}
 	err = n.Wait(ctx)
 	fmt.Fprintf(out, "strand dev: stopping: draining for up to %s (the acks of admitted batches; open sessions such as a tail end with unavailable)\n", f.drain)

@@ -1,265 +1,269 @@
-// Package metrics is the star's registry of counters, gauges and histograms,
-// exposed with the Prometheus client library (prometheus/client_golang):
-// the registry is a prometheus.Collector on a prometheus.Registry that also
-// holds the Go runtime and process collectors, and promhttp serves it.
-//
-// A series keeps its value in its own atomics, and its labels are fixed
-// when it is created, so the hot path is one atomic add (or, for a
-// histogram, a bucket search and three atomic operations): no allocation,
-// no lock, no label lookup. The client library reads the atomics at scrape
-// time. CallInterceptor adds per-call codes, latencies, open sessions and
-// read volumes of the API.
 package metrics
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
 // Registry holds named series.
 type Registry struct {
-	mu     sync.Mutex
-	series map[string]*family
-	prom   *prometheus.Registry
+	reg *prometheus.Registry
 
-	// The API's series (calls.go).
-	procMu                 sync.Mutex
-	procs                  atomic.Pointer[map[string]*callSeries]
-	readRecords, readBytes *Counter
+	mu   sync.Mutex
+	fams map[string]*family
 }
+
+// kinds of a family.
+const (
+	kindCounter     = "counter"
+	kindGauge       = "gauge"
+	kindHistogram   = "histogram"
+	kindCounterFunc = "counter (func)"
+	kindGaugeFunc   = "gauge (func)"
+)
 
 type family struct {
-	name, help, typ string
-	items           map[string]*item // by rendered label set
+	kind   string
+	labels []string       // label names, in the order first given
+	items  map[string]any // by label values joined with 0xff: *Counter, *Gauge, *Histogram or funcs' first f
+
+	vec   *prometheus.MetricVec // counters, gauges, histograms
+	funcs *funcCollector        // func series
 }
 
-// item is one series: its label values and where its value is read.
-type item struct {
-	names, values []string
-	w             writer
-}
-
-// writer is a series' value, read at scrape time.
-type writer interface {
-	metric(d *prometheus.Desc, values []string) (prometheus.Metric, error)
-}
-
-// NewRegistry returns an empty registry whose exposition also carries the
-// Go runtime (go_*) and process (process_*) metrics.
+// NewRegistry returns an empty registry (no runtime or process series:
+// see RegisterRuntime).
 func NewRegistry() *Registry {
-	r := &Registry{series: map[string]*family{}, prom: prometheus.NewRegistry()}
-	r.prom.MustRegister(r)
-	r.prom.MustRegister(processCollectors()...)
-	r.readRecords = r.Counter("strand_read_records_total", "Records answered by Read and ReadSession.")
-	r.readBytes = r.Counter("strand_read_bytes_total", "Body bytes of the records answered by Read and ReadSession.")
-	return r
+	return &Registry{reg: prometheus.NewRegistry(), fams: map[string]*family{}}
 }
 
-// processCollectors are the Go runtime and process collectors, made once
-// and shared by every registry (a simulation starts many stars).
-var processCollectors = sync.OnceValue(func() []prometheus.Collector {
-	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
-})
-
-// Describe implements prometheus.Collector: the registry is unchecked (its
-// series are created as the star runs).
-func (r *Registry) Describe(chan<- *prometheus.Desc) {}
-
-// Collect implements prometheus.Collector: every series, read now.
-func (r *Registry) Collect(ch chan<- prometheus.Metric) {
-	r.mu.Lock()
-	type one struct {
-		d  *prometheus.Desc
-		it *item
-	}
-	var all []one
-	for _, f := range r.series {
-		for _, it := range f.items {
-			all = append(all, one{prometheus.NewDesc(f.name, f.help, it.names, nil), it})
+// RegisterRuntime adds the Go runtime (go_*) and process (process_*)
+// collectors. A second call adds nothing.
+func (r *Registry) RegisterRuntime() error {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := r.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return fmt.Errorf("metrics: register the runtime collectors: %w", err)
 		}
 	}
-	r.mu.Unlock()
-	for _, o := range all {
-		m, err := o.it.w.metric(o.d, o.it.values)
-		if err != nil {
-			m = prometheus.NewInvalidMetric(o.d, err)
-		}
-		ch <- m
-	}
+	return nil
 }
 
-func labelString(kv []string) string {
+// split turns name/value pairs into names and values.
+func split(kv []string) (names, values []string) {
 	if len(kv)%2 != 0 {
 		panic("metrics: labels must be name/value pairs")
 	}
-	if len(kv) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteByte('{')
 	for i := 0; i < len(kv); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%q", kv[i], kv[i+1])
+		names = append(names, kv[i])
+		values = append(values, kv[i+1])
 	}
-	b.WriteByte('}')
-	return b.String()
+	return names, values
 }
 
-func (r *Registry) get(name, help, typ string, labels []string, mk func() writer) writer {
+// series returns the item of name{kv}, making the family with mkFam and the
+// item with mkItem the first time each is asked for.
+func (r *Registry) series(name, help, kind string, kv []string, mkFam func(f *family, names []string) prometheus.Collector, mkItem func(f *family, values []string) any) any {
+	names, values := split(kv)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f := r.series[name]
+	f := r.fams[name]
 	if f == nil {
-		f = &family{name: name, help: help, typ: typ, items: map[string]*item{}}
-		r.series[name] = f
+		f = &family{kind: kind, labels: names, items: map[string]any{}}
+		r.reg.MustRegister(mkFam(f, names))
+		r.fams[name] = f
 	}
-	if f.typ != typ {
-		panic(fmt.Sprintf("metrics: %s registered as %s and %s", name, f.typ, typ))
+	if f.kind != kind {
+		panic(fmt.Sprintf("metrics: %s registered as a %s and asked for as a %s", name, f.kind, kind))
 	}
-	ls := labelString(labels)
-	if it, ok := f.items[ls]; ok {
-		return it.w
+	if !slices.Equal(f.labels, names) {
+		panic(fmt.Sprintf("metrics: %s has labels %v, asked for with %v", name, f.labels, names))
 	}
-	it := &item{w: mk()}
-	for i := 0; i < len(labels); i += 2 {
-		it.names, it.values = append(it.names, labels[i]), append(it.values, labels[i+1])
+	key := strings.Join(values, "\xff")
+	if it, ok := f.items[key]; ok {
+		return it
 	}
-	f.items[ls] = it
-	return it.w
+	it := mkItem(f, values)
+	f.items[key] = it
+	return it
 }
 
 // Counter is a monotonically increasing count.
-type Counter struct{ v atomic.Uint64 }
+type Counter struct{ c prometheus.Counter }
 
-func (c *Counter) Add(n uint64) { c.v.Add(n) }
-func (c *Counter) Inc()         { c.v.Add(1) }
-func (c *Counter) Value() uint64 {
-	return c.v.Load()
-}
-func (c *Counter) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
-	return prometheus.NewConstMetric(d, prometheus.CounterValue, float64(c.v.Load()), values...)
-}
+// Add adds n.
+func (c *Counter) Add(n uint64) { c.c.Add(float64(n)) }
+
+// Inc adds 1.
+func (c *Counter) Inc() { c.c.Inc() }
+
+// Value is the count (tests and diagnostics: it allocates).
+func (c *Counter) Value() uint64 { return uint64(read(c.c).GetCounter().GetValue()) }
 
 // Gauge is a value that goes up and down.
-type Gauge struct{ v atomic.Int64 }
+type Gauge struct{ g prometheus.Gauge }
 
-func (g *Gauge) Set(n int64)  { g.v.Store(n) }
-func (g *Gauge) Add(n int64)  { g.v.Add(n) }
-func (g *Gauge) Value() int64 { return g.v.Load() }
-func (g *Gauge) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
-	return prometheus.NewConstMetric(d, prometheus.GaugeValue, float64(g.v.Load()), values...)
-}
+// Set sets the gauge to n.
+func (g *Gauge) Set(n int64) { g.g.Set(float64(n)) }
 
-// GaugeFunc is a gauge read at scrape time.
-type GaugeFunc func() float64
+// Add adds n (negative: subtracts).
+func (g *Gauge) Add(n int64) { g.g.Add(float64(n)) }
 
-func (g GaugeFunc) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
-	return prometheus.NewConstMetric(d, prometheus.GaugeValue, g(), values...)
-}
-
-// CounterFunc is a counter read at scrape time: f must never decrease.
-type CounterFunc func() float64
-
-func (c CounterFunc) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
-	return prometheus.NewConstMetric(d, prometheus.CounterValue, c(), values...)
-}
+// Value is the gauge's value (tests and diagnostics: it allocates).
+func (g *Gauge) Value() int64 { return int64(read(g.g).GetGauge().GetValue()) }
 
 // Histogram counts observations (seconds, bytes, ...) into fixed buckets.
-type Histogram struct {
-	bounds []float64
-	counts []atomic.Uint64 // len(bounds)+1
-	sum    atomic.Uint64   // float64 bits
-	n      atomic.Uint64
-}
+type Histogram struct{ h prometheus.Histogram }
 
 // Observe records v.
-func (h *Histogram) Observe(v float64) {
-	i := sort.SearchFloat64s(h.bounds, v)
-	h.counts[i].Add(1)
-	h.n.Add(1)
-	for {
-		old := h.sum.Load()
-		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
+func (h *Histogram) Observe(v float64) { h.h.Observe(v) }
+
+// Count is the number of observations (tests and diagnostics: it
+// allocates).
+func (h *Histogram) Count() uint64 {
+	return read(h.h.(prometheus.Metric)).GetHistogram().GetSampleCount()
 }
 
-// Count is the number of observations.
-func (h *Histogram) Count() uint64 { return h.n.Load() }
-
-func (h *Histogram) metric(d *prometheus.Desc, values []string) (prometheus.Metric, error) {
-	buckets := make(map[float64]uint64, len(h.bounds))
-	var cum uint64
-	for i, b := range h.bounds {
-		cum += h.counts[i].Load()
-		buckets[b] = cum
+// read is m's current value (a client_golang counter, gauge or histogram
+// never fails to write itself).
+func read(m prometheus.Metric) *dto.Metric {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(fmt.Sprintf("metrics: read %s: %v", m.Desc(), err))
 	}
-	cum += h.counts[len(h.bounds)].Load()
-	// The count is the buckets' sum, read with them (n may be a step ahead).
-	return prometheus.NewConstHistogram(d, cum, math.Float64frombits(h.sum.Load()), buckets, values...)
+	return &d
 }
 
 // LatencyBuckets are histogram bounds in seconds from 100µs to 30s.
 var LatencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// Counter returns the counter name{labels}, creating it once.
+// Counter returns the counter name{labels} (name/value pairs), creating it
+// once.
 func (r *Registry) Counter(name, help string, labels ...string) *Counter {
-	return r.get(name, help, "counter", labels, func() writer { return &Counter{} }).(*Counter)
+	return r.series(name, help, kindCounter, labels, r.vec(func(names []string) *prometheus.MetricVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names).MetricVec
+	}), child(func(m prometheus.Metric) any { return &Counter{c: m.(prometheus.Counter)} })).(*Counter)
 }
 
 // Gauge returns the gauge name{labels}, creating it once.
 func (r *Registry) Gauge(name, help string, labels ...string) *Gauge {
-	return r.get(name, help, "gauge", labels, func() writer { return &Gauge{} }).(*Gauge)
-}
-
-// GaugeFunc registers f as the gauge name{labels}; a second registration of
-// the same series keeps the first.
-func (r *Registry) GaugeFunc(name, help string, f func() float64, labels ...string) {
-	r.get(name, help, "gauge", labels, func() writer { return GaugeFunc(f) })
-}
-
-// CounterFunc registers f as the counter name{labels} (f never
-// decreases); a second registration of the same series keeps the first.
-func (r *Registry) CounterFunc(name, help string, f func() float64, labels ...string) {
-	r.get(name, help, "counter", labels, func() writer { return CounterFunc(f) })
+	return r.series(name, help, kindGauge, labels, r.vec(func(names []string) *prometheus.MetricVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, names).MetricVec
+	}), child(func(m prometheus.Metric) any { return &Gauge{g: m.(prometheus.Gauge)} })).(*Gauge)
 }
 
 // Histogram returns the histogram name{labels} with the given bounds,
-// creating it once.
+// creating it once; the family's bounds are those of its first series.
 func (r *Registry) Histogram(name, help string, bounds []float64, labels ...string) *Histogram {
-	return r.get(name, help, "histogram", labels, func() writer {
-		return &Histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
-	}).(*Histogram)
+	return r.series(name, help, kindHistogram, labels, r.vec(func(names []string) *prometheus.MetricVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: bounds}, names).MetricVec
+	}), child(func(m prometheus.Metric) any { return &Histogram{h: m.(prometheus.Histogram)} })).(*Histogram)
 }
 
-// Write renders every series, the Go runtime's and the process's in the
-// Prometheus text format (version 0.0.4), sorted by name.
-func (r *Registry) Write(w io.Writer) {
-	fams, err := r.prom.Gather()
-	if err != nil {
-		fmt.Fprintf(w, "# metrics: %v\n", err)
-	}
-	for _, f := range fams {
-		_, _ = expfmt.MetricFamilyToText(w, f)
+// child makes the series of a vector family: wrap of its client_golang
+// metric.
+func child(wrap func(prometheus.Metric) any) func(f *family, values []string) any {
+	return func(f *family, values []string) any {
+		m, err := f.vec.GetMetricWithLabelValues(values...)
+		if err != nil { // series checked the label names: a broken invariant
+			panic(fmt.Sprintf("metrics: %v", err))
+		}
+		return wrap(m)
 	}
 }
 
-// Handler serves the registry at /metrics (promhttp: text or, when asked,
-// OpenMetrics).
+// vec makes a family of a client_golang vector.
+func (r *Registry) vec(mk func(names []string) *prometheus.MetricVec) func(f *family, names []string) prometheus.Collector {
+	return func(f *family, names []string) prometheus.Collector {
+		f.vec = mk(names)
+		return f.vec
+	}
+}
+
+// GaugeFunc registers f as the gauge name{labels}, read at scrape time; a
+// second registration of the same series keeps the first.
+func (r *Registry) GaugeFunc(name, help string, f func() float64, labels ...string) {
+	r.fn(name, help, kindGaugeFunc, prometheus.GaugeValue, f, labels)
+}
+
+// CounterFunc registers f as the counter name{labels}, read at scrape time
+// (f never decreases); a second registration of the same series keeps the
+// first.
+func (r *Registry) CounterFunc(name, help string, f func() float64, labels ...string) {
+	r.fn(name, help, kindCounterFunc, prometheus.CounterValue, f, labels)
+}
+
+func (r *Registry) fn(name, help, kind string, vt prometheus.ValueType, f func() float64, labels []string) {
+	r.series(name, help, kind, labels, func(fam *family, names []string) prometheus.Collector {
+		fam.funcs = &funcCollector{desc: prometheus.NewDesc(name, help, names, nil), vt: vt}
+		return fam.funcs
+	}, func(fam *family, values []string) any { return fam.funcs.add(values, f) })
+}
+
+// funcCollector reads a family's func series at scrape time.
+type funcCollector struct {
+	desc *prometheus.Desc
+	vt   prometheus.ValueType
+
+	mu    sync.Mutex
+	items []funcItem
+}
+
+type funcItem struct {
+	values []string
+	f      func() float64
+}
+
+func (c *funcCollector) add(values []string, f func() float64) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items = append(c.items, funcItem{values, f})
+	return f
+}
+
+func (c *funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *funcCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	items := slices.Clone(c.items)
+	c.mu.Unlock()
+	for _, it := range items {
+		ch <- prometheus.MustNewConstMetric(c.desc, c.vt, it.f(), it.values...)
+	}
+}
+
+// Write renders every series in the Prometheus text format (0.0.4), sorted
+// by name and labels. An error gathering some series (a collector that
+// failed) is returned after the series that could be gathered are written.
+func (r *Registry) Write(w io.Writer) error {
+	mfs, gerr := r.reg.Gather()
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return fmt.Errorf("metrics: write %s: %w", mf.GetName(), err)
+		}
+	}
+	if gerr != nil {
+		return fmt.Errorf("metrics: gather: %w", gerr)
+	}
+	return nil
+}
+
+// Handler serves the registry at /metrics (text format, or what the
+// scraper negotiates); a collector that fails leaves out its own series
+// only.
 func (r *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(r.prom, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }

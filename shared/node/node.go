@@ -230,6 +230,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if window != nil {
 		window.Register(st.Metrics())
 	}
+	if err := st.Metrics().RegisterRuntime(); err != nil { // go_* and process_* on /metrics
+		return fail(err)
+	}
 	for _, c := range st.Chains() {
 		set, err := sets.For(c)
 		if err != nil {
@@ -276,6 +279,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		// The shared segment cache is beside the budget, a quarter of it.
 		rd.Cache = read.NewSegmentCache(int64(cfg.ReadAheadMiB) << 20 / 4)
 	}
+	rd.Register(st.Metrics())
 	sc := server.Config{Star: st, Meta: cfg.Meta, Reader: rd, Peers: cfg.Peers, Logger: log, Clock: cfg.Star.Clock, Limits: cfg.Limits}
 	if window != nil {
 		rd.Transit, sc.Window = window, window

@@ -105,6 +105,8 @@ type Reader struct {
 	// this Reader, shared (cache.go; nil: a cache of DefaultCacheBytes of
 	// its own).
 	Cache *SegmentCache
+	// Metrics counts what reads and sessions serve (nil: nothing counted).
+	Metrics *Metrics
 
 	budgetOnce sync.Once
 	budget     *Budget
@@ -217,6 +219,7 @@ func (r *Reader) Read(ctx context.Context, st metastore.Stream, start Start, lim
 	if err != nil {
 		return Result{}, err
 	}
+	r.Metrics.served(res.Records)
 	return res, nil
 }
 
@@ -651,6 +654,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 			if err := send(Batch{Records: res.Records, Tail: res.Tail, LastTsMs: res.LastTsMs}); err != nil {
 				return err
 			}
+			r.Metrics.served(res.Records)
 			lastSent = clk.Now()
 			if (opt.Count > 0 && sentN >= opt.Count) || (opt.Bytes > 0 && sentB >= opt.Bytes) {
 				return nil
@@ -664,6 +668,7 @@ func (r *Reader) Session(ctx context.Context, st metastore.Stream, start Start, 
 			return nil
 		}
 		if due := hb - clk.Now().Sub(lastSent); due > 0 {
+			r.Metrics.waited()
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -129,10 +129,9 @@ func New(cfg Config) (*Server, error) {
 // of Config.Limits (see guard), and gRPC reflection and health (see
 // tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
-	// Every call is counted and timed, refusals included (metrics
-	// calls.go); the drain's refusals come first (shutdown.go), then the
-	// limits.
-	opts := append([]connect.HandlerOption{connect.WithInterceptors(s.cfg.Star.Metrics().CallInterceptor(), shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
+	// The drain's refusals come first (shutdown.go), then the limits.
+	// The call metrics (callmetrics.go) count them all, refusals included.
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(newCallMetrics(s.cfg.Star.Metrics(), s.clk), shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
 	if s.cfg.Auth != nil {
 		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}

@@ -45,7 +45,8 @@ func releaseRig(tb testing.TB, n, per int) (*loglet, *stream, []*flight) {
 }
 
 // TestReleaseAllocatesNothing: releasing a flight that nobody watches
-// allocates nothing (the stream's view is marked stale, not rebuilt), and
+// allocates nothing (the stream's view is marked stale, not rebuilt, and
+// the metrics' updates are atomic operations on series held), and
 // the next reader still sees the new tail. It failed with 32 allocations
 // per flight of 16 batches when every released batch published a view and
 // a wake channel.
@@ -62,6 +63,11 @@ func TestReleaseAllocatesNothing(t *testing.T) {
 	}
 	if v := st.current(); v.next != uint64((runs+1)*per) || len(v.indexed) != (runs+1)*per {
 		t.Fatalf("view after the releases: tail %d, %d indexed; want %d", v.next, len(v.indexed), (runs+1)*per)
+	}
+	// The releases updated the metrics (client_golang's, ADR 0056) within
+	// the allocations counted above.
+	if a, f, h := l.m.appends.Value(), l.m.flights.Value(), l.m.ackLatency.Count(); a != (runs+1)*per || f != runs+1 || h != (runs+1)*per {
+		t.Fatalf("metrics after %d releases of %d batches: %d appends, %d flights, %d ack latencies", runs+1, per, a, f, h)
 	}
 }
 

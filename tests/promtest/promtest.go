@@ -7,6 +7,7 @@ package promtest
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,10 +20,18 @@ var ErrMissing = errors.New("promtest: series not exported")
 
 // Lookup returns the value of series (the metric name with its rendered
 // labels, as `strand_epoch_halts_total{class="express"}`) in exposition.
+// Labels match in any order: client_golang renders them sorted by name.
 func Lookup(exposition, series string) (float64, error) {
+	want, _, ok := canonical(series)
+	if !ok {
+		return 0, fmt.Errorf("promtest: malformed series %q", series)
+	}
 	for _, line := range strings.Split(exposition, "\n") {
-		rest, ok := strings.CutPrefix(line, series+" ")
-		if !ok {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		got, rest, ok := canonical(line)
+		if !ok || got != want {
 			continue
 		}
 		f := strings.Fields(rest)
@@ -38,10 +47,52 @@ func Lookup(exposition, series string) (float64, error) {
 	return 0, fmt.Errorf("%w: %s", ErrMissing, series)
 }
 
+// canonical splits s (name{labels} value..., or name value...) into its
+// series with the labels sorted by name, and the rest of the line.
+func canonical(s string) (series, rest string, ok bool) {
+	i := strings.IndexAny(s, "{ ")
+	if i < 0 {
+		return s, "", s != ""
+	}
+	name := s[:i]
+	if s[i] == ' ' {
+		return name, s[i:], name != ""
+	}
+	var labels []string
+	j := i + 1
+	for {
+		if j < len(s) && s[j] == '}' {
+			j++
+			break
+		}
+		eq := strings.Index(s[j:], "=\"")
+		if eq < 0 {
+			return "", "", false
+		}
+		k := j + eq + 2
+		for k < len(s) && s[k] != '"' {
+			if s[k] == '\\' {
+				k++
+			}
+			k++
+		}
+		if k >= len(s) {
+			return "", "", false
+		}
+		labels = append(labels, s[j:k+1])
+		j = k + 1
+		if j < len(s) && s[j] == ',' {
+			j++
+		}
+	}
+	sort.Strings(labels)
+	return name + "{" + strings.Join(labels, ",") + "}", s[j:], true
+}
+
 // Render returns the exposition of r.
 func Render(r *metrics.Registry) string {
 	var sb strings.Builder
-	r.Write(&sb)
+	_ = r.Write(&sb) // a collector's error leaves its series out: Lookup reports them missing
 	return sb.String()
 }
 

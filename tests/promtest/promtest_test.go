@@ -52,3 +52,31 @@ func (f *fakeTB) Fatal(args ...any) {
 	f.failed = true
 	runtime.Goexit()
 }
+
+// TestLookupLabelsInAnyOrder: a series written with its labels in another
+// order than the exposition's (client_golang sorts them) is found; other
+// values or a subset of the labels are not.
+func TestLookupLabelsInAnyOrder(t *testing.T) {
+	r := metrics.NewRegistry()
+	r.Counter("strand_backlog_stalls_total", "Stalls.", "class", "express", "cause", "metastore_slow").Add(2)
+	r.Counter("strand_backlog_stalls_total", "Stalls.", "class", "express", "cause", "absorb_lagging").Add(5)
+	exp := Render(r)
+	for series, want := range map[string]float64{
+		`strand_backlog_stalls_total{class="express",cause="metastore_slow"}`: 2,
+		`strand_backlog_stalls_total{cause="metastore_slow",class="express"}`: 2,
+		`strand_backlog_stalls_total{class="express",cause="absorb_lagging"}`: 5,
+	} {
+		if v, err := Lookup(exp, series); err != nil || v != want {
+			t.Errorf("%s: %v %v, want %v", series, v, err, want)
+		}
+	}
+	for _, missing := range []string{`strand_backlog_stalls_total{class="express"}`, `strand_backlog_stalls_total{class="standard",cause="metastore_slow"}`,
+		`strand_backlog_stalls_total{class="express",cause="metastore_slow",kind="x"}`} {
+		if _, err := Lookup(exp, missing); !errors.Is(err, ErrMissing) {
+			t.Errorf("%s: %v, want ErrMissing", missing, err)
+		}
+	}
+	if _, err := Lookup(exp, `strand_backlog_stalls_total{class="express`); err == nil || errors.Is(err, ErrMissing) {
+		t.Errorf("a malformed series: %v, want an error that says so", err)
+	}
+}

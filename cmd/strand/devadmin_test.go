@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDevAdmin: strand dev's admin address is the one given (even taken:
+// the listen error says so), the default when free, a free loopback port
+// when the default is taken, and off when given empty.
+func TestDevAdmin(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := ln.Addr().String()
+	if got := devAdmin(taken, false); got != "127.0.0.1:0" {
+		t.Errorf("default taken: %q, want a free loopback port", got)
+	}
+	if got := devAdmin(taken, true); got != taken {
+		t.Errorf("given and taken: %q, want %q", got, taken)
+	}
+	if got := devAdmin("", true); got != "" {
+		t.Errorf("given empty: %q, want off", got)
+	}
+	_ = ln.Close()
+	if got := devAdmin(taken, false); got != taken {
+		t.Errorf("default free: %q, want %q", got, taken)
+	}
+}
+
+// TestDevServesMetrics: strand dev prints where its metrics are, and
+// serves the star's series and the Go runtime's there.
+func TestDevServesMetrics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, devFlags{dataDir: t.TempDir(), addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", starID: "star-0", logLevel: "error"}, &out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	re := regexp.MustCompile(`Metrics: (http://\S+/metrics) `)
+	var m []string
+	for deadline := time.Now().Add(15 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("strand dev ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strand dev did not print where its metrics are: %q", out.String())
+		}
+		m = re.FindStringSubmatch(out.String())
+	}
+	res, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", m[1], res.Status)
+	}
+	for _, want := range []string{"\nstrand_appends_total{class=\"express\"} ", "\nstrand_sessions_open{procedure=\"ReadSession\"} 0\n", "\ngo_goroutines "} {
+		if !strings.Contains("\n"+string(body), want) {
+			t.Errorf("%s has no %q", m[1], want)
+		}
+	}
+}
