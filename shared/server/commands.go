@@ -77,6 +77,9 @@ func ParseTrim(m *strandv1.TrimRequest) (TrimArgs, error) {
 
 // Fence implements the API: a fence command record (append permission).
 func (s *Server) Fence(ctx context.Context, req *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error) {
+	if err := s.authorize(ctx, auth.Append, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	a, err := ParseFence(req.Msg)
 	if err != nil {
 		return nil, err
@@ -94,6 +97,9 @@ func (s *Server) Fence(ctx context.Context, req *connect.Request[strandv1.FenceR
 
 // Trim implements the API: a trim command record (append permission).
 func (s *Server) Trim(ctx context.Context, req *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error) {
+	if err := s.authorize(ctx, auth.Append, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	a, err := ParseTrim(req.Msg)
 	if err != nil {
 		return nil, err
@@ -148,6 +154,9 @@ func ParseReconfigure(m *strandv1.ReconfigureStreamRequest) (ReconfigureArgs, er
 // sequenced with the appends, then the stream's metadata (GetStream,
 // ListStreams, trim's retention) follows it.
 func (s *Server) ReconfigureStream(ctx context.Context, req *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	if err := s.authorize(ctx, auth.Admin, req.Msg.GetName()); err != nil {
+		return nil, err
+	}
 	a, err := ParseReconfigure(req.Msg)
 	if err != nil {
 		return nil, err

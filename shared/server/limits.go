@@ -7,11 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
 )
@@ -34,6 +37,16 @@ type Limits struct {
 	// from the end of its headers (0: DefaultBodyTimeout). A body that
 	// trickles in slower is cut off.
 	BodyTimeout time.Duration
+	// MaxSmallMessageBytes bounds one request message of every procedure
+	// but Append and AppendSession, whose largest legal message is tens of
+	// bytes to a few KiB (0: DefaultMaxSmallMessageBytes).
+	MaxSmallMessageBytes int
+	// MaxDecodingBytes bounds the request bodies of unary calls being read
+	// and decoded at once on this server, by their declared length (or
+	// their procedure's body limit when they declare none); a call past it
+	// is ResourceExhausted at once, before its body is read (0:
+	// DefaultMaxDecodingBytes).
+	MaxDecodingBytes int64
 	// MaxSessionsPerToken bounds the sessions (AppendSession and
 	// ReadSession) one token holds open on this server (0:
 	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
@@ -43,9 +56,11 @@ type Limits struct {
 
 // Defaults of Limits and of NewHTTPServer.
 const (
-	DefaultMaxMessageBytes     = 6 << 20
-	DefaultBodyTimeout         = 30 * time.Second
-	DefaultMaxSessionsPerToken = 1000
+	DefaultMaxMessageBytes      = 6 << 20
+	DefaultMaxSmallMessageBytes = 64 << 10
+	DefaultMaxDecodingBytes     = 256 << 20
+	DefaultBodyTimeout          = 30 * time.Second
+	DefaultMaxSessionsPerToken  = 1000
 	// DefaultReadHeaderTimeout bounds reading a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
@@ -64,6 +79,12 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxMessageBytes <= 0 {
 		l.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if l.MaxSmallMessageBytes <= 0 {
+		l.MaxSmallMessageBytes = DefaultMaxSmallMessageBytes
+	}
+	if l.MaxDecodingBytes <= 0 {
+		l.MaxDecodingBytes = DefaultMaxDecodingBytes
+	}
 	if l.MaxBodyBytes <= 0 {
 		l.MaxBodyBytes = int64(l.MaxMessageBytes) + 64<<10
 	}
@@ -80,7 +101,9 @@ func (l Limits) withDefaults() Limits {
 var (
 	// ErrTooLarge: a request message or body over its limit.
 	ErrTooLarge = errors.New("server: request too large")
-	// ErrTooMany: a token over its session limit.
+	// ErrBusy: the server's decoding budget is spent; a retry may pass.
+	ErrBusy = errors.New("server: busy")
+	// ErrTooMany: a tenant over its session limit.
 	ErrTooMany = errors.New("server: too many sessions")
 )
 
@@ -88,10 +111,10 @@ var (
 // received and once decompressed. Connect's own gzip decompressor would, on
 // a message over the limit, inflate the rest only to report its size (a
 // 4 MB bomb costs seconds of CPU); this one stops at the limit.
-func (l Limits) handlerOptions() []connect.HandlerOption {
-	limit := int64(l.MaxMessageBytes) + 1 // Connect reads one byte past its limit to detect the excess
+func (l Limits) handlerOptions(maxMsg int) []connect.HandlerOption {
+	limit := int64(maxMsg) + 1 // Connect reads one byte past its limit to detect the excess
 	return []connect.HandlerOption{
-		connect.WithReadMaxBytes(l.MaxMessageBytes),
+		connect.WithReadMaxBytes(maxMsg),
 		connect.WithCompression("gzip",
 			func() connect.Decompressor { return &cappedGzip{max: limit} },
 			func() connect.Compressor { return gzip.NewWriter(io.Discard) }),
@@ -120,15 +143,16 @@ func (d *cappedGzip) Reset(r io.Reader) error { d.n = 0; return d.zr.Reset(r) }
 func (d *cappedGzip) Close() error            { return d.zr.Close() }
 
 // guard wraps the API's handler: first a request the API does not speak
-// is answered with what to send (requireAPIRequest), then the body's size and read deadline
-// for every call but AppendSession (whose messages are bounded one by one
-// and whose stream lives as long as its producer), then authentication
-// from the headers, before any body is read, and the per-token session
-// limit (when Config.Auth is set; reflection and health skip both).
+// is answered with what to send (requireAPIRequest); then, when
+// Config.Auth is set, authentication from the headers, the operation the
+// procedure needs (requireOp) and the per-tenant session limit, all before
+// any body is read (reflection and health skip them); then the body's
+// size, read deadline and share of the decoding budget (limitBody).
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
+	next = l.limitBody(next)
 	if s.cfg.Auth != nil {
-		open, authed := next, auth.Middleware(s.cfg.Auth, l.limitSessions(next))
+		open, authed := next, auth.Middleware(s.cfg.Auth, requireOp(l.limitSessions(next)))
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if isTooling(r.URL.Path) {
 				open.ServeHTTP(w, r)
@@ -137,23 +161,135 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			authed.ServeHTTP(w, r)
 		})
 	}
+	return requireAPIRequest(next)
+}
+
+// limitBody bounds the body of every call but AppendSession (whose
+// messages are bounded one by one and whose stream lives as long as its
+// producer): its size (the procedure's message limit and framing), its
+// read time, and its share of the bytes being decoded at once.
+func (l Limits) limitBody(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
-	return requireAPIRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure {
-			if r.ContentLength > l.MaxBodyBytes {
-				if r.ProtoMajor == 1 {
-					w.Header().Set("Connection", "close") // do not drain the body
-				}
-				_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
-					fmt.Errorf("%w: the body is %d bytes (at most %d)", ErrTooLarge, r.ContentLength, l.MaxBodyBytes)))
-				return
-			}
-			rc := http.NewResponseController(w)
-			_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
-			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc, r: r}
+	budget := &budget{max: l.MaxDecodingBytes}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
+			next.ServeHTTP(w, r)
+			return
 		}
+		refuse := func(err error) {
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close") // do not drain the body
+			}
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, err))
+		}
+		max := l.bodyLimit(r.URL.Path)
+		if r.ContentLength > max {
+			refuse(fmt.Errorf("%w: the body is %d bytes (at most %d for %s)", ErrTooLarge, r.ContentLength, max, r.URL.Path))
+			return
+		}
+		weight := max
+		if r.ContentLength >= 0 {
+			weight = r.ContentLength
+		}
+		if !budget.take(weight) {
+			refuse(fmt.Errorf("%w: the server is reading %d bytes of requests at once (at most %d); retry", ErrBusy, budget.max, budget.max))
+			return
+		}
+		defer budget.put(weight)
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
+		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rc: rc, r: r}
 		next.ServeHTTP(w, r)
-	}))
+	})
+}
+
+// bodyLimit is the largest body of a call of procedure path.
+func (l Limits) bodyLimit(path string) int64 {
+	if path == strandv1connect.StrandServiceAppendProcedure {
+		return l.MaxBodyBytes
+	}
+	return int64(l.MaxSmallMessageBytes) + 4<<10 // framing
+}
+
+// budget counts the bytes of request bodies being read and decoded.
+type budget struct {
+	mu       sync.Mutex
+	max, cur int64
+}
+
+func (b *budget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cur+n > b.max {
+		return false
+	}
+	b.cur += n
+	return true
+}
+
+func (b *budget) put(n int64) {
+	b.mu.Lock()
+	b.cur -= n
+	b.mu.Unlock()
+}
+
+// procedures are the API's procedures (the StrandService methods).
+func procedures() []string {
+	ms := strandv1.File_strand_v1_strand_proto.Services().ByName("StrandService").Methods()
+	out := make([]string, ms.Len())
+	for i := range ms.Len() {
+		out[i] = "/" + strandv1connect.StrandServiceName + "/" + string(ms.Get(i).Name())
+	}
+	return out
+}
+
+// procedureOps are the operations that let a token call a procedure (any
+// one of them; admin covers all): a token with none is refused before its
+// body is read. Which stream it may touch is checked once the body names
+// it.
+var procedureOps = map[string][]auth.Op{
+	strandv1connect.StrandServiceAppendProcedure:            {auth.Append},
+	strandv1connect.StrandServiceAppendSessionProcedure:     {auth.Append},
+	strandv1connect.StrandServiceFenceProcedure:             {auth.Append},
+	strandv1connect.StrandServiceTrimProcedure:              {auth.Append},
+	strandv1connect.StrandServiceReadProcedure:              {auth.Read},
+	strandv1connect.StrandServiceReadSessionProcedure:       {auth.Read},
+	strandv1connect.StrandServiceGetStreamProcedure:         {auth.Read},
+	strandv1connect.StrandServiceListStreamsProcedure:       {auth.Read},
+	strandv1connect.StrandServiceCheckTailProcedure:         {auth.Read, auth.Append},
+	strandv1connect.StrandServiceCreateStreamProcedure:      {auth.Admin},
+	strandv1connect.StrandServiceDeleteStreamProcedure:      {auth.Admin},
+	strandv1connect.StrandServiceReconfigureStreamProcedure: {auth.Admin},
+	strandv1connect.StrandServiceCreateTokenProcedure:       {auth.Admin},
+	strandv1connect.StrandServiceRevokeTokenProcedure:       {auth.Admin},
+	strandv1connect.StrandServiceListTokensProcedure:        {auth.Admin},
+}
+
+// requireOp refuses, PermissionDenied and before the body is read, a call
+// whose token holds none of the operations its procedure needs.
+func requireOp(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ops, known := procedureOps[r.URL.Path]
+		g, ok := auth.FromContext(r.Context())
+		if !known || !ok || slices.ContainsFunc(ops, g.Can) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close") // do not drain the body
+		}
+		_ = ew.Write(w, r, connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("%w: %s needs a token with the %s operation", auth.ErrDenied, r.URL.Path, opNames(ops))))
+	})
+}
+
+func opNames(ops []auth.Op) string {
+	s := make([]string, len(ops))
+	for i, op := range ops {
+		s[i] = string(op)
+	}
+	return strings.Join(s, " or ")
 }
 
 // deadlineBody clears the connection's read deadline once the body is read

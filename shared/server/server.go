@@ -129,27 +129,46 @@ func New(cfg Config) (*Server, error) {
 // of Config.Limits (see guard), and gRPC reflection and health (see
 // tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
+	l := s.cfg.Limits.withDefaults()
 	// The drain's refusals come first (shutdown.go), then the limits.
-	opts := append([]connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
+	base := []connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}
 	if s.cfg.Auth != nil {
-		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
+		base = append(base, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
-	opts = append(opts, connect.WithCodec(rawjson.Codec{})) // Strand-Format: raw (raw.go)
+	// The codecs count an append's records before decoding it (decode.go);
+	// rawjson is Strand-Format: raw (raw.go).
+	base = append(base, connect.WithCodec(protoCodec{}), connect.WithCodec(jsonCodec{name: "json"}),
+		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}), connect.WithCodec(jsonCodec{name: rawjson.Name, raw: true}))
 	// Messages under 1 KiB go out uncompressed whatever the client accepts:
 	// an append session's acks are tens of bytes, and resetting a gzip
 	// writer for each cost 5% of the server's CPU in a profiled run.
-	opts = append(opts, connect.WithCompressMinBytes(1<<10))
-	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
-	mux := http.NewServeMux()
-	mux.Handle(path, h)
+	build := func(maxMsg, compressMin int) http.Handler {
+		opts := append(slices.Clone(base), l.handlerOptions(maxMsg)...)
+		_, h := strandv1connect.NewStrandServiceHandler(s, append(opts, connect.WithCompressMinBytes(compressMin))...)
+		return h
+	}
+	// Each procedure reads messages up to its own limit: the appends up to
+	// MaxMessageBytes, every other call up to MaxSmallMessageBytes.
+	big, small := build(l.MaxMessageBytes, 1<<10), build(l.MaxSmallMessageBytes, 1<<10)
+	reads := small
 	if !s.cfg.CompressReads {
 		// The read procedures' responses go out uncompressed: no message
 		// reaches the minimum size for compression.
-		_, rh := strandv1connect.NewStrandServiceHandler(s, append(opts, connect.WithCompressMinBytes(math.MaxInt32))...)
-		mux.Handle(strandv1connect.StrandServiceReadProcedure, rh)
-		mux.Handle(strandv1connect.StrandServiceReadSessionProcedure, rh)
+		reads = build(l.MaxSmallMessageBytes, math.MaxInt32)
 	}
-	s.mountTooling(mux, s.cfg.Limits.withDefaults().handlerOptions()...)
+	mux := http.NewServeMux()
+	for _, p := range procedures() {
+		switch p {
+		case strandv1connect.StrandServiceAppendProcedure, strandv1connect.StrandServiceAppendSessionProcedure:
+			mux.Handle(p, big)
+		case strandv1connect.StrandServiceReadProcedure, strandv1connect.StrandServiceReadSessionProcedure:
+			mux.Handle(p, reads)
+		default:
+			mux.Handle(p, small)
+		}
+	}
+	mux.Handle("/"+strandv1connect.StrandServiceName+"/", small) // unknown methods: Unimplemented
+	s.mountTooling(mux, l.handlerOptions(l.MaxSmallMessageBytes)...)
 	return s.guard(mux)
 }
 
@@ -204,6 +223,16 @@ func checkName(name string) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return nil
+}
+
+// authorize checks the stream name and then op on it, before the rest of
+// a request is validated: a token without access learns nothing from the
+// request's other fields and the server parses no more of it.
+func (s *Server) authorize(ctx context.Context, op auth.Op, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return s.allow(ctx, op, name)
 }
 
 // lookup finds the stream by name without requiring leadership.
@@ -633,6 +662,9 @@ func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.Ch
 
 // Append implements the API.
 func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error) {
+	if err := s.authorize(ctx, auth.Append, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	a, err := ParseAppend(req.Msg)
 	if err != nil {
 		return nil, err
@@ -677,6 +709,10 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				return
 			}
 			if err != nil {
+				push(pending{err: err})
+				return
+			}
+			if err := s.authorize(ctx, auth.Append, req.GetStream()); err != nil {
 				push(pending{err: err})
 				return
 			}
@@ -728,6 +764,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 
 // Read implements the API.
 func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error) {
+	if err := s.authorize(ctx, auth.Read, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	r, err := ParseRead(req.Msg)
 	if err != nil {
 		return nil, err
@@ -745,6 +784,9 @@ func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadReq
 
 // ReadSession implements the API.
 func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.ReadSessionRequest], ss *connect.ServerStream[strandv1.ReadSessionResponse]) error {
+	if err := s.authorize(ctx, auth.Read, req.Msg.GetStream()); err != nil {
+		return err
+	}
 	r, err := ParseReadSession(req.Msg, s.cfg.Heartbeat)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 // env is a star on the simulated stores and its API over HTTP/1.1 and h2c,
 // with authentication and one admin token.
 type env struct {
+	api   *testnode.API
 	w     *sim.World
 	ts    *httptest.Server
 	admin string
@@ -48,7 +49,7 @@ func newEnvHTTP(t testing.TB, mod func(*server.Config), httpMod func(*http.Serve
 			mod(c)
 		}
 	}, httpMod)
-	return &env{w: a.W, ts: a.TS, admin: a.Issue(t, 1, "", auth.Admin)}
+	return &env{api: a, w: a.W, ts: a.TS, admin: a.Issue(t, 1, "", auth.Admin)}
 }
 
 // gzipBomb is a gzip body that inflates to 1 GiB of zeros: one member of
@@ -82,13 +83,23 @@ func (z *zeros) Read(p []byte) (int, error) {
 // post sends body to procedure as a Connect unary JSON call and returns the
 // Connect error code of the answer ("" for success).
 func (e *env) post(t testing.TB, procedure, token string, body io.Reader, gzipped bool) string {
+	return e.send(t, procedure, token, "application/json", body, gzipped)
+}
+
+// postType sends body to procedure as a Connect unary call of content type
+// ctype and returns the Connect error code of the answer ("" for success).
+func (e *env) postType(t testing.TB, procedure, token, ctype string, body []byte) string {
+	return e.send(t, procedure, token, ctype, bytes.NewReader(body), false)
+}
+
+func (e *env) send(t testing.TB, procedure, token, ctype string, body io.Reader, gzipped bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+procedure, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ctype)
 	if gzipped {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
