@@ -2,6 +2,7 @@ package server
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,11 @@ type Limits struct {
 	// is ResourceExhausted at once, before its body is read (0:
 	// DefaultMaxDecodingBytes).
 	MaxDecodingBytes int64
+	// SessionRecheck is how often an open session's token is checked again
+	// (0: DefaultSessionRecheck): a session whose token (or an ancestor)
+	// was revoked or expired ends with Unauthenticated. A revocation on
+	// another server is seen within the checker's TTL after that.
+	SessionRecheck time.Duration
 	// MaxSessionsPerToken bounds the sessions (AppendSession and
 	// ReadSession) one token holds open on this server (0:
 	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
@@ -61,6 +67,7 @@ const (
 	DefaultMaxDecodingBytes     = 256 << 20
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxSessionsPerToken  = 1000
+	DefaultSessionRecheck       = time.Second
 	// DefaultReadHeaderTimeout bounds reading a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
@@ -90,6 +97,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = DefaultBodyTimeout
+	}
+	if l.SessionRecheck <= 0 {
+		l.SessionRecheck = DefaultSessionRecheck
 	}
 	if l.MaxSessionsPerToken <= 0 {
 		l.MaxSessionsPerToken = DefaultMaxSessionsPerToken
@@ -152,7 +162,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	next = l.limitBody(next)
 	if s.cfg.Auth != nil {
-		open, authed := next, auth.Middleware(s.cfg.Auth, requireOp(l.limitSessions(next)))
+		open, authed := next, auth.Middleware(s.cfg.Auth, requireOp(l.limitSessions(s.watchGrant(next))))
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if isTooling(r.URL.Path) {
 				open.ServeHTTP(w, r)
@@ -366,7 +376,7 @@ func (c *limitConn) Close() error {
 }
 
 // sessions counts the open sessions (AppendSession, ReadSession) of each
-// token and refuses one past Limits.MaxSessionsPerToken.
+// tenant and refuses one past Limits.MaxSessionsPerToken.
 type sessions struct {
 	max  int
 	mu   sync.Mutex
@@ -391,23 +401,78 @@ func (ss *sessions) release(key string) {
 	}
 }
 
+func isSession(path string) bool {
+	return path == strandv1connect.StrandServiceAppendSessionProcedure || path == strandv1connect.StrandServiceReadSessionProcedure
+}
+
 // limitSessions wraps next (inside authentication, which stored the grant)
-// with the per-token session limit.
+// with the per-tenant session limit: a tenant is a root token and every
+// token minted under it (auth.Grant.Tenant), so minting tokens does not
+// multiply it.
 func (l Limits) limitSessions(next http.Handler) http.Handler {
 	ss := &sessions{max: l.MaxSessionsPerToken, open: map[string]int{}}
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, ok := auth.FromContext(r.Context())
-		if !ok || (r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure && r.URL.Path != strandv1connect.StrandServiceReadSessionProcedure) {
+		if !ok || !isSession(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !ss.admit(g.Hash) {
+		if !ss.admit(g.Tenant) {
 			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("%w: token %.8s... already has %d sessions open on this server (the limit); close one or use another token", ErrTooMany, g.Hash, l.MaxSessionsPerToken)))
+				fmt.Errorf("%w: tenant %.8s... (the tokens under one root token) already has %d sessions open on this server (the limit); close one", ErrTooMany, g.Tenant, l.MaxSessionsPerToken)))
 			return
 		}
-		defer ss.release(g.Hash)
+		defer ss.release(g.Tenant)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// errSessionEnded is the cause of a session's context ended because its
+// token is void (revoked or expired, or an ancestor is).
+type errSessionEnded struct{ err error }
+
+func (e errSessionEnded) Error() string { return "server: session ended: " + e.err.Error() }
+func (e errSessionEnded) Unwrap() error { return e.err }
+
+// watchGrant checks a session's token again every Limits.SessionRecheck
+// and ends the session (its context, with errSessionEnded as the cause)
+// once the token or an ancestor is revoked or expired, or unknown.
+func (s *Server) watchGrant(next http.Handler) http.Handler {
+	every := s.cfg.Limits.withDefaults().SessionRecheck
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isSession(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		token, source := auth.Bearer(r.Header.Get("Authorization")), auth.Source(r.RemoteAddr)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.clk.After(every):
+				}
+				_, err := s.cfg.Auth.CheckFrom(ctx, token, source)
+				if errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnauthenticated) {
+					s.log.Info("session ended: its token is void", "path", r.URL.Path, "why", err)
+					cancel(errSessionEnded{err})
+					return
+				}
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// sessionEnded is the Unauthenticated error of a session ended by
+// watchGrant, or nil.
+func sessionEnded(ctx context.Context) error {
+	var e errSessionEnded
+	if errors.As(context.Cause(ctx), &e) {
+		return connect.NewError(connect.CodeUnauthenticated, e)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"errors"
@@ -685,7 +686,8 @@ func ackMsg(a star.Ack) *strandv1.AppendResponse {
 }
 
 // AppendSession implements the API (see the package doc).
-func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[strandv1.AppendRequest, strandv1.AppendResponse]) error {
+func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[strandv1.AppendRequest, strandv1.AppendResponse]) (err error) {
+	defer func() { err = cmp.Or(sessionEnded(ctx), err) }() // its token was revoked or expired
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type pending struct {
@@ -783,7 +785,8 @@ func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadReq
 }
 
 // ReadSession implements the API.
-func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.ReadSessionRequest], ss *connect.ServerStream[strandv1.ReadSessionResponse]) error {
+func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.ReadSessionRequest], ss *connect.ServerStream[strandv1.ReadSessionResponse]) (err error) {
+	defer func() { err = cmp.Or(sessionEnded(ctx), err) }() // its token was revoked or expired
 	if err := s.authorize(ctx, auth.Read, req.Msg.GetStream()); err != nil {
 		return err
 	}
