@@ -35,10 +35,11 @@ func (a AppendArgs) options() star.AppendOptions {
 	return star.AppendOptions{MatchSeq: a.MatchSeq, Producer: a.Producer, BatchSeq: a.BatchSeq, FenceToken: a.FenceToken}
 }
 
-// appendOptions are a's options for the star, with the caller's token as
-// the tenant whose fair share of the pool the batch uses.
+// appendOptions are a's options for the star, with the caller's tenant
+// (its root token: minting tokens does not add shares) as the tenant whose
+// fair share of the pool the batch uses.
 func (s *Server) appendOptions(ctx context.Context, a AppendArgs) star.AppendOptions {
 	o := a.options()
-	o.Tenant = s.grant(ctx).Hash
+	o.Tenant = s.grant(ctx).Tenant
 	return o
 }

@@ -64,6 +64,10 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 	if now := s.clk.Now().UnixMilli(); a.ExpiresMs != 0 && a.ExpiresMs <= now {
 		return nil, invalid("expires_ms %d is not in the future (now is %d)", a.ExpiresMs, now)
 	}
+	if len(g.Chain) >= auth.MaxDepth {
+		return nil, connect.NewError(connect.CodeFailedPrecondition,
+			fmt.Errorf("creating a token: the calling token has %d ancestors, the most a token may have (%d); create it with a token nearer the root", len(g.Chain), auth.MaxDepth))
+	}
 	// A token never outlives its creator: its expiry is at the latest the
 	// caller's (which folds in the caller's ancestors').
 	if g.ExpiresMs != 0 && (a.ExpiresMs == 0 || a.ExpiresMs > g.ExpiresMs) {
