@@ -26,7 +26,12 @@ type Op string
 const (
 	Read   Op = "read"
 	Append Op = "append"
-	Admin  Op = "admin"
+	// Trim allows Trim (erasing a stream's history below a point) and
+	// Fence allows Fence (choosing which writer may append): apart from
+	// append, since either undoes other writers' work.
+	Trim  Op = "trim"
+	Fence Op = "fence"
+	Admin Op = "admin"
 )
 
 // Sentinel errors.
@@ -52,23 +57,24 @@ var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
 func ParseOps(s string) ([]Op, error) { return ParseOpList(strings.Split(s, ",")) }
 
 // ParseOpList parses operation names (case and surrounding space ignored,
-// duplicates and empty names dropped): at least one of read, append and
-// admin, else an error wrapping ErrInvalid that names the bad one.
+// duplicates and empty names dropped): at least one of read, append,
+// trim, fence and admin, else an error wrapping ErrInvalid that names the
+// bad one.
 func ParseOpList(names []string) ([]Op, error) {
 	var ops []Op
 	for _, p := range names {
 		switch op := Op(strings.TrimSpace(strings.ToLower(p))); op {
-		case Read, Append, Admin:
+		case Read, Append, Trim, Fence, Admin:
 			if !slices.Contains(ops, op) {
 				ops = append(ops, op)
 			}
 		case "":
 		default:
-			return nil, fmt.Errorf("%w: unknown operation %q (want read, append or admin)", ErrInvalid, p)
+			return nil, fmt.Errorf("%w: unknown operation %q (want read, append, trim, fence or admin)", ErrInvalid, p)
 		}
 	}
 	if len(ops) == 0 {
-		return nil, fmt.Errorf("%w: no operation (want read, append and/or admin)", ErrInvalid)
+		return nil, fmt.Errorf("%w: no operation (want read, append, trim, fence and/or admin)", ErrInvalid)
 	}
 	return ops, nil
 }

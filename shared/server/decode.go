@@ -121,7 +121,7 @@ func CountAppendProto(b []byte) error {
 			}
 			b = b[n:]
 			if records++; records > format.MaxBatchRecords {
-				return fmt.Errorf("%w: an append holds at most %d records", ErrTooManyElements, format.MaxBatchRecords)
+				return fmt.Errorf("%w: an append holds at most %d records, this one at least %d records", ErrTooManyElements, format.MaxBatchRecords, records)
 			}
 			for len(rec) > 0 {
 				rnum, rtyp, n := protowire.ConsumeTag(rec)

@@ -260,8 +260,8 @@ func procedures() []string {
 var procedureOps = map[string][]auth.Op{
 	strandv1connect.StrandServiceAppendProcedure:            {auth.Append},
 	strandv1connect.StrandServiceAppendSessionProcedure:     {auth.Append},
-	strandv1connect.StrandServiceFenceProcedure:             {auth.Append},
-	strandv1connect.StrandServiceTrimProcedure:              {auth.Append},
+	strandv1connect.StrandServiceFenceProcedure:             {auth.Fence},
+	strandv1connect.StrandServiceTrimProcedure:              {auth.Trim},
 	strandv1connect.StrandServiceReadProcedure:              {auth.Read},
 	strandv1connect.StrandServiceReadSessionProcedure:       {auth.Read},
 	strandv1connect.StrandServiceGetStreamProcedure:         {auth.Read},

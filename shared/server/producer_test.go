@@ -53,14 +53,15 @@ func TestProducerErrorsAreFailedPrecondition(t *testing.T) {
 }
 
 // TestAppendTenantIsTheToken: with authentication, an append's tenant (whose
-// fair share of the star's pool it uses) is its token's hash, and its other
-// options are kept; without authentication every caller is one tenant.
+// fair share of the star's pool it uses) is its token's tenant (its root's
+// hash; TestPoolShareIsTenant), and its other options are kept; without
+// authentication every caller is one tenant.
 func TestAppendTenantIsTheToken(t *testing.T) {
 	seq := uint64(4)
 	a := AppendArgs{MatchSeq: &seq, Producer: [16]byte{1}, BatchSeq: 7}
 	authed := &Server{cfg: Config{Auth: &auth.Checker{}}}
 	for _, hash := range []string{"aa11", "bb22"} {
-		o := authed.appendOptions(auth.WithGrant(context.Background(), auth.Grant{Hash: hash}), a)
+		o := authed.appendOptions(auth.WithGrant(context.Background(), auth.Grant{Hash: hash, Tenant: hash}), a)
 		if o.Tenant != hash || o.MatchSeq != &seq || o.Producer != a.Producer || o.BatchSeq != 7 {
 			t.Fatalf("options %+v for token %s", o, hash)
 		}

@@ -781,7 +781,7 @@ func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadReq
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&strandv1.ReadResponse{Records: recordsMsg(res.Records), NextSeqNum: res.Tail, LastTimestampMs: res.LastTsMs}), nil
+	return connect.NewResponse(&strandv1.ReadResponse{Records: recordsMsg(res.Records, s.hideFence(ctx)), NextSeqNum: res.Tail, LastTimestampMs: res.LastTsMs}), nil
 }
 
 // ReadSession implements the API.
@@ -803,8 +803,9 @@ func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.
 			return err
 		}
 	}
+	hide := s.hideFence(ctx)
 	err = s.cfg.Reader.Session(ctx, st, r.Start, r.Options, func(b read.Batch) error {
-		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})
+		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records, hide), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil // the client went away
@@ -812,10 +813,20 @@ func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.
 	return toConnect(err)
 }
 
-func recordsMsg(recs []star.SeqRecord) []*strandv1.SequencedRecord {
+// hideFence reports whether the caller may not see fencing tokens: a
+// token without the fence operation reads fence records without their
+// body (the token a writer must present is not revealed by reading).
+func (s *Server) hideFence(ctx context.Context) bool { return !s.grant(ctx).Can(auth.Fence) }
+
+// recordsMsg is recs as the API answers them; with hideFence, fence
+// command records without their body.
+func recordsMsg(recs []star.SeqRecord, hideFence bool) []*strandv1.SequencedRecord {
 	out := make([]*strandv1.SequencedRecord, len(recs))
 	for i, r := range recs {
 		m := &strandv1.SequencedRecord{SeqNum: r.Seq, TimestampMs: r.TimestampMs, Body: r.Body}
+		if hideFence && format.CommandOf(r.Record) == format.CommandFence {
+			m.Body = nil
+		}
 		for _, h := range r.Headers {
 			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
 		}
