@@ -10,7 +10,7 @@ import (
 	"github.com/strandlog/strand/shared/client"
 )
 
-// TestTrimAndFenceNeedTheirOps (issue 31 finding 7): an append token can
+// TestTrimAndFenceNeedTheirOps (issue 31 finding 8): an append token can
 // neither trim a stream nor fence out its writers; the trim and fence
 // operations (or admin) allow them, and CreateToken knows them.
 func TestTrimAndFenceNeedTheirOps(t *testing.T) {
