@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -77,8 +76,7 @@ const (
 	// DefaultMaxConcurrentStreams bounds the HTTP/2 streams (calls) of one
 	// connection.
 	DefaultMaxConcurrentStreams = 100
-	// DefaultMaxConns bounds the API's open connections; more wait in the
-	// listen backlog.
+	// DefaultMaxConns bounds the API's open connections (conns.go).
 	DefaultMaxConns = 1024
 )
 
@@ -162,7 +160,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	next = l.limitBody(next)
 	if s.cfg.Auth != nil {
-		open, authed := next, auth.Middleware(s.cfg.Auth, requireOp(l.limitSessions(s.watchGrant(next))))
+		open, authed := next, auth.Middleware(s.cfg.Auth, authenticated(requireOp(l.limitSessions(s.watchGrant(next)))))
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if isTooling(r.URL.Path) {
 				open.ServeHTTP(w, r)
@@ -170,8 +168,19 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			}
 			authed.ServeHTTP(w, r)
 		})
+	} else {
+		next = authenticated(next) // every call may do everything
 	}
 	return requireAPIRequest(next)
+}
+
+// authenticated marks the call's connection as authenticated (conns.go):
+// auth.Middleware let the call through.
+func authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		markAuthenticated(r.Context())
+		next.ServeHTTP(w, r)
+	})
 }
 
 // limitBody bounds the body of every call but AppendSession (whose
@@ -331,48 +340,13 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		Protocols:         new(http.Protocols),
+		ConnContext:       withConn, // the call's connection, marked once a call authenticates (conns.go)
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams},
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	return srv
-}
-
-// LimitListener returns a listener that holds at most n connections open
-// (n <= 0: DefaultMaxConns); Accept waits for one to close.
-func LimitListener(ln net.Listener, n int) net.Listener {
-	if n <= 0 {
-		n = DefaultMaxConns
-	}
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n)}
-}
-
-type limitListener struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }
 
 // sessions counts the open sessions (AppendSession, ReadSession) of each
