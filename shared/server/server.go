@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	// The drain's refusals come first (shutdown.go), then the limits.
-	base := []connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s})}
+	base := []connect.HandlerOption{connect.WithInterceptors(shutdownInterceptor{s}, redactInterceptor{s})}
 	if s.cfg.Auth != nil {
 		base = append(base, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -466,6 +466,9 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 		return nil, err
 	}
 	if err := s.allow(ctx, auth.Admin, m.Name); err != nil {
+		return nil, err
+	}
+	if err := checkVisible("stream name", m.Name); err != nil {
 		return nil, err
 	}
 	class, err := classOf(m.StorageClass)
