@@ -183,16 +183,20 @@ func authenticated(next http.Handler) http.Handler {
 	})
 }
 
-// limitBody bounds the body of every call but AppendSession (whose
-// messages are bounded one by one and whose stream lives as long as its
-// producer): its size (the procedure's message limit and framing), its
-// read time, and its share of the bytes being decoded at once.
+// limitBody bounds the body of every call but AppendSession: its size (the
+// procedure's message limit and framing), its read time, and its share of
+// the bytes being decoded at once. An AppendSession's stream lives as long
+// as its producer: its messages are bounded one by one, and each is
+// charged to the same budget while it is read and decoded (streamBudget).
 func (l Limits) limitBody(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
 	budget := &budget{max: l.MaxDecodingBytes}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			next.ServeHTTP(w, r)
+			sb := &streamBudget{ReadCloser: r.Body, b: budget, max: int64(l.MaxMessageBytes)}
+			defer sb.done()
+			r.Body = sb
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamBudgetKey{}, sb)))
 			return
 		}
 		refuse := func(err error) {

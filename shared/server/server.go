@@ -732,6 +732,7 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				return
 			}
 			p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
+			messageDone(ctx) // the pool bounds the batch now (or it was refused)
 			if !push(pending{p: p, err: err}) {
 				return
 			}

@@ -115,3 +115,55 @@ func TestSmallProceduresBounded(t *testing.T) {
 		t.Errorf("a small GetStream: %q", code)
 	}
 }
+
+// TestAppendSessionMessagesBudgeted (issue 31): AppendSession messages
+// being read count against the server's decoding budget like unary bodies:
+// with a 4 MiB budget, two sessions each part-way through a 2 MiB message
+// hold it all, and a third session's message is refused resource_exhausted
+// rather than read.
+func TestAppendSessionMessagesBudgeted(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes = 4<<20, 2<<20 })
+	hc := client.NewHTTPClient()
+	open := func() (*io.PipeWriter, chan *http.Response) {
+		pr, pw := io.Pipe()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+strandv1connect.StrandServiceAppendSessionProcedure, pr)
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Te", "trailers")
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		got := make(chan *http.Response, 1)
+		go func() {
+			res, err := hc.Do(req)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- res
+		}()
+		prefix := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(prefix[1:], 2<<20-100)
+		if _, err := pw.Write(append(prefix, 0x0a)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pw.Close() })
+		return pw, got
+	}
+	open()
+	open()
+	time.Sleep(200 * time.Millisecond)
+	_, third := open()
+	select {
+	case res, ok := <-third:
+		if !ok {
+			t.Fatal("the third session's request failed")
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if status := res.Header.Get("Grpc-Status") + res.Trailer.Get("Grpc-Status"); status != "8" {
+			t.Errorf("the third session's message past the budget: grpc-status %q, want 8 (resource_exhausted)", status)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("the third session's message past the budget was not refused")
+	}
+}
