@@ -427,11 +427,15 @@ func (s *Server) watchGrant(next http.Handler) http.Handler {
 		defer cancel(nil)
 		token, source := auth.Bearer(r.Header.Get("Authorization")), auth.Source(r.RemoteAddr)
 		go func() {
+			// A wall-clock ticker, not Config.Clock: a manual clock's After
+			// fires at once, and this loop would spin.
+			t := time.NewTicker(every)
+			defer t.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-s.clk.After(every):
+				case <-t.C:
 				}
 				_, err := s.cfg.Auth.CheckFrom(ctx, token, source)
 				if errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnauthenticated) {
