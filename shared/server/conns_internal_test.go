@@ -125,3 +125,14 @@ func TestListenerPerSourceAndDeadline(t *testing.T) {
 		t.Error("an authenticated connection was closed at the deadline")
 	}
 }
+
+// TestEveryProcedureNeedsAnOperation: every procedure of the service has
+// the operations that let a token call it, so none skips the check made
+// before its body is read.
+func TestEveryProcedureNeedsAnOperation(t *testing.T) {
+	for _, p := range procedures() {
+		if len(procedureOps[p]) == 0 {
+			t.Errorf("%s has no operation in procedureOps: its body would be read before any permission check", p)
+		}
+	}
+}

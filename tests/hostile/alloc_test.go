@@ -19,8 +19,8 @@ import (
 )
 
 // largestHeaders is the append of the largest JSON: 1000 records holding
-// the batch's 65,535 one-byte headers, the rest of the metered bytes in
-// bodies.
+// the batch's 65,535 one-byte headers (with empty values: the most JSON per
+// metered byte), the rest of the metered bytes in bodies.
 func largestHeaders(stream string) *strandv1.AppendRequest {
 	m := &strandv1.AppendRequest{Stream: stream}
 	per := format.MaxBatchHeaders / format.MaxBatchRecords

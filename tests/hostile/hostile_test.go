@@ -195,21 +195,7 @@ func TestLargestLegalRequestsPass(t *testing.T) {
 	// 1000 records holding the batch's 65,535 one-byte headers (with empty
 	// values: the most JSON per metered byte), the rest of the metered
 	// bytes in bodies.
-	headers := &strandv1.AppendRequest{Stream: stream}
-	per := format.MaxBatchHeaders / format.MaxBatchRecords
-	body := (format.MaxBatchMeteredBytes - per*format.MaxBatchRecords) / format.MaxBatchRecords
-	for i := range format.MaxBatchRecords {
-		r := &strandv1.AppendRecord{Body: make([]byte, body)}
-		n := per
-		if i == 0 {
-			n += format.MaxBatchHeaders - per*format.MaxBatchRecords
-			r.Body = r.Body[:body-(n-per)]
-		}
-		for range n {
-			r.Headers = append(r.Headers, &strandv1.Header{Name: []byte("h"), Value: []byte{}})
-		}
-		headers.Records = append(headers.Records, r)
-	}
+	headers := largestHeaders(stream)
 	for _, req := range []*strandv1.AppendRequest{big, headers} {
 		recs, err := server.ParseAppend(req)
 		if err != nil {
