@@ -43,9 +43,11 @@ type Limits struct {
 	MaxSmallMessageBytes int
 	// MaxDecodingBytes bounds the request bodies of unary calls being read
 	// and decoded at once on this server, by their declared length (or
-	// their procedure's body limit when they declare none); a call past it
-	// is ResourceExhausted at once, before its body is read (0:
-	// DefaultMaxDecodingBytes).
+	// their procedure's body limit when they declare none), and the
+	// AppendSession messages being read (stream_budget.go); one tenant
+	// holds at most half of it. A call past it is ResourceExhausted at
+	// once, before its body is read; a session's message waits up to 5 s
+	// first (0: DefaultMaxDecodingBytes).
 	MaxDecodingBytes int64
 	// SessionRecheck is how often an open session's token is checked again
 	// (0: DefaultSessionRecheck): a session whose token (or an ancestor)
@@ -190,10 +192,11 @@ func authenticated(next http.Handler) http.Handler {
 // charged to the same budget while it is read and decoded (streamBudget).
 func (l Limits) limitBody(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
-	budget := &budget{max: l.MaxDecodingBytes}
+	budget := &budget{max: l.MaxDecodingBytes, held: map[string]int64{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g, _ := auth.FromContext(r.Context())
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			sb := &streamBudget{ReadCloser: r.Body, b: budget, max: int64(l.MaxMessageBytes)}
+			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes)}
 			defer sb.done()
 			r.Body = sb
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamBudgetKey{}, sb)))
@@ -214,11 +217,11 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 		if r.ContentLength >= 0 {
 			weight = r.ContentLength
 		}
-		if !budget.take(weight) {
-			refuse(fmt.Errorf("%w: the server is reading %d bytes of requests at once (at most %d); retry", ErrBusy, budget.max, budget.max))
+		if err := budget.take(g.Tenant, weight); err != nil {
+			refuse(err)
 			return
 		}
-		defer budget.put(weight)
+		defer budget.put(g.Tenant, weight)
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
 		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rc: rc, r: r}
@@ -234,25 +237,37 @@ func (l Limits) bodyLimit(path string) int64 {
 	return int64(l.MaxSmallMessageBytes) + 4<<10 // framing
 }
 
-// budget counts the bytes of request bodies being read and decoded.
+// budget counts the bytes of request bodies being read and decoded, in
+// all and per tenant: a tenant holds at most half of it, so one tenant's
+// requests never take it all from the others.
 type budget struct {
 	mu       sync.Mutex
 	max, cur int64
+	held     map[string]int64 // by tenant
 }
 
-func (b *budget) take(n int64) bool {
+// take takes n bytes for tenant, or fails with ErrBusy saying which bound
+// is reached.
+func (b *budget) take(tenant string, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cur+n > b.max {
-		return false
+		return fmt.Errorf("%w: the server is reading and decoding %d of its %d bytes of requests at once; retry", ErrBusy, b.cur, b.max)
+	}
+	if b.held[tenant]+n > b.max/2 {
+		return fmt.Errorf("%w: this tenant's requests being read and decoded hold %d bytes, its share is half the server's %d; retry", ErrBusy, b.held[tenant], b.max)
 	}
 	b.cur += n
-	return true
+	b.held[tenant] += n
+	return nil
 }
 
-func (b *budget) put(n int64) {
+func (b *budget) put(tenant string, n int64) {
 	b.mu.Lock()
 	b.cur -= n
+	if b.held[tenant] -= n; b.held[tenant] <= 0 {
+		delete(b.held, tenant)
+	}
 	b.mu.Unlock()
 }
 

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -23,8 +22,9 @@ import (
 // than Limits.MaxDecodingBytes of messages being read and decoded.
 type streamBudget struct {
 	io.ReadCloser
-	b   *budget
-	max int64 // the message limit
+	b      *budget
+	tenant string // whose share the messages take
+	max    int64  // the message limit
 
 	hdr  [5]byte
 	nhdr int   // prefix bytes read of the next message
@@ -53,11 +53,12 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 			if s.hdr[0]&1 != 0 { // compressed: what it may inflate to
 				size = s.max
 			}
-			if size <= s.max && !s.take(size) {
-				// Withhold the prefix's last byte: the reader (io.ReadFull
-				// of the prefix) then reports this error, not a short read.
-				return n - 1, connect.NewError(connect.CodeResourceExhausted,
-					fmt.Errorf("%w: the server is reading and decoding %d bytes of requests at once (the limit); retry", ErrBusy, s.b.max))
+			if size <= s.max {
+				if err := s.take(size); err != nil {
+					// Withhold the prefix's last byte: the reader (io.ReadFull
+					// of the prefix) then reports this error, not a short read.
+					return n - 1, connect.NewError(connect.CodeResourceExhausted, err)
+				}
 			}
 		}
 		return n, err
@@ -71,18 +72,22 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 }
 
 // take takes n from the budget, waiting up to budgetWait.
-func (s *streamBudget) take(n int64) bool {
+func (s *streamBudget) take(n int64) error {
 	deadline := time.Now().Add(budgetWait)
-	for !s.b.take(n) {
+	for {
+		err := s.b.take(s.tenant, n)
+		if err == nil {
+			break
+		}
 		if time.Now().After(deadline) {
-			return false
+			return err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.mu.Lock()
 	s.held += n
 	s.mu.Unlock()
-	return true
+	return nil
 }
 
 // done gives back what the messages read so far took.
@@ -91,7 +96,7 @@ func (s *streamBudget) done() {
 	n := s.held
 	s.held = 0
 	s.mu.Unlock()
-	s.b.put(n)
+	s.b.put(s.tenant, n)
 }
 
 func (s *streamBudget) Close() error {

@@ -123,47 +123,94 @@ func TestSmallProceduresBounded(t *testing.T) {
 // rather than read.
 func TestAppendSessionMessagesBudgeted(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) { c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes = 4<<20, 2<<20 })
-	hc := client.NewHTTPClient()
-	open := func() (*io.PipeWriter, chan *http.Response) {
-		pr, pw := io.Pipe()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+strandv1connect.StrandServiceAppendSessionProcedure, pr)
-		req.Header.Set("Content-Type", "application/grpc")
-		req.Header.Set("Te", "trailers")
-		req.Header.Set("Authorization", "Bearer "+e.admin)
-		got := make(chan *http.Response, 1)
-		go func() {
-			res, err := hc.Do(req)
-			if err != nil {
-				close(got)
-				return
-			}
-			got <- res
-		}()
-		prefix := []byte{0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(prefix[1:], 2<<20-100)
-		if _, err := pw.Write(append(prefix, 0x0a)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pw.Close() })
-		return pw, got
-	}
-	open()
-	open()
+	other := e.api.Issue(t, 11, "", auth.Admin) // another tenant: its own share
+	e.stalledSession(t, e.admin, 2<<20-100)
+	e.stalledSession(t, other, 2<<20-100)
 	time.Sleep(200 * time.Millisecond)
-	_, third := open()
+	wantStatus(t, "the third session's message past the budget", e.stalledSession(t, e.admin, 2<<20-100), "8")
+}
+
+// stalledSession opens an AppendSession with token (gRPC over h2c) and
+// sends the prefix of a message of size bytes and its first byte, then
+// stalls; the answer arrives on the channel (closed if the request fails).
+func (e *env) stalledSession(t *testing.T, token string, size uint32) chan *http.Response {
+	t.Helper()
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+strandv1connect.StrandServiceAppendSessionProcedure, pr)
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("Authorization", "Bearer "+token)
+	got := make(chan *http.Response, 1)
+	go func() {
+		res, err := client.NewHTTPClient().Do(req)
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- res
+	}()
+	prefix := []byte{0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(prefix[1:], size)
+	if _, err := pw.Write(append(prefix, 0x0a)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pw.Close() })
+	return got
+}
+
+// wantStatus waits up to 15 s for the answer on ch and checks its gRPC
+// status.
+func wantStatus(t *testing.T, what string, ch chan *http.Response, want string) {
+	t.Helper()
 	select {
-	case res, ok := <-third:
+	case res, ok := <-ch:
 		if !ok {
-			t.Fatal("the third session's request failed")
+			t.Fatalf("%s: the request failed", what)
 		}
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
-		if status := res.Header.Get("Grpc-Status") + res.Trailer.Get("Grpc-Status"); status != "8" {
-			t.Errorf("the third session's message past the budget: grpc-status %q, want 8 (resource_exhausted)", status)
+		if status := res.Header.Get("Grpc-Status") + res.Trailer.Get("Grpc-Status"); status != want {
+			t.Errorf("%s: grpc-status %q, want %s", what, status, want)
 		}
 	case <-time.After(15 * time.Second):
-		t.Error("the third session's message past the budget was not refused")
+		t.Errorf("%s: no answer in 15 s", what)
+	}
+}
+
+// TestDecodingBudgetSharedPerTenant (issue 31): one tenant may hold at
+// most half the decoding budget, so its stalled messages never refuse
+// another tenant's append: with an 8 MiB budget, a tenant's four 2 MiB
+// messages take 4 MiB (its last two are refused) and another tenant's
+// append is acknowledged.
+func TestDecodingBudgetSharedPerTenant(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes = 8<<20, 2<<20 })
+	flood := e.api.Issue(t, 12, "", auth.Admin)
+	var refused []chan *http.Response
+	for i := range 4 {
+		ch := e.stalledSession(t, flood, 2<<20)
+		if i >= 2 {
+			refused = append(refused, ch)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := e.client(t, e.admin)
+	as, err := c.OpenAppendSession(ctx, e.w.Streams[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer as.Close()
+	if err := as.Submit([]client.Record{{Body: []byte("mine")}}, client.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-as.Acks(); a.Err != nil {
+		t.Errorf("another tenant's append while one tenant floods the budget: %v", a.Err)
+	}
+	for _, ch := range refused {
+		wantStatus(t, "a flooding tenant's message past its half of the budget", ch, "8")
 	}
 }
