@@ -46,9 +46,13 @@ type Limits struct {
 	// their procedure's body limit when they declare none), and the
 	// AppendSession messages being read (stream_budget.go); one tenant
 	// holds at most half of it. A call past it is ResourceExhausted at
-	// once, before its body is read; a session's message waits up to 5 s
-	// first (0: DefaultMaxDecodingBytes).
+	// once, before its body is read; a session's message waits up to
+	// DecodeWait first (0: DefaultMaxDecodingBytes).
 	MaxDecodingBytes int64
+	// DecodeWait is how long an AppendSession message waits for room in
+	// the decoding budget before its session ends ResourceExhausted (0:
+	// DefaultDecodeWait).
+	DecodeWait time.Duration
 	// SessionRecheck is how often an open session's token is checked again
 	// (0: DefaultSessionRecheck): a session whose token (or an ancestor)
 	// was revoked or expired ends with Unauthenticated. A revocation on
@@ -66,6 +70,7 @@ const (
 	DefaultMaxMessageBytes      = 6 << 20
 	DefaultMaxSmallMessageBytes = 64 << 10
 	DefaultMaxDecodingBytes     = 256 << 20
+	DefaultDecodeWait           = 5 * time.Second
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxSessionsPerToken  = 1000
 	DefaultSessionRecheck       = time.Second
@@ -91,6 +96,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDecodingBytes <= 0 {
 		l.MaxDecodingBytes = DefaultMaxDecodingBytes
+	}
+	if l.DecodeWait <= 0 {
+		l.DecodeWait = DefaultDecodeWait
 	}
 	if l.MaxBodyBytes <= 0 {
 		l.MaxBodyBytes = int64(l.MaxMessageBytes) + 64<<10
@@ -196,7 +204,7 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, _ := auth.FromContext(r.Context())
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes)}
+			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes), wait: l.DecodeWait}
 			defer sb.done()
 			r.Body = sb
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamBudgetKey{}, sb)))

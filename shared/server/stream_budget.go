@@ -17,14 +17,15 @@ import (
 // one: the message limit, what it may inflate to) before a byte of it is
 // read. The handler gives it back (done) once the message is submitted:
 // its records are then the star pool's to bound. A message that finds
-// the budget spent waits up to budgetWait, then ends the session with
+// the budget spent waits up to Limits.DecodeWait, then ends the session with
 // ResourceExhausted (ErrBusy), so that sessions together never hold more
 // than Limits.MaxDecodingBytes of messages being read and decoded.
 type streamBudget struct {
 	io.ReadCloser
 	b      *budget
-	tenant string // whose share the messages take
-	max    int64  // the message limit
+	tenant string        // whose share the messages take
+	max    int64         // the message limit
+	wait   time.Duration // how long a message waits for room
 
 	hdr  [5]byte
 	nhdr int   // prefix bytes read of the next message
@@ -33,9 +34,6 @@ type streamBudget struct {
 	mu   sync.Mutex
 	held int64 // taken and not given back
 }
-
-// budgetWait is how long a message waits for room in the budget.
-const budgetWait = 5 * time.Second
 
 func (s *streamBudget) Read(p []byte) (int, error) {
 	if s.left == 0 && s.nhdr == 5 {
@@ -71,9 +69,9 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// take takes n from the budget, waiting up to budgetWait.
+// take takes n from the budget, waiting up to wait.
 func (s *streamBudget) take(n int64) error {
-	deadline := time.Now().Add(budgetWait)
+	deadline := time.Now().Add(s.wait)
 	for {
 		err := s.b.take(s.tenant, n)
 		if err == nil {

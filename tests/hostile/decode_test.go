@@ -122,7 +122,9 @@ func TestSmallProceduresBounded(t *testing.T) {
 // hold it all, and a third session's message is refused resource_exhausted
 // rather than read.
 func TestAppendSessionMessagesBudgeted(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) { c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes = 4<<20, 2<<20 })
+	e := newEnv(t, func(c *server.Config) {
+		c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes, c.Limits.DecodeWait = 4<<20, 2<<20, 300*time.Millisecond
+	})
 	other := e.api.Issue(t, 11, "", auth.Admin) // another tenant: its own share
 	e.stalledSession(t, e.admin, 2<<20-100)
 	e.stalledSession(t, other, 2<<20-100)
@@ -185,7 +187,9 @@ func wantStatus(t *testing.T, what string, ch chan *http.Response, want string) 
 // messages take 4 MiB (its last two are refused) and another tenant's
 // append is acknowledged.
 func TestDecodingBudgetSharedPerTenant(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) { c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes = 8<<20, 2<<20 })
+	e := newEnv(t, func(c *server.Config) {
+		c.Limits.MaxDecodingBytes, c.Limits.MaxMessageBytes, c.Limits.DecodeWait = 8<<20, 2<<20, 300*time.Millisecond
+	})
 	flood := e.api.Issue(t, 12, "", auth.Admin)
 	var refused []chan *http.Response
 	for i := range 4 {
