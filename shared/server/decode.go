@@ -21,6 +21,20 @@ var ErrTooManyElements = errors.New("server: too many records or headers")
 // records and their headers (format.MaxBatchRecords + MaxBatchHeaders).
 const maxJSONElements = format.MaxBatchRecords + format.MaxBatchHeaders
 
+// maxJSONMembers bounds the object members of a JSON append message: raw
+// JSON (rawjson) is decoded into maps, an entry per member. A legal append
+// has a few top-level fields and at most four per record (timestampMs,
+// headers, body or bodyBase64) and per header (name, value, or their
+// Base64 forms).
+const maxJSONMembers = 16 + 4*format.MaxBatchRecords + 4*format.MaxBatchHeaders
+
+// maxRawMembers bounds them in raw JSON, which is decoded into maps first
+// (a map entry per member, about 400 bytes each with the copies rawjson
+// makes): a legal raw append has at most three members per record
+// (timestampMs, headers, body or bodyBase64) and two per header (name or
+// nameBase64, value or valueBase64).
+const maxRawMembers = 16 + 3*format.MaxBatchRecords + 2*format.MaxBatchHeaders
+
 // maxJSONDepth bounds the nesting of a JSON message; an append nests five
 // deep (request, records, record, headers, header).
 const maxJSONDepth = 32
@@ -86,7 +100,11 @@ func (c jsonCodec) Unmarshal(b []byte, v any) error {
 		return fmt.Errorf("server: %T is not a protobuf message", v)
 	}
 	if _, ok := v.(*strandv1.AppendRequest); ok {
-		if err := CountJSON(b, maxJSONElements); err != nil {
+		members := maxJSONMembers
+		if c.raw {
+			members = maxRawMembers
+		}
+		if err := countJSON(b, maxJSONElements, members); err != nil {
 			return err
 		}
 	}
@@ -150,11 +168,15 @@ func CountAppendProto(b []byte) error {
 }
 
 // CountJSON scans JSON text without decoding it and fails with
-// ErrTooManyElements when its arrays hold more than max elements in all or
-// it nests deeper than maxJSONDepth. Malformed text is left to the decoder.
-func CountJSON(b []byte, max int) error {
+// ErrTooManyElements when its arrays hold more than max elements in all,
+// its objects more than maxJSONMembers members in all, or it nests deeper
+// than maxJSONDepth. Malformed text is left to the decoder.
+func CountJSON(b []byte, max int) error { return countJSON(b, max, maxJSONMembers) }
+
+// countJSON is CountJSON with the members' bound.
+func countJSON(b []byte, max, maxMembers int) error {
 	var stack [maxJSONDepth]bool // true: an array
-	depth, elems := 0, 0
+	depth, elems, members := 0, 0, 0
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; c {
 		case '"':
@@ -185,6 +207,10 @@ func CountJSON(b []byte, max int) error {
 		case ',':
 			if depth > 0 && stack[depth-1] {
 				elems++
+			}
+		case ':': // one per object member
+			if members++; members > maxMembers {
+				return fmt.Errorf("%w: an append's objects hold at most %d members in all", ErrTooManyElements, maxMembers)
 			}
 		}
 		if elems > max {

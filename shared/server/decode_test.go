@@ -85,6 +85,8 @@ func TestCountJSONStrings(t *testing.T) {
 		{`{"records":[{},{}]}`, 1, true},
 		{`{"records":[ ]}`, 0, false},
 		{strings.Repeat("[", 40), 100, true}, // too deep
+		{`{"stream":"a:b:c","records":[{"body":"x:y"}]}`, 1, false},
+		{"{" + strings.Repeat(`"k":0,`, 300_000) + `"k":0}`, 1, true}, // too many members
 	} {
 		if err := server.CountJSON([]byte(tc.in), tc.max); (err != nil) != tc.fail {
 			t.Errorf("%s (max %d): %v", tc.in, tc.max, err)

@@ -69,7 +69,7 @@ type Limits struct {
 const (
 	DefaultMaxMessageBytes      = 6 << 20
 	DefaultMaxSmallMessageBytes = 64 << 10
-	DefaultMaxDecodingBytes     = 256 << 20
+	DefaultMaxDecodingBytes     = 64 << 20
 	DefaultDecodeWait           = 5 * time.Second
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultMaxSessionsPerToken  = 1000

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -216,5 +218,40 @@ func TestDecodingBudgetSharedPerTenant(t *testing.T) {
 	}
 	for _, ch := range refused {
 		wantStatus(t, "a flooding tenant's message past its half of the budget", ch, "8")
+	}
+}
+
+// TestManyJSONMembersBounded (issue 31): raw JSON (Strand-Format: raw) is
+// decoded into maps first, a map entry per object member: an append of
+// 6 MiB of distinct unknown members is refused before it is decoded, at
+// about its size.
+func TestManyJSONMembersBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	var b strings.Builder
+	b.WriteString(`{"stream":"` + e.w.Streams[0].Name + `","records":[{"body":"x"`)
+	for i := 0; b.Len() < 6<<20-64; i++ {
+		fmt.Fprintf(&b, `,"k%d":0`, i)
+	}
+	b.WriteString(`}]}`)
+	var code string
+	got := allocated(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+"/strand.v1.StrandService/Append", strings.NewReader(b.String()))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(server.FormatHeader, "raw")
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var ce struct{ Code string }
+		_ = json.NewDecoder(res.Body).Decode(&ce)
+		code = ce.Code
+	})
+	t.Logf("a raw JSON append of %d bytes of unknown members: %s, %d MiB allocated", b.Len(), code, got>>20)
+	if code != "invalid_argument" || got > decodeBound+(12<<20) {
+		t.Errorf("a raw JSON append of %d bytes of unknown members: %q, %d MiB allocated (want invalid_argument within %d MiB)", b.Len(), code, got>>20, (decodeBound+(12<<20))>>20)
 	}
 }
