@@ -207,7 +207,7 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes), wait: l.DecodeWait}
 			defer sb.done()
 			r.Body = sb
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamBudgetKey{}, sb)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(sb))))
 			return
 		}
 		refuse := func(err error) {
@@ -229,11 +229,12 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 			refuse(err)
 			return
 		}
-		defer budget.put(g.Tenant, weight)
+		hb := &heldBody{b: budget, tenant: g.Tenant, n: weight}
+		defer hb.done()
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
 		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rc: rc, r: r}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(hb))))
 	})
 }
 

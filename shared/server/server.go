@@ -677,7 +677,12 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	ack, err := s.cfg.Star.Append(ctx, id, a.Records, s.appendOptions(ctx, a))
+	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
+	messageDone(ctx) // the pool bounds the batch now: the body's share of the decoding budget goes back
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	ack, err := p.Wait(ctx)
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -102,12 +102,28 @@ func (s *streamBudget) Close() error {
 	return s.ReadCloser.Close()
 }
 
-type streamBudgetKey struct{}
+type budgetKey struct{}
 
-// messageDone gives an AppendSession's messages read so far back to the
-// decoding budget (a no-op for other calls).
+// held is a call's share of the decoding budget: a streamBudget, or a
+// unary call's heldBody.
+type held interface{ done() }
+
+// heldBody is a unary call's body's share, given back once (when the
+// handler says the message is done with, or when the call ends).
+type heldBody struct {
+	once   sync.Once
+	b      *budget
+	tenant string
+	n      int64
+}
+
+func (h *heldBody) done() { h.once.Do(func() { h.b.put(h.tenant, h.n) }) }
+
+// messageDone gives the messages of the call read so far back to the
+// decoding budget: an append's batch, once submitted, is the star pool's
+// to bound (a no-op for calls without a share).
 func messageDone(ctx context.Context) {
-	if s, ok := ctx.Value(streamBudgetKey{}).(*streamBudget); ok {
-		s.done()
+	if h, ok := ctx.Value(budgetKey{}).(held); ok {
+		h.done()
 	}
 }
