@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -241,14 +240,7 @@ func TestManyJSONMembersBounded(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(server.FormatHeader, "raw")
 		req.Header.Set("Authorization", "Bearer "+e.admin)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var ce struct{ Code string }
-		_ = json.NewDecoder(res.Body).Decode(&ce)
-		code = ce.Code
+		code = answerCode(t, req)
 	})
 	t.Logf("a raw JSON append of %d bytes of unknown members: %s, %d MiB allocated", b.Len(), code, got>>20)
 	if code != "invalid_argument" || got > decodeBound+(12<<20) {

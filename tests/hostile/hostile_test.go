@@ -133,6 +133,20 @@ func (e *env) send(t testing.TB, procedure, token, ctype string, body io.Reader,
 	return ce.Code
 }
 
+// answerCode sends req and returns the Connect error code of its answer
+// ("" for success).
+func answerCode(t testing.TB, req *http.Request) string {
+	t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ce struct{ Code string }
+	_ = json.NewDecoder(res.Body).Decode(&ce)
+	return ce.Code
+}
+
 // allocated runs f and returns the bytes the process allocated meanwhile:
 // an upper bound of how far the server's heap rose above its idle figure.
 func allocated(f func()) uint64 {
@@ -273,14 +287,7 @@ func TestGetBomb(t *testing.T) {
 			if tc.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.token)
 			}
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			var ce struct{ Code string }
-			_ = json.NewDecoder(res.Body).Decode(&ce)
-			code = ce.Code
+			code = answerCode(t, req)
 		})
 		if code != tc.want {
 			t.Errorf("token %t: code %q, want %q", tc.token != "", code, tc.want)
