@@ -26,12 +26,13 @@ import (
 // every field spelled out (base64, field names): the default message
 // limit, 6 MiB, sits above both.
 type Limits struct {
-	// MaxMessageBytes bounds one request message, as received and after
-	// decompression, unary or in a stream (0: DefaultMaxMessageBytes).
-	// Larger is ResourceExhausted.
+	// MaxMessageBytes bounds one Append or AppendSession message, as
+	// received and after decompression (0: DefaultMaxMessageBytes).
+	// Larger is ResourceExhausted. Other procedures: MaxSmallMessageBytes.
 	MaxMessageBytes int
-	// MaxBodyBytes bounds the HTTP body of every call but AppendSession,
-	// compressed or not (0: MaxMessageBytes + 64 KiB for framing).
+	// MaxBodyBytes bounds the HTTP body of an Append, compressed or not
+	// (0: MaxMessageBytes + 64 KiB for framing); other unary calls'
+	// bodies are bounded by MaxSmallMessageBytes + 4 KiB.
 	MaxBodyBytes int64
 	// BodyTimeout bounds reading the body of every call but AppendSession,
 	// from the end of its headers (0: DefaultBodyTimeout). A body that
@@ -59,7 +60,8 @@ type Limits struct {
 	// another server is seen within the checker's TTL after that.
 	SessionRecheck time.Duration
 	// MaxSessionsPerToken bounds the sessions (AppendSession and
-	// ReadSession) one token holds open on this server (0:
+	// ReadSession) one tenant (a root token and every token minted under
+	// it; the name is older) holds open on this server (0:
 	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
 	// It applies with authentication only.
 	MaxSessionsPerToken int
