@@ -65,7 +65,9 @@ buckets/standard-0, buckets/settled) and a bbolt metastore (meta.db).
 
 It prints the endpoint and an admin token (kept in DATA_DIR/token with mode
 0600, reused on restart unless --token or --token-file gives another, which
-revokes the one it replaces). It survives kill -9: on restart the star
+revokes the one it replaces, or it was revoked: then a new one is drawn).
+The data directory (made 0700) and the token file must be this user's and
+not writable by others: strand dev refuses them otherwise. It survives kill -9: on restart the star
 fences its previous epoch, absorbs up to the cut and serves, with nothing
 acknowledged lost.`,
 		Example: "  strand dev\n  strand dev --data-dir /tmp/strand --addr 127.0.0.1:5000",
@@ -104,16 +106,20 @@ acknowledged lost.`,
 }
 
 // setupDevToken picks the admin token (--token, else --token-file, else
-// DATA_DIR/token, else a new one), writes it to DATA_DIR/token with mode
-// 0600 (fixed on every write, even when the file existed with another),
-// issues it, and revokes the token it replaces in DATA_DIR/token, so that
-// restarting with a new token leaves the old one invalid.
+// DATA_DIR/token unless it was revoked, else a new one), writes it to
+// DATA_DIR/token with mode 0600 (fixed on every write, even when the file
+// existed with another; never through a symlink), issues it, and revokes
+// the token it replaces in DATA_DIR/token, so that restarting with a new
+// token leaves the old one invalid. A token file that is a symlink or that
+// another user could have written is refused (devdir.go), and so is a
+// revoked --token: a restart never brings a revoked token back.
 func setupDevToken(ctx context.Context, meta metastore.Store, f devFlags) (string, error) {
 	path := filepath.Join(f.dataDir, "token")
-	var prev string
-	if b, err := os.ReadFile(path); err == nil {
-		prev = strings.TrimSpace(string(b))
+	b, err := readSecretFile(path)
+	if err != nil {
+		return "", err
 	}
+	prev := strings.TrimSpace(b)
 	tok := f.token
 	if tok == "" && f.tokenFile != "" {
 		var err error
@@ -121,8 +127,11 @@ func setupDevToken(ctx context.Context, meta metastore.Store, f devFlags) (strin
 			return "", err
 		}
 	}
-	if tok == "" {
-		tok = prev
+	if tok != "" && auth.WellFormed(tok) && revoked(ctx, meta, tok) {
+		return "", fmt.Errorf("the admin token given (hash %.8s...) was revoked: give another, or omit --token and --token-file to draw a new one", auth.Hash(tok))
+	}
+	if tok == "" && !(auth.WellFormed(prev) && revoked(ctx, meta, prev)) {
+		tok = prev // DATA_DIR/token, unless revoked: then a new one
 	}
 	if tok == "" {
 		var err error
@@ -147,6 +156,12 @@ func setupDevToken(ctx context.Context, meta metastore.Store, f devFlags) (strin
 	return tok, nil
 }
 
+// revoked reports whether tok is issued and revoked.
+func revoked(ctx context.Context, meta metastore.Store, tok string) bool {
+	t, err := meta.GetToken(ctx, auth.Hash(tok))
+	return err == nil && t.RevokedMs != 0
+}
+
 // revoke marks the token with this hash revoked now (a tombstone: its use
 // is refused as revoked); a token never issued is nothing to revoke.
 func revoke(ctx context.Context, meta metastore.Store, hash string) error {
@@ -159,18 +174,6 @@ func revoke(ctx context.Context, meta metastore.Store, hash string) error {
 	}
 	t.RevokedMs = time.Now().UnixMilli()
 	return meta.PutToken(ctx, t)
-}
-
-// writeSecret writes a secret to path with mode 0600, whatever mode the
-// file had.
-func writeSecret(path, data string) error {
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return nil
 }
 
 // devStores opens the embedded stores under the data directory: directory
@@ -225,7 +228,10 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
+	if err := checkDataDir(f.dataDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create --data-dir: %w", err)
 	}
 	cfg := star.Defaults()

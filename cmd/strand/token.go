@@ -22,8 +22,9 @@ func newToken(cf *clientFlags) *cobra.Command {
 		Use:   "token",
 		Short: "Create, list and revoke scoped bearer tokens (needs an admin token)",
 		Long: `Manage bearer tokens. A token is scoped to a stream-name prefix ("" = every
-stream) and to operations: read, append and/or admin (admin implies read and
-append, and lets the token manage tokens). An admin token manages only tokens
+stream) and to operations: read, append, trim, fence and/or admin (admin
+implies the others, and lets the token manage tokens; trim and fence are apart
+from append, since either undoes other writers' work). An admin token manages only tokens
 whose prefix starts with its own, with operations it holds.
 
 The server stores only a token's SHA-256 hash: the secret is printed once, by
@@ -44,7 +45,7 @@ func newTokenCreate(cf *clientFlags) *cobra.Command {
 		Use:   "create --prefix PREFIX --ops OPS",
 		Short: "Create a token scoped to a stream-name prefix and operations; prints its secret once",
 		Long: `Create a token for streams whose names start with --prefix, allowed --ops
-(comma-separated: read, append, admin). The prefix must start with the calling
+(comma-separated: read, append, trim, fence, admin). The prefix must start with the calling
 token's prefix. The secret is printed once on stdout (keep it: it cannot be
 shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 		Example: `  strand token create --prefix team-a/ --ops admin
@@ -56,7 +57,7 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 				return errors.New(`--prefix is required: the stream-name prefix the token is scoped to (--prefix "" for every stream)`)
 			}
 			if strings.TrimSpace(ops) == "" {
-				return errors.New("--ops is required: a comma-separated list of read, append, admin (e.g. --ops read,append)")
+				return errors.New("--ops is required: a comma-separated list of read, append, trim, fence, admin (e.g. --ops read,append)")
 			}
 			expiresMs, err := parseExpiry(expires, time.Now())
 			if err != nil {
@@ -92,7 +93,7 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", `stream-name prefix the token is scoped to ("" = every stream); required`)
-	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated operations: read, append, admin; required")
+	cmd.Flags().StringVar(&ops, "ops", "", "comma-separated operations: read, append, trim, fence, admin; required")
 	cmd.Flags().StringVar(&description, "description", "", "who holds it or what for (at most 256 bytes)")
 	cmd.Flags().StringVar(&expires, "expires", "", "the token is refused from then on: a duration from now (24h, 90m) or a time (RFC 3339); default never")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: token (the secret), hash, prefix, ops, description, expiresMs")

@@ -117,7 +117,7 @@ func TestTokenCommandsEndToEnd(t *testing.T) {
 		}
 	}
 	_, _, err = as(admin, "token", "create", "--prefix", "x/", "--ops", "write")
-	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "read, append or admin") {
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "read, append, trim, fence or admin") {
 		t.Fatalf("bad op: %v", err)
 	}
 

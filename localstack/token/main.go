@@ -41,7 +41,7 @@ func run(args []string) error {
 	region := fl.String("region", "us-east-1", "AWS region")
 	table := fl.String("table", "", "metastore table (required)")
 	prefix := fl.String("prefix", "", "stream-name prefix the token covers (\"\": every stream)")
-	ops := fl.String("ops", "admin", "operations: read, append and/or admin, comma-separated")
+	ops := fl.String("ops", "admin", "operations: read, append, trim, fence and/or admin, comma-separated")
 	file := fl.String("token-file", "", "reuse the token in this file, or write a new one there")
 	if err := fl.Parse(args); err != nil {
 		return err

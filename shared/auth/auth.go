@@ -26,7 +26,12 @@ type Op string
 const (
 	Read   Op = "read"
 	Append Op = "append"
-	Admin  Op = "admin"
+	// Trim allows Trim (erasing a stream's history below a point) and
+	// Fence allows Fence (choosing which writer may append): apart from
+	// append, since either undoes other writers' work.
+	Trim  Op = "trim"
+	Fence Op = "fence"
+	Admin Op = "admin"
 )
 
 // Sentinel errors.
@@ -52,23 +57,24 @@ var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
 func ParseOps(s string) ([]Op, error) { return ParseOpList(strings.Split(s, ",")) }
 
 // ParseOpList parses operation names (case and surrounding space ignored,
-// duplicates and empty names dropped): at least one of read, append and
-// admin, else an error wrapping ErrInvalid that names the bad one.
+// duplicates and empty names dropped): at least one of read, append,
+// trim, fence and admin, else an error wrapping ErrInvalid that names the
+// bad one.
 func ParseOpList(names []string) ([]Op, error) {
 	var ops []Op
 	for _, p := range names {
 		switch op := Op(strings.TrimSpace(strings.ToLower(p))); op {
-		case Read, Append, Admin:
+		case Read, Append, Trim, Fence, Admin:
 			if !slices.Contains(ops, op) {
 				ops = append(ops, op)
 			}
 		case "":
 		default:
-			return nil, fmt.Errorf("%w: unknown operation %q (want read, append or admin)", ErrInvalid, p)
+			return nil, fmt.Errorf("%w: unknown operation %q (want read, append, trim, fence or admin)", ErrInvalid, p)
 		}
 	}
 	if len(ops) == 0 {
-		return nil, fmt.Errorf("%w: no operation (want read, append and/or admin)", ErrInvalid)
+		return nil, fmt.Errorf("%w: no operation (want read, append, trim, fence and/or admin)", ErrInvalid)
 	}
 	return ops, nil
 }
@@ -112,7 +118,7 @@ func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant
 	if len(g.Ops) == 0 {
 		return fmt.Errorf("%w: no operation", ErrInvalid)
 	}
-	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description, ExpiresMs: g.ExpiresMs}
+	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description, ExpiresMs: g.ExpiresMs, Parent: g.Parent}
 	for _, op := range g.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}
@@ -133,7 +139,22 @@ type Grant struct {
 	ExpiresMs int64
 	// RevokedMs: when the token was revoked (Unix ms); 0: it is not.
 	RevokedMs int64
+	// Parent is the hash of the token that created this one ("": a root).
+	Parent string
+	// Tenant is the hash of the token's root (its own for a root; set by
+	// Checker): the key of per-tenant limits, so that minting tokens does
+	// not multiply them.
+	Tenant string
+	// Chain holds the hashes of the token's ancestors, parent first (set
+	// by Checker). ExpiresMs and RevokedMs fold theirs in: a token is
+	// void once any ancestor is.
+	Chain []string
 }
+
+// MaxDepth bounds a token's ancestors: a token whose chain is longer is
+// refused (ErrUnauthenticated), so a lookup costs at most MaxDepth+1
+// metastore reads.
+const MaxDepth = 8
 
 // Usable reports whether the grant may be used at now: nil, or ErrRevoked
 // or ErrExpired with the time.
@@ -231,15 +252,16 @@ type flight struct {
 	err  error
 }
 
-// Forget drops the cached grant of the token with this hash, so that this
-// checker sees a revocation (or a new grant) at its next call. Other
-// checkers (other servers) see it when their cached entry expires, within
-// TTL.
+// Forget drops the cached grant of the token with this hash and of every
+// token minted under it, so that this checker sees a revocation (or a new
+// grant) at its next call. Other checkers (other servers) see it when
+// their cached entry expires, within TTL.
 func (c *Checker) Forget(hash string) {
 	c.mu.Lock()
 	c.init()
 	c.known.remove(hash)
 	c.misses.remove(hash)
+	c.known.removeIf(func(e cached) bool { return slices.Contains(e.g.Chain, hash) })
 	c.mu.Unlock()
 }
 
@@ -368,7 +390,10 @@ func (c *Checker) CheckFrom(ctx context.Context, token, source string) (Grant, e
 	return f.g, f.g.Usable(now)
 }
 
-// lookup reads the token's grant: ok false when it is not issued.
+// lookup reads the token's grant: ok false when it is not issued. It
+// reads the token's ancestors too (at most MaxDepth) and folds their
+// expiry and revocation into the grant: the earliest expiry, and the
+// first revocation found.
 func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) {
 	t, err := c.Meta.GetToken(ctx, hash)
 	switch {
@@ -377,9 +402,29 @@ func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) 
 	case err != nil:
 		return Grant{}, false, fmt.Errorf("auth: look up token: %w", err)
 	}
-	g := Grant{Prefix: t.Prefix, Hash: hash, ExpiresMs: t.ExpiresMs, RevokedMs: t.RevokedMs}
+	g := Grant{Prefix: t.Prefix, Hash: hash, ExpiresMs: t.ExpiresMs, RevokedMs: t.RevokedMs, Parent: t.Parent, Tenant: hash}
 	for _, op := range t.Ops {
 		g.Ops = append(g.Ops, Op(op))
+	}
+	for p := t.Parent; p != ""; p = t.Parent {
+		if len(g.Chain) == MaxDepth || slices.Contains(g.Chain, p) || p == hash {
+			return Grant{}, false, nil // too deep or a cycle: never issued by CreateToken
+		}
+		g.Chain = append(g.Chain, p)
+		t, err = c.Meta.GetToken(ctx, p)
+		switch {
+		case errors.Is(err, metastore.ErrNotFound):
+			return Grant{}, false, nil // an ancestor deleted: void
+		case err != nil:
+			return Grant{}, false, fmt.Errorf("auth: look up token %.8s...'s ancestor: %w", hash, err)
+		}
+		g.Tenant = p
+		if t.ExpiresMs != 0 && (g.ExpiresMs == 0 || t.ExpiresMs < g.ExpiresMs) {
+			g.ExpiresMs = t.ExpiresMs
+		}
+		if g.RevokedMs == 0 && t.RevokedMs != 0 {
+			g.RevokedMs = t.RevokedMs
+		}
 	}
 	return g, true, nil
 }
@@ -397,7 +442,10 @@ func WithGrant(ctx context.Context, g Grant) context.Context {
 	return context.WithValue(ctx, grantKey{}, g)
 }
 
-// bearer extracts the token from an Authorization header value.
+// Bearer extracts the token from an Authorization header value ("" when
+// it holds none).
+func Bearer(h string) string { return bearer(h) }
+
 func bearer(h string) string {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {

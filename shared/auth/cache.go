@@ -52,6 +52,18 @@ func (c *lru[V]) remove(key string) {
 	}
 }
 
+// removeIf removes every entry whose value matches.
+func (c *lru[V]) removeIf(match func(V) bool) {
+	for e := c.order.Front(); e != nil; {
+		next := e.Next()
+		if en := e.Value.(*lruEntry[V]); match(en.val) {
+			c.order.Remove(e)
+			delete(c.items, en.key)
+		}
+		e = next
+	}
+}
+
 func (c *lru[V]) len() int { return c.order.Len() }
 
 // Rate is a token bucket: Burst lookups at once, refilled at PerSecond.

@@ -10,10 +10,14 @@
 //
 //	read    GetStream, ListStreams, CheckTail, Read, ReadSession
 //	append  Append, AppendSession
-//	admin   CreateStream, DeleteStream, and everything read and append allow
+//	trim    Trim
+//	fence   Fence (and reading fence records' bodies)
+//	admin   CreateStream, DeleteStream, ReconfigureStream, the token
+//	        calls, and everything the others allow
 //
-// admin implies read and append: an administrator of a prefix can do
-// anything to the streams under it. A call is allowed when the token's
+// admin implies the others: an administrator of a prefix can do anything
+// to the streams under it. trim and fence are apart from append: either
+// undoes other writers' work. A call is allowed when the token's
 // prefix is a prefix of the stream's name and its operations include the
 // call's. ListStreams lists only the names under the token's prefix.
 //
@@ -25,14 +29,21 @@
 // "team-a/" cannot mint one for "" or "team-b/") and its operations ones
 // the minting token holds. The secret is returned once; the hash is the
 // token's id for RevokeToken and ListTokens, which obey the same scoping.
+// A minted token records its parent (Token.Parent) and expires at the
+// latest when its parent does; the Checker reads a token's ancestors (at
+// most MaxDepth) and folds their expiry and revocation into its Grant, so
+// revoking or expiring a token voids every token under it. The root of a
+// token's tree is its tenant (Grant.Tenant), the key of per-tenant limits.
 //
 // Revocation marks the stored token revoked (Token.RevokedMs, a tombstone
 // kept so that its use fails with ErrRevoked, not ErrUnauthenticated). The
-// Checker that served the revoke forgets its cached grant at once
-// (Forget); every other server's Checker keeps a cached grant for at most
-// its TTL (10 s by default), so a revoked token stops working everywhere
-// within 10 s. A token may carry an expiry (Token.ExpiresMs): from then on
-// it fails with ErrExpired, checked at every call, cached grant or not.
+// Checker that served the revoke forgets its cached grant, and its
+// descendants', at once (Forget); every other server's Checker keeps a
+// cached grant for at most its TTL (10 s by default), so a revoked token
+// stops working everywhere within 10 s. A token may carry an expiry
+// (Token.ExpiresMs): from then on it fails with ErrExpired, checked at
+// every call, cached grant or not. The server ends a revoked or expired
+// token's open sessions within a second of seeing it.
 //
 // # Checking
 //

@@ -608,7 +608,7 @@ type TokenSpec struct {
 	// Prefix scopes the token to streams whose names start with it ("":
 	// every stream); it must be within the calling token's prefix.
 	Prefix string
-	// Ops: one or more of "read", "append", "admin".
+	// Ops: one or more of "read", "append", "trim", "fence", "admin".
 	Ops         []string
 	Description string
 	// ExpiresMs: the token is refused from this time on (Unix ms, in the

@@ -49,19 +49,38 @@ func (c *Client) retryPolicy() Retry {
 	return c.retry
 }
 
-// Retriable reports whether err may succeed on a retry: Unavailable (the
-// server or its stores are down, restarting or not the leader; also a
-// connection that dropped mid-request) and Aborted (the outcome of an
-// append is unknown: retry it only with the same producer id and batch
-// seq, which the client does). Every other code is not retriable: the
-// same request gets the same answer (invalid argument, not found, already
-// exists, failed precondition, permission, unauthenticated, data loss).
+// Retriable reports whether err may succeed on a retry, as docs/api.md's
+// error table says: Unavailable (the server or its stores are down,
+// restarting or not the leader; also a connection that dropped
+// mid-request), Aborted (the outcome of an append is unknown: retry it
+// only with the same producer id and batch seq, which the client does),
+// and ResourceExhausted but for a request over a size limit (the server
+// is busy, or a session or lookup limit is reached: nothing was done;
+// retry later). Every other code is not retriable: the same request gets
+// the same answer (invalid argument, not found, already exists, failed
+// precondition, permission, unauthenticated, data loss, internal, and a
+// request too large).
 func Retriable(err error) bool {
-	switch connect.CodeOf(transportError(err)) {
+	err = transportError(err)
+	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeAborted:
 		return true
+	case connect.CodeResourceExhausted:
+		return !tooLarge(err)
 	}
 	return false
+}
+
+// tooLarge reports a ResourceExhausted refusal no retry can pass: a
+// request message or body over the server's limit (the server's
+// "request too large", Connect's "larger than configured max").
+func tooLarge(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	m := ce.Message()
+	return strings.Contains(m, "request too large") || strings.Contains(m, "larger than configured max")
 }
 
 // ErrConnectionLost: the connection dropped while a call was under way
@@ -163,7 +182,8 @@ func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func(
 			return res, err
 		}
 		code := connect.CodeOf(err)
-		ok := (code == connect.CodeUnavailable && (idempotent || !errors.Is(err, ErrConnectionLost))) || (idempotent && code == connect.CodeAborted)
+		ok := (code == connect.CodeUnavailable && (idempotent || !errors.Is(err, ErrConnectionLost))) || (idempotent && code == connect.CodeAborted) ||
+			(code == connect.CodeResourceExhausted && !tooLarge(err)) // refused before anything was done
 		if !ok || n+1 >= max(r.MaxAttempts, 1) || time.Since(start) >= r.MaxElapsed {
 			return res, err
 		}

@@ -272,3 +272,22 @@ func TestTailSessionCountsAcrossDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceExhaustedFollowsTheTable (issue 31): resource_exhausted is
+// retriable when a retry can pass (a busy server, a session limit, a rate
+// limit), and not when the request can never pass (over a size limit), as
+// docs/api.md's error table says.
+func TestResourceExhaustedFollowsTheTable(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"server: busy: the server is reading 268435456 bytes of requests at once (at most 268435456); retry": true,
+		"server: too many sessions: tenant 1234abcd... already has 1000 sessions open on this server":        true,
+		"auth: too many lookups of unknown tokens; retry later":                                              true,
+		"server: request too large: the body is 7000000 bytes (at most 6356992)":                             false,
+		"message size 7000000 is larger than configured max 6291456":                                         false,
+		"message is larger than configured max 65536 - unable to determine message size: EOF":                false,
+	} {
+		if got := client.Retriable(connect.NewError(connect.CodeResourceExhausted, errors.New(msg))); got != want {
+			t.Errorf("resource_exhausted %q: retriable %v, want %v", msg, got, want)
+		}
+	}
+}

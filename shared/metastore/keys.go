@@ -582,6 +582,11 @@ func ValidateToken(t Token) error {
 			return fmt.Errorf("token prefix: %w", err)
 		}
 	}
+	if t.Parent != "" {
+		if err := ValidateTokenHash(t.Parent); err != nil {
+			return fmt.Errorf("token parent: %w", err)
+		}
+	}
 	for _, op := range t.Ops {
 		if op == "" {
 			return fmt.Errorf("%w: token: empty operation name", ErrInvalid)

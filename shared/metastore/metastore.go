@@ -285,6 +285,10 @@ type Token struct {
 	// revoked token is kept (a tombstone), so that its use is refused as
 	// revoked rather than unknown.
 	RevokedMs int64
+	// Parent is the hash of the token that created this one ("": a root
+	// token, issued by an operator). A token is void once any ancestor is
+	// revoked or expired; its tenant is its root (auth.Grant.Tenant).
+	Parent string
 }
 
 // Store is the metastore contract. See the package documentation.

@@ -34,8 +34,8 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	if c.GlobalRate == (auth.Rate{}) {
 		c.GlobalRate = auth.DefaultGlobalRate
 	}
-	fs.IntVar(&c.Limits.MaxSessionsPerToken, "max-sessions-per-token", c.Limits.MaxSessionsPerToken, "sessions (AppendSession + ReadSession) one token may hold open on this star; past it resource_exhausted")
-	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "open API connections; more wait in the listen backlog")
+	fs.IntVar(&c.Limits.MaxSessionsPerToken, "max-sessions-per-token", c.Limits.MaxSessionsPerToken, "sessions (AppendSession + ReadSession) one tenant (a root token and the tokens minted under it) may hold open on this star; past it resource_exhausted")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "open API connections; past it the oldest unauthenticated (else the longest idle) is shed for a new one")
 	fs.Float64Var(&c.SourceRate.PerSecond, "token-lookups-per-source", c.SourceRate.PerSecond, "metastore lookups per second of tokens not known valid, per source address (past it and its burst: resource_exhausted, no lookup)")
 	fs.IntVar(&c.SourceRate.Burst, "token-lookup-burst-per-source", c.SourceRate.Burst, "burst of --token-lookups-per-source")
 	fs.Float64Var(&c.GlobalRate.PerSecond, "token-lookups", c.GlobalRate.PerSecond, "metastore lookups per second of tokens not known valid, from all sources together")

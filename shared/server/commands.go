@@ -75,13 +75,16 @@ func ParseTrim(m *strandv1.TrimRequest) (TrimArgs, error) {
 	return TrimArgs{Stream: m.Stream, TrimSeq: m.TrimSeqNum, Options: star.AppendOptions{MatchSeq: m.MatchSeqNum, FenceToken: m.FencingToken}}, nil
 }
 
-// Fence implements the API: a fence command record (append permission).
+// Fence implements the API: a fence command record (the fence operation).
 func (s *Server) Fence(ctx context.Context, req *connect.Request[strandv1.FenceRequest]) (*connect.Response[strandv1.FenceResponse], error) {
+	if err := s.authorize(ctx, auth.Fence, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	a, err := ParseFence(req.Msg)
 	if err != nil {
 		return nil, err
 	}
-	_, id, err := s.leading(ctx, auth.Append, a.Stream)
+	_, id, err := s.leading(ctx, auth.Fence, a.Stream)
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +95,16 @@ func (s *Server) Fence(ctx context.Context, req *connect.Request[strandv1.FenceR
 	return connect.NewResponse(&strandv1.FenceResponse{SeqNum: ack.FirstSeq, NextSeqNum: ack.Tail}), nil
 }
 
-// Trim implements the API: a trim command record (append permission).
+// Trim implements the API: a trim command record (the trim operation).
 func (s *Server) Trim(ctx context.Context, req *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error) {
+	if err := s.authorize(ctx, auth.Trim, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	a, err := ParseTrim(req.Msg)
 	if err != nil {
 		return nil, err
 	}
-	_, id, err := s.leading(ctx, auth.Append, a.Stream)
+	_, id, err := s.leading(ctx, auth.Trim, a.Stream)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +154,9 @@ func ParseReconfigure(m *strandv1.ReconfigureStreamRequest) (ReconfigureArgs, er
 // sequenced with the appends, then the stream's metadata (GetStream,
 // ListStreams, trim's retention) follows it.
 func (s *Server) ReconfigureStream(ctx context.Context, req *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
+	if err := s.authorize(ctx, auth.Admin, req.Msg.GetName()); err != nil {
+		return nil, err
+	}
 	a, err := ParseReconfigure(req.Msg)
 	if err != nil {
 		return nil, err

@@ -63,10 +63,17 @@ func TestFenceAndTrimOverTheAPI(t *testing.T) {
 		t.Fatalf("fence record %+v", res.Records[2])
 	}
 
-	// Append tokens (logs/) may fence and trim; read tokens may not.
+	// Read and append tokens (logs/) may not fence or trim (issue 31);
+	// fence tokens may fence.
 	_, err = newClient(t, n, readTok).Fence(ctx, "logs/f", "r", client.FenceOptions{})
 	wantCode(t, err, connect.CodePermissionDenied)
 	_, err = newClient(t, n, appendTok).Fence(ctx, "logs/f", "", client.FenceOptions{CurrentToken: strp("writer-2")})
+	wantCode(t, err, connect.CodePermissionDenied)
+	_, err = newClient(t, n, appendTok).Trim(ctx, "logs/f", 4, client.TrimOptions{FenceToken: "writer-2"})
+	wantCode(t, err, connect.CodePermissionDenied)
+	fenceTok, _, err := c.CreateToken(ctx, client.TokenSpec{Prefix: "logs/", Ops: []string{"fence"}})
+	must(t, err)
+	_, err = newClient(t, n, fenceTok).Fence(ctx, "logs/f", "", client.FenceOptions{CurrentToken: strp("writer-2")})
 	must(t, err)
 	_, err = c.Append(ctx, "logs/f", recs(1, "c"), client.AppendOptions{})
 	must(t, err)

@@ -44,9 +44,13 @@
 //	                                        with its producer_id and batch_seq,
 //	                                        or with match_seq_num)
 //	no or unknown token / not allowed       Unauthenticated / PermissionDenied
-//	message, body or sessions over a limit  ResourceExhausted
-//	too many lookups of unknown tokens      ResourceExhausted
-//	corrupt data with no good copy          DataLoss
+//	message or body over a limit            ResourceExhausted (not retriable)
+//	decoding budget or sessions spent       ResourceExhausted (retriable)
+//	too many lookups of unknown tokens      ResourceExhausted (retriable)
+//	append over 1000 records / 65535 headers InvalidArgument, before decoding
+//	session whose token is revoked/expired  Unauthenticated
+//	corrupt data with no good copy          DataLoss (text in the log only)
+//	the server failed                       Internal (text in the log only)
 //	client gone / deadline                  Canceled / DeadlineExceeded
 //
 // # Tokens
@@ -56,29 +60,46 @@
 // caller's and its operations be ones the caller holds; a revoked token's
 // prefix must start with the caller's (else PermissionDenied; an unknown
 // hash, or one revoked already, is NotFound); a listing is narrowed to the
-// caller's prefix and leaves revoked tokens out. A revoked or expired token
-// is Unauthenticated with a message that says which. Bad ops,
-// prefixes, descriptions or hashes are InvalidArgument with the reason.
-// CreateToken returns the secret once and stores only its hash; logs carry
-// hashes, never secrets. A revoke is seen at once by this server (its
-// Checker forgets the grant) and by the others within their cache TTL.
+// caller's prefix and leaves revoked tokens out. A new token's expiry is at
+// the latest the caller's, and it records the caller as its parent: a
+// tenant is a root token and the tokens under it (ADR 0048). A revoked or
+// expired token (or one whose ancestor is) is Unauthenticated with a
+// message that says which. Bad ops, prefixes, descriptions (invisible or
+// reordering characters too) or hashes are InvalidArgument with the
+// reason. CreateToken returns the secret once and stores only its hash;
+// logs carry hashes, never secrets. A revoke is seen at once by this
+// server (its Checker forgets the grant and its descendants') and by the
+// others within their cache TTL; open sessions end within
+// Limits.SessionRecheck after that (watchGrant).
 //
 // Authentication is the auth package's middleware, from the headers, before
-// any body is read; each handler then authorizes its operation on the
-// stream it names before it changes or reads anything.
+// any body is read; then the operations the procedure needs (requireOp),
+// also before the body; each handler then authorizes its operation on the
+// stream it names (authorize) before it validates the rest or changes or
+// reads anything. Fence needs the fence operation, Trim the trim
+// operation; a token without fence reads fence records without their body.
+// An append's producer id is scoped to its token (ScopeProducer), so no
+// other principal's batch is answered for or deduplicated against it.
 //
 // # Limits
 //
 // Handler bounds every request (Config.Limits, limits.go): one message
-// (6 MiB, after decompression; gzip stops inflating there), the body of
-// every call but AppendSession (message + 64 KiB, read within 30 s of the
-// headers), and the sessions one token holds open (1000). NewHTTPServer
-// bounds headers (10 s, 64 KiB), idle connections (2 min) and HTTP/2
-// streams per connection (100); LimitListener bounds connections (1024).
-// docs/reliability.md lists each limit with the test that holds it.
-// Every append names its token's hash as its tenant
-// (star.AppendOptions.Tenant), so the star shares each class's pool and
-// flights fairly among tokens (shared/star/fair.go).
+// (6 MiB for the appends, 64 KiB for every other procedure, after
+// decompression; gzip stops inflating there), an append's records and
+// headers counted in its encoded bytes before it is decoded (decode.go),
+// the body of every call but AppendSession (message + framing, read within
+// 30 s of the headers), the bytes being read and decoded at once (64 MiB,
+// AppendSession messages included: stream_budget.go), and the sessions one
+// tenant holds open (1000). NewHTTPServer bounds headers (10 s, 64 KiB),
+// idle connections (2 min) and HTTP/2 streams per connection (100);
+// NewListener (conns.go) bounds connections (1024, 256 per source, 10 s
+// to authenticate; the oldest stranger, else the longest idle, is shed for
+// a new one). Internal and DataLoss answers carry a log id, not their text
+// (redact.go). docs/reliability.md lists each limit with the test that
+// holds it, docs/security.md the threat model. Every append names its
+// token's tenant (the root's hash) as its tenant
+// (star.AppendOptions.Tenant), so the star shares each class's pool,
+// flights and dedupe bound fairly among tenants (shared/star/fair.go).
 //
 // # Sessions
 //

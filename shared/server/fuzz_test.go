@@ -90,7 +90,7 @@ func FuzzTokenRequests(f *testing.F) {
 					t.Fatalf("accepted %+v", a)
 				}
 				for _, op := range a.Ops {
-					if op != auth.Read && op != auth.Append && op != auth.Admin {
+					if op != auth.Read && op != auth.Append && op != auth.Trim && op != auth.Fence && op != auth.Admin {
 						t.Fatalf("accepted op %q", op)
 					}
 				}

@@ -2,16 +2,19 @@ package server
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
 )
@@ -23,19 +26,42 @@ import (
 // every field spelled out (base64, field names): the default message
 // limit, 6 MiB, sits above both.
 type Limits struct {
-	// MaxMessageBytes bounds one request message, as received and after
-	// decompression, unary or in a stream (0: DefaultMaxMessageBytes).
-	// Larger is ResourceExhausted.
+	// MaxMessageBytes bounds one Append or AppendSession message, as
+	// received and after decompression (0: DefaultMaxMessageBytes).
+	// Larger is ResourceExhausted. Other procedures: MaxSmallMessageBytes.
 	MaxMessageBytes int
-	// MaxBodyBytes bounds the HTTP body of every call but AppendSession,
-	// compressed or not (0: MaxMessageBytes + 64 KiB for framing).
+	// MaxBodyBytes bounds the HTTP body of an Append, compressed or not
+	// (0: MaxMessageBytes + 64 KiB for framing); other unary calls'
+	// bodies are bounded by MaxSmallMessageBytes + 4 KiB.
 	MaxBodyBytes int64
 	// BodyTimeout bounds reading the body of every call but AppendSession,
 	// from the end of its headers (0: DefaultBodyTimeout). A body that
 	// trickles in slower is cut off.
 	BodyTimeout time.Duration
+	// MaxSmallMessageBytes bounds one request message of every procedure
+	// but Append and AppendSession, whose largest legal message is tens of
+	// bytes to a few KiB (0: DefaultMaxSmallMessageBytes).
+	MaxSmallMessageBytes int
+	// MaxDecodingBytes bounds the request bodies of unary calls being read
+	// and decoded at once on this server, by their declared length (or
+	// their procedure's body limit when they declare none), and the
+	// AppendSession messages being read (stream_budget.go); one tenant
+	// holds at most half of it. A call past it is ResourceExhausted at
+	// once, before its body is read; a session's message waits up to
+	// DecodeWait first (0: DefaultMaxDecodingBytes).
+	MaxDecodingBytes int64
+	// DecodeWait is how long an AppendSession message waits for room in
+	// the decoding budget before its session ends ResourceExhausted (0:
+	// DefaultDecodeWait).
+	DecodeWait time.Duration
+	// SessionRecheck is how often an open session's token is checked again
+	// (0: DefaultSessionRecheck): a session whose token (or an ancestor)
+	// was revoked or expired ends with Unauthenticated. A revocation on
+	// another server is seen within the checker's TTL after that.
+	SessionRecheck time.Duration
 	// MaxSessionsPerToken bounds the sessions (AppendSession and
-	// ReadSession) one token holds open on this server (0:
+	// ReadSession) one tenant (a root token and every token minted under
+	// it; the name is older) holds open on this server (0:
 	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
 	// It applies with authentication only.
 	MaxSessionsPerToken int
@@ -43,9 +69,13 @@ type Limits struct {
 
 // Defaults of Limits and of NewHTTPServer.
 const (
-	DefaultMaxMessageBytes     = 6 << 20
-	DefaultBodyTimeout         = 30 * time.Second
-	DefaultMaxSessionsPerToken = 1000
+	DefaultMaxMessageBytes      = 6 << 20
+	DefaultMaxSmallMessageBytes = 64 << 10
+	DefaultMaxDecodingBytes     = 64 << 20
+	DefaultDecodeWait           = 5 * time.Second
+	DefaultBodyTimeout          = 30 * time.Second
+	DefaultMaxSessionsPerToken  = 1000
+	DefaultSessionRecheck       = time.Second
 	// DefaultReadHeaderTimeout bounds reading a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
@@ -55,8 +85,7 @@ const (
 	// DefaultMaxConcurrentStreams bounds the HTTP/2 streams (calls) of one
 	// connection.
 	DefaultMaxConcurrentStreams = 100
-	// DefaultMaxConns bounds the API's open connections; more wait in the
-	// listen backlog.
+	// DefaultMaxConns bounds the API's open connections (conns.go).
 	DefaultMaxConns = 1024
 )
 
@@ -64,11 +93,23 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxMessageBytes <= 0 {
 		l.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if l.MaxSmallMessageBytes <= 0 {
+		l.MaxSmallMessageBytes = DefaultMaxSmallMessageBytes
+	}
+	if l.MaxDecodingBytes <= 0 {
+		l.MaxDecodingBytes = DefaultMaxDecodingBytes
+	}
+	if l.DecodeWait <= 0 {
+		l.DecodeWait = DefaultDecodeWait
+	}
 	if l.MaxBodyBytes <= 0 {
 		l.MaxBodyBytes = int64(l.MaxMessageBytes) + 64<<10
 	}
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = DefaultBodyTimeout
+	}
+	if l.SessionRecheck <= 0 {
+		l.SessionRecheck = DefaultSessionRecheck
 	}
 	if l.MaxSessionsPerToken <= 0 {
 		l.MaxSessionsPerToken = DefaultMaxSessionsPerToken
@@ -80,7 +121,9 @@ func (l Limits) withDefaults() Limits {
 var (
 	// ErrTooLarge: a request message or body over its limit.
 	ErrTooLarge = errors.New("server: request too large")
-	// ErrTooMany: a token over its session limit.
+	// ErrBusy: the server's decoding budget is spent; a retry may pass.
+	ErrBusy = errors.New("server: busy")
+	// ErrTooMany: a tenant over its session limit.
 	ErrTooMany = errors.New("server: too many sessions")
 )
 
@@ -88,10 +131,10 @@ var (
 // received and once decompressed. Connect's own gzip decompressor would, on
 // a message over the limit, inflate the rest only to report its size (a
 // 4 MB bomb costs seconds of CPU); this one stops at the limit.
-func (l Limits) handlerOptions() []connect.HandlerOption {
-	limit := int64(l.MaxMessageBytes) + 1 // Connect reads one byte past its limit to detect the excess
+func (l Limits) handlerOptions(maxMsg int) []connect.HandlerOption {
+	limit := int64(maxMsg) + 1 // Connect reads one byte past its limit to detect the excess
 	return []connect.HandlerOption{
-		connect.WithReadMaxBytes(l.MaxMessageBytes),
+		connect.WithReadMaxBytes(maxMsg),
 		connect.WithCompression("gzip",
 			func() connect.Decompressor { return &cappedGzip{max: limit} },
 			func() connect.Compressor { return gzip.NewWriter(io.Discard) }),
@@ -120,15 +163,16 @@ func (d *cappedGzip) Reset(r io.Reader) error { d.n = 0; return d.zr.Reset(r) }
 func (d *cappedGzip) Close() error            { return d.zr.Close() }
 
 // guard wraps the API's handler: first a request the API does not speak
-// is answered with what to send (requireAPIRequest), then the body's size and read deadline
-// for every call but AppendSession (whose messages are bounded one by one
-// and whose stream lives as long as its producer), then authentication
-// from the headers, before any body is read, and the per-token session
-// limit (when Config.Auth is set; reflection and health skip both).
+// is answered with what to send (requireAPIRequest); then, when
+// Config.Auth is set, authentication from the headers, the operation the
+// procedure needs (requireOp) and the per-tenant session limit, all before
+// any body is read (reflection and health skip them); then the body's
+// size, read deadline and share of the decoding budget (limitBody).
 func (s *Server) guard(next http.Handler) http.Handler {
 	l := s.cfg.Limits.withDefaults()
+	next = l.limitBody(next)
 	if s.cfg.Auth != nil {
-		open, authed := next, auth.Middleware(s.cfg.Auth, l.limitSessions(next))
+		open, authed := next, auth.Middleware(s.cfg.Auth, authenticated(requireOp(l.limitSessions(s.watchGrant(next)))))
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if isTooling(r.URL.Path) {
 				open.ServeHTTP(w, r)
@@ -136,24 +180,165 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			}
 			authed.ServeHTTP(w, r)
 		})
+	} else {
+		next = authenticated(next) // every call may do everything
 	}
-	ew := connect.NewErrorWriter()
-	return requireAPIRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure {
-			if r.ContentLength > l.MaxBodyBytes {
-				if r.ProtoMajor == 1 {
-					w.Header().Set("Connection", "close") // do not drain the body
-				}
-				_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
-					fmt.Errorf("%w: the body is %d bytes (at most %d)", ErrTooLarge, r.ContentLength, l.MaxBodyBytes)))
-				return
-			}
-			rc := http.NewResponseController(w)
-			_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
-			r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), rc: rc, r: r}
-		}
+	return requireAPIRequest(next)
+}
+
+// authenticated marks the call's connection as authenticated (conns.go):
+// auth.Middleware let the call through.
+func authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		markAuthenticated(r.Context())
 		next.ServeHTTP(w, r)
-	}))
+	})
+}
+
+// limitBody bounds the body of every call but AppendSession: its size (the
+// procedure's message limit and framing), its read time, and its share of
+// the bytes being decoded at once. An AppendSession's stream lives as long
+// as its producer: its messages are bounded one by one, and each is
+// charged to the same budget while it is read and decoded (streamBudget).
+func (l Limits) limitBody(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	budget := &budget{max: l.MaxDecodingBytes, held: map[string]int64{}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g, _ := auth.FromContext(r.Context())
+		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
+			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes), wait: l.DecodeWait}
+			defer sb.done()
+			r.Body = sb
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(sb))))
+			return
+		}
+		refuse := func(err error) {
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close") // do not drain the body
+			}
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, err))
+		}
+		max := l.bodyLimit(r.URL.Path)
+		if r.ContentLength > max {
+			refuse(fmt.Errorf("%w: the body is %d bytes (at most %d for %s)", ErrTooLarge, r.ContentLength, max, r.URL.Path))
+			return
+		}
+		weight := max
+		if r.ContentLength >= 0 {
+			weight = r.ContentLength
+		}
+		if err := budget.take(g.Tenant, weight); err != nil {
+			refuse(err)
+			return
+		}
+		hb := &heldBody{b: budget, tenant: g.Tenant, n: weight}
+		defer hb.done()
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
+		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rc: rc, r: r}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(hb))))
+	})
+}
+
+// bodyLimit is the largest body of a call of procedure path.
+func (l Limits) bodyLimit(path string) int64 {
+	if path == strandv1connect.StrandServiceAppendProcedure {
+		return l.MaxBodyBytes
+	}
+	return int64(l.MaxSmallMessageBytes) + 4<<10 // framing
+}
+
+// budget counts the bytes of request bodies being read and decoded, in
+// all and per tenant: a tenant holds at most half of it, so one tenant's
+// requests never take it all from the others.
+type budget struct {
+	mu       sync.Mutex
+	max, cur int64
+	held     map[string]int64 // by tenant
+}
+
+// take takes n bytes for tenant, or fails with ErrBusy saying which bound
+// is reached.
+func (b *budget) take(tenant string, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cur+n > b.max {
+		return fmt.Errorf("%w: the server is reading and decoding %d of its %d bytes of requests at once; retry", ErrBusy, b.cur, b.max)
+	}
+	if b.held[tenant]+n > b.max/2 {
+		return fmt.Errorf("%w: this tenant's requests being read and decoded hold %d bytes, its share is half the server's %d; retry", ErrBusy, b.held[tenant], b.max)
+	}
+	b.cur += n
+	b.held[tenant] += n
+	return nil
+}
+
+func (b *budget) put(tenant string, n int64) {
+	b.mu.Lock()
+	b.cur -= n
+	if b.held[tenant] -= n; b.held[tenant] <= 0 {
+		delete(b.held, tenant)
+	}
+	b.mu.Unlock()
+}
+
+// procedures are the API's procedures (the StrandService methods).
+func procedures() []string {
+	ms := strandv1.File_strand_v1_strand_proto.Services().ByName("StrandService").Methods()
+	out := make([]string, ms.Len())
+	for i := range ms.Len() {
+		out[i] = "/" + strandv1connect.StrandServiceName + "/" + string(ms.Get(i).Name())
+	}
+	return out
+}
+
+// procedureOps are the operations that let a token call a procedure (any
+// one of them; admin covers all): a token with none is refused before its
+// body is read. Which stream it may touch is checked once the body names
+// it.
+var procedureOps = map[string][]auth.Op{
+	strandv1connect.StrandServiceAppendProcedure:            {auth.Append},
+	strandv1connect.StrandServiceAppendSessionProcedure:     {auth.Append},
+	strandv1connect.StrandServiceFenceProcedure:             {auth.Fence},
+	strandv1connect.StrandServiceTrimProcedure:              {auth.Trim},
+	strandv1connect.StrandServiceReadProcedure:              {auth.Read},
+	strandv1connect.StrandServiceReadSessionProcedure:       {auth.Read},
+	strandv1connect.StrandServiceGetStreamProcedure:         {auth.Read},
+	strandv1connect.StrandServiceListStreamsProcedure:       {auth.Read},
+	strandv1connect.StrandServiceCheckTailProcedure:         {auth.Read, auth.Append},
+	strandv1connect.StrandServiceCreateStreamProcedure:      {auth.Admin},
+	strandv1connect.StrandServiceDeleteStreamProcedure:      {auth.Admin},
+	strandv1connect.StrandServiceReconfigureStreamProcedure: {auth.Admin},
+	strandv1connect.StrandServiceCreateTokenProcedure:       {auth.Admin},
+	strandv1connect.StrandServiceRevokeTokenProcedure:       {auth.Admin},
+	strandv1connect.StrandServiceListTokensProcedure:        {auth.Admin},
+}
+
+// requireOp refuses, PermissionDenied and before the body is read, a call
+// whose token holds none of the operations its procedure needs.
+func requireOp(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ops, known := procedureOps[r.URL.Path]
+		g, ok := auth.FromContext(r.Context())
+		if !known || !ok || slices.ContainsFunc(ops, g.Can) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close") // do not drain the body
+		}
+		_ = ew.Write(w, r, connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("%w: %s needs a token with the %s operation", auth.ErrDenied, r.URL.Path, opNames(ops))))
+	})
+}
+
+func opNames(ops []auth.Op) string {
+	s := make([]string, len(ops))
+	for i, op := range ops {
+		s[i] = string(op)
+	}
+	return strings.Join(s, " or ")
 }
 
 // deadlineBody clears the connection's read deadline once the body is read
@@ -185,6 +370,7 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		Protocols:         new(http.Protocols),
+		ConnContext:       withConn, // the call's connection, marked once a call authenticates (conns.go)
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams},
 	}
 	srv.Protocols.SetHTTP1(true)
@@ -193,44 +379,8 @@ func NewHTTPServer(h http.Handler) *http.Server {
 	return srv
 }
 
-// LimitListener returns a listener that holds at most n connections open
-// (n <= 0: DefaultMaxConns); Accept waits for one to close.
-func LimitListener(ln net.Listener, n int) net.Listener {
-	if n <= 0 {
-		n = DefaultMaxConns
-	}
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n)}
-}
-
-type limitListener struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
-
 // sessions counts the open sessions (AppendSession, ReadSession) of each
-// token and refuses one past Limits.MaxSessionsPerToken.
+// tenant and refuses one past Limits.MaxSessionsPerToken.
 type sessions struct {
 	max  int
 	mu   sync.Mutex
@@ -255,23 +405,82 @@ func (ss *sessions) release(key string) {
 	}
 }
 
+func isSession(path string) bool {
+	return path == strandv1connect.StrandServiceAppendSessionProcedure || path == strandv1connect.StrandServiceReadSessionProcedure
+}
+
 // limitSessions wraps next (inside authentication, which stored the grant)
-// with the per-token session limit.
+// with the per-tenant session limit: a tenant is a root token and every
+// token minted under it (auth.Grant.Tenant), so minting tokens does not
+// multiply it.
 func (l Limits) limitSessions(next http.Handler) http.Handler {
 	ss := &sessions{max: l.MaxSessionsPerToken, open: map[string]int{}}
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, ok := auth.FromContext(r.Context())
-		if !ok || (r.URL.Path != strandv1connect.StrandServiceAppendSessionProcedure && r.URL.Path != strandv1connect.StrandServiceReadSessionProcedure) {
+		if !ok || !isSession(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !ss.admit(g.Hash) {
+		if !ss.admit(g.Tenant) {
 			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("%w: token %.8s... already has %d sessions open on this server (the limit); close one or use another token", ErrTooMany, g.Hash, l.MaxSessionsPerToken)))
+				fmt.Errorf("%w: tenant %.8s... (the tokens under one root token) already has %d sessions open on this server (the limit); close one", ErrTooMany, g.Tenant, l.MaxSessionsPerToken)))
 			return
 		}
-		defer ss.release(g.Hash)
+		defer ss.release(g.Tenant)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// errSessionEnded is the cause of a session's context ended because its
+// token is void (revoked or expired, or an ancestor is).
+type errSessionEnded struct{ err error }
+
+func (e errSessionEnded) Error() string { return "server: session ended: " + e.err.Error() }
+func (e errSessionEnded) Unwrap() error { return e.err }
+
+// watchGrant checks a session's token again every Limits.SessionRecheck
+// and ends the session (its context, with errSessionEnded as the cause)
+// once the token or an ancestor is revoked or expired, or unknown.
+func (s *Server) watchGrant(next http.Handler) http.Handler {
+	every := s.cfg.Limits.withDefaults().SessionRecheck
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isSession(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		token, source := auth.Bearer(r.Header.Get("Authorization")), auth.Source(r.RemoteAddr)
+		go func() {
+			// A wall-clock ticker, not Config.Clock: a manual clock's After
+			// fires at once, and this loop would spin.
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				_, err := s.cfg.Auth.CheckFrom(ctx, token, source)
+				if errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnauthenticated) {
+					s.log.Info("session ended: its token is void", "path", r.URL.Path, "why", err)
+					cancel(errSessionEnded{err})
+					return
+				}
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// sessionEnded is the Unauthenticated error of a session ended by
+// watchGrant, or nil.
+func sessionEnded(ctx context.Context) error {
+	var e errSessionEnded
+	if errors.As(context.Cause(ctx), &e) {
+		return connect.NewError(connect.CodeUnauthenticated, e)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 
 	"connectrpc.com/connect"
 
@@ -144,6 +145,22 @@ func ParseReadSession(m *strandv1.ReadSessionRequest, def time.Duration) (ReadSe
 	return ReadSessionArgs{Stream: m.Stream, Start: st, Options: read.SessionOptions{Count: m.Count, Bytes: m.Bytes, NoTail: m.NoTail, Heartbeat: hb}}, nil
 }
 
+// checkVisible refuses, in a new stream name or a token's prefix or
+// description (field), characters that display as nothing or reorder the
+// text around them: Unicode format characters (Cf: the bidi controls,
+// zero-width characters, the byte order mark), line and paragraph
+// separators, and spaces other than U+0020. A name strand ls shows, or a
+// description strand token ls shows, then reads as what it is (issue 31).
+// Names made before this check stay usable.
+func checkVisible(field, s string) error {
+	for i, r := range s {
+		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || (unicode.Is(unicode.Zs, r) && r != ' ') {
+			return invalid("%s %q: character %U at byte %d is invisible or reorders text; use visible characters", field, s, r, i)
+		}
+	}
+	return nil
+}
+
 // CreateTokenArgs is a validated CreateToken request.
 type CreateTokenArgs struct {
 	Prefix      string
@@ -162,6 +179,12 @@ func ParseCreateToken(m *strandv1.CreateTokenRequest) (CreateTokenArgs, error) {
 		if err := metastore.ValidateStreamName(m.Prefix); err != nil {
 			return CreateTokenArgs{}, invalid("prefix: %w", err)
 		}
+	}
+	if err := checkVisible("prefix", m.Prefix); err != nil {
+		return CreateTokenArgs{}, err
+	}
+	if err := checkVisible("description", m.Description); err != nil {
+		return CreateTokenArgs{}, err
 	}
 	ops, err := auth.ParseOpList(m.Ops)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -53,19 +54,37 @@ func TestProducerErrorsAreFailedPrecondition(t *testing.T) {
 }
 
 // TestAppendTenantIsTheToken: with authentication, an append's tenant (whose
-// fair share of the star's pool it uses) is its token's hash, and its other
-// options are kept; without authentication every caller is one tenant.
+// fair share of the star's pool it uses) is its token's tenant (its root's
+// hash; TestPoolShareIsTenant), and its other options are kept; without
+// authentication every caller is one tenant.
 func TestAppendTenantIsTheToken(t *testing.T) {
 	seq := uint64(4)
 	a := AppendArgs{MatchSeq: &seq, Producer: [16]byte{1}, BatchSeq: 7}
 	authed := &Server{cfg: Config{Auth: &auth.Checker{}}}
 	for _, hash := range []string{"aa11", "bb22"} {
-		o := authed.appendOptions(auth.WithGrant(context.Background(), auth.Grant{Hash: hash}), a)
-		if o.Tenant != hash || o.MatchSeq != &seq || o.Producer != a.Producer || o.BatchSeq != 7 {
+		o := authed.appendOptions(auth.WithGrant(context.Background(), auth.Grant{Hash: hash, Tenant: hash}), a)
+		if o.Tenant != hash || o.MatchSeq != &seq || o.Producer != ScopeProducer(hash, a.Producer) || o.BatchSeq != 7 {
 			t.Fatalf("options %+v for token %s", o, hash)
 		}
 	}
 	if o := (&Server{}).appendOptions(context.Background(), a); o.Tenant != "" {
 		t.Fatalf("without authentication the tenant is %q", o.Tenant)
+	}
+}
+
+// TestScopeProducer: scoped ids differ between tokens and between ids, are
+// the same for the same pair (a successor star recovers them), never zero,
+// and without authentication are the client's own.
+func TestScopeProducer(t *testing.T) {
+	id, other := format.ProducerID{1}, format.ProducerID{2}
+	a, b := auth.Hash("a"), auth.Hash("b")
+	if ScopeProducer(a, id) == ScopeProducer(b, id) || ScopeProducer(a, id) == ScopeProducer(a, other) {
+		t.Error("two principals or two ids share a scoped producer id")
+	}
+	if ScopeProducer(a, id) != ScopeProducer(a, id) || ScopeProducer(a, id).IsZero() {
+		t.Error("the scoped id is not a pure non-zero function of token and id")
+	}
+	if ScopeProducer("", id) != id {
+		t.Error("without authentication the id changed")
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"errors"
@@ -129,28 +130,47 @@ func New(cfg Config) (*Server, error) {
 // of Config.Limits (see guard), and gRPC reflection and health (see
 // tooling.go), bounded but open to callers without a token.
 func (s *Server) Handler() http.Handler {
+	l := s.cfg.Limits.withDefaults()
 	// The drain's refusals come first (shutdown.go), then the limits.
 	// The call metrics (callmetrics.go) count them all, refusals included.
-	opts := append([]connect.HandlerOption{connect.WithInterceptors(newCallMetrics(s.cfg.Star.Metrics(), s.clk), shutdownInterceptor{s})}, s.cfg.Limits.withDefaults().handlerOptions()...)
+	base := []connect.HandlerOption{connect.WithInterceptors(newCallMetrics(s.cfg.Star.Metrics(), s.clk), shutdownInterceptor{s}, redactInterceptor{s})}
 	if s.cfg.Auth != nil {
-		opts = append(opts, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
+		base = append(base, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
-	opts = append(opts, connect.WithCodec(rawjson.Codec{})) // Strand-Format: raw (raw.go)
+	// The codecs count an append's records before decoding it (decode.go);
+	// rawjson is Strand-Format: raw (raw.go).
+	base = append(base, connect.WithCodec(protoCodec{}), connect.WithCodec(jsonCodec{name: "json"}),
+		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}), connect.WithCodec(jsonCodec{name: rawjson.Name, raw: true}))
 	// Messages under 1 KiB go out uncompressed whatever the client accepts:
 	// an append session's acks are tens of bytes, and resetting a gzip
 	// writer for each cost 5% of the server's CPU in a profiled run.
-	opts = append(opts, connect.WithCompressMinBytes(1<<10))
-	path, h := strandv1connect.NewStrandServiceHandler(s, opts...)
-	mux := http.NewServeMux()
-	mux.Handle(path, h)
+	build := func(maxMsg, compressMin int) http.Handler {
+		opts := append(slices.Clone(base), l.handlerOptions(maxMsg)...)
+		_, h := strandv1connect.NewStrandServiceHandler(s, append(opts, connect.WithCompressMinBytes(compressMin))...)
+		return h
+	}
+	// Each procedure reads messages up to its own limit: the appends up to
+	// MaxMessageBytes, every other call up to MaxSmallMessageBytes.
+	big, small := build(l.MaxMessageBytes, 1<<10), build(l.MaxSmallMessageBytes, 1<<10)
+	reads := small
 	if !s.cfg.CompressReads {
 		// The read procedures' responses go out uncompressed: no message
 		// reaches the minimum size for compression.
-		_, rh := strandv1connect.NewStrandServiceHandler(s, append(opts, connect.WithCompressMinBytes(math.MaxInt32))...)
-		mux.Handle(strandv1connect.StrandServiceReadProcedure, rh)
-		mux.Handle(strandv1connect.StrandServiceReadSessionProcedure, rh)
+		reads = build(l.MaxSmallMessageBytes, math.MaxInt32)
 	}
-	s.mountTooling(mux, s.cfg.Limits.withDefaults().handlerOptions()...)
+	mux := http.NewServeMux()
+	for _, p := range procedures() {
+		switch p {
+		case strandv1connect.StrandServiceAppendProcedure, strandv1connect.StrandServiceAppendSessionProcedure:
+			mux.Handle(p, big)
+		case strandv1connect.StrandServiceReadProcedure, strandv1connect.StrandServiceReadSessionProcedure:
+			mux.Handle(p, reads)
+		default:
+			mux.Handle(p, small)
+		}
+	}
+	mux.Handle("/"+strandv1connect.StrandServiceName+"/", small) // unknown methods: Unimplemented
+	s.mountTooling(mux, l.handlerOptions(l.MaxSmallMessageBytes)...)
 	return s.guard(mux)
 }
 
@@ -205,6 +225,16 @@ func checkName(name string) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return nil
+}
+
+// authorize checks the stream name and then op on it, before the rest of
+// a request is validated: a token without access learns nothing from the
+// request's other fields and the server parses no more of it.
+func (s *Server) authorize(ctx context.Context, op auth.Op, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return s.allow(ctx, op, name)
 }
 
 // lookup finds the stream by name without requiring leadership.
@@ -439,6 +469,9 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	if err := s.allow(ctx, auth.Admin, m.Name); err != nil {
 		return nil, err
 	}
+	if err := checkVisible("stream name", m.Name); err != nil {
+		return nil, err
+	}
 	class, err := classOf(m.StorageClass)
 	if err != nil {
 		return nil, err
@@ -643,6 +676,9 @@ func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.Ch
 
 // Append implements the API.
 func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error) {
+	if err := s.authorize(ctx, auth.Append, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	a, err := ParseAppend(req.Msg)
 	if err != nil {
 		return nil, err
@@ -651,7 +687,12 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
-	ack, err := s.cfg.Star.Append(ctx, id, a.Records, s.appendOptions(ctx, a))
+	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
+	messageDone(ctx) // the pool bounds the batch now: the body's share of the decoding budget goes back
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	ack, err := p.Wait(ctx)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -663,7 +704,8 @@ func ackMsg(a star.Ack) *strandv1.AppendResponse {
 }
 
 // AppendSession implements the API (see the package doc).
-func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[strandv1.AppendRequest, strandv1.AppendResponse]) error {
+func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[strandv1.AppendRequest, strandv1.AppendResponse]) (err error) {
+	defer func() { err = cmp.Or(sessionEnded(ctx), err) }() // its token was revoked or expired
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type pending struct {
@@ -690,6 +732,10 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				push(pending{err: err})
 				return
 			}
+			if err := s.authorize(ctx, auth.Append, req.GetStream()); err != nil {
+				push(pending{err: err})
+				return
+			}
 			a, err := ParseAppend(req)
 			if err != nil {
 				push(pending{err: err})
@@ -701,6 +747,7 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				return
 			}
 			p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
+			messageDone(ctx) // the pool bounds the batch now (or it was refused)
 			if !push(pending{p: p, err: err}) {
 				return
 			}
@@ -738,6 +785,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 
 // Read implements the API.
 func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error) {
+	if err := s.authorize(ctx, auth.Read, req.Msg.GetStream()); err != nil {
+		return nil, err
+	}
 	r, err := ParseRead(req.Msg)
 	if err != nil {
 		return nil, err
@@ -750,11 +800,15 @@ func (s *Server) Read(ctx context.Context, req *connect.Request[strandv1.ReadReq
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&strandv1.ReadResponse{Records: recordsMsg(res.Records), NextSeqNum: res.Tail, LastTimestampMs: res.LastTsMs}), nil
+	return connect.NewResponse(&strandv1.ReadResponse{Records: recordsMsg(res.Records, s.hideFence(ctx)), NextSeqNum: res.Tail, LastTimestampMs: res.LastTsMs}), nil
 }
 
 // ReadSession implements the API.
-func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.ReadSessionRequest], ss *connect.ServerStream[strandv1.ReadSessionResponse]) error {
+func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.ReadSessionRequest], ss *connect.ServerStream[strandv1.ReadSessionResponse]) (err error) {
+	defer func() { err = cmp.Or(sessionEnded(ctx), err) }() // its token was revoked or expired
+	if err := s.authorize(ctx, auth.Read, req.Msg.GetStream()); err != nil {
+		return err
+	}
 	r, err := ParseReadSession(req.Msg, s.cfg.Heartbeat)
 	if err != nil {
 		return err
@@ -768,8 +822,9 @@ func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.
 			return err
 		}
 	}
+	hide := s.hideFence(ctx)
 	err = s.cfg.Reader.Session(ctx, st, r.Start, r.Options, func(b read.Batch) error {
-		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})
+		return ss.Send(&strandv1.ReadSessionResponse{Records: recordsMsg(b.Records, hide), NextSeqNum: b.Tail, LastTimestampMs: b.LastTsMs, Heartbeat: b.Heartbeat})
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil // the client went away
@@ -777,10 +832,20 @@ func (s *Server) ReadSession(ctx context.Context, req *connect.Request[strandv1.
 	return toConnect(err)
 }
 
-func recordsMsg(recs []star.SeqRecord) []*strandv1.SequencedRecord {
+// hideFence reports whether the caller may not see fencing tokens: a
+// token without the fence operation reads fence records without their
+// body (the token a writer must present is not revealed by reading).
+func (s *Server) hideFence(ctx context.Context) bool { return !s.grant(ctx).Can(auth.Fence) }
+
+// recordsMsg is recs as the API answers them; with hideFence, fence
+// command records without their body.
+func recordsMsg(recs []star.SeqRecord, hideFence bool) []*strandv1.SequencedRecord {
 	out := make([]*strandv1.SequencedRecord, len(recs))
 	for i, r := range recs {
 		m := &strandv1.SequencedRecord{SeqNum: r.Seq, TimestampMs: r.TimestampMs, Body: r.Body}
+		if hideFence && format.CommandOf(r.Record) == format.CommandFence {
+			m.Body = nil
+		}
 		for _, h := range r.Headers {
 			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
 		}

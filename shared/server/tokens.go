@@ -40,7 +40,9 @@ func tokenInfo(t metastore.Token) *strandv1.TokenInfo {
 }
 
 // CreateToken implements the API: it draws a token, stores its hash with
-// the grant, and returns the secret once. The secret is never logged.
+// the grant and its parent (the caller), and returns the secret once. The
+// new token's prefix, operations and expiry are within the caller's: an
+// expiry later than the caller's (or none) becomes the caller's. The secret is never logged.
 func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.CreateTokenRequest]) (*connect.Response[strandv1.CreateTokenResponse], error) {
 	a, err := ParseCreateToken(req.Msg)
 	if err != nil {
@@ -62,18 +64,27 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 	if now := s.clk.Now().UnixMilli(); a.ExpiresMs != 0 && a.ExpiresMs <= now {
 		return nil, invalid("expires_ms %d is not in the future (now is %d)", a.ExpiresMs, now)
 	}
+	if len(g.Chain) >= auth.MaxDepth {
+		return nil, connect.NewError(connect.CodeFailedPrecondition,
+			fmt.Errorf("creating a token: the calling token has %d ancestors, the most a token may have (%d); create it with a token nearer the root", len(g.Chain), auth.MaxDepth))
+	}
+	// A token never outlives its creator: its expiry is at the latest the
+	// caller's (which folds in the caller's ancestors').
+	if g.ExpiresMs != 0 && (a.ExpiresMs == 0 || a.ExpiresMs > g.ExpiresMs) {
+		a.ExpiresMs = g.ExpiresMs
+	}
 	secret, err := auth.NewToken(s.cfg.Rand)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	if err := auth.IssueGrant(ctx, s.cfg.Meta, secret, auth.Grant{Prefix: a.Prefix, Ops: a.Ops, ExpiresMs: a.ExpiresMs}, a.Description); err != nil {
+	if err := auth.IssueGrant(ctx, s.cfg.Meta, secret, auth.Grant{Prefix: a.Prefix, Ops: a.Ops, ExpiresMs: a.ExpiresMs, Parent: g.Hash}, a.Description); err != nil {
 		return nil, toConnect(err)
 	}
 	hash := auth.Hash(secret)
 	if s.cfg.Auth != nil {
 		s.cfg.Auth.Forget(hash) // no stale cached miss
 	}
-	t := metastore.Token{Hash: hash, Prefix: a.Prefix, Description: a.Description, ExpiresMs: a.ExpiresMs}
+	t := metastore.Token{Hash: hash, Prefix: a.Prefix, Description: a.Description, ExpiresMs: a.ExpiresMs, Parent: g.Hash}
 	for _, op := range a.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}
@@ -86,8 +97,10 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 
 // RevokeToken implements the API: it marks the token revoked (the item
 // stays, a tombstone, so that its use is refused as revoked, not unknown).
-// This server's checker forgets the grant at once; other servers' within
-// their cache TTL (10 s).
+// Every token minted under it is void from then on (auth.Checker folds
+// ancestors in). This server's checker forgets the grants at once; other
+// servers' within their cache TTL (10 s). Open sessions end within
+// Limits.SessionRecheck after that.
 func (s *Server) RevokeToken(ctx context.Context, req *connect.Request[strandv1.RevokeTokenRequest]) (*connect.Response[strandv1.RevokeTokenResponse], error) {
 	hash, err := ParseRevokeToken(req.Msg)
 	if err != nil {

@@ -62,7 +62,11 @@ type dedupEntry struct {
 }
 
 type producer struct {
-	id     format.ProducerID
+	id format.ProducerID
+	// tenant is the tenant of its batches (AppendOptions.Tenant; "" for
+	// one recovered from refs until its next batch): the share of the
+	// star's bound it counts against.
+	tenant string
 	ring   []dedupEntry // the window, oldest first (len <= window)
 	lastMs int64
 	// d is the table holding the producer; prev and next link it into the
@@ -94,13 +98,16 @@ const (
 )
 
 // producerLRU is the star-wide bound on the dedupe tables: it counts the
-// producers every stream's table remembers and keeps the forgettable ones
-// (no batch in flight) in one list, most recently used first. "Used" means
-// a batch of the producer was acknowledged (its last pending one), a retry
-// was answered from its window, or it was seeded; a producer with a batch
-// in flight is off the list and never forgotten. When a new producer would
-// take the count past max, the list's tail (the star's least recently used
-// forgettable producer, in whichever stream) is forgotten first; when every
+// producers every stream's table remembers, per tenant, and keeps each
+// tenant's forgettable ones (no batch in flight) in a list, most recently
+// used first. "Used" means a batch of the producer was acknowledged (its
+// last pending one), a retry was answered from its window, or it was
+// seeded; a producer with a batch in flight is off the lists and never
+// forgotten. When a new producer would take the count past max, the least
+// recently used forgettable producer of the tenant remembering the most
+// producers (in whichever stream) is forgotten first: one tenant's many
+// producers evict its own, never a smaller tenant's (issue 31; with one
+// tenant this is the star's least recently used producer); when every
 // remembered producer has a batch in flight the new one is remembered
 // anyway, and the excess is forgotten as soon as acknowledgements make
 // producers forgettable (released), so the count never exceeds max plus
@@ -111,18 +118,60 @@ const (
 // lock: taken under a loglet's mu (or the star's mu in Open), it never
 // takes another lock, so no order between loglets arises.
 type producerLRU struct {
-	mu     sync.Mutex
-	max    int
-	n      int
-	list   producer // sentinel: list.next is the most recent, list.prev the least
-	forgot [forgotCauses]uint64
-	m      [forgotCauses]*metrics.Counter // nil in the pure tests
+	mu      sync.Mutex
+	max     int
+	n       int
+	tenants map[string]*share
+	forgot  [forgotCauses]uint64
+	m       [forgotCauses]*metrics.Counter // nil in the pure tests
+}
+
+// share is one tenant's producers in the star's bound.
+type share struct {
+	n    int      // remembered, in flight or not
+	list producer // sentinel: list.next is the most recent, list.prev the least
 }
 
 func newProducerLRU(max int) *producerLRU {
-	u := &producerLRU{max: max}
-	u.list.next, u.list.prev = &u.list, &u.list
-	return u
+	return &producerLRU{max: max, tenants: map[string]*share{}}
+}
+
+// share returns the tenant's share, made if new.
+func (u *producerLRU) share(tenant string) *share {
+	sh := u.tenants[tenant]
+	if sh == nil {
+		sh = &share{}
+		sh.list.next, sh.list.prev = &sh.list, &sh.list
+		u.tenants[tenant] = sh
+	}
+	return sh
+}
+
+// count adds one remembered producer of p's tenant.
+func (u *producerLRU) count(p *producer) {
+	u.n++
+	u.share(p.tenant).n++
+}
+
+// uncount removes one remembered producer of p's tenant.
+func (u *producerLRU) uncount(p *producer) {
+	u.n--
+	if sh := u.tenants[p.tenant]; sh != nil {
+		if sh.n--; sh.n <= 0 {
+			delete(u.tenants, p.tenant)
+		}
+	}
+}
+
+// retag moves p to tenant's share (a recovered producer's first batch).
+func (u *producerLRU) retag(p *producer, tenant string) {
+	if p.tenant == tenant {
+		return
+	}
+	u.unlink(p)
+	u.uncount(p)
+	p.tenant = tenant
+	u.count(p)
 }
 
 func (u *producerLRU) unlink(p *producer) {
@@ -133,15 +182,17 @@ func (u *producerLRU) unlink(p *producer) {
 	p.prev, p.next = nil, nil
 }
 
-// touch moves p to the front of the list if it may be forgotten.
+// touch moves p to the front of its tenant's list if it may be
+// forgotten.
 func (u *producerLRU) touch(p *producer) {
 	u.unlink(p)
 	if p.inflight() {
 		return
 	}
-	p.prev, p.next = &u.list, u.list.next
-	u.list.next.prev = p
-	u.list.next = p
+	l := &u.share(p.tenant).list
+	p.prev, p.next = l, l.next
+	l.next.prev = p
+	l.next = p
 }
 
 // forget drops p from its table and the star's count.
@@ -149,7 +200,7 @@ func (u *producerLRU) forget(p *producer, cause int) {
 	u.unlink(p)
 	delete(p.d.ps, p.id)
 	p.d = nil
-	u.n--
+	u.uncount(p)
 	u.forgot[cause]++
 	if u.m[cause] != nil {
 		u.m[cause].Inc()
@@ -168,12 +219,30 @@ func (u *producerLRU) register(reg *metrics.Registry) {
 	}
 }
 
-// shrink forgets the least recently used producers while the count is
-// above limit and any may be forgotten.
+// shrink forgets producers while the count is above limit and any may be
+// forgotten: each time the least recently used forgettable one of the
+// tenant remembering the most (victim).
 func (u *producerLRU) shrink(limit int) {
-	for u.n > limit && u.list.prev != &u.list {
-		u.forget(u.list.prev, forgotStar)
+	for u.n > limit {
+		sh := u.victim()
+		if sh == nil {
+			return
+		}
+		u.forget(sh.list.prev, forgotStar)
 	}
+}
+
+// victim is the share of the tenant remembering the most producers among
+// those with a forgettable one (nil: none). It scans the tenants: a
+// star's bound is forgotten into only once it is full.
+func (u *producerLRU) victim() *share {
+	var best *share
+	for _, sh := range u.tenants {
+		if sh.list.prev != &sh.list && (best == nil || sh.n > best.n) {
+			best = sh
+		}
+	}
+	return best
 }
 
 // Producers reports the producers the star's dedupe tables remember, and
@@ -225,6 +294,7 @@ func (d *dedupe) seed(states []ProducerState, nowMs int64) {
 		if old := d.ps[s.ID]; old != nil { // a second state of it: the later one wins
 			d.lru.unlink(old)
 			old.d = nil
+			p.tenant = old.tenant // counted in its share
 			p.d, d.ps[s.ID] = d, p
 		} else {
 			d.put(p, nowMs)
@@ -245,7 +315,7 @@ func (d *dedupe) put(p *producer, nowMs int64) {
 	d.lru.shrink(d.lru.max - 1)
 	p.d = d
 	d.ps[p.id] = p
-	d.lru.n++
+	d.lru.count(p)
 }
 
 // evict forgets every expired producer of the stream, and if none was, its
@@ -275,7 +345,7 @@ func (d *dedupe) drop() {
 	for _, p := range d.ps {
 		d.lru.unlink(p)
 		p.d = nil
-		d.lru.n--
+		d.lru.uncount(p)
 	}
 	d.ps = nil
 }
@@ -324,9 +394,10 @@ func (d *dedupe) admit(id format.ProducerID, seq uint64, b *batch, nowMs int64) 
 	defer d.lru.mu.Unlock()
 	p := d.ps[id]
 	if p == nil {
-		p = &producer{id: id}
+		p = &producer{id: id, tenant: b.tenant}
 		d.put(p, nowMs)
 	}
+	d.lru.retag(p, b.tenant)
 	p.lastMs = nowMs
 	if len(p.ring) == d.window {
 		copy(p.ring, p.ring[1:])

@@ -56,12 +56,18 @@ func audit(t *testing.T, u *producerLRU, tables []*dedupe) map[format.ProducerID
 	if len(got) != u.n {
 		t.Fatalf("the tables hold %d producers, the star counts %d", len(got), u.n)
 	}
-	n := 0
-	for p := u.list.next; p != &u.list; p = p.next {
-		if p.next.prev != p {
-			t.Fatal("list links broken")
+	n, counted := 0, 0
+	for tenant, sh := range u.tenants {
+		for p := sh.list.next; p != &sh.list; p = p.next {
+			if p.next.prev != p || p.tenant != tenant {
+				t.Fatal("list links broken")
+			}
+			n++
 		}
-		n++
+		counted += sh.n
+	}
+	if counted != u.n {
+		t.Fatalf("the tenants' shares count %d producers, the star %d", counted, u.n)
 	}
 	if n != listed {
 		t.Fatalf("the list holds %d producers, the tables %d forgettable ones", n, listed)
@@ -469,6 +475,46 @@ func TestOpenSeedsWithinStarBound(t *testing.T) {
 		}
 		if kept := i >= 3; kept != (a.FirstSeq == 95 && a.LastSeq == 99) {
 			t.Fatalf("stream %d (producer seeded %s): retry answered %d..%d", i, map[bool]string{true: "last", false: "first"}[kept], a.FirstSeq, a.LastSeq)
+		}
+	}
+}
+
+// TestDedupeTenantShare (issue 31 finding 10): a tenant that brings many
+// producers past the star's bound forgets its own least recently used
+// ones, never a smaller tenant's: the victim's retry of an acknowledged
+// batch is still answered from its window.
+func TestDedupeTenantShare(t *testing.T) {
+	const bound = 8
+	u := newProducerLRU(bound)
+	victim := newDedupe(4, time.Hour, 1000, u)
+	flood := newDedupe(4, time.Hour, 1000, u)
+	commitAs := func(d *dedupe, tenant string, id format.ProducerID, seq uint64, nowMs int64) {
+		b := &batch{producer: id, batchSeq: seq, tenant: tenant}
+		if v := d.check(id, seq, nowMs); v.err != nil || v.dup != nil {
+			t.Fatalf("producer %x seq %d: %+v", id[:8], seq, v)
+		}
+		d.admit(id, seq, b, nowMs)
+		d.released(b, Ack{FirstSeq: seq, LastSeq: seq})
+	}
+	for i := range 2 {
+		commitAs(victim, "victim", npid(i), 0, 1)
+	}
+	for i := range 100 {
+		commitAs(flood, "flood", npid(1000+i), 0, int64(2+i))
+	}
+	got := audit(t, u, []*dedupe{victim, flood})
+	if len(got) != bound {
+		t.Fatalf("the star remembers %d producers, want its bound %d", len(got), bound)
+	}
+	for i := range 2 {
+		if v := victim.check(npid(i), 0, 200); v.dup == nil {
+			t.Errorf("the victim's producer %d was forgotten by another tenant's traffic: its retry would be written twice", i)
+		}
+	}
+	// The flood's most recent producers are the ones it keeps.
+	for i := 94; i < 100; i++ {
+		if !got[npid(1000+i)] {
+			t.Errorf("the flood's recent producer %d was forgotten before its older ones", i)
 		}
 	}
 }

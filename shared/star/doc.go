@@ -65,14 +65,16 @@
 // with ErrBatchSeqTooOld. A producer idle for ProducerIdle (7 days) is
 // forgotten, a stream remembers at most MaxProducers (the least recently
 // used is forgotten first), and the star at most StarMaxProducers over all
-// its streams (--dedupe-max-producers): past it the star's least recently
-// used producer is forgotten, in whichever stream. Either bound forgets
+// its streams (--dedupe-max-producers): past it the least recently used
+// producer of the tenant (AppendOptions.Tenant) remembering the most is
+// forgotten, in whichever stream, so one tenant's traffic forgets its own
+// producers and not a smaller tenant's (issue 31). Either bound forgets
 // only a producer with no batch in flight; a forgotten producer is unknown,
 // so its next batch may start at any sequence and a retry of one of its
 // acknowledged batches is admitted afresh (ADR 0041). "Used" means a batch
 // of it acknowledged, a retry of it answered from its window, or its state
-// seeded; one list (producerLRU) orders the forgettable producers of every
-// stream. While every remembered producer has a batch in flight a new one
+// seeded; one list per tenant (producerLRU) orders its forgettable
+// producers of every stream. While every remembered producer has a batch in flight a new one
 // is still remembered, and the excess is forgotten as acknowledgements make
 // producers forgettable: the star remembers at most StarMaxProducers plus
 // the producers with a batch in flight. Seeding goes through the same

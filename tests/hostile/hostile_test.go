@@ -32,6 +32,7 @@ import (
 // env is a star on the simulated stores and its API over HTTP/1.1 and h2c,
 // with authentication and one admin token.
 type env struct {
+	api   *testnode.API
 	w     *sim.World
 	ts    *httptest.Server
 	admin string
@@ -48,7 +49,7 @@ func newEnvHTTP(t testing.TB, mod func(*server.Config), httpMod func(*http.Serve
 			mod(c)
 		}
 	}, httpMod)
-	return &env{w: a.W, ts: a.TS, admin: a.Issue(t, 1, "", auth.Admin)}
+	return &env{api: a, w: a.W, ts: a.TS, admin: a.Issue(t, 1, "", auth.Admin)}
 }
 
 // gzipBomb is a gzip body that inflates to 1 GiB of zeros: one member of
@@ -82,13 +83,23 @@ func (z *zeros) Read(p []byte) (int, error) {
 // post sends body to procedure as a Connect unary JSON call and returns the
 // Connect error code of the answer ("" for success).
 func (e *env) post(t testing.TB, procedure, token string, body io.Reader, gzipped bool) string {
+	return e.send(t, procedure, token, "application/json", body, gzipped)
+}
+
+// postType sends body to procedure as a Connect unary call of content type
+// ctype and returns the Connect error code of the answer ("" for success).
+func (e *env) postType(t testing.TB, procedure, token, ctype string, body []byte) string {
+	return e.send(t, procedure, token, ctype, bytes.NewReader(body), false)
+}
+
+func (e *env) send(t testing.TB, procedure, token, ctype string, body io.Reader, gzipped bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+procedure, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ctype)
 	if gzipped {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
@@ -119,6 +130,20 @@ func (e *env) post(t testing.TB, procedure, token string, body io.Reader, gzippe
 	if err := json.Unmarshal(data, &ce); err != nil {
 		t.Fatalf("%s: status %d, body %q is not a Connect error", procedure, res.StatusCode, data)
 	}
+	return ce.Code
+}
+
+// answerCode sends req and returns the Connect error code of its answer
+// ("" for success).
+func answerCode(t testing.TB, req *http.Request) string {
+	t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ce struct{ Code string }
+	_ = json.NewDecoder(res.Body).Decode(&ce)
 	return ce.Code
 }
 
@@ -184,21 +209,7 @@ func TestLargestLegalRequestsPass(t *testing.T) {
 	// 1000 records holding the batch's 65,535 one-byte headers (with empty
 	// values: the most JSON per metered byte), the rest of the metered
 	// bytes in bodies.
-	headers := &strandv1.AppendRequest{Stream: stream}
-	per := format.MaxBatchHeaders / format.MaxBatchRecords
-	body := (format.MaxBatchMeteredBytes - per*format.MaxBatchRecords) / format.MaxBatchRecords
-	for i := range format.MaxBatchRecords {
-		r := &strandv1.AppendRecord{Body: make([]byte, body)}
-		n := per
-		if i == 0 {
-			n += format.MaxBatchHeaders - per*format.MaxBatchRecords
-			r.Body = r.Body[:body-(n-per)]
-		}
-		for range n {
-			r.Headers = append(r.Headers, &strandv1.Header{Name: []byte("h"), Value: []byte{}})
-		}
-		headers.Records = append(headers.Records, r)
-	}
+	headers := largestHeaders(stream)
 	for _, req := range []*strandv1.AppendRequest{big, headers} {
 		recs, err := server.ParseAppend(req)
 		if err != nil {
@@ -276,14 +287,7 @@ func TestGetBomb(t *testing.T) {
 			if tc.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.token)
 			}
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			var ce struct{ Code string }
-			_ = json.NewDecoder(res.Body).Decode(&ce)
-			code = ce.Code
+			code = answerCode(t, req)
 		})
 		if code != tc.want {
 			t.Errorf("token %t: code %q, want %q", tc.token != "", code, tc.want)

@@ -1578,7 +1578,8 @@ type TokenInfo struct {
 	Hash string `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
 	// prefix: the stream-name prefix the token is scoped to ("" = every stream).
 	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	// ops: "read", "append" and/or "admin" (admin implies read and append).
+	// ops: "read", "append", "trim", "fence" and/or "admin" (admin implies
+	// the others).
 	Ops         []string `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
 	Description string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// expires_ms: the token is refused from this time on (Unix ms), with an
@@ -1657,7 +1658,8 @@ type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// prefix must be within the calling token's prefix (start with it).
 	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	// ops: one or more of "read", "append", "admin", each held by the caller.
+	// ops: one or more of "read", "append", "trim", "fence", "admin", each
+	// held by the caller.
 	Ops []string `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
 	// description: free text for people, at most 256 bytes.
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`

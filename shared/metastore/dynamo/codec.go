@@ -75,6 +75,8 @@ const (
 	// attrExpiresMs and attrRevokedMs are absent when 0.
 	attrExpiresMs = "ExpiresMs"
 	attrRevokedMs = "RevokedMs"
+	// attrParent is absent for a root token.
+	attrParent = "Parent"
 )
 
 // ListPK is the partition key of the stream listing items: one item per
@@ -552,6 +554,9 @@ func tokenAttrs(pk, sk string, t metastore.Token) map[string]types.AttributeValu
 	if t.RevokedMs != 0 {
 		m[attrRevokedMs] = ni(t.RevokedMs)
 	}
+	if t.Parent != "" {
+		m[attrParent] = s(t.Parent)
+	}
 	return m
 }
 
@@ -566,6 +571,9 @@ func decodeToken(m map[string]types.AttributeValue) (metastore.Token, error) {
 	}
 	if _, ok := m[attrRevokedMs]; ok {
 		t.RevokedMs = it.i64(attrRevokedMs)
+	}
+	if _, ok := m[attrParent]; ok {
+		t.Parent = it.str(attrParent)
 	}
 	return t, it.err
 }

@@ -1246,7 +1246,7 @@ func testTokens(t *testing.T, s metastore.Store) {
 	wantEqual(t, got, tok, "token")
 
 	// Expiry and revocation times round-trip (a revoke is a put).
-	timed := metastore.Token{Hash: hash(5), Prefix: "app/", Ops: []string{"read"}, ExpiresMs: 1700000000123, RevokedMs: 1700000000456}
+	timed := metastore.Token{Hash: hash(5), Prefix: "app/", Ops: []string{"read"}, ExpiresMs: 1700000000123, RevokedMs: 1700000000456, Parent: hash(1)}
 	must(t, s.PutToken(ctx, timed), "put with times")
 	got, err = s.GetToken(ctx, hash(5))
 	must(t, err, "get with times")
