@@ -26,9 +26,10 @@ const (
 // callMetrics is the interceptor that counts every call of the service by
 // procedure and code, times unary calls and counts open sessions. It is
 // the outermost interceptor: calls refused by the drain or for the token's
-// rights count too. Calls refused before Connect (guard in limits.go: a
-// missing or bad token, sizes, slow bodies, session caps, bad HTTP) and
-// the tooling (health, reflection) are not counted.
+// rights count too, and so do those requireOp refuses from the headers
+// before Connect (refused). Other calls refused before Connect (guard in
+// limits.go: a missing or bad token, sizes, slow bodies, session caps, bad
+// HTTP) and the tooling (health, reflection) are not counted.
 type callMetrics struct {
 	reg   *metrics.Registry
 	clk   clock.Clock
@@ -78,6 +79,14 @@ func (m *callMetrics) done(p *procMetrics, err error, seconds float64) {
 	}
 	// Errors are rarer: their series are looked up by code each time.
 	m.reg.Counter(callsName, callsHelp, "procedure", p.name, "code", connect.CodeOf(err).String()).Inc()
+}
+
+// refused counts a call of the procedure at path refused with err before
+// Connect saw it (requireOp), timed as taking no time.
+func (m *callMetrics) refused(path string, err error) {
+	if p := m.procs[path]; p != nil {
+		m.done(p, err, 0)
+	}
 }
 
 func (m *callMetrics) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {

@@ -168,11 +168,11 @@ func (d *cappedGzip) Close() error            { return d.zr.Close() }
 // procedure needs (requireOp) and the per-tenant session limit, all before
 // any body is read (reflection and health skip them); then the body's
 // size, read deadline and share of the decoding budget (limitBody).
-func (s *Server) guard(next http.Handler) http.Handler {
+func (s *Server) guard(next http.Handler, calls *callMetrics) http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	next = l.limitBody(next)
 	if s.cfg.Auth != nil {
-		open, authed := next, auth.Middleware(s.cfg.Auth, authenticated(requireOp(l.limitSessions(s.watchGrant(next)))))
+		open, authed := next, auth.Middleware(s.cfg.Auth, authenticated(requireOp(calls, l.limitSessions(s.watchGrant(next)))))
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if isTooling(r.URL.Path) {
 				open.ServeHTTP(w, r)
@@ -315,8 +315,9 @@ var procedureOps = map[string][]auth.Op{
 }
 
 // requireOp refuses, PermissionDenied and before the body is read, a call
-// whose token holds none of the operations its procedure needs.
-func requireOp(next http.Handler) http.Handler {
+// whose token holds none of the operations its procedure needs; calls
+// counts the refusal as the Connect interceptor counts the rest.
+func requireOp(calls *callMetrics, next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ops, known := procedureOps[r.URL.Path]
@@ -328,8 +329,10 @@ func requireOp(next http.Handler) http.Handler {
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close") // do not drain the body
 		}
-		_ = ew.Write(w, r, connect.NewError(connect.CodePermissionDenied,
-			fmt.Errorf("%w: %s needs a token with the %s operation", auth.ErrDenied, r.URL.Path, opNames(ops))))
+		err := connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("%w: %s needs a token with the %s operation", auth.ErrDenied, r.URL.Path, opNames(ops)))
+		calls.refused(r.URL.Path, err)
+		_ = ew.Write(w, r, err)
 	})
 }
 

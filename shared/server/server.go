@@ -133,7 +133,8 @@ func (s *Server) Handler() http.Handler {
 	l := s.cfg.Limits.withDefaults()
 	// The drain's refusals come first (shutdown.go), then the limits.
 	// The call metrics (callmetrics.go) count them all, refusals included.
-	base := []connect.HandlerOption{connect.WithInterceptors(newCallMetrics(s.cfg.Star.Metrics(), s.clk), shutdownInterceptor{s}, redactInterceptor{s})}
+	calls := newCallMetrics(s.cfg.Star.Metrics(), s.clk)
+	base := []connect.HandlerOption{connect.WithInterceptors(calls, shutdownInterceptor{s}, redactInterceptor{s})}
 	if s.cfg.Auth != nil {
 		base = append(base, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -171,7 +172,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.Handle("/"+strandv1connect.StrandServiceName+"/", small) // unknown methods: Unimplemented
 	s.mountTooling(mux, l.handlerOptions(l.MaxSmallMessageBytes)...)
-	return s.guard(mux)
+	return s.guard(mux, calls)
 }
 
 // AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
