@@ -39,7 +39,7 @@ func TestMarshal(t *testing.T) {
 			`{"name":"n","storageClass":"STORAGE_CLASS_EXPRESS","retentionMs":0}`},
 		{"max uint64 exact",
 			&strandv1.CheckTailResponse{NextSeqNum: 1<<64 - 1, LastTimestampMs: -1},
-			`{"nextSeqNum":18446744073709551615,"lastTimestampMs":-1}`},
+			`{"nextSeqNum":18446744073709551615,"lastTimestampMs":-1,"trimSeqNum":0,"fenced":false}`},
 	} {
 		got, err := rawjson.Marshal(tc.m)
 		if err != nil || string(got) != tc.want {
