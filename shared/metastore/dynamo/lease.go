@@ -2,9 +2,11 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/strandlog/strand/shared/metastore"
@@ -67,11 +69,13 @@ func (st *Store) GetLease(ctx context.Context, star string) (metastore.Lease, er
 	return decodeLease(m)
 }
 
-// PutLease writes the LEASE item on condition that its Version is
-// l.Version-1 (absent for version 1), in a one-item transaction: the
-// SDK's client token makes a retry after a lost answer report success.
-// On a failed condition the stored item comes back with the cancellation
-// (ALL_OLD).
+// PutLease writes the LEASE item with a conditional PutItem: its Version
+// must be l.Version-1 (absent for version 1). One write unit, not a
+// transaction's two: it is written every renewal. A retry after a lost
+// answer fails its condition on its own write, and returns ErrConflict
+// with exactly l stored, which the contract tells the caller to take for
+// success. On a failed condition the stored item comes back with the
+// refusal (ALL_OLD; read when an emulator leaves it out).
 func (st *Store) PutLease(ctx context.Context, l metastore.Lease) (metastore.Lease, error) {
 	if err := ctxErr(ctx); err != nil {
 		return metastore.Lease{}, fmt.Errorf("put lease: %w", err)
@@ -79,7 +83,7 @@ func (st *Store) PutLease(ctx context.Context, l metastore.Lease) (metastore.Lea
 	if err := metastore.ValidateLease(l); err != nil {
 		return metastore.Lease{}, err
 	}
-	put := &types.Put{
+	in := &dynamodb.PutItemInput{
 		TableName:                           aws.String(st.table),
 		Item:                                leaseAttrs(l),
 		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
@@ -87,19 +91,20 @@ func (st *Store) PutLease(ctx context.Context, l metastore.Lease) (metastore.Lea
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if l.Version > 1 {
-		put.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
-		put.ConditionExpression = aws.String("#v = :prev")
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": nu(l.Version - 1)}
+		in.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
+		in.ConditionExpression = aws.String("#v = :prev")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": nu(l.Version - 1)}
 	}
-	reasons, err := st.transact(ctx, []types.TransactWriteItem{{Put: put}})
-	if err != nil {
-		return metastore.Lease{}, fmt.Errorf("put lease of %s v%d to %s: %w", l.Star, l.Version, st.table, err)
-	}
-	if reasons == nil {
+	_, err := st.client.PutItem(ctx, in)
+	if err == nil {
 		return l, nil
 	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return metastore.Lease{}, fmt.Errorf("put lease of %s v%d to %s: %w", l.Star, l.Version, st.table, translate(err))
+	}
 	conflict := fmt.Errorf("put lease of %s v%d: %w", l.Star, l.Version, metastore.ErrConflict)
-	old, err := st.oldItem(ctx, reasons[0], metastore.LeasePK(l.Star), metastore.MetaSK)
+	old, err := st.oldItem(ctx, types.CancellationReason{Item: ccf.Item}, metastore.LeasePK(l.Star), metastore.MetaSK)
 	if err != nil || old == nil {
 		return metastore.Lease{}, conflict
 	}
