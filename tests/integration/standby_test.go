@@ -2,17 +2,12 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
-	"github.com/strandlog/strand/shared/metastore/dynamo"
 	"github.com/strandlog/strand/tests/testproc"
 )
 
@@ -48,13 +43,7 @@ func TestStarStandbyTakesOverOnTheTable(t *testing.T) {
 	defer cancel()
 	bin := testproc.Build(t, "./functions/star")
 	d := deploy(ctx, t)
-	token, err := auth.NewToken(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := auth.Issue(ctx, dynamo.New(d.ddb, d.table), token, "", []auth.Op{auth.Admin}); err != nil {
-		t.Fatal(err)
-	}
+	token := adminToken(ctx, t, d)
 	standby := func(addr string) []string {
 		return []string{"STRAND_STANDBY=true", "STRAND_LEASE_TTL=1s", "STRAND_ADVERTISE_ADDR=" + addr}
 	}
@@ -68,20 +57,8 @@ func TestStarStandbyTakesOverOnTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"standby/std", "standby/exp"}
-	for i, n := range names {
-		if _, err := c.CreateStream(ctx, n, client.CreateOptions{Class: []string{"standard", "express"}[i]}); err != nil {
-			t.Fatalf("create %s through the standby: %v", n, err)
-		}
-	}
-	o := testproc.NewObserved()
-	ackedTo := make([]atomic.Uint64, len(names))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, n := range names {
-		wg.Go(func() { testproc.Producer(ctx, c, n, o, &ackedTo[i], stop) })
-		wg.Go(func() { testproc.Reader(ctx, c, n, o, stop) })
-	}
+	l := startLoad(ctx, t, c, "standby")
+	o := l.o
 	o.WaitAcked(ctx, t, 300)
 	killed := time.Now()
 	a.kill()
@@ -89,8 +66,7 @@ func TestStarStandbyTakesOverOnTheTable(t *testing.T) {
 	led := waitLeader(ctx, t, adminB, 30*time.Second)
 	o.WaitAcked(ctx, t, atKill+300)
 	o.WaitTailed(ctx, t, led)
-	close(stop)
-	wg.Wait()
+	l.end()
 	// A session cut mid-message when the leader died reads as a protocol
 	// error (connect-go: incomplete envelope), which the client itself
 	// takes for a lost connection (ErrConnectionLost, retried); so does
@@ -103,18 +79,7 @@ func TestStarStandbyTakesOverOnTheTable(t *testing.T) {
 		}
 		lost++
 	}
-	for i, n := range names {
-		recs, _ := readAll(ctx, t, c, n)
-		acked := ackedTo[i].Load()
-		if uint64(len(recs)) < acked {
-			t.Fatalf("%s: %d records after the takeover, %d were acknowledged", n, len(recs), acked)
-		}
-		for s, r := range recs {
-			if r.Seq != uint64(s) || string(r.Body) != testproc.Body(n, uint64(s)) {
-				t.Fatalf("%s: record %d is seq %d %q, want %q (lost or duplicated)", n, s, r.Seq, r.Body, testproc.Body(n, uint64(s)))
-			}
-		}
-	}
+	l.checkAcked(ctx, t, c, "takeover")
 	t.Logf("standby on the emulator: kill -9 to leading %s (lease TTL 1 s); pause in acks %s, in tail delivery %s; %d sessions cut mid-message",
 		led.Sub(killed).Round(time.Millisecond), testproc.Gap(o.Acks, killed).Round(time.Millisecond), testproc.Gap(o.Tails, killed).Round(time.Millisecond), lost)
 }
