@@ -835,8 +835,30 @@ func TestStarImage(t *testing.T) {
 	}
 }
 
+// relayIngress counts the task security group's ingress rules on the API
+// port from itself: how a standby reaches its leader.
+func relayIngress(s *synthesized) int {
+	n := 0
+	for _, r := range s.ofType("AWS::EC2::SecurityGroupIngress") {
+		p := props(r)
+		src, _ := p["SourceSecurityGroupId"].(map[string]any)
+		if p["FromPort"] == float64(APIPort) && src != nil && js(src) == js(p["GroupId"]) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStandbyReachesLeader: with standby tasks, the task security group
+// admits itself on the API port (a standby relays to the leader's task).
+func TestStandbyReachesLeader(t *testing.T) {
+	if n := relayIngress(defaults(t)); n != 1 {
+		t.Fatalf("%d ingress rules from the task security group to itself on port %d, want 1", n, APIPort)
+	}
+}
+
 // TestStarWithoutStandby: strand:standby=false runs one task per star,
-// without the lease.
+// without the lease, and tasks admit no traffic from each other.
 func TestStarWithoutStandby(t *testing.T) {
 	s := synth(t, "no-standby", map[string]any{CtxStandby: "false"})
 	for id, r := range s.ofType("AWS::ECS::Service") {
@@ -848,6 +870,9 @@ func TestStarWithoutStandby(t *testing.T) {
 		if env := js(props(r)["ContainerDefinitions"]); !strings.Contains(env, `{"Name":"STRAND_STANDBY","Value":"false"}`) {
 			t.Errorf("%s: want STRAND_STANDBY=false in %s", id, env)
 		}
+	}
+	if n := relayIngress(s); n != 0 {
+		t.Errorf("%d ingress rules between tasks without standby, want 0", n)
 	}
 }
 

@@ -274,6 +274,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		taskSG.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String(fmt.Sprintf("from the API load balancer, port %d", port)), nil)
 		lbSG.AddEgressRule(taskSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String(fmt.Sprintf("to star tasks, port %d", port)), nil)
 	}
+	if cfg.Standby {
+		// A standby relays its API connections to its star's leader, a
+		// task in the same security group (ADR 0051).
+		taskSG.AddIngressRule(taskSG, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("a standby relays the API to its star's leader"), nil)
+	}
 	health := &elbv2.HealthCheck{
 		Protocol:                elbv2.Protocol_HTTP,
 		Port:                    jsii.String(strconv.Itoa(AdminPort)),
