@@ -1,7 +1,8 @@
 // Command star is the ECS task of one star: it parses flags (or STRAND_*
 // environment variables), opens the chain buckets on S3 and the DynamoDB
-// metastore, and runs shared/node until SIGTERM. No protocol logic lives
-// here.
+// metastore, and runs shared/node until SIGTERM; with --standby it runs
+// as a shared/lease.Task (it leads only while it holds the star's lease,
+// ADR 0051). No protocol logic lives here.
 package main
 
 import (
