@@ -13,8 +13,9 @@ import (
 const DefaultTTL = 3 * time.Second
 
 // AdvertiseAddr is where other tasks reach this task's API: adv when it
-// is given, else the first non-loopback IPv4 address of the host (a
-// Fargate task's one address in awsvpc mode) with listen's port.
+// is given, else the first IPv4 address of the host that is neither
+// loopback nor link-local (a Fargate task's ENI address in awsvpc mode;
+// the task metadata interface is link-local) with listen's port.
 func AdvertiseAddr(adv, listen string) (string, error) {
 	if adv != "" {
 		if _, _, err := net.SplitHostPort(adv); err != nil {
@@ -31,7 +32,7 @@ func AdvertiseAddr(adv, listen string) (string, error) {
 		return "", fmt.Errorf("%w: no advertise address given and the host's addresses: %v", ErrConfig, err)
 	}
 	for _, a := range addrs {
-		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && !ip.IP.IsLinkLocalUnicast() && ip.IP.To4() != nil {
 			return net.JoinHostPort(ip.IP.String(), port), nil
 		}
 	}
