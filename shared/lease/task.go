@@ -29,8 +29,8 @@ type Serving interface {
 //
 // Its admin address serves:
 //
-//	/healthz  200 while the task is ready: standing by (relaying to the
-//	          leader) or leading with a healthy star; 503 otherwise.
+//	/healthz  200 while the task is ready: standing by with a leader to
+//	          relay to, or leading with a healthy star; 503 otherwise.
 //	          What the load balancer and ECS check.
 //	/leader   200 only while the task leads; 503 otherwise. For
 //	          operators and tests: the load balancer must not use it
@@ -65,12 +65,25 @@ func (t *Task) get() (string, Serving) {
 	return t.state, t.serving
 }
 
+// leaderAddr is where a standby relays to: the lease holder's address,
+// "" while no other task is known to hold it.
+func (t *Task) leaderAddr() string {
+	h := t.Runner.Holder()
+	if h.Holder == t.Runner.core.cfg.Holder || h.Addr == "" {
+		return ""
+	}
+	return h.Addr
+}
+
 // Handler is the task's admin handler (see Task).
 func (t *Task) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		state, sv := t.get()
 		switch {
+		case state == "standby" && t.leaderAddr() == "":
+			// Nothing to relay to yet: connections would be closed.
+			http.Error(w, "standby: no leader known yet", http.StatusServiceUnavailable)
 		case state == "standby":
 			h := t.Runner.Holder()
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -121,14 +134,7 @@ func (t *Task) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lease: listen on %s: %w", t.Addr, err)
 	}
-	self := t.Runner.core.cfg.Holder
-	fwd := NewForwarder(ln, func() string {
-		h := t.Runner.Holder()
-		if h.Holder == self || h.Addr == "" {
-			return ""
-		}
-		return h.Addr
-	}, 0, log)
+	fwd := NewForwarder(ln, t.leaderAddr, 0, log)
 	go func() { _ = fwd.Serve() }()
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -134,6 +134,32 @@ func TestTaskStandbyRelaysAndTakesOverOnHandover(t *testing.T) {
 	}
 }
 
+// TestTaskNotReadyWithoutALeader: a standby that knows no leader (the
+// lease is held by nobody it can reach) is not ready: /healthz 503, so the
+// load balancer sends it nothing it would have to close. Regression: it
+// said 200 before its first read, and a client's call through it was
+// reset.
+func TestTaskNotReadyWithoutALeader(t *testing.T) {
+	store := metastore.NewMem()
+	// A released lease that nobody holds, and a standby that cannot take
+	// it: its store refuses writes.
+	if _, err := store.PutLease(context.Background(), metastore.Lease{Star: "star-1", Version: 1, TTLMs: 300}); err != nil {
+		t.Fatal(err)
+	}
+	b := startTask(t, readOnly{store}, "b")
+	time.Sleep(100 * time.Millisecond) // several reads
+	if c, body := get(t, "http://"+b.admin+"/healthz"); c != http.StatusServiceUnavailable {
+		t.Fatalf("standby without a leader: /healthz %d %q, want 503", c, body)
+	}
+}
+
+// readOnly is a lease store whose writes fail as unavailable.
+type readOnly struct{ metastore.Leases }
+
+func (readOnly) PutLease(context.Context, metastore.Lease) (metastore.Lease, error) {
+	return metastore.Lease{}, fmt.Errorf("read only: %w", metastore.ErrUnavailable)
+}
+
 // TestTaskStoppedWhileStandingBy: a standby stopped returns nil and frees
 // its ports.
 func TestTaskStoppedWhileStandingBy(t *testing.T) {
