@@ -10,8 +10,8 @@ import (
 
 // Sentinel errors, matched with errors.Is.
 var (
-	// ErrDeposed: the task lost the lease (another holds it, or its own
-	// renewals lapsed); it must stop serving. A deposed Core stays deposed.
+	// ErrDeposed: the task lost the lease (another task holds it); it must
+	// stop serving. A deposed Core stays deposed.
 	ErrDeposed = errors.New("lease: deposed")
 	// ErrConfig: a Config out of bounds.
 	ErrConfig = errors.New("lease: invalid config")
@@ -136,7 +136,10 @@ type Action struct {
 //     until the time it sent the last successful write plus TTL less
 //     Guard: the write landed after it was sent, so any standby's count
 //     of that version started later. When that time passes without a
-//     successful renewal, or a write finds another holder, it is deposed.
+//     successful renewal (a slow or unreachable table) it stops leading
+//     (Leading is false) but keeps renewing: a renewal that lands means
+//     nobody took the lease meanwhile, and it leads again from that
+//     renewal's send time. A write that finds another holder deposes it.
 //   - Release (the SIGTERM handover) writes Version+1 naming nobody.
 type Core struct {
 	cfg  Config
@@ -198,9 +201,6 @@ func (c *Core) Release() { c.release = true }
 
 // Next returns what to do at now.
 func (c *Core) Next(now time.Time) Action {
-	if c.role == Leader && !now.Before(c.validUntil) {
-		c.role = Deposed // the renewals lapsed
-	}
 	if c.role == Standby && c.release && c.pending == nil {
 		c.role = Released
 	}

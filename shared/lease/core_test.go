@@ -203,22 +203,51 @@ func TestCoreLeaderRenewalLostAnswerIsResent(t *testing.T) {
 	}
 }
 
-func TestCoreLeaderLapses(t *testing.T) {
-	c := newCore(t, "a")
-	lead(t, c, 0)
-	ms := 250
-	for ; ms < 900; ms += 100 {
-		a := c.Next(at(ms))
-		if a.Kind == Wait {
-			continue
-		}
-		if a.Kind != Write {
-			t.Fatalf("at %d ms: %+v, want a renewal", ms, a)
-		}
-		c.Wrote(at(ms), metastore.Lease{}, fmt.Errorf("x: %w", metastore.ErrUnavailable))
-	}
-	if a := c.Next(at(900)); a.Kind != Stop || c.Role() != Deposed {
-		t.Fatalf("at 900 ms with no renewal: %+v, %s; want stop, deposed", a, c.Role())
+// TestCoreLeaderLapsesAndRecovers: a leader whose renewals fail stops
+// leading when its validity ends but keeps renewing; a renewal that lands
+// (nobody took the lease) makes it lead again, one refused deposes it.
+func TestCoreLeaderLapsesAndRecovers(t *testing.T) {
+	for _, taken := range []bool{false, true} {
+		t.Run(fmt.Sprint("taken=", taken), func(t *testing.T) {
+			c := newCore(t, "a")
+			lead(t, c, 0)
+			ms := 250
+			for ; ms < 1000; ms += 50 {
+				a := c.Next(at(ms))
+				if a.Kind == Wait {
+					continue
+				}
+				if a.Kind != Write || a.Lease != mine(2) {
+					t.Fatalf("at %d ms: %+v, want the renewal to v2", ms, a)
+				}
+				c.Wrote(at(ms), metastore.Lease{}, fmt.Errorf("x: %w", metastore.ErrUnavailable))
+			}
+			if c.Leading(at(ms)) || c.Role() != Leader {
+				t.Fatalf("at %d ms with no renewal: leading %v, %s; want not leading, still contending as leader", ms, c.Leading(at(ms)), c.Role())
+			}
+			a := c.Next(at(1100))
+			if a.Kind != Write || a.Lease != mine(2) {
+				t.Fatalf("lapsed at 1100 ms: %+v, want the renewal to v2 again", a)
+			}
+			if taken {
+				c.Wrote(at(1110), other(2), fmt.Errorf("x: %w", metastore.ErrConflict))
+				if a := c.Next(at(1110)); a.Kind != Stop || c.Role() != Deposed {
+					t.Fatalf("renewal refused after the lapse: %+v, %s; want stop, deposed", a, c.Role())
+				}
+				return
+			}
+			c.Wrote(at(1110), mine(2), nil)
+			// Valid from the first send of this write (250 ms): a write
+			// resent after an unknown outcome keeps its first send time.
+			if c.Leading(at(1150)) {
+				t.Fatal("leading past the first send of the renewal + TTL - guard (1150 ms)")
+			}
+			want(t, c.Next(at(1150)), Write, mine(3))
+			c.Wrote(at(1160), mine(3), nil)
+			if !c.Leading(at(1160)) || !c.Leading(at(2049)) || c.Leading(at(2050)) {
+				t.Fatal("a landed renewal sent at 1150 ms: want leading until 2050 ms")
+			}
+		})
 	}
 }
 

@@ -87,7 +87,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case Stop:
 			if r.core.Role() == Deposed {
 				h := r.core.Holder()
-				r.log.Warn("lease lost: stop serving", "star", r.core.cfg.Star, "holder", h.Holder, "version", h.Version)
+				r.log.Warn("lease lost to another task: stop serving", "star", r.core.cfg.Star, "holder", h.Holder, "addr", h.Addr, "version", h.Version)
 				return fmt.Errorf("%w: star %s: %s", ErrDeposed, r.core.cfg.Star, h)
 			}
 			return nil
@@ -101,7 +101,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			case <-r.clk.After(a.Until.Sub(now)):
 			}
 		case Read:
-			cctx, cancel := context.WithTimeout(ctx, r.core.cfg.Renew)
+			cctx, cancel := context.WithTimeout(ctx, r.core.cfg.TTL/2)
 			l, err := r.store.GetLease(cctx, r.core.cfg.Star)
 			cancel()
 			found := err == nil
@@ -116,9 +116,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			r.core.Observed(r.clk.Now(), l, found, err)
 		case Write:
-			// A call that outlives a renewal period is abandoned (its
-			// outcome unknown, as a lost answer's).
-			cctx, cancel := context.WithTimeout(ctx, r.core.cfg.Renew)
+			// A call that outlives half the TTL is abandoned (its outcome
+			// unknown, as a lost answer's).
+			cctx, cancel := context.WithTimeout(ctx, r.core.cfg.TTL/2)
 			stored, err := r.store.PutLease(cctx, a.Lease)
 			cancel()
 			if ctx.Err() != nil {

@@ -241,8 +241,8 @@ func TestSimNoFlapWithoutPauses(t *testing.T) {
 // failing or losing their answer in the first half, at most one task
 // leads at any moment (checked at every event), every takeover follows
 // trouble (a pause or a failed call) of the leader it replaces within 5 s
-// (trouble, lapse, a new task, its TTL), and once the trouble stops the lease settles: no takeover in the
-// last half but one.
+// (the trouble, then the standby's TTL), and once the trouble stops the
+// lease settles: no takeover in the last half but one.
 func TestSimAtMostOneLeads(t *testing.T) {
 	takeovers := 0
 	for seed := uint64(1); seed <= 40; seed++ {
