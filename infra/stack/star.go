@@ -371,9 +371,10 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			// star-i in Express zone i mod K: of the W=2 copies an ack
 			// waits for, one can be in the task's own zone. With a
 			// standby, the service also has the next Express zone's
-			// subnet, and ECS spreads a service's Fargate tasks across
-			// its subnets' zones: the leader and the standby never share
-			// a zone, and either one's zone is an Express zone.
+			// subnet, and ECS spreads a service's Fargate tasks evenly
+			// over its subnets' zones: the two tasks run in different
+			// zones (a zone's loss leaves one), each an Express zone,
+			// and either may be the leader.
 			own := &awsec2.SubnetSelection{SubnetType: taskSubnets, AvailabilityZones: jsii.Strings(cfg.ExpressAZNames[cfg.StarZone(i)])}
 			var sel []awsec2.ISubnet
 			if p := s.Vpc.SelectSubnets(own).Subnets; p != nil {
