@@ -1,7 +1,8 @@
 // Command star is the ECS task of one star: it parses flags (or STRAND_*
 // environment variables), opens the chain buckets on S3 and the DynamoDB
-// metastore, and runs shared/node until SIGTERM. No protocol logic lives
-// here.
+// metastore, and runs shared/node until SIGTERM; with --standby it runs
+// as a shared/lease.Task (it leads only while it holds the star's lease,
+// ADR 0051). No protocol logic lives here.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -22,10 +24,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/strandlog/strand/shared/lease"
 	"github.com/strandlog/strand/shared/metastore/dynamo"
 	"github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/objstore/s3obj"
+	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -65,6 +69,9 @@ func run(args []string) error {
 		drainBudget                      time.Duration
 		passIndex                        bool
 		readAheadMiB, windowCacheMiB     int
+		standby                          bool
+		leaseTTL                         time.Duration
+		advertise                        string
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -84,6 +91,9 @@ func run(args []string) error {
 	fs.BoolVar(&passIndex, "pass-index", true, "index absorb passes in the settled bucket instead of one ref per stream (design 014; the settlement Lambdas read STRAND_PASS_INDEX, on when unset); --pass-index=false keeps refs mode and refuses a chain once indexed")
 	fs.IntVar(&readAheadMiB, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fs.IntVar(&windowCacheMiB, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window the star caches, MiB (reads, tail recovery); a window larger than it is refetched in part by GET per walk. The task's memory plan counts it (strand:windowCacheMiB)")
+	fs.BoolVar(&standby, "standby", false, "contend for the star's leadership lease in the table: serve only while holding it, relay the API port to the leader while standing by (ADR 0051); every task of the star must set it")
+	fs.DurationVar(&leaseTTL, "lease-ttl", lease.DefaultTTL, "with --standby: how long a leader may go without renewing before a standby takes over (crash detection)")
+	fs.StringVar(&advertise, "advertise-addr", "", "with --standby: host:port other tasks reach this task's API at (default: the first non-loopback IPv4 address and --addr's port)")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -146,18 +156,52 @@ func run(args []string) error {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 	})
-	n, err := node.Start(ctx, node.Config{
-		Star: cfg, Meta: dynamo.New(ddb, table), Settled: s3obj.New(s3c, settled),
+	meta := dynamo.New(ddb, table)
+	ncfg := node.Config{
+		Star: cfg, Meta: meta, Settled: s3obj.New(s3c, settled),
 		Addr: addr, AdminAddr: admin, TLSCert: tlsCert, TLSKey: tlsKey, Peers: peerMap,
 		Remote:      &node.Remote{SQS: sq, ReleaseQueueURL: releaseQ, FenceQueueURL: fenceQ},
 		Logger:      log,
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
 		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB, WindowCacheMiB: windowCacheMiB,
-	})
+	}
+	if standby {
+		return runStandby(ctx, ncfg, meta, leaseTTL, advertise, log)
+	}
+	n, err := node.Start(ctx, ncfg)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
 	return n.Wait(ctx)
 }
+
+// runStandby runs the task in standby mode (lease.Task): the task serves
+// the admin address itself, and starts the node without one once it leads.
+func runStandby(ctx context.Context, ncfg node.Config, meta *dynamo.Store, ttl time.Duration, advertise string, log *slog.Logger) error {
+	adv, err := lease.AdvertiseAddr(advertise, ncfg.Addr)
+	if err != nil {
+		return err
+	}
+	r, err := lease.NewRunner(lease.Config{Star: ncfg.Star.StarID, Holder: lease.ID(ncfg.Star.StarID), Addr: adv, TTL: ttl}, meta, nil, log)
+	if err != nil {
+		return err
+	}
+	admin := ncfg.AdminAddr
+	ncfg.AdminAddr = ""
+	t := &lease.Task{Runner: r, Addr: ncfg.Addr, AdminAddr: admin, Log: log,
+		Lead: func(ctx context.Context) (lease.Serving, error) {
+			n, err := node.Start(ctx, ncfg)
+			if err != nil {
+				return nil, err
+			}
+			return serving{n}, nil
+		}}
+	return t.Run(ctx)
+}
+
+// serving is a node as a lease.Serving.
+type serving struct{ *node.Node }
+
+func (s serving) Admin() http.Handler { return server.AdminHandler(s.Star) }

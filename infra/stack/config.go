@@ -40,6 +40,7 @@ const (
 	CtxSettleMemoryMiB        = "strand:settleMemoryMiB"
 	CtxDedupeMaxProducers     = "strand:dedupeMaxProducers"
 	CtxStackName              = "strand:stackName"
+	CtxStandby                = "strand:standby"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -50,6 +51,7 @@ var ContextKeys = []string{
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
 	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB, CtxDedupeMaxProducers, CtxStackName,
+	CtxStandby,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -146,6 +148,10 @@ type Config struct {
 	// (docs/operations.md, "Sizing the window cache"); past it a read that
 	// reaches the window refetches run objects.
 	WindowCacheMiB int
+	// Standby runs each star as two tasks in two zones of the Express set,
+	// a leader and a warm standby that contend for the star's lease in
+	// the table (--standby, ADR 0051). On by default.
+	Standby bool
 	// DedupeMaxProducers is each star's --dedupe-max-producers
 	// (STRAND_DEDUPE_MAX_PRODUCERS): the idempotent producers its dedupe
 	// tables remember over all streams; the memory plan counts
@@ -195,6 +201,19 @@ func (c Config) ZoneAligned() bool { return len(c.ExpressAZNames) > 0 }
 // StarZone returns the index into ExpressAZs (and ExpressAZNames) of the
 // zone star i runs in when ZoneAligned: i mod K.
 func (c Config) StarZone(i int) int { return i % len(c.ExpressAZs) }
+
+// StandbyZone returns the index into ExpressAZs of the zone star i's
+// standby task may run in with Standby: the Express zone after its own.
+func (c Config) StandbyZone(i int) int { return (i + 1) % len(c.ExpressAZs) }
+
+// StarTasks is how many tasks each star's service runs: 2 with Standby
+// (a leader and a standby), else 1.
+func (c Config) StarTasks() int {
+	if c.Standby {
+		return 2
+	}
+	return 1
+}
 
 // StarOverheadMiB is the star container's memory reserved beyond the two
 // pool budgets and the backlogs (Go runtime and GC headroom, flights in
@@ -256,6 +275,7 @@ func DefaultConfig() Config {
 		WindowCacheMiB:         DefaultWindowCacheMiB,
 		SettleMemoryMiB:        2048,
 		DedupeMaxProducers:     262144,
+		Standby:                true,
 	}
 }
 
@@ -365,6 +385,7 @@ func FromContext(get Lookup) (Config, error) {
 	num(CtxWindowCacheMiB, &c.WindowCacheMiB)
 	num(CtxSettleMemoryMiB, &c.SettleMemoryMiB)
 	num(CtxDedupeMaxProducers, &c.DedupeMaxProducers)
+	boolean(CtxStandby, &c.Standby)
 	if err != nil {
 		return Config{}, err
 	}

@@ -22,6 +22,15 @@ const (
 	alarmMonth      = 0.10
 	dashboardMonth  = 3.0
 	metricMonth     = 0.30
+	ddbWriteUnit    = 0.625 / 1e6
+	ddbReadUnit     = 0.125 / 1e6
+)
+
+// The lease's calls at its defaults (shared/lease: TTL 3 s, a renewal every
+// TTL/4, a standby read every TTL/10), one write or read unit each.
+const (
+	leaseRenewSeconds = 0.75
+	leasePollSeconds  = 0.3
 )
 
 // Idle estimates docs/deploy.md gives for what the template does not fix:
@@ -51,6 +60,9 @@ func idleCost(s *synthesized) (total float64, rows map[string]float64) {
 		if strings.Contains(js(p["NetworkConfiguration"]), `"AssignPublicIp":"ENABLED"`) {
 			rows["ipv4"] += n * hoursPerMonth * ipv4Hour
 		}
+	}
+	if s.cfg.Standby {
+		rows["lease"] = float64(s.cfg.StarCount) * hoursPerMonth * 3600 * (ddbWriteUnit/leaseRenewSeconds + ddbReadUnit/leasePollSeconds)
 	}
 	rows["nlb"] = float64(len(s.ofType("AWS::ElasticLoadBalancingV2::LoadBalancer"))) * hoursPerMonth * nlbHour
 	rows["nat"] = float64(len(s.ofType("AWS::EC2::NatGateway"))) * hoursPerMonth * natHour
@@ -83,6 +95,7 @@ func TestIdleCostMatchesDocs(t *testing.T) {
 		"fargate":    fmt.Sprintf("| $%.2f |", rows["fargate"]),
 		"nlb":        fmt.Sprintf("| Network Load Balancer | $%.2f |", rows["nlb"]),
 		"nat":        fmt.Sprintf("| NAT gateway | $%.2f |", rows["nat"]),
+		"lease":      fmt.Sprintf("read units) | $%.2f |", rows["lease"]),
 		"cloudwatch": fmt.Sprintf("about $%.2f", rows["cloudwatch"]),
 		"total":      fmt.Sprintf("| **total** | **about $%d** |", int(math.Round(total))),
 	}

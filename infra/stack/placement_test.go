@@ -173,14 +173,21 @@ func TestZonePlacementAligned(t *testing.T) {
 			t.Errorf("zone %s has %d subnets, want 2 (public, private): %v", n, count[fmt.Sprintf("%q", n)], count)
 		}
 	}
-	// star-i in Express zone i mod 3, in a private subnet.
+	// star-i in Express zone i mod 3 and, for its standby, the next
+	// Express zone, in private subnets: ECS spreads the two tasks over
+	// the two zones.
 	subnets := serviceSubnets(t, s)
 	for i := range s.cfg.StarCount {
 		got := subnets[StarID(i)]
 		want := fmt.Sprintf("%q", s.cfg.ExpressAZNames[i%3])
-		if len(got) != 1 || zones[got[0]] != want || !strings.Contains(got[0], "private") {
-			t.Errorf("%s: subnets %v (zones %v), want the private subnet in %s", StarID(i), got, zones, want)
+		next := fmt.Sprintf("%q", s.cfg.ExpressAZNames[(i+1)%3])
+		if len(got) != 2 || zones[got[0]] == zones[got[1]] || !strings.Contains(got[0], "private") || !strings.Contains(got[1], "private") ||
+			(zones[got[0]] != want && zones[got[1]] != want) || (zones[got[0]] != next && zones[got[1]] != next) {
+			t.Errorf("%s: subnets %v (zones %v), want the private subnets in %s and %s", StarID(i), got, zones, want, next)
 			continue
+		}
+		if zones[got[0]] != want { // the star's own zone first below
+			got[0], got[1] = got[1], got[0]
 		}
 		// An output reports the zone id CloudFormation found, to
 		// compare with the Express zone the name stood for.

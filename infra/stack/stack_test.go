@@ -835,6 +835,47 @@ func TestStarImage(t *testing.T) {
 	}
 }
 
+// relayIngress counts the task security group's ingress rules on the API
+// port from itself: how a standby reaches its leader.
+func relayIngress(s *synthesized) int {
+	n := 0
+	for _, r := range s.ofType("AWS::EC2::SecurityGroupIngress") {
+		p := props(r)
+		src, _ := p["SourceSecurityGroupId"].(map[string]any)
+		if p["FromPort"] == float64(APIPort) && src != nil && js(src) == js(p["GroupId"]) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStandbyReachesLeader: with standby tasks, the task security group
+// admits itself on the API port (a standby relays to the leader's task).
+func TestStandbyReachesLeader(t *testing.T) {
+	if n := relayIngress(defaults(t)); n != 1 {
+		t.Fatalf("%d ingress rules from the task security group to itself on port %d, want 1", n, APIPort)
+	}
+}
+
+// TestStarWithoutStandby: strand:standby=false runs one task per star,
+// without the lease, and tasks admit no traffic from each other.
+func TestStarWithoutStandby(t *testing.T) {
+	s := synth(t, "no-standby", map[string]any{CtxStandby: "false"})
+	for id, r := range s.ofType("AWS::ECS::Service") {
+		if d := props(r)["DesiredCount"]; d != float64(1) {
+			t.Errorf("%s: desired %v, want 1", id, d)
+		}
+	}
+	for id, r := range s.ofType("AWS::ECS::TaskDefinition") {
+		if env := js(props(r)["ContainerDefinitions"]); !strings.Contains(env, `{"Name":"STRAND_STANDBY","Value":"false"}`) {
+			t.Errorf("%s: want STRAND_STANDBY=false in %s", id, env)
+		}
+	}
+	if n := relayIngress(s); n != 0 {
+		t.Errorf("%d ingress rules between tasks without standby, want 0", n)
+	}
+}
+
 func TestStarServices(t *testing.T) {
 	s := threeStars(t)
 	services := s.ofType("AWS::ECS::Service")
@@ -844,8 +885,9 @@ func TestStarServices(t *testing.T) {
 	seen := map[string]bool{}
 	for id, r := range services {
 		p := props(r)
-		if p["LaunchType"] != "FARGATE" || p["DesiredCount"] != float64(1) {
-			t.Errorf("%s: launch %v desired %v", id, p["LaunchType"], p["DesiredCount"])
+		// A leader and a warm standby (strand:standby, on by default).
+		if p["LaunchType"] != "FARGATE" || p["DesiredCount"] != float64(2) {
+			t.Errorf("%s: launch %v desired %v, want 2 tasks (leader and standby)", id, p["LaunchType"], p["DesiredCount"])
 		}
 		// A deployment never has zero star tasks: the tasks it keeps
 		// (desired x minimum healthy) are at least one, and it may run
@@ -887,10 +929,17 @@ func TestStarServices(t *testing.T) {
 		if star == nil {
 			t.Fatalf("%s: no star container", id)
 		}
+		standby := ""
 		for _, e := range star["Environment"].([]any) {
-			if e.(map[string]any)["Name"] == "STRAND_STAR_ID" {
+			switch e.(map[string]any)["Name"] {
+			case "STRAND_STAR_ID":
 				ids[fmt.Sprint(e.(map[string]any)["Value"])] = true
+			case "STRAND_STANDBY":
+				standby = fmt.Sprint(e.(map[string]any)["Value"])
 			}
+		}
+		if standby != "true" {
+			t.Errorf("%s: STRAND_STANDBY %q, want true: two tasks without the lease would depose each other at every start", id, standby)
 		}
 		if pm := js(star["PortMappings"]); !strings.Contains(pm, `"ContainerPort":4780`) || !strings.Contains(pm, `"ContainerPort":9090`) {
 			t.Errorf("%s: ports %s", id, pm)

@@ -274,6 +274,11 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		taskSG.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String(fmt.Sprintf("from the API load balancer, port %d", port)), nil)
 		lbSG.AddEgressRule(taskSG, awsec2.Port_Tcp(jsii.Number(port)), jsii.String(fmt.Sprintf("to star tasks, port %d", port)), nil)
 	}
+	if cfg.Standby {
+		// A standby relays its API connections to its star's leader, a
+		// task in the same security group (ADR 0051).
+		taskSG.AddIngressRule(taskSG, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("a standby relays the API to its star's leader"), nil)
+	}
 	health := &elbv2.HealthCheck{
 		Protocol:                elbv2.Protocol_HTTP,
 		Port:                    jsii.String(strconv.Itoa(AdminPort)),
@@ -364,10 +369,15 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 		taskPlacement := &awsec2.SubnetSelection{SubnetType: taskSubnets}
 		if cfg.ZoneAligned() {
 			// star-i in Express zone i mod K: of the W=2 copies an ack
-			// waits for, one can be in the task's own zone.
-			taskPlacement.AvailabilityZones = jsii.Strings(cfg.ExpressAZNames[cfg.StarZone(i)])
+			// waits for, one can be in the task's own zone. With a
+			// standby, the service also has the next Express zone's
+			// subnet, and ECS spreads a service's Fargate tasks evenly
+			// over its subnets' zones: the two tasks run in different
+			// zones (a zone's loss leaves one), each an Express zone,
+			// and either may be the leader.
+			own := &awsec2.SubnetSelection{SubnetType: taskSubnets, AvailabilityZones: jsii.Strings(cfg.ExpressAZNames[cfg.StarZone(i)])}
 			var sel []awsec2.ISubnet
-			if p := s.Vpc.SelectSubnets(taskPlacement).Subnets; p != nil {
+			if p := s.Vpc.SelectSubnets(own).Subnets; p != nil {
 				sel = *p
 			}
 			if len(sel) != 1 {
@@ -375,24 +385,33 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 				panic(fmt.Sprintf("infra: %s: %d subnets in %s, want 1", star, len(sel), cfg.ExpressAZNames[cfg.StarZone(i)]))
 			}
 			s.StarSubnets = append(s.StarSubnets, sel[0])
+			zones := []string{cfg.ExpressAZNames[cfg.StarZone(i)]}
+			if cfg.Standby && cfg.StandbyZone(i) != cfg.StarZone(i) {
+				zones = append(zones, cfg.ExpressAZNames[cfg.StandbyZone(i)])
+			}
+			taskPlacement.AvailabilityZones = jsii.Strings(zones...)
 		}
 		svc := awsecs.NewFargateService(s.Construct, jsii.String(fmt.Sprintf("Service%d", i)), &awsecs.FargateServiceProps{
 			Cluster:        s.Cluster,
 			ServiceName:    jsii.String(star),
 			TaskDefinition: td,
-			DesiredCount:   jsii.Number(1),
-			// A deploy starts the new task before it stops the old one, so
-			// the service never has zero tasks: the new task takes the
-			// star over as it starts (fence, walk, mint), the old one finds
-			// its epoch fenced and sheds (its /healthz turns 503), and ECS
-			// stops it once the new one is healthy. Appends pause from the
-			// takeover until the load balancer routes to the new task, not
-			// also for the old task's drain and a Fargate start (1 to 3
-			// minutes) as they did with the old task stopped first
-			// (MinimumHealthyPercent 0; docs/operations.md, "Failover with
-			// a standby"). The overlap is safe: two tasks of one star id
-			// are what the epoch fence arbitrates ("Restarts and
-			// takeover").
+			// With Standby: a leader and a standby (STRAND_STANDBY, ADR
+			// 0051), both healthy to the load balancer (/healthz is
+			// "ready"; the standby relays its API port to the leader).
+			DesiredCount: jsii.Number(cfg.StarTasks()),
+			// A deploy starts the new tasks before it stops the old ones,
+			// so the service never has zero tasks. With Standby the new
+			// tasks stand by (the lease is held) until ECS stops the old
+			// ones: the old leader drains and releases the lease, and a
+			// new task takes it at its next read (fence, walk, mint):
+			// appends pause for the drain and the takeover, and clients
+			// keep their endpoint (both tasks are targets). Without
+			// Standby the new task takes the star over as it starts, the
+			// old one finds its epoch fenced and sheds (its /healthz turns
+			// 503), and appends pause until the load balancer routes to
+			// the new task (docs/operations.md, "Failover on AWS"). Two
+			// tasks of one star id are what the epoch fence arbitrates
+			// either way ("Restarts and takeover").
 			MinHealthyPercent:      jsii.Number(100),
 			MaxHealthyPercent:      jsii.Number(200),
 			CircuitBreaker:         &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
@@ -509,6 +528,9 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB": jsii.String(strconv.Itoa(cfg.ExpressMemoryBufferMiB)),
 		"STRAND_S3_CHAIN_BACKLOG_MIB":         jsii.String(strconv.Itoa(BacklogMiB(cfg))),
 		"STRAND_DRAIN_BUDGET":                 jsii.String(fmt.Sprintf("%ds", DrainBudgetSeconds)),
+		// The leader relays nothing; a standby relays to the address the
+		// leader advertises (its task's IPv4 address, found at start).
+		"STRAND_STANDBY": jsii.String(strconv.FormatBool(cfg.Standby)),
 		// The same switch as the Lambdas' (settlement.go): always set.
 		EnvPassIndex: jsii.String(strconv.FormatBool(cfg.PassIndex)),
 		// Counted in the memory plan (WindowMiB) with the pass index.

@@ -10,6 +10,7 @@
 //	CHAIN#<star>#<class>    HEAD            Head: current epoch, checkpoint/settled/trimmed cursors, absorb lease
 //	CHAIN#<star>#<class>    EPOCH#<epoch>   Epoch: state, K, W, buckets, window, nonce, cut
 //	TOKEN#<sha256-hex>      META            Token: prefix, operations, description (hashed bearer tokens)
+//	LEASE#<star>            META            Lease: holder, its address, version, ttl (the star's leader, ADR 0051)
 //
 // Sequence numbers in sort keys are zero-padded to 20 decimal digits so that
 // lexical order is numeric order. <class> is the class's name (standard,
@@ -113,6 +114,12 @@
 //     the head's epoch is not prev, which means a successor exists.
 //     UpdateEpoch changes an epoch's state and cut by compare-and-set on its
 //     state.
+//   - Leadership leases (the Leases interface, lease.go; every Store
+//     implements it): GetLease reads a star's lease; PutLease writes one by
+//     compare-and-set on its Version (the stored one must be Version-1,
+//     no item counting as 0), returning the stored lease with ErrConflict.
+//     The store keeps no clock: readers time a lease on their own clocks
+//     (shared/lease).
 //
 // # Details every implementation shares
 //

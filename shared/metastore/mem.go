@@ -21,6 +21,7 @@ type Mem struct {
 	heads   map[ChainID]Head             // by chain
 	epochs  map[ChainID]map[uint64]Epoch // by chain, then epoch
 	tokens  map[string]Token             // by hash
+	leases  map[string]Lease             // by star (lease.go)
 }
 
 var _ Store = (*Mem)(nil)

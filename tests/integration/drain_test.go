@@ -2,16 +2,11 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
-	"github.com/strandlog/strand/shared/metastore/dynamo"
 	"github.com/strandlog/strand/tests/testproc"
 )
 
@@ -31,33 +26,15 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 	defer cancel()
 	bin := testproc.Build(t, "./functions/star")
 	d := deploy(ctx, t)
-	token, err := auth.NewToken(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := auth.Issue(ctx, dynamo.New(d.ddb, d.table), token, "", []auth.Op{auth.Admin}); err != nil {
-		t.Fatal(err)
-	}
+	token := adminToken(ctx, t, d)
 	addr, admin := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	p := startStar(ctx, t, bin, d, addr, admin, 1)
 	c, err := client.New("http://"+addr, client.WithToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"drain/std", "drain/exp"}
-	for i, n := range names {
-		if _, err := c.CreateStream(ctx, n, client.CreateOptions{Class: []string{"standard", "express"}[i]}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	o := testproc.NewObserved()
-	ackedTo := make([]atomic.Uint64, len(names))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, n := range names {
-		wg.Go(func() { testproc.Producer(ctx, c, n, o, &ackedTo[i], stop) })
-		wg.Go(func() { testproc.Reader(ctx, c, n, o, stop) })
-	}
+	l := startLoad(ctx, t, c, "drain")
+	o := l.o
 	o.WaitAcked(ctx, t, 500)
 	term := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -76,21 +53,9 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 	startStar(ctx, t, bin, d, addr, admin, 2)
 	o.WaitAcked(ctx, t, atTerm+500)
 	o.WaitTailed(ctx, t, exited)
-	close(stop)
-	wg.Wait()
-	o.Check(t, names, names)
-	for i, n := range names {
-		recs, _ := readAll(ctx, t, c, n)
-		acked := ackedTo[i].Load()
-		if uint64(len(recs)) < acked {
-			t.Fatalf("%s: %d records after the restart, %d were acknowledged", n, len(recs), acked)
-		}
-		for s, r := range recs[:acked] {
-			if r.Seq != uint64(s) || string(r.Body) != testproc.Body(n, uint64(s)) {
-				t.Fatalf("%s: record %d is seq %d %q, want %q", n, s, r.Seq, r.Body, testproc.Body(n, uint64(s)))
-			}
-		}
-	}
+	l.end()
+	o.Check(t, l.names, l.names)
+	l.checkAcked(ctx, t, c, "restart")
 	t.Logf("star drain on the emulator: SIGTERM to exit %s (budget %s); pause in acks %s, in tail delivery %s",
 		took.Round(time.Millisecond), budget, testproc.Gap(o.Acks, term).Round(time.Millisecond), testproc.Gap(o.Tails, term).Round(time.Millisecond))
 }

@@ -111,8 +111,9 @@ type starProc struct {
 
 // startStar runs the star with the configuration in the environment
 // variables the ECS task definition sets, plus the emulator flags, and
-// waits until /healthz on the admin port answers 200.
-func startStar(ctx context.Context, t *testing.T, bin string, d *deployment, addr, admin string, run int) *starProc {
+// waits until /healthz on the admin port answers 200. extra are more
+// NAME=value settings.
+func startStar(ctx context.Context, t *testing.T, bin string, d *deployment, addr, admin string, run int, extra ...string) *starProc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("star-%d.log", run))
 	logf, err := os.Create(logPath)
@@ -141,6 +142,7 @@ func startStar(ctx context.Context, t *testing.T, bin string, d *deployment, add
 		"STRAND_S3_EXPRESS_MEMORY_BUFFER_MIB=8",
 		"STRAND_RELEASE_EVENT_INTERVAL=20ms",
 	)
+	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -91,6 +91,7 @@ func FuzzDecodeItem(f *testing.F) {
 	f.Add(enc(tokenAttrs("TOKEN#h", "META", metastore.Token{Hash: "h", Prefix: "p/"})))
 	f.Add(enc(headAttrs(metastore.ChainID{Star: "s"}, metastore.Head{Epoch: 3})))
 	f.Add(enc(headAttrsIn(2, metastore.ChainID{Star: "s"}, metastore.Head{Epoch: 3, Indexed: metastore.Cursor{Epoch: 3, Slot: 1}})))
+	f.Add(enc(leaseAttrs(metastore.Lease{Star: "star-0", Holder: "t", Addr: "10.0.0.1:4780", Version: 7, TTLMs: 3000})))
 	f.Add([]byte{byte(15), 5, 13, 't', ',', 'k', ',', '1', '0', ',', '2', '0', ',', '7', ';', 'x'})
 	f.Add([]byte{byte(30), 2, 16, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -116,6 +117,11 @@ func FuzzDecodeItem(f *testing.F) {
 		if e, err := decodeEpoch(m); err == nil {
 			if again, err := decodeEpoch(epochAttrs(metastore.ChainID{Star: "s"}, e)); err != nil || !reflect.DeepEqual(again, e) {
 				t.Fatalf("epoch %+v: again %+v, %v", e, again, err)
+			}
+		}
+		if l, err := decodeLease(m); err == nil {
+			if again, err := decodeLease(leaseAttrs(l)); err != nil || again != l {
+				t.Fatalf("lease %+v: again %+v, %v", l, again, err)
 			}
 		}
 		if tk, err := decodeToken(m); err == nil {

@@ -24,6 +24,7 @@
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
 //	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S) Description (absent when empty)
 //	TOKENS                  <sha256-hex>       the same (the token listing item, below)
+//	LEASE#<star>            META               Star Version TTLMs Holder Addr (both absent when released)
 //
 // Numbers are N (decimal), enums their numeric values; <class> is the class
 // name (standard, express). Attribute names are part of the stored format:

@@ -69,6 +69,9 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SwitchedChain", testSwitchedChain},
 		{"SettleRefInvalid", testSettleRefInvalid},
 		{"RaceSettleRef", testRaceSettleRef},
+		{"Lease", testLease},
+		{"LeaseInvalid", testLeaseInvalid},
+		{"RaceLease", testRaceLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
