@@ -47,6 +47,10 @@ type devFlags struct {
 	// exitWithParent: exit when the parent process dies (default: under
 	// go run; see parent.go).
 	exitWithParent bool
+	// kafkaAddr: the Kafka front end's address ("": none); kafkaSet: given
+	// explicitly (then it must bind).
+	kafkaAddr string
+	kafkaSet  bool
 }
 
 func newDev() *cobra.Command {
@@ -71,6 +75,7 @@ acknowledged lost.`,
 			if f.exitWithParent {
 				exitWithParent()
 			}
+			f.kafkaSet = cmd.Flags().Changed("kafka-addr")
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
@@ -92,6 +97,7 @@ acknowledged lost.`,
 	fl.IntVar(&f.dedupe, "dedupe-max-producers", star.DefaultStarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten")
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
 	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
+	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listen address (docs/kafka.md; empty: no Kafka front end); clients on loopback need no SASL")
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
 	fl.AddGoFlagSet(lim)
@@ -234,12 +240,16 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
-		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache})
+		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache,
+		Kafka: node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, Optional: !f.kafkaSet}})
 	if err != nil {
 		return err
 	}
 	defer n.Close()
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
+	if k := n.KafkaAddr(); k != "" {
+		fmt.Fprintf(out, "Kafka clients: bootstrap server %s (docs/kafka.md)\n\n", k)
+	}
 	err = n.Wait(ctx)
 	fmt.Fprintf(out, "strand dev: stopping: draining for up to %s (the acks of admitted batches; open sessions such as a tail end with unavailable)\n", f.drain)
 	return err

@@ -1,0 +1,110 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// clusterID names the cluster in Metadata (one strand deployment).
+const clusterID = "strand"
+
+// metadata answers Metadata: the stars as brokers, each partition's
+// leader the star leading its stream. Topics are never created by a
+// Metadata request (auto-create is off, as it is on managed Kafka).
+func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = s.brokers()
+	id := clusterID
+	resp.ClusterID = &id
+	resp.ControllerID = nodeID(s.cfg.Star)
+	var tops []*topic
+	var missing []kmsg.MetadataResponseTopic
+	if r.Topics == nil {
+		all, err := s.allTopics(ctx)
+		if err != nil {
+			s.log.Warn("kafka: metadata: list topics", "err", err.Error())
+		}
+		for _, t := range sortedTopics(all) {
+			if !internalTopic(t.name) {
+				tops = append(tops, t)
+			}
+		}
+	} else {
+		for _, rt := range r.Topics {
+			name := ""
+			if rt.Topic != nil {
+				name = *rt.Topic
+			}
+			t, err := s.lookupTopic(ctx, name)
+			if err != nil || internalTopic(name) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if err != nil {
+					mt.ErrorCode = topicErr(err)
+				}
+				missing = append(missing, mt)
+				continue
+			}
+			tops = append(tops, t)
+		}
+	}
+	for _, t := range tops {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := t.name
+		mt.Topic = &name
+		for i, p := range t.parts {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = int32(i)
+			if s.knownStar(p.leader) {
+				mp.Leader = nodeID(p.leader)
+				mp.Replicas = []int32{mp.Leader}
+				mp.ISR = []int32{mp.Leader}
+			} else {
+				mp.Leader = -1
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	resp.Topics = append(resp.Topics, missing...)
+	return resp
+}
+
+// findCoordinator answers FindCoordinator: this star coordinates every
+// group it is asked about (groups live where the client asks; see
+// doc.go, "Consumer groups"). Transaction coordinators do not exist.
+func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	self := s.brokers()
+	var host string
+	var port int32
+	for _, b := range self {
+		if b.NodeID == nodeID(s.cfg.Star) {
+			host, port = b.Host, b.Port
+		}
+	}
+	answer := func(key string) (int16, *string) {
+		if r.CoordinatorType != 0 {
+			m := "strand has no transactions"
+			return kerr.TransactionalIDAuthorizationFailed.Code, &m
+		}
+		return 0, nil
+	}
+	if r.Version <= 3 {
+		resp.ErrorCode, resp.ErrorMessage = answer(r.CoordinatorKey)
+		resp.NodeID, resp.Host, resp.Port = nodeID(s.cfg.Star), host, port
+		return resp
+	}
+	for _, k := range r.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = k
+		c.ErrorCode, c.ErrorMessage = answer(k)
+		c.NodeID, c.Host, c.Port = nodeID(s.cfg.Star), host, port
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp
+}

@@ -1,0 +1,501 @@
+package kafka
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/clock"
+)
+
+// Core is what the front end needs of strand: the strand API's calls,
+// served in process (server.Server implements it). Every guarantee the
+// API gives holds through the front end because it is the same code:
+// durable before the answer, exactly once for producer ids, the token's
+// permissions.
+type Core interface {
+	CreateStream(context.Context, *connect.Request[strandv1.CreateStreamRequest]) (*connect.Response[strandv1.CreateStreamResponse], error)
+	DeleteStream(context.Context, *connect.Request[strandv1.DeleteStreamRequest]) (*connect.Response[strandv1.DeleteStreamResponse], error)
+	ListStreams(context.Context, *connect.Request[strandv1.ListStreamsRequest]) (*connect.Response[strandv1.ListStreamsResponse], error)
+	GetStream(context.Context, *connect.Request[strandv1.GetStreamRequest]) (*connect.Response[strandv1.GetStreamResponse], error)
+	CheckTail(context.Context, *connect.Request[strandv1.CheckTailRequest]) (*connect.Response[strandv1.CheckTailResponse], error)
+	Append(context.Context, *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error)
+	Read(context.Context, *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error)
+	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
+}
+
+// Config configures the front end.
+type Config struct {
+	Core Core
+	// Auth checks SASL/PLAIN passwords as strand tokens. nil: the core
+	// runs without authentication (tests) and so does the front end.
+	Auth *auth.Checker
+	// AnonymousLoopback lets clients on a loopback address in without
+	// SASL, as an admin (strand dev only).
+	AnonymousLoopback bool
+	// Star is this star's id; Brokers maps star ids to the host:port
+	// Kafka clients reach their front end at. Stars are the brokers.
+	Star    string
+	Brokers map[string]string
+	// Advertise is this front end's host:port for clients ("": the
+	// listener's address).
+	Advertise string
+	Limits    Limits
+	Clock     clock.Clock
+	Rand      io.Reader // producer ids, member ids; nil: crypto/rand
+	Logger    *slog.Logger
+	// GroupRebalanceDelay is how long a group's first join waits for
+	// more members (Kafka's group.initial.rebalance.delay.ms; 0: 100 ms).
+	GroupRebalanceDelay time.Duration
+}
+
+// Server is a Kafka front end over a strand core.
+type Server struct {
+	cfg    Config
+	lim    Limits
+	clk    clock.Clock
+	log    *slog.Logger
+	topics *topicCache
+	groups *coordinator
+	pids   *producers
+
+	mu        sync.Mutex
+	ln        net.Listener
+	conns     map[net.Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+	advertise string
+}
+
+// New builds a front end; Serve runs it on a listener.
+func New(cfg Config) (*Server, error) {
+	if cfg.Core == nil || cfg.Star == "" {
+		return nil, errors.New("kafka: Core and Star are required")
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = crand.Reader
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.GroupRebalanceDelay <= 0 {
+		cfg.GroupRebalanceDelay = 100 * time.Millisecond
+	}
+	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
+		conns: map[net.Conn]struct{}{}, pids: newProducers()}
+	s.topics = &topicCache{core: cfg.Core, clk: s.clk}
+	s.groups = newCoordinator(s)
+	return s, nil
+}
+
+// Serve accepts Kafka connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.ln = ln
+	s.advertise = s.cfg.Advertise
+	if s.advertise == "" {
+		s.advertise = ln.Addr().String()
+	}
+	s.mu.Unlock()
+	sem := make(chan struct{}, s.lim.MaxConns)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			s.log.Warn("kafka: connection refused: at the connection limit", "remote", c.RemoteAddr().String(), "max", s.lim.MaxConns)
+			c.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				<-sem
+				s.wg.Done()
+			}()
+			s.serveConn(c)
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// requests to end. The group coordinator stops; committed offsets are
+// durable already.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.groups.close()
+	return nil
+}
+
+// nodeID is a star's Kafka broker id: a hash of its id, stable across
+// restarts and configurations.
+func nodeID(star string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(star))
+	return int32(h.Sum32() & 0x7fffffff)
+}
+
+// brokers are the stars as Kafka brokers, this one included, by node id.
+func (s *Server) brokers() []kmsg.MetadataResponseBroker {
+	s.mu.Lock()
+	self := s.advertise
+	s.mu.Unlock()
+	addrs := map[string]string{s.cfg.Star: self}
+	for id, a := range s.cfg.Brokers {
+		if id != s.cfg.Star {
+			addrs[id] = a
+		}
+	}
+	var out []kmsg.MetadataResponseBroker
+	for id, a := range addrs {
+		host, port, err := splitHostPort(a)
+		if err != nil {
+			s.log.Warn("kafka: broker address unusable", "star", id, "addr", a, "err", err.Error())
+			continue
+		}
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = nodeID(id), host, port
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}
+
+func splitHostPort(a string) (string, int32, error) {
+	host, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", 0, err
+	}
+	var port int32
+	if _, err := fmt.Sscanf(p, "%d", &port); err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q", p)
+	}
+	return host, port, nil
+}
+
+// knownStar reports whether clients can reach the star's front end.
+func (s *Server) knownStar(star string) bool {
+	_, ok := s.cfg.Brokers[star]
+	return ok || star == s.cfg.Star
+}
+
+// conn is one client connection's state.
+type conn struct {
+	s      *Server
+	c      net.Conn
+	remote string
+	ctx    context.Context // carries the grant once authenticated
+	authed bool
+	mech   string // the SASL mechanism the handshake chose
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: context.Background()}
+	if s.cfg.Auth == nil {
+		cn.authed = true // no authentication anywhere (tests)
+	} else if s.cfg.AnonymousLoopback && isLoopback(c.RemoteAddr()) {
+		cn.authed = true
+		cn.ctx = auth.WithGrant(cn.ctx, auth.Grant{Ops: []auth.Op{auth.Admin}})
+	}
+	var buf []byte
+	for {
+		req, err := cn.readRequest()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("kafka: connection closed", "remote", cn.remote, "err", err.Error())
+			}
+			return
+		}
+		resp, err := cn.handle(req)
+		if err != nil {
+			s.log.Info("kafka: request refused; closing the connection", "remote", cn.remote, "key", req.kreq.Key(), "err", err.Error())
+			return
+		}
+		if resp == nil {
+			continue // acks=0 produce: no response
+		}
+		buf = append(buf[:0], 0, 0, 0, 0)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(req.corr))
+		if resp.IsFlexible() && resp.Key() != 18 {
+			buf = append(buf, 0) // the response header's empty tags
+		}
+		buf = resp.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// request is one decoded request.
+type request struct {
+	kreq     kmsg.Request
+	corr     int32
+	clientID string
+}
+
+// ErrRequest: a request the front end cannot decode or will not read; the
+// connection is closed.
+var ErrRequest = errors.New("kafka: bad request")
+
+// readRequest reads one request, bounding it by its API key before its
+// body is read (see Limits).
+func (cn *conn) readRequest() (request, error) {
+	cn.c.SetReadDeadline(time.Now().Add(cn.s.lim.IdleTimeout))
+	var hdr [6]byte
+	if _, err := io.ReadFull(cn.c, hdr[:]); err != nil {
+		return request{}, err
+	}
+	size := int64(binary.BigEndian.Uint32(hdr[:4]))
+	key := int16(binary.BigEndian.Uint16(hdr[4:]))
+	max := cn.s.lim.MaxRequestBytes
+	if key == 0 {
+		max = cn.s.lim.MaxProduceBytes
+	}
+	if size < 2 || size > int64(max) {
+		return request{}, fmt.Errorf("%w: %d bytes for key %d (at most %d)", ErrRequest, size, key, max)
+	}
+	body := make([]byte, size)
+	copy(body, hdr[4:])
+	// The body may come slowly; it still must come within the idle time.
+	if _, err := io.ReadFull(cn.c, body[2:]); err != nil {
+		return request{}, err
+	}
+	return ParseRequest(body)
+}
+
+// ParseRequest decodes a request's header and body (a frame without its
+// size). Unknown keys and versions the front end does not serve are
+// refused with ErrRequest, except ApiVersions, which a client may send at
+// any version (it is answered at version 0).
+func ParseRequest(body []byte) (request, error) {
+	if len(body) < 8 {
+		return request{}, fmt.Errorf("%w: header of %d bytes", ErrRequest, len(body))
+	}
+	key := int16(binary.BigEndian.Uint16(body))
+	version := int16(binary.BigEndian.Uint16(body[2:]))
+	corr := int32(binary.BigEndian.Uint32(body[4:]))
+	rest := body[8:]
+	if len(rest) < 2 {
+		return request{}, fmt.Errorf("%w: no client id", ErrRequest)
+	}
+	idLen := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	var clientID string
+	if idLen >= 0 {
+		if int(idLen) > len(rest) {
+			return request{}, fmt.Errorf("%w: client id of %d bytes", ErrRequest, idLen)
+		}
+		clientID, rest = string(rest[:idLen]), rest[idLen:]
+	}
+	v, ok := versions[key]
+	if !ok {
+		return request{}, fmt.Errorf("%w: api key %d is not served", ErrRequest, key)
+	}
+	kreq := kmsg.RequestForKey(key)
+	if version < v.min || version > v.max {
+		if key != 18 {
+			return request{}, fmt.Errorf("%w: api key %d version %d (served: %d to %d)", ErrRequest, key, version, v.min, v.max)
+		}
+		// ApiVersions past what is served: answer v0 with
+		// UNSUPPORTED_VERSION (the client retries lower).
+		r := kmsg.NewPtrApiVersionsRequest()
+		r.Version = -1 // marks the downgrade for handleApiVersions
+		return request{kreq: r, corr: corr, clientID: clientID}, nil
+	}
+	kreq.SetVersion(version)
+	if kreq.IsFlexible() {
+		n, err := skipTags(rest)
+		if err != nil {
+			return request{}, err
+		}
+		rest = rest[n:]
+	}
+	if err := kreq.ReadFrom(rest); err != nil {
+		return request{}, fmt.Errorf("%w: api key %d version %d: %v", ErrRequest, key, version, err)
+	}
+	return request{kreq: kreq, corr: corr, clientID: clientID}, nil
+}
+
+// skipTags returns the length of a tagged fields section at b.
+func skipTags(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return 0, fmt.Errorf("%w: tagged fields", ErrRequest)
+	}
+	off := k
+	for range n {
+		_, k := binary.Uvarint(b[off:])
+		if k <= 0 {
+			return 0, fmt.Errorf("%w: tag", ErrRequest)
+		}
+		off += k
+		l, k := binary.Uvarint(b[off:])
+		if k <= 0 || l > uint64(len(b)-off-k) {
+			return 0, fmt.Errorf("%w: tag length", ErrRequest)
+		}
+		off += k + int(l)
+	}
+	return off, nil
+}
+
+// versions are the API keys and versions served. ApiVersions advertises
+// exactly these.
+var versions = map[int16]struct{ min, max int16 }{
+	0:  {3, 9},  // Produce
+	1:  {4, 12}, // Fetch
+	2:  {1, 6},  // ListOffsets
+	3:  {1, 12}, // Metadata
+	8:  {2, 8},  // OffsetCommit
+	9:  {1, 7},  // OffsetFetch
+	10: {0, 3},  // FindCoordinator
+	11: {0, 7},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 4},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
+	15: {0, 5},  // DescribeGroups
+	16: {0, 4},  // ListGroups
+	17: {1, 1},  // SaslHandshake
+	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics
+	22: {0, 4},  // InitProducerId
+	32: {0, 4},  // DescribeConfigs
+	36: {0, 2},  // SaslAuthenticate
+	37: {0, 3},  // CreatePartitions
+	44: {0, 1},  // IncrementalAlterConfigs
+}
+
+// handle answers one request: nil response for acks=0 produces; an error
+// closes the connection.
+func (cn *conn) handle(req request) (kmsg.Response, error) {
+	switch r := req.kreq.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return handleApiVersions(r), nil
+	case *kmsg.SASLHandshakeRequest:
+		return cn.saslHandshake(r), nil
+	case *kmsg.SASLAuthenticateRequest:
+		return cn.saslAuthenticate(r)
+	}
+	if !cn.authed {
+		return nil, fmt.Errorf("%w: api key %d before SASL authentication", ErrRequest, req.kreq.Key())
+	}
+	ctx := cn.ctx
+	s := cn.s
+	switch r := req.kreq.(type) {
+	case *kmsg.MetadataRequest:
+		return s.metadata(ctx, r), nil
+	case *kmsg.ProduceRequest:
+		return s.produce(ctx, r), nil
+	case *kmsg.FetchRequest:
+		return s.fetch(ctx, r), nil
+	case *kmsg.ListOffsetsRequest:
+		return s.listOffsets(ctx, r), nil
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(ctx, r), nil
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(ctx, r), nil
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(ctx, r), nil
+	case *kmsg.InitProducerIDRequest:
+		return s.initProducerID(r), nil
+	case *kmsg.DescribeConfigsRequest:
+		return s.describeConfigs(ctx, r), nil
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.alterConfigs(ctx, r), nil
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(r), nil
+	case *kmsg.JoinGroupRequest:
+		return s.groups.join(ctx, r, req.clientID, cn.remote), nil
+	case *kmsg.SyncGroupRequest:
+		return s.groups.sync(ctx, r), nil
+	case *kmsg.HeartbeatRequest:
+		return s.groups.heartbeat(r), nil
+	case *kmsg.LeaveGroupRequest:
+		return s.groups.leave(r), nil
+	case *kmsg.OffsetCommitRequest:
+		return s.groups.offsetCommit(ctx, r), nil
+	case *kmsg.OffsetFetchRequest:
+		return s.groups.offsetFetch(ctx, r), nil
+	case *kmsg.DescribeGroupsRequest:
+		return s.groups.describe(r), nil
+	case *kmsg.ListGroupsRequest:
+		return s.groups.list(r), nil
+	}
+	return nil, fmt.Errorf("%w: api key %d has no handler", ErrRequest, req.kreq.Key())
+}
+
+func handleApiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if r.Version < 0 {
+		resp.Version = 0
+		resp.ErrorCode = errUnsupportedVersion
+	} else {
+		resp.Version = r.Version
+	}
+	keys := make([]int16, 0, len(versions))
+	for k := range versions {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		v := versions[k]
+		ak := kmsg.NewApiVersionsResponseApiKey()
+		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, v.min, v.max
+		resp.ApiKeys = append(resp.ApiKeys, ak)
+	}
+	return resp
+}
