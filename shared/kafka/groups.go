@@ -351,19 +351,19 @@ func (c *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest, client
 	m.instanceID, m.protocols = r.InstanceID, r.Protocols
 	m.session = time.Duration(r.SessionTimeoutMillis) * time.Millisecond
 	m.rebalance = time.Duration(rebalance) * time.Millisecond
-	m.lastSeen, m.joined = now, true
-	ch := make(chan *kmsg.JoinGroupResponse, 1)
-	m.join = ch
-	wasEmpty := g.state == stateEmpty
 	g.protocolType = r.ProtocolType
 	switch {
-	case wasEmpty:
+	case g.state == stateEmpty:
 		g.prepare(now, min(c.s.cfg.GroupRebalanceDelay, m.rebalance))
 	case g.state == statePreparing && g.initial:
 		g.deadline = now.Add(min(c.s.cfg.GroupRebalanceDelay, m.rebalance)) // more may come
 	default:
 		g.prepare(now, 0)
 	}
+	// After prepare, which marks every member not joined yet.
+	m.lastSeen, m.joined = now, true
+	ch := make(chan *kmsg.JoinGroupResponse, 1)
+	m.join = ch
 	if g.allJoined() && !g.initial {
 		g.complete()
 	}
