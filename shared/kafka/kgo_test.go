@@ -33,13 +33,17 @@ func newStores() *stores {
 }
 
 // start runs a node with its Kafka front end on a free loopback port.
-func (s *stores) start(t *testing.T, noAuth bool) *node.Node {
+func (s *stores) start(t *testing.T, noAuth bool, kafka ...func(*node.KafkaConfig)) *node.Node {
 	t.Helper()
+	kc := node.KafkaConfig{Addr: "127.0.0.1:0", AnonymousLoopback: true}
+	for _, f := range kafka {
+		f(&kc)
+	}
 	cfg := star.Defaults()
 	cfg.Express.Buckets, cfg.Standard.Buckets = s.exp, s.std
 	cfg.Standard.FlushDeadline = time.Millisecond
 	n, err := node.Start(context.Background(), node.Config{Star: cfg, Meta: s.meta, Settled: s.settled, Addr: "127.0.0.1:0", NoAuth: noAuth,
-		Kafka: node.KafkaConfig{Addr: "127.0.0.1:0", AnonymousLoopback: true}})
+		Kafka: kc})
 	if err != nil {
 		t.Fatal(err)
 	}

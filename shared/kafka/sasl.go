@@ -66,6 +66,21 @@ func (cn *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response
 	if err != nil {
 		return fail(fmt.Errorf("user %q: %w", user, err))
 	}
-	cn.ctx, cn.authed = auth.WithGrant(context.Background(), g), true
+	cn.ctx, cn.authed, cn.token = auth.WithGrant(context.Background(), g), true, password
 	return resp, nil
+}
+
+// recheck looks the connection's token up again before a request (the
+// checker's cache makes that free): a token revoked or expired since the
+// handshake ends the connection, as it would end an API call.
+func (cn *conn) recheck() error {
+	if cn.token == "" || cn.s.cfg.Auth == nil {
+		return nil
+	}
+	g, err := cn.s.cfg.Auth.CheckFrom(context.Background(), cn.token, auth.Source(cn.remote))
+	if err != nil {
+		return fmt.Errorf("%w: the SASL token: %w", ErrRequest, err)
+	}
+	cn.ctx = auth.WithGrant(context.Background(), g)
+	return nil
 }

@@ -234,6 +234,7 @@ type conn struct {
 	ctx    context.Context // carries the grant once authenticated
 	authed bool
 	mech   string // the SASL mechanism the handshake chose
+	token  string // the SASL password, a strand token (rechecked per request)
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -432,6 +433,9 @@ func (cn *conn) handle(req request) (kmsg.Response, error) {
 	}
 	if !cn.authed {
 		return nil, fmt.Errorf("%w: api key %d before SASL authentication", ErrRequest, req.kreq.Key())
+	}
+	if err := cn.recheck(); err != nil {
+		return nil, err
 	}
 	ctx := cn.ctx
 	s := cn.s
