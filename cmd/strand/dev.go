@@ -241,7 +241,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
 		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache,
-		Kafka: node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, Optional: !f.kafkaSet}})
+		Kafka: node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, AutoCreateTopics: true, Optional: !f.kafkaSet}})
 	if err != nil {
 		return err
 	}

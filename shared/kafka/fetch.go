@@ -51,6 +51,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			fp := &ft.Partitions[i]
 			*fp = kmsg.NewFetchResponseTopicPartition()
 			fp.Partition, fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = rp.Partition, -1, -1, -1
+			fp.RecordBatches = []byte{} // not null: librdkafka refuses a null record set
 			parts = append(parts, &fetchPart{topic: rt.Topic, offset: rp.FetchOffset, max: int(max(rp.PartitionMaxBytes, 1)), resp: fp})
 		}
 		resp.Topics = append(resp.Topics, ft)

@@ -35,7 +35,7 @@ func newStores() *stores {
 // start runs a node with its Kafka front end on a free loopback port.
 func (s *stores) start(t *testing.T, noAuth bool, kafka ...func(*node.KafkaConfig)) *node.Node {
 	t.Helper()
-	kc := node.KafkaConfig{Addr: "127.0.0.1:0", AnonymousLoopback: true}
+	kc := node.KafkaConfig{Addr: "127.0.0.1:0", AnonymousLoopback: true, AutoCreateTopics: true}
 	for _, f := range kafka {
 		f(&kc)
 	}

@@ -3,16 +3,20 @@ package kafka
 import (
 	"context"
 
+	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
 )
 
 // clusterID names the cluster in Metadata (one strand deployment).
 const clusterID = "strand"
 
 // metadata answers Metadata: the stars as brokers, each partition's
-// leader the star leading its stream. Topics are never created by a
-// Metadata request (auto-create is off, as it is on managed Kafka).
+// leader the star leading its stream. A topic asked for and missing is
+// created with one partition when Config.AutoCreateTopics is on and the
+// client allows it (Kafka's auto.create.topics.enable; strand dev).
 func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers = s.brokers()
@@ -38,6 +42,9 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 				name = *rt.Topic
 			}
 			t, err := s.lookupTopic(ctx, name)
+			if connect.CodeOf(err) == connect.CodeNotFound && s.cfg.AutoCreateTopics && r.AllowAutoTopicCreation && !internalTopic(name) {
+				t, err = s.autoCreate(ctx, name)
+			}
 			if err != nil || internalTopic(name) {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic = &name
@@ -107,4 +114,17 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp
+}
+
+// autoCreate creates a topic of one partition for a Metadata request
+// (with the caller's token: it needs the right to create the stream).
+func (s *Server) autoCreate(ctx context.Context, name string) (*topic, error) {
+	if err := ValidTopic(name); err != nil {
+		return nil, err
+	}
+	_, err := s.cfg.Core.CreateStream(ctx, connect.NewRequest(&strandv1.CreateStreamRequest{Name: PartitionStream(name, 0)}))
+	if err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
+		return nil, err
+	}
+	return s.lookupTopic(ctx, name)
 }

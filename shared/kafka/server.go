@@ -47,6 +47,10 @@ type Config struct {
 	// AnonymousLoopback lets clients on a loopback address in without
 	// SASL, as an admin (strand dev only).
 	AnonymousLoopback bool
+	// AutoCreateTopics creates a missing topic (one partition) that a
+	// Metadata request asks for and allows creating, as Kafka's
+	// auto.create.topics.enable does (strand dev).
+	AutoCreateTopics bool
 	// Star is this star's id; Brokers maps star ids to the host:port
 	// Kafka clients reach their front end at. Stars are the brokers.
 	Star    string

@@ -20,6 +20,9 @@ type KafkaConfig struct {
 	// AnonymousLoopback admits clients on loopback without SASL, as an
 	// admin (strand dev).
 	AnonymousLoopback bool
+	// AutoCreateTopics: Metadata creates missing topics clients ask for
+	// (kafka.Config.AutoCreateTopics; strand dev).
+	AutoCreateTopics bool
 	// Optional: when Addr cannot be bound, log a warning and run without
 	// the front end (strand dev's default address; an address given
 	// explicitly must bind).
@@ -42,7 +45,7 @@ func (n *Node) startKafka(cfg Config, srv *server.Server, checker *auth.Checker)
 	if err != nil {
 		return fmt.Errorf("listen for Kafka on %s: %w (is a Kafka broker or another strand running there? pick another address, or --kafka-addr '' for none)", kc.Addr, err)
 	}
-	ks, err := kafka.New(kafka.Config{Core: srv, Auth: checker, AnonymousLoopback: kc.AnonymousLoopback, Star: n.Star.ID(),
+	ks, err := kafka.New(kafka.Config{Core: srv, Auth: checker, AnonymousLoopback: kc.AnonymousLoopback, AutoCreateTopics: kc.AutoCreateTopics, Star: n.Star.ID(),
 		Brokers: kc.Brokers, Advertise: kc.Advertise, Limits: kc.Limits, Clock: cfg.Star.Clock, Logger: n.log})
 	if err != nil {
 		ln.Close()
