@@ -65,6 +65,7 @@ func run(args []string) error {
 		drainBudget                      time.Duration
 		passIndex                        bool
 		readAheadMiB, windowCacheMiB     int
+		kafkaAddr, kafkaAdv, kafkaPeers  string
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -84,6 +85,9 @@ func run(args []string) error {
 	fs.BoolVar(&passIndex, "pass-index", true, "index absorb passes in the settled bucket instead of one ref per stream (design 014; the settlement Lambdas read STRAND_PASS_INDEX, on when unset); --pass-index=false keeps refs mode and refuses a chain once indexed")
 	fs.IntVar(&readAheadMiB, "read-ahead-mib", node.DefaultReadAheadMiB, "read-ahead memory of all read sessions together, MiB")
 	fs.IntVar(&windowCacheMiB, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window the star caches, MiB (reads, tail recovery); a window larger than it is refetched in part by GET per walk. The task's memory plan counts it (strand:windowCacheMiB)")
+	fs.StringVar(&kafkaAddr, "kafka-addr", "", "Kafka front end listen address (docs/kafka.md; empty: none); clients authenticate with SASL/PLAIN, a strand token as the password")
+	fs.StringVar(&kafkaAdv, "kafka-advertise", "", "the Kafka host:port clients reach this star at (empty: --kafka-addr as bound)")
+	fs.StringVar(&kafkaPeers, "kafka-peers", "", "other stars' Kafka addresses: star-1=host:9092,... (the brokers Metadata names)")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -106,6 +110,10 @@ func run(args []string) error {
 	peerMap, err := node.ParsePeers(peers)
 	if err != nil {
 		return err
+	}
+	kafkaBrokers, err := node.ParsePeers(kafkaPeers)
+	if err != nil {
+		return fmt.Errorf("--kafka-peers: %w", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -154,6 +162,7 @@ func run(args []string) error {
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
 		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB, WindowCacheMiB: windowCacheMiB,
+		Kafka: node.KafkaConfig{Addr: kafkaAddr, Advertise: kafkaAdv, Brokers: kafkaBrokers},
 	})
 	if err != nil {
 		return err
