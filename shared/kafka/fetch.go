@@ -29,6 +29,9 @@ type fetchPart struct {
 	bytes  int
 	resp   *kmsg.FetchResponseTopicPartition
 	stop   bool // an error, or the partition's byte bound reached
+	// logAppend: the topic's timestamps are the log's (LogAppendTime);
+	// typed: logAppend was looked up.
+	logAppend, typed bool
 }
 
 // fetch answers Fetch: records from each partition's offset, at most its
@@ -110,6 +113,14 @@ func (s *Server) fetchPart(ctx context.Context, p *fetchPart, room int, first bo
 			p.fail(err)
 			return added
 		}
+		if !p.typed {
+			la, err := s.logAppend(ctx, stream)
+			if err != nil {
+				p.fail(err)
+				return added
+			}
+			p.logAppend, p.typed = la, true
+		}
 		tail := int64(res.NextSeqNum)
 		p.resp.HighWatermark, p.resp.LastStableOffset = tail, tail
 		if p.offset > tail {
@@ -142,7 +153,7 @@ func (s *Server) fetchPart(ctx context.Context, p *fetchPart, room int, first bo
 			recs[i] = Fetched{Offset: int64(m.SeqNum), LogTs: m.TimestampMs, Record: fromStrand(m.TimestampMs, headersOf(m.Headers), m.Body)}
 		}
 		before := len(p.resp.RecordBatches)
-		p.resp.RecordBatches = EncodeBatch(p.resp.RecordBatches, recs, false)
+		p.resp.RecordBatches = EncodeBatch(p.resp.RecordBatches, recs, p.logAppend)
 		n := len(p.resp.RecordBatches) - before
 		p.bytes += n
 		added += n
@@ -247,4 +258,14 @@ func (s *Server) offsetFor(ctx context.Context, stream string, ts int64, lp *kms
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("kafka: list offsets timestamp %d is not served (-1, -2 or a time)", ts))
 	}
 	return nil
+}
+
+// logAppend reports whether the stream's timestamps are the log's (a
+// LogAppendTime topic: strand's arrival timestamping).
+func (s *Server) logAppend(ctx context.Context, stream string) (bool, error) {
+	r, err := s.cfg.Core.GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: stream}))
+	if err != nil {
+		return false, err
+	}
+	return r.Msg.Stream.GetTimestamping().GetMode() == strandv1.TimestampingMode_TIMESTAMPING_MODE_ARRIVAL, nil
 }

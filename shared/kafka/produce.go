@@ -94,19 +94,26 @@ func (s *Server) producePartition(ctx context.Context, t string, p int32, set []
 			}
 			logTs = acks[len(acks)-1].LastTimestampMs
 		}
-		return nil
+		var err error
+		logTs, err = s.logAppendTs(ctx, stream, logTs)
+		return err
 	})
 	if err != nil {
 		return 0, 0, err
 	}
-	return base, s.logAppendTs(t, logTs), nil
+	return base, logTs, nil
 }
 
-// logAppendTs is the LogAppendTime a produce answers: the log's stamp for
-// LogAppendTime topics, -1 (CreateTime) otherwise. The topic's type is
-// not looked up on the write path: -1 always, which clients read as
-// "the producer's timestamps stand" (they are kept byte for byte).
-func (s *Server) logAppendTs(string, int64) int64 { return -1 }
+// logAppendTs is the LogAppendTime a produce answers: the log's stamp
+// (the last record's strand timestamp) for a LogAppendTime topic, -1
+// (CreateTime: the producer's timestamps stand) otherwise.
+func (s *Server) logAppendTs(ctx context.Context, stream string, ts int64) (int64, error) {
+	la, err := s.logAppend(ctx, stream)
+	if err != nil || !la {
+		return -1, err
+	}
+	return ts, nil
+}
 
 // appendBatch appends one Kafka batch as one or more strand appends
 // (chunks within strand's batch limits). An idempotent batch's chunks

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/kafka"
 )
 
 func strandClient(t *testing.T, endpoint string, opts ...client.Option) *client.Client {
@@ -154,8 +155,21 @@ func TestTopicAdmin(t *testing.T) {
 	if _, err := adm.CreatePartitions(ctx, 1, "cfg"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cfg", Partition: 2, Value: []byte("p2")}).FirstErr(); err != nil {
+	old := time.UnixMilli(1_000_000_000_000)
+	res := cl.ProduceSync(ctx, &kgo.Record{Topic: "cfg", Partition: 2, Value: []byte("p2"), Timestamp: old})
+	if err := res.FirstErr(); err != nil {
 		t.Fatalf("produce to the new partition: %v", err)
+	}
+	// LogAppendTime: the produce answers the log's time, and a fetch
+	// serves it, not the producer's.
+	raw := produceRaw(t, cl, "cfg", kafka.RawBatch(0, 3, kafka.EncodeRecords(kafka.SampleRecords()), -1, -1))
+	if raw.ErrorCode != 0 || raw.LogAppendTime < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Errorf("LogAppendTime topic: the produce answered error %d, log append time %d; want the log's time (now)", raw.ErrorCode, raw.LogAppendTime)
+	}
+	p := fetchAt(t, cl, "cfg", 2, 0)
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(p.RecordBatches); err != nil || rb.Attributes&0x08 == 0 || rb.FirstTimestamp < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Errorf("LogAppendTime topic: fetched batch attributes %#x, first timestamp %d (%v); want the LogAppendTime bit and the log's time", rb.Attributes, rb.FirstTimestamp, err)
 	}
 	rc, err := adm.DescribeTopicConfigs(ctx, "cfg")
 	if err != nil {
