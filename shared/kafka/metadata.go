@@ -81,41 +81,6 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 	return resp
 }
 
-// findCoordinator answers FindCoordinator: this star coordinates every
-// group it is asked about (groups live where the client asks; see
-// doc.go, "Consumer groups"). Transaction coordinators do not exist.
-func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	self := s.brokers()
-	var host string
-	var port int32
-	for _, b := range self {
-		if b.NodeID == nodeID(s.cfg.Star) {
-			host, port = b.Host, b.Port
-		}
-	}
-	answer := func(key string) (int16, *string) {
-		if r.CoordinatorType != 0 {
-			m := "strand has no transactions"
-			return kerr.TransactionalIDAuthorizationFailed.Code, &m
-		}
-		return 0, nil
-	}
-	if r.Version <= 3 {
-		resp.ErrorCode, resp.ErrorMessage = answer(r.CoordinatorKey)
-		resp.NodeID, resp.Host, resp.Port = nodeID(s.cfg.Star), host, port
-		return resp
-	}
-	for _, k := range r.CoordinatorKeys {
-		c := kmsg.NewFindCoordinatorResponseCoordinator()
-		c.Key = k
-		c.ErrorCode, c.ErrorMessage = answer(k)
-		c.NodeID, c.Host, c.Port = nodeID(s.cfg.Star), host, port
-		resp.Coordinators = append(resp.Coordinators, c)
-	}
-	return resp
-}
-
 // autoCreate creates a topic of one partition for a Metadata request
 // (with the caller's token: it needs the right to create the stream).
 func (s *Server) autoCreate(ctx context.Context, name string) (*topic, error) {

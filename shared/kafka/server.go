@@ -75,6 +75,7 @@ type Server struct {
 	log    *slog.Logger
 	topics *topicCache
 	groups *coordinator
+	coord  coordCache
 	pids   *producers
 
 	mu        sync.Mutex
@@ -465,7 +466,14 @@ func (cn *conn) handle(req request) (kmsg.Response, error) {
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return s.alterConfigs(ctx, r), nil
 	case *kmsg.FindCoordinatorRequest:
-		return s.findCoordinator(r), nil
+		return s.findCoordinator(ctx, r), nil
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest,
+		*kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest, *kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
+		if resp := s.notCoordinator(ctx, req.kreq); resp != nil {
+			return resp, nil
+		}
+	}
+	switch r := req.kreq.(type) {
 	case *kmsg.JoinGroupRequest:
 		return s.groups.join(ctx, r, req.clientID, cn.remote), nil
 	case *kmsg.SyncGroupRequest:
