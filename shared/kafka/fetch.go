@@ -143,14 +143,20 @@ func (s *Server) fetchPart(ctx context.Context, p *fetchPart, room int, first bo
 		}
 		first = false
 		if len(res.Records) == 0 {
-			if p.offset < tail {
-				p.offset = tail // only command records up to the tail
-			}
 			return added
 		}
-		recs := make([]Fetched, len(res.Records))
-		for i, m := range res.Records {
-			recs[i] = Fetched{Offset: int64(m.SeqNum), LogTs: m.TimestampMs, Record: fromStrand(m.TimestampMs, headersOf(m.Headers), m.Body)}
+		recs := make([]Fetched, 0, len(res.Records))
+		for _, m := range res.Records {
+			if !isCommand(m.Headers) { // commands take an offset and are not served
+				recs = append(recs, Fetched{Offset: int64(m.SeqNum), LogTs: m.TimestampMs, Record: fromStrand(m.TimestampMs, headersOf(m.Headers), m.Body)})
+			}
+		}
+		if len(recs) == 0 {
+			p.offset = int64(res.Records[len(res.Records)-1].SeqNum) + 1
+			if p.offset >= tail {
+				return added
+			}
+			continue
 		}
 		before := len(p.resp.RecordBatches)
 		p.resp.RecordBatches = EncodeBatch(p.resp.RecordBatches, recs, p.logAppend)
@@ -268,4 +274,11 @@ func (s *Server) logAppend(ctx context.Context, stream string) (bool, error) {
 		return false, err
 	}
 	return r.Msg.Stream.GetTimestamping().GetMode() == strandv1.TimestampingMode_TIMESTAMPING_MODE_ARRIVAL, nil
+}
+
+// isCommand reports whether a record is a strand command record (fence,
+// trim, config: one header with an empty name, ADR 0042). The API refuses
+// empty header names in appends, so no other record has one.
+func isCommand(hs []*strandv1.Header) bool {
+	return len(hs) == 1 && len(hs[0].Name) == 0
 }

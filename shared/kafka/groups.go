@@ -70,7 +70,7 @@ type member struct {
 }
 
 func newCoordinator(s *Server) *coordinator {
-	c := &coordinator{s: s, offsets: &offsetStore{core: s.cfg.Core}, groups: map[string]*group{},
+	c := &coordinator{s: s, offsets: &offsetStore{core: s.cfg.Core, max: s.lim.MaxOffsetRecords}, groups: map[string]*group{},
 		pending: map[string]time.Time{}, stop: make(chan struct{})}
 	c.wg.Add(1)
 	go c.janitor()
@@ -585,6 +585,7 @@ func (c *coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchReques
 	if r.Topics == nil {
 		keys, err := c.offsets.group(ctx, r.Group)
 		if err != nil {
+			c.s.log.Warn("kafka: offset fetch failed", "group", r.Group, "err", err.Error())
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return resp
 		}
@@ -619,6 +620,7 @@ func (c *coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchReques
 				got, ok, err := c.offsets.get(ctx, okey{r.Group, w.topic, p})
 				switch {
 				case err != nil:
+					c.s.log.Warn("kafka: offset fetch failed", "group", r.Group, "err", err.Error())
 					fp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				case ok:
 					md := got.Metadata

@@ -11,6 +11,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/kafka"
+	"github.com/strandlog/strand/shared/node"
 )
 
 // killable dials connections it can cut all at once, after which dials
@@ -186,6 +190,50 @@ func TestCommittedOffsetsSurviveRestart(t *testing.T) {
 	for v := range again {
 		if v[:6] != "second" {
 			t.Errorf("read %q again after the restart: the group did not resume from its commit", v)
+		}
+	}
+}
+
+// TestOffsetsStreamCompacted: past Limits.MaxOffsetRecords commits, the
+// offsets stream is compacted (its start trimmed past the first commits),
+// and a restarted node replays it to the last committed offsets.
+func TestOffsetsStreamCompacted(t *testing.T) {
+	s := newStores()
+	small := func(kc *node.KafkaConfig) { kc.Limits.MaxOffsetRecords = 5 }
+	n := s.start(t, true, small)
+	addr := n.KafkaAddr()
+	createTopic(t, addr, "c", 2, nil)
+	adm := kadm.NewClient(newClient(t, addr))
+	ctx := context.Background()
+	for i := range 12 {
+		for _, g := range []string{"ga", "gb"} {
+			var offs kadm.Offsets
+			offs.AddOffset("c", 0, int64(i), -1)
+			offs.AddOffset("c", 1, int64(100+i), -1)
+			if r, err := adm.CommitOffsets(ctx, g, offs); err != nil || r.Error() != nil {
+				t.Fatalf("commit %d of %s: %v %v", i, g, err, r.Error())
+			}
+		}
+	}
+	res, err := strandClient(t, n.Endpoint()).Read(ctx, kafka.OffsetsStream, client.FromSeq(0), client.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) == 0 || res.Records[0].Seq == 0 || len(res.Records) > 5+2 {
+		t.Errorf("the offsets stream after 24 commits: %d records from seq %d; want it compacted (trimmed, at most 7 left)", len(res.Records), res.Records[0].Seq)
+	}
+	n.Close()
+	n = s.start(t, true, small)
+	t.Cleanup(n.Close)
+	for _, g := range []string{"ga", "gb"} {
+		got, err := kadm.NewClient(newClient(t, n.KafkaAddr())).FetchOffsets(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range map[int32]int64{0: 11, 1: 111} {
+			if o, ok := got.Lookup("c", p); !ok || o.At != want {
+				t.Errorf("group %s, c/%d after the restart: %+v (found %v), want %d", g, p, o, ok, want)
+			}
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -42,7 +44,7 @@ func (s *stores) start(t *testing.T, noAuth bool, kafka ...func(*node.KafkaConfi
 	cfg := star.Defaults()
 	cfg.Express.Buckets, cfg.Standard.Buckets = s.exp, s.std
 	cfg.Standard.FlushDeadline = time.Millisecond
-	n, err := node.Start(context.Background(), node.Config{Star: cfg, Meta: s.meta, Settled: s.settled, Addr: "127.0.0.1:0", NoAuth: noAuth,
+	n, err := node.Start(context.Background(), node.Config{Star: cfg, Meta: s.meta, Settled: s.settled, Addr: "127.0.0.1:0", NoAuth: noAuth, Logger: testLogger(),
 		Kafka: kc})
 	if err != nil {
 		t.Fatal(err)
@@ -162,4 +164,11 @@ func TestRoundTripEveryCodec(t *testing.T) {
 			}
 		})
 	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("KAFKA_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

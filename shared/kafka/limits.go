@@ -26,6 +26,10 @@ type Limits struct {
 	IdleTimeout time.Duration
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
+	// MaxOffsetRecords bounds the offsets stream's replay: past this many
+	// records since its start, it is compacted (the live offsets written
+	// again, the stream trimmed below them; default 10,000).
+	MaxOffsetRecords int
 }
 
 // Limit defaults.
@@ -37,6 +41,7 @@ const (
 	DefaultMaxConns             = 1024
 	DefaultIdleTimeout          = 10 * time.Minute
 	DefaultMaxWait              = 30 * time.Second
+	DefaultMaxOffsetRecords     = 10_000
 )
 
 func (l Limits) withDefaults() Limits {
@@ -50,6 +55,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxBatchRecords, DefaultMaxBatchRecords)
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
 	}

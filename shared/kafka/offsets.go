@@ -66,9 +66,11 @@ type okey struct {
 // memory, written through to it (a commit is answered once durable).
 type offsetStore struct {
 	core Core
+	max  int        // records past which the stream is compacted
 	mu   sync.Mutex // held across load and each commit's append: commits apply in stream order
 	done bool
 	m    map[okey]commitOffset
+	n    int // records from the stream's first to its last
 }
 
 // internalCtx acts as the front end itself, whatever the client's token:
@@ -91,24 +93,29 @@ func (o *offsetStore) load(ctx context.Context) error {
 	}
 	m := map[okey]commitOffset{}
 	var from uint64
+	n := 0
 	for {
 		r, err := o.core.Read(ctx, connect.NewRequest(&strandv1.ReadRequest{Stream: OffsetsStream, Start: &strandv1.ReadRequest_SeqNum{SeqNum: from}}))
 		if err != nil {
 			return fmt.Errorf("kafka: replay %s from %d: %w", OffsetsStream, from, err)
 		}
 		for _, rec := range r.Msg.Records {
+			from = rec.SeqNum + 1
+			if isCommand(rec.Headers) {
+				continue // the compaction's trim
+			}
 			c, err := DecodeCommit(rec.Body)
 			if err != nil {
 				return fmt.Errorf("kafka: replay %s at %d: %w", OffsetsStream, rec.SeqNum, err)
 			}
 			apply(m, c)
-			from = rec.SeqNum + 1
+			n++
 		}
 		if len(r.Msg.Records) == 0 || from >= r.Msg.NextSeqNum {
 			break
 		}
 	}
-	o.m, o.done = m, true
+	o.m, o.done, o.n = m, true, n
 	return nil
 }
 
@@ -134,6 +141,61 @@ func (o *offsetStore) commit(ctx context.Context, c commitRecord) error {
 		return fmt.Errorf("kafka: commit offsets of group %q: %w", c.Group, err)
 	}
 	apply(o.m, c)
+	o.n++
+	if o.n > o.max {
+		if err := o.compact(ctx); err != nil {
+			return fmt.Errorf("kafka: compact %s: %w", OffsetsStream, err)
+		}
+	}
+	return nil
+}
+
+// compactChunk bounds the offsets of one compaction record (well inside
+// strand's 1 MiB record).
+const compactChunk = 2000
+
+// compact writes every live offset again, group by group, and trims the
+// stream below the first of those records: a replay then reads the live
+// offsets and the commits since. A compaction that fails part way leaves
+// the stream longer, never wrong. Called with mu held.
+func (o *offsetStore) compact(ctx context.Context) error {
+	byGroup := map[string][]commitOffset{}
+	for k, c := range o.m {
+		if c.Offset >= 0 {
+			byGroup[k.group] = append(byGroup[k.group], c)
+		}
+	}
+	ictx := internalCtx(ctx)
+	first, written := int64(-1), 0
+	for g, offs := range byGroup {
+		for len(offs) > 0 {
+			n := min(len(offs), compactChunk)
+			body, err := json.Marshal(commitRecord{Group: g, Offsets: offs[:n]})
+			if err != nil {
+				return err
+			}
+			r, err := o.core.Append(ictx, connect.NewRequest(&strandv1.AppendRequest{Stream: OffsetsStream, Records: []*strandv1.AppendRecord{{Body: body}}}))
+			if err != nil {
+				return err
+			}
+			if first < 0 {
+				first = int64(r.Msg.StartSeqNum)
+			}
+			written++
+			offs = offs[n:]
+		}
+	}
+	if first < 0 {
+		r, err := o.core.CheckTail(ictx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: OffsetsStream}))
+		if err != nil {
+			return err
+		}
+		first = int64(r.Msg.NextSeqNum)
+	}
+	if _, err := o.core.Trim(ictx, connect.NewRequest(&strandv1.TrimRequest{Stream: OffsetsStream, TrimSeqNum: uint64(first)})); err != nil {
+		return err
+	}
+	o.n = written
 	return nil
 }
 

@@ -36,6 +36,7 @@ type Core interface {
 	Append(context.Context, *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error)
 	Read(context.Context, *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error)
 	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
+	Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error)
 }
 
 // Config configures the front end.

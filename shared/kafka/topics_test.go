@@ -92,6 +92,10 @@ func TestListOffsetsAndTrim(t *testing.T) {
 	if p.ErrorCode != 0 || p.HighWatermark != 11 || len(p.RecordBatches) == 0 {
 		t.Fatalf("fetch at the trim point: error %d, high watermark %d, %d bytes; want 0, 11, records", p.ErrorCode, p.HighWatermark, len(p.RecordBatches))
 	}
+	// The trim's command record (offset 10) is not served.
+	if p := fetchAt(t, cl, "logs", 0, 10); p.ErrorCode != 0 || len(p.RecordBatches) != 0 {
+		t.Errorf("fetch at the trim's command record: error %d, %d bytes of records; want none", p.ErrorCode, len(p.RecordBatches))
+	}
 	// kgo resets to the start when its offset is out of range.
 	read := consume(t, addr, "logs", 5)
 	if read[0].Offset != 5 || read[0].Value[0] != 5 || read[4].Offset != 9 {
