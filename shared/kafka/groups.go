@@ -8,11 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/strandlog/strand/shared/api/strandv1"
 )
 
 // Group states (Kafka's names, as DescribeGroups and ListGroups show them).
@@ -42,31 +39,6 @@ type coordinator struct {
 	pending map[string]time.Time // member ids handed out by MEMBER_ID_REQUIRED, until
 	stop    chan struct{}
 	wg      sync.WaitGroup
-}
-
-type group struct {
-	name         string
-	state        string
-	generation   int32
-	protocolType string
-	protocol     string
-	leader       string
-	members      map[string]*member
-	order        []string // member ids in join order
-	deadline     time.Time
-	initial      bool // the first rebalance of an empty group: wait out the delay
-}
-
-type member struct {
-	id, clientID, host string
-	instanceID         *string
-	protocols          []kmsg.JoinGroupRequestProtocol
-	session, rebalance time.Duration
-	lastSeen           time.Time
-	assignment         []byte
-	joined             bool
-	join               chan *kmsg.JoinGroupResponse // a join waiting for the rebalance
-	sync               chan *kmsg.SyncGroupResponse // a sync waiting for the leader
 }
 
 func newCoordinator(s *Server) *coordinator {
@@ -122,160 +94,6 @@ func (c *coordinator) tick(now time.Time) {
 			g.complete()
 		}
 	}
-}
-
-func (g *group) remove(id string) {
-	m := g.members[id]
-	if m == nil {
-		return
-	}
-	if m.join != nil {
-		r := &kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code, Generation: -1}
-		m.join <- r
-	}
-	if m.sync != nil {
-		m.sync <- &kmsg.SyncGroupResponse{ErrorCode: kerr.UnknownMemberID.Code}
-	}
-	delete(g.members, id)
-	for i, o := range g.order {
-		if o == id {
-			g.order = append(g.order[:i:i], g.order[i+1:]...)
-			break
-		}
-	}
-	if len(g.members) == 0 {
-		g.state, g.leader, g.protocol = stateEmpty, "", ""
-		g.generation++
-	}
-}
-
-// prepare starts a rebalance: every member must join again by the
-// deadline (the longest rebalance timeout), or by delay on a group that
-// was empty (more members may come).
-func (g *group) prepare(now time.Time, delay time.Duration) {
-	if g.state == stateCompleting {
-		for _, m := range g.members {
-			if m.sync != nil {
-				m.sync <- &kmsg.SyncGroupResponse{ErrorCode: kerr.RebalanceInProgress.Code}
-				m.sync = nil
-			}
-		}
-	}
-	if g.state != statePreparing {
-		for _, m := range g.members {
-			m.joined = false
-		}
-		var longest time.Duration
-		for _, m := range g.members {
-			longest = max(longest, m.rebalance)
-		}
-		g.deadline = now.Add(longest)
-		g.initial = false
-	}
-	if delay > 0 {
-		g.initial = true
-		g.deadline = now.Add(delay)
-	}
-	g.state = statePreparing
-}
-
-func (g *group) allJoined() bool {
-	for _, m := range g.members {
-		if !m.joined {
-			return false
-		}
-	}
-	return len(g.members) > 0
-}
-
-// complete ends the join phase: members that did not join are out, the
-// generation moves, the leader gets every member's metadata.
-func (g *group) complete() {
-	for id, m := range g.members {
-		if !m.joined {
-			g.remove(id)
-		}
-	}
-	if len(g.members) == 0 {
-		g.state = stateEmpty
-		return
-	}
-	g.generation++
-	g.protocol = g.pickProtocol()
-	if g.members[g.leader] == nil {
-		g.leader = g.order[0]
-	}
-	g.state = stateCompleting
-	g.initial = false
-	for _, id := range g.order {
-		m := g.members[id]
-		m.assignment = nil
-		resp := &kmsg.JoinGroupResponse{Generation: g.generation, LeaderID: g.leader, MemberID: id}
-		pt, p := g.protocolType, g.protocol
-		resp.ProtocolType, resp.Protocol = &pt, &p
-		if id == g.leader {
-			for _, oid := range g.order {
-				om := g.members[oid]
-				jm := kmsg.NewJoinGroupResponseMember()
-				jm.MemberID, jm.InstanceID = oid, om.instanceID
-				for _, pr := range om.protocols {
-					if pr.Name == g.protocol {
-						jm.ProtocolMetadata = pr.Metadata
-					}
-				}
-				resp.Members = append(resp.Members, jm)
-			}
-		}
-		if m.join != nil {
-			m.join <- resp
-			m.join = nil
-		}
-	}
-}
-
-// pickProtocol is the first of the leader-candidate's protocols every
-// member supports (join order decides among equals).
-func (g *group) pickProtocol() string {
-	first := g.members[g.order[0]]
-	if l := g.members[g.leader]; l != nil {
-		first = l
-	}
-	for _, p := range first.protocols {
-		ok := true
-		for _, m := range g.members {
-			found := false
-			for _, q := range m.protocols {
-				found = found || q.Name == p.Name
-			}
-			ok = ok && found
-		}
-		if ok {
-			return p.Name
-		}
-	}
-	return ""
-}
-
-// supports reports whether the protocols share one with the group's
-// members (or the group has none).
-func (g *group) supports(ps []kmsg.JoinGroupRequestProtocol) bool {
-	if len(g.members) == 0 {
-		return true
-	}
-	for _, p := range ps {
-		all := true
-		for _, m := range g.members {
-			found := false
-			for _, q := range m.protocols {
-				found = found || q.Name == p.Name
-			}
-			all = all && found
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *coordinator) newMemberID(clientID string) string {
@@ -498,142 +316,6 @@ func (c *coordinator) leave(r *kmsg.LeaveGroupRequest) kmsg.Response {
 	return resp
 }
 
-// allowTopic checks that the caller may read the topic (committing and
-// fetching offsets need read, as Kafka's consumer does): its partition 0
-// stream is looked up with the caller's token.
-func (s *Server) allowTopic(ctx context.Context, t string) error {
-	return s.topics.call(t, 0, func(name string) error {
-		_, err := s.cfg.Core.GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: name}))
-		return err
-	})
-}
-
-func (c *coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	setAll := func(code func(t string) int16) {
-		for _, rt := range r.Topics {
-			ct := kmsg.NewOffsetCommitResponseTopic()
-			ct.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				cp := kmsg.NewOffsetCommitResponseTopicPartition()
-				cp.Partition, cp.ErrorCode = rp.Partition, code(rt.Topic)
-				ct.Partitions = append(ct.Partitions, cp)
-			}
-			resp.Topics = append(resp.Topics, ct)
-		}
-	}
-	var gcode int16
-	c.mu.Lock()
-	if r.Generation != -1 || r.MemberID != "" {
-		g, _, code := c.member(r.Group, r.MemberID, r.Generation)
-		switch {
-		case code != 0:
-			gcode = code
-		case g.state == statePreparing:
-			gcode = kerr.RebalanceInProgress.Code
-		}
-	} else if g := c.groups[r.Group]; g != nil && g.state != stateEmpty {
-		gcode = kerr.UnknownMemberID.Code // a simple commit into a live group
-	}
-	c.mu.Unlock()
-	if r.Group == "" {
-		gcode = kerr.InvalidGroupID.Code
-	}
-	if gcode != 0 {
-		setAll(func(string) int16 { return gcode })
-		return resp
-	}
-	rec := commitRecord{Group: r.Group}
-	denied := map[string]int16{}
-	for _, rt := range r.Topics {
-		if err := c.s.allowTopic(ctx, rt.Topic); err != nil {
-			denied[rt.Topic] = topicErr(err)
-			continue
-		}
-		for _, rp := range rt.Partitions {
-			md := ""
-			if rp.Metadata != nil {
-				md = *rp.Metadata
-			}
-			rec.Offsets = append(rec.Offsets, commitOffset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, Epoch: rp.LeaderEpoch, Metadata: md})
-		}
-	}
-	var err error
-	if len(rec.Offsets) > 0 {
-		err = c.offsets.commit(ctx, rec)
-	}
-	setAll(func(t string) int16 {
-		if code, ok := denied[t]; ok {
-			return code
-		}
-		if err != nil {
-			c.s.log.Warn("kafka: offset commit failed", "group", r.Group, "err", err.Error())
-			return kerr.CoordinatorNotAvailable.Code
-		}
-		return 0
-	})
-	return resp
-}
-
-func (c *coordinator) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-	type tp struct {
-		topic string
-		parts []int32
-	}
-	var want []tp
-	if r.Topics == nil {
-		keys, err := c.offsets.group(ctx, r.Group)
-		if err != nil {
-			c.s.log.Warn("kafka: offset fetch failed", "group", r.Group, "err", err.Error())
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			return resp
-		}
-		byTopic := map[string][]int32{}
-		for _, k := range keys {
-			byTopic[k.topic] = append(byTopic[k.topic], k.partition)
-		}
-		for t, ps := range byTopic {
-			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-			want = append(want, tp{t, ps})
-		}
-		sort.Slice(want, func(i, j int) bool { return want[i].topic < want[j].topic })
-	} else {
-		for _, rt := range r.Topics {
-			want = append(want, tp{rt.Topic, rt.Partitions})
-		}
-	}
-	for _, w := range want {
-		ft := kmsg.NewOffsetFetchResponseTopic()
-		ft.Topic = w.topic
-		aerr := c.s.allowTopic(ctx, w.topic)
-		if aerr != nil && r.Topics == nil {
-			continue // not the caller's to see
-		}
-		for _, p := range w.parts {
-			fp := kmsg.NewOffsetFetchResponseTopicPartition()
-			fp.Partition, fp.Offset, fp.LeaderEpoch = p, -1, -1
-			switch {
-			case aerr != nil:
-				fp.ErrorCode = topicErr(aerr)
-			default:
-				got, ok, err := c.offsets.get(ctx, okey{r.Group, w.topic, p})
-				switch {
-				case err != nil:
-					c.s.log.Warn("kafka: offset fetch failed", "group", r.Group, "err", err.Error())
-					fp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-				case ok:
-					md := got.Metadata
-					fp.Offset, fp.LeaderEpoch, fp.Metadata = got.Offset, got.Epoch, &md
-				}
-			}
-			ft.Partitions = append(ft.Partitions, fp)
-		}
-		resp.Topics = append(resp.Topics, ft)
-	}
-	return resp
-}
-
 func (c *coordinator) describe(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	c.mu.Lock()
@@ -647,12 +329,7 @@ func (c *coordinator) describe(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 				m := g.members[id]
 				dm := kmsg.NewDescribeGroupsResponseGroupMember()
 				dm.MemberID, dm.InstanceID, dm.ClientID, dm.ClientHost = m.id, m.instanceID, m.clientID, m.host
-				for _, p := range m.protocols {
-					if p.Name == g.protocol {
-						dm.ProtocolMetadata = p.Metadata
-					}
-				}
-				dm.MemberAssignment = m.assignment
+				dm.ProtocolMetadata, dm.MemberAssignment = m.metadata(g.protocol), m.assignment
 				dg.Members = append(dg.Members, dm)
 			}
 		}

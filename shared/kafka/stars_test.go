@@ -14,17 +14,8 @@ import (
 	"github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/star"
+	"github.com/strandlog/strand/tests/testproc"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestStarsAreBrokers: two stars over one metastore, each naming the
 // other as a broker. Metadata from either names the star leading each
@@ -36,7 +27,7 @@ func freeAddr(t *testing.T) string {
 func TestStarsAreBrokers(t *testing.T) {
 	s := newStores()
 	settled := s.settled
-	ka, kb := freeAddr(t), freeAddr(t)
+	ka, kb := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	start := func(id, kafkaAddr string) *node.Node {
 		cfg := star.Defaults()
 		cfg.StarID = id

@@ -26,14 +26,8 @@ func strandClient(t *testing.T, endpoint string, opts ...client.Option) *client.
 
 func fetchAt(t *testing.T, cl *kgo.Client, topic string, p int32, off int64) kmsg.FetchResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis, req.MaxBytes = 0, 1<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 1<<20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := fetchReq(topic, off, 0, 0, 1<<20)
+	req.Topics[0].Partitions[0].Partition = p
 	resp, err := req.RequestWith(context.Background(), cl)
 	if err != nil {
 		t.Fatal(err)
