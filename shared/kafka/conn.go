@@ -28,7 +28,7 @@ type conn struct {
 
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
-	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: context.Background()}
+	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx}
 	if s.cfg.Auth == nil {
 		cn.authed = true // no authentication anywhere (tests)
 	} else if s.cfg.AnonymousLoopback && isLoopback(c.RemoteAddr()) {

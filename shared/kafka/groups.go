@@ -347,7 +347,7 @@ func (c *coordinator) list(r *kmsg.ListGroupsRequest) kmsg.Response {
 		states[name], types[name] = g.state, g.protocolType
 	}
 	c.mu.Unlock()
-	if stored, err := c.offsets.groups(context.Background()); err == nil {
+	if stored, err := c.offsets.groups(c.s.ctx); err == nil {
 		for _, name := range stored {
 			if _, ok := states[name]; !ok {
 				states[name], types[name] = stateEmpty, "consumer"

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 
@@ -62,11 +61,11 @@ func (cn *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response
 		cn.authed = true
 		return resp, nil
 	}
-	g, err := cn.s.cfg.Auth.CheckFrom(context.Background(), password, auth.Source(cn.remote))
+	g, err := cn.s.cfg.Auth.CheckFrom(cn.s.ctx, password, auth.Source(cn.remote))
 	if err != nil {
 		return fail(fmt.Errorf("user %q: %w", user, err))
 	}
-	cn.ctx, cn.authed, cn.token = auth.WithGrant(context.Background(), g), true, password
+	cn.ctx, cn.authed, cn.token = auth.WithGrant(cn.s.ctx, g), true, password
 	return resp, nil
 }
 
@@ -77,10 +76,10 @@ func (cn *conn) recheck() error {
 	if cn.token == "" || cn.s.cfg.Auth == nil {
 		return nil
 	}
-	g, err := cn.s.cfg.Auth.CheckFrom(context.Background(), cn.token, auth.Source(cn.remote))
+	g, err := cn.s.cfg.Auth.CheckFrom(cn.s.ctx, cn.token, auth.Source(cn.remote))
 	if err != nil {
 		return fmt.Errorf("%w: the SASL token: %w", ErrRequest, err)
 	}
-	cn.ctx = auth.WithGrant(context.Background(), g)
+	cn.ctx = auth.WithGrant(cn.s.ctx, g)
 	return nil
 }

@@ -78,6 +78,11 @@ type Server struct {
 	coord  coordCache
 	pids   *producers
 
+	// ctx is every request's base: Close cancels it, ending long polls
+	// and group waits at once.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu        sync.Mutex
 	ln        net.Listener
 	conns     map[net.Conn]struct{}
@@ -102,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		conns: map[net.Conn]struct{}{}, pids: newProducers()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.topics = &topicCache{core: cfg.Core, clk: s.clk}
 	s.groups = newCoordinator(s)
 	return s, nil
@@ -165,6 +171,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // requests to end. The group coordinator stops; committed offsets are
 // durable already.
 func (s *Server) Close() error {
+	s.cancel()
 	s.mu.Lock()
 	s.closed = true
 	if s.ln != nil {
@@ -174,8 +181,8 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.mu.Unlock()
+	s.groups.close() // releases joins and syncs waiting for a rebalance
 	s.wg.Wait()
-	s.groups.close()
 	return nil
 }
 
