@@ -99,6 +99,16 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 				break
 			}
 		}
+		// The topic's configs as created (not null: the Java admin
+		// client reads them).
+		st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
+		asked := cfg.create(rt.Topic)
+		for _, kv := range topicConfigs(asked.RetentionMs, asked.GetTimestamping().GetMode()) {
+			c := kmsg.NewCreateTopicsResponseTopicConfig()
+			v := kv[1]
+			c.Name, c.Value, c.Source = kv[0], &v, int8(kmsg.ConfigSourceDynamicTopicConfig)
+			st.Configs = append(st.Configs, c)
+		}
 		switch {
 		case err != nil:
 			fail(kerr.InvalidConfig.Code, err)
@@ -218,15 +228,7 @@ func (s *Server) describeConfigs(ctx context.Context, r *kmsg.DescribeConfigsReq
 			continue
 		}
 		st := t.parts[0].info
-		ret := strconv.FormatInt(st.RetentionMs, 10)
-		if st.RetentionMs == 0 {
-			ret = "-1"
-		}
-		ts := "CreateTime"
-		if st.GetTimestamping().GetMode() == strandv1.TimestampingMode_TIMESTAMPING_MODE_ARRIVAL {
-			ts = "LogAppendTime"
-		}
-		for _, kv := range [][2]string{{cfgRetention, ret}, {cfgTimestamp, ts}} {
+		for _, kv := range topicConfigs(st.RetentionMs, st.GetTimestamping().GetMode()) {
 			if rr.ConfigNames != nil && !contains(rr.ConfigNames, kv[0]) {
 				continue
 			}
@@ -238,6 +240,20 @@ func (s *Server) describeConfigs(ctx context.Context, r *kmsg.DescribeConfigsReq
 		resp.Resources = append(resp.Resources, dr)
 	}
 	return resp
+}
+
+// topicConfigs are the mapped configs of a stream with this retention
+// and timestamping mode, as Kafka names and spells them.
+func topicConfigs(retentionMs int64, mode strandv1.TimestampingMode) [][2]string {
+	ret := strconv.FormatInt(retentionMs, 10)
+	if retentionMs == 0 {
+		ret = "-1"
+	}
+	ts := "CreateTime"
+	if mode == strandv1.TimestampingMode_TIMESTAMPING_MODE_ARRIVAL {
+		ts = "LogAppendTime"
+	}
+	return [][2]string{{cfgRetention, ret}, {cfgTimestamp, ts}}
 }
 
 func contains(ss []string, s string) bool {

@@ -35,7 +35,42 @@ func (s *Server) serveConn(c net.Conn) {
 		cn.authed = true
 		cn.ctx = auth.WithGrant(cn.ctx, auth.Grant{Ops: []auth.Op{auth.Admin}})
 	}
-	var buf []byte
+	// Responses go out in request order (the protocol's rule) from a
+	// writer, so that a produce's ack can be awaited there while later
+	// requests are read and their appends admitted behind it: one
+	// partition's batches are admitted, sequenced and acknowledged in
+	// request order, and a connection keeps up to maxPipelined requests
+	// in flight.
+	out := make(chan answer, maxPipelined)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var buf []byte
+		for a := range out {
+			resp := a.resolve()
+			if resp == nil {
+				continue // acks=0 produce: no response
+			}
+			buf = append(buf[:0], 0, 0, 0, 0)
+			buf = binary.BigEndian.AppendUint32(buf, uint32(a.corr))
+			if resp.IsFlexible() && resp.Key() != 18 {
+				buf = append(buf, 0) // the response header's empty tags
+			}
+			buf = resp.AppendTo(buf)
+			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+			if _, err := c.Write(buf); err != nil {
+				c.Close() // the reader stops too
+				for a := range out {
+					a.resolve() // still wait: an admitted append's ack is not abandoned early
+				}
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(out)
+		<-done
+	}()
 	for {
 		req, err := cn.readRequest()
 		if err != nil {
@@ -44,26 +79,28 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			return
 		}
-		resp, err := cn.handle(req)
+		resolve, err := cn.handle(req)
 		if err != nil {
 			s.log.Info("kafka: request refused; closing the connection", "remote", cn.remote, "key", req.kreq.Key(), "err", err.Error())
 			return
 		}
-		if resp == nil {
-			continue // acks=0 produce: no response
-		}
-		buf = append(buf[:0], 0, 0, 0, 0)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(req.corr))
-		if resp.IsFlexible() && resp.Key() != 18 {
-			buf = append(buf, 0) // the response header's empty tags
-		}
-		buf = resp.AppendTo(buf)
-		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-		if _, err := c.Write(buf); err != nil {
-			return
-		}
+		out <- answer{corr: req.corr, resolve: resolve}
 	}
 }
+
+// maxPipelined bounds the requests of one connection whose responses are
+// not written yet (Kafka producers keep at most 5 in flight by default).
+const maxPipelined = 32
+
+// answer is one request's response to come: resolve waits for it (nil:
+// no response, an acks=0 produce).
+type answer struct {
+	corr    int32
+	resolve func() kmsg.Response
+}
+
+// now is an answer that is ready.
+func now(r kmsg.Response) func() kmsg.Response { return func() kmsg.Response { return r } }
 
 func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
@@ -209,9 +246,24 @@ var versions = map[int16]struct{ min, max int16 }{
 	44: {0, 1},  // IncrementalAlterConfigs
 }
 
-// handle answers one request: nil response for acks=0 produces; an error
+// handle serves one request and returns its answer to come; an error
 // closes the connection.
-func (cn *conn) handle(req request) (kmsg.Response, error) {
+func (cn *conn) handle(req request) (func() kmsg.Response, error) {
+	if p, ok := req.kreq.(*kmsg.ProduceRequest); ok && cn.authed {
+		if err := cn.recheck(); err != nil {
+			return nil, err
+		}
+		return cn.s.produce(cn.ctx, p), nil
+	}
+	resp, err := cn.handleNow(req)
+	if err != nil {
+		return nil, err
+	}
+	return now(resp), nil
+}
+
+// handleNow answers every request but Produce.
+func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 	switch r := req.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return handleApiVersions(r), nil
@@ -231,8 +283,6 @@ func (cn *conn) handle(req request) (kmsg.Response, error) {
 	switch r := req.kreq.(type) {
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, r), nil
-	case *kmsg.ProduceRequest:
-		return s.produce(ctx, r), nil
 	case *kmsg.FetchRequest:
 		return s.fetch(ctx, r), nil
 	case *kmsg.ListOffsetsRequest:

@@ -8,126 +8,131 @@ import (
 	"sync"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/format"
 )
 
-// produce answers Produce once every batch in it is durable (strand's
-// ack), whatever acks the client asked: acks=0 gets no answer, as Kafka
-// does, but the request is still written before the next one is read.
-// Partitions of one request are written concurrently; one partition's
-// batches in order.
-func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Response {
+// produce admits a Produce's batches (in request order: one partition's
+// batches are sequenced as they come) and returns its answer to come,
+// which waits until every batch is durable (strand's acks), whatever acks
+// the client asked; acks=0 gets no answer, as on Kafka.
+func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) func() kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
-	if r.TransactionID != nil {
-		for _, rt := range r.Topics {
-			pt := kmsg.NewProduceResponseTopic()
-			pt.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				pp := kmsg.NewProduceResponseTopicPartition()
-				pp.Partition, pp.ErrorCode = rp.Partition, kerr.TransactionalIDAuthorizationFailed.Code
-				pt.Partitions = append(pt.Partitions, pp)
-			}
-			resp.Topics = append(resp.Topics, pt)
-		}
-		return ackOrNot(r, resp)
+	type part struct {
+		pp    *kmsg.ProduceResponseTopicPartition
+		err   error
+		sub   submitted
+		topic string
 	}
-	var wg sync.WaitGroup
+	var parts []part
 	for _, rt := range r.Topics {
 		pt := kmsg.NewProduceResponseTopic()
 		pt.Topic = rt.Topic
 		pt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for i, rp := range rt.Partitions {
-			pp := &pt.Partitions[i]
-			*pp = kmsg.NewProduceResponseTopicPartition()
-			pp.Partition = rp.Partition
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				base, logTs, err := s.producePartition(ctx, rt.Topic, rp.Partition, rp.Records)
-				if err != nil {
-					pp.ErrorCode, pp.BaseOffset = code(err), -1
-					if r.Version >= 8 {
-						pp.ErrorMessage = message(err)
-					}
-					return
-				}
-				pp.BaseOffset, pp.LogAppendTime = base, logTs
-			}()
+			pt.Partitions[i] = kmsg.NewProduceResponseTopicPartition()
+			pt.Partitions[i].Partition = rp.Partition
 		}
 		resp.Topics = append(resp.Topics, pt)
 	}
-	wg.Wait()
-	return ackOrNot(r, resp)
+	for ti, rt := range r.Topics {
+		for i, rp := range rt.Partitions {
+			p := part{pp: &resp.Topics[ti].Partitions[i], topic: rt.Topic}
+			if r.TransactionID != nil {
+				p.err = ErrTransactional
+			} else {
+				p.sub, p.err = s.submitPartition(ctx, rt.Topic, rp.Partition, rp.Records)
+			}
+			parts = append(parts, p)
+		}
+	}
+	return func() kmsg.Response {
+		for _, p := range parts {
+			base, logTs, err := p.sub.wait(ctx, p.err)
+			if err != nil {
+				p.pp.ErrorCode, p.pp.BaseOffset = code(err), -1
+				if r.Version >= 8 {
+					p.pp.ErrorMessage = message(err)
+				}
+				continue
+			}
+			p.pp.BaseOffset, p.pp.LogAppendTime = base, logTs
+		}
+		if r.Acks == 0 {
+			return nil
+		}
+		return resp
+	}
 }
 
-func ackOrNot(r *kmsg.ProduceRequest, resp kmsg.Response) kmsg.Response {
-	if r.Acks == 0 {
-		return nil
-	}
-	return resp
+// submitted is one partition's admitted appends, in order.
+type submitted struct {
+	waits     []func(context.Context) (*strandv1.AppendResponse, error)
+	logAppend bool
 }
 
-// producePartition writes one partition's record set and returns the
-// base offset of its first batch and, for a LogAppendTime topic, the
-// time the log stamped (else -1).
-func (s *Server) producePartition(ctx context.Context, t string, p int32, set []byte) (int64, int64, error) {
-	if internalTopic(t) {
-		return 0, 0, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("kafka: topic %q is internal", t))
-	}
-	batches, err := DecodeBatches(set, s.lim)
+// wait returns the partition's base offset and, for a LogAppendTime
+// topic, the log's time (else -1), once every append is acknowledged;
+// err is the submission's failure, if any.
+func (sb submitted) wait(ctx context.Context, err error) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
 	base, logTs := int64(-1), int64(-1)
-	err = s.topics.call(t, p, func(stream string) error {
-		for _, b := range batches {
-			acks, err := s.appendBatch(ctx, stream, b)
-			if err != nil {
-				return err
-			}
-			if base < 0 {
-				base = int64(acks[0].StartSeqNum)
-			}
-			logTs = acks[len(acks)-1].LastTimestampMs
+	for _, w := range sb.waits {
+		a, err := w(ctx)
+		if err != nil {
+			return 0, 0, err
 		}
-		var err error
-		logTs, err = s.logAppendTs(ctx, stream, logTs)
-		return err
-	})
-	if err != nil {
-		return 0, 0, err
+		if base < 0 {
+			base = int64(a.StartSeqNum)
+		}
+		if sb.logAppend {
+			logTs = a.LastTimestampMs
+		}
 	}
 	return base, logTs, nil
 }
 
-// logAppendTs is the LogAppendTime a produce answers: the log's stamp
-// (the last record's strand timestamp) for a LogAppendTime topic, -1
-// (CreateTime: the producer's timestamps stand) otherwise.
-func (s *Server) logAppendTs(ctx context.Context, stream string, ts int64) (int64, error) {
-	la, err := s.logAppend(ctx, stream)
-	if err != nil || !la {
-		return -1, err
+// submitPartition decodes one partition's record set and admits its
+// batches to the partition's stream.
+func (s *Server) submitPartition(ctx context.Context, t string, p int32, set []byte) (submitted, error) {
+	var sb submitted
+	if internalTopic(t) {
+		return sb, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("kafka: topic %q is internal", t))
 	}
-	return ts, nil
+	batches, err := DecodeBatches(set, s.lim)
+	if err != nil {
+		return sb, err
+	}
+	err = s.topics.call(t, p, func(stream string) error {
+		sb = submitted{}
+		for _, b := range batches {
+			if err := s.submitBatch(ctx, stream, b, &sb); err != nil {
+				return err
+			}
+		}
+		var err error
+		sb.logAppend, err = s.logAppend(ctx, stream)
+		return err
+	})
+	return sb, err
 }
 
-// appendBatch appends one Kafka batch as one or more strand appends
+// submitBatch admits one Kafka batch as one or more strand appends
 // (chunks within strand's batch limits). An idempotent batch's chunks
 // carry producer ids derived from (producer id, epoch, sequence of the
 // chunk's first record) at batch sequence 0, so that a retry of the batch,
 // here or on a successor star, is answered from the stream's dedupe
 // window rather than written again (ADR 0052).
-func (s *Server) appendBatch(ctx context.Context, stream string, b Batch) ([]*strandv1.AppendResponse, error) {
+func (s *Server) submitBatch(ctx context.Context, stream string, b Batch, sb *submitted) error {
 	if b.Idempotent() {
-		if err := s.pids.check(stream, b); err != nil {
-			return nil, err
+		if err := s.pids.admit(stream, b); err != nil {
+			return err
 		}
 	}
-	var acks []*strandv1.AppendResponse
 	recs := make([]format.Record, len(b.Records))
 	for i, r := range b.Records {
 		recs[i] = r.toStrand(max(r.Timestamp, 0))
@@ -140,17 +145,14 @@ func (s *Server) appendBatch(ctx context.Context, stream string, b Batch) ([]*st
 			zero := uint64(0)
 			req.ProducerId, req.BatchSeq = id[:], &zero
 		}
-		resp, err := s.cfg.Core.Append(ctx, connect.NewRequest(req))
+		w, err := s.cfg.Core.Submit(ctx, req)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		acks = append(acks, resp.Msg)
+		sb.waits = append(sb.waits, w)
 		start = end
 	}
-	if b.Idempotent() {
-		s.pids.done(stream, b)
-	}
-	return acks, nil
+	return nil
 }
 
 // chunkEnd is the end of the chunk from start: at most
@@ -219,25 +221,22 @@ func newProducers() *producers { return &producers{next: map[pkey]int64{}} }
 // ErrSequence: an idempotent batch ahead of its producer's next sequence.
 var ErrSequence = fmt.Errorf("kafka: producer sequence skips ahead")
 
-func (ps *producers) check(stream string, b Batch) error {
+// admit checks a batch's sequence against its producer's next and, if
+// it may go, advances the next past it (at admission: batches pipelined
+// behind it are checked against it).
+func (ps *producers) admit(stream string, b Batch) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	next, ok := ps.next[pkey{stream, b.ProducerID, b.ProducerEpoch}]
+	k := pkey{stream, b.ProducerID, b.ProducerEpoch}
+	next, ok := ps.next[k]
 	if ok && int64(b.BaseSequence) > next {
 		return fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d", ErrSequence, b.ProducerID, b.ProducerEpoch, b.BaseSequence, next)
 	}
-	return nil
-}
-
-func (ps *producers) done(stream string, b Batch) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	if len(ps.next) >= maxProducerStates {
 		clear(ps.next)
 	}
-	k := pkey{stream, b.ProducerID, b.ProducerEpoch}
-	end := int64(b.BaseSequence) + int64(len(b.Records))
-	if end > ps.next[k] {
+	if end := int64(b.BaseSequence) + int64(len(b.Records)); end > next {
 		ps.next[k] = end
 	}
+	return nil
 }

@@ -33,6 +33,9 @@ type Core interface {
 	GetStream(context.Context, *connect.Request[strandv1.GetStreamRequest]) (*connect.Response[strandv1.GetStreamResponse], error)
 	CheckTail(context.Context, *connect.Request[strandv1.CheckTailRequest]) (*connect.Response[strandv1.CheckTailResponse], error)
 	Append(context.Context, *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error)
+	// Submit admits an append without waiting for its ack (wait returns
+	// it); appends submitted in order to a stream are sequenced in order.
+	Submit(ctx context.Context, m *strandv1.AppendRequest) (wait func(context.Context) (*strandv1.AppendResponse, error), err error)
 	Read(context.Context, *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error)
 	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
 	Trim(context.Context, *connect.Request[strandv1.TrimRequest]) (*connect.Response[strandv1.TrimResponse], error)
