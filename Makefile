@@ -49,6 +49,14 @@ MUTANTS ?=
 mutants:
 	@bash tests/mutants/mutants.sh $(MUTANTS)
 
+# kafka-java runs the Apache Kafka Java tools (Maven Central; Java 17)
+# against strand dev's Kafka front end and records what they print in
+# docs/perf/kafka-java.txt (tests/kafkajava/run.sh). A few minutes; not
+# in `make test`.
+.PHONY: kafka-java
+kafka-java:
+	@bash tests/kafkajava/run.sh
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.
