@@ -182,6 +182,12 @@ func TestTopicAdmin(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("configs not described: %v (got %+v)", want, rc[0].Configs)
 	}
+	// CreateTopics answers the configs it created the topic with (the
+	// Java admin client refuses a null list).
+	cr, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": &ret}, "cfg-answer")
+	if c, ok := cr.Configs["retention.ms"]; err != nil || cr.Err != nil || !ok || c.MaybeValue() != ret {
+		t.Errorf("CreateTopics answered configs %+v (%v %v), want retention.ms=%s", cr.Configs, err, cr.Err, ret)
+	}
 	v := "1000"
 	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &v}}, "cfg")
 	if err != nil || ar[0].Err != nil {
