@@ -57,6 +57,14 @@ mutants:
 kafka-java:
 	@bash tests/kafkajava/run.sh
 
+# kafka-side-by-side measures Apache Kafka (KRaft, one node, from Maven
+# Central) and strand dev with the Kafka perf tools on this machine, at
+# Kafka's default and at fsync parity, into
+# docs/perf/kafka-side-by-side.md (tests/kafkajava/sidebyside.sh).
+.PHONY: kafka-side-by-side
+kafka-side-by-side:
+	@bash tests/kafkajava/sidebyside.sh
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.
