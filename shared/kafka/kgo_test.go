@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,4 +172,50 @@ func testLogger() *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// TestLargeBatchOffsets: batches of more than strand's 1,000 records per
+// append (written as several appends) from two producers at once to one
+// partition: every record is read back at the offset its produce
+// reported, so no batch was split by the other's.
+func TestLargeBatchOffsets(t *testing.T) {
+	n, _ := startNode(t)
+	addr := n.KafkaAddr()
+	createTopic(t, addr, "big", 1, nil)
+	const each = 3000
+	reported := map[string]int64{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, who := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newClient(t, addr, kgo.ProducerLinger(100*time.Millisecond), kgo.MaxBufferedRecords(2*each))
+			var recs []*kgo.Record
+			for i := range each {
+				recs = append(recs, &kgo.Record{Topic: "big", Value: fmt.Appendf(nil, "%s-%d", who, i)})
+			}
+			res := p.ProduceSync(context.Background(), recs...)
+			if err := res.FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			for _, r := range res {
+				reported[string(r.Record.Value)] = r.Record.Offset
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	got := consume(t, addr, "big", 2*each)
+	bad := 0
+	for _, r := range got {
+		if off, ok := reported[string(r.Value)]; !ok || off != r.Offset {
+			bad++
+		}
+	}
+	if bad != 0 || len(reported) != 2*each {
+		t.Fatalf("%d of %d records read at another offset than their produce reported (%d reported)", bad, len(got), len(reported))
+	}
 }

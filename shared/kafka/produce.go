@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -137,6 +138,12 @@ func (s *Server) submitBatch(ctx context.Context, stream string, b Batch, sb *su
 	for i, r := range b.Records {
 		recs[i] = r.toStrand(max(r.Timestamp, 0))
 	}
+	// A batch's chunks are admitted back to back under the stream's
+	// stripe, so that no other Kafka batch lands between them and the
+	// batch's offsets are its base offset plus the record's index.
+	mu := &s.stripes[stripe(stream)]
+	mu.Lock()
+	defer mu.Unlock()
 	for start := 0; start < len(recs); {
 		end := chunkEnd(recs, start)
 		req := &strandv1.AppendRequest{Stream: stream, Records: appendRecords(recs[start:end])}
@@ -153,6 +160,15 @@ func (s *Server) submitBatch(ctx context.Context, stream string, b Batch, sb *su
 		start = end
 	}
 	return nil
+}
+
+// stripes serialize the admission of a batch's chunks per stream.
+const stripes = 256
+
+func stripe(stream string) int {
+	h := fnv.New32a()
+	h.Write([]byte(stream))
+	return int(h.Sum32() % stripes)
 }
 
 // chunkEnd is the end of the chunk from start: at most

@@ -79,7 +79,9 @@ type Server struct {
 	topics *topicCache
 	groups *coordinator
 	coord  coordCache
-	pids   *producers
+	// stripes: see submitBatch.
+	stripes [stripes]sync.Mutex
+	pids    *producers
 
 	// ctx is every request's base: Close cancels it, ending long polls
 	// and group waits at once.
