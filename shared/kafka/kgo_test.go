@@ -70,9 +70,9 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func createTopic(t *testing.T, addr, topic string, parts int32, configs map[string]*string) {
+func createTopic(t *testing.T, addr, topic string, parts int32, configs map[string]*string, opts ...kgo.Opt) {
 	t.Helper()
-	adm := kadm.NewClient(newClient(t, addr))
+	adm := kadm.NewClient(newClient(t, addr, opts...))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := adm.CreateTopic(ctx, parts, 1, configs, topic)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -44,6 +45,15 @@ func (n *Node) startKafka(cfg Config, srv *server.Server, checker *auth.Checker)
 	}
 	if err != nil {
 		return fmt.Errorf("listen for Kafka on %s: %w (is a Kafka broker or another strand running there? pick another address, or --kafka-addr '' for none)", kc.Addr, err)
+	}
+	if cfg.TLSCert != "" {
+		// The API's certificate serves Kafka too (SASL_SSL).
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("kafka TLS: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
 	ks, err := kafka.New(kafka.Config{Core: srv, Auth: checker, AnonymousLoopback: kc.AnonymousLoopback, AutoCreateTopics: kc.AutoCreateTopics, Star: n.Star.ID(),
 		Brokers: kc.Brokers, Advertise: kc.Advertise, Limits: kc.Limits, Clock: cfg.Star.Clock, Logger: n.log})
