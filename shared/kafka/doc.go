@@ -46,9 +46,19 @@
 // a retry of the batch is answered from the stream's dedupe window, on
 // this star or on one that took the stream over (ADR 0052).
 //
+// # Connections
+//
+// A connection's requests are read, bounded and admitted in order; a
+// produce's appends are admitted when it is read (Core.Submit) and its
+// answer waits for their acks in the connection's writer, which answers
+// in request order (conn.go). SASL/PLAIN or, for strand dev, anonymous
+// loopback; TLS with the star's certificate when it has one (node).
+//
 // # Groups
 //
-// The classic group protocol runs in memory (coordinator); committed
-// offsets are records of OffsetsStream, replayed at the first group
-// request after a start, and a commit is answered once durable.
+// The star leading OffsetsStream coordinates every group: the classic
+// protocol runs in memory there (coordinator, group); committed offsets
+// are records of OffsetsStream, replayed at the first group request after
+// a start and compacted past Limits.MaxOffsetRecords, and a commit is
+// answered once durable.
 package kafka

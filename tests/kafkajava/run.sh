@@ -5,28 +5,12 @@
 # a member's kill -9, and the producer and consumer perf tests. It fails on
 # the first check that does not hold and writes what the tools printed to
 # $OUT (default docs/perf/kafka-java.txt).
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+. "$(dirname "$0")/lib.sh"
 OUT="${OUT:-$root/docs/perf/kafka-java.txt}"
 RECORDS="${RECORDS:-200000}"
-work="$(mktemp -d)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-command -v java >/dev/null || { echo "java (17) is required" >&2; exit 1; }
-command -v mvn >/dev/null || { echo "mvn is required to fetch the Kafka jars (apt-get install maven)" >&2; exit 1; }
-if [ ! -d "$here/target/lib" ]; then
-  (cd "$here" && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/lib)
-fi
-(cd "$root" && go build -o "$work/strand" ./cmd/strand)
-free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-B="127.0.0.1:$(free)"
-"$work/strand" dev --data-dir "$work/data" --addr "127.0.0.1:$(free)" --kafka-addr "$B" --log-level warn >"$work/dev.out" 2>"$work/dev.err" &
-pids+=($!)
-for _ in $(seq 100); do grep -q "bootstrap server" "$work/dev.out" 2>/dev/null && break; sleep 0.1; done
-grep -q "bootstrap server $B" "$work/dev.out" || { cat "$work/dev.out" "$work/dev.err"; echo "strand dev did not start" >&2; exit 1; }
+jars "$here"
+start_strand
+B="$SB"
 
 kjava() { java -Xmx512m -cp "$here/target/lib/*" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn "$@" 2> >(grep -v '^SLF4J' >&2); }
 log() { echo "$@" | tee -a "$work/out"; }

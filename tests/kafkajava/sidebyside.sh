@@ -6,22 +6,13 @@
 # (flush left to the OS) and at fsync parity (flush.messages=1, each
 # message fsynced before the ack, as strand dev's directory buckets do).
 # Writes a markdown table to $OUT (default docs/perf/kafka-side-by-side.md).
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+. "$(dirname "$0")/lib.sh"
 OUT="${OUT:-$root/docs/perf/kafka-side-by-side.md}"
 RECORDS="${RECORDS:-200000}"
 SIZE="${SIZE:-1000}"
 RATE="${RATE:-2000}" # records/s of the fixed-rate run
-work="$(mktemp -d)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-command -v java >/dev/null && command -v mvn >/dev/null || { echo "java (17) and mvn are required" >&2; exit 1; }
-for d in "$here" "$here/broker"; do
-  [ -d "$d/target/lib" ] || (cd "$d" && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/lib)
-done
-free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+jars "$here"
+jars "$here/broker"
 tools() { java -Xmx512m -cp "$here/target/lib/*" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn "$@" 2>/dev/null; }
 
 # Apache Kafka, KRaft, one node.
@@ -45,11 +36,7 @@ broker kafka.tools.StorageTool format -t "$(broker kafka.tools.StorageTool rando
 broker kafka.Kafka "$work/server.properties" >"$work/kafka.log" 2>&1 &
 pids+=($!)
 
-# strand dev.
-(cd "$root" && go build -o "$work/strand" ./cmd/strand)
-SB="127.0.0.1:$(free)"
-"$work/strand" dev --data-dir "$work/strand-data" --addr "127.0.0.1:$(free)" --kafka-addr "$SB" --log-level warn >"$work/dev.out" 2>"$work/dev.err" &
-pids+=($!)
+start_strand
 
 for b in "$KB" "$SB"; do
   for _ in $(seq 120); do tools org.apache.kafka.tools.TopicCommand --bootstrap-server "$b" --list >/dev/null && break; sleep 0.5; done
