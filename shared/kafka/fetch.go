@@ -32,6 +32,7 @@ type fetchPart struct {
 	// logAppend: the topic's timestamps are the log's (LogAppendTime);
 	// typed: logAppend was looked up.
 	logAppend, typed bool
+	stream           string // the partition's stream, once read
 }
 
 // fetch answers Fetch: records from each partition's offset, at most its
@@ -68,7 +69,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 	total, first := 0, true
 	for {
 		for _, p := range parts {
-			if p.stop || total >= budget {
+			if p.stop || total >= budget || !first && !s.grew(ctx, p) {
 				continue
 			}
 			total += s.fetchPart(ctx, p, min(p.max-p.bytes, budget-total), first)
@@ -83,6 +84,17 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			return resp
 		}
 	}
+}
+
+// grew reports whether a partition a long poll waits on may have records
+// past its offset: its tail moved (CheckTail, the star's memory), so
+// that waiting polls cost no reads.
+func (s *Server) grew(ctx context.Context, p *fetchPart) bool {
+	if p.stream == "" || p.offset < p.resp.HighWatermark {
+		return true
+	}
+	r, err := s.cfg.Core.CheckTail(ctx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: p.stream}))
+	return err != nil || int64(r.Msg.NextSeqNum) > p.offset
 }
 
 // fetchPart reads what is new in one partition into its response, at
@@ -113,6 +125,7 @@ func (s *Server) fetchPart(ctx context.Context, p *fetchPart, room int, first bo
 			p.fail(err)
 			return added
 		}
+		p.stream = stream
 		if !p.typed {
 			la, err := s.logAppend(ctx, stream)
 			if err != nil {
