@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -234,6 +236,67 @@ func TestOffsetsStreamCompacted(t *testing.T) {
 			if o, ok := got.Lookup("c", p); !ok || o.At != want {
 				t.Errorf("group %s, c/%d after the restart: %+v (found %v), want %d", g, p, o, ok, want)
 			}
+		}
+	}
+}
+
+// TestOffsetsReplayMatchesModel: the invariant the offsets stream rests
+// on (ADR 0052): after any sequence of commits, compactions and restarts,
+// the offsets a group fetches are the last it committed for each
+// partition (a naive map). Seeded; the seed is in the failure.
+func TestOffsetsReplayMatchesModel(t *testing.T) {
+	seed := time.Now().UnixNano()
+	if v := os.Getenv("KAFKA_SEED"); v != "" { // replay a failure
+		fmt.Sscan(v, &seed)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	s := newStores()
+	small := func(kc *node.KafkaConfig) { kc.Limits.MaxOffsetRecords = 7 }
+	n := s.start(t, true, small)
+	defer func() { n.Close() }()
+	createTopic(t, n.KafkaAddr(), "m1", 3, nil)
+	createTopic(t, n.KafkaAddr(), "m2", 3, nil)
+	type key struct {
+		g, topic string
+		p        int32
+	}
+	model := map[key]int64{}
+	groups := []string{"ga", "gb", "gc"}
+	ctx := context.Background()
+	adm := kadm.NewClient(newClient(t, n.KafkaAddr()))
+	for step := range 120 {
+		if step > 0 && step%40 == 0 { // restart: replay from the stream
+			n.Close()
+			n = s.start(t, true, small)
+			adm = kadm.NewClient(newClient(t, n.KafkaAddr()))
+			for _, g := range groups {
+				got, err := adm.FetchOffsets(ctx, g)
+				if err != nil {
+					t.Fatalf("seed %d step %d: fetch %s: %v", seed, step, g, err)
+				}
+				for k, want := range model {
+					if k.g != g {
+						continue
+					}
+					if o, ok := got.Lookup(k.topic, k.p); !ok || o.At != want {
+						t.Fatalf("seed %d step %d: %s %s/%d after a restart: %+v (found %v), want %d", seed, step, g, k.topic, k.p, o, ok, want)
+					}
+				}
+			}
+		}
+		g := groups[rng.Intn(len(groups))]
+		var offs kadm.Offsets
+		for range 1 + rng.Intn(3) {
+			k := key{g, []string{"m1", "m2"}[rng.Intn(2)], int32(rng.Intn(3))}
+			if _, dup := offs.Lookup(k.topic, k.p); dup {
+				continue // kadm keeps the higher of two offsets for one partition
+			}
+			at := rng.Int63n(1000)
+			offs.AddOffset(k.topic, k.p, at, -1)
+			model[k] = at
+		}
+		if r, err := adm.CommitOffsets(ctx, g, offs); err != nil || r.Error() != nil {
+			t.Fatalf("seed %d step %d: commit: %v %v", seed, step, err, r.Error())
 		}
 	}
 }
