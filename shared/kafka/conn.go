@@ -28,6 +28,8 @@ type conn struct {
 
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
+	s.meters.conns.Add(1)
+	defer s.meters.conns.Add(-1)
 	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx}
 	if s.cfg.Auth == nil {
 		cn.authed = true // no authentication anywhere (tests)
@@ -48,6 +50,7 @@ func (s *Server) serveConn(c net.Conn) {
 		var buf []byte
 		for a := range out {
 			resp := a.resolve()
+			s.meters.served(a.key, s.clk.Now().Sub(a.at))
 			if resp == nil {
 				continue // acks=0 produce: no response
 			}
@@ -73,18 +76,23 @@ func (s *Server) serveConn(c net.Conn) {
 	}()
 	for {
 		req, err := cn.readRequest()
+		if errors.Is(err, ErrRequest) {
+			s.meters.refused.Inc()
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("kafka: connection closed", "remote", cn.remote, "err", err.Error())
 			}
 			return
 		}
+		at := s.clk.Now()
 		resolve, err := cn.handle(req)
 		if err != nil {
+			s.meters.refused.Inc()
 			s.log.Info("kafka: request refused; closing the connection", "remote", cn.remote, "key", req.kreq.Key(), "err", err.Error())
 			return
 		}
-		out <- answer{corr: req.corr, resolve: resolve}
+		out <- answer{corr: req.corr, key: req.kreq.Key(), at: at, resolve: resolve}
 	}
 }
 
@@ -96,6 +104,8 @@ const maxPipelined = 32
 // no response, an acks=0 produce).
 type answer struct {
 	corr    int32
+	key     int16
+	at      time.Time // when the request was read
 	resolve func() kmsg.Response
 }
 

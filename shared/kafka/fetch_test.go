@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -155,4 +156,42 @@ func TestListGroups(t *testing.T) {
 	if g, ok := groups["parked"]; !ok || g.State != "Empty" {
 		t.Errorf("parked: %+v (listed %v), want Empty", g, ok)
 	}
+}
+
+// TestMetrics: the front end's series are in the star's registry:
+// connections, requests and their latency by API, refused connections.
+func TestMetrics(t *testing.T) {
+	n, _ := startNode(t)
+	addr := n.KafkaAddr()
+	createTopic(t, addr, "met", 1, nil)
+	cl := newClient(t, addr)
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "met", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte{0, 0, 0, 8, 0x27, 0x0f, 0, 0, 0, 0, 0, 0}) // an unknown key
+	io.ReadAll(c)
+	c.Close()
+	var b bytes.Buffer
+	n.Star.Metrics().Write(&b)
+	out := b.String()
+	for _, want := range []string{`strand_kafka_requests_total{api="Produce"} 1`, `strand_kafka_request_seconds_count{api="Produce"} 1`,
+		`strand_kafka_requests_total{api="CreateTopics"} 1`, "strand_kafka_refused_total 1", "strand_kafka_connections "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the registry has no %q:\n%s", want, grepLines(out, "strand_kafka_requests_total"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

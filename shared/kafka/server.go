@@ -19,6 +19,7 @@ import (
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/clock"
+	"github.com/strandlog/strand/shared/metrics"
 )
 
 // Core is what the front end needs of strand: the strand API's calls,
@@ -65,6 +66,9 @@ type Config struct {
 	Clock     clock.Clock
 	Rand      io.Reader // producer ids, member ids; nil: crypto/rand
 	Logger    *slog.Logger
+	// Metrics is the registry the front end's series go to (the star's;
+	// nil: none kept).
+	Metrics *metrics.Registry
 	// GroupRebalanceDelay is how long a group's first join waits for
 	// more members (Kafka's group.initial.rebalance.delay.ms; 0: 100 ms).
 	GroupRebalanceDelay time.Duration
@@ -79,6 +83,7 @@ type Server struct {
 	topics *topicCache
 	groups *coordinator
 	coord  coordCache
+	meters *meters
 	// stripes: see submitBatch.
 	stripes [stripes]sync.Mutex
 	pids    *producers
@@ -113,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		conns: map[net.Conn]struct{}{}, pids: newProducers()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.meters = newMeters(cfg.Metrics)
 	s.topics = &topicCache{core: cfg.Core, clk: s.clk}
 	s.groups = newCoordinator(s)
 	return s, nil

@@ -56,7 +56,7 @@ func (n *Node) startKafka(cfg Config, srv *server.Server, checker *auth.Checker)
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
 	ks, err := kafka.New(kafka.Config{Core: srv, Auth: checker, AnonymousLoopback: kc.AnonymousLoopback, AutoCreateTopics: kc.AutoCreateTopics, Star: n.Star.ID(),
-		Brokers: kc.Brokers, Advertise: kc.Advertise, Limits: kc.Limits, Clock: cfg.Star.Clock, Logger: n.log})
+		Brokers: kc.Brokers, Advertise: kc.Advertise, Limits: kc.Limits, Clock: cfg.Star.Clock, Logger: n.log, Metrics: n.Star.Metrics()})
 	if err != nil {
 		ln.Close()
 		return err
