@@ -316,6 +316,9 @@ func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 		if resp := s.notCoordinator(ctx, req.kreq); resp != nil {
 			return resp, nil
 		}
+		if resp := groupDenied(ctx, req.kreq); resp != nil {
+			return resp, nil
+		}
 	}
 	switch r := req.kreq.(type) {
 	case *kmsg.JoinGroupRequest:
@@ -331,9 +334,9 @@ func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 	case *kmsg.OffsetFetchRequest:
 		return s.groups.offsetFetch(ctx, r), nil
 	case *kmsg.DescribeGroupsRequest:
-		return s.groups.describe(r), nil
+		return s.groups.describe(ctx, r), nil
 	case *kmsg.ListGroupsRequest:
-		return s.groups.list(r), nil
+		return s.groups.list(ctx, r), nil
 	}
 	return nil, fmt.Errorf("%w: api key %d has no handler", ErrRequest, req.kreq.Key())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 )
 
 // Groups live on the star that leads the offsets stream (ADR 0052): that
@@ -103,6 +104,46 @@ func (s *Server) notCoordinator(ctx context.Context, req kmsg.Request) kmsg.Resp
 	if err != nil {
 		code = kerr.CoordinatorNotAvailable.Code
 	}
+	return groupError(req, code)
+}
+
+// groupDenied is a group request's answer when the caller's token does
+// not cover its group (nil: it does, or there is no authentication): a
+// token with prefix P and the read operation may use the groups whose
+// names start with P, as it may read the topics whose streams do.
+// DescribeGroups and ListGroups filter group by group instead.
+func groupDenied(ctx context.Context, req kmsg.Request) kmsg.Response {
+	var group string
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = r.Group
+	case *kmsg.SyncGroupRequest:
+		group = r.Group
+	case *kmsg.HeartbeatRequest:
+		group = r.Group
+	case *kmsg.LeaveGroupRequest:
+		group = r.Group
+	case *kmsg.OffsetCommitRequest:
+		group = r.Group
+	case *kmsg.OffsetFetchRequest:
+		group = r.Group
+	default:
+		return nil
+	}
+	if groupAllowed(ctx, group) {
+		return nil
+	}
+	return groupError(req, kerr.GroupAuthorizationFailed.Code)
+}
+
+// groupAllowed reports whether the caller may use the group.
+func groupAllowed(ctx context.Context, group string) bool {
+	g, ok := auth.FromContext(ctx)
+	return !ok || g.Can(auth.Read) && g.Covers(group)
+}
+
+// groupError is a group request's answer with code everywhere.
+func groupError(req kmsg.Request, code int16) kmsg.Response {
 	resp := req.ResponseKind()
 	switch r := resp.(type) {
 	case *kmsg.JoinGroupResponse:

@@ -316,14 +316,16 @@ func (c *coordinator) leave(r *kmsg.LeaveGroupRequest) kmsg.Response {
 	return resp
 }
 
-func (c *coordinator) describe(r *kmsg.DescribeGroupsRequest) kmsg.Response {
+func (c *coordinator) describe(ctx context.Context, r *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, name := range r.Groups {
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group, dg.State = name, "Dead"
-		if g := c.groups[name]; g != nil {
+		if !groupAllowed(ctx, name) {
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		} else if g := c.groups[name]; g != nil {
 			dg.State, dg.ProtocolType, dg.Protocol = g.state, g.protocolType, g.protocol
 			for _, id := range g.order {
 				m := g.members[id]
@@ -338,7 +340,7 @@ func (c *coordinator) describe(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 	return resp
 }
 
-func (c *coordinator) list(r *kmsg.ListGroupsRequest) kmsg.Response {
+func (c *coordinator) list(ctx context.Context, r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
 	c.mu.Lock()
 	states := map[string]string{}
@@ -360,7 +362,7 @@ func (c *coordinator) list(r *kmsg.ListGroupsRequest) kmsg.Response {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if len(r.StatesFilter) > 0 && !contains(r.StatesFilter, states[n]) {
+		if len(r.StatesFilter) > 0 && !contains(r.StatesFilter, states[n]) || !groupAllowed(ctx, n) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/strandlog/strand/shared/auth"
@@ -63,6 +64,27 @@ func TestSASLTokens(t *testing.T) {
 	got := consume(t, addr, "team-a.orders", 1, kgo.SASL(plain.Auth{User: "me", Pass: issue(t, s, "team-a.", auth.Read)}.AsMechanism()))
 	if string(got[0].Value) != "x" {
 		t.Errorf("the read token read %q", got[0].Value)
+	}
+	// Groups: the token's prefix covers the groups it may use.
+	readTok := issue(t, s, "team-a.", auth.Read)
+	grouped := consume(t, addr, "team-a.orders", 1, kgo.SASL(plain.Auth{User: "me", Pass: readTok}.AsMechanism()), kgo.ConsumerGroup("team-a.readers"))
+	if string(grouped[0].Value) != "x" {
+		t.Errorf("the group team-a.readers read %q", grouped[0].Value)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group = "team-b.readers"
+	if resp, err := of.RequestWith(ctx, reader); err != nil || resp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("the team-a token fetching team-b.readers' offsets: %v %+v, want GROUP_AUTHORIZATION_FAILED", err, resp)
+	}
+	// An admin made a team-b group; the team-a token lists its own only.
+	var offs kadm.Offsets
+	offs.AddOffset("team-b.orders", 0, 0, -1)
+	if _, err := kadm.NewClient(admin).CommitOffsets(ctx, "team-b.readers", offs); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := kadm.NewClient(saslClient(t, addr, readTok)).ListGroups(ctx)
+	if _, ok := lg["team-a.readers"]; err != nil || !ok || len(lg) != 1 {
+		t.Errorf("groups the team-a token lists: %v %v, want team-a.readers only", lg.Groups(), err)
 	}
 	topics, err := kadm.NewClient(reader).ListTopics(ctx)
 	if err != nil || !topics.Has("team-a.orders") || topics.Has("team-b.orders") {
