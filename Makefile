@@ -67,6 +67,22 @@ standby-kills:
 	set -o pipefail; STRAND_STANDBY_KILLS=20 STRAND_STANDBY_TERMS=20 $(GO) test -count=1 -timeout 15m \
 	  -run 'TestStandby(TakesOverKill9|HandoverSIGTERM)$$' -v ./tests/e2e | grep -E ' x [0-9]+: |^(---|ok|FAIL)'
 
+# kafka-java runs the Apache Kafka Java tools (Maven Central; Java 17)
+# against strand dev's Kafka front end and records what they print in
+# docs/perf/kafka-java.txt (tests/kafkajava/run.sh). A few minutes; not
+# in `make test`.
+.PHONY: kafka-java
+kafka-java:
+	@bash tests/kafkajava/run.sh
+
+# kafka-side-by-side measures Apache Kafka (KRaft, one node, from Maven
+# Central) and strand dev with the Kafka perf tools on this machine, at
+# Kafka's default and at fsync parity, into
+# docs/perf/kafka-side-by-side.md (tests/kafkajava/sidebyside.sh).
+.PHONY: kafka-side-by-side
+kafka-side-by-side:
+	@bash tests/kafkajava/sidebyside.sh
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.

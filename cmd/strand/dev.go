@@ -50,6 +50,10 @@ type devFlags struct {
 	// standby: wait for the data directory's leader to stop, then lead
 	// (docs/adr/0050).
 	standby bool
+	// kafkaAddr: the Kafka front end's address ("": none); kafkaSet: given
+	// explicitly (then it must bind).
+	kafkaAddr string
+	kafkaSet  bool
 }
 
 func newDev() *cobra.Command {
@@ -77,6 +81,7 @@ acknowledged lost.`,
 				exitWithParent()
 			}
 			f.adminAddr = devAdmin(f.adminAddr, cmd.Flags().Changed("admin-addr"))
+			f.kafkaSet = cmd.Flags().Changed("kafka-addr")
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
@@ -99,6 +104,7 @@ acknowledged lost.`,
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
 	fl.BoolVar(&f.standby, "standby", false, "if another strand dev serves --data-dir, wait and take over when it stops or dies (kill -9 included), serving on this process's --addr; clients list both endpoints in STRAND_ENDPOINT")
 	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
+	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listen address (docs/kafka.md; empty: no Kafka front end); clients on loopback need no SASL")
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
 	fl.AddGoFlagSet(lim)
@@ -268,7 +274,8 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
-		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache})
+		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache,
+		Kafka: node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, AutoCreateTopics: true, Optional: !f.kafkaSet}})
 	if err != nil {
 		return err
 	}
@@ -276,6 +283,9 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	fmt.Fprintf(out, "strand dev is serving on %s (data in %s)\n\n  export STRAND_ENDPOINT=%s\n  export STRAND_TOKEN=%s\n\n", n.Endpoint(), f.dataDir, n.Endpoint(), token)
 	if u := n.AdminURL(); u != "" {
 		fmt.Fprintf(out, "Metrics: %s/metrics (health: %s/healthz)\n", u, u)
+	}
+	if k := n.KafkaAddr(); k != "" {
+		fmt.Fprintf(out, "Kafka clients: bootstrap server %s (docs/kafka.md)\n\n", k)
 	}
 	err = n.Wait(ctx)
 	fmt.Fprintf(out, "strand dev: stopping: draining for up to %s (the acks of admitted batches; open sessions such as a tail end with unavailable)\n", f.drain)

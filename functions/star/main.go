@@ -72,6 +72,7 @@ func run(args []string) error {
 		standby                          bool
 		leaseTTL                         time.Duration
 		advertise                        string
+		kafkaAddr, kafkaAdv, kafkaPeers  string
 	)
 	fs.StringVar(&table, "table", "", "DynamoDB metastore table (required)")
 	fs.StringVar(&settled, "settled-bucket", "", "the settled bucket (required)")
@@ -94,6 +95,9 @@ func run(args []string) error {
 	fs.BoolVar(&standby, "standby", false, "contend for the star's leadership lease in the table: serve only while holding it, relay the API port to the leader while standing by (ADR 0051); every task of the star must set it")
 	fs.DurationVar(&leaseTTL, "lease-ttl", lease.DefaultTTL, "with --standby: how long a leader may go without renewing before a standby takes over (crash detection)")
 	fs.StringVar(&advertise, "advertise-addr", "", "with --standby: host:port other tasks reach this task's API at (default: the first non-loopback IPv4 address and --addr's port)")
+	fs.StringVar(&kafkaAddr, "kafka-addr", "", "Kafka front end listen address (docs/kafka.md; empty: none); clients authenticate with SASL/PLAIN, a strand token as the password")
+	fs.StringVar(&kafkaAdv, "kafka-advertise", "", "the Kafka host:port clients reach this star at (empty: --kafka-addr as bound)")
+	fs.StringVar(&kafkaPeers, "kafka-peers", "", "other stars' Kafka addresses: star-1=host:9092,... (the brokers Metadata names)")
 	fs.BoolVar(&version, "version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -116,6 +120,10 @@ func run(args []string) error {
 	peerMap, err := node.ParsePeers(peers)
 	if err != nil {
 		return err
+	}
+	kafkaBrokers, err := node.ParsePeers(kafkaPeers)
+	if err != nil {
+		return fmt.Errorf("--kafka-peers: %w", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -165,6 +173,7 @@ func run(args []string) error {
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
 		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB, WindowCacheMiB: windowCacheMiB,
+		Kafka: node.KafkaConfig{Addr: kafkaAddr, Advertise: kafkaAdv, Brokers: kafkaBrokers},
 	}
 	if standby {
 		return runStandby(ctx, ncfg, meta, leaseTTL, advertise, log)

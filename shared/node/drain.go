@@ -48,6 +48,9 @@ func (n *Node) Close() {
 	if n.srv != nil {
 		n.srv.EndSessions()
 	}
+	if n.kafka != nil {
+		_ = n.kafka.Close()
+	}
 	if n.api != nil {
 		_ = n.api.Shutdown(ctx)
 	}

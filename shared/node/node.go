@@ -17,6 +17,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/kafka"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/probe"
@@ -110,6 +111,8 @@ type Config struct {
 	// (0: DefaultReadAheadMiB); the segment cache they share
 	// (read.SegmentCache) holds a quarter of it beside.
 	ReadAheadMiB int
+	// Kafka is the Kafka front end (kafka.go; zero: none).
+	Kafka KafkaConfig
 
 	Logger *slog.Logger
 }
@@ -134,6 +137,9 @@ type Node struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	errc     chan error
+
+	kafka     *kafka.Server // the Kafka front end (nil: none)
+	kafkaAddr string
 }
 
 // Sets returns the chain bucket sets of the star's classes.
@@ -312,6 +318,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.errc <- n.api.Serve(ln)
 	}()
+	if err := n.startKafka(cfg, srv, sc.Auth); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if cfg.AdminAddr != "" {
 		aln, err := net.Listen("tcp", cfg.AdminAddr)
 		if err != nil {

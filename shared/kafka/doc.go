@@ -1,0 +1,64 @@
+// Package kafka is strand's Kafka front end: the Kafka wire protocol
+// (franz-go's kmsg for the codec) translated onto the strand API, served
+// in process (Core; server.Server implements it). The user's guide is
+// docs/kafka.md; the decisions are ADR 0052.
+//
+// # Translation, not a second core
+//
+// Every Kafka request becomes strand API calls made with the client's
+// grant (SASL/PLAIN with a strand token as the password, or an admin
+// grant for anonymous loopback clients in strand dev), so the API's
+// guarantees hold unchanged: a produce is answered only after its appends
+// are acknowledged (durable in object storage), an idempotent batch is an
+// exactly-once append, a token's prefix and operations bound what a
+// client may touch, and every request is bounded before work is spent on
+// it (Limits).
+//
+// # Topics
+//
+// Partition p of topic T is the stream "T/p" (PartitionStream). A stream
+// named as a valid topic and not of that form is a topic of one
+// partition. Offsets are seq numbers. Streams under "__strand_kafka" are
+// the front end's own (OffsetsStream) and are not topics.
+//
+// # Records
+//
+// A Kafka record is stored as a strand record whose body is the value and
+// whose headers are the Kafka headers after one frame header named
+// FrameHeader ("\x00"). The frame's value, part of the stored format:
+//
+//	byte      version (1)
+//	byte      flags: 1 key present, 2 value null
+//	varint    the producer's timestamp (zigzag)
+//	[uvarint  key length, key bytes]       if flags&1
+//	uvarint   n, then n uvarint indexes    headers whose value is null
+//	uvarint   m, then m uvarint indexes    headers whose name is empty
+//
+// Indexes count the headers after the frame, strictly increasing. A first
+// header that is not a well-formed frame is an ordinary header: such a
+// record (written through the strand API) reads with a null key.
+//
+// # Idempotent producers
+//
+// An idempotent batch is appended in chunks within strand's batch limits;
+// each chunk carries the strand producer id derived from (Kafka producer
+// id, epoch, sequence of the chunk's first record) at batch sequence 0, so
+// a retry of the batch is answered from the stream's dedupe window, on
+// this star or on one that took the stream over (ADR 0052).
+//
+// # Connections
+//
+// A connection's requests are read, bounded and admitted in order; a
+// produce's appends are admitted when it is read (Core.Submit) and its
+// answer waits for their acks in the connection's writer, which answers
+// in request order (conn.go). SASL/PLAIN or, for strand dev, anonymous
+// loopback; TLS with the star's certificate when it has one (node).
+//
+// # Groups
+//
+// The star leading OffsetsStream coordinates every group: the classic
+// protocol runs in memory there (coordinator, group); committed offsets
+// are records of OffsetsStream, replayed at the first group request after
+// a start and compacted past Limits.MaxOffsetRecords, and a commit is
+// answered once durable.
+package kafka

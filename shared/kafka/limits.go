@@ -1,0 +1,66 @@
+package kafka
+
+import "time"
+
+// Limits bound what one client can make the front end hold or do, checked
+// before the work they bound (the strand API's rules, limits.go there):
+// a request's size before its body is read, a record set's records and
+// decompressed bytes before they are allocated. Zero fields take the
+// defaults below.
+type Limits struct {
+	// MaxProduceBytes bounds a Produce request (default 8 MiB; Kafka
+	// producers send at most 1 MiB by default, max.request.size).
+	MaxProduceBytes int
+	// MaxRequestBytes bounds every other request (default 1 MiB).
+	MaxRequestBytes int
+	// MaxBatchRecords bounds the records of one partition's record set
+	// in a Produce (default 65536).
+	MaxBatchRecords int
+	// MaxDecompressedBytes bounds one partition's record set once
+	// decompressed (default 16 MiB).
+	MaxDecompressedBytes int
+	// MaxConns bounds the open connections (default 1024).
+	MaxConns int
+	// IdleTimeout closes a connection that sends nothing this long
+	// (default 10 min, Kafka's connections.max.idle.ms).
+	IdleTimeout time.Duration
+	// MaxWait caps a Fetch's long poll (default 30 s).
+	MaxWait time.Duration
+	// MaxOffsetRecords bounds the offsets stream's replay: past this many
+	// records since its start, it is compacted (the live offsets written
+	// again, the stream trimmed below them; default 10,000).
+	MaxOffsetRecords int
+}
+
+// Limit defaults.
+const (
+	DefaultMaxProduceBytes      = 8 << 20
+	DefaultMaxRequestBytes      = 1 << 20
+	DefaultMaxBatchRecords      = 1 << 16
+	DefaultMaxDecompressedBytes = 16 << 20
+	DefaultMaxConns             = 1024
+	DefaultIdleTimeout          = 10 * time.Minute
+	DefaultMaxWait              = 30 * time.Second
+	DefaultMaxOffsetRecords     = 10_000
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxProduceBytes, DefaultMaxProduceBytes)
+	def(&l.MaxRequestBytes, DefaultMaxRequestBytes)
+	def(&l.MaxBatchRecords, DefaultMaxBatchRecords)
+	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
+	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = DefaultMaxWait
+	}
+	return l
+}

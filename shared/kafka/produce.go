@@ -1,0 +1,258 @@
+package kafka
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"sync"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/format"
+)
+
+// produce admits a Produce's batches (in request order: one partition's
+// batches are sequenced as they come) and returns its answer to come,
+// which waits until every batch is durable (strand's acks), whatever acks
+// the client asked; acks=0 gets no answer, as on Kafka.
+func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) func() kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	type part struct {
+		pp    *kmsg.ProduceResponseTopicPartition
+		err   error
+		sub   submitted
+		topic string
+	}
+	var parts []part
+	for _, rt := range r.Topics {
+		pt := kmsg.NewProduceResponseTopic()
+		pt.Topic = rt.Topic
+		pt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			pt.Partitions[i] = kmsg.NewProduceResponseTopicPartition()
+			pt.Partitions[i].Partition = rp.Partition
+		}
+		resp.Topics = append(resp.Topics, pt)
+	}
+	for ti, rt := range r.Topics {
+		for i, rp := range rt.Partitions {
+			p := part{pp: &resp.Topics[ti].Partitions[i], topic: rt.Topic}
+			if r.TransactionID != nil {
+				p.err = ErrTransactional
+			} else {
+				p.sub, p.err = s.submitPartition(ctx, rt.Topic, rp.Partition, rp.Records)
+			}
+			parts = append(parts, p)
+		}
+	}
+	return func() kmsg.Response {
+		for _, p := range parts {
+			base, logTs, err := p.sub.wait(ctx, p.err)
+			if err != nil {
+				p.pp.ErrorCode, p.pp.BaseOffset = code(err), -1
+				if r.Version >= 8 {
+					p.pp.ErrorMessage = message(err)
+				}
+				continue
+			}
+			p.pp.BaseOffset, p.pp.LogAppendTime = base, logTs
+		}
+		if r.Acks == 0 {
+			return nil
+		}
+		return resp
+	}
+}
+
+// submitted is one partition's admitted appends, in order.
+type submitted struct {
+	waits     []func(context.Context) (*strandv1.AppendResponse, error)
+	logAppend bool
+}
+
+// wait returns the partition's base offset and, for a LogAppendTime
+// topic, the log's time (else -1), once every append is acknowledged;
+// err is the submission's failure, if any.
+func (sb submitted) wait(ctx context.Context, err error) (int64, int64, error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	base, logTs := int64(-1), int64(-1)
+	for _, w := range sb.waits {
+		a, err := w(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if base < 0 {
+			base = int64(a.StartSeqNum)
+		}
+		if sb.logAppend {
+			logTs = a.LastTimestampMs
+		}
+	}
+	return base, logTs, nil
+}
+
+// submitPartition decodes one partition's record set and admits its
+// batches to the partition's stream.
+func (s *Server) submitPartition(ctx context.Context, t string, p int32, set []byte) (submitted, error) {
+	var sb submitted
+	if internalTopic(t) {
+		return sb, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("kafka: topic %q is internal", t))
+	}
+	batches, err := DecodeBatches(set, s.lim)
+	if err != nil {
+		return sb, err
+	}
+	err = s.topics.call(t, p, func(stream string) error {
+		sb = submitted{}
+		for _, b := range batches {
+			if err := s.submitBatch(ctx, stream, b, &sb); err != nil {
+				return err
+			}
+		}
+		var err error
+		sb.logAppend, err = s.logAppend(ctx, stream)
+		return err
+	})
+	return sb, err
+}
+
+// submitBatch admits one Kafka batch as one or more strand appends
+// (chunks within strand's batch limits). An idempotent batch's chunks
+// carry producer ids derived from (producer id, epoch, sequence of the
+// chunk's first record) at batch sequence 0, so that a retry of the batch,
+// here or on a successor star, is answered from the stream's dedupe
+// window rather than written again (ADR 0052).
+func (s *Server) submitBatch(ctx context.Context, stream string, b Batch, sb *submitted) error {
+	if b.Idempotent() {
+		if err := s.pids.admit(stream, b); err != nil {
+			return err
+		}
+	}
+	recs := make([]format.Record, len(b.Records))
+	for i, r := range b.Records {
+		recs[i] = r.toStrand(max(r.Timestamp, 0))
+	}
+	// A batch's chunks are admitted back to back under the stream's
+	// stripe, so that no other Kafka batch lands between them and the
+	// batch's offsets are its base offset plus the record's index.
+	mu := &s.stripes[stripe(stream)]
+	mu.Lock()
+	defer mu.Unlock()
+	for start := 0; start < len(recs); {
+		end := chunkEnd(recs, start)
+		req := &strandv1.AppendRequest{Stream: stream, Records: appendRecords(recs[start:end])}
+		if b.Idempotent() {
+			id := chunkProducer(b.ProducerID, b.ProducerEpoch, int64(b.BaseSequence)+int64(start))
+			zero := uint64(0)
+			req.ProducerId, req.BatchSeq = id[:], &zero
+		}
+		w, err := s.cfg.Core.Submit(ctx, req)
+		if err != nil {
+			return err
+		}
+		sb.waits = append(sb.waits, w)
+		start = end
+	}
+	return nil
+}
+
+// stripes serialize the admission of a batch's chunks per stream.
+const stripes = 256
+
+func stripe(stream string) int {
+	h := fnv.New32a()
+	h.Write([]byte(stream))
+	return int(h.Sum32() % stripes)
+}
+
+// chunkEnd is the end of the chunk from start: at most
+// format.MaxBatchRecords records and format.MaxBatchMeteredBytes metered.
+func chunkEnd(recs []format.Record, start int) int {
+	end, bytes := start, 0
+	for end < len(recs) && end-start < format.MaxBatchRecords {
+		n := format.MeteredSize(recs[end])
+		if end > start && bytes+n > format.MaxBatchMeteredBytes {
+			break
+		}
+		bytes += n
+		end++
+	}
+	return end
+}
+
+func appendRecords(recs []format.Record) []*strandv1.AppendRecord {
+	out := make([]*strandv1.AppendRecord, len(recs))
+	for i, r := range recs {
+		m := &strandv1.AppendRecord{TimestampMs: r.TimestampMs, Body: r.Body}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, &strandv1.Header{Name: h.Name, Value: h.Value})
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// chunkProducer is the strand producer id of an idempotent Kafka chunk.
+// Part of the stored dedupe state: do not change.
+func chunkProducer(pid int64, epoch int16, seq int64) format.ProducerID {
+	var in [8 + 2 + 8 + 6]byte
+	copy(in[:6], "kafka1")
+	binary.BigEndian.PutUint64(in[6:], uint64(pid))
+	binary.BigEndian.PutUint16(in[14:], uint16(epoch))
+	binary.BigEndian.PutUint64(in[16:], uint64(seq))
+	sum := sha256.Sum256(in[:])
+	var id format.ProducerID
+	copy(id[:], sum[:])
+	return id
+}
+
+// producers tracks each idempotent producer's next sequence per stream,
+// in memory: a batch that skips ahead of a known producer's next is
+// refused OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka does. A producer not
+// known (new, or known by another star before a takeover) is taken at
+// its sequence.
+type producers struct {
+	mu   sync.Mutex
+	next map[pkey]int64
+}
+
+type pkey struct {
+	stream string
+	pid    int64
+	epoch  int16
+}
+
+// maxProducerStates bounds the table; past it, it is cleared (the
+// producers are then taken at their sequence, as after a restart).
+const maxProducerStates = 1 << 16
+
+func newProducers() *producers { return &producers{next: map[pkey]int64{}} }
+
+// ErrSequence: an idempotent batch ahead of its producer's next sequence.
+var ErrSequence = fmt.Errorf("kafka: producer sequence skips ahead")
+
+// admit checks a batch's sequence against its producer's next and, if
+// it may go, advances the next past it (at admission: batches pipelined
+// behind it are checked against it).
+func (ps *producers) admit(stream string, b Batch) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	k := pkey{stream, b.ProducerID, b.ProducerEpoch}
+	next, ok := ps.next[k]
+	if ok && int64(b.BaseSequence) > next {
+		return fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d", ErrSequence, b.ProducerID, b.ProducerEpoch, b.BaseSequence, next)
+	}
+	if len(ps.next) >= maxProducerStates {
+		clear(ps.next)
+	}
+	if end := int64(b.BaseSequence) + int64(len(b.Records)); end > next {
+		ps.next[k] = end
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/kafka"
+	"github.com/strandlog/strand/shared/server"
+)
+
+// KafkaConfig is the star's Kafka front end (shared/kafka, docs/kafka.md).
+type KafkaConfig struct {
+	// Addr is the Kafka listen address ("": no Kafka front end).
+	Addr string
+	// Advertise is the host:port clients reach it at ("": Addr as bound).
+	Advertise string
+	// Brokers maps the other stars' ids to their Kafka host:port.
+	Brokers map[string]string
+	// AnonymousLoopback admits clients on loopback without SASL, as an
+	// admin (strand dev).
+	AnonymousLoopback bool
+	// AutoCreateTopics: Metadata creates missing topics clients ask for
+	// (kafka.Config.AutoCreateTopics; strand dev).
+	AutoCreateTopics bool
+	// Optional: when Addr cannot be bound, log a warning and run without
+	// the front end (strand dev's default address; an address given
+	// explicitly must bind).
+	Optional bool
+	Limits   kafka.Limits
+}
+
+// startKafka starts the Kafka front end over the API server srv, with the
+// API's token checker (nil: no authentication).
+func (n *Node) startKafka(cfg Config, srv *server.Server, checker *auth.Checker) error {
+	kc := cfg.Kafka
+	if kc.Addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", kc.Addr)
+	if err != nil && kc.Optional {
+		n.log.Warn("no Kafka front end: its address is taken (pass --kafka-addr to pick another)", "addr", kc.Addr, "err", err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listen for Kafka on %s: %w (is a Kafka broker or another strand running there? pick another address, or --kafka-addr '' for none)", kc.Addr, err)
+	}
+	if cfg.TLSCert != "" {
+		// The API's certificate serves Kafka too (SASL_SSL).
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("kafka TLS: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	ks, err := kafka.New(kafka.Config{Core: srv, Auth: checker, AnonymousLoopback: kc.AnonymousLoopback, AutoCreateTopics: kc.AutoCreateTopics, Star: n.Star.ID(),
+		Brokers: kc.Brokers, Advertise: kc.Advertise, Limits: kc.Limits, Clock: cfg.Star.Clock, Logger: n.log, Metrics: n.Star.Metrics()})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	n.kafka, n.kafkaAddr = ks, ln.Addr().String()
+	go func() {
+		if err := ks.Serve(ln); err != nil {
+			select {
+			case n.errc <- err:
+			default: // another server's failure is being reported
+			}
+		}
+	}()
+	return nil
+}
+
+// KafkaAddr is the Kafka front end's address ("" without one).
+func (n *Node) KafkaAddr() string { return n.kafkaAddr }
