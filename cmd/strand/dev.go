@@ -54,6 +54,8 @@ type devFlags struct {
 	// explicitly (then it must bind).
 	kafkaAddr string
 	kafkaSet  bool
+	// adminGiven: --admin-addr was given (then it must bind).
+	adminGiven bool
 }
 
 func newDev() *cobra.Command {
@@ -80,7 +82,8 @@ acknowledged lost.`,
 			if f.exitWithParent {
 				exitWithParent()
 			}
-			f.adminAddr = devAdmin(f.adminAddr, cmd.Flags().Changed("admin-addr"))
+			f.adminGiven = cmd.Flags().Changed("admin-addr")
+			f.adminAddr = devAdmin(f.adminAddr, f.adminGiven)
 			f.kafkaSet = cmd.Flags().Changed("kafka-addr")
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},
@@ -271,7 +274,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err != nil {
 		return err
 	}
-	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr,
+	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr, AdminFallback: devAdminFallback(f.adminAddr, f.adminGiven),
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
 		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache,

@@ -24,3 +24,14 @@ func devAdmin(addr string, given bool) string {
 	_ = ln.Close()
 	return addr
 }
+
+// devAdminFallback is where the admin listener goes when addr cannot be
+// bound at start: a free loopback port for the default address (devAdmin
+// checked it free, but another process may take it before the node
+// binds it), none when --admin-addr was given.
+func devAdminFallback(addr string, given bool) string {
+	if given || addr == "" {
+		return ""
+	}
+	return "127.0.0.1:0"
+}

@@ -76,3 +76,19 @@ func TestDevServesMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDevAdminFallback: the default admin address falls back at bind time
+// (two strand dev processes starting at once both found 4781 free and one
+// failed with "address already in use": TestAppendHeadersTimestampsJSON
+// under load); a given one never does.
+func TestDevAdminFallback(t *testing.T) {
+	if got := devAdminFallback(devAdminAddr, false); got != "127.0.0.1:0" {
+		t.Errorf("default: fallback %q, want a free loopback port", got)
+	}
+	if got := devAdminFallback("127.0.0.1:9999", true); got != "" {
+		t.Errorf("given: fallback %q, want none", got)
+	}
+	if got := devAdminFallback("", false); got != "" {
+		t.Errorf("off: fallback %q, want none", got)
+	}
+}

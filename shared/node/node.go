@@ -59,9 +59,14 @@ type Config struct {
 
 	Addr      string // API listen address, e.g. 127.0.0.1:4780
 	AdminAddr string // metrics and health ("": none)
-	TLSCert   string // both or neither: serve the API over TLS
-	TLSKey    string
-	Peers     map[string]string // star id -> API base URL
+	// AdminFallback is listened on when AdminAddr cannot be bound (""):
+	// fail). strand dev's default admin address falls back to a free
+	// loopback port, decided at bind time so that two processes starting
+	// at once cannot both take the default.
+	AdminFallback string
+	TLSCert       string // both or neither: serve the API over TLS
+	TLSKey        string
+	Peers         map[string]string // star id -> API base URL
 	// NoAuth disables bearer tokens (tests only).
 	NoAuth bool
 	// Limits bound each request (zero: server's defaults); MaxConns the
@@ -324,6 +329,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.AdminAddr != "" {
 		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil && cfg.AdminFallback != "" {
+			aln, err = net.Listen("tcp", cfg.AdminFallback)
+		}
 		if err != nil {
 			n.Close()
 			return nil, fmt.Errorf("listen on the admin address %s: %w", cfg.AdminAddr, err)

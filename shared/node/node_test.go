@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -251,4 +252,35 @@ func FuzzParsePeers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAdminFallback: an admin address taken at bind time moves to
+// AdminFallback when one is set (strand dev's default address: two
+// processes starting at once both found it free, and one failed to start
+// before the fallback), and fails the start when none is.
+func TestAdminFallback(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	start := func(fallback string) (*Node, error) {
+		cfg := star.Defaults()
+		cfg.Express.Buckets = []objstore.Bucket{objstore.NewMem("x0"), objstore.NewMem("x1"), objstore.NewMem("x2")}
+		cfg.Standard.Buckets = []objstore.Bucket{objstore.NewMem("s0")}
+		return Start(context.Background(), Config{Star: cfg, Meta: metastore.NewMem(), Settled: objstore.NewMem("settled"), Addr: "127.0.0.1:0",
+			AdminAddr: taken.Addr().String(), AdminFallback: fallback, NoAuth: true})
+	}
+	if n, err := start(""); err == nil {
+		n.Close()
+		t.Fatal("a taken admin address without a fallback started")
+	}
+	n, err := start("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("with a fallback: %v", err)
+	}
+	defer n.Close()
+	if u := n.AdminURL(); u == "" || strings.Contains(u, taken.Addr().String()) {
+		t.Fatalf("admin URL %q, want the fallback's", u)
+	}
 }
