@@ -126,7 +126,8 @@ func TestMetricsMatchTheDocs(t *testing.T) {
 	cfg.Express.Buckets, cfg.Standard.Buckets = exp, []objstore.Bucket{objstore.NewMem("s0")}
 	cfg.Standard.FlushDeadline = time.Millisecond
 	n, err := assembly.Start(ctx, assembly.Config{Star: cfg, Meta: metastore.NewMem(), Settled: objstore.NewMem("settled"),
-		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true})
+		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", NoAuth: true,
+		Kafka: assembly.KafkaConfig{Addr: "127.0.0.1:0"}}) // the Kafka front end's series too
 	if err != nil {
 		t.Fatal(err)
 	}
