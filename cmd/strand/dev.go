@@ -47,10 +47,12 @@ type devFlags struct {
 	// exitWithParent: exit when the parent process dies (default: under
 	// go run; see parent.go).
 	exitWithParent bool
+	// star: the star's configuration, devStarConfig with the flush flags.
+	star star.Config
 }
 
 func newDev() *cobra.Command {
-	var f devFlags
+	f := devFlags{star: devStarConfig()}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run every component in one process on embedded stores (local development)",
@@ -92,6 +94,7 @@ acknowledged lost.`,
 	fl.IntVar(&f.dedupe, "dedupe-max-producers", star.DefaultStarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten")
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
 	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
+	bindDevFlushFlags(fl, &f.star)
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
 	fl.AddGoFlagSet(lim)
@@ -216,12 +219,13 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
 		return fmt.Errorf("create --data-dir: %w", err)
 	}
-	cfg := star.Defaults()
+	cfg := f.star
+	if cfg.Standard.FlightKiB == 0 { // devFlags made without newDev (tests)
+		cfg = devStarConfig()
+	}
 	cfg.StarID = f.starID
 	cfg.HaltWait = f.haltWait
 	cfg.StarMaxProducers = f.dedupe
-	cfg.Standard.FlushDeadline = 10 * time.Millisecond
-	cfg.Standard.MemoryBufferMiB = 64
 	meta, settled, err := devStores(f.dataDir, &cfg)
 	if err != nil {
 		return err

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/strandlog/strand/shared/star"
+)
+
+// TestDevFlushSuitsALocalDisk: strand dev cuts both classes at once when
+// nothing is in the air and otherwise within 2 ms, with Express flights
+// as large as Standard's, while the deployed star's defaults stay
+// S3-suited; the flags override dev's values.
+func TestDevFlushSuitsALocalDisk(t *testing.T) {
+	dev, deployed := devStarConfig(), star.Defaults()
+	for name, c := range map[string]star.ClassConfig{"standard": dev.Standard, "express": dev.Express} {
+		if !c.IdleCut || c.FlushDeadline <= 0 || c.FlushDeadline > 2*time.Millisecond {
+			t.Errorf("dev %s: idle cut %v, flush deadline %v; want idle cut and at most 2 ms", name, c.IdleCut, c.FlushDeadline)
+		}
+	}
+	if dev.Express.FlightKiB != dev.Standard.FlightKiB {
+		t.Errorf("dev flights: Express %d KiB, Standard %d KiB; want equal", dev.Express.FlightKiB, dev.Standard.FlightKiB)
+	}
+	if deployed.Standard.FlushDeadline != 50*time.Millisecond || deployed.Standard.IdleCut ||
+		deployed.Express.FlushDeadline != 4*time.Millisecond || deployed.Express.FlightKiB != 1024 {
+		t.Errorf("deployed defaults changed: %+v / %+v", deployed.Standard, deployed.Express)
+	}
+	if dev.Express.W != deployed.Express.W || dev.Standard.CommitDeadline != deployed.Standard.CommitDeadline {
+		t.Errorf("dev changed more than flushing: %+v", dev)
+	}
+
+	fl := pflag.NewFlagSet("dev", pflag.ContinueOnError)
+	cfg := devStarConfig()
+	bindDevFlushFlags(fl, &cfg)
+	if err := fl.Parse([]string{"--s3-flush-deadline=7ms", "--s3-express-idle-cut=false", "--s3-express-flight-kib=512"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Standard.FlushDeadline != 7*time.Millisecond || cfg.Express.IdleCut || cfg.Express.FlightKiB != 512 || cfg.Express.FlushDeadline != devFlushDeadline {
+		t.Fatalf("flags not applied: %+v / %+v", cfg.Standard, cfg.Express)
+	}
+}
