@@ -15,10 +15,11 @@ import (
 // no directory, so a crash before its link leaves nothing behind.
 type anonFile struct{ f *os.File }
 
-// stageAnon writes body to a new anonymous file (O_TMPFILE) on dir's
-// filesystem and fsyncs it.
+// stageAnon writes body to a new anonymous file (O_TMPFILE, opened for
+// reading too: a shared body is read back, share.go) on dir's filesystem
+// and fsyncs it.
 func stageAnon(dir string, body []byte) (staged, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, &os.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
 	}

@@ -3,6 +3,7 @@ package dir
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -57,4 +58,51 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkPutSet: one op is one chain slot put to a set of three buckets
+// under one root at once, as the star writes an Express flight on `strand
+// dev`, with the copies sharing one staged body (share.go) and without.
+func BenchmarkPutSet(b *testing.B) {
+	for _, size := range []int{1 << 20, 8 << 20} {
+		for _, share := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%dMiB/share=%v", size>>20, share), func(b *testing.B) {
+				root := b.TempDir()
+				var set []*Bucket
+				for i := range 3 {
+					bkt, err := Open(root, fmt.Sprintf("express-%d", i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !bkt.anon {
+						b.Skip("no anonymous files on this filesystem")
+					}
+					if !share {
+						bkt.share = nil
+					}
+					set = append(set, bkt)
+				}
+				body := make([]byte, size)
+				b.SetBytes(int64(size))
+				cpu0 := cpuTime(b)
+				b.ResetTimer()
+				for i := range b.N {
+					key := fmt.Sprintf("chains/star-0/00000000000000000001/%020d", i)
+					var wg sync.WaitGroup
+					for _, bkt := range set {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							if err := bkt.PutIfAbsent(context.Background(), key, body); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+				}
+				b.StopTimer()
+				b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			})
+		}
+	}
 }

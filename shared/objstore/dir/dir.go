@@ -47,6 +47,9 @@ type Bucket struct {
 	// leave nothing behind a crash; false where the kernel or filesystem
 	// has none (probed by Open) or outside Linux.
 	anon bool
+	// share: the staged bodies the buckets under the same root share
+	// (share.go), with anon.
+	share *shareCache
 }
 
 var (
@@ -70,6 +73,9 @@ func Open(root, bucket string) (*Bucket, error) {
 		return nil, fmt.Errorf("objstore/dir: open bucket %q: %w", bucket, err)
 	}
 	b.anon = anonSupported(b.tmp)
+	if b.anon {
+		b.share = shareFor(abs)
+	}
 	return b, nil
 }
 
@@ -142,7 +148,7 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, body []byte) error
 	}
 	wrap := func(err error) error { return fmt.Errorf("put %s/%s: %w", b.name, key, err) }
 
-	st, err := b.stage(body)
+	st, err := b.stage(key, body)
 	if err != nil {
 		return wrap(err)
 	}
@@ -197,9 +203,14 @@ type staged interface {
 }
 
 // stage writes body where no key can see it and fsyncs it: an anonymous
-// file (O_TMPFILE, Linux) when the bucket's filesystem supports one, else
-// a named temp file in .tmp (writeTemp).
-func (b *Bucket) stage(body []byte) (staged, error) {
+// file (O_TMPFILE, Linux) when the bucket's filesystem supports one, and
+// then the one another bucket under the same root staged for key when it
+// holds the same bytes (share.go); else a named temp file in .tmp
+// (writeTemp).
+func (b *Bucket) stage(key string, body []byte) (staged, error) {
+	if b.anon && b.share != nil {
+		return b.share.stage(b.tmp, key, body)
+	}
 	if b.anon {
 		return stageAnon(b.tmp, body)
 	}
