@@ -19,22 +19,23 @@ const (
 	// put on dev is three copies on one disk, each a new file and two
 	// fsyncs, so the deployed 1 MiB flights made Express the slow class.
 	devFlightKiB = 8192
-	// devStandardBufferMiB: the Standard pool, smaller than a deployed
-	// star's, for a laptop.
-	devStandardBufferMiB = 64
+	// devBufferMiB: each class's pool, Standard's smaller than a deployed
+	// star's (for a laptop), Express's larger (it holds 8 flights of
+	// devFlightKiB, as Standard's does).
+	devBufferMiB = 64
 )
 
 // devStarConfig is star.Defaults tuned for a local disk: both classes cut
 // at once when no flight is in the air (IdleCut) and otherwise within
-// devFlushDeadline; Express flights are as large as Standard's.
+// devFlushDeadline; Express flights and pool are as large as Standard's.
 func devStarConfig() star.Config {
 	cfg := star.Defaults()
 	for _, c := range []*star.ClassConfig{&cfg.Standard, &cfg.Express} {
 		c.FlushDeadline = devFlushDeadline
 		c.IdleCut = true
 		c.FlightKiB = devFlightKiB
+		c.MemoryBufferMiB = devBufferMiB
 	}
-	cfg.Standard.MemoryBufferMiB = devStandardBufferMiB
 	return cfg
 }
 

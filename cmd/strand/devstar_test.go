@@ -20,8 +20,9 @@ func TestDevFlushSuitsALocalDisk(t *testing.T) {
 			t.Errorf("dev %s: idle cut %v, flush deadline %v; want idle cut and at most 2 ms", name, c.IdleCut, c.FlushDeadline)
 		}
 	}
-	if dev.Express.FlightKiB != dev.Standard.FlightKiB {
-		t.Errorf("dev flights: Express %d KiB, Standard %d KiB; want equal", dev.Express.FlightKiB, dev.Standard.FlightKiB)
+	if dev.Express.FlightKiB != dev.Standard.FlightKiB || dev.Express.MemoryBufferMiB != dev.Standard.MemoryBufferMiB {
+		t.Errorf("dev Express flights %d KiB in a %d MiB pool, Standard %d KiB in %d MiB; want equal",
+			dev.Express.FlightKiB, dev.Express.MemoryBufferMiB, dev.Standard.FlightKiB, dev.Standard.MemoryBufferMiB)
 	}
 	if deployed.Standard.FlushDeadline != 50*time.Millisecond || deployed.Standard.IdleCut ||
 		deployed.Express.FlushDeadline != 4*time.Millisecond || deployed.Express.FlightKiB != 1024 {

@@ -41,6 +41,20 @@
 // the fsyncs, the cost a durable put cannot avoid, are the same. See
 // ADR 0047 and BenchmarkPutIfAbsent.
 //
+// # Shared bodies
+//
+// The buckets opened under one root share their staged anonymous files
+// by key (the last 64): a put of a key whose body is, byte for byte, the
+// file another bucket staged for it (read back and compared) links that
+// file in step 3 instead of staging its own. A chain slot's copies in a
+// set of buckets under one root (an Express flight on `strand dev`) are
+// then one write and one file fsync, and a link and a directory fsync
+// per bucket: hard links of one inode, each name deleted on its own. A
+// body that differs gets its own file; a shared file that cannot be
+// linked any more (every name deleted, or a bucket on another mount:
+// ENOENT, EXDEV) is staged anew. A file is closed once no put can still
+// link its /proc/self/fd name. See share.go and BenchmarkPutSet.
+//
 // # Reads and deletes
 //
 // Get opens the file (never through a symlink: O_NOFOLLOW) and uses
