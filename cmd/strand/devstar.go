@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -47,13 +48,11 @@ func devStarConfig() star.Config {
 	return cfg
 }
 
-// bindDevFlushFlags registers the flush flags of `strand dev` on fl, with
-// cfg's values as defaults (the same names as the deployed star's).
+// bindDevFlushFlags registers the flush flags of `strand dev` on fl (the
+// deployed star's, star.Config.BindFlushFlags), with cfg's values as
+// defaults.
 func bindDevFlushFlags(fl *pflag.FlagSet, cfg *star.Config) {
-	fl.DurationVar(&cfg.Standard.FlushDeadline, "s3-flush-deadline", cfg.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
-	fl.DurationVar(&cfg.Express.FlushDeadline, "s3-express-flush-deadline", cfg.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
-	fl.BoolVar(&cfg.Standard.IdleCut, "s3-idle-cut", cfg.Standard.IdleCut, "Standard: cut at once when no flight is in the air")
-	fl.BoolVar(&cfg.Express.IdleCut, "s3-express-idle-cut", cfg.Express.IdleCut, "Express: cut at once when no flight is in the air")
-	fl.IntVar(&cfg.Standard.FlightKiB, "s3-flight-kib", cfg.Standard.FlightKiB, "Standard target flight size in KiB")
-	fl.IntVar(&cfg.Express.FlightKiB, "s3-express-flight-kib", cfg.Express.FlightKiB, "Express target flight size in KiB")
+	fs := flag.NewFlagSet("flush", flag.ContinueOnError)
+	cfg.BindFlushFlags(fs)
+	fl.AddGoFlagSet(fs)
 }
