@@ -48,8 +48,9 @@ type Bucket struct {
 	// has none (probed by Open) or outside Linux.
 	anon bool
 	// share: the staged bodies the buckets under the same root share
-	// (share.go), with anon.
-	share *shareCache
+	// (share.go), with anon; shareRoot is that root.
+	share     *shareCache
+	shareRoot string
 }
 
 var (
@@ -74,7 +75,7 @@ func Open(root, bucket string) (*Bucket, error) {
 	}
 	b.anon = anonSupported(b.tmp)
 	if b.anon {
-		b.share = shareFor(abs)
+		b.share, b.shareRoot = shares, abs
 	}
 	return b, nil
 }
@@ -209,7 +210,7 @@ type staged interface {
 // (writeTemp).
 func (b *Bucket) stage(key string, body []byte) (staged, error) {
 	if b.anon && b.share != nil {
-		return b.share.stage(b.tmp, key, body)
+		return b.share.stage(b.tmp, shareKey(b.shareRoot, key), body)
 	}
 	if b.anon {
 		return stageAnon(b.tmp, body)

@@ -44,9 +44,9 @@
 // # Shared bodies
 //
 // The buckets opened under one root share their staged anonymous files
-// by key (the last 64): a put of a key whose body is, byte for byte, the
-// file another bucket staged for it (read back and compared) links that
-// file in step 3 instead of staging its own. A chain slot's copies in a
+// by key (the last 64 in the process): a put of a key whose body is, byte
+// for byte, the file another bucket staged for it (read back and
+// compared) links that file in step 3 instead of staging its own. A chain slot's copies in a
 // set of buckets under one root (an Express flight on `strand dev`) are
 // then one write and one file fsync, and a link and a directory fsync
 // per bucket: hard links of one inode, each name deleted on its own. A

@@ -23,12 +23,12 @@ import (
 // A put whose body differs (a fencer's poison, another writer's flight)
 // stages its own. Only anonymous files are shared (Linux).
 
-// shareKeep is how many staged bodies a root keeps open for other
+// shareKeep is how many staged bodies the process keeps open for other
 // buckets' puts of the same key: the slots of a few pipelines' windows.
 const shareKeep = 64
 
-// shareCache is one root's staged bodies by key, at most shareKeep, the
-// oldest dropped first.
+// shareCache is the staged bodies by root and key (shareKey), at most
+// shareKeep, the oldest dropped first.
 type shareCache struct {
 	mu    sync.Mutex
 	byKey map[string]*sharedBody
@@ -49,26 +49,17 @@ type sharedBody struct {
 	refs  int
 }
 
-var (
-	sharesMu sync.Mutex
-	shares   = map[string]*shareCache{} // by absolute root
-)
+// shares is the process's cache: its keys are a root and a key (shareKey),
+// and its bound, shareKeep, holds over every root, so that a process that
+// opens many roots (tests) keeps at most shareKeep files open for it.
+var shares = &shareCache{byKey: map[string]*sharedBody{}}
 
-// shareFor returns the cache of the buckets under root.
-func shareFor(root string) *shareCache {
-	sharesMu.Lock()
-	defer sharesMu.Unlock()
-	c := shares[root]
-	if c == nil {
-		c = &shareCache{byKey: map[string]*sharedBody{}}
-		shares[root] = c
-	}
-	return c
-}
+// shareKey is the cache's key of key under root.
+func shareKey(root, key string) string { return root + "\x00" + key }
 
-// stage stages body for key: the staged file of an earlier put of key
-// under this root when its bytes are body's, else a new anonymous file in
-// dir, kept for later puts of key.
+// stage stages body for key (a shareKey): the staged file of an earlier
+// put of key when its bytes are body's, else a new anonymous file in dir,
+// kept for later puts of key.
 func (c *shareCache) stage(dir, key string, body []byte) (staged, error) {
 	c.mu.Lock()
 	if e := c.byKey[key]; e != nil && e.size == len(body) {

@@ -172,10 +172,10 @@ func TestSharedBodiesConcurrent(t *testing.T) {
 	}
 	sh := set[0].share
 	sh.mu.Lock()
-	n := len(sh.fifo)
+	n, m := len(sh.fifo), len(sh.byKey)
 	sh.mu.Unlock()
-	if n > shareKeep {
-		t.Fatalf("the cache keeps %d bodies, at most %d", n, shareKeep)
+	if n > shareKeep || m > shareKeep {
+		t.Fatalf("the cache keeps %d bodies (%d keys), at most %d", n, m, shareKeep)
 	}
 	if _, err := os.Stat(filepath.Join(set[0].Root(), "chains")); err != nil {
 		t.Fatal(err)
