@@ -289,8 +289,9 @@ func TestSettlePace(t *testing.T) {
 		}
 		if every > 0 {
 			// Keeping up: it settled, and at the end it is behind by at
-			// most about a period's ingest (2 MB/s x 0.2 s, and a pass).
-			if s.Steps == 0 || s.Slots == 0 || s.MB <= 0 || s.MBps <= 0 || s.BehindMB > 1 {
+			// most a second's ingest (a period, 0.4 MB, and a pass, with
+			// room for a loaded machine): far from the 3 MB written.
+			if s.Steps == 0 || s.Slots == 0 || s.MB <= 0 || s.MBps <= 0 || s.BehindMB > 2 {
 				t.Fatalf("every %v: %+v\n%s", every, s, log.String())
 			}
 		} else {
