@@ -13,7 +13,8 @@ import (
 // Shared bodies (ADR 0047). A chain slot is written with the same key and
 // the same bytes to every bucket of its set, and on `strand dev` the set's
 // buckets are folders of one filesystem. The buckets opened under one
-// root share a shareCache: the first PutIfAbsent of a key stages the body
+// root share their staged bodies (the process's shareCache, keyed by root
+// and key): the first PutIfAbsent of a key stages the body
 // (an anonymous file, fsynced), and a put of the same key to another
 // bucket whose body is byte for byte the staged file's links that file
 // under its own name instead of writing and fsyncing the bytes again. The
@@ -35,8 +36,8 @@ type shareCache struct {
 	fifo  []*sharedBody
 }
 
-// sharedBody is one staged body. ready is closed once staging ended: f is
-// the staged file then, nil if staging failed. refs counts the puts using
+// sharedBody is one staged body. ready is closed once staging ended: ok
+// says whether it succeeded, and f is then the staged file. refs counts the puts using
 // f and the cache's own hold while listed: f is closed at zero, never
 // while a put may still link its /proc/self/fd name (a closed descriptor's
 // number can be reused by another file).
