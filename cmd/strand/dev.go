@@ -56,10 +56,12 @@ type devFlags struct {
 	kafkaSet  bool
 	// adminGiven: --admin-addr was given (then it must bind).
 	adminGiven bool
+	// star: the star's configuration, devStarConfig with the flush flags.
+	star star.Config
 }
 
 func newDev() *cobra.Command {
-	var f devFlags
+	f := devFlags{star: devStarConfig()}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run every component in one process on embedded stores (local development)",
@@ -108,6 +110,7 @@ acknowledged lost.`,
 	fl.BoolVar(&f.standby, "standby", false, "if another strand dev serves --data-dir, wait and take over when it stops or dies (kill -9 included), serving on this process's --addr; clients list both endpoints in STRAND_ENDPOINT")
 	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
 	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listen address (docs/kafka.md; empty: no Kafka front end); clients on loopback need no SASL")
+	bindDevFlushFlags(fl, &f.star)
 	lim := flag.NewFlagSet("limits", flag.ContinueOnError)
 	f.limits.BindLimitFlags(lim)
 	fl.AddGoFlagSet(lim)
@@ -243,12 +246,13 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create --data-dir: %w", err)
 	}
-	cfg := star.Defaults()
+	cfg := f.star
+	if cfg.Standard.FlightKiB == 0 { // devFlags made without newDev (tests)
+		cfg = devStarConfig()
+	}
 	cfg.StarID = f.starID
 	cfg.HaltWait = f.haltWait
 	cfg.StarMaxProducers = f.dedupe
-	cfg.Standard.FlushDeadline = 10 * time.Millisecond
-	cfg.Standard.MemoryBufferMiB = 64
 	openMeta := bolt.Open
 	if f.standby {
 		// The metastore's file lock is the data directory's leadership:

@@ -264,3 +264,45 @@ func abs(x float64) float64 {
 	}
 	return x
 }
+
+// TestSettlePace: the report says what settle settled in the window and
+// how far behind the absorb's checkpoint it ended. With a period shorter
+// than the window settle keeps up with 2 MB/s; with the default period (5
+// s) and a shorter window it never ran, and the report shows the backlog
+// it left, which is why `strand bench` said "0 steps" (before, it said
+// nothing more).
+func TestSettlePace(t *testing.T) {
+	for _, every := range []time.Duration{200 * time.Millisecond, 0} {
+		cfg := tinyConfig(t)
+		cfg.PassIndex, cfg.Baseline, cfg.PlotDir = true, false, ""
+		cfg.Duration = 1500 * time.Millisecond
+		cfg.RatesMBps = []float64{2}
+		cfg.SettleEvery = every
+		var log bytes.Buffer
+		rs, err := Run(context.Background(), cfg, &log)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log.String())
+		}
+		s := rs[0].Settle
+		if s == nil || s.Errors != 0 || s.BehindSlots < 0 || (s.BehindSlots == 0) != (s.BehindMB == 0) {
+			t.Fatalf("every %v: settle figures %+v", every, s)
+		}
+		if every > 0 {
+			// Keeping up: it settled, and at the end it is behind by at
+			// most a second's ingest (a period, 0.4 MB, and a pass, with
+			// room for a loaded machine): far from the 3 MB written.
+			if s.Steps == 0 || s.Slots == 0 || s.MB <= 0 || s.MBps <= 0 || s.BehindMB > 2 {
+				t.Fatalf("every %v: %+v\n%s", every, s, log.String())
+			}
+		} else {
+			// No step yet: the window's whole ingest is still to settle.
+			if s.Steps != 0 || s.MB != 0 || s.BehindSlots == 0 || s.BehindMB < 1 {
+				t.Fatalf("default period, short window: %+v\n%s", s, log.String())
+			}
+		}
+		var rep bytes.Buffer
+		if err := WriteText(&rep, rs); err != nil || !strings.Contains(rep.String(), "settle's pace") {
+			t.Fatalf("no settle pace line in the report (%v):\n%s", err, rep.String())
+		}
+	}
+}

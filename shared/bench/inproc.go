@@ -176,21 +176,23 @@ func newEnv(cfg Config, pt point) *env {
 type settleCounts struct {
 	steps, flushes, packed, packs, errors atomic.Int64
 	merges, mergedStreams                 atomic.Int64 // design 014, level 2
+	// slots and bytes: the chain slots the steps settled and their bytes
+	// (one copy's).
+	slots, bytes atomic.Int64
 }
 
-// settlement runs settle and trim every settleTick, over the counted
-// metastore and buckets (design 014 level 1 on the pass index: runs,
-// packs and flushes), in place of the janitor.
+// settlement runs settle and trim over the counted metastore and buckets
+// (design 014 level 1 on the pass index: runs, packs and flushes), in
+// place of the janitor. While settle is behind the checkpoint it steps
+// back to back, a trim after each step, as one settle run does; caught
+// up, it waits settleTick. (It used to wait settleTick before its first
+// step: at full speed the backlog that piled up by then made a step
+// longer than the window, so the report said 0 steps.)
 func (e *env) settlement(ctx context.Context) {
 	t := time.NewTicker(e.settleTick)
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for range 64 { // to the checkpoint, a step at a time
+		for ctx.Err() == nil {
 			res, err := e.settle.Step(ctx, e.chain)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -208,11 +210,38 @@ func (e *env) settlement(ctx context.Context) {
 			e.settleRes.packs.Add(int64(res.Packs))
 			e.settleRes.merges.Add(int64(res.Merges))
 			e.settleRes.mergedStreams.Add(int64(res.MergedStreams))
+			if res.From.Epoch == res.To.Epoch {
+				e.settleRes.slots.Add(int64(res.To.Slot - res.From.Slot))
+				e.settleRes.bytes.Add(e.log.span(e.chain.Star, res.From.Epoch, res.From.Slot, res.To.Slot))
+			}
+			if _, err := e.trim.Run(ctx, e.chain); err != nil && ctx.Err() == nil {
+				e.settleRes.errors.Add(1)
+			}
 		}
-		if _, err := e.trim.Run(ctx, e.chain); err != nil && ctx.Err() == nil {
-			e.settleRes.errors.Add(1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
+}
+
+// behind is how far settle is behind the absorb now: the slots from the
+// settled cursor to the checkpoint (in the checkpoint's epoch) and their
+// bytes (one copy's).
+func (e *env) behind(ctx context.Context) (slots, bytes int64) {
+	h, err := e.raw.GetHead(ctx, e.chain)
+	if err != nil {
+		return 0, 0
+	}
+	from := uint64(0)
+	if h.Settled.Epoch == h.Checkpoint.Epoch {
+		from = h.Settled.Slot
+	}
+	if h.Checkpoint.Slot <= from {
+		return 0, 0
+	}
+	return int64(h.Checkpoint.Slot - from), e.log.span(e.chain.Star, h.Checkpoint.Epoch, from, h.Checkpoint.Slot)
 }
 
 // janitor stands in for settle and trim: it deletes chain slots below the
@@ -365,12 +394,13 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	d := &driveOut{mem: newMemSampler(), start: start}
 	var c0, c1 metacount.Counts
 	var p0, p1, b0, b1, o0, o1, i0, i1 int64
-	var s0, s1 [9]int64 // settle PUTs, chain GETs, settled GETs, steps, flushes, packed, packs, merges, merged streams
-	settleNow := func() [9]int64 {
-		return [9]int64{e.settlePuts.Load(), e.gets.gets.Load(), e.settledGets.gets.Load(),
+	var s0, s1 [11]int64 // settle PUTs, chain GETs, settled GETs, steps, flushes, packed, packs, merges, merged streams, slots, bytes
+	settleNow := func() [11]int64 {
+		return [11]int64{e.settlePuts.Load(), e.gets.gets.Load(), e.settledGets.gets.Load(),
 			e.settleRes.steps.Load(), e.settleRes.flushes.Load(), e.settleRes.packed.Load(), e.settleRes.packs.Load(),
-			e.settleRes.merges.Load(), e.settleRes.mergedStreams.Load()}
+			e.settleRes.merges.Load(), e.settleRes.mergedStreams.Load(), e.settleRes.slots.Load(), e.settleRes.bytes.Load()}
 	}
+	var behindSlots, behindBytes int64
 	if e != nil {
 		d.store = e.log.held.Load
 		d.onWindow = func() {
@@ -382,6 +412,9 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 			c1 = e.meta.Snapshot()
 			p1, b1, o1, i1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
 			s1 = settleNow()
+			if e.settle != nil {
+				behindSlots, behindBytes = e.behind(ctx)
+			}
 		}
 	}
 	drive(ctx, cfg, pt, tgt, d)
@@ -458,7 +491,11 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 		r.Settle = &SettleFigures{EveryS: e.settleTick.Seconds(), FlushBytes: e.settle.FlushBytes, FlushAgeS: e.settle.FlushAge.Seconds(),
 			Steps: s1[3] - s0[3], Flushes: s1[4] - s0[4], Packed: s1[5] - s0[5], Packs: s1[6] - s0[6], Requests: s1[0] - s0[0],
 			Merges: s1[7] - s0[7], MergedStreams: s1[8] - s0[8], Fanout: e.settle.Fanout,
-			SettleRefs: dc.Of(metacount.SettleRef), Errors: e.settleRes.errors.Load()}
+			SettleRefs: dc.Of(metacount.SettleRef), Errors: e.settleRes.errors.Load(),
+			Slots: s1[9] - s0[9], MB: float64(s1[10]-s0[10]) / 1e6, BehindSlots: behindSlots, BehindMB: float64(behindBytes) / 1e6}
+		if win > 0 {
+			r.Settle.MBps = r.Settle.MB / win
+		}
 		if r.Settle.Fanout == 0 {
 			r.Settle.Fanout = settle.DefaultFanout
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/objstore"
 )
 
@@ -131,4 +132,16 @@ func (r *recording) Delete(ctx context.Context, key string) error {
 		r.log.held.Add(-int64(size))
 	}
 	return err
+}
+
+// span is the bytes of one copy of the chain slots [from, to) of star's
+// epoch, as written (0 for a slot never written).
+func (l *putLog) span(star string, epoch, from, to uint64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for s := from; s < to; s++ {
+		n += int64(l.sizes[format.SlotKey(star, epoch, s)])
+	}
+	return n
 }

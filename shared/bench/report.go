@@ -104,6 +104,8 @@ func WriteText(w io.Writer, rs []Result) error {
 		if s := r.Settle; s != nil {
 			fmt.Fprintf(&b, "  settle (every %g s)         %d steps, %d streams packed into runs, %d packs, %d flushes (%d SettleRef), %d S3 PUTs and LISTs, %d failed runs; flush at %d bytes or %.0f s; %d merges (fanout %d, %d stream entries merged)\n",
 				s.EveryS, s.Steps, s.Packed, s.Packs, s.Flushes, s.SettleRefs, s.Requests, s.Errors, s.FlushBytes, s.FlushAgeS, s.Merges, s.Fanout, s.MergedStreams)
+			fmt.Fprintf(&b, "  settle's pace              settled %d slots, %.1f MB in the window (%.1f MB/s); behind the checkpoint at its end by %d slots, %.1f MB\n",
+				s.Slots, s.MB, s.MBps, s.BehindSlots, s.BehindMB)
 		}
 		if nb := r.Baseline; nb != nil {
 			fmt.Fprintf(&b, "  naive baseline             %.1f MB/s, ack p50 %.2f p99 %.2f ms, %.0f PUTs/GiB, %.1f metastore writes/s, $%.6f/GiB\n",

@@ -523,4 +523,12 @@ type SettleFigures struct {
 	Fanout        int   `json:"fanout"`
 	Merges        int64 `json:"merges"`
 	MergedStreams int64 `json:"merged_streams"`
+	// What the window's steps settled: chain slots, their MB (one copy's,
+	// 10^6 bytes) and MB per second of the window; and how far settle was
+	// behind the absorb's checkpoint at the window's end, in slots and MB.
+	Slots       int64   `json:"slots"`
+	MB          float64 `json:"mb"`
+	MBps        float64 `json:"mb_per_s"`
+	BehindSlots int64   `json:"behind_slots"`
+	BehindMB    float64 `json:"behind_mb"`
 }

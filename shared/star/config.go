@@ -133,18 +133,25 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.TenantFIFO, "tenant-fifo", c.TenantFIFO, "turn tenant fairness off: one FIFO pool per class that one token may fill (default: the pool budget and flights are shared fairly among tokens)")
 	fs.IntVar(&c.StarMaxProducers, "dedupe-max-producers", c.StarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten, and a retry of one of its acknowledged batches would be written again (0: the default)")
 	fs.DurationVar(&c.HaltWait, "halt-wait", c.HaltWait, "how long producers wait on a halted epoch before their appends fail with the halt's reason (and /healthz turns unhealthy)")
-	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
-	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
-	fs.BoolVar(&c.Standard.IdleCut, "s3-idle-cut", c.Standard.IdleCut, "Standard: cut at once when no flight is in the air instead of waiting for the deadline")
-	fs.BoolVar(&c.Express.IdleCut, "s3-express-idle-cut", c.Express.IdleCut, "Express: cut at once when no flight is in the air instead of waiting for the deadline")
-	fs.IntVar(&c.Standard.FlightKiB, "s3-flight-kib", c.Standard.FlightKiB, "Standard target flight size in KiB")
-	fs.IntVar(&c.Express.FlightKiB, "s3-express-flight-kib", c.Express.FlightKiB, "Express target flight size in KiB")
+	c.BindFlushFlags(fs)
 	fs.DurationVar(&c.Standard.CommitDeadline, "s3-commit-deadline", c.Standard.CommitDeadline, "Standard: a flight not at W copies by then halts the epoch")
 	fs.DurationVar(&c.Express.CommitDeadline, "s3-express-commit-deadline", c.Express.CommitDeadline, "Express: a flight not at W copies by then halts the epoch")
 	fs.IntVar(&c.Standard.W, "standard-w", c.Standard.W, "Standard: copies that commit a slot (W)")
 	fs.IntVar(&c.Express.W, "express-w", c.Express.W, "Express: copies that commit a slot (W)")
 	fs.Func("standard-bucket", "Standard chain bucket set, comma-separated (K = count; usually one bucket)", listFlag(&c.Standard.BucketNames))
 	fs.Func("express-buckets", "Express chain bucket set: comma-separated directory buckets in different zones (K = count, usually 3)", listFlag(&c.Express.BucketNames))
+}
+
+// BindFlushFlags registers the flags of the cut policy (flush deadlines,
+// idle cuts, flight sizes) on fs with c's values as defaults: part of
+// BindFlags, and `strand dev`'s own (ADR 0047).
+func (c *Config) BindFlushFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Standard.FlushDeadline, "s3-flush-deadline", c.Standard.FlushDeadline, "Standard: longest wait of the pool's oldest byte before a cut")
+	fs.DurationVar(&c.Express.FlushDeadline, "s3-express-flush-deadline", c.Express.FlushDeadline, "Express: longest wait of the pool's oldest byte before a cut")
+	fs.BoolVar(&c.Standard.IdleCut, "s3-idle-cut", c.Standard.IdleCut, "Standard: cut at once when no flight is in the air instead of waiting for the deadline")
+	fs.BoolVar(&c.Express.IdleCut, "s3-express-idle-cut", c.Express.IdleCut, "Express: cut at once when no flight is in the air instead of waiting for the deadline")
+	fs.IntVar(&c.Standard.FlightKiB, "s3-flight-kib", c.Standard.FlightKiB, "Standard target flight size in KiB")
+	fs.IntVar(&c.Express.FlightKiB, "s3-express-flight-kib", c.Express.FlightKiB, "Express target flight size in KiB")
 }
 
 func listFlag(dst *[]string) func(string) error {

@@ -9,7 +9,8 @@
 // always (an fsync for every write), one stream, publishes async with up
 // to 4096 unacknowledged, read by an ordered consumer. strand dev with its
 // directory buckets and bbolt metastore (every flight fsynced before its
-// ack), one stream of the default class, appended through an append
+// ack), one stream of each class in -classes (by default Standard, then
+// Express: each a system of its own), appended through an append
 // session with up to 128 batches of 64 records unacknowledged, read by one
 // read session from seq 0 to the tail. Both servers are left to go idle
 // after the write (strand settles what it wrote) before the read is timed.
@@ -26,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +63,7 @@ func run() error {
 	natsBin := flag.String("nats-server", "nats-server", "the nats-server binary")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one)")
 	jsonOut := flag.String("json-out", "", "also write the results as JSON here")
+	classes := flag.String("classes", "standard,express", "strand stream classes, each measured as a system of its own (comma-separated)")
 	flag.Parse()
 	if *size < 8 {
 		return fmt.Errorf("-record %d: at least 8 bytes", *size)
@@ -76,9 +79,14 @@ func run() error {
 	n := int(int64(*mb) << 20 / int64(*size))
 	var results []result
 	for r := 1; r <= *rounds; r++ {
-		order := []string{"nats", "strand"}
+		order := []string{"nats"}
+		for _, c := range strings.Split(*classes, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				order = append(order, "strand-"+c)
+			}
+		}
 		if r%2 == 0 {
-			order = []string{"strand", "nats"}
+			slices.Reverse(order)
 		}
 		for _, sys := range order {
 			d := filepath.Join(*dir, fmt.Sprintf("%s-%d", sys, r))
@@ -90,14 +98,14 @@ func run() error {
 			if sys == "nats" {
 				res, err = runNATS(*natsBin, d, n, *size)
 			} else {
-				res, err = runStrand(*strandBin, d, n, *size)
+				res, err = runStrand(*strandBin, d, strings.TrimPrefix(sys, "strand-"), n, *size)
 			}
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", sys, r, err)
 			}
 			res.Round, res.MB = r, float64(int64(n)*int64(*size))/1e6
 			results = append(results, res)
-			fmt.Printf("%-6s round %d: write %.1f MB/s (%.2f server CPU-s/GB, %.2f CPU-s after), read %.1f MB/s (%.2f server CPU-s/GB)\n",
+			fmt.Printf("%-15s round %d: write %.1f MB/s (%.2f server CPU-s/GB, %.2f CPU-s after), read %.1f MB/s (%.2f server CPU-s/GB)\n",
 				sys, r, res.WriteMBps, res.WriteCPUPerG, res.SettleCPU, res.ReadMBps, res.ReadCPUPerG)
 			_ = os.RemoveAll(d)
 		}
@@ -278,8 +286,8 @@ func runNATS(bin, dir string, n, size int) (result, error) {
 	return res, nil
 }
 
-func runStrand(bin, dir string, n, size int) (result, error) {
-	res := result{System: "strand"}
+func runStrand(bin, dir, class string, n, size int) (result, error) {
+	res := result{System: "strand dev " + class}
 	port, err := freePort()
 	if err != nil {
 		return res, err
@@ -306,7 +314,7 @@ func runStrand(bin, dir string, n, size int) (result, error) {
 	}
 	ctx := context.Background()
 	for range 100 {
-		if _, err = c.CreateStream(ctx, "bench", client.CreateOptions{}); err == nil {
+		if _, err = c.CreateStream(ctx, "bench", client.CreateOptions{Class: class}); err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

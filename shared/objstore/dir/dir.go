@@ -27,6 +27,11 @@ var (
 // tmpDir is the folder, inside the bucket, that holds bodies being written.
 const tmpDir = ".tmp"
 
+// afterStage, when set (by tests only), runs in PutIfAbsent between
+// staging the body and linking it: the moment a crash test kills the
+// process at.
+var afterStage func()
+
 // linkAttempts bounds the retries of PutIfAbsent when a concurrent Delete
 // prunes the directory the object is being linked into.
 const linkAttempts = 8
@@ -37,6 +42,15 @@ type Bucket struct {
 	name string
 	root string // <root>/<bucket>, absolute
 	tmp  string // <root>/<bucket>/.tmp
+	// anon: stage bodies as anonymous files (O_TMPFILE, then linkat
+	// through /proc/self/fd), which cost no directory entry in .tmp and
+	// leave nothing behind a crash; false where the kernel or filesystem
+	// has none (probed by Open) or outside Linux.
+	anon bool
+	// share: the staged bodies the buckets under the same root share
+	// (share.go), with anon; shareRoot is that root.
+	share     *shareCache
+	shareRoot string
 }
 
 var (
@@ -58,6 +72,10 @@ func Open(root, bucket string) (*Bucket, error) {
 	b.tmp = filepath.Join(b.root, tmpDir)
 	if err := os.MkdirAll(b.tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("objstore/dir: open bucket %q: %w", bucket, err)
+	}
+	b.anon = anonSupported(b.tmp)
+	if b.anon {
+		b.share, b.shareRoot = shares, abs
 	}
 	return b, nil
 }
@@ -131,11 +149,14 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, body []byte) error
 	}
 	wrap := func(err error) error { return fmt.Errorf("put %s/%s: %w", b.name, key, err) }
 
-	tmpName, err := b.writeTemp(body)
+	st, err := b.stage(key, body)
 	if err != nil {
 		return wrap(err)
 	}
-	defer os.Remove(tmpName)
+	defer st.discard()
+	if afterStage != nil {
+		afterStage()
+	}
 	if err := ctx.Err(); err != nil {
 		return wrap(err) // nothing is linked yet: nothing was written
 	}
@@ -144,7 +165,7 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, body []byte) error
 	for attempt := 1; ; attempt++ {
 		err := b.mkdirs(key)
 		if err == nil {
-			err = os.Link(tmpName, final)
+			err = st.link(final)
 		}
 		if err == nil {
 			break
@@ -172,6 +193,40 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, body []byte) error
 	}
 	return nil
 }
+
+// staged is a body written and fsynced but not yet an object: link gives
+// it its key's name (failing with EEXIST when the name exists), discard
+// releases what is left of it (the temp file, or the anonymous file's
+// descriptor) after the link or instead of it.
+type staged interface {
+	link(final string) error
+	discard()
+}
+
+// stage writes body where no key can see it and fsyncs it: an anonymous
+// file (O_TMPFILE, Linux) when the bucket's filesystem supports one, and
+// then the one another bucket under the same root staged for key when it
+// holds the same bytes (share.go); else a named temp file in .tmp
+// (writeTemp).
+func (b *Bucket) stage(key string, body []byte) (staged, error) {
+	if b.anon && b.share != nil {
+		return b.share.stage(b.tmp, shareKey(b.shareRoot, key), body)
+	}
+	if b.anon {
+		return stageAnon(b.tmp, body)
+	}
+	name, err := b.writeTemp(body)
+	if err != nil {
+		return nil, err
+	}
+	return namedTemp(name), nil
+}
+
+// namedTemp is a body staged as a named temp file in .tmp.
+type namedTemp string
+
+func (t namedTemp) link(final string) error { return os.Link(string(t), final) }
+func (t namedTemp) discard()                { os.Remove(string(t)) }
 
 // writeTemp writes body to a new fsynced file in the .tmp folder and
 // returns its path.

@@ -25,6 +25,16 @@ func TestConformance(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return open(t) })
 }
 
+// TestConformanceNamedTemp: the fallback where a filesystem has no
+// anonymous files (and every platform but Linux) stages named temp files.
+func TestConformanceNamedTemp(t *testing.T) {
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
+		b := open(t)
+		b.anon = false
+		return b
+	})
+}
+
 func TestConformanceWithFaultWrapper(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
 		return objstore.WithFaults(open(t), objstore.NewInjector(1))

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/strandlog/strand/shared/star"
+)
+
+// Flush settings of `strand dev` (ADR 0047). The deployed star's defaults
+// (star.Defaults: Standard cuts at 50 ms, Express at 4 ms in 1 MiB
+// flights) spend latency to save S3 request prices; a local disk charges
+// none, and its put is an fsync or two.
+const (
+	// devFlushDeadline: both classes cut within 10 ms. Express also cuts
+	// at once when no flight is in the air (its idle cut, on by
+	// default), so at a low rate its ack is a put's latency; under load
+	// the deadline gathers more batches per fsync (with 2 ms, Express
+	// wrote half as fast through one append session: ADR 0047).
+	// Standard keeps the idle cut off: cut at once, it made
+	// TestExactlyOnceThroughKill9 fail (a chunk appended twice in one of
+	// ten runs; see ADR 0047); --s3-idle-cut opts in.
+	devFlushDeadline = 10 * time.Millisecond
+	// devFlightKiB: Express flights as large as Standard's. Every Express
+	// put on dev is three copies on one disk, so the deployed 1 MiB
+	// flights made Express the slow class.
+	devFlightKiB = 8192
+	// devBufferMiB: each class's pool, Standard's smaller than a deployed
+	// star's (for a laptop), Express's larger (it holds 8 flights of
+	// devFlightKiB, as Standard's does).
+	devBufferMiB = 64
+)
+
+// devStarConfig is star.Defaults tuned for a local disk: both classes cut
+// within devFlushDeadline (Express at once when idle), and Express flights
+// and pool are as large as Standard's.
+func devStarConfig() star.Config {
+	cfg := star.Defaults()
+	for _, c := range []*star.ClassConfig{&cfg.Standard, &cfg.Express} {
+		c.FlushDeadline = devFlushDeadline
+		c.FlightKiB = devFlightKiB
+		c.MemoryBufferMiB = devBufferMiB
+	}
+	return cfg
+}
+
+// bindDevFlushFlags registers the flush flags of `strand dev` on fl (the
+// deployed star's, star.Config.BindFlushFlags), with cfg's values as
+// defaults.
+func bindDevFlushFlags(fl *pflag.FlagSet, cfg *star.Config) {
+	fs := flag.NewFlagSet("flush", flag.ContinueOnError)
+	cfg.BindFlushFlags(fs)
+	fl.AddGoFlagSet(fs)
+}
