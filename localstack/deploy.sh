@@ -24,12 +24,7 @@ mkdir -p "$run_dir" "$here/build"
 # 1. Buckets, table, queues.
 say "buckets, table and queues (init/ready.d/10-strand.sh)"
 if host_mode; then
-	shim="$run_dir/bin"
-	mkdir -p "$shim"
-	printf '#!/usr/bin/env bash\nexec %s "$@"\n' "$STRAND_AWSLOCAL" >"$shim/awslocal"
-	chmod +x "$shim/awslocal"
-	PATH="$shim:$PATH" STRAND_ENV_FILE="$here/strand.env" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" \
-		AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" "$here/init/ready.d/10-strand.sh"
+	run_init_hook
 else
 	compose exec -T localstack bash /etc/localstack/init/ready.d/10-strand.sh
 fi

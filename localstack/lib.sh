@@ -14,8 +14,23 @@ set -a
 . "$here/strand.env"
 set +a
 
-# LocalStack's edge endpoint, as the host sees it.
-ENDPOINT="${STRAND_LOCALSTACK_ENDPOINT:-http://localhost:4566}"
+# core.sh up writes the endpoints of LocalStack's core (and of moto's
+# DynamoDB beside it) to .run/core.env: while it exists the scripts use
+# them, on the host, with no container and no auth token.
+load_core_env() {
+	if [ -f "$run_dir/core.env" ]; then
+		set -a
+		# shellcheck source=/dev/null
+		. "$run_dir/core.env"
+		set +a
+	fi
+	# LocalStack's edge endpoint, as the host sees it.
+	ENDPOINT="${STRAND_LOCALSTACK_ENDPOINT:-http://localhost:4566}"
+	# DynamoDB's: the same, or moto's beside LocalStack's core.
+	DDB_ENDPOINT="${STRAND_AWS_ENDPOINT_DYNAMODB:-$ENDPOINT}"
+}
+core_mode() { [ -f "$run_dir/core.env" ]; }
+load_core_env
 # The star's local addresses.
 STAR_ADDR="${STRAND_LOCAL_ADDR:-127.0.0.1:4780}"
 STAR_ADMIN_ADDR="${STRAND_LOCAL_ADMIN_ADDR:-127.0.0.1:9090}"
@@ -58,11 +73,25 @@ awslocal() {
 	if host_mode; then
 		local -a cmd
 		read -r -a cmd <<<"$STRAND_AWSLOCAL"
+		if [ "${1:-}" = dynamodb ] && [ -n "${STRAND_AWS_ENDPOINT_DYNAMODB:-}" ]; then
+			cmd=("${cmd[0]}" --endpoint-url "$STRAND_AWS_ENDPOINT_DYNAMODB")
+		fi
 		AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
 			"${cmd[@]}" "$@"
 	else
 		compose exec -T localstack awslocal "$@"
 	fi
+}
+
+# run_init_hook runs init/ready.d/10-strand.sh on this host (host mode),
+# its awslocal being the function above.
+run_init_hook() {
+	local shim="$run_dir/bin"
+	mkdir -p "$shim"
+	printf '#!/usr/bin/env bash\nexec bash -c %s %s "$@"\n' "'. \"\$0\"; awslocal \"\$@\"'" "$here/lib.sh" >"$shim/awslocal"
+	chmod +x "$shim/awslocal"
+	PATH="$shim:$PATH" STRAND_ENV_FILE="$here/strand.env" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" \
+		AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" "$here/init/ready.d/10-strand.sh"
 }
 
 # wait_http url seconds: until url answers 2xx.

@@ -43,6 +43,7 @@ const starID = "star-0"
 // named uniquely for this run.
 type deployment struct {
 	endpoint string
+	dynamo   string   // DynamoDB's endpoint: endpoint, or moto's beside LocalStack's core
 	express  []string // the Express set: three general-purpose buckets
 	standard string
 	settled  string
@@ -61,14 +62,14 @@ func (d *deployment) open(name string) objstore.Bucket { return s3obj.New(d.s3c,
 func deploy(ctx context.Context, t *testing.T) *deployment {
 	t.Helper()
 	awsCfg := emulator.Config(t)
-	d := &deployment{endpoint: emulator.Endpoint(t)}
+	d := &deployment{endpoint: emulator.Endpoint(t), dynamo: emulator.DynamoDBEndpoint(t)}
 	d.s3c = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(d.endpoint)
 		o.UsePathStyle = true
 		// Emulators send no checksums; the SDK would log each response.
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	d.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(d.endpoint) })
+	d.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(d.dynamo) })
 	d.sq = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(d.endpoint) })
 	bucket := func(prefix string) string {
 		name := emulator.Name(t, prefix)
@@ -120,7 +121,7 @@ func startStar(ctx context.Context, t *testing.T, bin string, d *deployment, add
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin,
-		"--aws-endpoint", d.endpoint, "--s3-path-style", "--create-table", "--region", emulator.Region,
+		"--aws-endpoint", d.endpoint, "--dynamodb-endpoint", d.dynamo, "--s3-path-style", "--create-table", "--region", emulator.Region,
 		"--log-level", "info")
 	cmd.Env = append(os.Environ(),
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION="+emulator.Region,
