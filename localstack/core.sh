@@ -138,6 +138,7 @@ case "${1:-}" in
 up) up ;;
 down)
 	stop_star
+	stop_pid poller
 	down_quiet
 	rm -rf "$run_dir/core.env" "$run_dir/localstack-fs"
 	say "stopped"

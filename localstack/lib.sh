@@ -12,6 +12,9 @@ run_dir="$here/.run"
 set -a
 # shellcheck source=localstack/strand.env
 . "$here/strand.env"
+# The settlement back end's figures, generated from the CDK stack's template.
+# shellcheck source=localstack/stack.env
+. "$here/stack.env"
 set +a
 
 # core.sh up writes the endpoints of LocalStack's core (and of moto's
@@ -34,6 +37,9 @@ load_core_env
 # The star's local addresses.
 STAR_ADDR="${STRAND_LOCAL_ADDR:-127.0.0.1:4780}"
 STAR_ADMIN_ADDR="${STRAND_LOCAL_ADMIN_ADDR:-127.0.0.1:9090}"
+
+# var NAME prints the value of the variable NAME (stack.env's), or dies.
+var() { printf '%s' "${!1:?$1 is not set: localstack/stack.env is incomplete}"; }
 
 say() { printf '== localstack: %s\n' "$*"; }
 warn() { printf '!! localstack: %s\n' "$*" >&2; }
@@ -106,32 +112,35 @@ wait_http() {
 	return 1
 }
 
-# star_pid prints the pid of the star deploy.sh started, if it still runs.
-star_pid() {
+# proc_pid name prints the pid of the process deploy.sh started as
+# .run/name (the star, the poller), if it still runs.
+proc_pid() {
 	local pid
-	[ -f "$run_dir/star.pid" ] || return 1
-	pid="$(cat "$run_dir/star.pid")"
+	[ -f "$run_dir/$1.pid" ] || return 1
+	pid="$(cat "$run_dir/$1.pid")"
 	# Only our binary: the pid file may be stale and the pid reused.
-	if kill -0 "$pid" 2>/dev/null && [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = "star" ]; then
+	if kill -0 "$pid" 2>/dev/null && [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = "$1" ]; then
 		echo "$pid"
 		return 0
 	fi
 	return 1
 }
 
-stop_star() {
+stop_pid() { # name
 	local pid i
-	if pid="$(star_pid)"; then
-		say "stopping the star (pid $pid)"
+	if pid="$(proc_pid "$1")"; then
+		say "stopping the $1 (pid $pid)"
 		kill -TERM "$pid"
 		for ((i = 0; i < 40; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.25
 		done
 		if kill -0 "$pid" 2>/dev/null; then
-			warn "the star did not stop in 10 s; sending SIGKILL"
+			warn "the $1 did not stop in 10 s; sending SIGKILL"
 			kill -KILL "$pid"
 		fi
 	fi
-	rm -f "$run_dir/star.pid"
+	rm -f "$run_dir/$1.pid"
 }
+
+stop_star() { stop_pid star; }
