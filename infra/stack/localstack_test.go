@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -142,8 +143,21 @@ func sortedKeys[V any](m map[string]V) []string {
 // says. (It once drifted: retention on the DLQs only, no
 // STRAND_PASS_INDEX, GOMEMLIMIT or STRAND_WINDOW_CACHE_MIB, settle at 1024
 // MB against the stack's 2048.)
+//
+// With STRAND_TEMPLATE_OUT set it also writes the default stack's template
+// there (localstack/cfn.sh deploys it to LocalStack's CloudFormation).
 func TestLocalStackDescription(t *testing.T) {
-	got := localStackDescription(t, defaults(t))
+	s := defaults(t)
+	got := localStackDescription(t, s)
+	if out := os.Getenv("STRAND_TEMPLATE_OUT"); out != "" {
+		b, err := json.MarshalIndent(s.tmpl.ToJSON(), "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := filepath.Join(repoRoot, "localstack", "stack.env")
 	if *updateLocalStack {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
