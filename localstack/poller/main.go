@@ -199,6 +199,24 @@ func (p *poller) receive(ctx context.Context, url string) ([]sqstypes.Message, e
 	return out.Messages, nil
 }
 
+// poll receives from url until ctx ends, handing each non-empty batch to
+// handle; a receive or handle error ends it (nil once ctx has ended).
+func (p *poller) poll(ctx context.Context, url string, handle func([]sqstypes.Message) error) error {
+	for ctx.Err() == nil {
+		msgs, err := p.receive(ctx, url)
+		if err == nil && len(msgs) > 0 {
+			err = handle(msgs)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 func (p *poller) delete(ctx context.Context, url string, m sqstypes.Message) error {
 	if _, err := p.sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		return fmt.Errorf("delete from %s: %w", url, err)
@@ -216,17 +234,7 @@ func (p *poller) trigger(ctx context.Context, url string, f *function) error {
 		return fmt.Errorf("queue %s: %w", url, err)
 	}
 	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
-	for ctx.Err() == nil {
-		msgs, err := p.receive(ctx, url)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if len(msgs) == 0 {
-			continue
-		}
+	return p.poll(ctx, url, func(msgs []sqstypes.Message) error {
 		ev, err := json.Marshal(sqsEvent(arn, p.region, msgs))
 		if err != nil {
 			return err
@@ -234,12 +242,12 @@ func (p *poller) trigger(ctx context.Context, url string, f *function) error {
 		resp, err := f.api.invoke(ctx, ev, f.timeout)
 		if err != nil {
 			p.log.Warn("invocation failed; the batch stays on the queue", "function", f.name, "messages", len(msgs), "err", err.Error())
-			continue
+			return nil
 		}
 		failed, err := failedIDs(resp)
 		if err != nil {
 			p.log.Warn("invalid batch response; the batch stays on the queue", "function", f.name, "err", err.Error())
-			continue
+			return nil
 		}
 		for _, m := range msgs {
 			if !failed[aws.ToString(m.MessageId)] {
@@ -249,22 +257,15 @@ func (p *poller) trigger(ctx context.Context, url string, f *function) error {
 			}
 		}
 		p.log.Info("batch", "function", f.name, "messages", len(msgs), "failed", len(failed))
-	}
-	return nil
+		return nil
+	})
 }
 
 // sweep delivers each scheduled event on the sweep queue to the function
 // whose rule fired (an asynchronous invocation: the message is deleted
 // whatever the outcome; the next sweep comes with the next period).
 func (p *poller) sweep(ctx context.Context, url string, fns map[string]*function) error {
-	for ctx.Err() == nil {
-		msgs, err := p.receive(ctx, url)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+	return p.poll(ctx, url, func(msgs []sqstypes.Message) error {
 		for _, m := range msgs {
 			body := []byte(aws.ToString(m.Body))
 			name, err := sweepFunction(body, functionNames)
@@ -279,6 +280,6 @@ func (p *poller) sweep(ctx context.Context, url string, fns map[string]*function
 				return err
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
