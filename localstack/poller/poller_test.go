@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,4 +195,48 @@ func FuzzFailedIDs(f *testing.F) {
 			t.Fatal("nil set without error")
 		}
 	})
+}
+
+// TestBootstrap: a bootstrap built with aws-lambda-go (testdata/echo, as
+// functions/<name> are) runs under startFunction: it gets the events and
+// the function's environment from stack.env's variables, its errors come
+// back as ErrFunction, and one that fails does not stop the next.
+func TestBootstrap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a bootstrap")
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", filepath.Join(dir, "absorb", "bootstrap"), "./testdata/echo")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the echo bootstrap: %v\n%s", err, out)
+	}
+	t.Setenv("STRAND_ABSORB_MEMORY_MIB", "512")
+	t.Setenv("STRAND_ABSORB_TIMEOUT_SECONDS", "60")
+	t.Setenv("STRAND_ABSORB_ENV", "STRAND_PROBE=from-stack-env GOMEMLIMIT=460MiB")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := startFunction(ctx, config{bootstraps: dir, endpoint: "http://127.0.0.1:1", ddbEndpoint: "http://127.0.0.1:1", region: "us-east-1"},
+		"absorb", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ictx, icancel := context.WithTimeout(ctx, 30*time.Second)
+	defer icancel()
+	if _, err := f.api.invoke(ictx, []byte(`{"fail":true}`), f.timeout); !errors.Is(err, ErrFunction) || !strings.Contains(err.Error(), "echo: asked to fail") {
+		t.Fatalf("a failing handler: %v, want ErrFunction with its message", err)
+	}
+	out, err := f.api.invoke(ictx, []byte(`{"Records":[]}`), f.timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Event json.RawMessage `json:"event"`
+		Env   string          `json:"env"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if string(got.Event) != `{"Records":[]}` || got.Env != "from-stack-env" {
+		t.Fatalf("the bootstrap saw event %s and STRAND_PROBE %q", got.Event, got.Env)
+	}
 }
