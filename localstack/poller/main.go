@@ -40,6 +40,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/strandlog/strand/shared/lambdaenv"
 )
 
 var functionNames = []string{"absorb", "settle", "trim", "probe"}
@@ -217,8 +219,16 @@ func (p *poller) poll(ctx context.Context, url string, handle func([]sqstypes.Me
 	return nil
 }
 
+// delete deletes a handled message. One handled after its visibility
+// timeout is visible again (AWS and LocalStack refuse its handle on a FIFO
+// queue): it comes back and is handled again, as under Lambda.
 func (p *poller) delete(ctx context.Context, url string, m sqstypes.Message) error {
-	if _, err := p.sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+	_, err := p.sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+	if lambdaenv.ReceiptExpired(err) {
+		p.log.Warn("handled after its visibility timeout: it will be delivered again", "queue", url, "messageId", aws.ToString(m.MessageId))
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("delete from %s: %w", url, err)
 	}
 	return nil
