@@ -53,7 +53,7 @@ mutants:
 # core from PyPI, without Docker (localstack/suite.sh; docs/localstack.md):
 # the integration and conformance suites, deploy and checks against the
 # stack, settlement end to end, the template on its CloudFormation. Heavy
-# (the first run installs the core; then ~6 min): not in `make test`.
+# (the first run installs the core; then ~7 min): not in `make test`.
 .PHONY: localstack-test
 localstack-test:
 	@bash localstack/suite.sh
