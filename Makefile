@@ -83,6 +83,15 @@ kafka-java:
 kafka-side-by-side:
 	@bash tests/kafkajava/sidebyside.sh
 
+# localstack-test runs the localstack/ suite on LocalStack's open-source
+# core from PyPI, without Docker (localstack/suite.sh; docs/localstack.md):
+# the integration and conformance suites, deploy and checks against the
+# stack, settlement end to end, the template on its CloudFormation. Heavy
+# (the first run installs the core; then ~7 min): not in `make test`.
+.PHONY: localstack-test
+localstack-test:
+	@bash localstack/suite.sh
+
 # proto regenerates shared/api from proto/ with pinned buf and plugins
 # (fetched through the Go module proxy). The generated code is committed;
 # regenerating must give no diff.

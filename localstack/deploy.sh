@@ -24,12 +24,7 @@ mkdir -p "$run_dir" "$here/build"
 # 1. Buckets, table, queues.
 say "buckets, table and queues (init/ready.d/10-strand.sh)"
 if host_mode; then
-	shim="$run_dir/bin"
-	mkdir -p "$shim"
-	printf '#!/usr/bin/env bash\nexec %s "$@"\n' "$STRAND_AWSLOCAL" >"$shim/awslocal"
-	chmod +x "$shim/awslocal"
-	PATH="$shim:$PATH" STRAND_ENV_FILE="$here/strand.env" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" \
-		AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" "$here/init/ready.d/10-strand.sh"
+	run_init_hook
 else
 	compose exec -T localstack bash /etc/localstack/init/ready.d/10-strand.sh
 fi
@@ -39,11 +34,30 @@ release_url="$(queue_url "$STRAND_RELEASE_QUEUE")"
 fence_url="$(queue_url "$STRAND_FENCE_QUEUE")"
 
 # 2. Lambdas.
+# lambda_env "K=V ...": the Lambda environment JSON, the stack's names
+# mapped to strand.env's resources, plus the stack's literal values
+# (STRAND_PASS_INDEX, GOMEMLIMIT, STRAND_WINDOW_CACHE_MIB, ...).
+# LocalStack points the SDK at itself inside a Lambda (AWS_ENDPOINT_URL);
+# S3 goes path-style.
+lambda_env() {
+	local out kv
+	out="$(printf '"STRAND_TABLE":"%s","STRAND_EXPRESS_BUCKETS":"%s","STRAND_STANDARD_BUCKET":"%s","STRAND_SETTLED_BUCKET":"%s","STRAND_S3_PATH_STYLE":"true"' \
+		"$STRAND_TABLE" "$STRAND_EXPRESS_BUCKETS" "$STRAND_STANDARD_BUCKET" "$STRAND_SETTLED_BUCKET")"
+	for kv in $1; do
+		out="$out,$(printf '"%s":"%s"' "${kv%%=*}" "${kv#*=}")"
+	done
+	printf '{"Variables":{%s}}' "$out"
+}
 deploy_lambdas() {
-	local arch goarch zipdir fn name mem timeout env_json role_arn
+	local arch goarch zipdir fn name up mem timeout env_json role_arn
 	# Build for the CPU of the engine that runs the Lambda containers, so
 	# that no emulation is needed (infra/build holds arm64 builds for AWS).
-	case "${STRAND_LAMBDA_ARCH:-$(docker info --format '{{.Architecture}}' 2>/dev/null || uname -m)}" in
+	local engine_arch
+	engine_arch="$(uname -m)"
+	if ! host_mode; then
+		engine_arch="$(docker info --format '{{.Architecture}}' 2>/dev/null)" || engine_arch="$(uname -m)"
+	fi
+	case "${STRAND_LAMBDA_ARCH:-$engine_arch}" in
 	x86_64 | amd64) arch=x86_64 goarch=amd64 ;;
 	aarch64 | arm64) arch=arm64 goarch=arm64 ;;
 	*) die "unknown CPU architecture for the Lambdas: set STRAND_LAMBDA_ARCH to x86_64 or arm64" ;;
@@ -70,14 +84,33 @@ deploy_lambdas() {
 		role_arn="$(awslocal iam create-role --role-name strand-lambda --query Role.Arn --output text \
 			--assume-role-policy-document '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"lambda.amazonaws.com"},"Action":"sts:AssumeRole"}]}')"
 	fi
-	# The Lambdas' environment, as the stack sets it. LocalStack points the
-	# SDK at itself inside a Lambda (AWS_ENDPOINT_URL); S3 goes path-style.
-	env_json="$(printf '{"Variables":{"STRAND_TABLE":"%s","STRAND_STARS":"%s","STRAND_EXPRESS_BUCKETS":"%s","STRAND_EXPRESS_W":"%s","STRAND_STANDARD_BUCKET":"%s","STRAND_SETTLED_BUCKET":"%s","STRAND_S3_PATH_STYLE":"true"}}' \
-		"$STRAND_TABLE" "$STRAND_STARS" "$STRAND_EXPRESS_BUCKETS" "$STRAND_EXPRESS_W" "$STRAND_STANDARD_BUCKET" "$STRAND_SETTLED_BUCKET")"
-	# name memory(MB) timeout(s), as infra/stack/settlement.go sizes them.
-	while read -r name mem timeout; do
+	# name -> memory (MB), timeout (s), environment: all from stack.env,
+	# generated from the stack's template.
+	for name in absorb settle trim probe; do
+		up="$(tr '[:lower:]' '[:upper:]' <<<"$name")"
+		mem="$(var "STRAND_${up}_MEMORY_MIB")"
+		timeout="$(var "STRAND_${up}_TIMEOUT_SECONDS")"
+		env_json="$(lambda_env "$(var "STRAND_${up}_ENV")")"
 		fn="strand-$name"
-		if awslocal lambda get-function --function-name "$fn" >/dev/null 2>&1; then
+		if core_mode; then
+			# LocalStack's core cannot run a Lambda (no Docker; and it
+			# fails to fetch its runtime: "Installation of lambda-runtime
+			# ... failed"), so the function stays Failed: it is created for
+			# its configuration (check.sh compares it with stack.env), and
+			# the poller runs its bootstrap.
+			# Such a function can be neither updated nor deleted there
+			# ("cannot be updated if an old one is not running"; "Unable
+			# to find version manager"): a changed configuration needs a
+			# fresh core (core.sh down; core.sh up).
+			if awslocal lambda get-function --function-name "$fn" >/dev/null 2>&1; then
+				say "Lambda $fn exists (configuration only; the poller runs the new build)"
+				continue
+			fi
+			say "create Lambda $fn (configuration only: the poller runs it)"
+			awslocal lambda create-function --function-name "$fn" --runtime provided.al2023 --handler bootstrap \
+				--architectures "$arch" --role "$role_arn" --memory-size "$mem" --timeout "$timeout" \
+				--zip-file "fileb://$zipdir/$name.zip" --environment "$env_json" >/dev/null
+		elif awslocal lambda get-function --function-name "$fn" >/dev/null 2>&1; then
 			say "update Lambda $fn"
 			awslocal lambda update-function-code --function-name "$fn" --architectures "$arch" \
 				--zip-file "fileb://$zipdir/$name.zip" >/dev/null
@@ -92,12 +125,7 @@ deploy_lambdas() {
 				--zip-file "fileb://$zipdir/$name.zip" --environment "$env_json" >/dev/null
 			awslocal lambda wait function-active-v2 --function-name "$fn"
 		fi
-	done <<-'SPECS'
-		absorb 512 60
-		settle 1024 300
-		trim 256 300
-		probe 256 300
-	SPECS
+	done
 	# SQS triggers with partial-batch responses.
 	trigger() { # function queue-url
 		local arn n
@@ -110,23 +138,35 @@ deploy_lambdas() {
 			say "trigger $2 -> $1"
 		fi
 	}
-	trigger strand-absorb "$release_url"
-	trigger strand-probe "$fence_url"
+	# In core mode the poller is the trigger: a mapping would have
+	# LocalStack take the messages for a Lambda it cannot run.
+	if ! core_mode; then
+		trigger strand-absorb "$release_url"
+		trigger strand-probe "$fence_url"
+	fi
 	# Sweeps: the scheduled event itself is the input (its detail-type is
-	# what the handlers accept). Shorter than on AWS, for a local loop.
+	# what the handlers accept), at the stack's rates.
 	sweep() { # name rate
 		local rule="strand-$1-sweep" rule_arn fn_arn
 		rule_arn="$(awslocal events put-rule --name "$rule" --schedule-expression "$2" --query RuleArn --output text)"
+		if core_mode; then # to the poller, through the sweep queue
+			awslocal events put-targets --rule "$rule" --targets "Id=strand-$1,Arn=$sweep_arn" >/dev/null
+			say "sweep strand-$1 $2 (to $STRAND_SWEEP_QUEUE)"
+			return
+		fi
 		fn_arn="$(awslocal lambda get-function --function-name "strand-$1" --query Configuration.FunctionArn --output text)"
 		awslocal lambda add-permission --function-name "strand-$1" --statement-id "$rule" --action lambda:InvokeFunction \
 			--principal events.amazonaws.com --source-arn "$rule_arn" >/dev/null 2>&1 || true # present on a redeploy
 		awslocal events put-targets --rule "$rule" --targets "Id=strand-$1,Arn=$fn_arn" >/dev/null
 		say "sweep strand-$1 $2"
 	}
-	sweep absorb "rate(1 minute)"
-	sweep settle "rate(1 minute)"
-	sweep trim "rate(5 minutes)"
-	sweep probe "rate(15 minutes)"
+	if core_mode; then
+		sweep_url="$(awslocal sqs create-queue --queue-name "$STRAND_SWEEP_QUEUE" --query QueueUrl --output text)"
+		sweep_arn="$(queue_arn "$sweep_url")"
+	fi
+	for name in absorb settle trim probe; do
+		sweep "$name" "$(var "STRAND_$(tr '[:lower:]' '[:upper:]' <<<"$name")_SWEEP")"
+	done
 }
 if [ "${STRAND_LOCALSTACK_LAMBDAS:-1}" = "0" ]; then
 	warn "STRAND_LOCALSTACK_LAMBDAS=0: no Lambdas; nothing absorbs the release queue, and the star's backlog fills"
@@ -135,7 +175,20 @@ else
 	deploy_lambdas
 fi
 
-# 3. The star, as a process on this host (what the ECS task runs).
+# 3. In core mode, the poller: it runs the Lambdas' bootstraps and
+# delivers them their queues' and schedules' events (localstack/poller).
+stop_pid poller
+if core_mode && [ "${STRAND_LOCALSTACK_LAMBDAS:-1}" != "0" ]; then
+	say "build localstack/poller -> .run/poller; start it (log .run/poller.log)"
+	(cd "$root" && go build -o "$run_dir/poller" ./localstack/poller)
+	AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
+		nohup "$run_dir/poller" --bootstrap-dir "$here/build" --endpoint "$ENDPOINT" --dynamodb-endpoint "$DDB_ENDPOINT" \
+		--region "$AWS_DEFAULT_REGION" --release-queue-url "$release_url" --fence-queue-url "$fence_url" \
+		--sweep-queue-url "$sweep_url" >"$run_dir/poller.log" 2>&1 &
+	echo $! >"$run_dir/poller.pid"
+fi
+
+# 4. The star, as a process on this host (what the ECS task runs).
 stop_star
 say "build functions/star -> .run/star"
 (cd "$root" && go build -o "$run_dir/star" ./functions/star)
@@ -144,7 +197,7 @@ AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECR
 	AWS_REGION="$AWS_DEFAULT_REGION" \
 	STRAND_RELEASE_QUEUE_URL="$release_url" STRAND_FENCE_QUEUE_URL="$fence_url" \
 	STRAND_ADDR="$STAR_ADDR" STRAND_ADMIN_ADDR="$STAR_ADMIN_ADDR" \
-	nohup "$run_dir/star" --aws-endpoint "$ENDPOINT" --s3-path-style --create-table \
+	nohup "$run_dir/star" --aws-endpoint "$ENDPOINT" --dynamodb-endpoint "$DDB_ENDPOINT" --s3-path-style --create-table \
 	--region "$AWS_DEFAULT_REGION" >"$run_dir/star.log" 2>&1 &
 echo $! >"$run_dir/star.pid"
 if ! wait_http "http://$STAR_ADMIN_ADDR/healthz" 60; then
@@ -153,9 +206,9 @@ if ! wait_http "http://$STAR_ADMIN_ADDR/healthz" 60; then
 	die "the star did not become healthy in 60 s (log above, full log in $run_dir/star.log)"
 fi
 
-# 4. A token.
+# 5. A token.
 token="$(cd "$root" && AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
-	go run ./localstack/token --endpoint "$ENDPOINT" --region "$AWS_DEFAULT_REGION" --table "$STRAND_TABLE" \
+	go run ./localstack/token --endpoint "$DDB_ENDPOINT" --region "$AWS_DEFAULT_REGION" --table "$STRAND_TABLE" \
 	--token-file "$run_dir/token")"
 say "deployed. The star serves on http://$STAR_ADDR:
 

@@ -5,6 +5,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 stop_star
+stop_pid poller
 if host_mode; then
 	say "STRAND_AWSLOCAL is set: not touching any container"
 	exit 0

@@ -12,13 +12,34 @@ run_dir="$here/.run"
 set -a
 # shellcheck source=localstack/strand.env
 . "$here/strand.env"
+# The settlement back end's figures, generated from the CDK stack's template.
+# shellcheck source=localstack/stack.env
+. "$here/stack.env"
 set +a
 
-# LocalStack's edge endpoint, as the host sees it.
-ENDPOINT="${STRAND_LOCALSTACK_ENDPOINT:-http://localhost:4566}"
+# core.sh up writes the endpoints of LocalStack's core (and of moto's
+# DynamoDB beside it) to .run/core.env: while it exists the scripts use
+# them, on the host, with no container and no auth token.
+load_core_env() {
+	if [ -f "$run_dir/core.env" ]; then
+		set -a
+		# shellcheck source=/dev/null
+		. "$run_dir/core.env"
+		set +a
+	fi
+	# LocalStack's edge endpoint, as the host sees it.
+	ENDPOINT="${STRAND_LOCALSTACK_ENDPOINT:-http://localhost:4566}"
+	# DynamoDB's: the same, or moto's beside LocalStack's core.
+	DDB_ENDPOINT="${STRAND_AWS_ENDPOINT_DYNAMODB:-$ENDPOINT}"
+}
+core_mode() { [ -f "$run_dir/core.env" ]; }
+load_core_env
 # The star's local addresses.
 STAR_ADDR="${STRAND_LOCAL_ADDR:-127.0.0.1:4780}"
 STAR_ADMIN_ADDR="${STRAND_LOCAL_ADMIN_ADDR:-127.0.0.1:9090}"
+
+# var NAME prints the value of the variable NAME (stack.env's), or dies.
+var() { printf '%s' "${!1:?$1 is not set: localstack/stack.env is incomplete}"; }
 
 say() { printf '== localstack: %s\n' "$*"; }
 warn() { printf '!! localstack: %s\n' "$*" >&2; }
@@ -58,11 +79,25 @@ awslocal() {
 	if host_mode; then
 		local -a cmd
 		read -r -a cmd <<<"$STRAND_AWSLOCAL"
+		if [ "${1:-}" = dynamodb ] && [ -n "${STRAND_AWS_ENDPOINT_DYNAMODB:-}" ]; then
+			cmd=("${cmd[0]}" --endpoint-url "$STRAND_AWS_ENDPOINT_DYNAMODB")
+		fi
 		AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
 			"${cmd[@]}" "$@"
 	else
 		compose exec -T localstack awslocal "$@"
 	fi
+}
+
+# run_init_hook runs init/ready.d/10-strand.sh on this host (host mode),
+# its awslocal being the function above.
+run_init_hook() {
+	local shim="$run_dir/bin"
+	mkdir -p "$shim"
+	printf '#!/usr/bin/env bash\nexec bash -c %s %s "$@"\n' "'. \"\$0\"; awslocal \"\$@\"'" "$here/lib.sh" >"$shim/awslocal"
+	chmod +x "$shim/awslocal"
+	PATH="$shim:$PATH" STRAND_ENV_FILE="$here/strand.env" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" \
+		AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" "$here/init/ready.d/10-strand.sh"
 }
 
 # wait_http url seconds: until url answers 2xx.
@@ -77,32 +112,35 @@ wait_http() {
 	return 1
 }
 
-# star_pid prints the pid of the star deploy.sh started, if it still runs.
-star_pid() {
+# proc_pid name prints the pid of the process deploy.sh started as
+# .run/name (the star, the poller), if it still runs.
+proc_pid() {
 	local pid
-	[ -f "$run_dir/star.pid" ] || return 1
-	pid="$(cat "$run_dir/star.pid")"
+	[ -f "$run_dir/$1.pid" ] || return 1
+	pid="$(cat "$run_dir/$1.pid")"
 	# Only our binary: the pid file may be stale and the pid reused.
-	if kill -0 "$pid" 2>/dev/null && [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = "star" ]; then
+	if kill -0 "$pid" 2>/dev/null && [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = "$1" ]; then
 		echo "$pid"
 		return 0
 	fi
 	return 1
 }
 
-stop_star() {
+stop_pid() { # name
 	local pid i
-	if pid="$(star_pid)"; then
-		say "stopping the star (pid $pid)"
+	if pid="$(proc_pid "$1")"; then
+		say "stopping the $1 (pid $pid)"
 		kill -TERM "$pid"
 		for ((i = 0; i < 40; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.25
 		done
 		if kill -0 "$pid" 2>/dev/null; then
-			warn "the star did not stop in 10 s; sending SIGKILL"
+			warn "the $1 did not stop in 10 s; sending SIGKILL"
 			kill -KILL "$pid"
 		fi
 	fi
-	rm -f "$run_dir/star.pid"
+	rm -f "$run_dir/$1.pid"
 }
+
+stop_star() { stop_pid star; }

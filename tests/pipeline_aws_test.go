@@ -55,7 +55,7 @@ func TestPipelineOnEmulator(t *testing.T) {
 		express = append(express, mk(emulator.Name(t, fmt.Sprintf("x%d", i))))
 	}
 	settled := mk(emulator.Name(t, "settled"))
-	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(emulator.DynamoDBEndpoint(t)) })
 	table := emulator.Name(t, "meta")
 	if err := dynamo.CreateTable(ctx, ddb, table); err != nil {
 		t.Fatal(err)

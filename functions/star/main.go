@@ -64,6 +64,7 @@ func run(args []string) error {
 	var (
 		table, settled, releaseQ, fenceQ string
 		addr, admin, region, endpoint    string
+		ddbEndpoint                      string
 		peers, tlsCert, tlsKey, level    string
 		pathStyle, createTable, version  bool
 		drainBudget                      time.Duration
@@ -82,6 +83,7 @@ func run(args []string) error {
 	fs.StringVar(&admin, "admin-addr", ":9090", "metrics (/metrics) and health (/healthz) listen address")
 	fs.StringVar(&region, "region", "", "AWS region (default: the SDK's chain)")
 	fs.StringVar(&endpoint, "aws-endpoint", "", "override the S3, DynamoDB and SQS endpoint (LocalStack, moto)")
+	fs.StringVar(&ddbEndpoint, "dynamodb-endpoint", "", "override the DynamoDB endpoint alone (default: --aws-endpoint); for an emulator that serves no DynamoDB, as LocalStack's core without DynamoDB Local (localstack/core.sh)")
 	fs.BoolVar(&pathStyle, "s3-path-style", false, "path-style S3 addressing (emulators; never with directory buckets)")
 	fs.BoolVar(&createTable, "create-table", false, "create the metastore table if missing (emulators, first runs)")
 	fs.StringVar(&peers, "peers", "", "other stars' API URLs: star-1=http://host:4780,...")
@@ -149,9 +151,12 @@ func run(args []string) error {
 	}
 	cfg.Standard.Buckets = open(cfg.Standard.BucketNames)
 	cfg.Express.Buckets = open(cfg.Express.BucketNames)
+	if ddbEndpoint == "" {
+		ddbEndpoint = endpoint
+	}
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
+		if ddbEndpoint != "" {
+			o.BaseEndpoint = aws.String(ddbEndpoint)
 		}
 	})
 	if createTable {

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { emulator.Main(m) }
 // second run with the same file issues the same token again.
 func TestIssueReuse(t *testing.T) {
 	ctx := context.Background()
-	endpoint := emulator.Endpoint(t)
+	endpoint := emulator.DynamoDBEndpoint(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	ddb := dynamodb.NewFromConfig(emulator.Config(t), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })

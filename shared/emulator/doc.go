@@ -11,6 +11,11 @@
 //  2. otherwise the URL of one moto server shared by every test in the test
 //     binary, started on first use (sync.Once) on an ephemeral loopback port.
 //
+// DynamoDBEndpoint(t) is the endpoint for DynamoDB clients:
+// STRAND_AWS_ENDPOINT_DYNAMODB when it is set, otherwise Endpoint(t). It is
+// set where the emulator serves no DynamoDB (LocalStack's open-source core:
+// localstack/core.sh runs moto's DynamoDB beside it).
+//
 // When moto cannot be started (no python3, moto or werkzeug not importable,
 // the server does not answer within StartTimeout), a test that asked for the
 // endpoint fails with the reason when the environment variable CI is "true",

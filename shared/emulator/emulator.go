@@ -29,6 +29,14 @@ import (
 // already running emulator (or any AWS-compatible endpoint).
 const EnvEndpoint = "STRAND_AWS_ENDPOINT"
 
+// EnvDynamoDBEndpoint names the environment variable that points the
+// DynamoDB clients of the tests at their own endpoint, when the emulator
+// named by EnvEndpoint serves no DynamoDB: LocalStack's open-source core
+// serves DynamoDB only through DynamoDB Local, which it downloads with a
+// Java runtime at first use (docs/localstack.md), so localstack/core.sh
+// runs moto's DynamoDB beside it and sets this.
+const EnvDynamoDBEndpoint = "STRAND_AWS_ENDPOINT_DYNAMODB"
+
 // EnvPython names the environment variable that overrides the python
 // interpreter used to run moto (default: python3 on PATH).
 const EnvPython = "STRAND_PYTHON"
@@ -74,6 +82,16 @@ func Endpoint(t testing.TB) string {
 			startErr, EnvEndpoint)
 	}
 	return srv.url
+}
+
+// DynamoDBEndpoint returns the endpoint for DynamoDB clients:
+// STRAND_AWS_ENDPOINT_DYNAMODB when it is set, otherwise Endpoint(t).
+func DynamoDBEndpoint(t testing.TB) string {
+	t.Helper()
+	if ep := strings.TrimRight(os.Getenv(EnvDynamoDBEndpoint), "/"); ep != "" {
+		return ep
+	}
+	return Endpoint(t)
 }
 
 // Main runs the tests and then stops the shared moto server, if one was

@@ -31,7 +31,7 @@ func s3Client(t *testing.T) *s3.Client {
 }
 
 func ddbClient(t *testing.T) *dynamodb.Client {
-	return dynamodb.NewFromConfig(emulator.Config(t))
+	return dynamodb.NewFromConfig(emulator.ConfigFor(emulator.DynamoDBEndpoint(t)))
 }
 
 // race runs f(i) for i in [0, writers) as close to simultaneously as it can
@@ -287,4 +287,21 @@ func checkOneWinner(t *testing.T, what string, errs []error, loserCode string) i
 		t.Fatalf("%s: no writer succeeded", what)
 	}
 	return winner
+}
+
+// TestDynamoDBEndpoint: STRAND_AWS_ENDPOINT_DYNAMODB wins for DynamoDB (moto
+// beside LocalStack's core), otherwise DynamoDB shares Endpoint.
+func TestDynamoDBEndpoint(t *testing.T) {
+	t.Setenv(emulator.EnvEndpoint, "http://127.0.0.1:4566/")
+	t.Setenv(emulator.EnvDynamoDBEndpoint, "")
+	if got := emulator.DynamoDBEndpoint(t); got != "http://127.0.0.1:4566" {
+		t.Fatalf("without %s: %q, want the shared endpoint", emulator.EnvDynamoDBEndpoint, got)
+	}
+	t.Setenv(emulator.EnvDynamoDBEndpoint, "http://127.0.0.1:41234/")
+	if got := emulator.DynamoDBEndpoint(t); got != "http://127.0.0.1:41234" {
+		t.Fatalf("with %s: %q, want its value", emulator.EnvDynamoDBEndpoint, got)
+	}
+	if got := emulator.Endpoint(t); got != "http://127.0.0.1:4566" {
+		t.Fatalf("Endpoint moved with the DynamoDB override: %q", got)
+	}
 }

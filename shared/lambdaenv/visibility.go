@@ -2,12 +2,14 @@ package lambdaenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 )
 
 // Visibility changes the visibility of received SQS messages: the
@@ -50,4 +52,16 @@ func QueueURL(arn string) (string, error) {
 		domain = "amazonaws.com.cn"
 	}
 	return "https://sqs." + p[3] + "." + domain + "/" + p[4] + "/" + p[5], nil
+}
+
+// ReceiptExpired reports whether err is SQS refusing a receipt handle
+// whose visibility timeout has ended: on a FIFO queue AWS (and LocalStack)
+// answer DeleteMessage and ChangeMessageVisibility with InvalidParameterValue
+// "The receipt handle has expired" (moto accepts the handle). The message is
+// then visible again and comes back with a new handle, as when its
+// consumer failed: a consumer that deletes after handling treats it so.
+func ReceiptExpired(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "InvalidParameterValue" &&
+		strings.Contains(ae.ErrorMessage(), "receipt handle has expired")
 }

@@ -2,6 +2,8 @@ package lambdaenv_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
@@ -139,5 +142,55 @@ func TestQueueURL(t *testing.T) {
 		if got != want || (err == nil) != (want != "") {
 			t.Errorf("QueueURL(%q) = %q, %v; want %q", arn, got, err, want)
 		}
+	}
+}
+
+func TestReceiptExpired(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value AQEB for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."}, true},
+		{fmt.Errorf("delete: %w", &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Reason: The receipt handle has expired."}), true},
+		{&smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value 99999 for parameter VisibilityTimeout is invalid."}, false},
+		{&smithy.GenericAPIError{Code: "ReceiptHandleIsInvalid", Message: "The input receipt handle is not a valid receipt handle."}, false},
+		{errors.New("the receipt handle has expired"), false},
+		{nil, false},
+	} {
+		if got := lambdaenv.ReceiptExpired(tc.err); got != tc.want {
+			t.Errorf("ReceiptExpired(%v) = %v", tc.err, got)
+		}
+	}
+}
+
+// TestExpiredReceiptOnEmulator: a FIFO message deleted after its
+// visibility timeout. AWS (and LocalStack) refuse the handle, which
+// ReceiptExpired recognises; moto accepts it (docs/localstack.md,
+// "Differences").
+func TestExpiredReceiptOnEmulator(t *testing.T) {
+	ctx := context.Background()
+	endpoint := emulator.Endpoint(t)
+	sq := sqs.NewFromConfig(emulator.Config(t), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.Name(t, "expired") + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true", "VisibilityTimeout": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m"), MessageGroupId: aws.String("g")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 2})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(out.Messages))
+	}
+	time.Sleep(1500 * time.Millisecond)
+	_, err = sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: out.Messages[0].ReceiptHandle})
+	switch {
+	case err == nil:
+		t.Logf("%s accepts an expired FIFO receipt handle (moto does; AWS refuses it)", endpoint)
+	case !lambdaenv.ReceiptExpired(err):
+		t.Fatalf("delete with an expired handle: %v, which ReceiptExpired does not recognise", err)
+	default:
+		t.Logf("%s refuses an expired FIFO receipt handle, as AWS: %v", endpoint, err)
 	}
 }

@@ -6,7 +6,9 @@
 // The endpoint comes from the environment: STRAND_AWS_ENDPOINT (for
 // example LocalStack at http://localhost:4566, see localstack/test.sh and
 // docs/localstack.md) or, when it is unset, a moto server that
-// shared/emulator starts. Every run creates its own uniquely named
+// shared/emulator starts; DynamoDB's is STRAND_AWS_ENDPOINT_DYNAMODB when
+// set (moto's beside LocalStack's core, localstack/core.sh), passed to the
+// star as --dynamodb-endpoint. Every run creates its own uniquely named
 // buckets, table and queues, so runs sharing one endpoint do not collide.
 //
 // The Express set is three general-purpose buckets (W=2): emulators have

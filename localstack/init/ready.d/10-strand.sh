@@ -7,8 +7,13 @@ set -euo pipefail
 
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+env_file="${STRAND_ENV_FILE:-/etc/strand/strand.env}"
 # shellcheck source=SCRIPTDIR/../../strand.env
-. "${STRAND_ENV_FILE:-/etc/strand/strand.env}"
+. "$env_file"
+# The queues' attributes, as the CDK stack sets them (generated from its
+# template, beside strand.env: see its header).
+# shellcheck source=SCRIPTDIR/../../stack.env
+. "$(dirname "$env_file")/stack.env"
 export AWS_DEFAULT_REGION
 
 # Buckets: the Express set, the Standard chain bucket, the settled bucket.
@@ -41,15 +46,18 @@ queue() { # name attributes-json
 queue_arn() { # url
 	awslocal sqs get-queue-attributes --queue-url "$1" --attribute-names QueueArn --query Attributes.QueueArn --output text
 }
-redrive() { # dlq-url -> RedrivePolicy (a JSON string inside the attributes JSON)
-	printf '{\\"deadLetterTargetArn\\":\\"%s\\",\\"maxReceiveCount\\":\\"5\\"}' "$(queue_arn "$1")"
+redrive() { # dlq-url max-receives -> RedrivePolicy (a JSON string inside the attributes JSON)
+	printf '{\\"deadLetterTargetArn\\":\\"%s\\",\\"maxReceiveCount\\":\\"%s\\"}' "$(queue_arn "$1")" "$2"
 }
-# 14 days in the DLQs; visibility six times the consumer's Lambda timeout
-# (absorb 60 s, probe 300 s), as in the stack.
-release_dlq="$(queue "$STRAND_RELEASE_DLQ" '{"FifoQueue":"true","MessageRetentionPeriod":"1209600"}')"
-release="$(queue "$STRAND_RELEASE_QUEUE" "$(printf '{"FifoQueue":"true","ContentBasedDeduplication":"true","VisibilityTimeout":"360","RedrivePolicy":"%s"}' "$(redrive "$release_dlq")")")"
-fence_dlq="$(queue "$STRAND_FENCE_DLQ" '{"MessageRetentionPeriod":"1209600"}')"
-fence="$(queue "$STRAND_FENCE_QUEUE" "$(printf '{"VisibilityTimeout":"1800","RedrivePolicy":"%s"}' "$(redrive "$fence_dlq")")")"
+# Retention, visibility and redrive as in the stack (stack.env): every
+# queue keeps a message 14 days, the release and fence queues too (an
+# absorb outage longer than SQS's 4-day default must not lose releases).
+release_dlq="$(queue "$STRAND_RELEASE_DLQ" "$(printf '{"FifoQueue":"true","MessageRetentionPeriod":"%s"}' "$STRAND_RELEASE_DLQ_RETENTION_SECONDS")")"
+release="$(queue "$STRAND_RELEASE_QUEUE" "$(printf '{"FifoQueue":"true","ContentBasedDeduplication":"true","MessageRetentionPeriod":"%s","VisibilityTimeout":"%s","RedrivePolicy":"%s"}' \
+	"$STRAND_RELEASE_RETENTION_SECONDS" "$STRAND_RELEASE_VISIBILITY_SECONDS" "$(redrive "$release_dlq" "$STRAND_RELEASE_MAX_RECEIVES")")")"
+fence_dlq="$(queue "$STRAND_FENCE_DLQ" "$(printf '{"MessageRetentionPeriod":"%s"}' "$STRAND_FENCE_DLQ_RETENTION_SECONDS")")"
+fence="$(queue "$STRAND_FENCE_QUEUE" "$(printf '{"MessageRetentionPeriod":"%s","VisibilityTimeout":"%s","RedrivePolicy":"%s"}' \
+	"$STRAND_FENCE_RETENTION_SECONDS" "$STRAND_FENCE_VISIBILITY_SECONDS" "$(redrive "$fence_dlq" "$STRAND_FENCE_MAX_RECEIVES")")")"
 echo "strand: release queue $release"
 echo "strand: fence queue $fence"
 echo "strand: resources ready"

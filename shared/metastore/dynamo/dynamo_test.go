@@ -35,7 +35,7 @@ func clientFor(endpoint string, maxAttempts int) *dynamodb.Client {
 // newTable creates a fresh table on the emulator, deleted when the test ends.
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	c := clientFor(emulator.Endpoint(t), 0)
+	c := clientFor(emulator.DynamoDBEndpoint(t), 0)
 	table := emulator.Name(t, "dynamo")
 	if err := CreateTable(context.Background(), c, table); err != nil {
 		t.Fatalf("CreateTable: %v", err)
@@ -198,7 +198,7 @@ type ddbProxy struct {
 }
 
 func newDDBProxy(t *testing.T, answer func(target string, n int) (int, string)) *ddbProxy {
-	p := &ddbProxy{target: emulator.Endpoint(t), answer: answer}
+	p := &ddbProxy{target: emulator.DynamoDBEndpoint(t), answer: answer}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.Header.Get("X-Amz-Target") // DynamoDB_20120810.<Operation>
 		op = op[strings.LastIndex(op, ".")+1:]
@@ -298,7 +298,7 @@ func TestErrorMapping(t *testing.T) {
 			t.Errorf("MintEpoch under %d %s: %v, want ErrUnavailable", tc.status, tc.code, err)
 		}
 	}
-	missing := New(clientFor(emulator.Endpoint(t), 1), emulator.Name(t, "missing"))
+	missing := New(clientFor(emulator.DynamoDBEndpoint(t), 1), emulator.Name(t, "missing"))
 	_, err := missing.GetStream(ctx, "s")
 	if err == nil || errors.Is(err, metastore.ErrNotFound) || errors.Is(err, metastore.ErrUnavailable) {
 		t.Fatalf("GetStream on a missing table: %v, want a plain error", err)
