@@ -100,8 +100,8 @@
 // writes however many streams it touched (TestItemWritesPerPass).
 // Package passindex reads the window back (passindex.Window: the passes,
 // the runs settle writes, the merged runs, its cache and its lookups), for
-// settle, trim, the probe, reads and tail recovery; this package only
-// writes passes.
+// settle, trim, the probe, reads and tail recovery (ADR 0058); this
+// package writes the passes it reads.
 //
 // # Switching a live chain (design 014)
 //
