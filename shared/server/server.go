@@ -17,7 +17,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
@@ -26,6 +25,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/rawjson"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/star"
@@ -68,7 +68,7 @@ type Config struct {
 	// Window is the pass index window (design 014) when the absorb writes
 	// pass indexes: a stream's tail and producers are recovered from its
 	// parts there as well as from its refs. nil: refs only.
-	Window *absorb.IndexWindow
+	Window *passindex.Window
 }
 
 // Server implements strandv1connect.StrandServiceHandler.

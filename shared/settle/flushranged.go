@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Flushes past the window budget (issue 17; design 014, "Left"). A step
 // that flushes few streams gets each one's unflushed entries by a
 // per-stream lookup of the live runs from the run of its oldest
-// unflushed entry (absorb.IndexWindow.StreamRuns): runs cached, or with
+// unflushed entry (passindex.Window.StreamRuns): runs cached, or with
 // room in the cache, are read whole, the others by range (a header, a
 // block of the stream table, the stream's segments and marks; then each
 // version 2 run's command table once for all the streams), so a byte
@@ -90,7 +90,7 @@ func (s *Settler) unflushedRanged(ctx context.Context, c metastore.ChainID, cs *
 					refs = nil // what came before it is behind its ref
 					continue
 				}
-				refs = append(refs, absorb.RunRef(c, r.Run, e))
+				refs = append(refs, passindex.RunRef(c, r.Run, e))
 			}
 		}
 		if refs != nil {
