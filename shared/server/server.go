@@ -417,7 +417,7 @@ func toConnect(err error) error {
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrUnknownStream):
 		return unknownStream()
-	case errors.Is(err, star.ErrBadCommand), errors.Is(err, star.ErrTimestampRequired):
+	case errors.Is(err, star.ErrBadCommand), errors.Is(err, star.ErrTimestampRequired), errors.Is(err, star.ErrTimestampTooFar):
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld), errors.Is(err, star.ErrFenced):
 		code = connect.CodeFailedPrecondition
