@@ -402,7 +402,11 @@ func (c *Client) CreateStream(ctx context.Context, name string, opt CreateOption
 	return streamOf(res.Msg.Stream), nil
 }
 
-// DeleteStream deletes a stream (at its leader).
+// DeleteStream deletes a stream (at its leader). While another
+// DeleteStream of the stream is draining it the server answers
+// FailedPrecondition ("server: delete in progress"; not Retriable): this
+// call deleted nothing, the other one deletes the stream or fails. See
+// docs/api.md, "Errors".
 func (c *Client) DeleteStream(ctx context.Context, name string) error {
 	_, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.DeleteStreamResponse], error) {
 		return a.DeleteStream(ctx, connect.NewRequest(&strandv1.DeleteStreamRequest{Name: name}))

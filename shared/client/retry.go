@@ -52,8 +52,9 @@ func (c *Client) retryPolicy() Retry {
 // Retriable reports whether err may succeed on a retry, as docs/api.md's
 // error table says: Unavailable (the server or its stores are down,
 // restarting or not the leader; also a connection that dropped
-// mid-request), Aborted (the outcome of an append is unknown: retry it
-// only with the same producer id and batch seq, which the client does),
+// mid-request), Aborted (only appends answer it: the outcome is unknown;
+// retry only with the same producer id and batch seq, which the client
+// does),
 // and ResourceExhausted but for a request over a size limit (the server
 // is busy, or a session or lookup limit is reached: nothing was done;
 // retry later). Every other code is not retriable: the same request gets

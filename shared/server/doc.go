@@ -38,7 +38,8 @@
 //	star stopping, stores unavailable       Unavailable
 //	epoch halted past --halt-wait (new)     Unavailable (nothing written)
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)
-//	DeleteStream while another one drains   Aborted
+//	DeleteStream while another one drains   FailedPrecondition
+//	                                        (ErrDeleteInProgress)
 //	append whose outcome is unknown         Aborted ("outcome unknown": the
 //	                                        batch may be committed; retry
 //	                                        with its producer_id and batch_seq,

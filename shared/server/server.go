@@ -568,7 +568,7 @@ func (s *Server) drain(ctx context.Context, name string, id format.StreamID) (re
 	s.mu.Lock()
 	if s.draining[id] {
 		s.mu.Unlock()
-		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is already being deleted by another call", name))
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is being deleted by another DeleteStream call, which is draining its last appends; this call deleted nothing (the stream is gone once that call succeeds: GetStream answers not_found)", ErrDeleteInProgress, name))
 	}
 	s.draining[id] = true
 	s.mu.Unlock()
