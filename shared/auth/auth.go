@@ -145,6 +145,10 @@ type Grant struct {
 	// Checker): the key of per-tenant limits, so that minting tokens does
 	// not multiply them.
 	Tenant string
+	// TenantPrefix is the prefix of the token's root (set by Checker): the
+	// namespace its tenant's streams are named under, which the server's
+	// stream quota counts.
+	TenantPrefix string
 	// Chain holds the hashes of the token's ancestors, parent first (set
 	// by Checker). ExpiresMs and RevokedMs fold theirs in: a token is
 	// void once any ancestor is.
@@ -426,6 +430,7 @@ func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) 
 			g.RevokedMs = t.RevokedMs
 		}
 	}
+	g.TenantPrefix = t.Prefix // the root's
 	return g, true, nil
 }
 

@@ -86,6 +86,7 @@ type Server struct {
 	// again from the metastore before the star opens it (stillActive).
 
 	shutdown shutdown // BeginDrain, EndSessions (shutdown.go)
+	quota    *quotas  // per-tenant quotas (quota.go)
 }
 
 // opening is one stream's open in progress; calls that find it wait for
@@ -122,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}}, nil
+		draining: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
@@ -490,6 +491,11 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	if s.cfg.DefaultStar == s.cfg.Star.ID() && !slices.Contains(s.cfg.Star.Chains(), metastore.ChainID{Star: s.cfg.Star.ID(), Class: class}) {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("create stream %q: star %s has no %s bucket set; choose the other storage class", m.Name, s.cfg.Star.ID(), class))
 	}
+	release, err := s.streamQuota(ctx, m.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var id format.StreamID
 	if _, err := io.ReadFull(s.cfg.Rand, id[:]); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("draw a stream id: %w", err))
@@ -688,6 +694,9 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
+	if err := s.appendQuota(ctx, a.Stream, a.Records); err != nil {
+		return nil, err
+	}
 	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 	messageDone(ctx) // the pool bounds the batch now: the body's share of the decoding budget goes back
 	if err != nil {
@@ -743,6 +752,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				return
 			}
 			_, id, err := s.leading(ctx, auth.Append, a.Stream)
+			if err == nil {
+				err = s.appendQuota(ctx, a.Stream, a.Records)
+			}
 			if err != nil {
 				push(pending{err: err})
 				return

@@ -1,0 +1,120 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/server"
+)
+
+// once is a client of token that never retries, so a test sees the
+// server's first answer.
+func (e *env) once(t testing.TB, token string) *client.Client {
+	t.Helper()
+	c, err := client.New(e.ts.URL, client.WithToken(token), client.WithRetry(client.Retry{MaxAttempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTenantStreamQuota (issue 31): a tenant (a root token and the tokens
+// minted under it) creates at most Limits.MaxStreamsPerTenant streams:
+// minting a token does not multiply it, the one past it is
+// resource_exhausted naming the quota and not retriable, another tenant
+// is not bothered, and deleting a stream makes room.
+func TestTenantStreamQuota(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Limits.MaxStreamsPerTenant = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rootA := e.api.Issue(t, 9, "team-a/", auth.Admin)
+	rootB := e.api.Issue(t, 10, "team-b/", auth.Admin)
+	child, _, err := e.client(t, rootA).CreateToken(ctx, client.TokenSpec{Prefix: "team-a/x/", Ops: []string{"admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c := e.once(t, rootA), e.once(t, child)
+	opt := client.CreateOptions{Class: "express"}
+	if _, err := a.CreateStream(ctx, "team-a/1", opt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(ctx, "team-a/x/2", opt); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		c    *client.Client
+		name string
+	}{{a, "team-a/3"}, {c, "team-a/x/3"}} {
+		_, err := tc.c.CreateStream(ctx, tc.name, opt)
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrStreamQuota.Error()) || client.Retriable(err) {
+			t.Errorf("a third stream %s of one tenant (quota 2): %v, want resource_exhausted %q, not retriable", tc.name, err, server.ErrStreamQuota)
+		}
+	}
+	if _, err := e.once(t, rootB).CreateStream(ctx, "team-b/1", opt); err != nil {
+		t.Errorf("another tenant's first stream: %v", err)
+	}
+	if err := a.DeleteStream(ctx, "team-a/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(ctx, "team-a/x/3", opt); err != nil {
+		t.Errorf("a stream after one was deleted: %v", err)
+	}
+}
+
+// TestTenantAppendRate (issue 31): a tenant appends at most
+// Limits.AppendBytesPerSecPerTenant metered bytes a second (with its burst,
+// at least 1 MiB) on a star, unary and in sessions, whichever of its
+// tokens sends them; past it an append is resource_exhausted, retriable,
+// and writes nothing; another tenant appends meanwhile.
+func TestTenantAppendRate(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Limits.AppendBytesPerSecPerTenant = 1 }) // burst: 1 MiB
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rootA := e.api.Issue(t, 9, "team-a/", auth.Admin)
+	rootB := e.api.Issue(t, 10, "team-b/", auth.Admin)
+	for i, root := range []string{rootA, rootB} {
+		if _, err := e.client(t, root).CreateStream(ctx, fmt.Sprintf("team-%c/s", 'a'+i), client.CreateOptions{Class: "express"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child, _, err := e.client(t, rootA).CreateToken(ctx, client.TokenSpec{Prefix: "team-a/", Ops: []string{"append", "read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := []client.Record{{Body: bytes.Repeat([]byte("x"), 600<<10)}}
+	if _, err := e.once(t, rootA).Append(ctx, "team-a/s", big, client.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantRate := func(what string, err error) {
+		t.Helper()
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrRateQuota.Error()) || !client.Retriable(err) {
+			t.Errorf("%s past the tenant's rate: %v, want resource_exhausted %q, retriable", what, err, server.ErrRateQuota)
+		}
+	}
+	_, err = e.once(t, child).Append(ctx, "team-a/s", big, client.AppendOptions{})
+	wantRate("a unary append by a minted token", err)
+	s, err := e.once(t, child).OpenAppendSession(ctx, "team-a/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Submit(big, client.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-s.Acks()
+	s.Close()
+	wantRate("a session's append", r.Err)
+	if tail, err := e.client(t, rootA).CheckTail(ctx, "team-a/s"); err != nil || tail.NextSeq != 1 {
+		t.Errorf("refused appends wrote something: tail %+v %v, want 1", tail, err)
+	}
+	if _, err := e.once(t, rootB).Append(ctx, "team-b/s", big, client.AppendOptions{}); err != nil {
+		t.Errorf("another tenant's append: %v", err)
+	}
+}
