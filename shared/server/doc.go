@@ -48,6 +48,11 @@
 //	message or body over a limit            ResourceExhausted (not retriable)
 //	decoding budget or sessions spent       ResourceExhausted (retriable)
 //	too many lookups of unknown tokens      ResourceExhausted (retriable)
+//	tenant past its append byte rate        ResourceExhausted (retriable;
+//	                                        ErrRateQuota, quota.go)
+//	tenant at its stream quota              ResourceExhausted (not
+//	                                        retriable; ErrStreamQuota)
+//	uncapped timestamp > 24 h ahead         InvalidArgument (nothing written)
 //	append over 1000 records / 65535 headers InvalidArgument, before decoding
 //	session whose token is revoked/expired  Unauthenticated
 //	corrupt data with no good copy          DataLoss (text in the log only)
