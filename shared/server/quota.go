@@ -15,9 +15,12 @@ import (
 )
 
 // Per-tenant quotas (issue 31, ADR 0060). A tenant is a token tree
-// (auth.Grant.Tenant); without authentication there are no tenants and no
-// quotas. Both are off by default (0: unlimited), so a single-tenant
-// deployment never meets them.
+// (auth.Grant.Tenant): a root's, or one started by a token created with
+// CreateTokenRequest.tenant, whose quotas (auth.Grant.MaxStreams,
+// AppendBytesPerSec) replace the star's when not 0. Without
+// authentication there are no tenants and no quotas. The star's are off
+// by default (0: unlimited), so a single-tenant deployment never meets
+// them.
 //
 //   - Streams: a tenant has at most Limits.MaxStreamsPerTenant streams,
 //     counted as the active streams named under its root token's prefix
@@ -43,19 +46,19 @@ var (
 
 // quotas holds the per-tenant quotas' state on one server.
 type quotas struct {
-	maxStreams int
+	maxStreams int64 // the star's; 0: unlimited
 
 	createMu sync.Mutex // one CreateStream at a time counts and creates (with a stream quota)
 
-	rate, burst float64 // bytes per second, bytes; rate 0: unlimited
+	rate, burst float64 // the star's bytes per second (0: unlimited) and burst setting
 	mu          sync.Mutex
 	buckets     map[string]*bucket // by tenant
 }
 
 // bucket is one tenant's token bucket of append bytes.
 type bucket struct {
-	tokens float64
-	at     time.Time
+	tokens, rate, burst float64
+	at                  time.Time
 }
 
 // maxBuckets bounds the tenants whose buckets are kept; past it the full
@@ -63,19 +66,27 @@ type bucket struct {
 const maxBuckets = 10_000
 
 func newQuotas(l Limits) *quotas {
-	q := &quotas{maxStreams: l.MaxStreamsPerTenant, rate: float64(l.AppendBytesPerSecPerTenant), buckets: map[string]*bucket{}}
-	if q.rate > 0 {
-		// A burst holds at least one second and the largest batch, so
-		// every legal batch can pass.
-		q.burst = max(float64(l.AppendBurstBytesPerTenant), q.rate, format.MaxBatchMeteredBytes)
-	}
-	return q
+	return &quotas{maxStreams: int64(l.MaxStreamsPerTenant), rate: float64(l.AppendBytesPerSecPerTenant),
+		burst: float64(l.AppendBurstBytesPerTenant), buckets: map[string]*bucket{}}
 }
 
-// takeBytes takes n bytes from tenant's bucket at now, or returns how long
-// until they are there (taking nothing).
-func (q *quotas) takeBytes(tenant string, n int64, now time.Time) time.Duration {
-	if q.rate <= 0 {
+// rateOf is tenant g's append byte rate (its own, else the star's; 0:
+// unlimited) and burst: at least one second's and the largest batch, so
+// every legal batch can pass.
+func (q *quotas) rateOf(g auth.Grant) (rate, burst float64) {
+	rate = q.rate
+	if g.AppendBytesPerSec > 0 {
+		rate = float64(g.AppendBytesPerSec)
+	}
+	return rate, max(q.burst, rate, format.MaxBatchMeteredBytes)
+}
+
+// takeBytes takes n bytes from tenant's bucket of rate and burst at now,
+// or returns how long until they are there (taking nothing). Rate 0 is
+// unlimited. A tenant whose rate changed (its token looked up again)
+// keeps its bytes, up to the new burst.
+func (q *quotas) takeBytes(tenant string, rate, burst float64, n int64, now time.Time) time.Duration {
+	if rate <= 0 {
 		return 0
 	}
 	q.mu.Lock()
@@ -85,15 +96,17 @@ func (q *quotas) takeBytes(tenant string, n int64, now time.Time) time.Duration 
 		if len(q.buckets) >= maxBuckets {
 			q.prune(now)
 		}
-		b = &bucket{tokens: q.burst, at: now}
+		b = &bucket{tokens: burst, at: now}
 		q.buckets[tenant] = b
 	}
+	b.rate, b.burst = rate, burst
 	if now.After(b.at) {
-		b.tokens = min(q.burst, b.tokens+q.rate*now.Sub(b.at).Seconds())
+		b.tokens = min(burst, b.tokens+rate*now.Sub(b.at).Seconds())
 		b.at = now
 	}
+	b.tokens = min(b.tokens, burst)
 	if need := float64(n) - b.tokens; need > 0 {
-		return time.Duration(need / q.rate * float64(time.Second))
+		return time.Duration(need / rate * float64(time.Second))
 	}
 	b.tokens -= float64(n)
 	return 0
@@ -102,7 +115,7 @@ func (q *quotas) takeBytes(tenant string, n int64, now time.Time) time.Duration 
 // prune drops the buckets that are full at now (q.mu held).
 func (q *quotas) prune(now time.Time) {
 	for t, b := range q.buckets {
-		if b.tokens+q.rate*now.Sub(b.at).Seconds() >= q.burst {
+		if b.tokens+b.rate*now.Sub(b.at).Seconds() >= b.burst {
 			delete(q.buckets, t)
 		}
 	}
@@ -125,13 +138,14 @@ func (s *Server) appendQuota(ctx context.Context, stream string, recs []format.R
 		return nil
 	}
 	n := meteredBytes(recs)
-	wait := s.quota.takeBytes(g.Tenant, n, s.clk.Now())
+	rate, burst := s.quota.rateOf(g)
+	wait := s.quota.takeBytes(g.Tenant, rate, burst, n, s.clk.Now())
 	if wait == 0 {
 		return nil
 	}
 	return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
-		"%w: an append of %d bytes to %q: tenant %.8s... (the tokens under one root token) may append %.0f bytes a second on this server (burst %.0f; --append-bytes-per-sec-per-tenant); nothing written, retry in %v",
-		ErrRateQuota, n, stream, g.Tenant, s.quota.rate, s.quota.burst, wait.Round(time.Millisecond)))
+		"%w: an append of %d bytes to %q: tenant %.8s... may append %.0f bytes a second on this server (burst %.0f; its token's append_bytes_per_sec, else --append-bytes-per-sec-per-tenant); nothing written, retry in %v",
+		ErrRateQuota, n, stream, g.Tenant, rate, burst, wait.Round(time.Millisecond)))
 }
 
 // streamQuota refuses, ResourceExhausted, a CreateStream of a tenant that
@@ -140,29 +154,45 @@ func (s *Server) appendQuota(ctx context.Context, stream string, recs []format.R
 // this server. Without authentication or a quota it does nothing.
 func (s *Server) streamQuota(ctx context.Context, name string) (release func(), err error) {
 	g, ok := auth.FromContext(ctx)
-	if !ok || s.quota.maxStreams <= 0 {
+	limit := s.quota.maxStreams
+	if g.MaxStreams > 0 {
+		limit = g.MaxStreams
+	}
+	if !ok || limit <= 0 {
 		return func() {}, nil
 	}
 	s.quota.createMu.Lock()
-	n, err := countStreams(ctx, s.cfg.Meta, g.TenantPrefix, s.quota.maxStreams)
+	n, err := countStreams(ctx, s.cfg.Meta, g.TenantPrefix, limit)
 	if err != nil {
 		s.quota.createMu.Unlock()
 		return nil, toConnect(fmt.Errorf("create stream %q: count the tenant's streams: %w", name, err))
 	}
-	if n >= s.quota.maxStreams {
+	if n >= limit {
 		s.quota.createMu.Unlock()
 		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
-			"%w: create stream %q: tenant %.8s... (the tokens under one root token) has %d streams under %q, its quota (--max-streams-per-tenant); delete one first",
+			"%w: create stream %q: tenant %.8s... has %d streams under %q, its quota (its token's max_streams, else --max-streams-per-tenant); delete one first",
 			ErrStreamQuota, name, g.Tenant, n, g.TenantPrefix))
 	}
 	return s.quota.createMu.Unlock, nil
 }
 
+// mayStartTenant refuses, PermissionDenied, a CreateToken that starts a
+// tenant unless the caller is an admin for every stream (prefix "") in a
+// root's tenant: an operator. A tenant's members cannot start tenants,
+// which would multiply its per-tenant limits.
+func mayStartTenant(g auth.Grant, a CreateTokenArgs) error {
+	if !a.Tenant || g.Prefix == "" && !g.Started {
+		return nil
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
+		"%w: creating a token that starts a tenant needs an admin token for every stream (prefix \"\") outside any tenant a token started; the calling token's prefix is %q", auth.ErrDenied, g.Prefix))
+}
+
 // countStreams counts the active streams named under prefix, up to max.
-func countStreams(ctx context.Context, meta metastore.Store, prefix string, max int) (int, error) {
-	n := 0
+func countStreams(ctx context.Context, meta metastore.Store, prefix string, max int64) (int64, error) {
+	var n int64
 	for after := ""; n < max; {
-		page, next, err := meta.ListStreams(ctx, prefix, after, min(max-n+1, 1000))
+		page, next, err := meta.ListStreams(ctx, prefix, after, int(min(max-n+1, 1000)))
 		if err != nil {
 			return n, err
 		}

@@ -118,3 +118,58 @@ func TestTenantAppendRate(t *testing.T) {
 		t.Errorf("another tenant's append: %v", err)
 	}
 }
+
+// TestStartedTenant (ADR 0060): an operator (an admin for every stream)
+// creates a token that starts a tenant, with its own quotas: the tokens
+// minted under it share them, the operator's own tenant keeps the star's
+// (here unlimited); a tenant's member, or a root of a narrower prefix,
+// cannot start a tenant (that would multiply its limits); quotas without
+// a tenant are invalid.
+func TestStartedTenant(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op := e.once(t, e.admin)
+	secret, info, err := op.CreateToken(ctx, client.TokenSpec{Prefix: "t/", Ops: []string{"admin"}, Tenant: true, MaxStreams: 1, AppendBytesPerSec: 1})
+	if err != nil || !info.Tenant || info.MaxStreams != 1 || info.AppendBytesPerSec != 1 {
+		t.Fatalf("create a tenant: %+v %v", info, err)
+	}
+	tenant := e.once(t, secret)
+	memberSecret, _, err := tenant.CreateToken(ctx, client.TokenSpec{Prefix: "t/x/", Ops: []string{"admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := e.once(t, memberSecret)
+	opt := client.CreateOptions{Class: "express"}
+	if _, err := member.CreateStream(ctx, "t/x/1", opt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tenant.CreateStream(ctx, "t/2", opt); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrStreamQuota.Error()) {
+		t.Errorf("the tenant's second stream (its quota 1): %v, want %q", err, server.ErrStreamQuota)
+	}
+	big := []client.Record{{Body: bytes.Repeat([]byte("x"), 600<<10)}}
+	for i := range 2 {
+		if _, err := op.CreateStream(ctx, fmt.Sprintf("o/%d", i), opt); err != nil {
+			t.Errorf("the operator's stream %d (its tenant unlimited): %v", i, err)
+		}
+		if _, err := op.Append(ctx, "o/0", big, client.AppendOptions{}); err != nil {
+			t.Errorf("the operator's append %d (unlimited): %v", i, err)
+		}
+	}
+	if _, err := member.Append(ctx, "t/x/1", big, client.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tenant.Append(ctx, "t/x/1", big, client.AppendOptions{}); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrRateQuota.Error()) {
+		t.Errorf("the tenant past its own rate: %v, want %q", err, server.ErrRateQuota)
+	}
+	narrow := e.once(t, e.api.Issue(t, 11, "team-n/", auth.Admin))
+	for what, c := range map[string]*client.Client{"a tenant's own token": tenant, "a tenant's member": member, "a root of a narrower prefix": narrow} {
+		prefix := map[*client.Client]string{tenant: "t/y/", member: "t/x/y/", narrow: "team-n/y/"}[c]
+		if _, _, err := c.CreateToken(ctx, client.TokenSpec{Prefix: prefix, Ops: []string{"read"}, Tenant: true}); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("%s starts a tenant: %v, want permission_denied", what, err)
+		}
+	}
+	if _, _, err := op.CreateToken(ctx, client.TokenSpec{Prefix: "q/", Ops: []string{"read"}, MaxStreams: 5}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("quotas without a tenant: %v, want invalid_argument", err)
+	}
+}
