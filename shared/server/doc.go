@@ -68,7 +68,10 @@
 // hash, or one revoked already, is NotFound); a listing is narrowed to the
 // caller's prefix and leaves revoked tokens out. A new token's expiry is at
 // the latest the caller's, and it records the caller as its parent: a
-// tenant is a root token and the tokens under it (ADR 0048). A revoked or
+// tenant is a root token and the tokens under it (ADR 0048), or a token
+// created with tenant (only by an admin for every stream outside any
+// started tenant; else PermissionDenied) and the tokens under it, with
+// its own quotas (quota.go, ADR 0060). A revoked or
 // expired token (or one whose ancestor is) is Unauthenticated with a
 // message that says which. Bad ops, prefixes, descriptions (invisible or
 // reordering characters too) or hashes are InvalidArgument with the
