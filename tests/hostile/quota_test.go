@@ -26,6 +26,17 @@ func (e *env) once(t testing.TB, token string) *client.Client {
 	return c
 }
 
+// wantQuota checks that err is a quota's refusal: resource_exhausted with
+// the quota's sentinel in its message, retriable for the append byte rate
+// and not for the stream quota.
+func wantQuota(t *testing.T, what string, err, quota error) {
+	t.Helper()
+	retriable := quota == server.ErrRateQuota
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || err == nil || !strings.Contains(err.Error(), quota.Error()) || client.Retriable(err) != retriable {
+		t.Errorf("%s: %v, want resource_exhausted %q (retriable %v)", what, err, quota, retriable)
+	}
+}
+
 // TestTenantStreamQuota (issue 31): a tenant (a root token and the tokens
 // minted under it) creates at most Limits.MaxStreamsPerTenant streams:
 // minting a token does not multiply it, the one past it is
@@ -54,9 +65,7 @@ func TestTenantStreamQuota(t *testing.T) {
 		name string
 	}{{a, "team-a/3"}, {c, "team-a/x/3"}} {
 		_, err := tc.c.CreateStream(ctx, tc.name, opt)
-		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrStreamQuota.Error()) || client.Retriable(err) {
-			t.Errorf("a third stream %s of one tenant (quota 2): %v, want resource_exhausted %q, not retriable", tc.name, err, server.ErrStreamQuota)
-		}
+		wantQuota(t, "a third stream "+tc.name+" of one tenant (quota 2)", err, server.ErrStreamQuota)
 	}
 	if _, err := e.once(t, rootB).CreateStream(ctx, "team-b/1", opt); err != nil {
 		t.Errorf("another tenant's first stream: %v", err)
@@ -93,14 +102,8 @@ func TestTenantAppendRate(t *testing.T) {
 	if _, err := e.once(t, rootA).Append(ctx, "team-a/s", big, client.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wantRate := func(what string, err error) {
-		t.Helper()
-		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrRateQuota.Error()) || !client.Retriable(err) {
-			t.Errorf("%s past the tenant's rate: %v, want resource_exhausted %q, retriable", what, err, server.ErrRateQuota)
-		}
-	}
 	_, err = e.once(t, child).Append(ctx, "team-a/s", big, client.AppendOptions{})
-	wantRate("a unary append by a minted token", err)
+	wantQuota(t, "a unary append by a minted token past the tenant's rate", err, server.ErrRateQuota)
 	s, err := e.once(t, child).OpenAppendSession(ctx, "team-a/s")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +113,7 @@ func TestTenantAppendRate(t *testing.T) {
 	}
 	r := <-s.Acks()
 	s.Close()
-	wantRate("a session's append", r.Err)
+	wantQuota(t, "a session's append past the tenant's rate", r.Err, server.ErrRateQuota)
 	if tail, err := e.client(t, rootA).CheckTail(ctx, "team-a/s"); err != nil || tail.NextSeq != 1 {
 		t.Errorf("refused appends wrote something: tail %+v %v, want 1", tail, err)
 	}
@@ -144,9 +147,8 @@ func TestStartedTenant(t *testing.T) {
 	if _, err := member.CreateStream(ctx, "t/x/1", opt); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tenant.CreateStream(ctx, "t/2", opt); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrStreamQuota.Error()) {
-		t.Errorf("the tenant's second stream (its quota 1): %v, want %q", err, server.ErrStreamQuota)
-	}
+	_, err = tenant.CreateStream(ctx, "t/2", opt)
+	wantQuota(t, "the tenant's second stream (its quota 1)", err, server.ErrStreamQuota)
 	big := []client.Record{{Body: bytes.Repeat([]byte("x"), 600<<10)}}
 	for i := range 2 {
 		if _, err := op.CreateStream(ctx, fmt.Sprintf("o/%d", i), opt); err != nil {
@@ -159,9 +161,8 @@ func TestStartedTenant(t *testing.T) {
 	if _, err := member.Append(ctx, "t/x/1", big, client.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tenant.Append(ctx, "t/x/1", big, client.AppendOptions{}); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), server.ErrRateQuota.Error()) {
-		t.Errorf("the tenant past its own rate: %v, want %q", err, server.ErrRateQuota)
-	}
+	_, err = tenant.Append(ctx, "t/x/1", big, client.AppendOptions{})
+	wantQuota(t, "the tenant past its own rate", err, server.ErrRateQuota)
 	narrow := e.once(t, e.api.Issue(t, 11, "team-n/", auth.Admin))
 	for what, c := range map[string]*client.Client{"a tenant's own token": tenant, "a tenant's member": member, "a root of a narrower prefix": narrow} {
 		prefix := map[*client.Client]string{tenant: "t/y/", member: "t/x/y/", narrow: "team-n/y/"}[c]
