@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -129,5 +131,38 @@ func TestReconfigureIsSequenced(t *testing.T) {
 	})
 	if len(bodies) != 1 || bodies[0] != cfg {
 		t.Fatalf("config records %+v, want one with %+v", bodies, cfg)
+	}
+}
+
+// TestStampNeverPastMaxAhead is the invariant retention relies on (ADR
+// 0060): whatever the stream's configuration and the client's timestamps,
+// a stamped record's timestamp is at most MaxAheadMs after arrival, and a
+// batch is refused only when it holds a client timestamp past that (on an
+// uncapped stream) or lacks one (client-require). Seeded random batches.
+func TestStampNeverPastMaxAhead(t *testing.T) {
+	const now = 1_700_000_000_000
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 31))
+	pick := []int64{0, 1, now - 1, now, now + 1, now + MaxAheadMs - 1, now + MaxAheadMs, now + MaxAheadMs + 1, math.MaxInt64}
+	for range 2000 {
+		c := format.StreamConfig{TimestampMode: uint8(rng.IntN(3)), Uncapped: rng.IntN(2) == 1}
+		recs := make([]format.Record, 1+rng.IntN(4))
+		tooFar, missing := false, false
+		for i := range recs {
+			recs[i].TimestampMs = pick[rng.IntN(len(pick))]
+			tooFar = tooFar || recs[i].TimestampMs > now+MaxAheadMs
+			missing = missing || recs[i].TimestampMs == 0
+		}
+		mode := metastore.TimestampMode(c.TimestampMode)
+		wantRefused := mode != metastore.TimestampArrival && (c.Uncapped && tooFar || mode == metastore.TimestampClientRequire && missing)
+		got, err := stamped(recs, c, now)
+		if (err != nil) != wantRefused {
+			t.Fatalf("seed %d: config %+v, timestamps %v: %v %v, want refused %v", seed, c, recs, got, err, wantRefused)
+		}
+		for i, ts := range got {
+			if ts > now+MaxAheadMs || ts <= 0 {
+				t.Fatalf("seed %d: config %+v: record %d stamped %d, past arrival + MaxAheadMs (%d) or not positive", seed, c, i, ts, now+MaxAheadMs)
+			}
+		}
 	}
 }
