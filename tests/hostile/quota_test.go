@@ -12,6 +12,7 @@ import (
 
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/server"
 )
 
@@ -172,5 +173,47 @@ func TestStartedTenant(t *testing.T) {
 	}
 	if _, _, err := op.CreateToken(ctx, client.TokenSpec{Prefix: "q/", Ops: []string{"read"}, MaxStreams: 5}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("quotas without a tenant: %v, want invalid_argument", err)
+	}
+}
+
+// slowList answers ListStreams, which the stream quota counts with, 20 ms
+// after it read the streams, so that creates at once overlap between
+// their count and their create.
+type slowList struct{ metastore.Store }
+
+func (m slowList) ListStreams(ctx context.Context, prefix, after string, limit int) ([]metastore.Stream, string, error) {
+	sts, next, err := m.Store.ListStreams(ctx, prefix, after, limit)
+	time.Sleep(20 * time.Millisecond)
+	return sts, next, err
+}
+
+// TestStreamQuotaUnderConcurrentCreates: creates of one tenant at once on
+// one star never pass its stream quota (they are counted one at a time),
+// even when counting is slow.
+func TestStreamQuotaUnderConcurrentCreates(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) {
+		c.Limits.MaxStreamsPerTenant = 3
+		c.Meta = slowList{c.Meta}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := e.once(t, e.api.Issue(t, 9, "team-c/", auth.Admin))
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			_, err := c.CreateStream(ctx, fmt.Sprintf("team-c/%d", i), client.CreateOptions{Class: "express"})
+			errs <- err
+		}()
+	}
+	created := 0
+	for range 8 {
+		if err := <-errs; err == nil {
+			created++
+		} else {
+			wantQuota(t, "a create past the quota", err, server.ErrStreamQuota)
+		}
+	}
+	if created != 3 {
+		t.Errorf("8 creates at once under a quota of 3: %d created", created)
 	}
 }
