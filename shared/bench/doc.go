@@ -99,7 +99,7 @@
 //
 // Cost turns the counted requests and bytes into dollars per GB ingested
 // with the prices in Prices (defaults and their dates in
-// docs/performance.md): chain PUTs and, for Express, per-GB upload on
+// docs/performance/cost.md): chain PUTs and, for Express, per-GB upload on
 // every copy, cross-zone transfer of the remote copies and transit
 // storage; the metastore's measured operations as DynamoDB request units;
 // absorb Lambda invocations; and the later settle PUTs as a modelled line.
