@@ -67,7 +67,11 @@
 // to one bucket (the class's latency model) and one metastore item write
 // per append (a lognormal DynamoDB latency model, counted). The report
 // gives requests per GB, metastore writes per second and throughput, and
-// their ratios against strand.
+// their ratios against strand. Where the naive design costs less per GB
+// (Express at high rates: one copy in one zone against strand's copies in
+// several, each paying the upload charge and the remote ones cross-zone
+// transfer), the report says so and lists what strand pays above it, by
+// line item (costGap).
 //
 // # Reads
 //
