@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the rows of docs/performance.md "With the pass index (design 014)",
+"""Prints the rows of docs/performance/settle.md "End to end" (the pass index,
 settle in the window, from the bench's JSON results given as arguments."""
 import json, sys
 
