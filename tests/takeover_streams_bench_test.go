@@ -36,7 +36,7 @@ func manyIDs(n int) []format.StreamID {
 // With index=on the absorb writes pass indexes (design 014) and each
 // stream's tail is recovered from the index window (star.RecoverStream
 // on passindex.Window.ForStream, as the node does), with no ref.
-// docs/performance.md ("Many streams") reports it:
+// docs/performance/many-streams.md ("Many streams") reports it:
 //
 //	go test ./tests -run '^$' -bench TakeoverStreams -benchtime 1x
 func BenchmarkTakeoverStreams(b *testing.B) {

@@ -179,7 +179,7 @@ func TestPassIndexConcurrentCopies(t *testing.T) {
 // star publishing a release event every 250 ms: 4 passes a second of
 // 5,000 batches, each of a stream drawn at random, seeded), and the worst
 // one (every stream in the pass). Expected counts come from the batches
-// the test drew, not from the absorb. docs/performance.md ("Many
+// the test drew, not from the absorb. docs/performance/many-streams.md ("Many
 // streams") quotes its log:
 //
 //	go test ./shared/absorb -run TestItemWritesPerPass -v

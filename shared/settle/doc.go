@@ -35,7 +35,7 @@
 //     CRC covers it), so this also bounds a read's fetch. Each object is
 //     written as soon as it is complete: settle holds one object and one
 //     segment in memory, whatever the size of the refs
-//     (BenchmarkSettleStandardBacklog, docs/performance.md). Lengths that
+//     (BenchmarkSettleStandardBacklog, docs/performance/settle.md). Lengths that
 //     the format's 32-bit fields cannot hold are refused
 //     (format.ErrTooLong), never wrapped.
 //  3. Merge small: if the ref before the first group is settled, one
@@ -221,7 +221,7 @@
 // 8 MiB or less of a pack where they are at most 256 KiB apart (the
 // hourly age flush at 100,000 streams: 250 GETs, was 346,028; at
 // 1,000,000 the hour runs' entries stay a GET each: about 234,000 GETs a
-// step of 8,192 flushes, was 680,000; docs/performance.md, "Coalesced
+// step of 8,192 flushes, was 680,000; docs/performance/settle.md, "Coalesced
 // flush reads"); a merge reads its group's packs
 // (one GET per MiB), its runs' headers and their tables by range (about
 // 3 GETs per 4,096 entries a run, and a HEAD per pack), one GET to look

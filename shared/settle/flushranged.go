@@ -41,7 +41,7 @@ const (
 // range reads about 64 KiB (a block of the stream table:
 // format.RangedBlockBytes) and the stream's segments in about 2 GETs,
 // plus the object's header and command table once for all the streams; the walk reads every object whole in
-// one GET. Measured (BenchmarkFlushPastBudget; docs/performance.md,
+// one GET. Measured (BenchmarkFlushPastBudget; docs/performance/settle.md,
 // "Flushes past the window budget"), 24 runs at 100,000 streams not
 // cached: the walk 24 GETs and 251 MB (360 MB with command state on
 // every stream); by range one stream 96 GETs and 2.7 MB (112 MB), 100

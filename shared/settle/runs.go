@@ -32,7 +32,7 @@ import (
 // docs/api.md, "Retention and deletion"). It costs flushes: at most one
 // per stream touched per hour, 2.8 a second at 10,000 streams (16 item
 // writes/s, $/GiB +10% on the 2 MB/s bench) and 278 at 1,000,000 (566
-// item writes/s, $5.24/GiB against $0.70 at 24 h: docs/performance.md,
+// item writes/s, $5.24/GiB against $0.70 at 24 h: docs/performance/settle.md,
 // "The flush age"); a deployment of that size without short retentions
 // may set a longer age and lose the one-hour bound.
 const (
@@ -48,7 +48,7 @@ const (
 	// (Settler.MaxAgeFlushes): the hourly age flush at 1,000,000 active
 	// streams (1 in 24 of them, each read from every live run it is in: up
 	// to 83 GETs) spread over 6 one-minute steps, each well inside
-	// the settle Lambda's timeout (docs/performance.md, "The hourly step at
+	// the settle Lambda's timeout (docs/performance/settle.md, "The hourly step at
 	// 1,000,000 streams").
 	DefaultMaxAgeFlushes = 8192
 )
