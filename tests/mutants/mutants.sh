@@ -70,6 +70,16 @@ mutant settle-pack-key-without-digest shared/settle/runs.go "./shared/settle" \
 mutant settle-retry-skips-finish shared/settle/settle.go "./shared/settle" \
   's/res, err := s.step\(ctx, c, true\)/res, err := s.step(ctx, c, attempt == 0)/' \
   "a plan on an unfinished head is garbage, not a broken promise"
+# Issue 30, quiet chains (ADR 0057): the quiet flush without its seal
+# against merges (a merge compacts across the end of a quiet ref:
+# ErrMismatch), and without the quiet flush (a quiet chain's runs wait for
+# its next append). The simulation's settle copies take no clock.
+mutant settle-quiet-flush-skips-seal shared/settle/quiet.go "./shared/settle" \
+  's/if h.Merged.Less\(h.Settled\) \{/if false \&\& h.Merged.Less(h.Settled) {/' \
+  "the simulation's settle copies take no clock"
+mutant settle-no-quiet-flush shared/settle/quiet.go "./shared/settle ./shared/trim" \
+  's/if s.Clock == nil \{/if true {/' \
+  "the simulation's settle copies take no clock"
 
 want=("$@")
 tmp=$(mktemp -d)
