@@ -1,18 +1,22 @@
 package trim_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/trim"
 )
 
 // TestQuietChainFinishes: issue 30's "a chain with no new passes never
 // flushes its runs". Two streams write, settle moves their records into
 // runs (not yet FlushAge old), then the chain goes quiet; one stream is
-// deleted meanwhile. Three hours of wall time later, settle and trim run
-// again and again with no new passes: the runs are flushed (the flushed
+// deleted meanwhile. Three hours of wall time later, the settle and trim
+// Lambdas' scheduled events (testdata/scheduled.json) come with no new
+// passes: the runs are flushed (the flushed
 // cursor reaches the settled one), the deletion finishes, and every
 // record of the live stream reads from its refs. Before the settler took
 // a clock (settle.Settler.Clock, ADR 0057), its flush decision took its
@@ -32,18 +36,26 @@ func TestQuietChainFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.Set(time.UnixMilli(e.ts + 3*hour))
-	waiting := 0
-	for range 10 {
-		if _, err := e.s.Run(t.Context(), chainX); err != nil {
-			t.Fatal(err)
-		}
-		e.trimAll()
-		r, err := e.tr.Streams(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		waiting = r.Waiting
+	// The settle and trim Lambdas' scheduled events, with no new passes.
+	raw, err := os.ReadFile("testdata/scheduled.json")
+	if err != nil {
+		t.Fatal(err)
 	}
+	sh := &settle.Handler{Settler: e.s, Chains: []metastore.ChainID{chainX}}
+	th := &trim.Handler{Trimmer: e.tr, Chains: []metastore.ChainID{chainX}}
+	for range 3 {
+		if _, err := sh.Handle(t.Context(), raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := th.Handle(t.Context(), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := e.tr.Streams(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := r.Waiting
 	h := e.head()
 	if h.Flushed != h.Settled || waiting != 0 || len(e.deleting()) != 0 {
 		t.Fatalf("3 h after the chain went quiet: head flushed %s, settled %s; deletions waiting %d, deleting streams %d: want everything flushed and the deletion done",
