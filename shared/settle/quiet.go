@@ -71,7 +71,8 @@ func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Resu
 		}
 		res.StateBuilt = true
 	}
-	s.putState(c, cs) // read only below; kept for the next step
+	kept := cs // owned until the return: kept for the next step
+	defer func() { s.putState(c, kept) }()
 	var newest int64
 	for _, r := range cs.runs {
 		newest = max(newest, r.time)
@@ -156,11 +157,10 @@ func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Resu
 	}
 	res.Flushed = h.Settled
 	s.window.PruneRuns(c, h.Settled)
-	s.takeState(c, key)
 	sealed := h.Merged
 	if sealed.Less(h.Settled) {
 		sealed = h.Settled
 	}
-	s.putState(c, newChainState(stateKey{flushed: h.Settled, merged: sealed, settled: h.Settled}))
+	kept = newChainState(stateKey{flushed: h.Settled, merged: sealed, settled: h.Settled})
 	return nil
 }
