@@ -202,7 +202,10 @@
 // same bytes at every determined key; one that flushes early does what a
 // later copy or the next plan would (its refs are skipped by them). A
 // copy that plans on new passes meanwhile moves Settled: the quiet
-// flush's SettleRefs fail and the step is Lost. TestSettleKillAtEveryWrite
+// flush's SettleRefs fail and the step is Lost; a copy that read the
+// head before the seal and merges after it finds the merged cursor past
+// its group's start with no merged run stored there right before its
+// commit (checkUnsealed) and writes none. TestSettleKillAtEveryWrite
 // draws each copy's clock, kills idle copies at every write, races a
 // quiet flush with a planning copy and requires a quiet chain flushed
 // within a bound; TestHandlerQuietChain pins FlushAge on both sides;

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
 )
 
 // quietFlush is the step of a quiet chain (issue 30: "chains with no new
@@ -163,4 +164,33 @@ func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Resu
 	}
 	kept = newChainState(stateKey{flushed: h.Settled, merged: sealed, settled: h.Settled})
 	return nil
+}
+
+// errSealed: a quiet flush sealed the runs a merge was about to commit
+// (checkUnsealed); the merge writes nothing.
+var errSealed = errors.New("settle: the runs of the merge were sealed by a quiet flush")
+
+// checkUnsealed is a merge's check right before it commits its merged
+// run at `run`'s start a: when the stored merged cursor is past a and no
+// merged run is stored at a, a quiet flush sealed the runs after this
+// merge read its head (every other merge moves the cursor past a only
+// after a merged run at a is stored), and its refs may end inside the
+// segments this merge compacted: errSealed. A merged run stored at a is
+// adopted as before. What is left is the time between this read and the
+// merge's put (ADR 0057).
+func (s *Settler) checkUnsealed(ctx context.Context, c metastore.ChainID, run *format.PassIndex) error {
+	h, err := s.Meta.GetHead(ctx, c)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	a := metastore.Cursor{Epoch: run.Epoch, Slot: run.FirstSlot}
+	if !a.Less(h.Merged) {
+		return nil
+	}
+	if _, err := s.window.MergedRun(ctx, c, a); err == nil {
+		return nil // stored: the put finds it and adopts it
+	} else if !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("merge: %w", err)
+	}
+	return fmt.Errorf("merged run at %s, merged cursor at %s: %w", a, h.Merged, errSealed)
 }

@@ -1,10 +1,12 @@
 package settle_test
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/settle"
@@ -124,4 +126,90 @@ func TestQuietFlushBounded(t *testing.T) {
 		}
 		e.check()
 	}
+}
+
+// hookMeta calls onAdvance (nil: none) before each AdvanceCursor.
+type hookMeta struct {
+	metastore.Store
+	onAdvance func(kind metastore.CursorKind)
+}
+
+func (m *hookMeta) AdvanceCursor(ctx context.Context, c metastore.ChainID, kind metastore.CursorKind, from, to metastore.Cursor) error {
+	if m.onAdvance != nil {
+		m.onAdvance(kind)
+	}
+	return m.Store.AdvanceCursor(ctx, c, kind, from, to)
+}
+
+// TestQuietFlushSealRace: a copy P reads the head before a quiet flush
+// Q seals the live runs, plans on a new flight (stream 1 packed, not
+// flushed: its clock is record time), and is held before its settled
+// move; Q seals, flushes stream 0 only (MaxAgeFlushes 1) and returns;
+// then P moves its cursors and merges from the head it read: its group
+// (the sealed run and its own, Fanout 2) would compact stream 0's
+// entries across the end of Q's ref. A merge checks the stored merged
+// cursor right before it commits its merged run and, when a quiet flush
+// sealed its start and no copy stored it, writes none (ADR 0057).
+// Without that check every read of stream 0 failed ("ref or part at 0,
+// want 2") and so did its next flush.
+func TestQuietFlushSealRace(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	e.withIndex()
+	conf := func(s *settle.Settler) {
+		s.PassIndex, s.Fanout, s.FlushBytes, s.FlushAge, s.MaxSlotsPerStep = true, 2, 1<<30, time.Hour, 64
+	}
+	conf(e.s)
+	e.flights(2)
+	e.absorbAll()
+	e.step() // the run r1: both streams packed
+	reached, release, pDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	pMeta := &hookMeta{Store: e.mem}
+	pMeta.onAdvance = func(kind metastore.CursorKind) {
+		if kind == metastore.Settled {
+			pMeta.onAdvance = nil
+			close(reached)
+			<-release
+		}
+	}
+	p := &settle.Settler{Meta: pMeta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled}
+	conf(p)
+	qMeta := &hookMeta{Store: e.mem}
+	qMeta.onAdvance = func(kind metastore.CursorKind) {
+		if kind == metastore.Merged { // Q's seal: P has read the head and planned
+			qMeta.onAdvance = nil
+			e.flights(1)
+			e.absorbAll()
+			go func() { _, err := p.Step(context.Background(), chainX); pDone <- err }()
+			<-reached
+		}
+	}
+	q := &settle.Settler{Meta: qMeta, Sets: absorb.Sets{Express: e.set}, Settled: e.settled, MaxAgeFlushes: 1,
+		Clock: clock.NewManual(time.UnixMilli(e.newestRecordMs() + 2*time.Hour.Milliseconds()))}
+	conf(q)
+	q.MaxAgeFlushes = 1
+	if _, err := q.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.refs(0)) == 0 || len(e.refs(1)) != 0 {
+		t.Fatalf("the quiet flush did not flush stream 0 alone: refs %d and %d", len(e.refs(0)), len(e.refs(1)))
+	}
+	close(release)
+	if err := <-pDone; err != nil {
+		t.Fatalf("the planning copy: %v", err)
+	}
+	e.checkMixed()
+	// And the chain still settles and flushes, quiet.
+	for i := 0; ; i++ {
+		h := e.head()
+		if h.Flushed == h.Settled && h.Settled == h.Checkpoint {
+			break
+		}
+		if i == 8 {
+			t.Fatalf("not flushed after %d quiet steps: %+v", i, h)
+		}
+		if _, err := q.Step(t.Context(), chainX); err != nil {
+			t.Fatalf("quiet step %d: %v", i, err)
+		}
+	}
+	e.checkMixed()
 }

@@ -77,6 +77,9 @@ mutant settle-retry-skips-finish shared/settle/settle.go "./shared/settle" \
 mutant settle-quiet-flush-skips-seal shared/settle/quiet.go "./shared/settle" \
   's/if h.Merged.Less\(h.Settled\) \{/if false \&\& h.Merged.Less(h.Settled) {/' \
   "the simulation never cuts a quiet flush short before a merge (it passed at the default budget)"
+mutant settle-merge-ignores-seal shared/settle/quiet.go "./shared/settle" \
+  's/if !a.Less\(h.Merged\) \{/if true {/' \
+  "the simulation never holds a planning copy across a quiet flush"
 mutant settle-no-quiet-flush shared/settle/quiet.go "./shared/settle ./shared/trim" \
   's/if s.Clock == nil \{/if true {/'
 
