@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/lambdaenv"
 	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
@@ -28,7 +29,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex,
+		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex, Clock: clock.Real{},
 			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), passindex.DefaultColdLoadParallel)},
 			Chains: cfg.Chains(), Log: log}
 		return lambdaenv.Metered("settle", cfg.PassIndex, h.Settler.Window, h.Handle), nil

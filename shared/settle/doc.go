@@ -172,6 +172,46 @@
 // head"). A step with nothing to settle does it when its settler keeps
 // the state of its last step.
 //
+// # Quiet chains (ADR 0057)
+//
+// A step with no new passes makes no plan, so the age flush, which a
+// plan decides from record times, never came to a chain without new
+// traffic: its live runs, their packs, the deletions that wait for them
+// and the records past their retention stayed until its next append
+// (issue 30). A settler with a Clock (the node's, the settle Lambda's)
+// does a quiet flush in such a step (quiet.go): once the newest record
+// of the live runs [max(Flushed, Indexed), Settled) is at least FlushAge
+// older than the clock's now (every stream's oldest entry is then
+// FlushAge old, so the next plan would flush them all), it
+//  1. moves Merged to Settled (conditional; lost: the step is Lost): the
+//     live runs are sealed against merges, which would compact a
+//     stream's entries across the end of a ref this flush wrote (no
+//     marker records it); below Merged the window reads the level-1 run
+//     where no merged run is;
+//  2. flushes every stream of the state behind a ref, as a plan's
+//     flushes (streamParts: SettleRef under the settled cursor, parts a
+//     ref holds skipped), by oldest run then id, MaxAgeFlushes streams a
+//     batch, stopping after the first batch that wrote anything;
+//  3. when every stream is held, moves Flushed to Settled (conditional on
+//     the Flushed it read; lost: nothing).
+//
+// The clock decides only whether to flush, never what any object holds:
+// the flush writes no run and no pack, only settled objects (keys naming
+// stream and seqs, bytes the records') and refs (conditional on their
+// key and the settled cursor). So copies whose clocks differ write the
+// same bytes at every determined key; one that flushes early does what a
+// later copy or the next plan would (its refs are skipped by them). A
+// copy that plans on new passes meanwhile moves Settled: the quiet
+// flush's SettleRefs fail and the step is Lost; a copy that read the
+// head before the seal and merges after it finds the merged cursor past
+// its group's start with no merged run stored there right before its
+// commit (checkUnsealed) and writes none. TestSettleKillAtEveryWrite
+// draws each copy's clock, kills idle copies at every write, races a
+// quiet flush with a planning copy and requires a quiet chain flushed
+// within a bound; TestHandlerQuietChain pins FlushAge on both sides;
+// trim.TestQuietChainFinishes has the deletion finish. A settler without
+// a Clock leaves quiet chains as before.
+//
 // # Level 2: merged runs (design 014, "Level 2 as built")
 //
 // After the cursors, a step of runs merges (merge.go), from the head it
@@ -207,7 +247,10 @@
 // AdvanceCursor(Flushed), plus per flushed stream one QueryRefs and one
 // SettleRef: item writes follow flushes (bytes / FlushBytes + streams /
 // FlushAge), not the streams a step settles; a merge adds one
-// AdvanceCursor(Merged) per Fanout steps. S3: the run index and one pack
+// AdvanceCursor(Merged) per Fanout steps. A step with nothing to settle,
+// with a Clock: one more GetHead and, on a chain with live runs, the
+// state of its head (kept, or rebuilt once); a quiet flush then costs
+// what the age flush of its streams costs, plus two AdvanceCursor. S3: the run index and one pack
 // per MaxObjectBytes, one GET per slot, per step with flushes a GET of
 // each live run from the oldest flushed entry that the window's cache
 // does not hold (with few flushed streams instead, per stream and run not

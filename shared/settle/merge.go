@@ -82,7 +82,9 @@ func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.
 	case !errors.Is(err, objstore.ErrNotFound):
 		return false, fmt.Errorf("merge: %w", err)
 	default:
-		if m, err = s.makeMerged(ctx, c, group, res); err != nil {
+		if m, err = s.makeMerged(ctx, c, group, res); errors.Is(err, errSealed) {
+			return false, nil // a quiet flush sealed them: nothing to merge (ADR 0057)
+		} else if err != nil {
 			return false, fmt.Errorf("merge at %s: %w", a, err)
 		}
 	}

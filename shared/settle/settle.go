@@ -15,6 +15,7 @@ import (
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
@@ -125,6 +126,15 @@ type Settler struct {
 	// own). The node shares its readers' (one cache of the window per
 	// process, not two: design 014, "Level 2 as built", memory).
 	Window *passindex.Window
+	// Clock (nil: none) lets a step with no new passes flush a quiet
+	// chain (quietFlush; issue 30, ADR 0057): once the newest record of
+	// its live runs is FlushAge older than the clock's now, every stream
+	// of them is flushed behind a ref and the flushed cursor moves to the
+	// settled one, so their packs, retention and deletions do not wait
+	// for the chain's next append. Without it a quiet chain's runs stay
+	// live until then. The plans never read it: a run and its packs
+	// depend on the step's inputs only.
+	Clock clock.Clock
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
@@ -236,6 +246,9 @@ func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (R
 	res := Result{From: st.From, To: st.From}
 	if err == nil && st.Empty() && finish && s.PassIndex {
 		err = s.finishIdle(ctx, c, h, &res)
+		if err == nil {
+			err = s.quietFlush(ctx, c, &res)
+		}
 	}
 	if err != nil || st.Empty() {
 		return res, err

@@ -70,6 +70,18 @@ mutant settle-pack-key-without-digest shared/settle/runs.go "./shared/settle" \
 mutant settle-retry-skips-finish shared/settle/settle.go "./shared/settle" \
   's/res, err := s.step\(ctx, c, true\)/res, err := s.step(ctx, c, attempt == 0)/' \
   "a plan on an unfinished head is garbage, not a broken promise"
+# Issue 30, quiet chains (ADR 0057): the quiet flush without its seal
+# against merges (a merge compacts across the end of a quiet ref:
+# ErrMismatch), and without the quiet flush (a quiet chain's runs wait for
+# its next append: the simulation's drain requires them flushed).
+mutant settle-quiet-flush-skips-seal shared/settle/quiet.go "./shared/settle" \
+  's/if h.Merged.Less\(h.Settled\) \{/if false \&\& h.Merged.Less(h.Settled) {/' \
+  "the simulation never cuts a quiet flush short before a merge (it passed at the default budget)"
+mutant settle-merge-ignores-seal shared/settle/quiet.go "./shared/settle" \
+  's/if !a.Less\(h.Merged\) \{/if true {/' \
+  "the simulation never holds a planning copy across a quiet flush"
+mutant settle-no-quiet-flush shared/settle/quiet.go "./shared/settle ./shared/trim" \
+  's/if s.Clock == nil \{/if true {/'
 
 want=("$@")
 tmp=$(mktemp -d)

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
@@ -56,6 +58,12 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 	// most streams are packed into runs, some flushed by bytes, the rest
 	// by age.
 	opt.FlushBytes, opt.FlushAge = 600, 120*time.Millisecond
+	// Settle's clock for quiet chains follows the record timestamps (the
+	// bubble's is decades ahead of them: every idle step would flush
+	// every stream).
+	recordNow := &recordClock{}
+	recordNow.ms.Store(1_000)
+	opt.SettleClock = recordNow
 	w, err := NewWorld(seed, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +140,7 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 			i := rng.IntN(streams)
 			body := fmt.Sprintf("s%d-%d-%d-%s", i, step, j, filler(60))
 			ts := int64(1_000 + step) // increasing: the book's timestamps
+			recordNow.ms.Store(ts)
 			wg.Go(func() {
 				ack, err := n.Star.Append(ctx, w.IDs[i], []format.Record{{TimestampMs: ts, Body: []byte(body)}}, star.AppendOptions{})
 				if err != nil {
@@ -269,3 +278,12 @@ func runManyStreams(t *testing.T, seed int64, steps, streams int) {
 		t.Fatalf("seed %d: %d SettleRef for %d batches: settle's writes still follow the streams it settles", seed, settleRefs, batches)
 	}
 }
+
+// recordClock is a clock at the workload's record time (Now); timers are
+// the bubble's.
+type recordClock struct {
+	clock.Real
+	ms atomic.Int64
+}
+
+func (c *recordClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }

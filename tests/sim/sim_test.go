@@ -1105,6 +1105,28 @@ func (s *sim) drain() {
 			s.fatalf("switched chain after the drain: head %+v, %v: want indexed, settled to the checkpoint", h, err)
 		}
 	}
+	if s.w.SettleIndexed() {
+		// Once faults stop, a quiet chain flushes (ADR 0057): FlushAge of
+		// settle's clock after the last append, settle flushes every
+		// stream of the live runs and the flushed cursor reaches the
+		// settled one.
+		time.Sleep(s.w.Opt.FlushAge + time.Second)
+		for i := 0; ; i++ {
+			h, err := s.w.Meta.GetHead(ctx, Chain)
+			if err != nil {
+				s.fatalf("head after the drain: %v", err)
+			}
+			if h.Flushed == h.Settled && h.Settled == h.Checkpoint {
+				break
+			}
+			if i == 20 {
+				s.fatalf("a quiet chain not flushed FlushAge after the drain: head %+v", h)
+			}
+			if _, err := s.w.Settler().Run(ctx, Chain); err != nil {
+				s.fatalf("settle a quiet chain: %v", err)
+			}
+		}
+	}
 	s.wg.Wait()
 	synctest.Wait()
 	s.check()

@@ -27,6 +27,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
@@ -71,6 +72,10 @@ type Options struct {
 	// DedupeMaxProducers is the star's --dedupe-max-producers (0: its
 	// default): TestSimDedupeBound sets it below the idempotent producers.
 	DedupeMaxProducers int
+	// SettleClock is settle's clock for quiet chains (settle.Settler.Clock,
+	// ADR 0057); nil: the bubble's virtual clock. A workload whose record
+	// timestamps do not follow that clock gives one that does.
+	SettleClock clock.Clock
 }
 
 // DefaultOptions: Express K=3/W=2, four streams, a small backlog budget so
@@ -238,7 +243,8 @@ func (w *World) OtherSettler() *settle.Settler { return w.settler(true) }
 // deploy's (other).
 func (w *World) settler(other bool) *settle.Settler {
 	s := &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
-		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout}
+		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout,
+		Clock: clock.OrReal(w.Opt.SettleClock)} // quiet chains flush (ADR 0057)
 	if other {
 		s.FlushBytes, s.PackBufferBytes, s.MaxObjectBytes = 2*w.Opt.FlushBytes, -1, 4096
 	}
