@@ -36,7 +36,7 @@ shows it, strand token revoke takes it). Use the token to create narrower
 ones with strand token create.`,
 		Example: `  strand token bootstrap --table strand-prod-Table1A2B3C --region eu-west-1 --out strand.token
   export STRAND_TOKEN=$(cat strand.token)
-  strand token bootstrap --table strand --aws-endpoint http://localhost:4566   # LocalStack`,
+  strand token bootstrap --table strand --aws-endpoint http://localhost:4566   # an emulator's DynamoDB (LocalStack, moto)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if w.Table == "" {
