@@ -15,6 +15,9 @@ import (
 // cliHeading is a command's heading in docs/cli.md: "### strand PATH".
 var cliHeading = regexp.MustCompile("(?m)^### `?strand ([a-z -]+?)`?\\s*$")
 
+// cliDocCellMax is the longest table cell docs/cli.md may hold.
+const cliDocCellMax = 120
+
 // nextHeading ends a command's section.
 var nextHeading = regexp.MustCompile(`\n##+ `)
 
@@ -22,12 +25,14 @@ var nextHeading = regexp.MustCompile(`\n##+ `)
 var clientFlagNames = []string{"endpoint", "token", "token-file", "retry-for", "trust-leader", "help"}
 
 // TestCLIDocHeadings: every command of the CLI (its full path under
-// strand) has a heading "### strand PATH" in docs/cli.md, followed by its
-// synopsis in a code block and listed in the Commands table with a link to
-// it, naming each of the command's own flags (bench's model and price flags
-// aside), and every such heading names a command that
-// exists (issue 34: a reader finds a command by its name). cobra's own
-// help command and the shells under completion are cobra's and left out.
+// strand) has a section "### strand PATH" in docs/cli.md that opens with
+// its synopsis in a code block and names each of the command's own flags
+// (bench's model and price flags aside), and a row in the Commands table
+// linking to it; every such heading names a command that exists; no
+// table cell is longer than cliDocCellMax (issue 34: a reader finds a
+// command by its name, details below the tables). cobra's own help
+// command and the shells under completion are cobra's and left out. It
+// failed before cli.md was rewritten: no command had a heading.
 func TestCLIDocHeadings(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
 	if err != nil {
@@ -91,6 +96,17 @@ func TestCLIDocHeadings(t *testing.T) {
 		for _, f := range flags[c] {
 			if !strings.Contains(body, "--"+f) {
 				t.Errorf("docs/cli.md: \"### strand %s\" does not name its flag --%s", c, f)
+			}
+		}
+	}
+	// Short cells: details go below the table (issue 34).
+	for i, l := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(l, "|") {
+			continue
+		}
+		for _, cell := range strings.Split(strings.Trim(l, "| "), "|") {
+			if len(strings.TrimSpace(cell)) > cliDocCellMax {
+				t.Errorf("docs/cli.md:%d: a table cell of %d characters (at most %d: details go below the table)", i+1, len(strings.TrimSpace(cell)), cliDocCellMax)
 			}
 		}
 	}
