@@ -25,7 +25,7 @@ func newTokenBootstrap() *cobra.Command {
 		Long: `Issue an admin token straight into a deployed stack's metastore table
 (the stack's TableName output), with the AWS credentials of the environment
 (AWS_PROFILE, AWS_ACCESS_KEY_ID, SSO, an instance role): they need
-dynamodb:DescribeTable and dynamodb:TransactWriteItems on the table. No
+dynamodb:DescribeTable and dynamodb:PutItem on the table. No
 strand server is called: the API accepts only tokens the table holds, so the
 first one is written there. The table must be a strand metastore (keys PK
 and SK); anything else is refused before any write.
