@@ -71,6 +71,7 @@ func TestEachCommandShowsItsFlags(t *testing.T) {
 		{[]string{"dev", "--help"}, []string{"--data-dir", "--exit-with-parent"}, []string{"--endpoint", "--trust-leader"}},
 		{[]string{"read", "--help"}, []string{"--endpoint", "--token-file", "--trust-leader"}, []string{"--data-dir"}},
 		{[]string{"token", "revoke", "--help"}, []string{"--endpoint", "--token-file"}, nil},
+		{[]string{"token", "bootstrap", "--help"}, []string{"--table", "--region", "--aws-endpoint", "--out"}, []string{"--endpoint", "--token-file", "--trust-leader"}},
 		{[]string{"bench", "--help"}, []string{"--endpoint"}, []string{"--trust-leader", "--data-dir"}},
 		{[]string{"--help"}, nil, []string{"--endpoint"}},
 	} {

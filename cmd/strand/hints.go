@@ -43,7 +43,7 @@ var hints = []hint{
 // layerNames are the package prefixes of the errors the server and the
 // client wrap (metastore: invalid argument: ...): the code's sentinels,
 // which say nothing to a user of the CLI. explain drops them.
-var layerNames = regexp.MustCompile(`(^|: )(?:(?:metastore|star|server|absorb|settle|objstore|chain|format|trim|probe|read|node|window|client|rawjson): )+`)
+var layerNames = regexp.MustCompile(`(^|: )(?:(?:metastore|dynamo|star|server|absorb|settle|objstore|chain|format|trim|probe|read|node|window|client|rawjson): )+`)
 
 // exclusive is cobra's message for flags of a mutually exclusive group.
 var exclusive = regexp.MustCompile(`^if any flags in the group \[([^\]]*)\] are set none of the others can be; \[([^\]]*)\] were all set$`)

@@ -143,6 +143,7 @@ func TestMessagesSpeakToUsers(t *testing.T) {
 		{wire(connect.CodeFailedPrecondition, "star: fencing token mismatch: x"), "failed_precondition: fencing token mismatch: x"},
 		{fmt.Errorf("--producer-id: %w", errors.New("client: producer id \"x\": want 32 hex digits")), "--producer-id: producer id \"x\": want 32 hex digits"},
 		{errors.New("if any flags in the group [seq timestamp tail-offset] are set none of the others can be; [seq tail-offset] were all set"), "--seq and --tail-offset: they are alternatives: give one of them"},
+		{fmt.Errorf("%w (region r)", fmt.Errorf("%w: table t has key id (HASH), want PK (hash) and SK (range)", errors.New("dynamo: not a strand metastore table"))), "not a strand metastore table: table t has key id (HASH), want PK (hash) and SK (range) (region r)"},
 		{errors.New("a starter: begins here"), "a starter: begins here"},
 	} {
 		if got := message(tc.err); got != tc.want {

@@ -55,7 +55,7 @@ then, in another shell, use the endpoint and token it prints:
 		root.AddCommand(cf.register(c, c.Flags(), true))
 	}
 	tok, bench := newToken(&cf), newBench(&cf)
-	root.AddCommand(cf.register(tok, tok.PersistentFlags(), true), cf.register(bench, bench.Flags(), false))
+	root.AddCommand(tok, cf.register(bench, bench.Flags(), false))
 	return root
 }
 

@@ -20,7 +20,7 @@ import (
 func newToken(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "Create, list and revoke scoped bearer tokens (needs an admin token)",
+		Short: "Create, list and revoke scoped bearer tokens (an admin token); bootstrap a deployment's first one",
 		Long: `Manage bearer tokens. A token is scoped to a stream-name prefix ("" = every
 stream) and to operations: read, append, trim, fence and/or admin (admin
 implies the others, and lets the token manage tokens; trim and fence are apart
@@ -30,11 +30,16 @@ whose prefix starts with its own, with operations it holds.
 The server stores only a token's SHA-256 hash: the secret is printed once, by
 create, and the hash is the token's id for ls and revoke. A revoked token stops
 working at once on the server that revoked it, and on every server within 10 s.`,
-		Example: `  strand token create --prefix team-a/ --ops read,append --description "team a producers"
+		Example: `  strand token bootstrap --table TABLE --out strand.token (a deployment's first admin token)
+  strand token create --prefix team-a/ --ops read,append --description "team a producers"
   strand token ls
   strand token revoke 3f2a...e9 (the hash from create or ls)`,
 	}
-	cmd.AddCommand(newTokenCreate(cf), newTokenLs(cf), newTokenRevoke(cf))
+	// The client flags are the API commands' own: bootstrap calls no server.
+	for _, c := range []*cobra.Command{newTokenCreate(cf), newTokenLs(cf), newTokenRevoke(cf)} {
+		cmd.AddCommand(cf.register(c, c.Flags(), true))
+	}
+	cmd.AddCommand(newTokenBootstrap())
 	return cmd
 }
 

@@ -5,8 +5,9 @@
 //	go run ./localstack/token --endpoint http://localhost:4566 --table strand --token-file localstack/.run/token
 //
 // With --endpoint "" it writes to DynamoDB on AWS (the SDK's credentials and
-// the given region): that is how an operator issues the first token for a
-// deployed stack (docs/deploy.md). With --token-file, a token already in the file is issued again (the same
+// the given region); an operator issues a deployed stack's first token
+// with `strand token bootstrap` (docs/deploy.md), which reaches the table
+// the same way (dynamo.Open, auth.Issue). With --token-file, a token already in the file is issued again (the same
 // grant; re-running is harmless) and a new one is written there (mode 0600).
 package main
 
@@ -19,10 +20,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/metastore/dynamo"
@@ -58,16 +55,11 @@ func run(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(*region))
+	meta, err := dynamo.Open(ctx, dynamo.Where{Table: *table, Region: *region, Endpoint: *endpoint})
 	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
+		return err
 	}
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if *endpoint != "" {
-			o.BaseEndpoint = aws.String(*endpoint)
-		}
-	})
-	if err := auth.Issue(ctx, dynamo.New(ddb, *table), tok, *prefix, grant); err != nil {
+	if err := auth.Issue(ctx, meta, tok, *prefix, grant); err != nil {
 		return fmt.Errorf("issue into table %s at %s: %w", *table, *endpoint, err)
 	}
 	if *file != "" {

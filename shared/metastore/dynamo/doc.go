@@ -207,6 +207,15 @@
 //	ValidationException                                ErrInvalid
 //	ResourceNotFoundException and other errors         returned wrapped, no sentinel (configuration)
 //
+// Opening a deployment's table from outside a star (Open, Check: one
+// DescribeTable, no write; strand token bootstrap and localstack/token)
+// answers ErrNoTable for a table that does not exist, ErrNotMetastore for
+// one whose keys are not the strings PK (hash) and SK (range), naming the
+// keys it has, and ErrNoRegion when neither the caller nor the SDK's
+// configuration names a region. CreateTable over an existing table with
+// other keys is ErrNotMetastore too. The check reads keys only: a table of
+// another application keyed the same way passes it.
+//
 // Arguments are checked with the metastore validators before any request,
 // so invalid input is ErrInvalid everywhere, and lookups of keys that no
 // write accepts (a malformed name, id, chain or hash) are answered

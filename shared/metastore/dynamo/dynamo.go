@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,21 +106,25 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, table string) err
 
 func checkSchema(table string, d *types.TableDescription) error {
 	if d == nil {
-		return fmt.Errorf("dynamo: table %s: no description", table)
+		return fmt.Errorf("%w: table %s: no description", ErrNotMetastore, table)
 	}
 	want := map[string]types.KeyType{attrPK: types.KeyTypeHash, attrSK: types.KeyTypeRange}
 	if len(d.KeySchema) != len(want) {
-		return fmt.Errorf("dynamo: table %s: key schema %v, want PK (hash) and SK (range)", table, d.KeySchema)
+		var keys []string
+		for _, k := range d.KeySchema {
+			keys = append(keys, fmt.Sprintf("%s (%s)", aws.ToString(k.AttributeName), k.KeyType))
+		}
+		return fmt.Errorf("%w: table %s has key %s, want PK (hash) and SK (range)", ErrNotMetastore, table, strings.Join(keys, ", "))
 	}
 	for _, k := range d.KeySchema {
 		if want[aws.ToString(k.AttributeName)] != k.KeyType {
-			return fmt.Errorf("dynamo: table %s: key schema has %s as %s, want PK (hash) and SK (range)",
-				table, aws.ToString(k.AttributeName), k.KeyType)
+			return fmt.Errorf("%w: table %s has key %s (%s), want PK (hash) and SK (range)",
+				ErrNotMetastore, table, aws.ToString(k.AttributeName), k.KeyType)
 		}
 	}
 	for _, a := range d.AttributeDefinitions {
 		if n := aws.ToString(a.AttributeName); (n == attrPK || n == attrSK) && a.AttributeType != types.ScalarAttributeTypeS {
-			return fmt.Errorf("dynamo: table %s: key %s has type %s, want S", table, n, a.AttributeType)
+			return fmt.Errorf("%w: table %s: key %s has type %s, want S", ErrNotMetastore, table, n, a.AttributeType)
 		}
 	}
 	return nil

@@ -74,8 +74,30 @@ func TestCreateTableIdempotentAndChecksSchema(t *testing.T) {
 		t.Fatalf("create table with another schema: %v", err)
 	}
 	defer c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(other)})
-	if err := CreateTable(ctx, c, other); err == nil || !strings.Contains(err.Error(), "key schema") {
-		t.Fatalf("CreateTable over a table with another key schema: %v, want a key schema error", err)
+	if err := CreateTable(ctx, c, other); !errors.Is(err, ErrNotMetastore) {
+		t.Fatalf("CreateTable over a table with another key schema: %v, want %v", err, ErrNotMetastore)
+	}
+	// Open (the SDK's default credentials, here the environment's) finds
+	// the metastore, refuses the other table and a missing one, and
+	// reports the region it looked in.
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	endpoint := emulator.DynamoDBEndpoint(t)
+	if _, err := Open(ctx, Where{Table: table, Region: emulator.Region, Endpoint: endpoint}); err != nil {
+		t.Fatalf("Open a metastore table: %v", err)
+	}
+	if _, err := Open(ctx, Where{Table: other, Region: emulator.Region, Endpoint: endpoint}); !errors.Is(err, ErrNotMetastore) || !strings.Contains(err.Error(), "key id (HASH)") {
+		t.Fatalf("Open a table with key id: %v, want %v naming the key", err, ErrNotMetastore)
+	}
+	if _, err := Open(ctx, Where{Table: emulator.Name(t, "missing"), Region: emulator.Region, Endpoint: endpoint}); !errors.Is(err, ErrNoTable) || !strings.Contains(err.Error(), "region "+emulator.Region) {
+		t.Fatalf("Open a missing table: %v, want %v naming the region", err, ErrNoTable)
+	}
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_PROFILE", "")
+	if _, err := Open(ctx, Where{Table: table, Endpoint: endpoint}); !errors.Is(err, ErrNoRegion) {
+		t.Fatalf("Open with no region anywhere: %v, want %v", err, ErrNoRegion)
 	}
 }
 
