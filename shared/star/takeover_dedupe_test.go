@@ -28,18 +28,11 @@ import (
 // waits for).
 func TestSecondTakeoverKeepsTheOriginalAck(t *testing.T) {
 	if os.Getenv("STRAND_KNOWN_GAPS") == "" {
-		t.Skip("known gap, ADR 0062: the durable dedupe window is the last 16 refs; STRAND_KNOWN_GAPS=1 runs it")
+		t.Skip("known gap, ADR 0062: the durable dedupe window is the last 16 parts; STRAND_KNOWN_GAPS=1 runs it")
 	}
 	ctx := context.Background()
 	m := metastore.NewMem()
-	ch := metastore.ChainID{Star: "star-r", Class: metastore.Standard}
-	if err := m.MintEpoch(ctx, ch, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 1}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := m.BeginAbsorb(ctx, ch, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	put := putRefs(t, m)
 	id := sid(5)
 	p := pid(1)
 	// Star 1's last flight: p's batch 0, seqs 0..299 (committed, ack lost).
@@ -53,9 +46,7 @@ func TestSecondTakeoverKeepsTheOriginalAck(t *testing.T) {
 			Locations: []metastore.Location{{Key: fmt.Sprintf("chains/x/%d", k+1), Length: 1}},
 			Producers: []metastore.ProducerMark{{Producer: pid(byte(2 + k%4)), BatchSeq: uint64(k / 4), FirstSeq: first, LastSeq: first + 9}}})
 	}
-	if err := m.PutRefs(ctx, ch, h.Absorbing, refs); err != nil {
-		t.Fatal(err)
-	}
+	put(refs)
 	// Star 3 recovers the stream and opens it; p resends batch 0.
 	info, err := RecoverStream(ctx, m, id, metastore.Standard, time.Now())
 	if err != nil {
