@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -35,8 +35,8 @@ func manyIDs(n int) []format.StreamID {
 // latency here: the figure is the star's and the absorb's own work.
 // With index=on the absorb writes pass indexes (design 014) and each
 // stream's tail is recovered from the index window (star.RecoverStream
-// on absorb.IndexWindow.ForStream, as the node does), with no ref.
-// docs/performance.md ("Many streams") reports it:
+// on passindex.Window.ForStream, as the node does), with no ref.
+// docs/performance/many-streams.md ("Many streams") reports it:
 //
 //	go test ./tests -run '^$' -bench TakeoverStreams -benchtime 1x
 func BenchmarkTakeoverStreams(b *testing.B) {
@@ -90,7 +90,7 @@ func takeoverStreams(b *testing.B, n int, passIndex bool) {
 		}
 		start = time.Now()
 		if passIndex {
-			win := &absorb.IndexWindow{Meta: w.meta, Bucket: w.settled}
+			win := &passindex.Window{Meta: w.meta, Bucket: w.settled}
 			for _, id := range ids {
 				st := metastore.Stream{ID: id.String(), Class: metastore.Express, Star: "star-0"}
 				info, err := star.RecoverStream(ctx, win.ForStream(st), id, metastore.Express, time.Now())

@@ -118,7 +118,8 @@ retention (0: forever) bounds how long settled data is kept.
 record's timestamp when it has one, else the arrival time; the default),
 client-require (every record must have one) or arrival (the arrival time,
 always). A client timestamp later than the arrival time becomes the arrival
-time unless --uncapped. A stream's timestamps never decrease.`,
+time unless --uncapped (which keeps one up to 24 h ahead and refuses a later
+one). A stream's timestamps never decrease.`,
 		Example: "  strand create orders\n  strand create clicks --class express --retention 72h\n  strand create sensor --timestamping client-require",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -142,7 +143,7 @@ time unless --uncapped. A stream's timestamps never decrease.`,
 	cmd.Flags().StringVar(&class, "class", "standard", "storage class: standard or express")
 	cmd.Flags().DurationVar(&retention, "retention", 0, "keep settled data this long (e.g. 72h; 0 keeps forever)")
 	cmd.Flags().StringVar(&stamping, "timestamping", "client-prefer", "where timestamps come from: client-prefer, client-require or arrival")
-	cmd.Flags().BoolVar(&uncapped, "uncapped", false, "keep client timestamps later than the arrival time (default: capped to it)")
+	cmd.Flags().BoolVar(&uncapped, "uncapped", false, "keep client timestamps later than the arrival time, up to 24 h ahead (default: capped to it)")
 	return cmd
 }
 

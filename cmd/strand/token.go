@@ -40,17 +40,22 @@ working at once on the server that revoked it, and on every server within 10 s.`
 
 func newTokenCreate(cf *clientFlags) *cobra.Command {
 	var prefix, ops, description, expires string
-	var asJSON bool
+	var asJSON, tenant bool
+	var maxStreams, appendRate int64
 	cmd := &cobra.Command{
 		Use:   "create --prefix PREFIX --ops OPS",
 		Short: "Create a token scoped to a stream-name prefix and operations; prints its secret once",
 		Long: `Create a token for streams whose names start with --prefix, allowed --ops
 (comma-separated: read, append, trim, fence, admin). The prefix must start with the calling
 token's prefix. The secret is printed once on stdout (keep it: it cannot be
-shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
+shown again); its hash, printed on stderr, is what ls shows and revoke takes.
+--tenant makes the token start a tenant of its own, with quotas --max-streams
+and --append-bytes-per-sec (0: the star's); only an admin token for every
+stream outside any started tenant (an operator's) may.`,
 		Example: `  strand token create --prefix team-a/ --ops admin
   strand token create --prefix team-a/logs/ --ops read --description dashboards
-  STRAND_TOKEN=$(strand token create --prefix ci/ --ops append)`,
+  STRAND_TOKEN=$(strand token create --prefix ci/ --ops append)
+  strand token create --prefix team-b/ --ops admin --tenant --max-streams 100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("prefix") {
@@ -67,7 +72,8 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 			if err != nil {
 				return err
 			}
-			secret, info, err := c.CreateToken(cmd.Context(), client.TokenSpec{Prefix: prefix, Ops: strings.Split(ops, ","), Description: description, ExpiresMs: expiresMs})
+			secret, info, err := c.CreateToken(cmd.Context(), client.TokenSpec{Prefix: prefix, Ops: strings.Split(ops, ","), Description: description, ExpiresMs: expiresMs,
+				Tenant: tenant, MaxStreams: maxStreams, AppendBytesPerSec: appendRate})
 			if err != nil {
 				return err
 			}
@@ -87,8 +93,8 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 			if info.ExpiresMs != 0 {
 				exp = ", expiring at " + msTime(info.ExpiresMs)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s%s; %s\n",
-				info.Hash, info.Prefix, strings.Join(info.Ops, ","), exp, whereSecret(cmd.OutOrStdout()))
+			fmt.Fprintf(cmd.ErrOrStderr(), "created token %s for prefix %q with %s%s%s; %s\n",
+				info.Hash, info.Prefix, strings.Join(info.Ops, ","), exp, strings.ReplaceAll(tenantOf(info), "\t", ", "), whereSecret(cmd.OutOrStdout()))
 			return nil
 		},
 	}
@@ -97,6 +103,9 @@ shown again); its hash, printed on stderr, is what ls shows and revoke takes.`,
 	cmd.Flags().StringVar(&description, "description", "", "who holds it or what for (at most 256 bytes)")
 	cmd.Flags().StringVar(&expires, "expires", "", "the token is refused from then on: a duration from now (24h, 90m) or a time (RFC 3339); default never")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: token (the secret), hash, prefix, ops, description, expiresMs")
+	cmd.Flags().BoolVar(&tenant, "tenant", false, "the token starts a tenant of its own (per-tenant limits and quotas apart from the caller's)")
+	cmd.Flags().Int64Var(&maxStreams, "max-streams", 0, "with --tenant: the tenant's stream quota (0: the star's --max-streams-per-tenant)")
+	cmd.Flags().Int64Var(&appendRate, "append-bytes-per-sec", 0, "with --tenant: the tenant's append byte rate per star (0: the star's --append-bytes-per-sec-per-tenant)")
 	return cmd
 }
 
@@ -125,7 +134,7 @@ func newTokenLs(cf *clientFlags) *cobra.Command {
 					fmt.Fprintln(out, string(b))
 					continue
 				}
-				fmt.Fprintf(out, "%s\t%q\t%s\t%s%s\n", t.Hash, t.Prefix, strings.Join(t.Ops, ","), t.Description, expiry(t.ExpiresMs))
+				fmt.Fprintf(out, "%s\t%q\t%s\t%s%s%s\n", t.Hash, t.Prefix, strings.Join(t.Ops, ","), t.Description, expiry(t.ExpiresMs), tenantOf(t))
 			}
 			return nil
 		},
@@ -198,6 +207,20 @@ func expiry(ms int64) string {
 		return ""
 	}
 	return "\texpires " + msTime(ms)
+}
+
+// tenantOf says, for a token that starts a tenant, so and its quotas.
+func tenantOf(t client.TokenInfo) string {
+	if !t.Tenant {
+		return ""
+	}
+	q := func(n int64, unit string) string {
+		if n == 0 {
+			return "the star's " + unit
+		}
+		return fmt.Sprintf("%d %s", n, unit)
+	}
+	return "\tstarts a tenant (" + q(t.MaxStreams, "streams") + ", " + q(t.AppendBytesPerSec, "bytes/s") + ")"
 }
 
 func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }

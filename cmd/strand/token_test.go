@@ -94,6 +94,15 @@ func TestTokenCommandsEndToEnd(t *testing.T) {
 	if _, stderr, err := as(admin, "token", "create", "--prefix", "team-b", "--ops", "read"); err != nil || !strings.Contains(stderr, `warning: prefix "team-b" does not end in a separator`) {
 		t.Fatalf("create team-b: %q %v", stderr, err)
 	}
+	// A token that starts a tenant, with a quota of its own (ADR 0060); ls
+	// shows it.
+	if _, stderr, err := as(admin, "token", "create", "--prefix", "team-t/", "--ops", "admin", "--tenant", "--max-streams", "3"); err != nil ||
+		!strings.Contains(stderr, "starts a tenant (3 streams, the star's bytes/s)") {
+		t.Fatalf("create a tenant: %q %v", stderr, err)
+	}
+	if stdout, _, err := as(admin, "token", "ls", "--prefix", "team-t/"); err != nil || !strings.Contains(stdout, "\tstarts a tenant (3 streams") {
+		t.Fatalf("ls a tenant: %q %v", stdout, err)
+	}
 	// The team token works within its prefix, and cannot escalate.
 	if _, _, err := as(secret, "create", "team-a/orders"); err != nil {
 		t.Fatalf("create a stream with the team token: %v", err)

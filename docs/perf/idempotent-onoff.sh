@@ -12,7 +12,7 @@
 #     the dedupe path, and the throughput a saturated star loses to it is
 #     that share of its CPU.
 # Usage: docs/perf/idempotent-onoff.sh [rounds, default 6]
-# Figures in docs/performance.md, "Idempotent appends (exactly once) on and off".
+# Figures in docs/performance/ingest.md, "Idempotent appends (exactly once) on and off".
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 rounds=${1:-6}

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Reruns the catch-up, fan-out, API and tail rows of docs/performance.md
-# "Reads" (the Catch-up table and the tail table) for this revision, one
+# Reruns the catch-up, fan-out, API and tail rows of
+# docs/performance/reads.md (the catch-up table and the tail table), one
 # command at a time, writing JSON (and the read-window CPU profiles) into
 # $OUT. Run it on an otherwise idle machine, from the repository's root:
 #
@@ -12,6 +12,11 @@
 #             script: DIV=16 OUT=/tmp/r3 docs/perf/reads3.sh)
 #   DURATION  the tail and fan-out tail runs' duration (default 10s / 5s)
 #   STRAND    a strand binary to use (default: built from this tree)
+#   EXTRA     more strand bench flags for every run (EXTRA=--pass-index=false:
+#             refs mode, as the 2026-12-01 rows ran; default: none, the
+#             pass index)
+#   PAUSE     seconds between runs (default 5: the machine reclaims a run's
+#             memory)
 #
 # Each catch-up row's CPU-s/GiB (cpu_seconds_per_gb) is the figure to
 # compare across revisions on a loaded machine; MB/s needs an idle one.
@@ -30,12 +35,12 @@ run() { # name, then the bench flags
 	name=$1
 	shift
 	echo "== $name: strand bench $*" >&2
-	"$STRAND" bench "$@" --json-out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1 || {
+	"$STRAND" bench "$@" ${EXTRA:-} --json-out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1 || {
 		cat "$OUT/$name.txt" >&2
 		exit 1
 	}
 	grep -E 'aggregate|fetched per byte|per GiB read|end-to-end' "$OUT/$name.txt" >&2 || true
-	sleep 5 # let the machine reclaim the run's memory before the next
+	sleep "${PAUSE:-5}" # let the machine reclaim the run's memory before the next
 }
 W="--producers 4 --record-size 1024"
 

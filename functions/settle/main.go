@@ -11,6 +11,7 @@ import (
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/lambdaenv"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -28,7 +29,7 @@ func main() {
 			return nil, err
 		}
 		h := &settle.Handler{Settler: &settle.Settler{Meta: st.Meta, Sets: cfg.Sets(st.Bucket), Settled: st.Bucket(cfg.SettledBucket), Log: log, PassIndex: cfg.PassIndex,
-			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), absorb.DefaultColdLoadParallel)},
+			Window: cfg.Window(st.Meta, st.Bucket(cfg.SettledBucket), passindex.DefaultColdLoadParallel)},
 			Chains: cfg.Chains(), Log: log}
 		return lambdaenv.Metered("settle", cfg.PassIndex, h.Settler.Window, h.Handle), nil
 	})

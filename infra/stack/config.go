@@ -168,7 +168,7 @@ type Config struct {
 
 // DedupeBytesPerProducer is what the memory plan counts per remembered
 // producer: 752 bytes measured with a full window of 8 batches
-// (BenchmarkDedupeStarBound, docs/performance.md), rounded up.
+// (BenchmarkDedupeStarBound, docs/performance/many-streams.md), rounded up.
 const DedupeBytesPerProducer = 768
 
 // DefaultWindowCacheMiB is the stack's default WindowCacheMiB.

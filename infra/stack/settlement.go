@@ -51,7 +51,7 @@ func fnMemoryMiB(cfg Config, name string) int {
 const EnvWindowCacheMiB = "STRAND_WINDOW_CACHE_MIB"
 
 // fnWindowMiB is name's window cache budget: a quarter of its memory
-// (trim and probe, 256 MiB: 64 MiB, absorb.DefaultWindowCacheBytes), half
+// (trim and probe, 256 MiB: 64 MiB, passindex.DefaultWindowCacheBytes), half
 // of settle's (a step pins the live runs it walks whatever the budget;
 // the cache keeps them for the next step of a warm Lambda).
 func fnWindowMiB(cfg Config, name string) int {

@@ -1175,7 +1175,7 @@ func TestPassIndexSwitch(t *testing.T) {
 // bucket may also list it. Without s3:ListBucket, S3 answers a GET of a
 // missing key with 403 AccessDenied instead of 404, which objstore cannot
 // tell from a denied read (no ErrNotFound): the absorb's probe for a
-// chain indexed before Head.Indexed existed (absorb.IndexWindow.first)
+// chain indexed before Head.Indexed existed (passindex.Window.first)
 // GETs a pass index that a refs chain does not have, so on AWS every pass
 // of an existing chain switching to the pass index failed with
 // AccessDenied and the chain stalled (the absorb had GetObject on index/

@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Defaults.
@@ -55,7 +56,7 @@ type Absorber struct {
 	Log *slog.Logger
 
 	windowOnce sync.Once
-	window     *IndexWindow // IndexedFrom's probes, with Index
+	window     *passindex.Window // IndexedFrom's probes, with Index
 }
 
 func (a *Absorber) maxSlots() int {
@@ -121,7 +122,7 @@ func (a *Absorber) Pass(ctx context.Context, c metastore.ChainID, released metas
 	case from.Epoch < h.Epoch:
 		// The chain moved on to a later epoch: this one is fenced and its
 		// cut bounds it.
-		cut, exists, err := EpochCut(ctx, a.Meta, c, from.Epoch)
+		cut, exists, err := passindex.EpochCut(ctx, a.Meta, c, from.Epoch)
 		if err != nil {
 			return res, err
 		}

@@ -552,7 +552,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	env["STRAND_SETTLED_BUCKET"], env["STRAND_PASS_INDEX"] = "settled", ""
 	if w := c.Window(nil, nil, 0); w.MaxBytes != 0 {
-		t.Fatalf("default window budget %d, want 0 (absorb.DefaultWindowCacheBytes)", w.MaxBytes)
+		t.Fatalf("default window budget %d, want 0 (passindex.DefaultWindowCacheBytes)", w.MaxBytes)
 	}
 	env["STRAND_WINDOW_CACHE_MIB"] = "512"
 	if c, err := absorb.ConfigFromEnv(get); err != nil || c.WindowCacheMiB != 512 || c.Window(nil, nil, 4).MaxBytes != 512<<20 || c.Window(nil, nil, 4).Parallel != 4 {

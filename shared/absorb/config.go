@@ -9,6 +9,7 @@ import (
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Config is the settlement Lambdas' configuration, read from the
@@ -30,7 +31,7 @@ import (
 //	                        "false" keeps refs mode and refuses a chain
 //	                        once indexed (ErrIndexed).
 //	STRAND_WINDOW_CACHE_MIB the pass index window cache's budget, MiB
-//	                        (IndexWindow.MaxBytes; 0 or unset:
+//	                        (passindex.Window.MaxBytes; 0 or unset:
 //	                        DefaultWindowCacheBytes). The star reads the
 //	                        same variable (--window-cache-mib).
 //
@@ -50,8 +51,8 @@ type Config struct {
 
 // Window is the pass index window cache a settlement function reads
 // through: the settled bucket's indexes, cached up to WindowCacheMiB.
-func (c Config) Window(meta metastore.Store, settled objstore.Bucket, parallel int) *IndexWindow {
-	return &IndexWindow{Meta: meta, Bucket: settled, Parallel: parallel, MaxBytes: c.WindowCacheMiB << 20}
+func (c Config) Window(meta metastore.Store, settled objstore.Bucket, parallel int) *passindex.Window {
+	return &passindex.Window{Meta: meta, Bucket: settled, Parallel: parallel, MaxBytes: c.WindowCacheMiB << 20}
 }
 
 // DefaultRetryFor bounds how long a Lambda's walk retries an unavailable

@@ -7,6 +7,7 @@ import (
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // TestPassIndexMatchesRefs: for a pass BuildRefs does not split, each
@@ -55,7 +56,7 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 		t.Fatalf("command state: stream a %+v, stream b %+v", c, idx.Streams[0].Commands)
 	}
 	for i := range idx.Streams {
-		got := PassRef("s", 1, &idx.Streams[i])
+		got := passindex.PassRef("s", 1, &idx.Streams[i])
 		if !metastore.EqualRef(got, refs[i]) {
 			t.Fatalf("stream %d:\nindex %+v\nref   %+v", i, got, refs[i])
 		}
@@ -66,7 +67,7 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := format.ParsePassIndex(obj)
-	if err != nil || len(back.Streams) != 3 || !metastore.EqualRef(PassRef("s", 1, &back.Streams[2]), refs[2]) || !metastore.EqualRef(PassRef("s", 1, &back.Streams[1]), refs[1]) {
+	if err != nil || len(back.Streams) != 3 || !metastore.EqualRef(passindex.PassRef("s", 1, &back.Streams[2]), refs[2]) || !metastore.EqualRef(passindex.PassRef("s", 1, &back.Streams[1]), refs[1]) {
 		t.Fatalf("round trip: %v", err)
 	}
 	// A gap is loud, as in BuildRefs.

@@ -6,26 +6,26 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // withIndex switches e's absorber to the pass index, in a fresh settled
 // bucket, and returns the window reader over it.
-func (e *env) withIndex() (*absorb.IndexWindow, objstore.Bucket) {
+func (e *env) withIndex() (*passindex.Window, objstore.Bucket) {
 	settled := objstore.NewMem("settled")
 	e.a.Index = settled
-	return &absorb.IndexWindow{Meta: e.mem, Bucket: settled}, settled
+	return &passindex.Window{Meta: e.mem, Bucket: settled}, settled
 }
 
 // checkIndex reads every stream back through the pass indexes of [0/0,
 // checkpoint), by seq from 0 and from the middle, and by timestamp, and
 // compares with what the star wrote.
-func (e *env) checkIndex(w *absorb.IndexWindow, ids []format.StreamID) {
+func (e *env) checkIndex(w *passindex.Window, ids []format.StreamID) {
 	e.t.Helper()
 	ctx := e.t.Context()
 	ck := e.head().Checkpoint
@@ -111,7 +111,7 @@ func TestPassIndexAbsorb(t *testing.T) {
 	e.checkIndex(w, e.ids)
 	// A budget smaller than one pass: every pass read again, by range
 	// (no room for a whole one), the same answers.
-	tiny := &absorb.IndexWindow{Meta: e.mem, Bucket: settled, MaxBytes: 1}
+	tiny := &passindex.Window{Meta: e.mem, Bucket: settled, MaxBytes: 1}
 	e.checkIndex(tiny, e.ids)
 	if st := tiny.Stats(); st.Objects != 0 || st.Gets != 0 || st.Ranged == 0 {
 		t.Fatalf("tiny window cache: %+v", st)
@@ -179,7 +179,7 @@ func TestPassIndexConcurrentCopies(t *testing.T) {
 // star publishing a release event every 250 ms: 4 passes a second of
 // 5,000 batches, each of a stream drawn at random, seeded), and the worst
 // one (every stream in the pass). Expected counts come from the batches
-// the test drew, not from the absorb. docs/performance.md ("Many
+// the test drew, not from the absorb. docs/performance/many-streams.md ("Many
 // streams") quotes its log:
 //
 //	go test ./shared/absorb -run TestItemWritesPerPass -v
@@ -213,7 +213,7 @@ func TestItemWritesPerPass(t *testing.T) {
 			}
 			for _, indexed := range []bool{false, true} {
 				e := newEnv(t, n, nil)
-				var w *absorb.IndexWindow
+				var w *passindex.Window
 				if indexed {
 					w, _ = e.withIndex()
 					// The switch (Head.Indexed) is set once, by a first

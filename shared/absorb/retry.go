@@ -10,6 +10,7 @@ import (
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // ErrMargin: work a Lambda pass did not start because its invocation was
@@ -81,7 +82,7 @@ func (m Margin) Work(ctx context.Context) (context.Context, context.CancelFunc) 
 // Malformed events, gaps, lost slots and unknown chains are not.
 func Transient(err error) bool {
 	for _, t := range []error{metastore.ErrUnavailable, objstore.ErrUnavailable, objstore.ErrAmbiguous,
-		chain.ErrDeadline, chain.ErrNoCopy, ErrUnfenced, context.DeadlineExceeded} {
+		chain.ErrDeadline, chain.ErrNoCopy, passindex.ErrUnfenced, context.DeadlineExceeded} {
 		if errors.Is(err, t) {
 			return true
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
@@ -53,26 +54,6 @@ type Step struct {
 // Empty reports whether there is nothing to do.
 func (s Step) Empty() bool { return s.From == s.To }
 
-// EpochCut returns the cut of epoch e of chain: the epoch must be fenced
-// (the chain has moved past it). exists is false when no epoch e was ever
-// minted (epoch numbers may skip): it has no slots.
-func EpochCut(ctx context.Context, meta metastore.Store, c metastore.ChainID, e uint64) (cut uint64, exists bool, err error) {
-	ep, err := meta.GetEpoch(ctx, c, e)
-	switch {
-	case errors.Is(err, metastore.ErrNotFound):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, fmt.Errorf("epoch %d of chain %s: %w", e, c, err)
-	case ep.State != metastore.EpochFenced:
-		return 0, true, fmt.Errorf("absorb: chain %s moved past epoch %d, which is not fenced: %w", c, e, ErrUnfenced)
-	}
-	return ep.Cut, true, nil
-}
-
-// ErrUnfenced: a later epoch exists but an earlier one was never fenced, so
-// its cut is unknown. Never normal: takeover fences before it mints.
-var ErrUnfenced = errors.New("absorb: superseded epoch not fenced")
-
 // Follow plans the next step of a cursor at from that follows upper (from
 // < upper moves it; the store's cursors only move forward), covering at
 // most max slots. Across an epoch boundary it reads the earlier epoch's cut.
@@ -83,7 +64,7 @@ func Follow(ctx context.Context, meta metastore.Store, c metastore.ChainID, from
 	}
 	end := upper.Slot
 	if from.Epoch < upper.Epoch {
-		cut, exists, err := EpochCut(ctx, meta, c, from.Epoch)
+		cut, exists, err := passindex.EpochCut(ctx, meta, c, from.Epoch)
 		if err != nil {
 			return st, err
 		}

@@ -110,7 +110,9 @@ func Issue(ctx context.Context, meta metastore.Store, token, prefix string, ops 
 }
 
 // IssueGrant stores g for an existing token (its hash only), with a
-// description for people; g.ExpiresMs, if not 0, is when it expires.
+// description for people; g.ExpiresMs, if not 0, is when it expires;
+// g.Started makes the token start a tenant with quotas g.MaxStreams and
+// g.AppendBytesPerSec (0: the star's).
 func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant, description string) error {
 	if !WellFormed(token) {
 		return fmt.Errorf("%w: a token is %s followed by 52 base32 characters", ErrInvalid, TokenPrefix)
@@ -118,7 +120,8 @@ func IssueGrant(ctx context.Context, meta metastore.Store, token string, g Grant
 	if len(g.Ops) == 0 {
 		return fmt.Errorf("%w: no operation", ErrInvalid)
 	}
-	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description, ExpiresMs: g.ExpiresMs, Parent: g.Parent}
+	t := metastore.Token{Hash: Hash(token), Prefix: g.Prefix, Description: description, ExpiresMs: g.ExpiresMs, Parent: g.Parent,
+		StartsTenant: g.Started, MaxStreams: g.MaxStreams, AppendBytesPerSec: g.AppendBytesPerSec}
 	for _, op := range g.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}
@@ -141,10 +144,22 @@ type Grant struct {
 	RevokedMs int64
 	// Parent is the hash of the token that created this one ("": a root).
 	Parent string
-	// Tenant is the hash of the token's root (its own for a root; set by
-	// Checker): the key of per-tenant limits, so that minting tokens does
+	// Tenant is the hash of the token that starts the token's tenant (set
+	// by Checker): the nearest of the token and its ancestors that starts
+	// a tenant (metastore.Token.StartsTenant), else its root (its own for
+	// a root). The key of per-tenant limits, so that minting tokens does
 	// not multiply them.
 	Tenant string
+	// TenantPrefix is the prefix of the token that starts the tenant (set
+	// by Checker): the namespace its tenant's streams are named under,
+	// which the server's stream quota counts.
+	TenantPrefix string
+	// Started is true when the tenant is started by a token with
+	// StartsTenant rather than by a root (set by Checker; given to
+	// IssueGrant, the token starts a tenant); MaxStreams and
+	// AppendBytesPerSec are that token's quotas (0: the star's).
+	Started                       bool
+	MaxStreams, AppendBytesPerSec int64
 	// Chain holds the hashes of the token's ancestors, parent first (set
 	// by Checker). ExpiresMs and RevokedMs fold theirs in: a token is
 	// void once any ancestor is.
@@ -402,10 +417,19 @@ func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) 
 	case err != nil:
 		return Grant{}, false, fmt.Errorf("auth: look up token: %w", err)
 	}
-	g := Grant{Prefix: t.Prefix, Hash: hash, ExpiresMs: t.ExpiresMs, RevokedMs: t.RevokedMs, Parent: t.Parent, Tenant: hash}
+	g := Grant{Prefix: t.Prefix, Hash: hash, ExpiresMs: t.ExpiresMs, RevokedMs: t.RevokedMs, Parent: t.Parent}
 	for _, op := range t.Ops {
 		g.Ops = append(g.Ops, Op(op))
 	}
+	// tenant takes the tenant from token t (hash h): the first that starts
+	// one, else (called last) the root.
+	tenant := func(h string, t metastore.Token) {
+		if !g.Started {
+			g.Tenant, g.TenantPrefix = h, t.Prefix
+			g.Started, g.MaxStreams, g.AppendBytesPerSec = t.StartsTenant, t.MaxStreams, t.AppendBytesPerSec
+		}
+	}
+	tenant(hash, t)
 	for p := t.Parent; p != ""; p = t.Parent {
 		if len(g.Chain) == MaxDepth || slices.Contains(g.Chain, p) || p == hash {
 			return Grant{}, false, nil // too deep or a cycle: never issued by CreateToken
@@ -418,7 +442,7 @@ func (c *Checker) lookup(ctx context.Context, hash string) (Grant, bool, error) 
 		case err != nil:
 			return Grant{}, false, fmt.Errorf("auth: look up token %.8s...'s ancestor: %w", hash, err)
 		}
-		g.Tenant = p
+		tenant(p, t)
 		if t.ExpiresMs != 0 && (g.ExpiresMs == 0 || t.ExpiresMs < g.ExpiresMs) {
 			g.ExpiresMs = t.ExpiresMs
 		}

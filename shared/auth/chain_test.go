@@ -67,3 +67,51 @@ func TestChainFolds(t *testing.T) {
 		t.Errorf("a cycle: %v, want ErrUnauthenticated", err)
 	}
 }
+
+// TestTenantStartsAtItsToken (ADR 0060): a token that starts a tenant is
+// its own tenant and its descendants': their Tenant is its hash, their
+// TenantPrefix its prefix, with its quotas; a token of the root's tree
+// without such an ancestor has the root's tenant; expiry and revocation
+// still fold in every ancestor, the root's included.
+func TestTenantStartsAtItsToken(t *testing.T) {
+	ctx := context.Background()
+	meta := metastore.NewMem()
+	now := time.UnixMilli(1_800_000_000_000)
+	c := &Checker{Meta: meta, Now: func() time.Time { return now }}
+	issue := func(b byte, g Grant) string {
+		tok, err := NewToken(bytes.NewReader(bytes.Repeat([]byte{b}, 32)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := IssueGrant(ctx, meta, tok, g, ""); err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	root := issue(1, Grant{Ops: []Op{Admin}, ExpiresMs: now.UnixMilli() + 5000})
+	tenant := issue(2, Grant{Prefix: "t/", Ops: []Op{Admin}, Parent: Hash(root), Started: true, MaxStreams: 3, AppendBytesPerSec: 4096})
+	member := issue(3, Grant{Prefix: "t/x/", Ops: []Op{Read}, Parent: Hash(tenant)})
+	other := issue(4, Grant{Prefix: "o/", Ops: []Op{Admin}, Parent: Hash(root)})
+	for _, tc := range []struct {
+		tok, tenant, prefix string
+		started             bool
+		streams, rate       int64
+	}{
+		{root, Hash(root), "", false, 0, 0},
+		{tenant, Hash(tenant), "t/", true, 3, 4096},
+		{member, Hash(tenant), "t/", true, 3, 4096},
+		{other, Hash(root), "", false, 0, 0},
+	} {
+		g, err := c.Check(ctx, tc.tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Tenant != tc.tenant || g.TenantPrefix != tc.prefix || g.Started != tc.started || g.MaxStreams != tc.streams || g.AppendBytesPerSec != tc.rate {
+			t.Errorf("%.8s: tenant %.8s %q started %v quotas %d %d, want %.8s %q %v %d %d", Hash(tc.tok), g.Tenant, g.TenantPrefix, g.Started, g.MaxStreams, g.AppendBytesPerSec,
+				tc.tenant, tc.prefix, tc.started, tc.streams, tc.rate)
+		}
+		if g.ExpiresMs != now.UnixMilli()+5000 {
+			t.Errorf("%.8s: expiry %d, want the root's", Hash(tc.tok), g.ExpiresMs)
+		}
+	}
+}

@@ -130,7 +130,7 @@ type Config struct {
 }
 
 // Defaults are the documented defaults. The latency models are
-// assumptions calibrated to published figures (docs/performance.md):
+// assumptions calibrated to published figures (docs/performance/ingest.md):
 // S3 Express One Zone PUTs in single-digit milliseconds (p50 5 ms, p99
 // 15 ms), S3 Standard PUTs in tens of milliseconds with a p99 in the low
 // hundreds (p50 40 ms, p99 150 ms), DynamoDB single-item writes p50 5 ms,

@@ -3,7 +3,7 @@ package bench
 import "time"
 
 // Prices are the list prices the cost model uses (USD, us-east-1). The
-// defaults and the dates they were read are in docs/performance.md; every
+// defaults and the dates they were read are in docs/performance/cost.md; every
 // one is a flag of `strand bench`.
 type Prices struct {
 	ExpressPutPer1000  float64 // S3 Express One Zone PUT

@@ -67,7 +67,11 @@
 // to one bucket (the class's latency model) and one metastore item write
 // per append (a lognormal DynamoDB latency model, counted). The report
 // gives requests per GB, metastore writes per second and throughput, and
-// their ratios against strand.
+// their ratios against strand. Where the naive design costs less per GB
+// (Express at high rates: one copy in one zone against strand's copies in
+// several, each paying the upload charge and the remote ones cross-zone
+// transfer), the report says so and lists what strand pays above it, by
+// line item (costGap).
 //
 // # Reads
 //
@@ -99,7 +103,7 @@
 //
 // Cost turns the counted requests and bytes into dollars per GB ingested
 // with the prices in Prices (defaults and their dates in
-// docs/performance.md): chain PUTs and, for Express, per-GB upload on
+// docs/performance/cost.md): chain PUTs and, for Express, per-GB upload on
 // every copy, cross-zone transfer of the remote copies and transit
 // storage; the metastore's measured operations as DynamoDB request units;
 // absorb Lambda invocations; and the later settle PUTs as a modelled line.

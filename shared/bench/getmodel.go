@@ -13,7 +13,7 @@ import (
 
 // GetModel is a GET latency model: a lognormal time to first byte, then
 // the body at a per-connection bandwidth (0: unlimited). The defaults and
-// the published figures they follow are in docs/performance.md.
+// the published figures they follow are in docs/performance/ingest.md.
 type GetModel struct {
 	FirstByte Latency
 	MBps      float64 // per GET, MB = 10^6 bytes per second

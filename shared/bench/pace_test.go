@@ -99,7 +99,7 @@ func TestHistQuantiles(t *testing.T) {
 // Bench stream names are unique at any stream count: 8 hex digits of the
 // id alone collided at 100000 streams ("metastore: already exists").
 func TestStreamNamesUnique(t *testing.T) {
-	const n = 1000000 // the largest count docs/performance.md runs
+	const n = 1000000 // the largest count docs/performance/many-streams.md runs
 	ids := streamIDs(1, n)
 	seen := make(map[string]int, n)
 	prefixClash := false

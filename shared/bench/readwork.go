@@ -10,12 +10,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/node"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
@@ -103,7 +103,7 @@ func newInprocReads(e *env, st *star.Star, class metastore.Class) *inprocReads {
 		r.streams = append(r.streams, metastore.Stream{Name: streamName(i, id), ID: id.String(), Class: class, Star: st.ID(), State: metastore.StreamActive})
 	}
 	if e.index != nil { // the pass index (Config.PassIndex): runs, passes and packs hold what no ref does yet
-		r.rd.Transit = &absorb.IndexWindow{Meta: e.meta, Bucket: e.settled, Parallel: absorb.DefaultColdLoadParallel} // as the node's
+		r.rd.Transit = &passindex.Window{Meta: e.meta, Bucket: e.settled, Parallel: passindex.DefaultColdLoadParallel} // as the node's
 	}
 	return r
 }

@@ -112,6 +112,11 @@ func WriteText(w io.Writer, rs []Result) error {
 				nb.MBps, nb.Ack.P50, nb.Ack.P99, nb.PutsPerGB, nb.MetaWritesPerSec, nb.Cost.Total)
 			fmt.Fprintf(&b, "  naive / strand             PUTs per GiB x%.1f, metastore writes/s x%.1f, cost per GiB x%.1f; strand / naive throughput x%.2f\n",
 				nb.PutsPerGBRatio, nb.MetaWritesRatio, nb.CostPerGBRatio, nb.ThroughputRatio)
+			if r.Cost != nil {
+				if why := costGap(*r.Cost, nb.Cost); why != "" {
+					fmt.Fprintf(&b, "  why naive costs less       %s\n", why)
+				}
+			}
 		}
 	}
 	writeStreamsTables(&b, rs)

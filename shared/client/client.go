@@ -402,7 +402,11 @@ func (c *Client) CreateStream(ctx context.Context, name string, opt CreateOption
 	return streamOf(res.Msg.Stream), nil
 }
 
-// DeleteStream deletes a stream (at its leader).
+// DeleteStream deletes a stream (at its leader). While another
+// DeleteStream of the stream is draining it the server answers
+// FailedPrecondition ("server: delete in progress"; not Retriable): this
+// call deleted nothing, the other one deletes the stream or fails. See
+// docs/api.md, "Errors".
 func (c *Client) DeleteStream(ctx context.Context, name string) error {
 	_, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.DeleteStreamResponse], error) {
 		return a.DeleteStream(ctx, connect.NewRequest(&strandv1.DeleteStreamRequest{Name: name}))
@@ -594,13 +598,18 @@ type TokenInfo struct {
 	Ops         []string `json:"ops"`
 	Description string   `json:"description,omitempty"`
 	ExpiresMs   int64    `json:"expiresMs,omitempty"` // 0: never expires
+	// Tenant: the token starts a tenant, with these quotas (0: the star's).
+	Tenant            bool  `json:"tenant,omitempty"`
+	MaxStreams        int64 `json:"maxStreams,omitempty"`
+	AppendBytesPerSec int64 `json:"appendBytesPerSec,omitempty"`
 }
 
 func tokenInfoOf(m *strandv1.TokenInfo) TokenInfo {
 	if m == nil {
 		return TokenInfo{}
 	}
-	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs}
+	return TokenInfo{Hash: m.Hash, Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs,
+		Tenant: m.Tenant, MaxStreams: m.MaxStreams, AppendBytesPerSec: m.AppendBytesPerSec}
 }
 
 // TokenSpec is the grant of a token to create.
@@ -614,12 +623,21 @@ type TokenSpec struct {
 	// ExpiresMs: the token is refused from this time on (Unix ms, in the
 	// future); 0: never.
 	ExpiresMs int64
+	// Tenant: the token starts a tenant of its own (it and the tokens
+	// minted under it share the per-tenant limits and quotas, apart from
+	// the caller's); only an admin for every stream outside any started
+	// tenant may ask. MaxStreams and AppendBytesPerSec are its quotas (0:
+	// the star's), only with Tenant.
+	Tenant            bool
+	MaxStreams        int64
+	AppendBytesPerSec int64
 }
 
 // CreateToken issues a token (the caller needs admin over spec.Prefix) and
 // returns its secret, shown only this once, and its info.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string, info TokenInfo, err error) {
-	res, err := c.api(c.eps.home()).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs}))
+	res, err := c.api(c.eps.home()).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs,
+		Tenant: spec.Tenant, MaxStreams: spec.MaxStreams, AppendBytesPerSec: spec.AppendBytesPerSec}))
 	if err != nil {
 		return "", TokenInfo{}, err
 	}

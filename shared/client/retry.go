@@ -52,14 +52,16 @@ func (c *Client) retryPolicy() Retry {
 // Retriable reports whether err may succeed on a retry, as docs/api.md's
 // error table says: Unavailable (the server or its stores are down,
 // restarting or not the leader; also a connection that dropped
-// mid-request), Aborted (the outcome of an append is unknown: retry it
-// only with the same producer id and batch seq, which the client does),
-// and ResourceExhausted but for a request over a size limit (the server
-// is busy, or a session or lookup limit is reached: nothing was done;
-// retry later). Every other code is not retriable: the same request gets
-// the same answer (invalid argument, not found, already exists, failed
-// precondition, permission, unauthenticated, data loss, internal, and a
-// request too large).
+// mid-request), Aborted (only appends answer it: the outcome is unknown;
+// retry only with the same producer id and batch seq, which the client
+// does),
+// and ResourceExhausted but for a request over a size limit or a tenant
+// at its stream quota (the server is busy, a session or lookup limit or
+// the tenant's append byte rate is reached: nothing was done; retry
+// later). Every other code is not retriable: the same request gets the
+// same answer (invalid argument, not found, already exists, failed
+// precondition, permission, unauthenticated, data loss, internal, a
+// request too large, a stream quota).
 func Retriable(err error) bool {
 	err = transportError(err)
 	switch connect.CodeOf(err) {
@@ -73,14 +75,16 @@ func Retriable(err error) bool {
 
 // tooLarge reports a ResourceExhausted refusal no retry can pass: a
 // request message or body over the server's limit (the server's
-// "request too large", Connect's "larger than configured max").
+// "request too large", Connect's "larger than configured max"), or a
+// CreateStream of a tenant at its stream quota ("stream quota exceeded":
+// it passes only once the tenant deletes a stream).
 func tooLarge(err error) bool {
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		return false
 	}
 	m := ce.Message()
-	return strings.Contains(m, "request too large") || strings.Contains(m, "larger than configured max")
+	return strings.Contains(m, "request too large") || strings.Contains(m, "larger than configured max") || strings.Contains(m, "stream quota exceeded")
 }
 
 // ErrConnectionLost: the connection dropped while a call was under way

@@ -285,6 +285,8 @@ func TestResourceExhaustedFollowsTheTable(t *testing.T) {
 		"server: request too large: the body is 7000000 bytes (at most 6356992)":                             false,
 		"message size 7000000 is larger than configured max 6291456":                                         false,
 		"message is larger than configured max 65536 - unable to determine message size: EOF":                false,
+		"server: append byte rate over quota: an append of 614400 bytes to \"a/s\": ...; retry in 1.2s":      true,
+		"server: stream quota exceeded: create stream \"a/3\": tenant 1234abcd... has 2 streams":             false,
 	} {
 		if got := client.Retriable(connect.NewError(connect.CodeResourceExhausted, errors.New(msg))); got != want {
 			t.Errorf("resource_exhausted %q: retriable %v, want %v", msg, got, want)

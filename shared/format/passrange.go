@@ -91,7 +91,7 @@ func (h PassHeader) CommandsAt() int64 { return h.MarkAt(h.Marks) }
 func (h PassHeader) FixedSize() int64 { return h.CommandsAt() + 4 }
 
 // DecodedBytes estimates what the object takes decoded, as
-// absorb.DecodedBytes counts it, without its command states: a reader
+// passindex.DecodedBytes counts it, without its command states: a reader
 // decides from it whether the whole object fits its cache.
 func (h PassHeader) DecodedBytes(perObject, perStream, perSegment, perMark int64) int64 {
 	return perObject + int64(h.Streams)*perStream + int64(h.Segments)*perSegment + int64(h.Marks)*perMark

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // EMFNamespace is the CloudWatch namespace of the metrics the settlement
@@ -23,7 +23,7 @@ const EMFNamespace = "strand"
 // ranged GETs, their bytes) during the invocation (now minus before). The Lambdas'
 // counterpart of the star's strand_window_cache_* series (design 014,
 // "Window memory bound"; docs/operations.md, sizing the window cache).
-func WindowEMF(function string, at time.Time, budget int64, before, now absorb.WindowStats) []byte {
+func WindowEMF(function string, at time.Time, budget int64, before, now passindex.WindowStats) []byte {
 	type metric struct {
 		Name string `json:"Name"`
 		Unit string `json:"Unit"`
@@ -66,7 +66,7 @@ type Handler func(ctx context.Context, raw json.RawMessage) (any, error)
 // WindowEMF line for w on out (the function's stdout, which Lambda sends
 // to CloudWatch Logs), whether it failed or not. A nil w (the pass index
 // off) returns h unchanged.
-func WithWindowMetrics(function string, w *absorb.IndexWindow, out io.Writer, now func() time.Time, h Handler) Handler {
+func WithWindowMetrics(function string, w *passindex.Window, out io.Writer, now func() time.Time, h Handler) Handler {
 	if w == nil {
 		return h
 	}
@@ -84,7 +84,7 @@ func WithWindowMetrics(function string, w *absorb.IndexWindow, out io.Writer, no
 
 // Metered is h with WithWindowMetrics on stdout and the real clock when
 // the function runs with the pass index (passIndex) and a window.
-func Metered(function string, passIndex bool, w *absorb.IndexWindow, h Handler) Handler {
+func Metered(function string, passIndex bool, w *passindex.Window, h Handler) Handler {
 	if !passIndex {
 		return h
 	}

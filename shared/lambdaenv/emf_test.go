@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // checkEMF checks doc against the embedded metric format's rules that
@@ -59,8 +59,8 @@ func checkEMF(t *testing.T, line []byte) map[string]any {
 
 func TestWindowEMF(t *testing.T) {
 	at := time.UnixMilli(1_764_633_600_000)
-	line := WindowEMF("settle", at, 1536<<20, absorb.WindowStats{Gets: 10, Evicted: 2, Ranged: 1, RangedGets: 4, RangedBytes: 100},
-		absorb.WindowStats{Objects: 7, Bytes: 4096, Gets: 13, Evicted: 5, Ranged: 3, RangedGets: 9, RangedBytes: 65636})
+	line := WindowEMF("settle", at, 1536<<20, passindex.WindowStats{Gets: 10, Evicted: 2, Ranged: 1, RangedGets: 4, RangedBytes: 100},
+		passindex.WindowStats{Objects: 7, Bytes: 4096, Gets: 13, Evicted: 5, Ranged: 3, RangedGets: 9, RangedBytes: 65636})
 	root := checkEMF(t, line)
 	want := map[string]float64{"WindowCacheBytes": 4096, "WindowCacheObjects": 7, "WindowCacheBudgetBytes": 1536 << 20, "WindowCacheGets": 3, "WindowCacheEvictions": 3,
 		"WindowRangedLookups": 2, "WindowRangedGets": 5, "WindowRangedBytes": 65536}
@@ -91,8 +91,8 @@ func TestWithWindowMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	one := absorb.DecodedBytes(&format.PassIndex{})
-	w := &absorb.IndexWindow{Bucket: bucket, MaxBytes: one}
+	one := passindex.DecodedBytes(&format.PassIndex{})
+	w := &passindex.Window{Bucket: bucket, MaxBytes: one}
 	fail := errors.New("boom")
 	h := func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var slots []uint64

@@ -595,6 +595,9 @@ func ValidateToken(t Token) error {
 	if t.ExpiresMs < 0 || t.RevokedMs < 0 {
 		return fmt.Errorf("%w: token: negative expiry or revocation time", ErrInvalid)
 	}
+	if t.MaxStreams < 0 || t.AppendBytesPerSec < 0 || (!t.StartsTenant && (t.MaxStreams != 0 || t.AppendBytesPerSec != 0)) {
+		return fmt.Errorf("%w: token: quotas %d streams, %d bytes/s: negative, or on a token that does not start a tenant", ErrInvalid, t.MaxStreams, t.AppendBytesPerSec)
+	}
 	if len(t.Description) > MaxTokenDescriptionLen || !utf8.ValidString(t.Description) ||
 		strings.IndexFunc(t.Description, unicode.IsControl) >= 0 {
 		return fmt.Errorf("%w: token description: at most %d bytes of UTF-8 without control characters", ErrInvalid, MaxTokenDescriptionLen)

@@ -287,8 +287,15 @@ type Token struct {
 	RevokedMs int64
 	// Parent is the hash of the token that created this one ("": a root
 	// token, issued by an operator). A token is void once any ancestor is
-	// revoked or expired; its tenant is its root (auth.Grant.Tenant).
+	// revoked or expired; its tenant is its root (auth.Grant.Tenant) or
+	// its nearest ancestor that starts a tenant.
 	Parent string
+	// StartsTenant: the token and the tokens minted under it are a tenant
+	// of their own (auth.Grant.Tenant), with quotas MaxStreams and
+	// AppendBytesPerSec (0: the star's; ADR 0060). Set at creation only.
+	StartsTenant      bool  `json:",omitempty"`
+	MaxStreams        int64 `json:",omitempty"`
+	AppendBytesPerSec int64 `json:",omitempty"`
 }
 
 // Store is the metastore contract. See the package documentation.

@@ -168,7 +168,8 @@ func EpochSize(c ChainID, e Epoch) int {
 // TokenSize is an upper bound of the DynamoDB size of t's item (and of its
 // listing item).
 func TokenSize(t Token) int {
-	return itemStrings(otherFixedBytes+2*len(t.Hash)+len("Parent")+len(t.Parent)+len(t.Prefix)+len(t.Description)+2*(numBytes+len("ExpiresMs")), t.Ops...)
+	return itemStrings(otherFixedBytes+2*len(t.Hash)+len("Parent")+len(t.Parent)+len(t.Prefix)+len(t.Description)+2*(numBytes+len("ExpiresMs"))+
+		len("StartsTenant")+1+2*(numBytes+len("AppendBytesPerSec")), t.Ops...)
 }
 
 // QueryPage cuts refs read in key order by one Query to the page DynamoDB

@@ -18,6 +18,9 @@ import (
 //	--token-lookup-burst-per-source   200   SourceRate.Burst
 //	--token-lookups                   500   GlobalRate.PerSecond (per s)
 //	--token-lookup-burst             2000   GlobalRate.Burst
+//	--max-streams-per-tenant            0   Limits.MaxStreamsPerTenant (0: unlimited)
+//	--append-bytes-per-sec-per-tenant   0   Limits.AppendBytesPerSecPerTenant (0: unlimited)
+//	--append-burst-bytes-per-tenant     0   Limits.AppendBurstBytesPerTenant
 //
 // Zero fields of c are set to those defaults first. CheckLimits says
 // what is wrong with a value given.
@@ -40,6 +43,9 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SourceRate.Burst, "token-lookup-burst-per-source", c.SourceRate.Burst, "burst of --token-lookups-per-source")
 	fs.Float64Var(&c.GlobalRate.PerSecond, "token-lookups", c.GlobalRate.PerSecond, "metastore lookups per second of tokens not known valid, from all sources together")
 	fs.IntVar(&c.GlobalRate.Burst, "token-lookup-burst", c.GlobalRate.Burst, "burst of --token-lookups")
+	fs.IntVar(&c.Limits.MaxStreamsPerTenant, "max-streams-per-tenant", c.Limits.MaxStreamsPerTenant, "streams one tenant (a root token and the tokens minted under it) may have, counted under its root token's prefix; past it CreateStream is resource_exhausted, not retriable (0: unlimited)")
+	fs.Int64Var(&c.Limits.AppendBytesPerSecPerTenant, "append-bytes-per-sec-per-tenant", c.Limits.AppendBytesPerSecPerTenant, "metered bytes one tenant may append a second on this star; past it an append is resource_exhausted, retriable later (0: unlimited)")
+	fs.Int64Var(&c.Limits.AppendBurstBytesPerTenant, "append-burst-bytes-per-tenant", c.Limits.AppendBurstBytesPerTenant, "burst of --append-bytes-per-sec-per-tenant (at least a second's rate and 1 MiB)")
 }
 
 // CheckLimits reports a limit that cannot work: each must be positive
@@ -51,6 +57,9 @@ func (c *Config) CheckLimits() error {
 		return fmt.Errorf("node: --max-sessions-per-token must be positive, got %d", c.Limits.MaxSessionsPerToken)
 	case c.MaxConns < 0:
 		return fmt.Errorf("node: --max-conns must be positive, got %d", c.MaxConns)
+	case c.Limits.MaxStreamsPerTenant < 0, c.Limits.AppendBytesPerSecPerTenant < 0, c.Limits.AppendBurstBytesPerTenant < 0:
+		return fmt.Errorf("node: --max-streams-per-tenant, --append-bytes-per-sec-per-tenant and --append-burst-bytes-per-tenant must not be negative (0: unlimited), got %d, %d and %d",
+			c.Limits.MaxStreamsPerTenant, c.Limits.AppendBytesPerSecPerTenant, c.Limits.AppendBurstBytesPerTenant)
 	}
 	for _, r := range []struct {
 		rate, burst string

@@ -20,6 +20,7 @@ import (
 	"github.com/strandlog/strand/shared/kafka"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/probe"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
@@ -88,7 +89,7 @@ type Config struct {
 	// back: Start refuses it with NoPassIndex (absorb.ErrIndexed).
 	NoPassIndex bool
 	// WindowCacheMiB bounds the decoded pass indexes, runs and merged
-	// runs the node caches (absorb.IndexWindow.MaxBytes; 0:
+	// runs the node caches (passindex.Window.MaxBytes; 0:
 	// DefaultWindowCacheMiB), one cache for reads, tail recovery and
 	// in-process settle, trim and probe. A read or recovery visits the
 	// window one object at a time; a window larger than the budget is
@@ -171,7 +172,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	sets := Sets(cfg.Star)
 	abs := &absorb.Absorber{Meta: cfg.Meta, Sets: sets, Log: log}
-	var window *absorb.IndexWindow
+	var window *passindex.Window
 	passIndex := !cfg.NoPassIndex
 	if passIndex {
 		if cfg.Settled == nil {
@@ -182,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if mib <= 0 {
 			mib = DefaultWindowCacheMiB
 		}
-		window = &absorb.IndexWindow{Meta: cfg.Meta, Bucket: cfg.Settled, Parallel: absorb.DefaultColdLoadParallel, MaxBytes: int64(mib) << 20}
+		window = &passindex.Window{Meta: cfg.Meta, Bucket: cfg.Settled, Parallel: passindex.DefaultColdLoadParallel, MaxBytes: int64(mib) << 20}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}
@@ -350,7 +351,7 @@ func (n *Node) goRun(f func()) {
 }
 
 // settlement runs settle, trim and the probe's sweep on timers.
-func (n *Node) settlement(ctx context.Context, cfg Config, passIndex bool, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *absorb.IndexWindow) {
+func (n *Node) settlement(ctx context.Context, cfg Config, passIndex bool, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *passindex.Window) {
 	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: passIndex,
 		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout, Window: window}
 	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: passIndex, Window: window}

@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // DefaultSweepEpochs is how many epoch numbers below a chain's current epoch
@@ -53,15 +54,15 @@ type Handler struct {
 	Margin absorb.Margin
 	// PassIndex: the absorb writes pass indexes (design 014) in Settled;
 	// the orphan report counts a stream's parts in every served chain's
-	// window as in transit (absorb.IndexWindow.ChainsLookup; from where
+	// window as in transit (passindex.Window.ChainsLookup; from where
 	// each chain's indexed passes begin, so a chain still in refs mode is
 	// fine). Without it, an orphan sweep over a chain whose passes are
 	// indexed (Head.Indexed) is refused: absorb.ErrIndexed.
 	PassIndex bool
 	// Window is the pass index window cache the orphan report reads
 	// (PassIndex; nil: a fresh one per sweep, with
-	// absorb.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
-	Window *absorb.IndexWindow
+	// passindex.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
+	Window *passindex.Window
 }
 
 func (h *Handler) log() *slog.Logger {

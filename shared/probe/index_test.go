@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -50,7 +51,7 @@ func testOrphansWithPassIndex(t *testing.T, windowMax int64) {
 	put(t, settled, stray, []byte("settled"))
 	clk := clock.NewManual(time.UnixMilli(1_700_000_000_000))
 	h := &Handler{Meta: meta, Settled: settled, Clock: clk, OrphanGrace: time.Hour, PassIndex: true,
-		Sets: map[metastore.ChainID]chain.Set{c: set}, Window: &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: windowMax}}
+		Sets: map[metastore.ChainID]chain.Set{c: set}, Window: &passindex.Window{Meta: meta, Bucket: settled, MaxBytes: windowMax}}
 	rep, err := h.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)

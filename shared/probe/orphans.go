@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // DefaultOrphanGrace is how long a settled object stays a deletable orphan
@@ -48,7 +49,7 @@ const MarkPrefix = "probe/orphans/"
 // pass index (PassIndex, design 014) settle writes refs from a chain's
 // window, conditioned on the settled cursor, so the stream's parts in
 // every served chain's window count as transit refs, read before the refs
-// (absorb.IndexWindow.ChainsLookup). A negative OrphanGrace only reports.
+// (passindex.Window.ChainsLookup). A negative OrphanGrace only reports.
 func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 	keys, err := h.Settled.List(ctx, SettledPrefix)
 	if err != nil {
@@ -72,7 +73,7 @@ func (h *Handler) collect(ctx context.Context, rep *SweepReport) error {
 		chains := slices.SortedFunc(maps.Keys(h.Sets), func(a, b metastore.ChainID) int { return strings.Compare(a.String(), b.String()) })
 		w := h.Window
 		if w == nil {
-			w = &absorb.IndexWindow{Meta: h.Meta, Bucket: h.Settled}
+			w = &passindex.Window{Meta: h.Meta, Bucket: h.Settled}
 		}
 		lookup = w.ChainsLookup(chains)
 	}

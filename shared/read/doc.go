@@ -33,7 +33,7 @@
 //
 // A read asks the index first (its `low` tells where refs end), reads refs
 // for [from, low) and the index from there. With the pass index (design
-// 014; Reader.Transit, an absorb.IndexWindow) the absorb writes no refs:
+// 014; Reader.Transit, a passindex.Window) the absorb writes no refs:
 // below `low`, a stream's refs hold what settle moved, and its parts in
 // the window [settled, checkpoint) of its chain's pass indexes (read
 // after the refs, as refs with transit locations) hold the rest; a read by

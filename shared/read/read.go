@@ -95,7 +95,7 @@ type Reader struct {
 	// Clock times heartbeats and retention (nil: the real clock).
 	Clock clock.Clock
 	// Transit finds the records the absorb indexed in pass indexes and no
-	// ref holds yet (design 014; absorb.IndexWindow). nil: every absorbed
+	// ref holds yet (design 014; passindex.Window). nil: every absorbed
 	// record is behind a ref.
 	Transit Transit
 	// AheadBudget bounds the read-ahead of all the sessions of this

@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
 )
@@ -31,7 +32,7 @@ type env struct {
 	st      metastore.Stream
 	id      format.StreamID
 	chain   metastore.ChainID
-	index   *absorb.IndexWindow // nil: the absorb writes refs
+	index   *passindex.Window // nil: the absorb writes refs
 }
 
 func newEnv(t *testing.T) *env { return newEnvIndexed(t, false) }
@@ -69,7 +70,7 @@ func newEnvIndexed(t *testing.T, indexed bool) *env {
 	}
 	e.r = &Reader{Star: s, Meta: e.meta, Sets: map[metastore.Class]chain.Set{metastore.Express: e.set}, Settled: e.settled}
 	if indexed {
-		e.index = &absorb.IndexWindow{Meta: e.meta, Bucket: e.settled}
+		e.index = &passindex.Window{Meta: e.meta, Bucket: e.settled}
 		e.r.Transit = e.index
 	}
 	return e

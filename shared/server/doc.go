@@ -38,7 +38,8 @@
 //	star stopping, stores unavailable       Unavailable
 //	epoch halted past --halt-wait (new)     Unavailable (nothing written)
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)
-//	DeleteStream while another one drains   Aborted
+//	DeleteStream while another one drains   FailedPrecondition
+//	                                        (ErrDeleteInProgress)
 //	append whose outcome is unknown         Aborted ("outcome unknown": the
 //	                                        batch may be committed; retry
 //	                                        with its producer_id and batch_seq,
@@ -47,6 +48,11 @@
 //	message or body over a limit            ResourceExhausted (not retriable)
 //	decoding budget or sessions spent       ResourceExhausted (retriable)
 //	too many lookups of unknown tokens      ResourceExhausted (retriable)
+//	tenant past its append byte rate        ResourceExhausted (retriable;
+//	                                        ErrRateQuota, quota.go)
+//	tenant at its stream quota              ResourceExhausted (not
+//	                                        retriable; ErrStreamQuota)
+//	uncapped timestamp > 24 h ahead         InvalidArgument (nothing written)
 //	append over 1000 records / 65535 headers InvalidArgument, before decoding
 //	session whose token is revoked/expired  Unauthenticated
 //	corrupt data with no good copy          DataLoss (text in the log only)
@@ -62,7 +68,10 @@
 // hash, or one revoked already, is NotFound); a listing is narrowed to the
 // caller's prefix and leaves revoked tokens out. A new token's expiry is at
 // the latest the caller's, and it records the caller as its parent: a
-// tenant is a root token and the tokens under it (ADR 0048). A revoked or
+// tenant is a root token and the tokens under it (ADR 0048), or a token
+// created with tenant (only by an admin for every stream outside any
+// started tenant; else PermissionDenied) and the tokens under it, with
+// its own quotas (quota.go, ADR 0060). A revoked or
 // expired token (or one whose ancestor is) is Unauthenticated with a
 // message that says which. Bad ops, prefixes, descriptions (invisible or
 // reordering characters too) or hashes are InvalidArgument with the

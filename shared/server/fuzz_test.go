@@ -80,13 +80,16 @@ func FuzzTokenRequests(f *testing.F) {
 	f.Add([]byte(`{"hash":"strand_` + strings.Repeat("a", 52) + `"}`))
 	m, _ := proto.Marshal(&strandv1.CreateTokenRequest{Prefix: "p/", Ops: []string{"read,append"}, Description: strings.Repeat("d", 300)})
 	f.Add(m)
+	f.Add([]byte(`{"prefix":"t/","ops":["admin"],"tenant":true,"maxStreams":"5","appendBytesPerSec":"-1"}`))
+	f.Add([]byte(`{"prefix":"t/","ops":["admin"],"maxStreams":"5"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c strandv1.CreateTokenRequest
 		if decode(data, &c) {
 			a, err := server.ParseCreateToken(&c)
 			wantInvalid(t, err)
 			if err == nil {
-				if len(a.Ops) == 0 || len(a.Description) > 256 || (a.Prefix != "" && metastore.ValidateStreamName(a.Prefix) != nil) {
+				if len(a.Ops) == 0 || len(a.Description) > 256 || (a.Prefix != "" && metastore.ValidateStreamName(a.Prefix) != nil) ||
+					a.MaxStreams < 0 || a.AppendBytesPerSec < 0 || (!a.Tenant && (a.MaxStreams != 0 || a.AppendBytesPerSec != 0)) {
 					t.Fatalf("accepted %+v", a)
 				}
 				for _, op := range a.Ops {

@@ -65,6 +65,16 @@ type Limits struct {
 	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
 	// It applies with authentication only.
 	MaxSessionsPerToken int
+	// MaxStreamsPerTenant bounds the active streams of one tenant, counted
+	// under its root token's prefix when it creates one (quota.go; 0:
+	// unlimited, the default). With authentication only.
+	MaxStreamsPerTenant int
+	// AppendBytesPerSecPerTenant bounds the metered bytes one tenant
+	// appends a second on this server (quota.go; 0: unlimited, the
+	// default), with a burst of AppendBurstBytesPerTenant (at least one
+	// second's and the largest batch, 1 MiB). With authentication only.
+	AppendBytesPerSecPerTenant int64
+	AppendBurstBytesPerTenant  int64
 }
 
 // Defaults of Limits and of NewHTTPServer.

@@ -167,12 +167,17 @@ type CreateTokenArgs struct {
 	Ops         []auth.Op
 	Description string
 	ExpiresMs   int64 // 0: never
+	// Tenant: the token starts a tenant, with quotas MaxStreams and
+	// AppendBytesPerSec (0: the star's; ADR 0060).
+	Tenant                        bool
+	MaxStreams, AppendBytesPerSec int64
 }
 
 // ParseCreateToken validates a CreateToken request: a prefix that is "" or
 // a valid stream-name prefix, one or more known operations, a description of
 // at most 256 bytes of UTF-8 without control characters, an expiry not
-// negative (the handler refuses one in the past). Every failure is
+// negative (the handler refuses one in the past), quotas not negative and
+// only for a token that starts a tenant. Every failure is
 // CodeInvalidArgument with the reason. Scope is checked by the handler.
 func ParseCreateToken(m *strandv1.CreateTokenRequest) (CreateTokenArgs, error) {
 	if m.Prefix != "" {
@@ -193,11 +198,19 @@ func ParseCreateToken(m *strandv1.CreateTokenRequest) (CreateTokenArgs, error) {
 	if m.ExpiresMs < 0 {
 		return CreateTokenArgs{}, invalid("expires_ms %d is negative (0: never expires)", m.ExpiresMs)
 	}
-	t := metastore.Token{Hash: strings.Repeat("0", 64), Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs}
+	if !m.Tenant && (m.MaxStreams != 0 || m.AppendBytesPerSec != 0) {
+		return CreateTokenArgs{}, invalid("max_streams %d and append_bytes_per_sec %d are a tenant's quotas: give them with tenant", m.MaxStreams, m.AppendBytesPerSec)
+	}
+	if m.MaxStreams < 0 || m.AppendBytesPerSec < 0 {
+		return CreateTokenArgs{}, invalid("max_streams %d and append_bytes_per_sec %d must not be negative (0: the star's quota)", m.MaxStreams, m.AppendBytesPerSec)
+	}
+	t := metastore.Token{Hash: strings.Repeat("0", 64), Prefix: m.Prefix, Ops: m.Ops, Description: m.Description, ExpiresMs: m.ExpiresMs,
+		StartsTenant: m.Tenant, MaxStreams: m.MaxStreams, AppendBytesPerSec: m.AppendBytesPerSec}
 	if err := metastore.ValidateToken(t); err != nil {
 		return CreateTokenArgs{}, invalid("%w", err)
 	}
-	return CreateTokenArgs{Prefix: m.Prefix, Ops: ops, Description: m.Description, ExpiresMs: m.ExpiresMs}, nil
+	return CreateTokenArgs{Prefix: m.Prefix, Ops: ops, Description: m.Description, ExpiresMs: m.ExpiresMs,
+		Tenant: m.Tenant, MaxStreams: m.MaxStreams, AppendBytesPerSec: m.AppendBytesPerSec}, nil
 }
 
 // ParseRevokeToken validates a RevokeToken request: the hash is 64

@@ -83,7 +83,7 @@ func TestListStreamsPagesEveryStream(t *testing.T) {
 // BenchmarkListStreams lists a catalogue of a million streams through the
 // API on loopback, 1000 a page (the largest page), and reports the time
 // per page and for the whole listing, and the metastore read units a page
-// would cost on DynamoDB. docs/performance.md ("Many streams") reports it:
+// would cost on DynamoDB. docs/performance/many-streams.md ("Many streams") reports it:
 //
 //	go test ./shared/server -run '^$' -bench ListStreams -benchtime 1x
 func BenchmarkListStreams(b *testing.B) {

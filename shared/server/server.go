@@ -17,7 +17,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
@@ -26,6 +25,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/rawjson"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/star"
@@ -68,7 +68,7 @@ type Config struct {
 	// Window is the pass index window (design 014) when the absorb writes
 	// pass indexes: a stream's tail and producers are recovered from its
 	// parts there as well as from its refs. nil: refs only.
-	Window *absorb.IndexWindow
+	Window *passindex.Window
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -86,6 +86,7 @@ type Server struct {
 	// again from the metastore before the star opens it (stillActive).
 
 	shutdown shutdown // BeginDrain, EndSessions (shutdown.go)
+	quota    *quotas  // per-tenant quotas (quota.go)
 }
 
 // opening is one stream's open in progress; calls that find it wait for
@@ -122,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}}, nil
+		draining: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
@@ -417,7 +418,7 @@ func toConnect(err error) error {
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrUnknownStream):
 		return unknownStream()
-	case errors.Is(err, star.ErrBadCommand), errors.Is(err, star.ErrTimestampRequired):
+	case errors.Is(err, star.ErrBadCommand), errors.Is(err, star.ErrTimestampRequired), errors.Is(err, star.ErrTimestampTooFar):
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, star.ErrBatchSeqGap), errors.Is(err, star.ErrBatchSeqTooOld), errors.Is(err, star.ErrFenced):
 		code = connect.CodeFailedPrecondition
@@ -490,6 +491,11 @@ func (s *Server) CreateStream(ctx context.Context, req *connect.Request[strandv1
 	if s.cfg.DefaultStar == s.cfg.Star.ID() && !slices.Contains(s.cfg.Star.Chains(), metastore.ChainID{Star: s.cfg.Star.ID(), Class: class}) {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("create stream %q: star %s has no %s bucket set; choose the other storage class", m.Name, s.cfg.Star.ID(), class))
 	}
+	release, err := s.streamQuota(ctx, m.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var id format.StreamID
 	if _, err := io.ReadFull(s.cfg.Rand, id[:]); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("draw a stream id: %w", err))
@@ -568,7 +574,7 @@ func (s *Server) drain(ctx context.Context, name string, id format.StreamID) (re
 	s.mu.Lock()
 	if s.draining[id] {
 		s.mu.Unlock()
-		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is already being deleted by another call", name))
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is being deleted by another DeleteStream call, which is draining its last appends; this call deleted nothing (the stream is gone once that call succeeds: GetStream answers not_found)", ErrDeleteInProgress, name))
 	}
 	s.draining[id] = true
 	s.mu.Unlock()
@@ -688,6 +694,9 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	if err != nil {
 		return nil, err
 	}
+	if err := s.appendQuota(ctx, a.Stream, a.Records); err != nil {
+		return nil, err
+	}
 	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 	messageDone(ctx) // the pool bounds the batch now: the body's share of the decoding budget goes back
 	if err != nil {
@@ -743,6 +752,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 				return
 			}
 			_, id, err := s.leading(ctx, auth.Append, a.Stream)
+			if err == nil {
+				err = s.appendQuota(ctx, a.Stream, a.Records)
+			}
 			if err != nil {
 				push(pending{err: err})
 				return

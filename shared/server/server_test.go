@@ -533,3 +533,36 @@ func TestDeleteStreamGivesUpWhenTheAbsorbIsDown(t *testing.T) {
 		t.Fatalf("append after a failed delete: %+v, want first seq 3", a)
 	}
 }
+
+// TestConcurrentDeleteStreamIsDistinct (issue 31): two DeleteStreams of one
+// stream at once: one drains (here it gives up, Unavailable: the absorb is
+// down), the other is refused FailedPrecondition with
+// server.ErrDeleteInProgress's message, not Aborted, which the error table
+// keeps for an append whose outcome is unknown (and client.Retriable
+// retries).
+func TestConcurrentDeleteStreamIsDistinct(t *testing.T) {
+	ctx := context.Background()
+	meta := newMeta(t)
+	n := newNode(t, meta, "star-0", true, nil)
+	n.stopAbsorb()
+	c := newClient(t, n, adminTok)
+	_, err := c.CreateStream(ctx, "logs/d", client.CreateOptions{Class: "standard"})
+	must(t, err)
+	_, err = c.Append(ctx, "logs/d", recs(1, "a"), client.AppendOptions{})
+	must(t, err)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- c.DeleteStream(ctx, "logs/d") }()
+	}
+	got := map[connect.Code]error{}
+	for range 2 {
+		err := <-errs
+		got[connect.CodeOf(err)] = err
+	}
+	if got[connect.CodeUnavailable] == nil || got[connect.CodeFailedPrecondition] == nil {
+		t.Fatalf("two DeleteStreams at once: %v, want one unavailable (drain gave up) and one failed_precondition", got)
+	}
+	if err := got[connect.CodeFailedPrecondition]; !strings.Contains(err.Error(), server.ErrDeleteInProgress.Error()) || client.Retriable(err) {
+		t.Errorf("the refused DeleteStream: %v (retriable %v), want %q and not retriable", err, client.Retriable(err), server.ErrDeleteInProgress)
+	}
+}

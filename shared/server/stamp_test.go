@@ -11,9 +11,10 @@ import (
 	"github.com/strandlog/strand/shared/client"
 )
 
-// TestTimestampModes: through the API, per stream mode: a far-future
-// client timestamp no longer pins a capped stream; uncapped keeps it (and,
-// timestamps never decreasing, the records after it get it too); arrival
+// TestTimestampModes: through the API, per stream mode: a future client
+// timestamp (an hour ahead) no longer pins a capped stream; uncapped keeps
+// it (and, timestamps never decreasing, the records after it get it too;
+// one more than 24 h ahead is refused: hostile.TestFarFutureTimestampRefused); arrival
 // ignores client timestamps; client-require refuses a record without one.
 // Reads by timestamp find, in every mode, the first record whose
 // timestamp is at least T, checked against the timestamps the test
@@ -24,7 +25,8 @@ func TestTimestampModes(t *testing.T) {
 	n := newNode(t, newMeta(t), "s1", true, nil)
 	c := newClient(t, n, adminTok)
 	past := time.Now().Add(-time.Hour).UnixMilli()
-	sent := []int64{past, math.MaxInt64, past + 1000, 0}
+	future := time.Now().Add(time.Hour).UnixMilli()
+	sent := []int64{past, future, past + 1000, 0}
 	// lo/hi bound "arrival" for the records; want returns the expected
 	// timestamps for a mode (exact, or -1: arrival, checked in [lo, hi]).
 	for _, tc := range []struct {
@@ -33,7 +35,7 @@ func TestTimestampModes(t *testing.T) {
 		want     []int64
 	}{
 		{"client-prefer", false, []int64{past, -1, -1, -1}}, // capped: the future one is arrival, then never below it
-		{"client-prefer", true, []int64{past, math.MaxInt64, math.MaxInt64, math.MaxInt64}},
+		{"client-prefer", true, []int64{past, future, future, future}},
 		{"arrival", false, []int64{-1, -1, -1, -1}},
 	} {
 		name := "ts-" + tc.mode
@@ -64,7 +66,7 @@ func TestTimestampModes(t *testing.T) {
 			prev = got
 		}
 		// Reads by timestamp: the first record at or after T.
-		for _, T := range []int64{past - 1, past, past + 1, lo, hi + 1, math.MaxInt64} {
+		for _, T := range []int64{past - 1, past, past + 1, lo, hi + 1, future, future + 1, math.MaxInt64} {
 			wantSeq := uint64(len(sent)) // none: the tail
 			for i, r := range res.Records {
 				if r.TimestampMs >= T {

@@ -25,6 +25,9 @@ func (s *Server) Submit(ctx context.Context, m *strandv1.AppendRequest) (wait fu
 	if err != nil {
 		return nil, err
 	}
+	if err := s.appendQuota(ctx, a.Stream, a.Records); err != nil {
+		return nil, err // the tenant's append byte rate, as Append's
+	}
 	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 	if err != nil {
 		return nil, toConnect(err)

@@ -2,12 +2,15 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/server"
 )
 
 // TestSubmitPipelinesInOrder: appends submitted without waiting are
@@ -41,5 +44,31 @@ func TestSubmitPipelinesInOrder(t *testing.T) {
 	n.srv.BeginDrain()
 	if _, err := n.srv.Submit(ctx, &strandv1.AppendRequest{Stream: "sub", Records: []*strandv1.AppendRecord{{Body: []byte("x")}}}); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Errorf("a submission during a drain: %v, want unavailable", err)
+	}
+}
+
+// TestSubmitKeepsTheTenantsRate: an append submitted by an in-process
+// front end (the Kafka one) takes from its tenant's append byte rate as
+// Append does (merge fix: kafka33's Submit and quota31's quota were built
+// apart, and Kafka produces bypassed the quota; this failed before).
+func TestSubmitKeepsTheTenantsRate(t *testing.T) {
+	n := newNode(t, newMeta(t), "star-1", false, nil)
+	ctx := context.Background()
+	must(t, func() error {
+		_, err := newClient(t, n, "").CreateStream(ctx, "q", client.CreateOptions{})
+		return err
+	}())
+	g := auth.Grant{Ops: []auth.Op{auth.Append}, Tenant: "t1", AppendBytesPerSec: 1} // burst: one batch's bytes
+	gctx := auth.WithGrant(ctx, g)
+	big := &strandv1.AppendRequest{Stream: "q", Records: []*strandv1.AppendRecord{{Body: make([]byte, 600<<10)}}}
+	w, err := n.srv.Submit(gctx, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.srv.Submit(gctx, big); !errors.Is(err, server.ErrRateQuota) {
+		t.Fatalf("a second 600 KiB submission past a 1 B/s rate: %v, want the rate quota", err)
 	}
 }

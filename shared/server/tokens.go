@@ -36,7 +36,8 @@ func within(g auth.Grant, what, prefix string) error {
 }
 
 func tokenInfo(t metastore.Token) *strandv1.TokenInfo {
-	return &strandv1.TokenInfo{Hash: t.Hash, Prefix: t.Prefix, Ops: t.Ops, Description: t.Description, ExpiresMs: t.ExpiresMs}
+	return &strandv1.TokenInfo{Hash: t.Hash, Prefix: t.Prefix, Ops: t.Ops, Description: t.Description, ExpiresMs: t.ExpiresMs,
+		Tenant: t.StartsTenant, MaxStreams: t.MaxStreams, AppendBytesPerSec: t.AppendBytesPerSec}
 }
 
 // CreateToken implements the API: it draws a token, stores its hash with
@@ -64,6 +65,9 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 	if now := s.clk.Now().UnixMilli(); a.ExpiresMs != 0 && a.ExpiresMs <= now {
 		return nil, invalid("expires_ms %d is not in the future (now is %d)", a.ExpiresMs, now)
 	}
+	if err := mayStartTenant(g, a); err != nil {
+		return nil, err
+	}
 	if len(g.Chain) >= auth.MaxDepth {
 		return nil, connect.NewError(connect.CodeFailedPrecondition,
 			fmt.Errorf("creating a token: the calling token has %d ancestors, the most a token may have (%d); create it with a token nearer the root", len(g.Chain), auth.MaxDepth))
@@ -77,14 +81,16 @@ func (s *Server) CreateToken(ctx context.Context, req *connect.Request[strandv1.
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	if err := auth.IssueGrant(ctx, s.cfg.Meta, secret, auth.Grant{Prefix: a.Prefix, Ops: a.Ops, ExpiresMs: a.ExpiresMs, Parent: g.Hash}, a.Description); err != nil {
+	if err := auth.IssueGrant(ctx, s.cfg.Meta, secret, auth.Grant{Prefix: a.Prefix, Ops: a.Ops, ExpiresMs: a.ExpiresMs, Parent: g.Hash,
+		Started: a.Tenant, MaxStreams: a.MaxStreams, AppendBytesPerSec: a.AppendBytesPerSec}, a.Description); err != nil {
 		return nil, toConnect(err)
 	}
 	hash := auth.Hash(secret)
 	if s.cfg.Auth != nil {
 		s.cfg.Auth.Forget(hash) // no stale cached miss
 	}
-	t := metastore.Token{Hash: hash, Prefix: a.Prefix, Description: a.Description, ExpiresMs: a.ExpiresMs, Parent: g.Hash}
+	t := metastore.Token{Hash: hash, Prefix: a.Prefix, Description: a.Description, ExpiresMs: a.ExpiresMs, Parent: g.Hash,
+		StartsTenant: a.Tenant, MaxStreams: a.MaxStreams, AppendBytesPerSec: a.AppendBytesPerSec}
 	for _, op := range a.Ops {
 		t.Ops = append(t.Ops, string(op))
 	}

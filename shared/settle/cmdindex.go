@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // putCommandIndex writes the command index of the version 2 run (or
@@ -21,7 +21,7 @@ import (
 // an index's binding to the run, its CRC and size, in any case). Trim
 // deletes it with its run. A run whose command table is at most
 // cmdxMinTable bytes gets none: a lookup reads such a table whole
-// (absorb.CommandIndexMinTable), so its index would never be read.
+// (passindex.CommandIndexMinTable), so its index would never be read.
 func (s *Settler) putCommandIndex(ctx context.Context, key string, obj []byte) error {
 	h, err := format.ParsePassHeader(obj)
 	if err != nil || h.Version != format.PassIndexVersionCommands || int64(len(obj))-4-h.CommandsAt() <= cmdxMinTable {
@@ -65,4 +65,4 @@ func (s *Settler) putRun(ctx context.Context, key string, r *format.PassIndex) (
 
 // cmdxMinTable: a run's command table larger than this gets a command
 // index (tests lower it: SetCommandIndexMin).
-var cmdxMinTable int64 = absorb.CommandIndexMinTable
+var cmdxMinTable int64 = passindex.CommandIndexMinTable

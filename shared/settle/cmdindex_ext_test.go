@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -61,8 +61,8 @@ func TestSettleWritesCommandIndex(t *testing.T) {
 		t.Fatalf("%d runs with a command index, %d merged: %v", indexed, merged, runs)
 	}
 	h := e.head()
-	ref := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: -1}
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: 1, CommandIndexGetBytes: -1}
+	ref := &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: -1}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: 1, CommandIndexGetBytes: -1}
 	for i, id := range e.ids {
 		want, err := ref.HeadRefs(t.Context(), chainX, h, id, 0)
 		if err != nil {

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // TestPlanSpans: ranges in, spans out. Neighbours in one object within
@@ -130,7 +130,7 @@ func newAgeFlushWorld(t *testing.T, streams, hours, minutes int) *ageFlushWorld 
 	}
 	w.meta = hourlyMeta(t, c, hours*slots, runs*slots)
 	w.s = &Settler{Meta: w.meta, Settled: w.bucket, PassIndex: true, Fanout: minutes, FlushAge: 24 * time.Hour}
-	w.s.window = &absorb.IndexWindow{Meta: w.meta, Bucket: w.bucket, MaxBytes: 1 << 30}
+	w.s.window = &passindex.Window{Meta: w.meta, Bucket: w.bucket, MaxBytes: 1 << 30}
 	w.s.windowOnce.Do(func() {})
 	entries, err := w.s.unflushedRefs(t.Context(), c, cs, w.ids)
 	if err != nil {

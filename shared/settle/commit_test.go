@@ -14,6 +14,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -190,7 +191,7 @@ func TestSettleRetryFinishesTheHead(t *testing.T) {
 	run := e.run(cur(1, 4))
 	want := map[string]bool{}
 	for i := range run.Streams {
-		for _, l := range absorb.RunRef(chainX, run, &run.Streams[i]).Locations {
+		for _, l := range passindex.RunRef(chainX, run, &run.Streams[i]).Locations {
 			want[l.Key] = true
 		}
 	}

@@ -35,7 +35,7 @@
 //     CRC covers it), so this also bounds a read's fetch. Each object is
 //     written as soon as it is complete: settle holds one object and one
 //     segment in memory, whatever the size of the refs
-//     (BenchmarkSettleStandardBacklog, docs/performance.md). Lengths that
+//     (BenchmarkSettleStandardBacklog, docs/performance/settle.md). Lengths that
 //     the format's 32-bit fields cannot hold are refused
 //     (format.ErrTooLong), never wrapped.
 //  3. Merge small: if the ref before the first group is settled, one
@@ -75,15 +75,15 @@
 //
 // With PassIndex the absorb wrote no refs, only pass indexes in the
 // settled bucket, from where the chain's indexed passes begin (the head's
-// Indexed cursor, absorb.IndexWindow.IndexedFrom). A step that starts
+// Indexed cursor, passindex.Window.IndexedFrom). A step that starts
 // before it (or on a chain with none: still in refs mode) is a refs step
 // as above, bounded at it, and moves the flushed cursor with the settled
 // one (nothing below is in runs); a step at or after it takes the whole
 // passes that start in its slots, from the settled cursor (which it moves
-// only to pass ends, so it stays on pass boundaries), walked by key (absorb.IndexWindow), and
+// only to pass ends, so it stays on pass boundaries), walked by key (passindex.Window), and
 // writes one run: format.RunIndexKey(star, class, epoch, first slot), in
 // the pass index format (a version 2 run whose command table is over
-// absorb.CommandIndexMinTable first gets its command index beside it,
+// passindex.CommandIndexMinTable first gets its command index beside it,
 // format.CommandIndexKey: cmdindex.go; merged runs likewise). The run at the step's first slot is the step's
 // plan: a step that finds it (a copy wrote it, or a crash before the
 // head moved) adopts it as is; else it makes it (runs.go):
@@ -193,7 +193,7 @@
 // the group's indexes, each stored pack is read back and checked), so a
 // merge cut short (a timeout, a crash) resumes where it stopped. Then AdvanceCursor(Merged) to its end (lost
 // to a copy: fine). Walks read the merged run at a slot below Merged,
-// else the level-1 run there (absorb.IndexWindow.HeadRuns). The level-1
+// else the level-1 run there (passindex.Window.HeadRuns). The level-1
 // runs stay until trim passes them with Flushed. Settle shares a window
 // cache when given one (Window; the node's), and loads a cold one by
 // LIST and parallel GETs when it may list.
@@ -221,7 +221,7 @@
 // 8 MiB or less of a pack where they are at most 256 KiB apart (the
 // hourly age flush at 100,000 streams: 250 GETs, was 346,028; at
 // 1,000,000 the hour runs' entries stay a GET each: about 234,000 GETs a
-// step of 8,192 flushes, was 680,000; docs/performance.md, "Coalesced
+// step of 8,192 flushes, was 680,000; docs/performance/settle.md, "Coalesced
 // flush reads"); a merge reads its group's packs
 // (one GET per MiB), its runs' headers and their tables by range (about
 // 3 GETs per 4,096 entries a run, and a HEAD per pack), one GET to look

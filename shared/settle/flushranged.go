@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Flushes past the window budget (issue 17; design 014, "Left"). A step
 // that flushes few streams gets each one's unflushed entries by a
 // per-stream lookup of the live runs from the run of its oldest
-// unflushed entry (absorb.IndexWindow.StreamRuns): runs cached, or with
+// unflushed entry (passindex.Window.StreamRuns): runs cached, or with
 // room in the cache, are read whole, the others by range (a header, a
 // block of the stream table, the stream's segments and marks; then each
 // version 2 run's command table once for all the streams), so a byte
@@ -41,7 +41,7 @@ const (
 // range reads about 64 KiB (a block of the stream table:
 // format.RangedBlockBytes) and the stream's segments in about 2 GETs,
 // plus the object's header and command table once for all the streams; the walk reads every object whole in
-// one GET. Measured (BenchmarkFlushPastBudget; docs/performance.md,
+// one GET. Measured (BenchmarkFlushPastBudget; docs/performance/settle.md,
 // "Flushes past the window budget"), 24 runs at 100,000 streams not
 // cached: the walk 24 GETs and 251 MB (360 MB with command state on
 // every stream); by range one stream 96 GETs and 2.7 MB (112 MB), 100
@@ -90,7 +90,7 @@ func (s *Settler) unflushedRanged(ctx context.Context, c metastore.ChainID, cs *
 					refs = nil // what came before it is behind its ref
 					continue
 				}
-				refs = append(refs, absorb.RunRef(c, r.Run, e))
+				refs = append(refs, passindex.RunRef(c, r.Run, e))
 			}
 		}
 		if refs != nil {

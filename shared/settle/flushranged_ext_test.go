@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -16,7 +16,7 @@ var keptFlushPath string
 
 // keptWindows are the windows keptFlush made (their ranged lookups are
 // counted).
-var keptWindows []*absorb.IndexWindow
+var keptWindows []*passindex.Window
 
 // keptFlush sets s's flush path and window as keptFlushPath says.
 func (e *env) keptFlush(s *settle.Settler) {
@@ -25,7 +25,7 @@ func (e *env) keptFlush(s *settle.Settler) {
 	}
 	s.SetFlushPath(keptFlushPath)
 	if keptFlushPath == "ranged" {
-		s.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: 1}
+		s.Window = &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: 1}
 		keptWindows = append(keptWindows, s.Window)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 var chainF = metastore.ChainID{Star: "f", Class: metastore.Express}
@@ -130,7 +130,7 @@ func randomFlushWindow(t testing.TB, rng *rand.Rand, n, streams int, p float64) 
 // settler is a settler of fw's chain with a window of budget bytes,
 // taking the flush path given.
 func (fw *flushWindow) settler(budget int64, path flushPath) *Settler {
-	s := &Settler{Settled: fw.bucket, Window: &absorb.IndexWindow{Bucket: fw.bucket, MaxBytes: budget, RangedParallel: 3, CommandIndexGetBytes: fw.cmdxGetBytes}, flushPath: path}
+	s := &Settler{Settled: fw.bucket, Window: &passindex.Window{Bucket: fw.bucket, MaxBytes: budget, RangedParallel: 3, CommandIndexGetBytes: fw.cmdxGetBytes}, flushPath: path}
 	s.initWindow()
 	return s
 }

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/objstore/dir"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // countBucket counts a bucket's GETs and PUTs and their bytes.
@@ -131,7 +131,7 @@ func benchHourlyStep(b *testing.B, streams, hours, minutes, slots, flushAge int,
 					meta := hourlyMeta(b, c, hours*slots, runs*slots)
 					settled := &countBucket{Bucket: fixture}
 					s := &Settler{Meta: meta, Settled: settled, PassIndex: true, Fanout: minutes, FlushAge: time.Duration(flushAge) * time.Hour}
-					s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: 1024 << 20, Parallel: absorb.DefaultColdLoadParallel}
+					s.window = &passindex.Window{Meta: meta, Bucket: settled, MaxBytes: 1024 << 20, Parallel: passindex.DefaultColdLoadParallel}
 					s.windowOnce.Do(func() {})
 					s.noCoalesce = mode == "ageflush-onebyone"
 					var res Result

@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // withIndex switches e's absorb and settle to the pass index (design 014).
@@ -20,7 +20,7 @@ func (e *env) withIndex() {
 	e.a.Index = e.settled
 	e.s.PassIndex = true
 	if windowMaxBytes != 0 {
-		e.s.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMaxBytes, Parallel: 4}
+		e.s.Window = &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMaxBytes, Parallel: 4}
 	}
 }
 
@@ -30,7 +30,7 @@ var windowMaxBytes int64
 
 // TestSettleTinyWindowCache runs the pass index settle tests with a window
 // cache budget smaller than one run: settle fetches every run and pass
-// again on every use (absorb.IndexWindow.MaxBytes), and every step's
+// again on every use (passindex.Window.MaxBytes), and every step's
 // results and every record read back are the same.
 func TestSettleTinyWindowCache(t *testing.T) {
 	windowMaxBytes = 1
@@ -59,7 +59,7 @@ func (e *env) checkMixed() {
 	if h.Settled.Less(h.Flushed) {
 		e.t.Fatalf("head %+v: flushed past settled", h)
 	}
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMaxBytes}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMaxBytes}
 	for _, id := range e.ids {
 		refs, err := e.mem.QueryRefs(ctx, id.String(), 0, 1000)
 		if err != nil {
@@ -142,7 +142,7 @@ func TestWindowCacheFollowsSettle(t *testing.T) {
 	e := newEnv(t, 2, nil)
 	e.withIndex()
 	e.s.FlushBytes = 1 // no run stays in the window
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled}
 	st := metastore.Stream{Name: "s", ID: e.ids[0].String(), Class: chainX.Class, Star: chainX.Star}
 	for round := range 5 {
 		e.flights(8)

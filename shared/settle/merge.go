@@ -64,7 +64,7 @@ func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.
 		return false, nil
 	}
 	// The group: the level-1 runs from a, walked by key as the window
-	// walks them (absorb.IndexWindow.Runs), by their headers only: the
+	// walks them (passindex.Window.Runs), by their headers only: the
 	// merge reads them by range (mergestream.go), not through the cache.
 	group, later, err := s.mergeGroup(ctx, c, a, h.Settled, fanout)
 	if err != nil {

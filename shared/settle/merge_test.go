@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/trim"
 )
@@ -29,7 +30,7 @@ func (e *env) mergedPackKeys() []string {
 // merged is the merged run at the given cursor.
 func (e *env) merged(at metastore.Cursor) *format.PassIndex {
 	e.t.Helper()
-	r, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).MergedRun(e.t.Context(), chainX, at)
+	r, err := (&passindex.Window{Meta: e.mem, Bucket: e.settled}).MergedRun(e.t.Context(), chainX, at)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func (e *env) checkEveryBoundary() {
 	e.t.Helper()
 	ctx := e.t.Context()
 	h := e.head()
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled}
 	for _, id := range e.ids {
 		refs, err := e.mem.QueryRefs(ctx, id.String(), 0, 1000)
 		if err != nil {
@@ -235,7 +236,7 @@ func TestSettleMergeKeepsSupersededRuns(t *testing.T) {
 	// Streams whose records below 1/2 are not behind refs read a hole (the
 	// cursor was moved by hand); what matters is the walk: from 1/2 it
 	// reads level-1 runs to 1/6 and on.
-	runs, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).HeadRuns(t.Context(), chainX, e.head())
+	runs, err := (&passindex.Window{Meta: e.mem, Bucket: e.settled}).HeadRuns(t.Context(), chainX, e.head())
 	if err != nil || len(runs) != 3 || runs[0].FirstSlot != 2 || runs[0].Merged || runs[2].EndSlot != 8 {
 		t.Fatalf("walk from 1/2: %d runs, %v", len(runs), err)
 	}
@@ -406,7 +407,7 @@ func TestWindowColdLoad(t *testing.T) {
 	if h.Merged.IsZero() {
 		t.Fatalf("head %+v: nothing merged", h)
 	}
-	seq := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	seq := &passindex.Window{Meta: e.mem, Bucket: e.settled}
 	runs, err := seq.HeadRuns(t.Context(), chainX, h)
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +418,7 @@ func TestWindowColdLoad(t *testing.T) {
 	}
 	for _, failList := range []bool{false, true} {
 		lc := &listCount{Bucket: e.settled, failList: failList}
-		w := &absorb.IndexWindow{Meta: e.mem, Bucket: lc, Parallel: 4}
+		w := &passindex.Window{Meta: e.mem, Bucket: lc, Parallel: 4}
 		for _, id := range e.ids {
 			want, err := seq.HeadRefs(t.Context(), chainX, h, id, 0)
 			if err != nil {
@@ -452,7 +453,7 @@ func TestWindowColdLoad(t *testing.T) {
 // TestWindowWarmReload: a window loaded once (its first walk's LIST)
 // that then meets a burst of passes written since (a reader catching up
 // after a backlog) loads them by LIST and parallel GETs once it has
-// missed absorb.MissesBeforeReload in a row, instead of one GET at a
+// missed passindex.MissesBeforeReload in a row, instead of one GET at a
 // time; the answer is the walk's. Before the reload a warm window
 // fetched every new pass in sequence (at most one GET in flight).
 func TestWindowWarmReload(t *testing.T) {
@@ -462,7 +463,7 @@ func TestWindowWarmReload(t *testing.T) {
 	e.flights(2)
 	e.absorbAll()
 	lc := &listCount{Bucket: e.settled}
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: lc, Parallel: 4}
+	w := &passindex.Window{Meta: e.mem, Bucket: lc, Parallel: 4}
 	h := e.head()
 	if _, err := w.Passes(t.Context(), chainX, h.Settled, h.Checkpoint); err != nil {
 		t.Fatal(err)
@@ -477,7 +478,7 @@ func TestWindowWarmReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).Passes(t.Context(), chainX, h.Settled, h.Checkpoint)
+	want, err := (&passindex.Window{Meta: e.mem, Bucket: e.settled}).Passes(t.Context(), chainX, h.Settled, h.Checkpoint)
 	if err != nil || len(got) != len(want) || len(got) < 14 {
 		t.Fatalf("%d passes, %v; want %d (at least 14)", len(got), err, len(want))
 	}

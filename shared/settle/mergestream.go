@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // A merge streams its input runs (issue 17, "The hourly step at
@@ -41,13 +41,13 @@ type groupRun struct {
 // mergeGroup is the group a merge from a takes: the level-1 runs from a
 // (at a, or at the next epoch's first run when a is an epoch's cut), at
 // most fanout of a's epoch, walked by key up to `to` (the settled
-// cursor) as absorb.IndexWindow walks runs, reading each run's header
+// cursor) as passindex.Window walks runs, reading each run's header
 // only (nothing for a run the window's cache holds); later reports that a run of a later epoch follows them (so a
 // group of fewer than fanout is complete).
 func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to metastore.Cursor, fanout int) (group []groupRun, later bool, err error) {
 	for at := a; at.Less(to); {
 		if at.Epoch < to.Epoch {
-			cut, exists, err := absorb.EpochCut(ctx, s.Meta, c, at.Epoch)
+			cut, exists, err := passindex.EpochCut(ctx, s.Meta, c, at.Epoch)
 			if err != nil {
 				return nil, false, err
 			}
@@ -69,7 +69,7 @@ func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to met
 		// Through the window's bucket, as the walk it replaces.
 		hb, err := s.window.Bucket.Get(ctx, key, 0, format.PassHeaderSize)
 		if errors.Is(err, objstore.ErrNotFound) {
-			return nil, false, fmt.Errorf("run %s: %w: %w", key, absorb.ErrWindow, err)
+			return nil, false, fmt.Errorf("run %s: %w: %w", key, passindex.ErrWindow, err)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("read run %s: %w", key, err)

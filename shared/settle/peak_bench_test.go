@@ -9,23 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // BenchmarkStepPeakHeap measures the peak heap of the part of a settle
 // step on the pass index that held the most at once before issue 17's
 // kept state (design 014, "Window memory bound"; the step now keeps the
 // unflushed state instead: BenchmarkStepState): the live runs [flushed,
-// settled) walked by IndexWindow.HeadRuns and held together for
+// settled) walked by passindex.Window.HeadRuns and held together for
 // unflushedOf (still the test switch Settler.scratch's path). The window is
 // `merged` merged runs and `runs` level-1 runs, every one of `streams`
 // streams in each with one segment (a window at the 24 h FlushAge with
 // Fanout 60, hourly merges: 23 merged runs and up to 60 level-1 runs),
 // read cold from a memory bucket through a window whose cache budget is
-// absorb.DefaultWindowCacheBytes (the step pins what it walks whatever
+// passindex.DefaultWindowCacheBytes (the step pins what it walks whatever
 // the budget). It reports the peak heap above the baseline (the bucket's
 // encoded objects), sampled every millisecond, and per entry.
 //
@@ -65,7 +65,7 @@ func BenchmarkStepPeakHeap(b *testing.B) {
 			h := metastore.Head{Epoch: 1, Flushed: metastore.Cursor{Epoch: 1}, Merged: metastore.Cursor{Epoch: 1, Slot: uint64(tc.merged)},
 				Settled: metastore.Cursor{Epoch: 1, Slot: uint64(total)}}
 			for b.Loop() {
-				w := &absorb.IndexWindow{Meta: meta, Bucket: settled, Parallel: absorb.DefaultColdLoadParallel}
+				w := &passindex.Window{Meta: meta, Bucket: settled, Parallel: passindex.DefaultColdLoadParallel}
 				runtime.GC()
 				base := heapObjects()
 				stop := peakOf()

@@ -16,6 +16,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Flush defaults (design 014, levels 1 and 2). The age bounds how long
@@ -31,7 +32,7 @@ import (
 // docs/api.md, "Retention and deletion"). It costs flushes: at most one
 // per stream touched per hour, 2.8 a second at 10,000 streams (16 item
 // writes/s, $/GiB +10% on the 2 MB/s bench) and 278 at 1,000,000 (566
-// item writes/s, $5.24/GiB against $0.70 at 24 h: docs/performance.md,
+// item writes/s, $5.24/GiB against $0.70 at 24 h: docs/performance/settle.md,
 // "The flush age"); a deployment of that size without short retentions
 // may set a longer age and lose the one-hour bound.
 const (
@@ -47,7 +48,7 @@ const (
 	// (Settler.MaxAgeFlushes): the hourly age flush at 1,000,000 active
 	// streams (1 in 24 of them, each read from every live run it is in: up
 	// to 83 GETs) spread over 6 one-minute steps, each well inside
-	// the settle Lambda's timeout (docs/performance.md, "The hourly step at
+	// the settle Lambda's timeout (docs/performance/settle.md, "The hourly step at
 	// 1,000,000 streams").
 	DefaultMaxAgeFlushes = 8192
 )
@@ -78,7 +79,7 @@ type unflushed struct {
 func (u *unflushed) refs() []metastore.Ref {
 	out := make([]metastore.Ref, len(u.ents))
 	for i, e := range u.ents {
-		out[i] = absorb.RunRef(u.c, u.runs[i], e)
+		out[i] = passindex.RunRef(u.c, u.runs[i], e)
 	}
 	return out
 }
@@ -154,7 +155,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 		return st, h.Flushed, err
 	}
 	if len(passes) == 0 {
-		return st, h.Flushed, fmt.Errorf("no pass from %s to %s: %w", st.From, end, absorb.ErrWindow)
+		return st, h.Flushed, fmt.Errorf("no pass from %s to %s: %w", st.From, end, passindex.ErrWindow)
 	}
 	step := map[format.StreamID]*stepPart{}
 	for _, p := range passes {
@@ -166,7 +167,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 				sp = &stepPart{}
 				step[ps.Stream] = sp
 			}
-			sp.refs = append(sp.refs, absorb.PassRef(c.Star, p.Epoch, ps))
+			sp.refs = append(sp.refs, passindex.PassRef(c.Star, p.Epoch, ps))
 			sp.raw = append(sp.raw, ps)
 		}
 	}
@@ -176,7 +177,7 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 			return st, h.Flushed, err
 		}
 	} else if plan.EndSlot != passes[len(passes)-1].EndSlot {
-		return st, h.Flushed, fmt.Errorf("run at %s ends at %d, its passes at %d: %w", st.From, plan.EndSlot, passes[len(passes)-1].EndSlot, absorb.ErrWindow)
+		return st, h.Flushed, fmt.Errorf("run at %s ends at %d, its passes at %d: %w", st.From, plan.EndSlot, passes[len(passes)-1].EndSlot, passindex.ErrWindow)
 	}
 	// The flushes: one settled object (or a few) and one ref per marker,
 	// flushWorkers streams at a time (they are independent).
@@ -378,7 +379,7 @@ func (s *Settler) initWindow() {
 	s.windowOnce.Do(func() {
 		s.window = s.Window
 		if s.window == nil {
-			s.window = &absorb.IndexWindow{Meta: s.Meta, Bucket: s.Settled, Parallel: absorb.DefaultColdLoadParallel}
+			s.window = &passindex.Window{Meta: s.Meta, Bucket: s.Settled, Parallel: passindex.DefaultColdLoadParallel}
 		}
 	})
 }

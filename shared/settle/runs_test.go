@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Tests of design 014's level 1: runs, packs and flush.
@@ -57,7 +57,7 @@ func (e *env) step() {
 // run is the run index at the given cursor.
 func (e *env) run(at metastore.Cursor) *format.PassIndex {
 	e.t.Helper()
-	r, err := (&absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}).Run(e.t.Context(), chainX, at)
+	r, err := (&passindex.Window{Meta: e.mem, Bucket: e.settled}).Run(e.t.Context(), chainX, at)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestSettleFlushByBytes(t *testing.T) {
 	// Tail recovery's LastRef: stream 2's packed entry of the run at 1/0
 	// (seqs 0-11) is behind the marker, so its last ref is the flush's;
 	// stream 1's last part is its packed entry of the run at 1/4.
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled}
 	for i, want := range map[int]uint64{1: 15, 2: 23} {
 		st := metastore.Stream{ID: e.ids[i].String(), Star: chainX.Star, Class: chainX.Class}
 		last, err := w.LastRef(t.Context(), st)

@@ -18,6 +18,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Defaults.
@@ -123,12 +124,12 @@ type Settler struct {
 	// Window is the cache of the pass index window settle walks (nil: its
 	// own). The node shares its readers' (one cache of the window per
 	// process, not two: design 014, "Level 2 as built", memory).
-	Window *absorb.IndexWindow
+	Window *passindex.Window
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
 	windowOnce sync.Once
-	window     *absorb.IndexWindow
+	window     *passindex.Window
 	// The unflushed state kept across steps, per chain (state.go).
 	stateMu sync.Mutex
 	states  map[metastore.ChainID]*chainState

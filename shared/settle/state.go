@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // The unflushed state of a chain, kept across steps (issue 17): what a
@@ -16,7 +16,7 @@ import (
 // the decoded runs.
 //
 // It is a function of the walk of the live runs of a head, [Flushed,
-// Settled) with merged runs below Merged (absorb.IndexWindow.HeadRuns):
+// Settled) with merged runs below Merged (passindex.Window.HeadRuns):
 // its key. Objects are immutable and their keys determine their content,
 // so the state of a key is the same in every copy; a settler keeps one
 // per chain and uses it only for a step whose head has exactly its key,
@@ -431,7 +431,7 @@ func (s *Settler) unflushedRefs(ctx context.Context, c metastore.ChainID, cs *ch
 				delete(out, e.Stream)
 				return
 			}
-			out[e.Stream] = append(out[e.Stream], absorb.RunRef(c, r, e))
+			out[e.Stream] = append(out[e.Stream], passindex.RunRef(c, r, e))
 		}
 		if len(want)*16 < len(r.Streams) {
 			// Few streams: a binary search each.

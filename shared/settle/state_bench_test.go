@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore/dir"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // BenchmarkStepState measures the unflushed-state work of one settle step
@@ -27,7 +27,7 @@ import (
 // step's one pass, none flushed (4 MiB, 24 h: the steady state). Modes:
 //
 //   - held-cold: the step before issue 17: the live runs walked and held
-//     at once (IndexWindow.HeadRuns, a cold window with the default
+//     at once (passindex.Window.HeadRuns, a cold window with the default
 //     budget), unflushedOf, the decision;
 //   - held-warm: the same with every run already decoded in an unbounded
 //     window cache (no GET, no decode: the best case of the old step);
@@ -140,16 +140,16 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 	step := make(map[format.StreamID]*stepPart, streams)
 	for i := range pass.Streams {
 		ps := &pass.Streams[i]
-		step[ps.Stream] = &stepPart{refs: []metastore.Ref{absorb.PassRef(c.Star, 1, ps)}, raw: []*format.PassStream{ps}}
+		step[ps.Stream] = &stepPart{refs: []metastore.Ref{passindex.PassRef(c.Star, 1, ps)}, raw: []*format.PassStream{ps}}
 	}
 	passes := []*format.PassIndex{pass}
 	s := &Settler{Meta: meta, Settled: settled}
-	var warm *absorb.IndexWindow
+	var warm *passindex.Window
 	var flushIDs []format.StreamID
 	var flushState *chainState
 	switch mode {
 	case "flush":
-		warm = &absorb.IndexWindow{Meta: meta, Bucket: settled}
+		warm = &passindex.Window{Meta: meta, Bucket: settled}
 		flushState = newChainState(key)
 		for r := range total {
 			flushState.fold(benchRun(streams, r, r < merged))
@@ -164,7 +164,7 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 			b.Fatal(err)
 		}
 	case "held-warm":
-		warm = &absorb.IndexWindow{Meta: meta, Bucket: settled, MaxBytes: -1}
+		warm = &passindex.Window{Meta: meta, Bucket: settled, MaxBytes: -1}
 		if _, err := warm.HeadRuns(ctx, c, metastore.Head{Flushed: key.flushed, Merged: key.merged, Settled: key.settled}); err != nil {
 			b.Fatal(err)
 		}
@@ -180,9 +180,9 @@ func benchStepState(b *testing.B, streams, merged, level1 int, mode string) {
 			// Each iteration is the next step: the kept state at its key.
 			key = kept.key
 		case "rebuild-serial":
-			s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled}
+			s.window = &passindex.Window{Meta: meta, Bucket: settled}
 		default:
-			s.window = &absorb.IndexWindow{Meta: meta, Bucket: settled, Parallel: absorb.DefaultColdLoadParallel}
+			s.window = &passindex.Window{Meta: meta, Bucket: settled, Parallel: passindex.DefaultColdLoadParallel}
 		}
 		runtime.GC()
 		base := heapObjects()

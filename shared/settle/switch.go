@@ -6,6 +6,7 @@ import (
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // mode decides the mode of step st of chain c read from head h (design
@@ -30,7 +31,7 @@ func (s *Settler) mode(ctx context.Context, c metastore.ChainID, h metastore.Hea
 		if !s.PassIndex {
 			return false, h.Flushed, absorb.IndexedErr("settle", c, at)
 		}
-		runsFrom, _, _ = absorb.WindowFrom(h, at)
+		runsFrom, _, _ = passindex.WindowFrom(h, at)
 		return true, runsFrom, nil
 	}
 	if st.Epoch == at.Epoch && at.Slot < st.End {

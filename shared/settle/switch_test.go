@@ -11,6 +11,7 @@ import (
 	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/trim"
 )
 
@@ -18,13 +19,13 @@ import (
 // refs mode, with unsettled passes, switched to the pass index.
 
 // checkFrom reads every stream the way the read path does
-// (IndexWindow.QueryRefs: refs until an empty page, then the window) from
+// (passindex.Window.QueryRefs: refs until an empty page, then the window) from
 // every seq, and finds every record by timestamp in the window's parts
 // (HeadRefsAt) when the window holds it: exactly what the star wrote.
 func (e *env) checkFrom() {
 	e.t.Helper()
 	ctx := e.t.Context()
-	w := &absorb.IndexWindow{Meta: e.s.Meta, Bucket: e.settled}
+	w := &passindex.Window{Meta: e.s.Meta, Bucket: e.settled}
 	h, err := e.s.Meta.GetHead(ctx, chainX)
 	if err != nil {
 		e.t.Fatal(err)
@@ -90,7 +91,7 @@ func (e *env) checkFrom() {
 // the refs passes in refs mode, then runs from Head.Indexed; trim deletes
 // the slots; every record reads back by seq from every seq and by
 // timestamp at every stage. On main the first settle step on the switch
-// stopped with absorb.ErrWindow (no pass index at the settled cursor).
+// stopped with passindex.ErrWindow (no pass index at the settled cursor).
 func TestSwitchLiveChain(t *testing.T) {
 	e := newEnv(t, 4, nil)
 	e.s.MaxSlotsPerStep = 3
@@ -263,7 +264,7 @@ func (m *hideIndexed) AdvanceCursor(ctx context.Context, c metastore.ChainID, k 
 // TestSwitchChainIndexedBefore: a chain run on the pass index before
 // Head.Indexed existed (its head reads it as 0/0; runs and passes in its
 // window) is read, settled and absorbed as indexed from its window's
-// start (IndexWindow.IndexedFrom), never in refs mode; the absorb records
+// start (passindex.Window.IndexedFrom), never in refs mode; the absorb records
 // the cursor, at the checkpoint, once the window is empty.
 func TestSwitchChainIndexedBefore(t *testing.T) {
 	var hide *hideIndexed

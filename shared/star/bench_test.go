@@ -167,7 +167,7 @@ func BenchmarkSubmit(b *testing.B) { benchSubmit(b, false) }
 
 // BenchmarkSubmitIdempotent is BenchmarkSubmit with a producer id and batch
 // seq on every batch: the dedupe table's cost on admission and release
-// (docs/performance.md compares the two).
+// (docs/performance/ingest.md compares the two).
 func BenchmarkSubmitIdempotent(b *testing.B) { benchSubmit(b, true) }
 
 func benchSubmit(b *testing.B, idem bool) {
@@ -190,7 +190,7 @@ func benchSubmit(b *testing.B, idem bool) {
 	}
 	// cpu-ns/op: the process's CPU time (user and system, every
 	// goroutine) per batch, which a loaded machine inflates far less than
-	// the wall clock's ns/op (docs/performance.md compares on and off).
+	// the wall clock's ns/op (docs/performance/ingest.md compares on and off).
 	cpu0 := processCPU()
 	for b.Loop() {
 		p, err := s.Submit(ctx, id, rs, opt)

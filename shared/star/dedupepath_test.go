@@ -11,7 +11,7 @@ import (
 // (check, admit, release) over 1,000 producers of one stream taking turns:
 // under the star-wide bound, and past it (a bound of 500: every batch
 // forgets the star's least recently used producer and remembers a new one).
-// docs/performance.md ("What else grows with streams") compares it with
+// docs/performance/many-streams.md ("What else grows with streams") compares it with
 // the table before the star-wide bound:
 //
 //	go test ./shared/star -run '^$' -bench DedupePath

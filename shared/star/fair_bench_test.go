@@ -26,7 +26,7 @@ import (
 //   - flood-fifo: the flood with Config.TenantFIFO (no fairness).
 //
 // It reports the quiet tenant's p50 and p99 (ms) and the flood's MB/s.
-// docs/performance.md ("Tenant fairness") gives a run:
+// docs/performance/ingest.md ("Tenant fairness") gives a run:
 //
 //	go test -run '^$' -bench TenantFairness -benchtime 1x ./shared/star
 func BenchmarkTenantFairness(b *testing.B) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
@@ -29,7 +31,8 @@ func stamped(recs []format.Record, c format.StreamConfig, now int64) ([]int64, e
 
 // TestStamp: every timestamp mode, capped and uncapped, on a batch of a
 // record without a timestamp, one in the past, one at arrival and one far
-// in the future (2^63-1, which pinned a stream before issue 20).
+// in the future (2^63-1, which pinned a stream before issue 20, and an
+// uncapped stream's retention before issue 31).
 func TestStamp(t *testing.T) {
 	const now = 1_700_000_000_000
 	in := []int64{0, now - 5000, now, math.MaxInt64}
@@ -40,7 +43,7 @@ func TestStamp(t *testing.T) {
 		want []int64 // nil: refused
 	}{
 		{"client-prefer, capped (the default)", format.StreamConfig{}, []int64{now, now - 5000, now, now}},
-		{"client-prefer, uncapped", format.StreamConfig{Uncapped: true}, []int64{now, now - 5000, now, math.MaxInt64}},
+		{"client-prefer, uncapped", format.StreamConfig{Uncapped: true}, nil},
 		{"client-require, capped", format.StreamConfig{TimestampMode: mode(metastore.TimestampClientRequire)}, nil},
 		{"arrival", format.StreamConfig{TimestampMode: mode(metastore.TimestampArrival)}, []int64{now, now, now, now}},
 		{"arrival, uncapped", format.StreamConfig{TimestampMode: mode(metastore.TimestampArrival), Uncapped: true}, []int64{now, now, now, now}},
@@ -51,8 +54,8 @@ func TestStamp(t *testing.T) {
 		}
 		got, err := stamped(recs, tc.c, now)
 		if tc.want == nil {
-			if !errors.Is(err, ErrTimestampRequired) {
-				t.Errorf("%s: %v, want ErrTimestampRequired", tc.name, err)
+			if !errors.Is(err, ErrTimestampRequired) && !errors.Is(err, ErrTimestampTooFar) {
+				t.Errorf("%s: %v, want ErrTimestampRequired or ErrTimestampTooFar", tc.name, err)
 			}
 			continue
 		}
@@ -60,6 +63,18 @@ func TestStamp(t *testing.T) {
 			if err != nil || got[i] != tc.want[i] {
 				t.Errorf("%s: record %d: %v %v, want %d", tc.name, i, got, err, tc.want[i])
 			}
+		}
+	}
+	// Uncapped, a client timestamp is kept up to MaxAheadMs after arrival,
+	// and refused one ms further (the batch, whole), in both client modes.
+	for _, m := range []uint8{mode(metastore.TimestampClientPrefer), mode(metastore.TimestampClientRequire)} {
+		c := format.StreamConfig{TimestampMode: m, Uncapped: true}
+		got, err := stamped([]format.Record{{TimestampMs: now - 1}, {TimestampMs: now + MaxAheadMs}}, c, now)
+		if err != nil || got[0] != now-1 || got[1] != now+MaxAheadMs {
+			t.Errorf("mode %d, uncapped, at the bound: %v %v, want kept", m, got, err)
+		}
+		if got, err := stamped([]format.Record{{TimestampMs: now - 1}, {TimestampMs: now + MaxAheadMs + 1}}, c, now); !errors.Is(err, ErrTimestampTooFar) {
+			t.Errorf("mode %d, uncapped, 1 ms past the bound: %v %v, want ErrTimestampTooFar", m, got, err)
 		}
 	}
 	// client-require with every record stamped: kept, capped.
@@ -116,5 +131,38 @@ func TestReconfigureIsSequenced(t *testing.T) {
 	})
 	if len(bodies) != 1 || bodies[0] != cfg {
 		t.Fatalf("config records %+v, want one with %+v", bodies, cfg)
+	}
+}
+
+// TestStampNeverPastMaxAhead is the invariant retention relies on (ADR
+// 0060): whatever the stream's configuration and the client's timestamps,
+// a stamped record's timestamp is at most MaxAheadMs after arrival, and a
+// batch is refused only when it holds a client timestamp past that (on an
+// uncapped stream) or lacks one (client-require). Seeded random batches.
+func TestStampNeverPastMaxAhead(t *testing.T) {
+	const now = 1_700_000_000_000
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 31))
+	pick := []int64{0, 1, now - 1, now, now + 1, now + MaxAheadMs - 1, now + MaxAheadMs, now + MaxAheadMs + 1, math.MaxInt64}
+	for range 2000 {
+		c := format.StreamConfig{TimestampMode: uint8(rng.IntN(3)), Uncapped: rng.IntN(2) == 1}
+		recs := make([]format.Record, 1+rng.IntN(4))
+		tooFar, missing := false, false
+		for i := range recs {
+			recs[i].TimestampMs = pick[rng.IntN(len(pick))]
+			tooFar = tooFar || recs[i].TimestampMs > now+MaxAheadMs
+			missing = missing || recs[i].TimestampMs == 0
+		}
+		mode := metastore.TimestampMode(c.TimestampMode)
+		wantRefused := mode != metastore.TimestampArrival && (c.Uncapped && tooFar || mode == metastore.TimestampClientRequire && missing)
+		got, err := stamped(recs, c, now)
+		if (err != nil) != wantRefused {
+			t.Fatalf("seed %d: config %+v, timestamps %v: %v %v, want refused %v", seed, c, recs, got, err, wantRefused)
+		}
+		for i, ts := range got {
+			if ts > now+MaxAheadMs || ts <= 0 {
+				t.Fatalf("seed %d: config %+v: record %d stamped %d, past arrival + MaxAheadMs (%d) or not positive", seed, c, i, ts, now+MaxAheadMs)
+			}
+		}
 	}
 }

@@ -73,7 +73,7 @@ func streamMemory(tb testing.TB, n int, idem bool) (open, appended float64) {
 // idle, then with one released, unabsorbed 100-byte batch in the flight
 // index (what a stream costs between an append and the next absorb pass),
 // then the same with an idempotent producer (its dedupe table holds one
-// producer). docs/performance.md ("Many streams") reports it:
+// producer). docs/performance/many-streams.md ("Many streams") reports it:
 //
 //	go test ./shared/star -run '^$' -bench StreamMemory -benchtime 1x
 func BenchmarkStreamMemory(b *testing.B) {
@@ -160,7 +160,7 @@ func TestFlightObjectFreedOnceUploaded(t *testing.T) {
 // (the defaults: 4096 and 8). It reports the bytes per producer and the
 // table's largest size; the star holds one such table per stream that an
 // idempotent producer appends to, all of them together bounded by
-// StarMaxProducers (BenchmarkDedupeStarBound; docs/performance.md, "Many
+// StarMaxProducers (BenchmarkDedupeStarBound; docs/performance/many-streams.md, "Many
 // streams").
 //
 //	go test ./shared/star -run '^$' -bench DedupeMemory -benchtime 1x
@@ -200,7 +200,7 @@ func BenchmarkDedupeMemory(b *testing.B) {
 // forgotten half of them. It reports the producers remembered (the bound),
 // the heap they hold (every table, producer and window of the star) and
 // the bytes per producer; the star's dedupe memory is at most that, at any
-// stream count (docs/performance.md, "Many streams").
+// stream count (docs/performance/many-streams.md, "Many streams").
 //
 //	go test ./shared/star -run '^$' -bench DedupeStarBound -benchtime 1x
 func BenchmarkDedupeStarBound(b *testing.B) {

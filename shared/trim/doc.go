@@ -35,7 +35,7 @@
 //     run before finds a pack gone and reads its head again.
 //   - Command state (ADR 0045): retention and the trim point come from the
 //     stream's current command state, that of its newest durable part (the
-//     pass index window's last part, absorb.IndexWindow.LastRef, or else
+//     pass index window's last part, passindex.Window.LastRef, or else
 //     its last ref), never from the last ref alone (with the pass index a
 //     stream's newest commands stay in runs until they flush: issue 30,
 //     finding 1). The retention applied (Retention) is the config

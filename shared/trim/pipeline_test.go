@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // TestPipelineUnderFaults drives the star, absorb, settle and trim through
@@ -57,8 +58,8 @@ func runPipeline(t *testing.T, seed uint64, indexed bool) {
 			// Odd seeds read the window through a cache smaller than one
 			// pass: every object fetched again on every use, the same
 			// outcome.
-			e.s.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: 1}
-			e.tr.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: 1}
+			e.s.Window = &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: 1}
+			e.tr.Window = &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: 1}
 		}
 		// Runs that flush at every step, by bytes, by age (flights are
 		// 10 ms apart) or never until the end.
@@ -214,7 +215,7 @@ func faultArmed(e *env) bool {
 func checkPrefix(t *testing.T, e *env) {
 	t.Helper()
 	h := e.head()
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled}
 	for _, id := range e.ids {
 		got, err := absorbtest.ReadStream(t.Context(), e.mem, e.set, e.settled, id)
 		if err != nil {

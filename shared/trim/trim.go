@@ -15,6 +15,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // Defaults.
@@ -48,8 +49,8 @@ type Trimmer struct {
 	PassIndex bool
 	// Window is the pass index window cache the deletion check reads
 	// (PassIndex; nil: a fresh one per deleted stream, with
-	// absorb.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
-	Window *absorb.IndexWindow
+	// passindex.DefaultWindowCacheBytes). Its MaxBytes must fit the process.
+	Window *passindex.Window
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 }
@@ -441,7 +442,7 @@ func (t *Trimmer) retainStream(ctx context.Context, st metastore.Stream, now int
 
 // newest is stream st's newest durable part, whose command state is the
 // stream's current one (ADR 0045): the window's last part
-// (IndexWindow.LastRef: passes and runs, with PassIndex) or else its last
+// (passindex.Window.LastRef: passes and runs, with PassIndex) or else its last
 // ref. Not the last ref alone: with the pass index a stream's newest
 // commands stay in runs until they flush (issue 30, finding 1). ok is
 // false when the stream has neither refs nor parts.
@@ -483,11 +484,11 @@ func Retention(st metastore.Stream, cmds format.StreamCommands) int64 {
 }
 
 // window is the pass index window the stream checks read.
-func (t *Trimmer) window() *absorb.IndexWindow {
+func (t *Trimmer) window() *passindex.Window {
 	if t.Window != nil {
 		return t.Window
 	}
-	return &absorb.IndexWindow{Meta: t.Meta, Bucket: t.Settled}
+	return &passindex.Window{Meta: t.Meta, Bucket: t.Settled}
 }
 
 // retain drops the stream's leading settled refs that are expired (their

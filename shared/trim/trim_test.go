@@ -19,6 +19,7 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/trim"
 )
@@ -557,7 +558,7 @@ func TestDeletionWaitsForTheWindow(t *testing.T) {
 func testDeletionWaitsForTheWindow(t *testing.T, windowMax int64) {
 	e := newEnv(t, 2, 0)
 	e.a.Index, e.s.PassIndex, e.tr.PassIndex = e.settled, true, true
-	e.tr.Window = &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMax}
+	e.tr.Window = &passindex.Window{Meta: e.mem, Bucket: e.settled, MaxBytes: windowMax}
 	e.flights(3)
 	e.settleAll()
 	e.flights(2)
@@ -653,7 +654,7 @@ func TestTrimDeletesFlushedRuns(t *testing.T) {
 		t.Fatalf("after trim: runs %v, packs %v: want the %d live ones", runs, packs, live)
 	}
 	// Reads still find everything: refs, then the live runs.
-	w := &absorb.IndexWindow{Meta: e.mem, Bucket: e.settled}
+	w := &passindex.Window{Meta: e.mem, Bucket: e.settled}
 	for _, id := range e.ids {
 		got, err := absorbtest.ReadStream(t.Context(), e.mem, e.set, e.settled, id)
 		if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/probe"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
@@ -262,7 +263,7 @@ func (w *World) Trimmer() *trim.Trimmer {
 
 // Window is the pass index window over meta and the settled bucket (nil
 // without PassIndex).
-func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *absorb.IndexWindow {
+func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *passindex.Window {
 	if !w.SettleIndexed() {
 		return nil
 	}
@@ -270,7 +271,7 @@ func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *absorb.In
 	// the window by LIST and parallel GETs (the node's cold load, and the
 	// warm reload after a burst of passes), and half of those under a
 	// cache budget of a few objects (evictions and refetches under faults).
-	win := &absorb.IndexWindow{Meta: meta, Bucket: settled}
+	win := &passindex.Window{Meta: meta, Bucket: settled}
 	if (uint64(w.Seed)/27)%2 == 1 {
 		win.Parallel = 4
 		if (uint64(w.Seed)/54)%2 == 1 {

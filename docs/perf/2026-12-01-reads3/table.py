@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the reads3 catch-up and tail rows of docs/performance.md from the
+"""Prints the reads3 catch-up and tail rows of docs/performance/reads.md from the
 JSON that docs/perf/reads3.sh wrote, one row per run directory given
 (default: this directory and run2/).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the rows of docs/performance.md "With the pass index (design 014)",
-settle in the window, from the bench's JSON results given as arguments."""
+"""Prints the rows of docs/performance/settle.md "End to end" (the pass index,
+settle in the window), from the bench's JSON results given as arguments."""
 import json, sys
 
 print("| streams | flush age | MB/s | batches/s | metastore item writes/s | WRU/s | RRU/s | metastore $/h | metastore share of $/GiB | $/GiB | index PUTs $/GiB | settle PUTs+LISTs $/GiB | GETs $/GiB | settle steps | packed entries | packs | flushes (SettleRef) | heap at end (MiB) | ack p99 ms |")

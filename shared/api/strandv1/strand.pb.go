@@ -1584,9 +1584,15 @@ type TokenInfo struct {
 	Description string   `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// expires_ms: the token is refused from this time on (Unix ms), with an
 	// error that says it expired; 0: never.
-	ExpiresMs     int64 `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresMs int64 `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// tenant: the token starts a tenant of its own (CreateTokenRequest.tenant).
+	Tenant bool `protobuf:"varint,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// max_streams and append_bytes_per_sec: the tenant's quotas (0: the
+	// star's), on a token that starts a tenant.
+	MaxStreams        int64 `protobuf:"varint,7,opt,name=max_streams,json=maxStreams,proto3" json:"max_streams,omitempty"`
+	AppendBytesPerSec int64 `protobuf:"varint,8,opt,name=append_bytes_per_sec,json=appendBytesPerSec,proto3" json:"append_bytes_per_sec,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TokenInfo) Reset() {
@@ -1654,6 +1660,27 @@ func (x *TokenInfo) GetExpiresMs() int64 {
 	return 0
 }
 
+func (x *TokenInfo) GetTenant() bool {
+	if x != nil {
+		return x.Tenant
+	}
+	return false
+}
+
+func (x *TokenInfo) GetMaxStreams() int64 {
+	if x != nil {
+		return x.MaxStreams
+	}
+	return 0
+}
+
+func (x *TokenInfo) GetAppendBytesPerSec() int64 {
+	if x != nil {
+		return x.AppendBytesPerSec
+	}
+	return 0
+}
+
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// prefix must be within the calling token's prefix (start with it).
@@ -1665,9 +1692,20 @@ type CreateTokenRequest struct {
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// expires_ms: refuse the token from this time on (Unix ms, in the
 	// future); 0: never expires.
-	ExpiresMs     int64 `protobuf:"varint,4,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresMs int64 `protobuf:"varint,4,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// tenant: the new token starts a tenant of its own: it and the tokens
+	// minted under it count as one tenant for the per-tenant limits and
+	// quotas (docs/security.md), apart from the caller's. Only an admin token
+	// for every stream (prefix "") of a root's tenant may ask for it.
+	Tenant bool `protobuf:"varint,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// max_streams: the new tenant's stream quota, counted under its prefix
+	// (0: the star's --max-streams-per-tenant). Only with tenant.
+	MaxStreams int64 `protobuf:"varint,6,opt,name=max_streams,json=maxStreams,proto3" json:"max_streams,omitempty"`
+	// append_bytes_per_sec: the new tenant's append byte rate per star (0:
+	// the star's --append-bytes-per-sec-per-tenant). Only with tenant.
+	AppendBytesPerSec int64 `protobuf:"varint,7,opt,name=append_bytes_per_sec,json=appendBytesPerSec,proto3" json:"append_bytes_per_sec,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateTokenRequest) Reset() {
@@ -1724,6 +1762,27 @@ func (x *CreateTokenRequest) GetDescription() string {
 func (x *CreateTokenRequest) GetExpiresMs() int64 {
 	if x != nil {
 		return x.ExpiresMs
+	}
+	return 0
+}
+
+func (x *CreateTokenRequest) GetTenant() bool {
+	if x != nil {
+		return x.Tenant
+	}
+	return false
+}
+
+func (x *CreateTokenRequest) GetMaxStreams() int64 {
+	if x != nil {
+		return x.MaxStreams
+	}
+	return 0
+}
+
+func (x *CreateTokenRequest) GetAppendBytesPerSec() int64 {
+	if x != nil {
+		return x.AppendBytesPerSec
 	}
 	return 0
 }
@@ -2565,20 +2624,28 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
 	"nextSeqNum\x12*\n" +
 	"\x11last_timestamp_ms\x18\x03 \x01(\x03R\x0flastTimestampMs\x12\x1c\n" +
-	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"\x8a\x01\n" +
+	"\theartbeat\x18\x04 \x01(\bR\theartbeat\"\xf4\x01\n" +
 	"\tTokenInfo\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03ops\x18\x03 \x03(\tR\x03ops\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
-	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\"\x7f\n" +
+	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\bR\x06tenant\x12\x1f\n" +
+	"\vmax_streams\x18\a \x01(\x03R\n" +
+	"maxStreams\x12/\n" +
+	"\x14append_bytes_per_sec\x18\b \x01(\x03R\x11appendBytesPerSec\"\xe9\x01\n" +
 	"\x12CreateTokenRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x10\n" +
 	"\x03ops\x18\x02 \x03(\tR\x03ops\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
-	"expires_ms\x18\x04 \x01(\x03R\texpiresMs\"U\n" +
+	"expires_ms\x18\x04 \x01(\x03R\texpiresMs\x12\x16\n" +
+	"\x06tenant\x18\x05 \x01(\bR\x06tenant\x12\x1f\n" +
+	"\vmax_streams\x18\x06 \x01(\x03R\n" +
+	"maxStreams\x12/\n" +
+	"\x14append_bytes_per_sec\x18\a \x01(\x03R\x11appendBytesPerSec\"U\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
 	"\x04info\x18\x02 \x01(\v2\x14.strand.v1.TokenInfoR\x04info\"(\n" +

@@ -77,6 +77,11 @@ const (
 	attrRevokedMs = "RevokedMs"
 	// attrParent is absent for a root token.
 	attrParent = "Parent"
+	// attrStartsTenant (BOOL), attrMaxStreams and attrAppendBytesPerSec
+	// (N) are absent when false or 0 (ADR 0060).
+	attrStartsTenant      = "StartsTenant"
+	attrMaxStreams        = "MaxStreams"
+	attrAppendBytesPerSec = "AppendBytesPerSec"
 )
 
 // ListPK is the partition key of the stream listing items: one item per
@@ -557,6 +562,15 @@ func tokenAttrs(pk, sk string, t metastore.Token) map[string]types.AttributeValu
 	if t.Parent != "" {
 		m[attrParent] = s(t.Parent)
 	}
+	if t.StartsTenant {
+		m[attrStartsTenant] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if t.MaxStreams != 0 {
+		m[attrMaxStreams] = ni(t.MaxStreams)
+	}
+	if t.AppendBytesPerSec != 0 {
+		m[attrAppendBytesPerSec] = ni(t.AppendBytesPerSec)
+	}
 	return m
 }
 
@@ -574,6 +588,20 @@ func decodeToken(m map[string]types.AttributeValue) (metastore.Token, error) {
 	}
 	if _, ok := m[attrParent]; ok {
 		t.Parent = it.str(attrParent)
+	}
+	if v, ok := m[attrStartsTenant]; ok { // absent when false, like the quotas when 0
+		b, isBool := v.(*types.AttributeValueMemberBOOL)
+		if !isBool {
+			it.fail(attrStartsTenant, "a Boolean")
+		} else {
+			t.StartsTenant = b.Value
+		}
+	}
+	if _, ok := m[attrMaxStreams]; ok {
+		t.MaxStreams = it.i64(attrMaxStreams)
+	}
+	if _, ok := m[attrAppendBytesPerSec]; ok {
+		t.AppendBytesPerSec = it.i64(attrAppendBytesPerSec)
 	}
 	return t, it.err
 }

@@ -23,6 +23,7 @@
 //	                                           and every layout-1 name above as the string "fenced"
 //	CHAIN#<star>#<class>    EPOCH#<20 digits>  Epoch State K W Buckets (L of S) Window Nonce (B, 16) Cut
 //	TOKEN#<sha256-hex>      META               Hash Prefix Ops (L of S) Description (absent when empty)
+//	                                           ExpiresMs RevokedMs Parent StartsTenant (BOOL) MaxStreams AppendBytesPerSec (absent when 0, "" or false)
 //	TOKENS                  <sha256-hex>       the same (the token listing item, below)
 //	LEASE#<star>            META               Star Version TTLMs Holder Addr (both absent when released)
 //

@@ -1259,6 +1259,14 @@ func testTokens(t *testing.T, s metastore.Store) {
 	wantEqual(t, all, []metastore.Token{tok, timed}, "listed tokens with times")
 	must(t, s.DeleteToken(ctx, hash(5)), "delete with times")
 
+	// A token that starts a tenant, with its quotas, round-trips (ADR 0060).
+	tenant := metastore.Token{Hash: hash(6), Prefix: "team-t/", Ops: []string{"admin"}, Parent: hash(1), StartsTenant: true, MaxStreams: 50, AppendBytesPerSec: 1 << 20}
+	must(t, s.PutToken(ctx, tenant), "put a tenant")
+	got, err = s.GetToken(ctx, hash(6))
+	must(t, err, "get a tenant")
+	wantEqual(t, got, tenant, "tenant token")
+	must(t, s.DeleteToken(ctx, hash(6)), "delete a tenant")
+
 	// Put overwrites: it is how grants change.
 	tok2 := metastore.Token{Hash: hash(1), Ops: []string{"admin"}}
 	must(t, s.PutToken(ctx, tok2), "overwrite")
@@ -1277,6 +1285,8 @@ func testTokens(t *testing.T, s metastore.Store) {
 		"control character": {Hash: hash(3), Ops: []string{"read"}, Description: "a\nb"},
 		"negative expiry":   {Hash: hash(3), Ops: []string{"read"}, ExpiresMs: -1},
 		"negative revoked":  {Hash: hash(3), Ops: []string{"read"}, RevokedMs: -1},
+		"negative quota":    {Hash: hash(3), Ops: []string{"read"}, StartsTenant: true, MaxStreams: -1},
+		"quota, no tenant":  {Hash: hash(3), Ops: []string{"read"}, AppendBytesPerSec: 5},
 	} {
 		wantErr(t, s.PutToken(ctx, bad), metastore.ErrInvalid, what)
 	}

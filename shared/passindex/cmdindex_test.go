@@ -1,4 +1,4 @@
-package absorb_test
+package passindex_test
 
 import (
 	"bytes"
@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // maxGetBucket records the largest GET of each key.
@@ -126,7 +126,7 @@ func TestRangedCommandsEqualTable(t *testing.T) {
 					bucket := &maxGetBucket{Bucket: mem}
 					for i := 0; i < len(p.Streams); i += 1 + len(p.Streams)/150 {
 						id := p.Streams[i].Stream
-						got, err := absorb.FindRanged(t.Context(), bucket, "run", id, true)
+						got, err := passindex.FindRanged(t.Context(), bucket, "run", id, true)
 						if err != nil {
 							t.Fatalf("n=%d skew=%d every=%d %s: stream %s: %v", n, skew, every, tc.name, id, err)
 						}
@@ -134,7 +134,7 @@ func TestRangedCommandsEqualTable(t *testing.T) {
 							t.Fatalf("n=%d skew=%d every=%d %s: stream %s: ranged %+v, whole %+v", n, skew, every, tc.name, id, got, want)
 						}
 					}
-					if tc.name == "present" && table > absorb.RangedBlockBytes && bucket.max["run"] >= table {
+					if tc.name == "present" && table > passindex.RangedBlockBytes && bucket.max["run"] >= table {
 						t.Fatalf("n=%d %s: a GET of %d bytes of the run, its command table is %d: not read through the index", n, tc.name, bucket.max["run"], table)
 					}
 				}
@@ -156,7 +156,7 @@ func slices2(s []format.PassStream) []format.PassStream {
 func TestWindowCommandIndex(t *testing.T) {
 	const runs, streams = 6, 3000
 	meta, bucket, h, all := windowOfRunsCmds(t, runs, streams, randomID, 1)
-	per := absorb.DecodedBytes(&all[0])
+	per := passindex.DecodedBytes(&all[0])
 	keys := make([]string, runs)
 	for i, r := range all {
 		keys[i] = format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, r.FirstSlot)
@@ -176,11 +176,11 @@ func TestWindowCommandIndex(t *testing.T) {
 			}
 		}
 	}
-	ref := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: -1}
+	ref := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: -1}
 	ids := []format.StreamID{randomID(1), randomID(500), randomID(2999)}
-	check := func(name string, b objstore.Bucket, getBytes int64, want func(absorb.WindowStats) bool) {
+	check := func(name string, b objstore.Bucket, getBytes int64, want func(passindex.WindowStats) bool) {
 		t.Helper()
-		w := &absorb.IndexWindow{Meta: meta, Bucket: b, MaxBytes: per / 4, CommandIndexGetBytes: getBytes}
+		w := &passindex.Window{Meta: meta, Bucket: b, MaxBytes: per / 4, CommandIndexGetBytes: getBytes}
 		for _, id := range ids {
 			got, err := w.HeadRefs(t.Context(), chainX, h, id, 0)
 			if err != nil {
@@ -214,7 +214,7 @@ func TestWindowCommandIndex(t *testing.T) {
 			t.Fatalf("%s: stats %+v", name, st)
 		}
 	}
-	check("absent", bucket, -1, func(s absorb.WindowStats) bool {
+	check("absent", bucket, -1, func(s passindex.WindowStats) bool {
 		return s.CommandIndexed == 0 && s.CommandTables > 0 && s.CommandIndexMissing > 0 && s.CommandIndexRefused == 0
 	})
 	withIdx := objstore.NewMem("settled")
@@ -232,13 +232,13 @@ func TestWindowCommandIndex(t *testing.T) {
 		}
 	}
 	putIndexes(withIdx, func(i int) int { return i })
-	check("present", withIdx, -1, func(s absorb.WindowStats) bool {
+	check("present", withIdx, -1, func(s passindex.WindowStats) bool {
 		return s.CommandIndexed > 0 && s.CommandTables == 0 && s.CommandIndexRefused == 0
 	})
 	putIndexes(other, func(i int) int { return (i + 1) % runs }) // every run with its neighbour's index
-	check("another run's", other, -1, func(s absorb.WindowStats) bool {
+	check("another run's", other, -1, func(s passindex.WindowStats) bool {
 		return s.CommandIndexed == 0 && s.CommandTables > 0 && s.CommandIndexRefused > 0
 	})
 	// Tables cheaper than the index's GETs are read whole.
-	check("table cheaper", withIdx, 1<<30, func(s absorb.WindowStats) bool { return s.CommandIndexed == 0 && s.CommandTables > 0 })
+	check("table cheaper", withIdx, 1<<30, func(s passindex.WindowStats) bool { return s.CommandIndexed == 0 && s.CommandTables > 0 })
 }

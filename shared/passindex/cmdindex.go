@@ -1,4 +1,4 @@
-package absorb
+package passindex
 
 import (
 	"context"
@@ -26,13 +26,13 @@ import (
 
 // CommandIndexMinTable is the least command table (bytes) a lookup of
 // one stream reads through a command index rather than whole (a block and
-// an entry, RangedBlockBytes each: IndexWindow.CommandIndexGetBytes's
+// an entry, RangedBlockBytes each: Window.CommandIndexGetBytes's
 // default): settle writes no index for a run whose
 // table is at most this.
 const CommandIndexMinTable = 2 * RangedBlockBytes
 
-// cmdxGetBytes is IndexWindow.CommandIndexGetBytes resolved.
-func (w *IndexWindow) cmdxGetBytes() int64 {
+// cmdxGetBytes is Window.CommandIndexGetBytes resolved.
+func (w *Window) cmdxGetBytes() int64 {
 	switch {
 	case w.CommandIndexGetBytes == 0:
 		return RangedBlockBytes
@@ -74,7 +74,7 @@ func (d *rangedDir) setCmdx(s cmdxState) {
 // it has a usable one worth reading, else from its whole command table.
 // An entry without state is absent from the map. dir caches what is
 // learnt of the index (nil: nothing cached).
-func (w *IndexWindow) rangedCommands(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, index bool, idxs []uint32) (map[uint32]format.StreamCommands, error) {
+func (w *Window) rangedCommands(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, index bool, idxs []uint32) (map[uint32]format.StreamCommands, error) {
 	if h.Version != format.PassIndexVersionCommands || len(idxs) == 0 {
 		return nil, nil
 	}
@@ -109,7 +109,7 @@ func (w *IndexWindow) rangedCommands(ctx context.Context, key string, h format.P
 // table instead). An index that is absent, of another run or corrupt is
 // not usable (and remembered in dir); an entry of the run that the bound
 // index locates and that does not decode is an error.
-func (w *IndexWindow) viaCommandIndex(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, idxs []uint32) (map[uint32]format.StreamCommands, bool, error) {
+func (w *Window) viaCommandIndex(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, idxs []uint32) (map[uint32]format.StreamCommands, bool, error) {
 	ck := format.CommandIndexKey(key)
 	st := dir.cmdx()
 	if st.known && !st.usable {

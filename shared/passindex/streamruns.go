@@ -1,4 +1,4 @@
-package absorb
+package passindex
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type StreamRun struct {
 // on most streams a table is about 30% of its run), RangedParallel
 // objects at a time. It applies no marker: the caller (settle's
 // flush of few streams) does, as a walk of the whole runs would.
-func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads []metastore.Head, ids []format.StreamID, parallel int) ([][]StreamRun, error) {
+func (w *Window) StreamRuns(ctx context.Context, c metastore.ChainID, heads []metastore.Head, ids []format.StreamID, parallel int) ([][]StreamRun, error) {
 	if len(heads) != len(ids) {
 		return nil, fmt.Errorf("chain %s: %d heads for %d streams: %w", c, len(heads), len(ids), metastore.ErrInvalid)
 	}
@@ -94,7 +94,7 @@ func (w *IndexWindow) StreamRuns(ctx context.Context, c metastore.ChainID, heads
 // or its whole command table), its state given to the entries by their
 // stream table index (as format.AssemblePassStreams and a whole object's
 // decoding give it), RangedParallel objects at a time.
-func (w *IndexWindow) hitCommands(ctx context.Context, walks []*streamWalk) error {
+func (w *Window) hitCommands(ctx context.Context, walks []*streamWalk) error {
 	byKey := map[string][]*streamHit{}
 	var keys []string
 	for _, sw := range walks {

@@ -1,7 +1,6 @@
-package absorb
+package passindex
 
 import (
-	"bytes"
 	"cmp"
 	"container/list"
 	"context"
@@ -10,124 +9,12 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 )
 
-// ErrForeign: an object at a key whose content is determined (a pass
-// index) holds other bytes. Never normal.
-var ErrForeign = errors.New("absorb: foreign object at a determined key")
-
-// BuildPassIndex turns the slots of the pass [first, end) of epoch (in
-// slot order) into its pass index (design 014): per stream, in stream id
-// order, its seq range, timestamps, record bytes, one segment per slot it
-// rode, its producer marks (bounded by metastore.TrimMarks, as a ref's
-// are) and its command state as of its last segment (a version-3 flight's
-// command table: fencing token, trim point, configuration; what a ref's
-// Commands holds, ADR 0042), so a successor recovering the stream from the
-// window, and settle, keep it. It is pure and deterministic, as BuildRefs is, so every copy of a
-// pass writes the same bytes; a stream whose seqs do not continue is
-// ErrGap.
-func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIndex, error) {
-	p := format.PassIndex{Epoch: epoch, FirstSlot: first, EndSlot: end}
-	at := make(map[format.StreamID]int)
-	for _, s := range slots {
-		for _, e := range s.Entries {
-			seg := format.PassSegment{Slot: s.Seq, FirstSeq: e.FirstSeq, Count: e.Count, Offset: e.Offset, Length: e.Length, CRC: e.CRC}
-			recBytes := int64(e.Length) - int64(format.SegmentSize(0))
-			i, ok := at[e.Stream]
-			if !ok {
-				at[e.Stream] = len(p.Streams)
-				p.Streams = append(p.Streams, format.PassStream{Stream: e.Stream, FirstSeq: e.FirstSeq, LastSeq: e.LastSeq(),
-					FirstTsMs: e.FirstTsMs, LastTsMs: e.LastTsMs, Bytes: recBytes, Segments: []format.PassSegment{seg}})
-				continue
-			}
-			st := &p.Streams[i]
-			if st.LastSeq == ^uint64(0) || e.FirstSeq != st.LastSeq+1 {
-				return format.PassIndex{}, fmt.Errorf("stream %s: segment at seq %d in %s follows seq %d: %w", e.Stream, e.FirstSeq, s.Key, st.LastSeq, ErrGap)
-			}
-			st.LastSeq, st.LastTsMs, st.Bytes = e.LastSeq(), e.LastTsMs, st.Bytes+recBytes
-			st.Segments = append(st.Segments, seg)
-		}
-		for _, b := range s.Batches { // the parser checked b.Entry
-			st := &p.Streams[at[s.Entries[b.Entry].Stream]]
-			st.Marks = append(st.Marks, format.PassMark{Producer: b.Producer, BatchSeq: b.BatchSeq, FirstSeq: b.FirstSeq, LastSeq: b.LastSeq()})
-		}
-		for _, c := range s.Commands { // the parser checked c.Entry
-			// The state after the segment: slots are in order, so the
-			// stream's last segment with a state gives its state.
-			cs := c.Commands
-			p.Streams[at[s.Entries[c.Entry].Stream]].Commands = &cs
-		}
-	}
-	for i := range p.Streams {
-		p.Streams[i].Marks = trimPassMarks(p.Streams[i].Marks)
-	}
-	slices.SortFunc(p.Streams, func(x, y format.PassStream) int { return bytes.Compare(x.Stream[:], y.Stream[:]) })
-	return p, nil
-}
-
-// trimPassMarks bounds a stream's marks as metastore.TrimMarks bounds a
-// ref's: the same marks a ref of the stream's part of the pass would keep.
-func trimPassMarks(ms []format.PassMark) []format.PassMark {
-	if len(ms) == 0 {
-		return nil
-	}
-	rm := make([]metastore.ProducerMark, len(ms))
-	for i, m := range ms {
-		rm[i] = metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
-	}
-	rm = metastore.TrimMarks(rm)
-	out := make([]format.PassMark, len(rm))
-	for i, m := range rm {
-		out[i] = format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
-	}
-	return out
-}
-
-// PutDetermined writes obj at key unless it is there: an object whose
-// content the key determines (a rerun, or a racing copy, writes the same
-// bytes), so an object already there (objstore.ErrExists, or an
-// ErrAmbiguous write) must hold identical bytes, else ErrForeign. A read
-// back that finds nothing is an error matching objstore.ErrNotFound (the
-// object was written and deleted since: the caller's view is stale).
-func PutDetermined(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
-	err := b.PutIfAbsent(ctx, key, obj)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
-		return fmt.Errorf("write %s: %w", key, err)
-	}
-	got, gerr := b.Get(ctx, key, 0, -1)
-	if gerr != nil {
-		return fmt.Errorf("write %s: %v; read back: %w", key, err, gerr)
-	}
-	if !bytes.Equal(got, obj) {
-		return fmt.Errorf("%s holds %d other bytes (want %d): %w", key, len(got), len(obj), ErrForeign)
-	}
-	return nil
-}
-
-// writeIndex writes the pass index of [from, to) built from slots.
-func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, slots []chain.Slot) (int, error) {
-	p, err := BuildPassIndex(from.Epoch, from.Slot, to.Slot, slots)
-	if err != nil {
-		return 0, err
-	}
-	obj, err := format.AppendPassIndex(nil, p)
-	if err != nil {
-		return 0, fmt.Errorf("encode pass index: %w", err)
-	}
-	if err := PutDetermined(ctx, a.Index, format.PassIndexKey(c.Star, c.Class.String(), from.Epoch, from.Slot), obj); err != nil {
-		return 0, fmt.Errorf("pass index: %w", err)
-	}
-	return len(p.Streams), nil
-}
-
-// IndexWindow finds streams' records in the pass indexes of a chain's
+// Window finds streams' records in the pass indexes of a chain's
 // absorbed window (design 014): the passes from a pass boundary (the
 // settled cursor, once settle consumes whole passes) up to the checkpoint,
 // found by key, not listed: the pass at a cursor names its end, where the
@@ -140,7 +27,7 @@ func (a *Absorber) writeIndex(ctx context.Context, c metastore.ChainID, from, to
 // per-stream lookup that meets an object not cached with no room for it
 // reads the stream's part of it by range instead (ranged.go). Safe for
 // concurrent use.
-type IndexWindow struct {
+type Window struct {
 	Meta   metastore.Store // for epoch cuts
 	Bucket objstore.Bucket // where the pass indexes are (the settled bucket)
 	// MaxPasses bounds the passes one window walk visits (0:
@@ -231,18 +118,18 @@ const DefaultMaxWindowPasses = 1 << 15
 // inside it, an epoch unfenced, a pass that does not continue the walk, or
 // more passes than MaxPasses). A pass index missing below a moved cursor
 // is a race with settle and trim: re-read the head and retry.
-var ErrWindow = errors.New("absorb: pass index window broken")
+var ErrWindow = errors.New("passindex: pass index window broken")
 
 // Passes returns the pass indexes of chain c from `from` (a pass
 // boundary) up to `to` (the checkpoint), in order.
-func (w *IndexWindow) Passes(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
+func (w *Window) Passes(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
 	return w.walk(ctx, c, from, to, kindPass, metastore.Cursor{})
 }
 
 // Runs returns the level-1 run indexes (design 014, level 1) of chain c
 // from `from` up to `to`, in order: walked by key as passes are (a run
 // names its end, where the next starts), never a merged run.
-func (w *IndexWindow) Runs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
+func (w *Window) Runs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor) ([]*format.PassIndex, error) {
 	return w.walk(ctx, c, from, to, kindRun, metastore.Cursor{})
 }
 
@@ -251,31 +138,31 @@ func (w *IndexWindow) Runs(ctx context.Context, c metastore.ChainID, from, to me
 // 2), else the level-1 run at that slot. Any mix is the same records (a
 // merged run resolves the runs it covers); only a missing object is an
 // error (ErrWindow, matching objstore.ErrNotFound: re-read the head).
-func (w *IndexWindow) HeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head) ([]*format.PassIndex, error) {
+func (w *Window) HeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head) ([]*format.PassIndex, error) {
 	return w.walk(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged)
 }
 
 // Run is the run index of chain c at `at`, or an error matching
 // objstore.ErrNotFound when there is none.
-func (w *IndexWindow) Run(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
+func (w *Window) Run(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
 	return w.get(ctx, c, at, kindRun)
 }
 
 // MergedRun is the merged run of chain c at `at` (its Merged set), or an
 // error matching objstore.ErrNotFound when there is none.
-func (w *IndexWindow) MergedRun(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
+func (w *Window) MergedRun(ctx context.Context, c metastore.ChainID, at metastore.Cursor) (*format.PassIndex, error) {
 	return w.get(ctx, c, at, kindMerged)
 }
 
 // AddMerged caches a merged run the caller wrote or adopted (settle).
-func (w *IndexWindow) AddMerged(c metastore.ChainID, r *format.PassIndex) {
+func (w *Window) AddMerged(c metastore.ChainID, r *format.PassIndex) {
 	r.Merged = true
 	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindMerged}, r, DecodedBytes(r))
 }
 
 // AddRun caches a run index the caller wrote (settle), so that the next
 // walk does not GET it back.
-func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
+func (w *Window) AddRun(c metastore.ChainID, r *format.PassIndex) {
 	w.store(passAt{c, metastore.Cursor{Epoch: r.Epoch, Slot: r.FirstSlot}, kindRun}, r, DecodedBytes(r))
 }
 
@@ -283,18 +170,18 @@ func (w *IndexWindow) AddRun(c metastore.ChainID, r *format.PassIndex) {
 // `to`, in order, as Passes returns them, one at a time: the caller's
 // peak is the cache's budget plus the object in hand, never the whole
 // window. An error from fn stops the walk and is returned.
-func (w *IndexWindow) VisitPasses(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, fn func(*format.PassIndex) error) error {
+func (w *Window) VisitPasses(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, fn func(*format.PassIndex) error) error {
 	return w.visit(ctx, c, from, to, kindPass, metastore.Cursor{}, w.getSized, fn)
 }
 
 // VisitHeadRuns is HeadRuns one run at a time (VisitPasses).
-func (w *IndexWindow) VisitHeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head, fn func(*format.PassIndex) error) error {
+func (w *Window) VisitHeadRuns(ctx context.Context, c metastore.ChainID, h metastore.Head, fn func(*format.PassIndex) error) error {
 	return w.visit(ctx, c, h.Flushed, h.Settled, kindRun, h.Merged, w.getSized, fn)
 }
 
 // walk is visit collected: the whole stretch held at once (settle's
 // steps, which need their runs together).
-func (w *IndexWindow) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor) ([]*format.PassIndex, error) {
+func (w *Window) walk(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor) ([]*format.PassIndex, error) {
 	var out []*format.PassIndex
 	if err := w.visit(ctx, c, from, to, kind, merged, w.getSized, func(p *format.PassIndex) error { out = append(out, p); return nil }); err != nil {
 		return nil, err
@@ -310,7 +197,7 @@ type getter func(ctx context.Context, c metastore.ChainID, at metastore.Cursor, 
 // getSized is get with the object's stream entries' size (DecodedBytes
 // walks every entry; this is visit's room check's floor, in constant
 // time).
-func (w *IndexWindow) getSized(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+func (w *Window) getSized(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
 	p, err := w.get(ctx, c, at, kind)
 	if err != nil {
 		return nil, 0, err
@@ -321,7 +208,7 @@ func (w *IndexWindow) getSized(ctx context.Context, c metastore.ChainID, at meta
 // visit follows the indexes of kind from `from` to `to`, calling fn with
 // each in order, as get returns them; for runs, below merged it reads
 // the merged run at a slot when there is one.
-func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor, get getter, fn func(*format.PassIndex) error) error {
+func (w *Window) visit(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, kind indexKind, merged metastore.Cursor, get getter, fn func(*format.PassIndex) error) error {
 	max := w.MaxPasses
 	if max <= 0 {
 		max = DefaultMaxWindowPasses
@@ -402,7 +289,7 @@ func (w *IndexWindow) visit(ctx context.Context, c metastore.ChainID, from, to m
 }
 
 // cut is EpochCut of an epoch the chain has moved past, cached.
-func (w *IndexWindow) cut(ctx context.Context, c metastore.ChainID, epoch uint64) (uint64, bool, error) {
+func (w *Window) cut(ctx context.Context, c metastore.ChainID, epoch uint64) (uint64, bool, error) {
 	k := passAt{c, metastore.Cursor{Epoch: epoch}, kindPass}
 	w.mu.Lock()
 	v, ok := w.cuts[k]
@@ -439,7 +326,7 @@ func objectKey(c metastore.ChainID, at metastore.Cursor, kind indexKind) (key, w
 	return format.PassIndexKey(c.Star, c.Class.String(), at.Epoch, at.Slot), "pass index"
 }
 
-func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, error) {
+func (w *Window) get(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, error) {
 	w.mu.Lock()
 	p := w.lookupLocked(passAt{c, at, kind})
 	w.mu.Unlock()
@@ -456,7 +343,7 @@ func (w *IndexWindow) get(ctx context.Context, c metastore.ChainID, at metastore
 
 // fetch GETs and decodes the object of kind at `at` whole, and returns
 // its DecodedBytes; it does not cache it.
-func (w *IndexWindow) fetch(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+func (w *Window) fetch(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
 	key, what := objectKey(c, at, kind)
 	w.mu.Lock()
 	w.gets++
@@ -486,24 +373,24 @@ func (w *IndexWindow) fetch(ctx context.Context, c metastore.ChainID, at metasto
 
 // Prune drops the cached passes of chain c that end at or before `from`
 // (they left the window: settle moved past them).
-func (w *IndexWindow) Prune(c metastore.ChainID, from metastore.Cursor) {
+func (w *Window) Prune(c metastore.ChainID, from metastore.Cursor) {
 	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind.base() == kindPass && !from.Less(end) })
 }
 
 // PruneRuns drops the cached runs (level 1 and merged) of chain c that end
 // at or before `flushed` (they left the window: every record in them is
 // behind refs).
-func (w *IndexWindow) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) {
+func (w *Window) PruneRuns(c metastore.ChainID, flushed metastore.Cursor) {
 	w.prune(c, func(k passAt, end metastore.Cursor) bool { return k.kind.base() != kindPass && !flushed.Less(end) })
 }
 
 // PruneMerged drops the cached level-1 runs of chain c that start below
 // `merged` (design 014, level 2): walks read the merged runs there.
-func (w *IndexWindow) PruneMerged(c metastore.ChainID, merged metastore.Cursor) {
+func (w *Window) PruneMerged(c metastore.ChainID, merged metastore.Cursor) {
 	w.prune(c, func(k passAt, _ metastore.Cursor) bool { return k.kind.base() == kindRun && k.at.Less(merged) })
 }
 
-func (w *IndexWindow) prune(c metastore.ChainID, drop func(k passAt, end metastore.Cursor) bool) {
+func (w *Window) prune(c metastore.ChainID, drop func(k passAt, end metastore.Cursor) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for k, el := range w.cache {
@@ -517,7 +404,7 @@ func (w *IndexWindow) prune(c metastore.ChainID, drop func(k passAt, end metasto
 // pruneTo prunes the cache of chain c to the flushed and settled cursors
 // of a head read, once per move of either: the cache of a long-lived
 // reader holds the window's runs and passes, not every one it ever read.
-func (w *IndexWindow) pruneTo(c metastore.ChainID, h metastore.Head) {
+func (w *Window) pruneTo(c metastore.ChainID, h metastore.Head) {
 	w.mu.Lock()
 	last, ok := w.pruned[c]
 	if ok && !last.Settled.Less(h.Settled) && !last.Flushed.Less(h.Flushed) && !last.Merged.Less(h.Merged) {
@@ -535,7 +422,7 @@ func (w *IndexWindow) pruneTo(c metastore.ChainID, h metastore.Head) {
 }
 
 // Cached is how many decoded pass indexes the window holds.
-func (w *IndexWindow) Cached() int {
+func (w *Window) Cached() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.cache) - w.headers
@@ -547,7 +434,7 @@ func (w *IndexWindow) Cached() int {
 // design 014), so a reader reads them as it reads refs. The search is a
 // binary search per pass: O(passes x log streams), never a scan of the
 // stream's history.
-func (w *IndexWindow) Refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+func (w *Window) Refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.refs(ctx, c, from, to, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq })
 }
 
@@ -555,11 +442,11 @@ func (w *IndexWindow) Refs(ctx context.Context, c metastore.ChainID, from, to me
 // the first that holds a record with timestamp >= tsMs (timestamps never
 // decrease within a stream, so every later part qualifies too), in seq
 // order. Bounded as Refs is.
-func (w *IndexWindow) RefsAt(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
+func (w *Window) RefsAt(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
 	return w.refs(ctx, c, from, to, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs })
 }
 
-func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
+func (w *Window) refs(ctx context.Context, c metastore.ChainID, from, to metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool) ([]metastore.Ref, error) {
 	return w.parts(ctx, c, from, from, from, from, to, id, keep, cmdAll)
 }
 
@@ -569,7 +456,7 @@ func (w *IndexWindow) refs(ctx context.Context, c metastore.ChainID, from, to me
 // h.Checkpoint), each from where the chain's indexed passes begin
 // (IndexedFrom, WindowFrom: below it every record is behind a ref, and a
 // chain not indexed has no window).
-func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+func (w *Window) HeadRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, cmdAll)
 }
 
@@ -577,7 +464,7 @@ func (w *IndexWindow) HeadRefs(ctx context.Context, c metastore.ChainID, h metas
 // nil): what reads by seq and the probe need, and cheaper past the
 // window budget (a ranged lookup of a version 2 object skips its command
 // table; design 014, "Lookups past the window budget").
-func (w *IndexWindow) HeadParts(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
+func (w *Window) HeadParts(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, cmdNone)
 }
 
@@ -586,7 +473,7 @@ func (w *IndexWindow) HeadParts(ctx context.Context, c metastore.ChainID, h meta
 // the window, all a tail recovery needs of it. Past the window budget it
 // reads one command table by range, the last part's object's, not every
 // object's (design 014, "Lookups past the window budget").
-func (w *IndexWindow) HeadLastRef(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID) (metastore.Ref, bool, error) {
+func (w *Window) HeadLastRef(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID) (metastore.Ref, bool, error) {
 	parts, err := w.windowRefs(ctx, c, h, id, func(*format.PassStream) bool { return true }, cmdLast)
 	if err != nil || len(parts) == 0 {
 		return metastore.Ref{}, false, err
@@ -595,11 +482,11 @@ func (w *IndexWindow) HeadLastRef(ctx context.Context, c metastore.ChainID, h me
 }
 
 // HeadRefsAt is RefsAt over the whole window of head h (HeadRefs).
-func (w *IndexWindow) HeadRefsAt(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
+func (w *Window) HeadRefsAt(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, tsMs int64) ([]metastore.Ref, error) {
 	return w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastTsMs >= tsMs }, cmdAll)
 }
 
-func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
+func (w *Window) windowRefs(ctx context.Context, c metastore.ChainID, h metastore.Head, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
 	indexed, err := w.IndexedFrom(ctx, c, h)
 	if err != nil {
 		return nil, err
@@ -618,7 +505,7 @@ func (w *IndexWindow) windowRefs(ctx context.Context, c metastore.ChainID, h met
 // for cmdAll, and for the last part's object for cmdLast).
 // Objects cached, or with room in the cache, are read whole; the others
 // by range (ranged.go), in parallel.
-func (w *IndexWindow) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
+func (w *Window) parts(ctx context.Context, c metastore.ChainID, runsFrom, settled, merged, passesFrom, checkpoint metastore.Cursor, id format.StreamID, keep func(*format.PassStream) bool, commands cmdMode) ([]metastore.Ref, error) {
 	// The runs and passes are visited one at a time (the peak is the
 	// cache's budget and one object, not the window), the stream's
 	// entries copied out of each.
@@ -716,21 +603,21 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 // pass index that vanished under it (settle moved past it and trim
 // deleted it between the head and the GET) re-reads the head,
 // up to three times.
-func (w *IndexWindow) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+func (w *Window) StreamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.streamRefs(ctx, st, fromSeq, cmdAll)
 }
 
 // StreamParts is StreamRefs without command state (HeadParts): what
 // trim's deletion check needs (whether the window still holds parts).
-func (w *IndexWindow) StreamParts(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
+func (w *Window) StreamParts(ctx context.Context, st metastore.Stream, fromSeq uint64) ([]metastore.Ref, error) {
 	return w.streamRefs(ctx, st, fromSeq, cmdNone)
 }
 
 // streamRefs is StreamRefs, with command state as commands says.
-func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64, commands cmdMode) ([]metastore.Ref, error) {
+func (w *Window) streamRefs(ctx context.Context, st metastore.Stream, fromSeq uint64, commands cmdMode) ([]metastore.Ref, error) {
 	id, err := format.ParseStreamID(st.ID)
 	if err != nil {
-		return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+		return nil, fmt.Errorf("passindex: pass index of %s: %w", st.Name, err)
 	}
 	c := metastore.ChainID{Star: st.Star, Class: st.Class}
 	for attempt := 0; ; attempt++ {
@@ -739,7 +626,7 @@ func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromS
 			return nil, nil // never minted: nothing absorbed
 		}
 		if err != nil {
-			return nil, fmt.Errorf("absorb: pass index of %s: %w", st.Name, err)
+			return nil, fmt.Errorf("passindex: pass index of %s: %w", st.Name, err)
 		}
 		w.pruneTo(c, h)
 		refs, err := w.windowRefs(ctx, c, h, id, func(s *format.PassStream) bool { return s.LastSeq >= fromSeq }, commands)
@@ -758,7 +645,7 @@ func (w *IndexWindow) streamRefs(ctx context.Context, st metastore.Stream, fromS
 // torn view, read again), never as a skipped seq. The window's parts
 // carry no command state (HeadParts): readers and RecoverStream's mark
 // chain do not read it; LastRef has it.
-func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
+func (w *Window) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
 	refs, err := w.Meta.QueryRefs(ctx, st.ID, from, limit)
 	if err != nil || len(refs) > 0 {
 		// A page of refs, full or cut short at DynamoDB's 1 MB: more refs
@@ -777,7 +664,7 @@ func (w *IndexWindow) QueryRefs(ctx context.Context, st metastore.Stream, from u
 // LastRef is st's last part in the window, or else its last ref
 // (metastore.ErrNotFound when it has neither): the window is read first,
 // so a part settle moves meanwhile is found in the refs.
-func (w *IndexWindow) LastRef(ctx context.Context, st metastore.Stream) (metastore.Ref, error) {
+func (w *Window) LastRef(ctx context.Context, st metastore.Stream) (metastore.Ref, error) {
 	parts, err := w.streamRefs(ctx, st, 0, cmdLast)
 	if err != nil {
 		return metastore.Ref{}, err
@@ -790,18 +677,18 @@ func (w *IndexWindow) LastRef(ctx context.Context, st metastore.Stream) (metasto
 
 // ForStream is the window's refs of st in the shape star.RecoverStream
 // reads (its streamID arguments are st's id).
-func (w *IndexWindow) ForStream(st metastore.Stream) StreamRefs { return StreamRefs{w: w, st: st} }
+func (w *Window) ForStream(st metastore.Stream) StreamRefs { return StreamRefs{w: w, st: st} }
 
-// StreamRefs is one stream's refs and window parts (IndexWindow.ForStream).
+// StreamRefs is one stream's refs and window parts (Window.ForStream).
 type StreamRefs struct {
-	w  *IndexWindow
+	w  *Window
 	st metastore.Stream
 }
 
 // LastRef implements star.RefReader.
 func (s StreamRefs) LastRef(ctx context.Context, streamID string) (metastore.Ref, error) {
 	if streamID != s.st.ID {
-		return metastore.Ref{}, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+		return metastore.Ref{}, fmt.Errorf("passindex: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
 	}
 	return s.w.LastRef(ctx, s.st)
 }
@@ -809,7 +696,7 @@ func (s StreamRefs) LastRef(ctx context.Context, streamID string) (metastore.Ref
 // QueryRefs implements star.RefReader.
 func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
 	if streamID != s.st.ID {
-		return nil, fmt.Errorf("absorb: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+		return nil, fmt.Errorf("passindex: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
 	}
 	return s.w.QueryRefs(ctx, s.st, fromSeq, limit)
 }
@@ -822,7 +709,7 @@ func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint
 // sorted by seq, at most limit. The windows are read before the refs, so
 // parts a settle step moves meanwhile are in the refs: a view where an
 // object seems unreferenced and out of every window is never torn.
-func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
+func (w *Window) ChainsLookup(chains []metastore.ChainID) func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
 	return func(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error) {
 		id, err := format.ParseStreamID(streamID)
 		if err != nil {
@@ -837,7 +724,7 @@ func (w *IndexWindow) ChainsLookup(chains []metastore.ChainID) func(ctx context.
 					break
 				}
 				if err != nil {
-					return nil, fmt.Errorf("absorb: window of chain %s: %w", c, err)
+					return nil, fmt.Errorf("passindex: window of chain %s: %w", c, err)
 				}
 				w.pruneTo(c, h)
 				parts, err = w.HeadParts(ctx, c, h, id, fromSeq)

@@ -1,4 +1,4 @@
-package absorb
+package passindex
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ import (
 // narrows the range to two known ids, and the next guess lands.
 const RangedBlockBytes = 64 << 10
 
-// DefaultRangedParallel is IndexWindow.RangedParallel's default.
+// DefaultRangedParallel is Window.RangedParallel's default.
 const DefaultRangedParallel = 8
 
 // rangedFloor is the least a per-stream lookup guesses an object it has
@@ -136,9 +136,9 @@ type streamHit struct {
 }
 
 // streamWalk is one per-stream lookup over the window's objects: its
-// getter (get) and visitor (add) for IndexWindow.visit.
+// getter (get) and visitor (add) for Window.visit.
 type streamWalk struct {
-	w        *IndexWindow
+	w        *Window
 	id       format.StreamID
 	commands cmdMode
 	sem      chan struct{}
@@ -151,7 +151,7 @@ type streamWalk struct {
 	headerFirst bool
 }
 
-func (w *IndexWindow) newStreamWalk(id format.StreamID, commands cmdMode) *streamWalk {
+func (w *Window) newStreamWalk(id format.StreamID, commands cmdMode) *streamWalk {
 	n := w.RangedParallel
 	if n <= 0 {
 		n = DefaultRangedParallel
@@ -231,7 +231,7 @@ func (sw *streamWalk) get(ctx context.Context, c metastore.ChainID, at metastore
 
 // fetchWithin fetches the object of kind at `at` whole and caches it if
 // it fits without evicting (storeWithin; else its header, with its size).
-func (w *IndexWindow) fetchWithin(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
+func (w *Window) fetchWithin(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (*format.PassIndex, int64, error) {
 	p, size, err := w.fetch(ctx, c, at, kind)
 	if err != nil {
 		return nil, 0, err
@@ -287,7 +287,7 @@ func (sw *streamWalk) wait() error {
 
 // getHeader reads the header of the object of kind at `at` by range and
 // caches it alone (when the cache has room without evicting).
-func (w *IndexWindow) getHeader(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (format.PassHeader, *rangedDir, error) {
+func (w *Window) getHeader(ctx context.Context, c metastore.ChainID, at metastore.Cursor, kind indexKind) (format.PassHeader, *rangedDir, error) {
 	key, what := objectKey(c, at, kind)
 	b, err := w.readRange(ctx, key, 0, format.PassHeaderSize)
 	if errors.Is(err, objstore.ErrNotFound) {
@@ -309,7 +309,7 @@ func (w *IndexWindow) getHeader(ctx context.Context, c metastore.ChainID, at met
 // readRange GETs n bytes of key at off (n < 0: to the end), counted as
 // ranged; fewer bytes than asked (an object shorter than its header's
 // counts say) is an error matching format.ErrTruncated.
-func (w *IndexWindow) readRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+func (w *Window) readRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	b, err := w.Bucket.Get(ctx, key, off, n)
 	w.mu.Lock()
 	w.rangedGets++
@@ -337,7 +337,7 @@ func (w *IndexWindow) readRange(ctx context.Context, key string, off, n int64) (
 // commands the entries carry no command state). It is the ranged lookup
 // the window makes past its budget, without the window (tests, tools).
 func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.StreamID, commands bool) ([]format.PassStream, error) {
-	w := &IndexWindow{Bucket: b, CommandIndexGetBytes: -1}
+	w := &Window{Bucket: b, CommandIndexGetBytes: -1}
 	hb, err := w.readRange(ctx, key, 0, format.PassHeaderSize)
 	if err != nil {
 		return nil, fmt.Errorf("%s: header: %w", key, err)
@@ -356,7 +356,7 @@ func FindRanged(ctx context.Context, b objstore.Bucket, key string, id format.St
 // findRanged is FindRanged with the header read; it returns the
 // entries' stream table indexes too. index: the object may have a
 // command index (a run or merged run).
-func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands, index bool) ([]format.PassStream, []uint32, error) {
+func (w *Window) findRanged(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID, commands, index bool) ([]format.PassStream, []uint32, error) {
 	ents, err := w.searchEntries(ctx, key, h, dir, id)
 	if err != nil || len(ents) == 0 {
 		return nil, nil, err
@@ -434,7 +434,7 @@ func (w *IndexWindow) findRanged(ctx context.Context, key string, h format.PassH
 // lastCommands sets the command state of the last of refs (cmdLast),
 // read by range from its object (rangedCommands) when a ranged lookup
 // found it (a whole object's entries have theirs), and drops the others'.
-func (w *IndexWindow) lastCommands(ctx context.Context, hits []*streamHit, refs []metastore.Ref) error {
+func (w *Window) lastCommands(ctx context.Context, hits []*streamHit, refs []metastore.Ref) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -478,7 +478,7 @@ func (w *IndexWindow) lastCommands(ctx context.Context, hits []*streamHit, refs 
 // O(log(streams/block)) reads at worst and one or two at best. The
 // answer is bounded and checked as ParsePassEntries checks a block;
 // hostile objects give errors, never a loop: each read shrinks the range.
-func (w *IndexWindow) searchEntries(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID) ([]format.PassEntry, error) {
+func (w *Window) searchEntries(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, id format.StreamID) ([]format.PassEntry, error) {
 	block := uint32(RangedBlockBytes / format.PassEntrySize)
 	read := func(from, to uint32) ([]format.PassEntry, error) {
 		b, err := w.readRange(ctx, key, h.EntryAt(from), int64(to-from)*format.PassEntrySize)

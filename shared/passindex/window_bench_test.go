@@ -1,4 +1,4 @@
-package absorb_test
+package passindex_test
 
 import (
 	"bytes"
@@ -14,23 +14,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // BenchmarkWindowMemory measures what a process caching the window holds
 // (design 014, levels 1 and 2): `runs` merged runs of `streams`
 // single-segment entries each (what a merged run of an hour holds at
 // that many streams, or a level-1 run where every stream was touched),
-// walked cold by IndexWindow.HeadRuns from a memory bucket. It reports
+// walked cold by Window.HeadRuns from a memory bucket. It reports
 // the live heap per cached entry after a GC, the encoded bytes per entry
 // (the run objects' size) and the cold load time per run (one GET and a
 // decode; the walk is sequential), and DecodedBytes's estimate per entry
-// (what IndexWindow.MaxBytes counts) beside the measured heap.
+// (what Window.MaxBytes counts) beside the measured heap.
 //
-//	go test ./shared/absorb -run '^$' -bench WindowMemory -benchtime 1x
+//	go test ./shared/passindex -run '^$' -bench WindowMemory -benchtime 1x
 func BenchmarkWindowMemory(b *testing.B) {
 	for _, streams := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
@@ -67,7 +67,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: -1} // the whole window
+				w := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: -1} // the whole window
 				start := time.Now()
 				got, err := w.HeadRuns(b.Context(), c, h)
 				took := time.Since(start)
@@ -77,7 +77,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				entries := float64(runs * streams)
-				b.ReportMetric(float64(w.Stats().Bytes)/entries, "estimate-B/entry") // absorb.DecodedBytes
+				b.ReportMetric(float64(w.Stats().Bytes)/entries, "estimate-B/entry") // passindex.DecodedBytes
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/entries, "heap-B/entry")
 				b.ReportMetric(float64(encoded)/entries, "encoded-B/entry")
 				b.ReportMetric(float64(took.Milliseconds())/runs, "load-ms/run")
@@ -88,7 +88,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 }
 
 // BenchmarkWindowLookup measures what a window cache smaller than the
-// window costs a per-stream lookup (IndexWindow.HeadRefs of one stream,
+// window costs a per-stream lookup (Window.HeadRefs of one stream,
 // every part with command state; HeadLastRef, the last part with it, as a
 // tail recovery reads it; HeadParts, without, as a read by seq or the
 // probe makes): a window of `runs` merged runs of
@@ -101,7 +101,7 @@ func BenchmarkWindowMemory(b *testing.B) {
 // per lookup once warm, the GETs (whole and ranged) and the KiB they
 // fetched, the decoded MiB cached and the encoded MiB per run.
 //
-//	go test ./shared/absorb -run '^$' -bench WindowLookup -benchtime 20x
+//	go test ./shared/passindex -run '^$' -bench WindowLookup -benchtime 20x
 func BenchmarkWindowLookup(b *testing.B) {
 	for _, tc := range []struct {
 		streams, runs int
@@ -125,7 +125,7 @@ func BenchmarkWindowLookup(b *testing.B) {
 			continue
 		}
 		meta, mem, h, all := windowOfRunsCmds(b, tc.runs, tc.streams, idOf, tc.cmdEvery)
-		per := absorb.DecodedBytes(&all[0])
+		per := passindex.DecodedBytes(&all[0])
 		all = nil
 		size, err := mem.Head(b.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, 0))
 		if err != nil {
@@ -135,7 +135,7 @@ func BenchmarkWindowLookup(b *testing.B) {
 			for _, lookup := range []string{"refs", "last", "parts"} {
 				b.Run(fmt.Sprintf("%s/budget=window÷%d/lookup=%s", name, frac, lookup), func(b *testing.B) {
 					bucket := &countingBucket{Bucket: mem}
-					w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: per*int64(tc.runs)/int64(frac) + 1}
+					w := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: per*int64(tc.runs)/int64(frac) + 1}
 					look := w.HeadRefs
 					switch lookup {
 					case "parts":
@@ -263,11 +263,11 @@ func windowOfRunsCmds(t testing.TB, runs, streams int, idOf func(int) format.Str
 
 // putCommandIndex writes the command index of the run obj at key as
 // settle writes it (design 014, "The command index"): for a version 2
-// run whose command table is larger than absorb.CommandIndexMinTable.
+// run whose command table is larger than passindex.CommandIndexMinTable.
 func putCommandIndex(t testing.TB, b objstore.Bucket, key string, obj []byte) {
 	t.Helper()
 	h, err := format.ParsePassHeader(obj)
-	if err != nil || h.Version != format.PassIndexVersionCommands || int64(len(obj))-4-h.CommandsAt() <= absorb.CommandIndexMinTable {
+	if err != nil || h.Version != format.PassIndexVersionCommands || int64(len(obj))-4-h.CommandsAt() <= passindex.CommandIndexMinTable {
 		return
 	}
 	cmdx, err := format.AppendCommandIndex(nil, obj)

@@ -1,4 +1,4 @@
-package absorb
+package passindex
 
 import (
 	"container/list"
@@ -9,7 +9,7 @@ import (
 	"github.com/strandlog/strand/shared/metrics"
 )
 
-// DefaultWindowCacheBytes is IndexWindow.MaxBytes's default: what a
+// DefaultWindowCacheBytes is Window.MaxBytes's default: what a
 // 256 MiB Lambda (trim, probe) can hold beside its work. The node and the
 // settle Lambda set their own (design 014, "Window memory bound").
 const DefaultWindowCacheBytes = 64 << 20
@@ -58,7 +58,7 @@ type cacheEntry struct {
 }
 
 // budget is MaxBytes resolved: 0 the default, below 0 unbounded.
-func (w *IndexWindow) budget() int64 {
+func (w *Window) budget() int64 {
 	switch {
 	case w.MaxBytes == 0:
 		return DefaultWindowCacheBytes
@@ -69,7 +69,7 @@ func (w *IndexWindow) budget() int64 {
 }
 
 // room is what the cache may still take before it evicts.
-func (w *IndexWindow) room() int64 {
+func (w *Window) room() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.budget() - w.bytes
@@ -77,7 +77,7 @@ func (w *IndexWindow) room() int64 {
 
 // lookup returns the cached object at k (nil: none) and marks it used.
 // w.mu is held.
-func (w *IndexWindow) lookupLocked(k passAt) *format.PassIndex {
+func (w *Window) lookupLocked(k passAt) *format.PassIndex {
 	el := w.cache[k]
 	if el == nil {
 		return nil
@@ -87,7 +87,7 @@ func (w *IndexWindow) lookupLocked(k passAt) *format.PassIndex {
 }
 
 // has reports whether k is cached, without marking it used.
-func (w *IndexWindow) has(k passAt) bool {
+func (w *Window) has(k passAt) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.cache[k] != nil
@@ -102,7 +102,7 @@ func (w *IndexWindow) has(k passAt) bool {
 // evicting, object by object, everything the next walk needs first
 // (plain LRU under a cyclic scan hits nothing): a budget's worth stays
 // cached, and a walk refetches the rest.
-func (w *IndexWindow) store(k passAt, p *format.PassIndex, size int64) {
+func (w *Window) store(k passAt, p *format.PassIndex, size int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cache == nil {
@@ -141,7 +141,7 @@ var headerSize = 3*allocObject + sizeIndex + int64(unsafe.Sizeof(format.PassHead
 // what is cached and the header reserve, without evicting anything (a
 // per-stream lookup's whole fetch, ranged.go); else it caches p's header
 // with its size, so that the next lookup reads it by range.
-func (w *IndexWindow) storeWithin(k passAt, p *format.PassIndex, size int64, h format.PassHeader) {
+func (w *Window) storeWithin(k passAt, p *format.PassIndex, size int64, h format.PassHeader) {
 	w.mu.Lock()
 	fits := w.bytes+size <= w.budget()-w.budget()/headerReserve
 	w.mu.Unlock()
@@ -158,7 +158,7 @@ func (w *IndexWindow) storeWithin(k passAt, p *format.PassIndex, size int64, h f
 // evicting anything: a per-stream lookup past the budget then skips the
 // header's GET. It returns the directory cached with the header (nil:
 // not cached).
-func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader, decoded int64) *rangedDir {
+func (w *Window) storeHeader(k passAt, h format.PassHeader, decoded int64) *rangedDir {
 	k.kind |= kindHeader
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -180,7 +180,7 @@ func (w *IndexWindow) storeHeader(k passAt, h format.PassHeader, decoded int64) 
 	return e.dir
 }
 
-func (w *IndexWindow) removeLocked(el *list.Element) {
+func (w *Window) removeLocked(el *list.Element) {
 	e := el.Value.(*cacheEntry)
 	w.lru.Remove(el)
 	delete(w.cache, e.k)
@@ -190,7 +190,7 @@ func (w *IndexWindow) removeLocked(el *list.Element) {
 	}
 }
 
-// WindowStats is what an IndexWindow's cache holds and has done.
+// WindowStats is what an Window's cache holds and has done.
 type WindowStats struct {
 	Objects int   // decoded objects cached
 	Headers int   // headers cached alone (ranged.go)
@@ -215,7 +215,7 @@ type WindowStats struct {
 
 // Register exports the cache's figures on reg: its bytes and objects,
 // its budget, and the GETs and evictions so far.
-func (w *IndexWindow) Register(reg *metrics.Registry) {
+func (w *Window) Register(reg *metrics.Registry) {
 	reg.GaugeFunc("strand_window_cache_bytes", "Decoded pass index window objects the cache holds, in bytes (estimated; design 014, window memory bound).", func() float64 { return float64(w.Stats().Bytes) })
 	reg.GaugeFunc("strand_window_cache_objects", "Pass index window objects (pass indexes, runs, merged runs) the cache holds.", func() float64 { return float64(w.Stats().Objects) })
 	reg.GaugeFunc("strand_window_cache_headers", "Headers of window objects the cache holds alone, for per-stream lookups past the budget.", func() float64 { return float64(w.Stats().Headers) })
@@ -230,7 +230,7 @@ func (w *IndexWindow) Register(reg *metrics.Registry) {
 }
 
 // Stats returns the cache's figures.
-func (w *IndexWindow) Stats() WindowStats {
+func (w *Window) Stats() WindowStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return WindowStats{Objects: len(w.cache) - w.headers, Headers: w.headers, Bytes: w.bytes, Gets: w.gets, Evicted: w.evicted, GetBytes: w.getBytes,
@@ -240,7 +240,7 @@ func (w *IndexWindow) Stats() WindowStats {
 
 // Budget is the cache's byte budget as configured: MaxBytes, its default
 // for 0, and -1 for unbounded.
-func (w *IndexWindow) Budget() int64 {
+func (w *Window) Budget() int64 {
 	if w.MaxBytes < 0 {
 		return -1
 	}

@@ -1,4 +1,4 @@
-package absorb_test
+package passindex_test
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
 
 // randomRun is a valid run of n streams: ids uniform (skew 0), sharing
@@ -103,7 +103,7 @@ func TestFindRangedEqualsFindAll(t *testing.T) {
 					want := whole.FindAll(id)
 					for _, commands := range []bool{true, false} {
 						gets := bucket.gets.Load()
-						got, err := absorb.FindRanged(t.Context(), bucket, "run", id, commands)
+						got, err := passindex.FindRanged(t.Context(), bucket, "run", id, commands)
 						if err != nil {
 							t.Fatalf("n=%d skew=%d merged=%v id %s: %v", n, skew, merged, id, err)
 						}
@@ -196,7 +196,7 @@ func TestFindRangedRefusesCorruption(t *testing.T) {
 		} else if err := bucket.PutIfAbsent(t.Context(), "run", []byte{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := absorb.FindRanged(t.Context(), bucket, "run", id, true); !errors.Is(err, tc.err) {
+		if _, err := passindex.FindRanged(t.Context(), bucket, "run", id, true); !errors.Is(err, tc.err) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
 		}
 	}
@@ -215,7 +215,7 @@ func TestFindRangedRefusesCorruption(t *testing.T) {
 func TestWindowLookupPastBudget(t *testing.T) {
 	const runs, streams = 8, 20_000
 	meta, bucket, h, all := windowOfRuns(t, runs, streams)
-	per := absorb.DecodedBytes(&all[0])
+	per := passindex.DecodedBytes(&all[0])
 	var window int64
 	for _, r := range all {
 		obj, err := format.AppendPassIndex(nil, r)
@@ -225,8 +225,8 @@ func TestWindowLookupPastBudget(t *testing.T) {
 		window += int64(len(obj))
 	}
 	all = nil
-	ref := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: -1}
-	w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: per*runs/4 + 1}
+	ref := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: -1}
+	w := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: per*runs/4 + 1}
 	for i := range 50 {
 		var id format.StreamID
 		binary.BigEndian.PutUint64(id[:], uint64(i*397%streams))
@@ -305,7 +305,7 @@ func FuzzFindRanged(f *testing.F) {
 		if err := bucket.PutIfAbsent(t.Context(), "run", obj); err != nil {
 			t.Fatal(err)
 		}
-		got, err := absorb.FindRanged(t.Context(), bucket, "run", id, true)
+		got, err := passindex.FindRanged(t.Context(), bucket, "run", id, true)
 		whole, werr := format.ParsePassIndex(obj)
 		if werr != nil {
 			return

@@ -1,4 +1,4 @@
-package absorb
+package passindex
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 )
 
 // DefaultColdLoadParallel is the GETs a cold load keeps in flight
-// (IndexWindow.Parallel) where the node and settle set it.
+// (Window.Parallel) where the node and settle set it.
 const DefaultColdLoadParallel = 16
 
-// preload is the cold load of a walk (IndexWindow.Parallel > 0, design
+// preload is the cold load of a walk (Window.Parallel > 0, design
 // 014 "Level 2 as built"): the first walk of chain c's indexes of kind in
 // this window lists their keys (one LIST: runs and merged runs of every
 // epoch under one prefix each, passes per epoch) and GETs those that
@@ -23,7 +23,7 @@ const DefaultColdLoadParallel = 16
 // that follows finds them cached instead of fetching one at a time. Best
 // effort: a LIST that fails (no permission) or a GET that fails leaves
 // the walk to fetch what is missing (and report the error).
-func (w *IndexWindow) preload(ctx context.Context, c metastore.ChainID, kind indexKind, from, to metastore.Cursor) {
+func (w *Window) preload(ctx context.Context, c metastore.ChainID, kind indexKind, from, to metastore.Cursor) {
 	if w.Parallel <= 0 || !from.Less(to) {
 		return
 	}
@@ -50,7 +50,7 @@ const MissesBeforeReload = 4
 // load lists chain c's indexes of kind and GETs those that start in
 // [from, to) and are not cached, Parallel at a time (preload's body,
 // without its once-per-window flag).
-func (w *IndexWindow) load(ctx context.Context, c metastore.ChainID, kind indexKind, from, to metastore.Cursor) {
+func (w *Window) load(ctx context.Context, c metastore.ChainID, kind indexKind, from, to metastore.Cursor) {
 	type listing struct {
 		prefix string
 		epoch  uint64 // of a pass prefix

@@ -1,4 +1,4 @@
-package absorb_test
+package passindex_test
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 )
+
+// chainX is the chain the window tests read.
+var chainX = metastore.ChainID{Star: "star-0", Class: metastore.Express}
 
 // windowOfRuns writes `runs` merged runs of `streams` entries each (60
 // slots a run, entry i of run r: stream i, seqs r*100..r*100+59 in one
@@ -36,8 +39,8 @@ func windowOfRuns(t testing.TB, runs, streams int) (metastore.Store, objstore.Bu
 func TestWindowCacheBudget(t *testing.T) {
 	const runs, streams = 8, 300
 	meta, bucket, h, all := windowOfRuns(t, runs, streams)
-	per := absorb.DecodedBytes(&all[0])
-	ref := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: -1}
+	per := passindex.DecodedBytes(&all[0])
+	ref := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: -1}
 	for _, tc := range []struct {
 		name     string
 		max      int64
@@ -52,7 +55,7 @@ func TestWindowCacheBudget(t *testing.T) {
 		{"unbounded", -1, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &absorb.IndexWindow{Meta: meta, Bucket: bucket, MaxBytes: tc.max, Parallel: tc.parallel}
+			w := &passindex.Window{Meta: meta, Bucket: bucket, MaxBytes: tc.max, Parallel: tc.parallel}
 			for i := range streams {
 				var id format.StreamID
 				binary.BigEndian.PutUint64(id[:], uint64(i))
@@ -99,8 +102,8 @@ func TestWindowCacheBudget(t *testing.T) {
 // AddMerged) count against the budget as fetched ones do.
 func TestWindowCacheBudgetAdds(t *testing.T) {
 	_, _, _, all := windowOfRuns(t, 6, 100)
-	per := absorb.DecodedBytes(&all[0])
-	w := &absorb.IndexWindow{MaxBytes: 2 * per}
+	per := passindex.DecodedBytes(&all[0])
+	w := &passindex.Window{MaxBytes: 2 * per}
 	for i := range all {
 		if i%2 == 0 {
 			w.AddRun(chainX, &all[i])
@@ -144,7 +147,7 @@ func TestDecodedBytesEstimate(t *testing.T) {
 					t.Fatal(err)
 				}
 				held[i] = &p
-				est += absorb.DecodedBytes(&p)
+				est += passindex.DecodedBytes(&p)
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&after)
@@ -217,7 +220,7 @@ func TestChainsLookupRereadsHead(t *testing.T) {
 	if err := bucket.Delete(t.Context(), format.MergedRunKey(chainX.Star, chainX.Class.String(), 1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	w := &absorb.IndexWindow{Meta: &staleHead{Store: meta, stale: stale}, Bucket: bucket, MaxBytes: 1}
+	w := &passindex.Window{Meta: &staleHead{Store: meta, stale: stale}, Bucket: bucket, MaxBytes: 1}
 	var id format.StreamID
 	binary.BigEndian.PutUint64(id[:], 3)
 	parts, err := w.ChainsLookup([]metastore.ChainID{chainX})(t.Context(), id.String(), 0, 100)

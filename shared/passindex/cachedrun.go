@@ -1,4 +1,4 @@
-package absorb
+package passindex
 
 import (
 	"github.com/strandlog/strand/shared/format"
@@ -9,7 +9,7 @@ import (
 // holds it decoded, else nil: no GET, and the cache's order unchanged.
 // (Settle's merge finds its group by the runs' headers, and takes a
 // cached run's place from the cache instead of a GET.)
-func (w *IndexWindow) CachedRun(c metastore.ChainID, at metastore.Cursor) *format.PassIndex {
+func (w *Window) CachedRun(c metastore.ChainID, at metastore.Cursor) *format.PassIndex {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	el := w.cache[passAt{c, at, kindRun}]
