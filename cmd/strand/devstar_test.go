@@ -20,7 +20,7 @@ func TestDevFlushSuitsALocalDisk(t *testing.T) {
 		t.Errorf("dev Express: idle cut %v, flush deadline %v; want idle cut and 10 ms", x.IdleCut, x.FlushDeadline)
 	}
 	if s := dev.Standard; s.FlushDeadline != 10*time.Millisecond || s.IdleCut {
-		t.Errorf("dev Standard: idle cut %v, flush deadline %v; want 10 ms without (ADR 0047)", s.IdleCut, s.FlushDeadline)
+		t.Errorf("dev Standard: idle cut %v, flush deadline %v; want 10 ms without (ADR 0062)", s.IdleCut, s.FlushDeadline)
 	}
 	if dev.Express.FlightKiB != dev.Standard.FlightKiB || dev.Express.MemoryBufferMiB != dev.Standard.MemoryBufferMiB {
 		t.Errorf("dev Express flights %d KiB in a %d MiB pool, Standard %d KiB in %d MiB; want equal",

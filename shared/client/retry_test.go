@@ -293,3 +293,59 @@ func TestResourceExhaustedFollowsTheTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionCountDeliveredThenConnectionLost is the regression test for
+// `strand tail --count N` exiting on "connection lost mid-message" when
+// strand dev was killed after the session delivered its N records but
+// before its end of stream: the session is complete, and ends without an
+// error (it failed before: the count reached ended it with the lost
+// connection's error).
+func TestSessionCountDeliveredThenConnectionLost(t *testing.T) {
+	url, stop := startServerWith(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			if strings.HasSuffix(r.URL.Path, "/ReadSession") {
+				// Every record went out; the end of stream (gRPC's trailers)
+				// does not: the connection drops.
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler)
+			}
+		})
+	})
+	t.Cleanup(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := newStream(t, url)
+	for i := range 10 {
+		if _, err := c.Append(ctx, "s", []client.Record{{Body: fmt.Appendf(nil, "r%d", i)}}, client.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tail := range []bool{false, true} {
+		var resumed int
+		opt := client.SessionOptions{Count: 10, OnResume: func(uint64, error) { resumed++ }}
+		var s interface {
+			Next() bool
+			Batch() client.ReadBatch
+			Err() error
+			Close() error
+		}
+		if tail {
+			s = c.OpenTailSession(ctx, "s", client.FromSeq(0), client.TailOptions{SessionOptions: opt, MaxBackoff: time.Millisecond})
+		} else {
+			rs, err := c.OpenReadSession(ctx, "s", client.FromSeq(0), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = rs
+		}
+		var got int
+		for s.Next() {
+			got += len(s.Batch().Records)
+		}
+		s.Close()
+		if got != 10 || s.Err() != nil || resumed != 0 {
+			t.Fatalf("tail session %v: %d records, %d resumes, err %v; want 10, none, nil", tail, got, resumed, s.Err())
+		}
+	}
+}

@@ -185,7 +185,8 @@ func (c *Client) Records(ctx context.Context, name string, start Start, opt Sess
 //
 // Unless SessionOptions.NoResume, a retriable end (Unavailable, a dropped
 // connection) reopens the session right after the last record it
-// delivered: no gap, no repeat.
+// delivered: no gap, no repeat. Once the session delivered its Count, such
+// an end is the session's normal end (Err nil).
 func (r *ReadSession) Next() bool {
 	if r.err != nil {
 		return false
@@ -200,6 +201,11 @@ func (r *ReadSession) Next() bool {
 	}
 	for !r.stream.Receive() {
 		err := transportError(r.stream.Err())
+		if r.resume.done() && Retriable(err) {
+			// The session delivered its Count: a restart or a dropped
+			// connection before its end of stream ends nothing.
+			err = nil
+		}
 		if err == nil || !Retriable(err) || r.resume.opt.NoResume || r.resume.done() {
 			r.err = err
 			return false

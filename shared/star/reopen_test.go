@@ -15,14 +15,7 @@ import (
 func TestRecoverStreamFromRefs(t *testing.T) {
 	ctx := context.Background()
 	m := metastore.NewMem()
-	ch := metastore.ChainID{Star: "star-r", Class: metastore.Standard}
-	if err := m.MintEpoch(ctx, ch, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 1}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := m.BeginAbsorb(ctx, ch, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	put := putRefs(t, m)
 	id := sid(3)
 	p, q := pid(1), pid(2)
 	var refs []metastore.Ref
@@ -39,9 +32,7 @@ func TestRecoverStreamFromRefs(t *testing.T) {
 		}
 		refs = append(refs, r)
 	}
-	if err := m.PutRefs(ctx, ch, h.Absorbing, refs); err != nil {
-		t.Fatal(err)
-	}
+	put(refs)
 	now := time.Unix(1_900_000_000, 0)
 	info, err := RecoverStream(ctx, m, id, metastore.Standard, now)
 	if err != nil {
@@ -64,5 +55,26 @@ func TestRecoverStreamFromRefs(t *testing.T) {
 	// An unknown stream opens empty.
 	if info, err := RecoverStream(ctx, m, sid(4), metastore.Standard, now); err != nil || info.Next != 0 || info.Producers != nil || info.Commands != nil {
 		t.Fatal(info, err)
+	}
+}
+
+// putRefs returns a function that puts refs into m as an absorb pass of a
+// Standard chain would.
+func putRefs(t *testing.T, m *metastore.Mem) func([]metastore.Ref) {
+	t.Helper()
+	ctx := context.Background()
+	ch := metastore.ChainID{Star: "star-r", Class: metastore.Standard}
+	if err := m.MintEpoch(ctx, ch, 0, metastore.Epoch{Epoch: 1, State: metastore.EpochActive, K: 1, W: 1, Buckets: []string{"b"}, Window: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.BeginAbsorb(ctx, ch, metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(refs []metastore.Ref) {
+		t.Helper()
+		if err := m.PutRefs(ctx, ch, h.Absorbing, refs); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -29,7 +29,7 @@ const (
 var nextBatchRe = regexp.MustCompile(`producer ([0-9a-f]{32}) next batch seq (\d+)`)
 
 // TestExactlyOnceThroughKill9: strand dev is killed with SIGKILL 8 times at
-// random moments and restarted while 8 producers append numbered records
+// random points of the appends and restarted while 8 producers append numbered records
 // with default retries (4 through the Go client, 4 through `strand
 // append`, rerun with its --producer-id and --batch-seq when an invocation
 // fails), and `strand tail` follows the stream throughout. Every record is
@@ -56,7 +56,7 @@ func TestExactlyOnceThroughKill9(t *testing.T) {
 
 	rec := func(p, i int) string { return fmt.Sprintf("p%d/%05d", p, i) }
 	var wg sync.WaitGroup
-	var reruns atomic.Int64
+	var reruns, acked atomic.Int64 // acked: records acknowledged so far
 	errs := make(chan error, eoProducers)
 	done := make(chan struct{})
 	for p := range eoProducers {
@@ -74,6 +74,7 @@ func TestExactlyOnceThroughKill9(t *testing.T) {
 						errs <- fmt.Errorf("client producer %d at %d: %w", p, i, err)
 						return
 					}
+					acked.Add(int64(len(recs)))
 				}
 				return
 			}
@@ -101,6 +102,7 @@ func TestExactlyOnceThroughKill9(t *testing.T) {
 					m := nextBatchRe.FindStringSubmatch(out.String())
 					if err == nil && m != nil {
 						fmt.Sscan(m[2], &batchSeq)
+						acked.Add(eoCLIChunk)
 						break
 					}
 					if attempt > 50 || ctx.Err() != nil {
@@ -113,13 +115,23 @@ func TestExactlyOnceThroughKill9(t *testing.T) {
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
-	// The killer: 8 SIGKILLs at random moments, each followed by a restart.
+	// The killer: 8 SIGKILLs, each followed by a restart, the k-th at a
+	// random point of the k-th eighth of the records (by acknowledged
+	// count), so the kills land while producers run however fast the
+	// machine appends (on time alone, a quiet machine finished the appends
+	// before half the kills).
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 14))
 	kills, midway := 0, 0
+	stretch := int64(total / eoKills)
 	for kills < eoKills {
-		select {
-		case <-done:
-		case <-time.After(time.Duration(150+rng.IntN(500)) * time.Millisecond):
+		at := int64(kills)*stretch + rng.Int64N(stretch)
+	wait:
+		for acked.Load() < at {
+			select {
+			case <-done:
+				break wait
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 		select {
 		case <-done:
