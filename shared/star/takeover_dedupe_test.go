@@ -22,7 +22,10 @@ import (
 // 2's other producers append in small flights (one ref each, as with an
 // idle cut), 16 refs of them, and star 2 dies too. Star 3 recovers from
 // the last RecoverRefs refs, which no longer hold p's mark: p's resend is
-// admitted afresh, and the stream holds the chunk twice.
+// admitted afresh, and the stream holds the chunk twice. The refs are
+// the same when star 1 lives on, writes the 16 refs itself after the ack
+// is lost to a dropped connection, and dies before p resends: the gap
+// needs one takeover then.
 //
 // It fails today; STRAND_KNOWN_GAPS=1 runs it (ADR 0062 names the fix it
 // waits for).
