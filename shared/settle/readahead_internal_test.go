@@ -57,15 +57,9 @@ func readAheadLocs(t *testing.T, b objstore.Bucket, objs int) ([]metastore.Locat
 	return locs, want
 }
 
-// TestSpanReaderReadsAhead: a flush's reads of one stream overlap (up to
-// readAheadGets spans ahead of the one consumed), return every
-// location's bytes in order, one GET per span, and give the budget back.
-// Before the read-ahead one GET was in flight at a time.
-func TestSpanReaderReadsAhead(t *testing.T) {
-	b := &slowGets{Bucket: objstore.NewMem("settled")}
-	locs, want := readAheadLocs(t, b.Bucket, 12)
-	s := &Settler{Settled: b}
-	sp := newSpanReader(t.Context(), s, chain.Set{}, locs, nil)
+// readAll reads every location of sp and checks it holds want's bytes.
+func readAll(t *testing.T, sp *spanReader, want [][]byte) {
+	t.Helper()
 	for i, w := range want {
 		got, err := sp.next()
 		if err != nil {
@@ -75,6 +69,18 @@ func TestSpanReaderReadsAhead(t *testing.T) {
 			t.Fatalf("location %d: other bytes", i)
 		}
 	}
+}
+
+// TestSpanReaderReadsAhead: a flush's reads of one stream overlap (up to
+// readAheadGets spans ahead of the one consumed), return every
+// location's bytes in order, one GET per span, and give the budget back.
+// Before the read-ahead one GET was in flight at a time.
+func TestSpanReaderReadsAhead(t *testing.T) {
+	b := &slowGets{Bucket: objstore.NewMem("settled")}
+	locs, want := readAheadLocs(t, b.Bucket, 12)
+	s := &Settler{Settled: b}
+	sp := newSpanReader(t.Context(), s, chain.Set{}, locs, nil)
+	readAll(t, sp, want)
 	sp.close()
 	if _, err := sp.next(); err == nil {
 		t.Error("a read past the last location succeeded")
@@ -103,11 +109,7 @@ func TestSpanReaderBudget(t *testing.T) {
 		s := &Settler{Settled: b}
 		sp := newSpanReader(t.Context(), s, chain.Set{}, locs, nil)
 		defer sp.close()
-		for i, w := range want {
-			if got, err := sp.next(); err != nil || !bytes.Equal(got, w) {
-				t.Fatalf("location %d: %v, equal %v", i, err, bytes.Equal(got, w))
-			}
-		}
+		readAll(t, sp, want)
 		if m := b.most.Load(); m != 1 {
 			t.Errorf("%d GETs in flight at most, want 1", m)
 		}
@@ -138,11 +140,7 @@ func TestSpanReaderBudget(t *testing.T) {
 		pf := &prefetched{pieces: map[piece][]byte{{key: l.Key, off: l.Offset, n: l.Length}: want[0]}}
 		sp := newSpanReader(t.Context(), &Settler{Settled: b}, chain.Set{}, locs, pf)
 		defer sp.close()
-		for i, w := range want {
-			if got, err := sp.next(); err != nil || !bytes.Equal(got, w) {
-				t.Fatalf("location %d: %v, equal %v", i, err, bytes.Equal(got, w))
-			}
-		}
+		readAll(t, sp, want)
 		if g := b.gets.Load(); g != 1 {
 			t.Errorf("%d GETs, want 1 (the first location prefetched, the other 3 one span)", g)
 		}
