@@ -34,7 +34,9 @@
 //     default gets its records spread evenly over 256 larger objects). A read fetches a settled location whole (its one
 //     CRC covers it), so this also bounds a read's fetch. Each object is
 //     written as soon as it is complete: settle holds one object and one
-//     segment in memory, whatever the size of the refs
+//     segment in memory, whatever the size of the refs, and a flush up to
+//     4 spans read ahead (readahead.go: 128 MiB for all of a Settler's
+//     streams)
 //     (BenchmarkSettleStandardBacklog, docs/performance/settle.md). Lengths that
 //     the format's 32-bit fields cannot hold are refused
 //     (format.ErrTooLong), never wrapped.

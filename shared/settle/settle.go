@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/shared/absorb"
@@ -140,6 +141,10 @@ type Settler struct {
 
 	windowOnce sync.Once
 	window     *passindex.Window
+	// ahead: the bytes of the flushes' read-ahead spans held or in
+	// flight, all streams' together (readahead.go: at most
+	// readAheadBytes).
+	ahead atomic.Int64
 	// The unflushed state kept across steps, per chain (state.go).
 	stateMu sync.Mutex
 	states  map[metastore.ChainID]*chainState
@@ -622,9 +627,11 @@ func (s *Settler) mergeable(prev metastore.Ref, g []metastore.Ref, maxBytes int6
 // split at record boundaries, inside a ref when it is larger, so that each
 // holds at most MaxObjectBytes of records (one record larger than that is
 // an object of its own), and at most MaxObjectsPerRef objects (see there).
-// Memory: the object being built and the one segment being read, whatever
-// the size of the refs. A settled location pf holds is taken from it
-// instead of read (coalesce.go), with the same checks.
+// Memory: the object being built, the span being read and the read-ahead
+// (spanReader: at most readAheadGets spans, all streams' together at most
+// readAheadBytes), whatever the size of the refs. A settled location pf
+// holds is taken from it instead of read (coalesce.go), with the same
+// checks.
 func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, old []metastore.Ref, pf *prefetched) (metastore.Ref, error) {
 	var left int64 // the refs' record bytes not yet added (as the refs say)
 	for _, r := range old {
@@ -719,10 +726,11 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 	for _, r := range old {
 		locs = append(locs, r.Locations...)
 	}
-	sp := spanReader{s: s, set: set, locs: locs, max: orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes), pf: pf}
+	sp := newSpanReader(ctx, s, set, locs, pf)
+	defer sp.close()
 	for _, r := range old {
 		for _, l := range r.Locations {
-			seg, err := sp.next(ctx)
+			seg, err := sp.next()
 			if err != nil {
 				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %w", r.FirstSeq, r.LastSeq, err)
 			}
@@ -764,55 +772,6 @@ func lastTimestamp(b []byte) int64 {
 		}
 		off += n
 	}
-}
-
-// spanReader reads build's locations in order, a settled location with
-// the settled locations that follow it back to back in the same object
-// (a stream's segments in a pack, design 014 level 1) in one ranged GET
-// of at most max bytes, so a flush costs a GET per run it reads, not per
-// segment. A location pf holds (the step read it ahead, coalesced with
-// other streams': coalesce.go) is taken from there, with segment's
-// length check. Memory: one span.
-type spanReader struct {
-	s    *Settler
-	set  chain.Set
-	locs []metastore.Location
-	max  int64
-	pf   *prefetched
-	i    int
-	// the span read last: key, its first byte's offset, its bytes.
-	key  string
-	off  int64
-	body []byte
-}
-
-func (r *spanReader) next(ctx context.Context) ([]byte, error) {
-	l := r.locs[r.i]
-	r.i++
-	if !l.Settled {
-		return r.s.segment(ctx, r.set, l)
-	}
-	if b, ok := r.pf.take(l.Key, l.Offset, l.Length); ok {
-		if int64(len(b)) != l.Length { // as segment checks a GET's
-			return nil, fmt.Errorf("read settled %s: %d of %d bytes: %w", l.Key, len(b), l.Length, ErrMismatch)
-		}
-		return b, nil
-	}
-	if l.Key != r.key || l.Offset < r.off || l.Offset+l.Length > r.off+int64(len(r.body)) {
-		end := l.Offset + l.Length
-		for _, m := range r.locs[r.i:] {
-			if !m.Settled || m.Key != l.Key || m.Offset != end || end+m.Length-l.Offset > r.max {
-				break
-			}
-			end += m.Length
-		}
-		body, err := r.s.segment(ctx, r.set, metastore.Location{Settled: true, Key: l.Key, Offset: l.Offset, Length: end - l.Offset})
-		if err != nil {
-			return nil, err
-		}
-		r.key, r.off, r.body = l.Key, l.Offset, body
-	}
-	return r.body[l.Offset-r.off : l.Offset-r.off+l.Length], nil
 }
 
 func checkSegment(b []byte) error {
