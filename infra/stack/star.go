@@ -299,7 +299,25 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	// its NLB) does not arise.
 	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), listenerProps(cfg, APIPort))
 	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
-	var anyTargets []elbv2.INetworkLoadBalancerTarget
+	var anyTargets, anyKafka []elbv2.INetworkLoadBalancerTarget
+	// kafkaTargets routes a Kafka listener to its star tasks' Kafka port.
+	kafkaTargets := func(l elbv2.NetworkListener, id string, targets *[]elbv2.INetworkLoadBalancerTarget) {
+		l.AddTargets(jsii.String(id), &elbv2.AddNetworkTargetsProps{
+			Port:                jsii.Number(KafkaPort),
+			Protocol:            elbv2.Protocol_TCP,
+			Targets:             targets,
+			HealthCheck:         kafkaHealth(),
+			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
+		})
+	}
+	var anyKafkaListener elbv2.NetworkListener
+	if cfg.Kafka {
+		taskSG.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(KafkaPort)), jsii.String(fmt.Sprintf("from the API load balancer, Kafka port %d", KafkaPort)), nil)
+		lbSG.AddEgressRule(taskSG, awsec2.Port_Tcp(jsii.Number(KafkaPort)), jsii.String(fmt.Sprintf("to star tasks, Kafka port %d", KafkaPort)), nil)
+		anyKafkaListener = s.LoadBalancer.AddListener(jsii.String("KafkaAnyStar"), kafkaListenerProps(cfg, KafkaPort))
+		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(KafkaPort)), jsii.String("Kafka bootstrap, any star"), nil)
+	}
 
 	for i := range cfg.StarCount {
 		star := StarID(i)
@@ -326,6 +344,13 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			Region:          awscdk.Aws_REGION(),
 			APIHost:         s.APIHost(cfg),
 		})
+		ports := []*awsecs.PortMapping{
+			{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
+			{ContainerPort: jsii.Number(AdminPort), Name: jsii.String("admin")},
+		}
+		if cfg.Kafka {
+			ports = append(ports, &awsecs.PortMapping{ContainerPort: jsii.Number(KafkaPort), Name: jsii.String("kafka")})
+		}
 		// The Go runtime's soft limit, under the container's hard one.
 		env["GOMEMLIMIT"] = jsii.String(fmt.Sprintf("%dMiB", GoMemLimitMiB(cfg)))
 		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
@@ -336,11 +361,8 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			MemoryLimitMiB: jsii.Number(StarContainerMiB(cfg)),
 			// No command: the image's ENTRYPOINT is the star binary and
 			// every flag comes from the environment (STRAND_<FLAG>).
-			Environment: &env,
-			PortMappings: &[]*awsecs.PortMapping{
-				{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
-				{ContainerPort: jsii.Number(AdminPort), Name: jsii.String("admin")},
-			},
+			Environment:  &env,
+			PortMappings: &ports,
 			Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
 				LogGroup: s.Logs, StreamPrefix: jsii.String(star),
 			}),
@@ -436,7 +458,20 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
 			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
 		})
+		if cfg.Kafka {
+			kt := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
+				ContainerName: jsii.String("star"), ContainerPort: jsii.Number(KafkaPort),
+			})
+			anyKafka = append(anyKafka, kt)
+			kport := KafkaListenerPort(i)
+			kl := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("KafkaStar%d", i)), kafkaListenerProps(cfg, kport))
+			lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(kport)), jsii.String("Kafka, "+star), nil)
+			kafkaTargets(kl, fmt.Sprintf("KafkaStar%dTargets", i), &[]elbv2.INetworkLoadBalancerTarget{kt})
+		}
 		s.Services = append(s.Services, svc)
+	}
+	if cfg.Kafka {
+		kafkaTargets(anyKafkaListener, "KafkaAnyStarTargets", &anyKafka)
 	}
 	anyStar.AddTargets(jsii.String("AnyStarTargets"), &elbv2.AddNetworkTargetsProps{
 		Port:                jsii.Number(APIPort),
@@ -486,6 +521,32 @@ func listenerProps(cfg Config, port int) *elbv2.BaseNetworkListenerProps {
 		p.AlpnPolicy = elbv2.AlpnPolicy_HTTP2_PREFERRED
 	}
 	return p
+}
+
+// kafkaListenerProps is a Kafka listener on port: TLS with the configured
+// certificate (Config.Validate requires one with Kafka), no ALPN (Kafka
+// clients offer none), to plain TCP targets.
+func kafkaListenerProps(cfg Config, port int) *elbv2.BaseNetworkListenerProps {
+	return &elbv2.BaseNetworkListenerProps{
+		Port: jsii.Number(port), Protocol: elbv2.Protocol_TLS,
+		Certificates: &[]elbv2.IListenerCertificate{elbv2.ListenerCertificate_FromArn(jsii.String(cfg.CertificateARN))},
+		SslPolicy:    elbv2.SslPolicy_RECOMMENDED_TLS,
+	}
+}
+
+// kafkaHealth is the Kafka target groups' health check: a TCP connect to
+// the Kafka port itself, not /healthz. A standby task (ADR 0051) answers
+// /healthz and relays its API port, but starts no Kafka listener until it
+// leads, so this check keeps Kafka connections on the star's leader
+// (docs/kafka.md, "On AWS"). Shorter than the API's: after a takeover
+// the new leader is routed to about 10 s after it starts listening.
+func kafkaHealth() *elbv2.HealthCheck {
+	return &elbv2.HealthCheck{
+		Protocol:                elbv2.Protocol_TCP,
+		Interval:                awscdk.Duration_Seconds(jsii.Number(5)),
+		HealthyThresholdCount:   jsii.Number(2),
+		UnhealthyThresholdCount: jsii.Number(2),
+	}
 }
 
 // StarResources are the deployed names a star is configured with (tokens
@@ -554,5 +615,33 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 	if len(peers) > 0 {
 		env["STRAND_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
 	}
+	if cfg.Kafka {
+		kafkaEnv(env, cfg, i, r.APIHost)
+	}
 	return env
+}
+
+// kafkaEnv sets star i's Kafka front end (Config.Kafka): it listens on
+// KafkaPort and advertises its own load balancer listener, and names the
+// other stars at theirs, so Metadata lists brokers a client reaches (the
+// load balancer's host name, which the certificate covers).
+func kafkaEnv(env map[string]*string, cfg Config, i int, host *string) {
+	at := func(j int) []*string { return []*string{host, jsii.String(fmt.Sprintf(":%d", KafkaListenerPort(j)))} }
+	env["STRAND_KAFKA_ADDR"] = jsii.String(fmt.Sprintf(":%d", KafkaPort))
+	adv := at(i)
+	env["STRAND_KAFKA_ADVERTISE"] = awscdk.Fn_Join(jsii.String(""), &adv)
+	var peers []*string
+	for j := range cfg.StarCount {
+		if j == i {
+			continue
+		}
+		if len(peers) > 0 {
+			peers = append(peers, jsii.String(","))
+		}
+		peers = append(peers, jsii.String(StarID(j)+"="))
+		peers = append(peers, at(j)...)
+	}
+	if len(peers) > 0 {
+		env["STRAND_KAFKA_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
+	}
 }
