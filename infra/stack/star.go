@@ -300,16 +300,27 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), listenerProps(cfg, APIPort))
 	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
 	var anyTargets, anyKafka []elbv2.INetworkLoadBalancerTarget
-	// kafkaTargets routes a Kafka listener to its star tasks' Kafka port.
-	kafkaTargets := func(l elbv2.NetworkListener, id string, targets *[]elbv2.INetworkLoadBalancerTarget) {
+	// addTargets routes listener l to the targets' port.
+	addTargets := func(l elbv2.NetworkListener, id string, port int, hc *elbv2.HealthCheck, targets *[]elbv2.INetworkLoadBalancerTarget) {
 		l.AddTargets(jsii.String(id), &elbv2.AddNetworkTargetsProps{
-			Port:                jsii.Number(KafkaPort),
+			Port:                jsii.Number(port),
 			Protocol:            elbv2.Protocol_TCP,
 			Targets:             targets,
-			HealthCheck:         kafkaHealth(),
+			HealthCheck:         hc,
 			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
 			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
 		})
+	}
+	// route opens listener id (lp) to svc's tasks alone, on port: the
+	// address of one star; it returns the target for the shared listener.
+	route := func(svc awsecs.FargateService, id string, port int, lp *elbv2.BaseNetworkListenerProps, hc *elbv2.HealthCheck, what string) elbv2.INetworkLoadBalancerTarget {
+		target := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
+			ContainerName: jsii.String("star"), ContainerPort: jsii.Number(port),
+		})
+		l := s.LoadBalancer.AddListener(jsii.String(id), lp)
+		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(lp.Port), jsii.String(what), nil)
+		addTargets(l, id+"Targets", port, hc, &[]elbv2.INetworkLoadBalancerTarget{target})
+		return target
 	}
 	var anyKafkaListener elbv2.NetworkListener
 	if cfg.Kafka {
@@ -443,44 +454,18 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			HealthCheckGracePeriod: awscdk.Duration_Seconds(jsii.Number(120)),
 			PlatformVersion:        awsecs.FargatePlatformVersion_LATEST,
 		})
-		target := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
-			ContainerName: jsii.String("star"), ContainerPort: jsii.Number(APIPort),
-		})
-		anyTargets = append(anyTargets, target)
 		port := StarListenerPort(i)
-		l := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("Star%d", i)), listenerProps(cfg, port))
-		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(port)), jsii.String("API, "+star), nil)
-		l.AddTargets(jsii.String(fmt.Sprintf("Star%dTargets", i)), &elbv2.AddNetworkTargetsProps{
-			Port:                jsii.Number(APIPort),
-			Protocol:            elbv2.Protocol_TCP,
-			Targets:             &[]elbv2.INetworkLoadBalancerTarget{target},
-			HealthCheck:         health,
-			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
-			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
-		})
+		anyTargets = append(anyTargets, route(svc, fmt.Sprintf("Star%d", i), APIPort, listenerProps(cfg, port), health, "API, "+star))
 		if cfg.Kafka {
-			kt := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
-				ContainerName: jsii.String("star"), ContainerPort: jsii.Number(KafkaPort),
-			})
-			anyKafka = append(anyKafka, kt)
 			kport := KafkaListenerPort(i)
-			kl := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("KafkaStar%d", i)), kafkaListenerProps(cfg, kport))
-			lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(kport)), jsii.String("Kafka, "+star), nil)
-			kafkaTargets(kl, fmt.Sprintf("KafkaStar%dTargets", i), &[]elbv2.INetworkLoadBalancerTarget{kt})
+			anyKafka = append(anyKafka, route(svc, fmt.Sprintf("KafkaStar%d", i), KafkaPort, kafkaListenerProps(cfg, kport), kafkaHealth(), "Kafka, "+star))
 		}
 		s.Services = append(s.Services, svc)
 	}
 	if cfg.Kafka {
-		kafkaTargets(anyKafkaListener, "KafkaAnyStarTargets", &anyKafka)
+		addTargets(anyKafkaListener, "KafkaAnyStarTargets", KafkaPort, kafkaHealth(), &anyKafka)
 	}
-	anyStar.AddTargets(jsii.String("AnyStarTargets"), &elbv2.AddNetworkTargetsProps{
-		Port:                jsii.Number(APIPort),
-		Protocol:            elbv2.Protocol_TCP,
-		Targets:             &anyTargets,
-		HealthCheck:         health,
-		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
-		PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
-	})
+	addTargets(anyStar, "AnyStarTargets", APIPort, health, &anyTargets)
 	// After the task definitions: they add the pull and log grants (the
 	// role's default policy), and a suppression covers only the children
 	// that exist when it is made.
@@ -602,18 +587,10 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that
 	// leader is).
-	var peers []*string
-	for j := range cfg.StarCount {
-		if j == i {
-			continue
-		}
-		if len(peers) > 0 {
-			peers = append(peers, jsii.String(","))
-		}
-		peers = append(peers, jsii.String(fmt.Sprintf("%s=%s://", StarID(j), APIScheme(cfg))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j))))
-	}
-	if len(peers) > 0 {
-		env["STRAND_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
+	if p := peerList(cfg, i, func(j int) []*string {
+		return []*string{jsii.String(fmt.Sprintf("%s=%s://", StarID(j), APIScheme(cfg))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j)))}
+	}); p != nil {
+		env["STRAND_PEERS"] = p
 	}
 	if cfg.Kafka {
 		kafkaEnv(env, cfg, i, r.APIHost)
@@ -630,6 +607,14 @@ func kafkaEnv(env map[string]*string, cfg Config, i int, host *string) {
 	env["STRAND_KAFKA_ADDR"] = jsii.String(fmt.Sprintf(":%d", KafkaPort))
 	adv := at(i)
 	env["STRAND_KAFKA_ADVERTISE"] = awscdk.Fn_Join(jsii.String(""), &adv)
+	if p := peerList(cfg, i, func(j int) []*string { return append([]*string{jsii.String(StarID(j) + "=")}, at(j)...) }); p != nil {
+		env["STRAND_KAFKA_PEERS"] = p
+	}
+}
+
+// peerList joins entry(j) of every star j but i with commas (a --peers
+// or --kafka-peers value); nil with one star.
+func peerList(cfg Config, i int, entry func(j int) []*string) *string {
 	var peers []*string
 	for j := range cfg.StarCount {
 		if j == i {
@@ -638,10 +623,10 @@ func kafkaEnv(env map[string]*string, cfg Config, i int, host *string) {
 		if len(peers) > 0 {
 			peers = append(peers, jsii.String(","))
 		}
-		peers = append(peers, jsii.String(StarID(j)+"="))
-		peers = append(peers, at(j)...)
+		peers = append(peers, entry(j)...)
 	}
-	if len(peers) > 0 {
-		env["STRAND_KAFKA_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
+	if len(peers) == 0 {
+		return nil
 	}
+	return awscdk.Fn_Join(jsii.String(""), &peers)
 }
