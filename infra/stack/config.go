@@ -41,6 +41,7 @@ const (
 	CtxDedupeMaxProducers     = "strand:dedupeMaxProducers"
 	CtxStackName              = "strand:stackName"
 	CtxStandby                = "strand:standby"
+	CtxKafka                  = "strand:kafka"
 )
 
 // ContextKeys lists every key FromContext reads, in documentation order.
@@ -51,7 +52,7 @@ var ContextKeys = []string{
 	CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic, CtxExpressAZNames,
 	CtxAllowUnlistedZones, CtxContainerInsights, CtxNLBAccessLogs, CtxS3AccessLogs, CtxFlowLogs,
 	CtxPassIndex, CtxWindowCacheMiB, CtxSettleMemoryMiB, CtxDedupeMaxProducers, CtxStackName,
-	CtxStandby,
+	CtxStandby, CtxKafka,
 }
 
 // EnvDefaultAccount is the variable the CDK CLI sets to the account of its
@@ -157,6 +158,12 @@ type Config struct {
 	// tables remember over all streams; the memory plan counts
 	// DedupeMiB for them. Default star.DefaultStarMaxProducers (262,144).
 	DedupeMaxProducers int
+	// Kafka opens each star's Kafka front end (--kafka-addr, docs/kafka.md)
+	// behind the load balancer: a bootstrap listener on KafkaPort and one
+	// per star (KafkaListenerPort), TLS terminated there, SASL/PLAIN with
+	// strand tokens. Needs CertificateARN (the password is a token); at
+	// most MaxKafkaStars stars. Off by default.
+	Kafka bool
 	// SettleMemoryMiB is the settle Lambda's memory with PassIndex: a
 	// step holds the live runs [flushed, settled) at once, about 205 B per
 	// stream entry (BenchmarkStepPeakHeap), so at the 24 h FlushAge (83
@@ -386,6 +393,7 @@ func FromContext(get Lookup) (Config, error) {
 	num(CtxSettleMemoryMiB, &c.SettleMemoryMiB)
 	num(CtxDedupeMaxProducers, &c.DedupeMaxProducers)
 	boolean(CtxStandby, &c.Standby)
+	boolean(CtxKafka, &c.Kafka)
 	if err != nil {
 		return Config{}, err
 	}
@@ -494,6 +502,9 @@ func (c *Config) Validate() error {
 	if err := c.validateTLS(); err != nil {
 		return err
 	}
+	if err := c.validateKafka(); err != nil {
+		return err
+	}
 	return c.validateZones()
 }
 
@@ -520,6 +531,24 @@ func (c *Config) validateTLS() error {
 		return fmt.Errorf("%w: %s=true without %s would send bearer tokens over the internet in clear text; "+
 			"set %s (an ACM certificate) and %s, or, to accept clear text, %s=true",
 			ErrConfig, CtxPublicAPI, CtxCertificateARN, CtxCertificateARN, CtxAPIHostname, CtxAllowPlaintextPublic)
+	}
+	return nil
+}
+
+// validateKafka refuses a Kafka front end that would take SASL/PLAIN
+// passwords (strand tokens) in clear text, or more listeners than a
+// Network Load Balancer has.
+func (c *Config) validateKafka() error {
+	if !c.Kafka {
+		return nil
+	}
+	if c.CertificateARN == "" {
+		return fmt.Errorf("%w: %s=true needs %s and %s: Kafka clients send a strand token as their SASL/PLAIN password, "+
+			"which only TLS may carry (the load balancer terminates it, as for the API)", ErrConfig, CtxKafka, CtxCertificateARN, CtxAPIHostname)
+	}
+	if c.StarCount > MaxKafkaStars {
+		return fmt.Errorf("%w: %s=true allows at most %d stars (%s=%d): two listeners per star and two shared ones within a load balancer's 50",
+			ErrConfig, CtxKafka, MaxKafkaStars, CtxStarCount, c.StarCount)
 	}
 	return nil
 }
@@ -618,6 +647,19 @@ const ExpressW = 2
 // StarListenerPort is the load balancer port that reaches only star i; the
 // shared APIPort listener reaches any star.
 func StarListenerPort(i int) int { return APIPort + 1 + i }
+
+// KafkaPort is the star's Kafka listening port and the load balancer's
+// bootstrap listener (any star) with Config.Kafka.
+const KafkaPort = 9092
+
+// KafkaListenerPort is the load balancer port that reaches only star i's
+// Kafka front end: what the star advertises (STRAND_KAFKA_ADVERTISE), so
+// Metadata names brokers a client can reach.
+func KafkaListenerPort(i int) int { return KafkaPort + 1 + i }
+
+// MaxKafkaStars keeps an API and a Kafka listener per star plus the two
+// shared ones within a Network Load Balancer's 50 listeners.
+const MaxKafkaStars = 24
 
 // MaxStars keeps one listener per star plus the shared one within a
 // Network Load Balancer's 50 listeners.

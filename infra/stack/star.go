@@ -299,7 +299,36 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 	// its NLB) does not arise.
 	anyStar := s.LoadBalancer.AddListener(jsii.String("AnyStar"), listenerProps(cfg, APIPort))
 	lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(APIPort)), jsii.String("API, any star"), nil)
-	var anyTargets []elbv2.INetworkLoadBalancerTarget
+	var anyTargets, anyKafka []elbv2.INetworkLoadBalancerTarget
+	// addTargets routes listener l to the targets' port.
+	addTargets := func(l elbv2.NetworkListener, id string, port int, hc *elbv2.HealthCheck, targets *[]elbv2.INetworkLoadBalancerTarget) {
+		l.AddTargets(jsii.String(id), &elbv2.AddNetworkTargetsProps{
+			Port:                jsii.Number(port),
+			Protocol:            elbv2.Protocol_TCP,
+			Targets:             targets,
+			HealthCheck:         hc,
+			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
+			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
+		})
+	}
+	// route opens listener id (lp) to svc's tasks alone, on port: the
+	// address of one star; it returns the target for the shared listener.
+	route := func(svc awsecs.FargateService, id string, port int, lp *elbv2.BaseNetworkListenerProps, hc *elbv2.HealthCheck, what string) elbv2.INetworkLoadBalancerTarget {
+		target := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
+			ContainerName: jsii.String("star"), ContainerPort: jsii.Number(port),
+		})
+		l := s.LoadBalancer.AddListener(jsii.String(id), lp)
+		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(lp.Port), jsii.String(what), nil)
+		addTargets(l, id+"Targets", port, hc, &[]elbv2.INetworkLoadBalancerTarget{target})
+		return target
+	}
+	var anyKafkaListener elbv2.NetworkListener
+	if cfg.Kafka {
+		taskSG.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(KafkaPort)), jsii.String(fmt.Sprintf("from the API load balancer, Kafka port %d", KafkaPort)), nil)
+		lbSG.AddEgressRule(taskSG, awsec2.Port_Tcp(jsii.Number(KafkaPort)), jsii.String(fmt.Sprintf("to star tasks, Kafka port %d", KafkaPort)), nil)
+		anyKafkaListener = s.LoadBalancer.AddListener(jsii.String("KafkaAnyStar"), kafkaListenerProps(cfg, KafkaPort))
+		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(KafkaPort)), jsii.String("Kafka bootstrap, any star"), nil)
+	}
 
 	for i := range cfg.StarCount {
 		star := StarID(i)
@@ -326,6 +355,13 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			Region:          awscdk.Aws_REGION(),
 			APIHost:         s.APIHost(cfg),
 		})
+		ports := []*awsecs.PortMapping{
+			{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
+			{ContainerPort: jsii.Number(AdminPort), Name: jsii.String("admin")},
+		}
+		if cfg.Kafka {
+			ports = append(ports, &awsecs.PortMapping{ContainerPort: jsii.Number(KafkaPort), Name: jsii.String("kafka")})
+		}
 		// The Go runtime's soft limit, under the container's hard one.
 		env["GOMEMLIMIT"] = jsii.String(fmt.Sprintf("%dMiB", GoMemLimitMiB(cfg)))
 		td.AddContainer(jsii.String("star"), &awsecs.ContainerDefinitionOptions{
@@ -336,11 +372,8 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			MemoryLimitMiB: jsii.Number(StarContainerMiB(cfg)),
 			// No command: the image's ENTRYPOINT is the star binary and
 			// every flag comes from the environment (STRAND_<FLAG>).
-			Environment: &env,
-			PortMappings: &[]*awsecs.PortMapping{
-				{ContainerPort: jsii.Number(APIPort), Name: jsii.String("api")},
-				{ContainerPort: jsii.Number(AdminPort), Name: jsii.String("admin")},
-			},
+			Environment:  &env,
+			PortMappings: &ports,
 			Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
 				LogGroup: s.Logs, StreamPrefix: jsii.String(star),
 			}),
@@ -421,31 +454,18 @@ func NewStar(scope constructs.Construct, id string, cfg Config, repoRoot string,
 			HealthCheckGracePeriod: awscdk.Duration_Seconds(jsii.Number(120)),
 			PlatformVersion:        awsecs.FargatePlatformVersion_LATEST,
 		})
-		target := svc.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
-			ContainerName: jsii.String("star"), ContainerPort: jsii.Number(APIPort),
-		})
-		anyTargets = append(anyTargets, target)
 		port := StarListenerPort(i)
-		l := s.LoadBalancer.AddListener(jsii.String(fmt.Sprintf("Star%d", i)), listenerProps(cfg, port))
-		lbSG.AddIngressRule(clients, awsec2.Port_Tcp(jsii.Number(port)), jsii.String("API, "+star), nil)
-		l.AddTargets(jsii.String(fmt.Sprintf("Star%dTargets", i)), &elbv2.AddNetworkTargetsProps{
-			Port:                jsii.Number(APIPort),
-			Protocol:            elbv2.Protocol_TCP,
-			Targets:             &[]elbv2.INetworkLoadBalancerTarget{target},
-			HealthCheck:         health,
-			DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
-			PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
-		})
+		anyTargets = append(anyTargets, route(svc, fmt.Sprintf("Star%d", i), APIPort, listenerProps(cfg, port), health, "API, "+star))
+		if cfg.Kafka {
+			kport := KafkaListenerPort(i)
+			anyKafka = append(anyKafka, route(svc, fmt.Sprintf("KafkaStar%d", i), KafkaPort, kafkaListenerProps(cfg, kport), kafkaHealth(), "Kafka, "+star))
+		}
 		s.Services = append(s.Services, svc)
 	}
-	anyStar.AddTargets(jsii.String("AnyStarTargets"), &elbv2.AddNetworkTargetsProps{
-		Port:                jsii.Number(APIPort),
-		Protocol:            elbv2.Protocol_TCP,
-		Targets:             &anyTargets,
-		HealthCheck:         health,
-		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(30)),
-		PreserveClientIp:    jsii.Bool(true), // see preserveClientIP
-	})
+	if cfg.Kafka {
+		addTargets(anyKafkaListener, "KafkaAnyStarTargets", KafkaPort, kafkaHealth(), &anyKafka)
+	}
+	addTargets(anyStar, "AnyStarTargets", APIPort, health, &anyTargets)
 	// After the task definitions: they add the pull and log grants (the
 	// role's default policy), and a suppression covers only the children
 	// that exist when it is made.
@@ -486,6 +506,32 @@ func listenerProps(cfg Config, port int) *elbv2.BaseNetworkListenerProps {
 		p.AlpnPolicy = elbv2.AlpnPolicy_HTTP2_PREFERRED
 	}
 	return p
+}
+
+// kafkaListenerProps is a Kafka listener on port: TLS with the configured
+// certificate (Config.Validate requires one with Kafka), no ALPN (Kafka
+// clients offer none), to plain TCP targets.
+func kafkaListenerProps(cfg Config, port int) *elbv2.BaseNetworkListenerProps {
+	return &elbv2.BaseNetworkListenerProps{
+		Port: jsii.Number(port), Protocol: elbv2.Protocol_TLS,
+		Certificates: &[]elbv2.IListenerCertificate{elbv2.ListenerCertificate_FromArn(jsii.String(cfg.CertificateARN))},
+		SslPolicy:    elbv2.SslPolicy_RECOMMENDED_TLS,
+	}
+}
+
+// kafkaHealth is the Kafka target groups' health check: a TCP connect to
+// the Kafka port itself, not /healthz. A standby task (ADR 0051) answers
+// /healthz and relays its API port, but starts no Kafka listener until it
+// leads, so this check keeps Kafka connections on the star's leader
+// (docs/kafka.md, "On AWS"). Shorter than the API's: after a takeover
+// the new leader is routed to about 10 s after it starts listening.
+func kafkaHealth() *elbv2.HealthCheck {
+	return &elbv2.HealthCheck{
+		Protocol:                elbv2.Protocol_TCP,
+		Interval:                awscdk.Duration_Seconds(jsii.Number(5)),
+		HealthyThresholdCount:   jsii.Number(2),
+		UnhealthyThresholdCount: jsii.Number(2),
+	}
 }
 
 // StarResources are the deployed names a star is configured with (tokens
@@ -541,6 +587,34 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 	// Peers: every other star, through its own load balancer listener
 	// (a call for a stream another star leads is answered with where that
 	// leader is).
+	if p := peerList(cfg, i, func(j int) []*string {
+		return []*string{jsii.String(fmt.Sprintf("%s=%s://", StarID(j), APIScheme(cfg))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j)))}
+	}); p != nil {
+		env["STRAND_PEERS"] = p
+	}
+	if cfg.Kafka {
+		kafkaEnv(env, cfg, i, r.APIHost)
+	}
+	return env
+}
+
+// kafkaEnv sets star i's Kafka front end (Config.Kafka): it listens on
+// KafkaPort and advertises its own load balancer listener, and names the
+// other stars at theirs, so Metadata lists brokers a client reaches (the
+// load balancer's host name, which the certificate covers).
+func kafkaEnv(env map[string]*string, cfg Config, i int, host *string) {
+	at := func(j int) []*string { return []*string{host, jsii.String(fmt.Sprintf(":%d", KafkaListenerPort(j)))} }
+	env["STRAND_KAFKA_ADDR"] = jsii.String(fmt.Sprintf(":%d", KafkaPort))
+	adv := at(i)
+	env["STRAND_KAFKA_ADVERTISE"] = awscdk.Fn_Join(jsii.String(""), &adv)
+	if p := peerList(cfg, i, func(j int) []*string { return append([]*string{jsii.String(StarID(j) + "=")}, at(j)...) }); p != nil {
+		env["STRAND_KAFKA_PEERS"] = p
+	}
+}
+
+// peerList joins entry(j) of every star j but i with commas (a --peers
+// or --kafka-peers value); nil with one star.
+func peerList(cfg Config, i int, entry func(j int) []*string) *string {
 	var peers []*string
 	for j := range cfg.StarCount {
 		if j == i {
@@ -549,10 +623,10 @@ func StarEnv(cfg Config, i int, r StarResources) map[string]*string {
 		if len(peers) > 0 {
 			peers = append(peers, jsii.String(","))
 		}
-		peers = append(peers, jsii.String(fmt.Sprintf("%s=%s://", StarID(j), APIScheme(cfg))), r.APIHost, jsii.String(fmt.Sprintf(":%d", StarListenerPort(j))))
+		peers = append(peers, entry(j)...)
 	}
-	if len(peers) > 0 {
-		env["STRAND_PEERS"] = awscdk.Fn_Join(jsii.String(""), &peers)
+	if len(peers) == 0 {
+		return nil
 	}
-	return env
+	return awscdk.Fn_Join(jsii.String(""), &peers)
 }
