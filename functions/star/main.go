@@ -204,7 +204,11 @@ func runStandby(ctx context.Context, ncfg node.Config, meta *dynamo.Store, ttl t
 	}
 	admin := ncfg.AdminAddr
 	ncfg.AdminAddr = ""
-	t := &lease.Task{Runner: r, Addr: ncfg.Addr, AdminAddr: admin, Log: log,
+	var relay []string // the standby relays the Kafka port too (ADR 0052)
+	if ncfg.Kafka.Addr != "" {
+		relay = append(relay, ncfg.Kafka.Addr)
+	}
+	t := &lease.Task{Runner: r, Addr: ncfg.Addr, AdminAddr: admin, Relay: relay, Log: log,
 		Lead: func(ctx context.Context) (lease.Serving, error) {
 			n, err := node.Start(ctx, ncfg)
 			if err != nil {

@@ -21,7 +21,7 @@
 //     strand:kafka (and a certificate) the stars' Kafka front end is
 //     behind TLS listeners too: 9092 any star, 9093+i only star-i (what
 //     star-i advertises), health-checked by a TCP connect to the task's
-//     Kafka port, which only a star's leader opens (docs/kafka.md). With
+//     Kafka port, which a standby relays to its leader (docs/kafka.md). With
 //     strand:expressAzNames (and an account) the VPC spans exactly the
 //     Express zones and star-i runs in zone i mod K, so one of the W=2
 //     copies an ack waits for is in the task's zone; without them the

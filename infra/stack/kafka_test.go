@@ -94,8 +94,8 @@ func TestKafkaOffByDefault(t *testing.T) {
 // TestKafkaListeners: a TLS bootstrap listener on KafkaPort reaches every
 // star, and star i's own listener (the broker it advertises) only star
 // i; the targets are the tasks' Kafka port, health-checked by a TCP
-// connect there, which a standby (no Kafka listener until it leads)
-// fails: Kafka is routed to leaders only.
+// connect there, which passes on a standby too: it relays the port to its
+// leader (lease.Task.Relay), and ECS would replace a task failing it.
 func TestKafkaListeners(t *testing.T) {
 	s := withKafka(t)
 	ls := listenerPorts(t, s)

@@ -520,11 +520,10 @@ func kafkaListenerProps(cfg Config, port int) *elbv2.BaseNetworkListenerProps {
 }
 
 // kafkaHealth is the Kafka target groups' health check: a TCP connect to
-// the Kafka port itself, not /healthz. A standby task (ADR 0051) answers
-// /healthz and relays its API port, but starts no Kafka listener until it
-// leads, so this check keeps Kafka connections on the star's leader
-// (docs/kafka.md, "On AWS"). Shorter than the API's: after a takeover
-// the new leader is routed to about 10 s after it starts listening.
+// the Kafka port itself, not /healthz. A standby task (ADR 0051) relays
+// that port to its leader (lease.Task.Relay), so the check passes on both
+// tasks: ECS replaces a task that fails any of its target groups' checks
+// (docs/kafka.md, "On AWS").
 func kafkaHealth() *elbv2.HealthCheck {
 	return &elbv2.HealthCheck{
 		Protocol:                elbv2.Protocol_TCP,

@@ -40,6 +40,13 @@ type Task struct {
 	Runner    *Runner
 	Addr      string // the API listen address
 	AdminAddr string // "" for none
+	// Relay lists more listen addresses (the Kafka front end's) that the
+	// standby relays, while it stands by, to the same port on the
+	// leader's host; the leader serves them itself. So a load balancer
+	// whose health check on such a port reaches both tasks (ECS replaces
+	// a task that fails any of its target groups' checks) routes through
+	// either to the leader.
+	Relay []string
 	// Lead starts the star once the lease is held (its API on Addr, its
 	// admin handler served here).
 	Lead func(ctx context.Context) (Serving, error)
@@ -67,6 +74,34 @@ func (t *Task) get() (string, Serving) {
 
 // leaderAddr is where a standby relays to: the lease holder's address,
 // "" while no other task is known to hold it.
+// leaderPort is the leader's address at listen address addr's port: what
+// a relay of that port dials.
+func (t *Task) leaderPort(addr string) func() string {
+	_, port, _ := net.SplitHostPort(addr)
+	return func() string {
+		a := t.leaderAddr()
+		if a == "" {
+			return ""
+		}
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return ""
+		}
+		return net.JoinHostPort(host, port)
+	}
+}
+
+// forwarders close together.
+type forwarders []*Forwarder
+
+func (fs forwarders) Close() { closeAll(fs) }
+
+func closeAll(fs []*Forwarder) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
 func (t *Task) leaderAddr() string {
 	h := t.Runner.Holder()
 	if h.Holder == t.Runner.core.cfg.Holder || h.Addr == "" {
@@ -134,8 +169,19 @@ func (t *Task) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lease: listen on %s: %w", t.Addr, err)
 	}
-	fwd := NewForwarder(ln, t.leaderAddr, 0, log)
-	go func() { _ = fwd.Serve() }()
+	fwds := []*Forwarder{NewForwarder(ln, t.leaderAddr, 0, log)}
+	for _, addr := range t.Relay {
+		rln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll(fwds)
+			return fmt.Errorf("lease: listen on %s: %w", addr, err)
+		}
+		fwds = append(fwds, NewForwarder(rln, t.leaderPort(addr), 0, log))
+	}
+	for _, f := range fwds {
+		go func() { _ = f.Serve() }()
+	}
+	fwd := forwarders(fwds)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()

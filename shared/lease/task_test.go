@@ -46,14 +46,14 @@ type testTask struct {
 	stop       context.CancelFunc
 }
 
-func startTask(t *testing.T, store metastore.Leases, name string) *testTask {
+func startTask(t *testing.T, store metastore.Leases, name string, relay ...string) *testTask {
 	t.Helper()
 	tt := &testTask{api: freeAddr(t), admin: freeAddr(t), errc: make(chan error, 1)}
 	r, err := NewRunner(Config{Star: "star-1", Holder: ID(name), Addr: tt.api, TTL: 300 * time.Millisecond}, store, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tt.Task = &Task{Runner: r, Addr: tt.api, AdminAddr: tt.admin, Lead: func(ctx context.Context) (Serving, error) {
+	tt.Task = &Task{Runner: r, Addr: tt.api, AdminAddr: tt.admin, Relay: relay, Lead: func(ctx context.Context) (Serving, error) {
 		ln, err := net.Listen("tcp", tt.api)
 		if err != nil {
 			return nil, err
@@ -178,4 +178,42 @@ func TestTaskStoppedWhileStandingBy(t *testing.T) {
 		t.Fatalf("the standby's API port is still held: %v", err)
 	}
 	ln.Close()
+}
+
+// TestTaskStandbyRelaysKafka: a standby relays each Relay port (the Kafka
+// front end's) to the same port on the leader's host, so a load balancer
+// health check on that port passes on both tasks (ECS would replace a
+// standby that failed it) and a client through either reaches the
+// leader. Two loopback addresses stand for the two tasks' hosts.
+func TestTaskStandbyRelaysKafka(t *testing.T) {
+	kafka, err := net.Listen("tcp", "127.0.0.1:0") // the leader's Kafka front end
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kafka.Close()
+	go func() {
+		for {
+			c, err := kafka.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "kafka a")
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(kafka.Addr().String())
+	store := metastore.NewMem()
+	a := startTask(t, store, "a")
+	eventually(t, "a leads", func() bool { c, _ := get(t, "http://"+a.admin+"/leader"); return c == 200 })
+	relay := net.JoinHostPort("127.0.0.2", port)
+	startTask(t, store, "b", relay)
+	eventually(t, "the standby's Kafka port reaches the leader's", func() bool {
+		c, err := net.DialTimeout("tcp", relay, time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		return string(b) == "kafka a"
+	})
 }
