@@ -32,7 +32,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches, lostAcks atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches, lostAcks, ranged atomic.Int64
 
 	// records: every seed's record counts, failed seeds included.
 	records Totals
@@ -60,9 +60,14 @@ func TestSim(t *testing.T) {
 		})
 		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d lost_acks_retried=%d",
+	// The seed budget runs the window past its budget (World.TinyWindow):
+	// ranged lookups under every checker, not only in passindex's tests.
+	if *seedFlag == 0 && *seedsFlag >= 10 && totals.ranged.Load() == 0 {
+		t.Errorf("no window lookup ran past its budget in %d seeds (World.TinyWindow)", *seedsFlag)
+	}
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d lost_acks_retried=%d window_ranged_lookups=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load(), totals.lostAcks.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load(), totals.lostAcks.Load(), totals.ranged.Load())
 }
 
 // batch states
@@ -250,6 +255,7 @@ func runSimWith(t *testing.T, seed int64, steps int, tally *Tally, prods, dedupe
 	}
 	totals.steps.Add(int64(steps))
 	totals.faults.Add(w.Faults())
+	totals.ranged.Add(w.WindowRanged())
 	for _, b := range s.batches {
 		if b.state == acked {
 			totals.batches.Add(1)
