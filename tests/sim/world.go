@@ -105,6 +105,8 @@ type World struct {
 	// Determined is Settled's recorder of the puts at determined keys
 	// (checkDetermined).
 	Determined *Determined
+	// ProbeDeletes is Settled as the probe sees it (checkProbeDeletes).
+	ProbeDeletes *ProbeDeletes
 
 	Streams []metastore.Stream
 	IDs     []format.StreamID
@@ -177,6 +179,7 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	w.SettledInj = objstore.NewInjector(seed*31 + 99)
 	w.Determined = &Determined{Bucket: objstore.WithFaults(w.SettledMem, w.SettledInj)}
 	w.Settled = w.Determined
+	w.ProbeDeletes = &ProbeDeletes{Bucket: w.Settled, Indexed: w.SettleIndexed}
 	w.Log = slog.New(w.Logs)
 	var s [32]byte
 	copy(s[:], strconv.FormatInt(seed, 10))
@@ -259,6 +262,16 @@ func (w *World) settler(other bool) *settle.Settler {
 	return s
 }
 
+// HoldingSettler is a settle copy of a production flush rule (FlushAge an
+// hour, FlushBytes out of reach): its steps merge runs and flush nothing,
+// so what they settle stays in runs and merged runs, as it does for up to
+// FlushAge in a deployment (mergeTakeover).
+func (w *World) HoldingSettler() *settle.Settler {
+	s := w.settler(false)
+	s.FlushBytes, s.FlushAge = 1<<40, time.Hour
+	return s
+}
+
 // KeptSettler is the world's long-lived settler (a warm Lambda's or the
 // node's): it keeps its window cache and its unflushed state across runs
 // (issue 17); a new one after the settlement switch. It has the first
@@ -338,7 +351,7 @@ func (w *World) Prober() *probe.Handler {
 	// The shortest grace: an orphan found deletable by one sweep is deleted
 	// by the next, racing settle and trim, so the simulation checks that
 	// the deletable rule alone never removes an object a ref needs.
-	p := &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
+	p := &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.ProbeDeletes, Log: w.Log,
 		OrphanGrace: time.Nanosecond, PassIndex: w.SettleIndexed()}
 	if w.TinyWindow() {
 		p.Window = w.Window(w.SettleMeta, w.Settled)
