@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -125,6 +126,12 @@ func (s *sim) loseAcksOf(n *Node) {
 	if !s.loseAcks {
 		return
 	}
+	s.loseLatestAcks(n.Gen)
+}
+
+// loseLatestAcks is loseAcksOf for the batches incarnation gen acked, or
+// for every incarnation's (gen -1).
+func (s *sim) loseLatestAcks(gen int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pi, pr := range s.prods {
@@ -132,7 +139,7 @@ func (s *sim) loseAcksOf(n *Node) {
 			continue
 		}
 		b := s.batches[fmt.Sprintf("%d.%d", pi, pr.next-1)]
-		if b == nil || b.state != acked || b.gen != n.Gen || s.rng.IntN(2) == 0 {
+		if b == nil || b.state != acked || (gen >= 0 && b.gen != gen) || s.rng.IntN(2) == 0 {
 			continue
 		}
 		a := b.ack
@@ -174,4 +181,34 @@ func retryFailed(b *batchRec) int {
 		return unknown
 	}
 	return failed
+}
+
+// mergeTakeover is the workload of retries after merges (issue 30 item
+// 3): about half of the idempotent producers lose the ack of their latest
+// batch, whichever incarnation acked it (their latest batch may be many
+// steps old), the star's releases are absorbed, settle copies with a
+// production flush (World.HoldingSettler: nothing flushed for an hour)
+// run until their steps have nothing left (the runs merged: those
+// batches' producer marks now live in merged entries, not in refs), and a new incarnation takes over, rebuilding its dedupe
+// tables from the window. The retries must get their original acks
+// (retriedLostAck) and never a second copy (checkHistory): a merge that
+// drops producer marks (the mutant settle-merge-drops-marks) fails here.
+// Not in forgetful seeds: their star forgets producers by design.
+func (s *sim) mergeTakeover() {
+	if s.forgetful {
+		s.restart(false)
+		return
+	}
+	s.loseLatestAcks(-1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if s.node != nil { // what the star released, absorbed for settle
+		_ = s.w.Absorber().AbsorbTo(ctx, Chain, s.node.Star.Released(Chain)) // faults may stop it: fine
+	}
+	for range 4 {
+		if _, err := s.w.HoldingSettler().Run(ctx, Chain); err != nil {
+			break // faults: the takeover goes on, as after a failed run
+		}
+	}
+	cancel()
+	s.restart(false)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/probe"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -133,8 +134,14 @@ func (d *Determined) Violations() []string {
 	return append([]string(nil), d.violations...)
 }
 
-// commitPoint reports whether key is a run's or a merged run's index.
+// commitPoint reports whether key is a run's or a merged run's index,
+// or not a determined key at all: the garbage probe's orphan markers
+// hold when a sweep first found the orphan, and of two sweeps racing the
+// first marker wins (PutIfAbsent), as the probe intends.
 func commitPoint(key string) bool {
+	if strings.HasPrefix(key, probe.MarkPrefix) {
+		return true
+	}
 	if !strings.HasPrefix(key, "index/") || strings.HasSuffix(key, ".cmdx") {
 		return false
 	}

@@ -32,7 +32,7 @@ var (
 
 // totals over every seed of one run, for the summary line.
 var totals struct {
-	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches, lostAcks atomic.Int64
+	steps, batches, faults, takeovers, zombies, halts, stalls, reads, corrupt, drains, retries, switches, lostAcks, ranged, probeDeleted, probeDeletedIndexed atomic.Int64
 
 	// records: every seed's record counts, failed seeds included.
 	records Totals
@@ -60,9 +60,21 @@ func TestSim(t *testing.T) {
 		})
 		totals.records.Add(strconv.FormatInt(seed, 10), tl, !ok)
 	}
-	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d lost_acks_retried=%d",
+	// The seed budget runs the window past its budget (World.TinyWindow):
+	// ranged lookups under every checker, not only in passindex's tests.
+	// And the garbage probe deletes orphans with runs, packs and merged
+	// runs in the window (settle-probe-race), under checkProbeDeletes.
+	if *seedFlag == 0 && *seedsFlag >= 20 {
+		if totals.ranged.Load() == 0 {
+			t.Errorf("no window lookup ran past its budget in %d seeds (World.TinyWindow)", *seedsFlag)
+		}
+		if totals.probeDeletedIndexed.Load() == 0 {
+			t.Errorf("the garbage probe deleted no orphan on the pass index in %d seeds", *seedsFlag)
+		}
+	}
+	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d lost_acks_retried=%d window_ranged_lookups=%d probe_orphans_deleted=%d probe_orphans_deleted_on_pass_index=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
-		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load(), totals.lostAcks.Load())
+		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load(), totals.lostAcks.Load(), totals.ranged.Load(), totals.probeDeleted.Load(), totals.probeDeletedIndexed.Load())
 }
 
 // batch states
@@ -250,6 +262,10 @@ func runSimWith(t *testing.T, seed int64, steps int, tally *Tally, prods, dedupe
 	}
 	totals.steps.Add(int64(steps))
 	totals.faults.Add(w.Faults())
+	totals.ranged.Add(w.WindowRanged())
+	pd, pdi := w.ProbeDeletes.Deleted()
+	totals.probeDeleted.Add(pd)
+	totals.probeDeletedIndexed.Add(pdi)
 	for _, b := range s.batches {
 		if b.state == acked {
 			totals.batches.Add(1)
@@ -332,9 +348,22 @@ func (s *sim) act() string {
 			s.goRun(func(ctx context.Context) { _, _ = s.w.Trimmer().Run(ctx, Chain); _, _ = s.w.Trimmer().Streams(ctx) })
 		}},
 		{"probe-sweep", 2, func() { s.goRun(func(ctx context.Context) { _, _ = s.w.Prober().Sweep(ctx) }) }},
+		{"settle-probe-race", 3, func() {
+			// The orphan sweep racing settle copies of both configurations
+			// (one killed at one of its first PUTs) and trim: on the pass
+			// index, with runs, packs and merged runs in the window and
+			// flushes writing settled objects the sweep lists.
+			k := s.rng.IntN(4)
+			s.goRun(func(ctx context.Context) { _, _ = s.w.KilledSettler(k).Run(ctx, Chain) })
+			s.goRun(func(ctx context.Context) { _, _ = s.w.Prober().Sweep(ctx) })
+			s.goRun(func(ctx context.Context) { _, _ = s.w.KeptSettler().Run(ctx, Chain) })
+			s.goRun(func(ctx context.Context) { _, _ = s.w.Prober().Sweep(ctx) })
+			s.goRun(func(ctx context.Context) { _, _ = s.w.Trimmer().Run(ctx, Chain) })
+		}},
 		{"stale-absorb-event", 3, s.staleEvent},
 		{"read", 6, s.workloadRead},
 		{"crash-takeover", 3, func() { s.restart(false) }},
+		{"merge-takeover", 2, s.mergeTakeover},
 		{"graceful-restart", 2, s.gracefulRestart},
 		{"zombie-takeover", 2, func() { s.restart(true) }},
 	}
@@ -638,6 +667,7 @@ func (s *sim) check() {
 	}
 	s.checkNoMetastoreOnAckPath()
 	s.checkDetermined()
+	s.checkProbeDeletes()
 	s.checkStallCauses()
 	s.checkDedupeBound()
 	s.checkLostAcks()
@@ -653,6 +683,15 @@ func (s *sim) check() {
 func (s *sim) checkDetermined() {
 	if v := s.w.Determined.Violations(); len(v) > 0 {
 		s.fatalf("determined keys put with other bytes: %v", v)
+	}
+}
+
+// checkProbeDeletes: the probe deleted nothing but orphaned settled
+// objects and its markers (ProbeDeletes; that no deleted object was still
+// needed is checkHistory's read-back of every acknowledged record).
+func (s *sim) checkProbeDeletes() {
+	if v := s.w.ProbeDeletes.Violations(); len(v) > 0 {
+		s.fatalf("the garbage probe deleted what is not an orphan settled object: %v", v)
 	}
 }
 

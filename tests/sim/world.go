@@ -105,6 +105,8 @@ type World struct {
 	// Determined is Settled's recorder of the puts at determined keys
 	// (checkDetermined).
 	Determined *Determined
+	// ProbeDeletes is Settled as the probe sees it (checkProbeDeletes).
+	ProbeDeletes *ProbeDeletes
 
 	Streams []metastore.Stream
 	IDs     []format.StreamID
@@ -125,6 +127,11 @@ type World struct {
 	// copies counts the settle copies made (Settler): every other one has
 	// the other deploy's settle configuration.
 	copies atomic.Int64
+
+	// windows: every window made (Window) in a TinyWindow seed, for
+	// their ranged lookups.
+	windowsMu sync.Mutex
+	windows   []*passindex.Window
 }
 
 // SwitchSettlement switches settle, trim, the probe and readers to the
@@ -172,6 +179,7 @@ func NewWorld(seed int64, opt Options) (*World, error) {
 	w.SettledInj = objstore.NewInjector(seed*31 + 99)
 	w.Determined = &Determined{Bucket: objstore.WithFaults(w.SettledMem, w.SettledInj)}
 	w.Settled = w.Determined
+	w.ProbeDeletes = &ProbeDeletes{Bucket: w.Settled, Indexed: w.SettleIndexed}
 	w.Log = slog.New(w.Logs)
 	var s [32]byte
 	copy(s[:], strconv.FormatInt(seed, 10))
@@ -248,6 +256,19 @@ func (w *World) settler(other bool) *settle.Settler {
 	if other {
 		s.FlushBytes, s.PackBufferBytes, s.MaxObjectBytes = 2*w.Opt.FlushBytes, -1, 4096
 	}
+	if w.TinyWindow() {
+		s.Window = w.Window(w.SettleMeta, w.Settled)
+	}
+	return s
+}
+
+// HoldingSettler is a settle copy of a production flush rule (FlushAge an
+// hour, FlushBytes out of reach): its steps merge runs and flush nothing,
+// so what they settle stays in runs and merged runs, as it does for up to
+// FlushAge in a deployment (mergeTakeover).
+func (w *World) HoldingSettler() *settle.Settler {
+	s := w.settler(false)
+	s.FlushBytes, s.FlushAge = 1<<40, time.Hour
 	return s
 }
 
@@ -264,7 +285,11 @@ func (w *World) KeptSettler() *settle.Settler {
 	return w.kept
 }
 func (w *World) Trimmer() *trim.Trimmer {
-	return &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.SettleIndexed()}
+	t := &trim.Trimmer{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, PassIndex: w.SettleIndexed()}
+	if w.TinyWindow() {
+		t.Window = w.Window(w.SettleMeta, w.Settled)
+	}
+	return t
 }
 
 // Window is the pass index window over meta and the settled bucket (nil
@@ -284,7 +309,33 @@ func (w *World) Window(meta metastore.Store, settled objstore.Bucket) *passindex
 			win.MaxBytes = 16 << 10
 		}
 	}
+	if w.TinyWindow() {
+		win.MaxBytes = 1
+		w.windowsMu.Lock()
+		w.windows = append(w.windows, win)
+		w.windowsMu.Unlock()
+	}
 	return win
+}
+
+// TinyWindow reports whether the seed's windows (settle's, trim's, the
+// probe's, readers' and tail recovery's) have a cache budget of 1 byte:
+// every per-stream lookup of an object not cached runs past the budget,
+// by range (design 014, "Lookups past the window budget"), under the
+// same checkers as a whole fetch. A fifth of the seeds, from the seed
+// without drawing from its stream.
+func (w *World) TinyWindow() bool { return uint64(w.Seed)%5 == 1 }
+
+// WindowRanged is the number of per-stream lookups the world's windows
+// read by range (passindex.WindowStats.Ranged), summed.
+func (w *World) WindowRanged() int64 {
+	w.windowsMu.Lock()
+	defer w.windowsMu.Unlock()
+	var n int64
+	for _, win := range w.windows {
+		n += win.Stats().Ranged
+	}
+	return n
 }
 
 // RefReader is what a successor recovers stream i's tail and producers
@@ -300,8 +351,12 @@ func (w *World) Prober() *probe.Handler {
 	// The shortest grace: an orphan found deletable by one sweep is deleted
 	// by the next, racing settle and trim, so the simulation checks that
 	// the deletable rule alone never removes an object a ref needs.
-	return &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.Settled, Log: w.Log,
+	p := &probe.Handler{Sets: map[metastore.ChainID]chain.Set{Chain: w.Set()}, Meta: w.SettleMeta, Settled: w.ProbeDeletes, Log: w.Log,
 		OrphanGrace: time.Nanosecond, PassIndex: w.SettleIndexed()}
+	if w.TinyWindow() {
+		p.Window = w.Window(w.SettleMeta, w.Settled)
+	}
+	return p
 }
 
 // ClearFaults removes every injected fault from every store.
