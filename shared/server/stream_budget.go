@@ -105,19 +105,40 @@ func (s *streamBudget) Close() error {
 type budgetKey struct{}
 
 // held is a call's share of the decoding budget: a streamBudget, or a
-// unary call's heldBody.
-type held interface{ done() }
+// unary call's heldBody. take adds n to it (what decoding a message will
+// allocate, decode_budget.go), or fails with ErrBusy; done gives it all
+// back.
+type held interface {
+	take(n int64) error
+	done()
+}
 
 // heldBody is a unary call's body's share, given back once (when the
 // handler says the message is done with, or when the call ends).
 type heldBody struct {
-	once   sync.Once
+	mu     sync.Mutex
 	b      *budget
 	tenant string
 	n      int64
 }
 
-func (h *heldBody) done() { h.once.Do(func() { h.b.put(h.tenant, h.n) }) }
+func (h *heldBody) take(n int64) error {
+	if err := h.b.take(h.tenant, n); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.n += n
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *heldBody) done() {
+	h.mu.Lock()
+	n := h.n
+	h.n = 0
+	h.mu.Unlock()
+	h.b.put(h.tenant, n)
+}
 
 // messageDone gives the messages of the call read so far back to the
 // decoding budget: an append's batch, once submitted, is the star pool's

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/rawjson"
+)
+
+// maxChargeExcess is the stated factor: what decoding one append
+// allocates stays within it times what the decoding budget was charged
+// for it (its encoded bytes, then decodedBound).
+const maxChargeExcess = 1.0
+
+// countingHeld is a call's share of the budget that only counts.
+type countingHeld struct{ n int64 }
+
+func (h *countingHeld) take(n int64) error { h.n += n; return nil }
+func (h *countingHeld) done()              {}
+
+// appendShapes are the appends whose decoding expands the most per encoded
+// byte, each within a batch's limits (the counts the codecs allow).
+func appendShapes(t *testing.T) map[string]struct {
+	codec connect.Codec
+	b     []byte
+} {
+	t.Helper()
+	// 1000 records and 65,535 headers, all empty: protobuf's densest.
+	empty := &strandv1.AppendRequest{Stream: "s"}
+	per := format.MaxBatchHeaders / format.MaxBatchRecords
+	for i := range format.MaxBatchRecords {
+		r := &strandv1.AppendRecord{}
+		n := per
+		if i == 0 {
+			n += format.MaxBatchHeaders - per*format.MaxBatchRecords
+		}
+		for range n {
+			r.Headers = append(r.Headers, &strandv1.Header{})
+		}
+		empty.Records = append(empty.Records, r)
+	}
+	// The same with one-byte names, and a 1 MiB body: ordinary shapes.
+	named := proto.Clone(empty).(*strandv1.AppendRequest)
+	for _, r := range named.Records {
+		for _, h := range r.Headers {
+			h.Name = []byte("h")
+		}
+	}
+	body := &strandv1.AppendRequest{Stream: "s", Records: []*strandv1.AppendRecord{{Body: make([]byte, 1<<20-64)}}}
+	pb := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	js := func(m proto.Message) []byte {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	raw := func(m proto.Message) []byte {
+		b, err := rawjson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// A record of as many (ignored) members as the codec allows.
+	members := func(n int, body string) []byte {
+		var b strings.Builder
+		b.WriteString(`{"stream":"s","records":[{"body":"` + body + `"`)
+		for i := range n - 3 {
+			fmt.Fprintf(&b, `,"k%d":0`, i)
+		}
+		b.WriteString(`}]}`)
+		return []byte(b.String())
+	}
+	pc, jc, rc := protoCodec{lazy: true}, jsonCodec{name: "json", lazy: true}, jsonCodec{name: rawjson.Name, raw: true, lazy: true}
+	return map[string]struct {
+		codec connect.Codec
+		b     []byte
+	}{
+		"proto/empty-headers": {pc, pb(empty)},
+		"proto/named-headers": {pc, pb(named)},
+		"proto/body":          {pc, pb(body)},
+		"json/empty-headers":  {jc, js(empty)},
+		"json/named-headers":  {jc, js(named)},
+		"json/members":        {jc, members(maxJSONMembers, "eA==")},
+		"json/body":           {jc, js(body)},
+		"raw/empty-headers":   {rc, raw(empty)},
+		"raw/named-headers":   {rc, raw(named)},
+		"raw/members":         {rc, members(maxRawMembers, "x")},
+		"raw/body":            {rc, raw(body)},
+	}
+}
+
+// TestDecodedBoundHolds measures, for each codec's worst shapes, what
+// reading and decoding one append allocates against what the decoding
+// budget was charged for it: its encoded bytes before they are read, then
+// decodedBound before it is decoded. It fails when the allocation exceeds
+// the charge by more than maxChargeExcess, so the budget
+// (Limits.MaxDecodingBytes) bounds the memory of appends being decoded at
+// once. (With the encoded bytes alone charged, as before, the expansion
+// logged here is the excess: up to 37x for raw JSON.)
+func TestDecodedBoundHolds(t *testing.T) {
+	shapes := appendShapes(t)
+	for _, name := range slices.Sorted(maps.Keys(shapes)) {
+		c := shapes[name]
+		var h countingHeld
+		ctx := context.WithValue(context.Background(), budgetKey{}, held(&h))
+		var m *strandv1.AppendRequest
+		var err error
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		m = &strandv1.AppendRequest{}
+		if err = c.codec.Unmarshal(c.b, m); err == nil {
+			err = decodeAppend(ctx, m)
+		}
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m.GetStream() != "s" || len(m.GetRecords()) == 0 {
+			t.Fatalf("%s: decoded %d records of stream %q", name, len(m.GetRecords()), m.GetStream())
+		}
+		alloc := int64(after.TotalAlloc - before.TotalAlloc)
+		charged := int64(len(c.b)) + h.n
+		t.Logf("%-20s %8d bytes encoded, %6.2f MiB allocated (%5.1fx encoded), %6.2f MiB charged (%.2fx of it allocated)",
+			name, len(c.b), float64(alloc)/(1<<20), float64(alloc)/float64(len(c.b)), float64(charged)/(1<<20), float64(alloc)/float64(charged))
+		if float64(alloc) > maxChargeExcess*float64(charged) {
+			t.Errorf("%s: decoding allocated %d bytes, %.2fx the %d charged to the decoding budget (at most %.2fx)",
+				name, alloc, float64(alloc)/float64(charged), charged, maxChargeExcess)
+		}
+	}
+}
