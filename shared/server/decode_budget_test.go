@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"runtime"
@@ -145,6 +146,70 @@ func TestDecodedBoundHolds(t *testing.T) {
 		if float64(alloc) > maxChargeExcess*float64(charged) {
 			t.Errorf("%s: decoding allocated %d bytes, %.2fx the %d charged to the decoding budget (at most %.2fx)",
 				name, alloc, float64(alloc)/float64(charged), charged, maxChargeExcess)
+		}
+	}
+}
+
+// maxInFlightExcess is the stated factor for appends being decoded at
+// once: their allocation stays within it times the server's budget.
+const maxInFlightExcess = 3.0
+
+// TestInFlightDecodingBounded holds the memory of appends being decoded at
+// once to maxInFlightExcess times the default budget, for each shape:
+// as many calls as their charges (capped at a tenant's half by
+// budget.fit) fit in DefaultMaxDecodingBytes, times what each allocates.
+func TestInFlightDecodingBounded(t *testing.T) {
+	shapes := appendShapes(t)
+	for _, name := range slices.Sorted(maps.Keys(shapes)) {
+		c := shapes[name]
+		b := &budget{max: DefaultMaxDecodingBytes, held: map[string]int64{}}
+		var alloc int64
+		var calls []*heldBody
+		for i := 0; ; i++ {
+			h := &heldBody{b: b, tenant: fmt.Sprint("tenant-", i%2)}
+			if b.take(h.tenant, int64(len(c.b))) != nil {
+				break
+			}
+			h.n = int64(len(c.b))
+			calls = append(calls, h)
+			ctx := context.WithValue(context.Background(), budgetKey{}, held(h))
+			m := &strandv1.AppendRequest{}
+			if err := c.codec.Unmarshal(c.b, m); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if i == 0 { // measure one; the rest allocate alike
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				err := decodeAppend(ctx, m)
+				runtime.ReadMemStats(&after)
+				if err != nil {
+					t.Fatalf("%s: the first call: %v", name, err)
+				}
+				alloc = int64(after.TotalAlloc-before.TotalAlloc) + int64(len(c.b)) // and its stash
+				continue
+			}
+			if err := decodeAppend(ctx, m); err != nil {
+				if connect.CodeOf(err) != connect.CodeResourceExhausted || !errors.Is(err, ErrBusy) {
+					t.Fatalf("%s: call %d refused %v, want ResourceExhausted (ErrBusy)", name, i, err)
+				}
+				break
+			}
+		}
+		inFlight := int64(len(calls)) * alloc
+		t.Logf("%-20s %3d at once, %7.2f MiB in flight (%.2fx the %d MiB budget)", name, len(calls), float64(inFlight)/(1<<20), float64(inFlight)/DefaultMaxDecodingBytes, DefaultMaxDecodingBytes>>20)
+		if len(calls) == 0 {
+			t.Errorf("%s: a legal append was refused by an empty budget", name)
+		}
+		if float64(inFlight) > maxInFlightExcess*DefaultMaxDecodingBytes {
+			t.Errorf("%s: %d appends decoding at once allocate %d MiB, %.2fx the %d MiB budget (at most %.1fx)",
+				name, len(calls), inFlight>>20, float64(inFlight)/DefaultMaxDecodingBytes, DefaultMaxDecodingBytes>>20, maxInFlightExcess)
+		}
+		for _, h := range calls {
+			h.done()
+		}
+		if b.cur != 0 {
+			t.Errorf("%s: %d bytes of the budget not given back", name, b.cur)
 		}
 	}
 }

@@ -283,6 +283,13 @@ func (b *budget) take(tenant string, n int64) error {
 	return nil
 }
 
+// fit caps n, a call's decoding charge, at what its tenant's share leaves
+// the call beyond the held it holds already: a legal append decoding to
+// more than a tenant's share (raw JSON of 65,535 headers, about 84 MiB)
+// still runs when its tenant holds nothing else, charged the share, so
+// such calls are at most two at once.
+func (b *budget) fit(n, held int64) int64 { return max(0, min(n, b.max/2-held)) }
+
 func (b *budget) put(tenant string, n int64) {
 	b.mu.Lock()
 	b.cur -= n

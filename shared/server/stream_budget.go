@@ -69,8 +69,11 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// take takes n from the budget, waiting up to wait.
+// take takes n from the budget (capped by budget.fit), waiting up to wait.
 func (s *streamBudget) take(n int64) error {
+	s.mu.Lock()
+	n = s.b.fit(n, s.held)
+	s.mu.Unlock()
 	deadline := time.Now().Add(s.wait)
 	for {
 		err := s.b.take(s.tenant, n)
@@ -123,6 +126,9 @@ type heldBody struct {
 }
 
 func (h *heldBody) take(n int64) error {
+	h.mu.Lock()
+	n = h.b.fit(n, h.n)
+	h.mu.Unlock()
 	if err := h.b.take(h.tenant, n); err != nil {
 		return err
 	}
