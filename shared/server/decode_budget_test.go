@@ -213,3 +213,39 @@ func TestInFlightDecodingBounded(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeAppend: a stashed append decodes as the codec decodes it at
+// once (the same message, unknown fields included, so no stash is left
+// in it; or an error both ways), and its charge is at least its size.
+func FuzzDecodeAppend(f *testing.F) {
+	f.Add(byte(0), []byte{0x0a, 0x01, 's', 0x12, 0x02, 0x12, 0x00})
+	f.Add(byte(1), []byte(`{"stream":"s","records":[{"headers":[{}]}]}`))
+	f.Add(byte(2), []byte(`{"stream":"s","records":[{"body":"x","headers":[{"name":"h"}]}]}`))
+	f.Add(byte(1), []byte(`[`))
+	f.Fuzz(func(t *testing.T, k byte, b []byte) {
+		codecs := []struct{ now, lazy connect.Codec }{
+			{protoCodec{}, protoCodec{lazy: true}},
+			{jsonCodec{name: "json"}, jsonCodec{name: "json", lazy: true}},
+			{jsonCodec{name: rawjson.Name, raw: true}, jsonCodec{name: rawjson.Name, raw: true, lazy: true}},
+		}
+		c := codecs[int(k)%len(codecs)]
+		want := &strandv1.AppendRequest{}
+		errNow := c.now.Unmarshal(b, want)
+		var h countingHeld
+		ctx := context.WithValue(context.Background(), budgetKey{}, held(&h))
+		got := &strandv1.AppendRequest{}
+		err := c.lazy.Unmarshal(b, got)
+		if err == nil {
+			err = decodeAppend(ctx, got)
+			if h.n < int64(len(b)) {
+				t.Errorf("charged %d for %d bytes", h.n, len(b))
+			}
+		}
+		if (err == nil) != (errNow == nil) {
+			t.Fatalf("stashed: %v; at once: %v", err, errNow)
+		}
+		if err == nil && !proto.Equal(got, want) {
+			t.Fatalf("stashed decoded %v, at once %v", got, want)
+		}
+	})
+}
