@@ -45,10 +45,13 @@ type Limits struct {
 	// MaxDecodingBytes bounds the request bodies of unary calls being read
 	// and decoded at once on this server, by their declared length (or
 	// their procedure's body limit when they declare none), and the
-	// AppendSession messages being read (stream_budget.go); one tenant
-	// holds at most half of it. A call past it is ResourceExhausted at
-	// once, before its body is read; a session's message waits up to
-	// DecodeWait first (0: DefaultMaxDecodingBytes).
+	// AppendSession messages being read (stream_budget.go), plus, for an
+	// append, an upper bound of what decoding it allocates, taken before
+	// it is decoded (decode_budget.go; capped at the tenant's share, so
+	// the largest legal append always fits); one tenant holds at most half
+	// of it. A call past it is ResourceExhausted at once, before its body
+	// is read or decoded; a session's message waits up to DecodeWait first
+	// (0: DefaultMaxDecodingBytes).
 	MaxDecodingBytes int64
 	// DecodeWait is how long an AppendSession message waits for room in
 	// the decoding budget before its session ends ResourceExhausted (0:
