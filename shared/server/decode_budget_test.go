@@ -164,9 +164,9 @@ func TestInFlightDecodingBounded(t *testing.T) {
 		c := shapes[name]
 		b := &budget{max: DefaultMaxDecodingBytes, held: map[string]int64{}}
 		var alloc int64
-		var calls []*heldBody
+		var calls []*share
 		for i := 0; ; i++ {
-			h := &heldBody{b: b, tenant: fmt.Sprint("tenant-", i%2)}
+			h := &share{b: b, tenant: fmt.Sprint("tenant-", i%2)}
 			if b.take(h.tenant, int64(len(c.b))) != nil {
 				break
 			}

@@ -219,7 +219,7 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, _ := auth.FromContext(r.Context())
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes), wait: l.DecodeWait}
+			sb := &streamBudget{ReadCloser: r.Body, share: share{b: budget, tenant: g.Tenant, wait: l.DecodeWait}, max: int64(l.MaxMessageBytes)}
 			defer sb.done()
 			r.Body = sb
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(sb))))
@@ -244,7 +244,7 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 			refuse(err)
 			return
 		}
-		hb := &heldBody{b: budget, tenant: g.Tenant, n: weight}
+		hb := &share{b: budget, tenant: g.Tenant, n: weight}
 		defer hb.done()
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
