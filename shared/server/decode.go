@@ -44,7 +44,10 @@ const maxJSONDepth = 32
 // AppendRequest's records and headers in its encoded bytes first, without
 // allocating, and refuse one past a batch's limits, so a message of
 // millions of empty records ("0x12 0x00" repeated, or [{},{},...]) costs
-// its bytes and not a struct per claimed record (issue 31).
+// its bytes and not a struct per claimed record (issue 31). On the server
+// the codecs are lazy: they stash a counted append, and its handler
+// decodes it once the decoding budget holds what that allocates
+// (decode_budget.go).
 
 // protoCodec is Connect's protobuf codec with the count check. Lazy: an
 // AppendRequest is counted and stashed, not decoded (stashAppend).
