@@ -44,10 +44,14 @@ const maxJSONDepth = 32
 // AppendRequest's records and headers in its encoded bytes first, without
 // allocating, and refuse one past a batch's limits, so a message of
 // millions of empty records ("0x12 0x00" repeated, or [{},{},...]) costs
-// its bytes and not a struct per claimed record (issue 31).
+// its bytes and not a struct per claimed record (issue 31). On the server
+// the codecs are lazy: they stash a counted append, and its handler
+// decodes it once the decoding budget holds what that allocates
+// (decode_budget.go).
 
-// protoCodec is Connect's protobuf codec with the count check.
-type protoCodec struct{}
+// protoCodec is Connect's protobuf codec with the count check. Lazy: an
+// AppendRequest is counted and stashed, not decoded (stashAppend).
+type protoCodec struct{ lazy bool }
 
 func (protoCodec) Name() string { return "proto" }
 
@@ -59,14 +63,17 @@ func (protoCodec) Marshal(v any) ([]byte, error) {
 	return proto.Marshal(m)
 }
 
-func (protoCodec) Unmarshal(b []byte, v any) error {
+func (c protoCodec) Unmarshal(b []byte, v any) error {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("server: %T is not a protobuf message", v)
 	}
-	if _, ok := v.(*strandv1.AppendRequest); ok {
+	if a, ok := v.(*strandv1.AppendRequest); ok {
 		if err := CountAppendProto(b); err != nil {
 			return err
+		}
+		if c.lazy {
+			return stashAppend(a, stashProto, b)
 		}
 	}
 	return proto.Unmarshal(b, m)
@@ -76,9 +83,12 @@ func (protoCodec) IsBinary() bool { return true }
 
 // jsonCodec is Connect's protobuf JSON codec (unknown fields ignored) with
 // the count check; name is "json" (or "rawjson" over rawjson.Codec).
+// Lazy: an AppendRequest is counted and stashed, not decoded
+// (stashAppend).
 type jsonCodec struct {
 	name string
 	raw  bool
+	lazy bool
 }
 
 func (c jsonCodec) Name() string { return c.name }
@@ -99,17 +109,26 @@ func (c jsonCodec) Unmarshal(b []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("server: %T is not a protobuf message", v)
 	}
-	if _, ok := v.(*strandv1.AppendRequest); ok {
+	if a, ok := v.(*strandv1.AppendRequest); ok {
 		members := maxJSONMembers
+		kind := stashJSON
 		if c.raw {
-			members = maxRawMembers
+			members, kind = maxRawMembers, stashRaw
 		}
-		if err := countJSON(b, maxJSONElements, members); err != nil {
+		if _, _, err := countJSON(b, maxJSONElements, members); err != nil {
 			return err
 		}
+		if c.lazy {
+			return stashAppend(a, kind, b)
+		}
 	}
-	if c.raw {
-		return rawjson.Codec{}.Unmarshal(b, v)
+	return decodeJSON(b, m, c.raw)
+}
+
+// decodeJSON decodes b into m: protojson, or rawjson when raw.
+func decodeJSON(b []byte, m proto.Message, raw bool) error {
+	if raw {
+		return rawjson.Codec{}.Unmarshal(b, m)
 	}
 	if len(b) == 0 {
 		return errors.New("server: a zero-length payload is not a JSON object")
@@ -125,58 +144,68 @@ func (jsonCodec) IsBinary() bool { return false }
 // format.MaxBatchHeaders headers in all (field 2 of a record). Malformed
 // bytes are left to the decoder, which refuses them.
 func CountAppendProto(b []byte) error {
-	records, headers := 0, 0
+	_, _, err := countAppendProto(b)
+	return err
+}
+
+// countAppendProto is CountAppendProto that also returns the records and
+// headers it counted (up to where it stopped).
+func countAppendProto(b []byte) (records, headers int, err error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil
+			return records, headers, nil
 		}
 		b = b[n:]
 		if num == 2 && typ == protowire.BytesType {
 			rec, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return nil
+				return records, headers, nil
 			}
 			b = b[n:]
 			if records++; records > format.MaxBatchRecords {
-				return fmt.Errorf("%w: an append holds at most %d records, this one at least %d records", ErrTooManyElements, format.MaxBatchRecords, records)
+				return records, headers, fmt.Errorf("%w: an append holds at most %d records, this one at least %d records", ErrTooManyElements, format.MaxBatchRecords, records)
 			}
 			for len(rec) > 0 {
 				rnum, rtyp, n := protowire.ConsumeTag(rec)
 				if n < 0 {
-					return nil
+					return records, headers, nil
 				}
 				rec = rec[n:]
 				if rnum == 2 && rtyp == protowire.BytesType {
 					if headers++; headers > format.MaxBatchHeaders {
-						return fmt.Errorf("%w: an append holds at most %d headers in all", ErrTooManyElements, format.MaxBatchHeaders)
+						return records, headers, fmt.Errorf("%w: an append holds at most %d headers in all", ErrTooManyElements, format.MaxBatchHeaders)
 					}
 				}
 				if n = protowire.ConsumeFieldValue(rnum, rtyp, rec); n < 0 {
-					return nil
+					return records, headers, nil
 				}
 				rec = rec[n:]
 			}
 			continue
 		}
 		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return nil
+			return records, headers, nil
 		}
 		b = b[n:]
 	}
-	return nil
+	return records, headers, nil
 }
 
 // CountJSON scans JSON text without decoding it and fails with
 // ErrTooManyElements when its arrays hold more than max elements in all,
 // its objects more than maxJSONMembers members in all, or it nests deeper
 // than maxJSONDepth. Malformed text is left to the decoder.
-func CountJSON(b []byte, max int) error { return countJSON(b, max, maxJSONMembers) }
+func CountJSON(b []byte, max int) error {
+	_, _, err := countJSON(b, max, maxJSONMembers)
+	return err
+}
 
-// countJSON is CountJSON with the members' bound.
-func countJSON(b []byte, max, maxMembers int) error {
+// countJSON is CountJSON with the members' bound; it also returns the
+// elements and members it counted (up to where it stopped).
+func countJSON(b []byte, max, maxMembers int) (elems, members int, err error) {
 	var stack [maxJSONDepth]bool // true: an array
-	depth, elems, members := 0, 0, 0
+	depth := 0
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; c {
 		case '"':
@@ -187,7 +216,7 @@ func countJSON(b []byte, max, maxMembers int) error {
 			}
 		case '[', '{':
 			if depth == maxJSONDepth {
-				return fmt.Errorf("%w: JSON nested deeper than %d", ErrTooManyElements, maxJSONDepth)
+				return elems, members, fmt.Errorf("%w: JSON nested deeper than %d", ErrTooManyElements, maxJSONDepth)
 			}
 			stack[depth] = c == '['
 			depth++
@@ -210,12 +239,12 @@ func countJSON(b []byte, max, maxMembers int) error {
 			}
 		case ':': // one per object member
 			if members++; members > maxMembers {
-				return fmt.Errorf("%w: an append's objects hold at most %d members in all", ErrTooManyElements, maxMembers)
+				return elems, members, fmt.Errorf("%w: an append's objects hold at most %d members in all", ErrTooManyElements, maxMembers)
 			}
 		}
 		if elems > max {
-			return fmt.Errorf("%w: an append holds at most %d records and headers in all", ErrTooManyElements, max)
+			return elems, members, fmt.Errorf("%w: an append holds at most %d records and headers in all", ErrTooManyElements, max)
 		}
 	}
-	return nil
+	return elems, members, nil
 }

@@ -97,8 +97,10 @@
 // decompression; gzip stops inflating there), an append's records and
 // headers counted in its encoded bytes before it is decoded (decode.go),
 // the body of every call but AppendSession (message + framing, read within
-// 30 s of the headers), the bytes being read and decoded at once (64 MiB,
-// AppendSession messages included: stream_budget.go), and the sessions one
+// 30 s of the headers), the memory of requests being read and decoded at
+// once (64 MiB of encoded bytes and, for an append, an upper bound of what
+// it decodes to, taken before it is decoded; AppendSession messages
+// included: stream_budget.go, decode_budget.go), and the sessions one
 // tenant holds open (1000). NewHTTPServer bounds headers (10 s, 64 KiB),
 // idle connections (2 min) and HTTP/2 streams per connection (100);
 // NewListener (conns.go) bounds connections (1024, 256 per source, 10 s

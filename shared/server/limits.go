@@ -45,10 +45,13 @@ type Limits struct {
 	// MaxDecodingBytes bounds the request bodies of unary calls being read
 	// and decoded at once on this server, by their declared length (or
 	// their procedure's body limit when they declare none), and the
-	// AppendSession messages being read (stream_budget.go); one tenant
-	// holds at most half of it. A call past it is ResourceExhausted at
-	// once, before its body is read; a session's message waits up to
-	// DecodeWait first (0: DefaultMaxDecodingBytes).
+	// AppendSession messages being read (stream_budget.go), plus, for an
+	// append, an upper bound of what decoding it allocates, taken before
+	// it is decoded (decode_budget.go; capped at the tenant's share, so
+	// the largest legal append always fits); one tenant holds at most half
+	// of it. A call past it is ResourceExhausted at once, before its body
+	// is read or decoded; a session's message waits up to DecodeWait first
+	// (0: DefaultMaxDecodingBytes).
 	MaxDecodingBytes int64
 	// DecodeWait is how long an AppendSession message waits for room in
 	// the decoding budget before its session ends ResourceExhausted (0:
@@ -216,7 +219,7 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, _ := auth.FromContext(r.Context())
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			sb := &streamBudget{ReadCloser: r.Body, b: budget, tenant: g.Tenant, max: int64(l.MaxMessageBytes), wait: l.DecodeWait}
+			sb := &streamBudget{ReadCloser: r.Body, share: share{b: budget, tenant: g.Tenant, wait: l.DecodeWait}, max: int64(l.MaxMessageBytes)}
 			defer sb.done()
 			r.Body = sb
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(sb))))
@@ -241,7 +244,7 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 			refuse(err)
 			return
 		}
-		hb := &heldBody{b: budget, tenant: g.Tenant, n: weight}
+		hb := &share{b: budget, tenant: g.Tenant, n: weight}
 		defer hb.done()
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
@@ -282,6 +285,13 @@ func (b *budget) take(tenant string, n int64) error {
 	b.held[tenant] += n
 	return nil
 }
+
+// fit caps n, a call's decoding charge, at what its tenant's share leaves
+// the call beyond the held it holds already: a legal append decoding to
+// more than a tenant's share (raw JSON of 65,535 headers, about 84 MiB)
+// still runs when its tenant holds nothing else, charged the share, so
+// such calls are at most two at once.
+func (b *budget) fit(n, held int64) int64 { return max(0, min(n, b.max/2-held)) }
 
 func (b *budget) put(tenant string, n int64) {
 	b.mu.Lock()

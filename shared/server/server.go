@@ -139,10 +139,11 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Auth != nil {
 		base = append(base, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
-	// The codecs count an append's records before decoding it (decode.go);
-	// rawjson is Strand-Format: raw (raw.go).
-	base = append(base, connect.WithCodec(protoCodec{}), connect.WithCodec(jsonCodec{name: "json"}),
-		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}), connect.WithCodec(jsonCodec{name: rawjson.Name, raw: true}))
+	// The codecs count an append's records and stash it; its handler
+	// decodes it once the decoding budget holds what that allocates
+	// (decode.go, decode_budget.go); rawjson is Strand-Format: raw (raw.go).
+	base = append(base, connect.WithCodec(protoCodec{lazy: true}), connect.WithCodec(jsonCodec{name: "json", lazy: true}),
+		connect.WithCodec(jsonCodec{name: "json; charset=utf-8", lazy: true}), connect.WithCodec(jsonCodec{name: rawjson.Name, raw: true, lazy: true}))
 	// Messages under 1 KiB go out uncompressed whatever the client accepts:
 	// an append session's acks are tens of bytes, and resetting a gzip
 	// writer for each cost 5% of the server's CPU in a profiled run.
@@ -683,6 +684,9 @@ func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.Ch
 
 // Append implements the API.
 func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error) {
+	if err := decodeAppend(ctx, req.Msg); err != nil {
+		return nil, err
+	}
 	if err := s.authorize(ctx, auth.Append, req.Msg.GetStream()); err != nil {
 		return nil, err
 	}
@@ -737,6 +741,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			req, err := bs.Receive()
 			if errors.Is(err, io.EOF) {
 				return
+			}
+			if err == nil {
+				err = decodeAppend(ctx, req)
 			}
 			if err != nil {
 				push(pending{err: err})

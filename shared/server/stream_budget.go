@@ -22,17 +22,12 @@ import (
 // than Limits.MaxDecodingBytes of messages being read and decoded.
 type streamBudget struct {
 	io.ReadCloser
-	b      *budget
-	tenant string        // whose share the messages take
-	max    int64         // the message limit
-	wait   time.Duration // how long a message waits for room
+	share       // the messages' (wait: how long a message waits for room)
+	max   int64 // the message limit
 
 	hdr  [5]byte
 	nhdr int   // prefix bytes read of the next message
 	left int64 // bytes of the current message still to read
-
-	mu   sync.Mutex
-	held int64 // taken and not given back
 }
 
 func (s *streamBudget) Read(p []byte) (int, error) {
@@ -69,34 +64,6 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// take takes n from the budget, waiting up to wait.
-func (s *streamBudget) take(n int64) error {
-	deadline := time.Now().Add(s.wait)
-	for {
-		err := s.b.take(s.tenant, n)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s.mu.Lock()
-	s.held += n
-	s.mu.Unlock()
-	return nil
-}
-
-// done gives back what the messages read so far took.
-func (s *streamBudget) done() {
-	s.mu.Lock()
-	n := s.held
-	s.held = 0
-	s.mu.Unlock()
-	s.b.put(s.tenant, n)
-}
-
 func (s *streamBudget) Close() error {
 	s.done()
 	return s.ReadCloser.Close()
@@ -105,19 +72,56 @@ func (s *streamBudget) Close() error {
 type budgetKey struct{}
 
 // held is a call's share of the decoding budget: a streamBudget, or a
-// unary call's heldBody.
-type held interface{ done() }
-
-// heldBody is a unary call's body's share, given back once (when the
-// handler says the message is done with, or when the call ends).
-type heldBody struct {
-	once   sync.Once
-	b      *budget
-	tenant string
-	n      int64
+// unary call's share. take adds n to it (what decoding a message will
+// allocate, decode_budget.go), or fails with ErrBusy; done gives it all
+// back.
+type held interface {
+	take(n int64) error
+	done()
 }
 
-func (h *heldBody) done() { h.once.Do(func() { h.b.put(h.tenant, h.n) }) }
+// share is a call's share of the decoding budget: a unary call's body
+// (given back when the handler says the message is done with, or when the
+// call ends), or an AppendSession's messages (streamBudget).
+type share struct {
+	b      *budget
+	tenant string        // whose half it is taken from
+	wait   time.Duration // how long a take waits for room (0: it tries once)
+
+	mu sync.Mutex
+	n  int64 // taken and not given back
+}
+
+// take takes n (capped by budget.fit) from the budget, waiting up to wait.
+func (h *share) take(n int64) error {
+	h.mu.Lock()
+	n = h.b.fit(n, h.n)
+	h.mu.Unlock()
+	deadline := time.Now().Add(h.wait)
+	for {
+		err := h.b.take(h.tenant, n)
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.mu.Lock()
+	h.n += n
+	h.mu.Unlock()
+	return nil
+}
+
+// done gives back all it took.
+func (h *share) done() {
+	h.mu.Lock()
+	n := h.n
+	h.n = 0
+	h.mu.Unlock()
+	h.b.put(h.tenant, n)
+}
 
 // messageDone gives the messages of the call read so far back to the
 // decoding budget: an append's batch, once submitted, is the star pool's
