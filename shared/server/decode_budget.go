@@ -98,7 +98,7 @@ func decodeAppend(ctx context.Context, m *strandv1.AppendRequest) error {
 		err = decodeJSON(b, m, kind == stashRaw)
 	}
 	if err != nil {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("server: decode an append: %w", err))
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("server: unmarshal the append: %w", err))
 	}
 	return nil
 }
