@@ -85,7 +85,6 @@ acknowledged lost.`,
 				exitWithParent()
 			}
 			f.adminGiven = cmd.Flags().Changed("admin-addr")
-			f.adminAddr = devAdmin(f.adminAddr, f.adminGiven)
 			f.kafkaSet = cmd.Flags().Changed("kafka-addr")
 			return runDev(cmd.Context(), f, cmd.OutOrStdout())
 		},

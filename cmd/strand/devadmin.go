@@ -1,7 +1,5 @@
 package main
 
-import "net"
-
 // devAdminAddr is strand dev's admin address (/metrics, /healthz) when
 // --admin-addr is not given: on by default so that a first scrape needs no
 // flag, on loopback so that it shows nothing beyond the machine, and next
@@ -9,26 +7,13 @@ import "net"
 // (ADR 0056).
 const devAdminAddr = "127.0.0.1:4781"
 
-// devAdmin is the admin address strand dev listens on: addr when given
-// (--admin-addr, "" turning it off), else addr when free, else a free
-// loopback port, so that a second strand dev on one machine still starts
-// (it prints where its metrics are).
-func devAdmin(addr string, given bool) string {
-	if given || addr == "" {
-		return addr
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	_ = ln.Close()
-	return addr
-}
-
 // devAdminFallback is where the admin listener goes when addr cannot be
-// bound at start: a free loopback port for the default address (devAdmin
-// checked it free, but another process may take it before the node
-// binds it), none when --admin-addr was given.
+// bound at start (node.Config.AdminFallback): a free loopback port for the
+// default address, so that a second strand dev on one machine still starts
+// and prints where its metrics are; none when --admin-addr was given (then
+// it must bind, and the listen error says why). Decided at bind time: a
+// probe before it let two processes starting at once both find the
+// default free.
 func devAdminFallback(addr string, given bool) string {
 	if given || addr == "" {
 		return ""

@@ -3,37 +3,12 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
-
-// TestDevAdmin: strand dev's admin address is the one given (even taken:
-// the listen error says so), the default when free, a free loopback port
-// when the default is taken, and off when given empty.
-func TestDevAdmin(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken := ln.Addr().String()
-	if got := devAdmin(taken, false); got != "127.0.0.1:0" {
-		t.Errorf("default taken: %q, want a free loopback port", got)
-	}
-	if got := devAdmin(taken, true); got != taken {
-		t.Errorf("given and taken: %q, want %q", got, taken)
-	}
-	if got := devAdmin("", true); got != "" {
-		t.Errorf("given empty: %q, want off", got)
-	}
-	_ = ln.Close()
-	if got := devAdmin(taken, false); got != taken {
-		t.Errorf("default free: %q, want %q", got, taken)
-	}
-}
 
 // TestDevServesMetrics: strand dev prints where its metrics are, and
 // serves the star's series and the Go runtime's there.
