@@ -35,18 +35,10 @@ const (
 )
 
 func (l ConnLimits) withDefaults() ConnLimits {
-	if l.MaxConns <= 0 {
-		l.MaxConns = DefaultMaxConns
-	}
-	if l.MaxConnsPerSource <= 0 {
-		l.MaxConnsPerSource = DefaultMaxConnsPerSource
-	}
-	if l.AuthDeadline <= 0 {
-		l.AuthDeadline = DefaultAuthDeadline
-	}
-	if l.IdleShed <= 0 {
-		l.IdleShed = DefaultIdleShed
-	}
+	l.MaxConns = positiveOr(l.MaxConns, DefaultMaxConns)
+	l.MaxConnsPerSource = positiveOr(l.MaxConnsPerSource, DefaultMaxConnsPerSource)
+	l.AuthDeadline = positiveOr(l.AuthDeadline, DefaultAuthDeadline)
+	l.IdleShed = positiveOr(l.IdleShed, DefaultIdleShed)
 	return l
 }
 

@@ -103,31 +103,23 @@ const (
 )
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxMessageBytes <= 0 {
-		l.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if l.MaxSmallMessageBytes <= 0 {
-		l.MaxSmallMessageBytes = DefaultMaxSmallMessageBytes
-	}
-	if l.MaxDecodingBytes <= 0 {
-		l.MaxDecodingBytes = DefaultMaxDecodingBytes
-	}
-	if l.DecodeWait <= 0 {
-		l.DecodeWait = DefaultDecodeWait
-	}
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = int64(l.MaxMessageBytes) + 64<<10
-	}
-	if l.BodyTimeout <= 0 {
-		l.BodyTimeout = DefaultBodyTimeout
-	}
-	if l.SessionRecheck <= 0 {
-		l.SessionRecheck = DefaultSessionRecheck
-	}
-	if l.MaxSessionsPerToken <= 0 {
-		l.MaxSessionsPerToken = DefaultMaxSessionsPerToken
-	}
+	l.MaxMessageBytes = positiveOr(l.MaxMessageBytes, DefaultMaxMessageBytes)
+	l.MaxSmallMessageBytes = positiveOr(l.MaxSmallMessageBytes, DefaultMaxSmallMessageBytes)
+	l.MaxDecodingBytes = positiveOr(l.MaxDecodingBytes, DefaultMaxDecodingBytes)
+	l.DecodeWait = positiveOr(l.DecodeWait, DefaultDecodeWait)
+	l.MaxBodyBytes = positiveOr(l.MaxBodyBytes, int64(l.MaxMessageBytes)+64<<10)
+	l.BodyTimeout = positiveOr(l.BodyTimeout, DefaultBodyTimeout)
+	l.SessionRecheck = positiveOr(l.SessionRecheck, DefaultSessionRecheck)
+	l.MaxSessionsPerToken = positiveOr(l.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
 	return l
+}
+
+// positiveOr is v, or d when v is not positive (a limit left unset).
+func positiveOr[T int | int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // Sentinel errors of the limits.
