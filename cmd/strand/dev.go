@@ -106,7 +106,7 @@ acknowledged lost.`,
 	fl.DurationVar(&f.haltWait, "halt-wait", star.Defaults().HaltWait, "how long appends wait on a halted epoch (e.g. an unwritable --data-dir) before they fail with the halt's reason")
 	fl.IntVar(&f.dedupe, "dedupe-max-producers", star.DefaultStarMaxProducers, "idempotent producers the star remembers over all streams (exactly-once appends; about 750 bytes each): past it the least recently used one is forgotten")
 	fl.BoolVar(&f.passIndex, "pass-index", true, "index absorb passes in the settled bucket (one object per pass) instead of one metastore ref per stream (design 014); a data dir in refs mode switches at its next absorb pass; --pass-index=false keeps refs mode, and refuses a data dir once indexed")
-	fl.BoolVar(&f.standby, "standby", false, "if another strand dev serves --data-dir, wait and take over when it stops or dies (kill -9 included), serving on this process's --addr; clients list both endpoints in STRAND_ENDPOINT")
+	fl.BoolVar(&f.standby, "standby", false, "if another strand dev serves --data-dir, wait and take over when it stops or dies (kill -9 included), serving on this process's --addr and on --kafka-addr (give both the same: the leader's until it dies, bound again by the standby when it leads); clients list both API endpoints in STRAND_ENDPOINT")
 	fl.IntVar(&f.windowCache, "window-cache-mib", node.DefaultWindowCacheMiB, "with --pass-index: the decoded pass index window cached, MiB (reads, tail recovery, settle); a window larger than it is refetched in part by GET per walk")
 	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listen address (docs/kafka.md; empty: no Kafka front end); clients on loopback need no SASL")
 	bindDevFlushFlags(fl, &f.star)
@@ -229,6 +229,23 @@ func devStores(dataDir string, cfg *star.Config, openMeta func(string) (*bolt.St
 // lock waits (bbolt retries within it every 50 ms).
 const standbyPoll = 500 * time.Millisecond
 
+// standbyKafkaBindWait is how long a standby that leads keeps trying to
+// bind the Kafka address the leader it succeeds held (node.KafkaConfig.BindWait):
+// the leader's exit releases its listening socket along with the
+// metastore's lock, usually first, but nothing orders the two.
+const standbyKafkaBindWait = 2 * time.Second
+
+// standbyWaiting is what a standby prints while it waits to lead: where it
+// will serve, and that until then the Kafka port is the leader's (both
+// processes have the same --kafka-addr; the standby binds it when it leads).
+func standbyWaiting(f devFlags) string {
+	s := fmt.Sprintf("strand dev --standby: waiting to lead %s (will serve on %s", f.dataDir, f.addr)
+	if f.kafkaAddr != "" {
+		s += fmt.Sprintf("; Kafka on %s when it leads: until then the leader serves Kafka there", f.kafkaAddr)
+	}
+	return s + ")\n"
+}
+
 func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, error) }) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -258,7 +275,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 		// the leader holds it while it runs, and the operating system
 		// releases it when the leader exits, however it exits.
 		openMeta = func(path string) (*bolt.Store, error) {
-			fmt.Fprintf(out, "strand dev --standby: waiting to lead %s (will serve on %s)\n", f.dataDir, f.addr)
+			fmt.Fprint(out, standbyWaiting(f))
 			return bolt.OpenWhenFree(ctx, path, standbyPoll)
 		}
 	}
@@ -277,11 +294,15 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err != nil {
 		return err
 	}
+	kafkaCfg := node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, AutoCreateTopics: true, Optional: !f.kafkaSet}
+	if f.standby {
+		kafkaCfg.BindWait = standbyKafkaBindWait
+	}
 	n, err := node.Start(ctx, node.Config{Star: cfg, Meta: meta, Settled: settled, Addr: f.addr, AdminAddr: f.adminAddr, AdminFallback: devAdminFallback(f.adminAddr, f.adminGiven),
 		TLSCert: f.tlsCert, TLSKey: f.tlsKey, Peers: peers, Logger: log, DrainBudget: f.drain,
 		Limits: f.limits.Limits, MaxConns: f.limits.MaxConns, SourceRate: f.limits.SourceRate, GlobalRate: f.limits.GlobalRate,
 		NoPassIndex: !f.passIndex, ReadAheadMiB: f.readAhead, WindowCacheMiB: f.windowCache,
-		Kafka: node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, AutoCreateTopics: true, Optional: !f.kafkaSet}})
+		Kafka: kafkaCfg})
 	if err != nil {
 		return err
 	}

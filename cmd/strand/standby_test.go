@@ -13,7 +13,8 @@ import (
 
 // TestDevDataDirHeld: a second strand dev on a data directory another
 // process holds fails naming --standby; with --standby it waits instead,
-// and stops cleanly, saying it waited, when its context ends.
+// and stops cleanly, saying it waited, when its context ends; while it
+// waits it says the Kafka port is the leader's.
 func TestDevDataDirHeld(t *testing.T) {
 	dir := t.TempDir()
 	held, err := bolt.Open(filepath.Join(dir, "meta.db"))
@@ -27,13 +28,13 @@ func TestDevDataDirHeld(t *testing.T) {
 	if !errors.Is(err, bolt.ErrLocked) || !strings.Contains(err.Error(), "--standby") {
 		t.Fatalf("runDev on a held data dir: %v, want ErrLocked naming --standby", err)
 	}
-	f.standby = true
+	f.standby, f.kafkaAddr = true, "127.0.0.1:9092"
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := runDev(ctx, f, &out); err != nil {
 		t.Fatalf("a standby stopped while waiting: %v, want nil", err)
 	}
-	if got := out.String(); !strings.Contains(got, "waiting to lead "+dir) || strings.Contains(got, "serving on") {
+	if got := out.String(); !strings.Contains(got, "waiting to lead "+dir) || !strings.Contains(got, "Kafka on 127.0.0.1:9092 when it leads: until then the leader serves") || strings.Contains(got, "serving on") {
 		t.Errorf("standby printed %q", got)
 	}
 }

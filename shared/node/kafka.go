@@ -2,8 +2,11 @@ package node
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
+	"time"
 
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/kafka"
@@ -28,7 +31,30 @@ type KafkaConfig struct {
 	// the front end (strand dev's default address; an address given
 	// explicitly must bind).
 	Optional bool
+	// BindWait: while Addr is in use, keep trying to bind it this long
+	// (every kafkaBindRetry) before giving up as Optional says. A standby
+	// that takes over from a leader that just died binds the port the
+	// leader's socket held until the kernel released it (strand dev
+	// --standby). Zero: one try.
+	BindWait time.Duration
 	Limits   kafka.Limits
+}
+
+// kafkaBindRetry is how often a taken Kafka address is tried again within
+// KafkaConfig.BindWait.
+const kafkaBindRetry = 20 * time.Millisecond
+
+// listenWhenFree listens on addr, trying again every kafkaBindRetry for up
+// to wait while the address is in use; any other error ends it at once.
+func listenWhenFree(addr string, wait time.Duration) (net.Listener, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !time.Now().Before(deadline) {
+			return ln, err
+		}
+		time.Sleep(kafkaBindRetry)
+	}
 }
 
 // startKafka starts the Kafka front end over the API server srv, with the
@@ -38,9 +64,9 @@ func (n *Node) startKafka(cfg Config, srv *server.Server, checker *auth.Checker)
 	if kc.Addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", kc.Addr)
+	ln, err := listenWhenFree(kc.Addr, kc.BindWait)
 	if err != nil && kc.Optional {
-		n.log.Warn("no Kafka front end: its address is taken (pass --kafka-addr to pick another)", "addr", kc.Addr, "err", err.Error())
+		n.log.Warn("no Kafka front end: its address is taken (pass --kafka-addr to pick another)", "addr", kc.Addr, "waited", kc.BindWait.String(), "err", err.Error())
 		return nil
 	}
 	if err != nil {

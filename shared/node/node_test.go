@@ -284,3 +284,49 @@ func TestAdminFallback(t *testing.T) {
 		t.Fatalf("admin URL %q, want the fallback's", u)
 	}
 }
+
+// TestKafkaBindWaitsForTheLeader: a Kafka address in use when the node
+// starts (a standby taking over from a leader that just died, whose socket
+// the kernel has yet to release) is bound once it frees, within
+// KafkaConfig.BindWait; without a wait the start fails at once, and an
+// optional address still taken after the wait leaves the node serving
+// without Kafka. Failed before BindWait: the first case did not start.
+func TestKafkaBindWaitsForTheLeader(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	start := func(kc KafkaConfig) (*Node, error) {
+		cfg := star.Defaults()
+		cfg.Express.Buckets = []objstore.Bucket{objstore.NewMem("x0"), objstore.NewMem("x1"), objstore.NewMem("x2")}
+		cfg.Standard.Buckets = []objstore.Bucket{objstore.NewMem("s0")}
+		return Start(context.Background(), Config{Star: cfg, Meta: metastore.NewMem(), Settled: objstore.NewMem("settled"), Addr: "127.0.0.1:0", NoAuth: true, Kafka: kc})
+	}
+	if n, err := start(KafkaConfig{Addr: addr}); err == nil {
+		n.Close()
+		t.Fatal("a taken Kafka address without a wait started")
+	}
+	began := time.Now()
+	n, err := start(KafkaConfig{Addr: addr, Optional: true, BindWait: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("optional, taken throughout the wait: %v", err)
+	}
+	n.Close()
+	if got, took := n.KafkaAddr(), time.Since(began); got != "" || took < 150*time.Millisecond {
+		t.Fatalf("optional, taken throughout the wait: Kafka on %q after %s, want none after the 150ms wait", got, took)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		taken.Close()
+	}()
+	n, err = start(KafkaConfig{Addr: addr, BindWait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("freed within the wait: %v", err)
+	}
+	defer n.Close()
+	if got := n.KafkaAddr(); got != addr {
+		t.Fatalf("freed within the wait: Kafka on %q, want %s", got, addr)
+	}
+}

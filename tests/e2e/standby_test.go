@@ -43,11 +43,25 @@ type standbyProc struct {
 	waiting  chan struct{} // closed when it says it waits to lead
 	serving  chan struct{} // closed when it serves
 	servedAt atomic.Int64  // unix nanoseconds of "serving on"
+	mu       sync.Mutex
+	lines    []string // what it printed on stdout
 }
 
-func startStandby(t *testing.T, bin, dataDir, addr string) *standbyProc {
+// said is the first line it printed containing sub ("": none).
+func (p *standbyProc) said(sub string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}
+
+func startStandby(t *testing.T, bin, dataDir, addr string, extra ...string) *standbyProc {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--standby", "--data-dir", dataDir, "--addr", addr, "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"dev", "--standby", "--data-dir", dataDir, "--addr", addr, "--log-level", "warn"}, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +82,9 @@ func startStandby(t *testing.T, bin, dataDir, addr string) *standbyProc {
 		var w, s bool
 		for sc.Scan() {
 			line := sc.Text()
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			p.mu.Unlock()
 			if !w && strings.Contains(line, "waiting to lead") {
 				w = true
 				close(p.waiting)
@@ -142,7 +159,9 @@ func TestStandbyHandoverSIGTERM(t *testing.T) {
 }
 
 // runStandby stops the leader with sig kills times under load; see
-// TestStandbyTakesOverKill9.
+// TestStandbyTakesOverKill9. The processes serve the API alone (no Kafka
+// port, which other processes on the machine may hold);
+// TestStandbyKafkaThroughKill9 takes the Kafka port over.
 func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -150,13 +169,13 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 	bin := testproc.Build(t, "./cmd/strand")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	addrs := [2]string{testproc.FreeAddr(t), testproc.FreeAddr(t)}
-	procs := [2]*standbyProc{startStandby(t, bin, dataDir, addrs[0])}
+	procs := [2]*standbyProc{startStandby(t, bin, dataDir, addrs[0], "--kafka-addr", "")}
 	select {
 	case <-procs[0].serving:
 	case <-time.After(startDeadline):
 		t.Fatal("the first strand dev --standby did not lead an unused data directory")
 	}
-	procs[1] = startStandby(t, bin, dataDir, addrs[1])
+	procs[1] = startStandby(t, bin, dataDir, addrs[1], "--kafka-addr", "")
 	tokb, err := os.ReadFile(filepath.Join(dataDir, "token"))
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +265,7 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 		}
 		killAt = append(killAt, at)
 		takeovers = append(takeovers, time.Duration(procs[next].servedAt.Load()-at.UnixNano()))
-		procs[leader] = startStandby(t, bin, dataDir, addrs[leader])
+		procs[leader] = startStandby(t, bin, dataDir, addrs[leader], "--kafka-addr", "")
 		leader = next
 	}
 	want := total.Load() + standbyBetween
