@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
 	"github.com/strandlog/strand/infra/bundle"
 )
 
@@ -684,6 +687,27 @@ func TestTargetsSeeClientAddresses(t *testing.T) {
 // used 3 minutes before, which a deploy's gap (up to 25 s + 3 min) filled.
 func TestNotRunningAlarmOutlastsDeploy(t *testing.T) {
 	s := defaults(t)
+	stop := starStopTimeout(t, s)
+	found := 0
+	for id, r := range s.ofType("AWS::CloudWatch::Alarm") {
+		p := props(r)
+		if p["MetricName"] != "CPUUtilization" || p["Statistic"] != "SampleCount" {
+			continue
+		}
+		found++
+		if p["TreatMissingData"] != "breaching" {
+			t.Errorf("%s: missing data %v, want breaching (no task publishes nothing)", id, p["TreatMissingData"])
+		}
+		checkOutlastsReplacement(t, id, p, stop)
+	}
+	if found != s.cfg.StarCount {
+		t.Errorf("%d star-not-running alarms, want %d", found, s.cfg.StarCount)
+	}
+}
+
+// starStopTimeout is the star container's StopTimeout, seconds.
+func starStopTimeout(t *testing.T, s *synthesized) float64 {
+	t.Helper()
 	var stop float64
 	for _, r := range s.ofType("AWS::ECS::TaskDefinition") {
 		for _, c := range props(r)["ContainerDefinitions"].([]any) {
@@ -695,24 +719,93 @@ func TestNotRunningAlarmOutlastsDeploy(t *testing.T) {
 	if stop <= 0 {
 		t.Fatal("no star container StopTimeout")
 	}
+	return stop
+}
+
+// checkOutlastsReplacement: alarm id (properties p) fires only when every
+// period of its window breaches, and its window outlasts a task's
+// replacement (the old task's stop, a new one's start) plus a period's
+// boundary.
+func checkOutlastsReplacement(t *testing.T, id string, p map[string]any, stop float64) {
+	t.Helper()
 	gap := stop + TaskStartSeconds
-	found := 0
-	for id, r := range s.ofType("AWS::CloudWatch::Alarm") {
-		p := props(r)
-		if p["MetricName"] != "CPUUtilization" || p["Statistic"] != "SampleCount" {
-			continue
+	window := p["Period"].(float64) * p["EvaluationPeriods"].(float64)
+	if p["DatapointsToAlarm"] != p["EvaluationPeriods"] {
+		t.Errorf("%s: %v of %v periods: want every period of the window", id, p["DatapointsToAlarm"], p["EvaluationPeriods"])
+	}
+	if window < gap+p["Period"].(float64) {
+		t.Errorf("%s: alarms after %v s; a task's replacement leaves up to %v s (stop %v + start %d) plus a period's boundary", id, window, gap, stop, TaskStartSeconds)
+	}
+}
+
+// TestNoStandbyAlarm: with strand:standby and Container Insights (the
+// defaults) each star has an alarm on its service running fewer than 2
+// tasks (Container Insights' RunningTaskCount, the minimum of each
+// minute) for longer than a task's replacement, which a deploy (new tasks
+// first, minimum healthy 100 %) never causes; missing data does not fire
+// it (no task at all is the star-not-running alarm's). Without
+// Container Insights there is none and the synth warns; without a
+// standby there is none and no warning.
+func TestNoStandbyAlarm(t *testing.T) {
+	noStandby := func(s *synthesized) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for id, r := range s.ofType("AWS::CloudWatch::Alarm") {
+			if props(r)["MetricName"] == MetricRunningTasks {
+				out[id] = props(r)
+			}
 		}
-		found++
-		window := p["Period"].(float64) * p["EvaluationPeriods"].(float64)
-		if p["DatapointsToAlarm"] != p["EvaluationPeriods"] || p["TreatMissingData"] != "breaching" {
-			t.Errorf("%s: %v of %v periods, missing data %v: want every period of the window, missing = breaching", id, p["DatapointsToAlarm"], p["EvaluationPeriods"], p["TreatMissingData"])
+		return out
+	}
+	warned := func(s *synthesized) bool {
+		w := assertions.Annotations_FromStack(s.stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("without strand:containerInsights")))
+		return w != nil && len(*w) > 0
+	}
+	s := defaults(t)
+	if !s.cfg.Standby || !s.cfg.ContainerInsights {
+		t.Fatal("the defaults have no standby or no Container Insights?")
+	}
+	stop := starStopTimeout(t, s)
+	var cluster string
+	for id := range s.ofType("AWS::ECS::Cluster") {
+		cluster = id
+	}
+	services := map[string]bool{}
+	for id := range s.ofType("AWS::ECS::Service") {
+		services[id] = false
+	}
+	alarms := noStandby(s)
+	for id, p := range alarms {
+		if p["Namespace"] != "ECS/ContainerInsights" || p["Statistic"] != "Minimum" || p["Threshold"] != float64(2) ||
+			p["ComparisonOperator"] != "LessThanThreshold" || p["TreatMissingData"] != "notBreaching" {
+			t.Errorf("%s: %s, want ECS/ContainerInsights Minimum < 2, missing data not breaching", id, js(p))
 		}
-		if window < gap+p["Period"].(float64) {
-			t.Errorf("%s: alarms after %v s without a CPU sample; a deploy leaves up to %v s (stop %v + start %d) plus a period's boundary", id, window, gap, stop, TaskStartSeconds)
+		dims := js(p["Dimensions"])
+		if !strings.Contains(dims, `{"Name":"ClusterName","Value":{"Ref":"`+cluster+`"}}`) {
+			t.Errorf("%s: dimensions %s, want ClusterName of %s", id, dims, cluster)
+		}
+		for svc := range services {
+			if strings.Contains(dims, `{"Name":"ServiceName","Value":{"Fn::GetAtt":["`+svc+`","Name"]}}`) {
+				services[svc] = true
+			}
+		}
+		checkOutlastsReplacement(t, id, p, stop)
+	}
+	for svc, ok := range services {
+		if !ok {
+			t.Errorf("no no-standby alarm on service %s (alarms %v)", svc, alarms)
 		}
 	}
-	if found != s.cfg.StarCount {
-		t.Errorf("%d star-not-running alarms, want %d", found, s.cfg.StarCount)
+	if len(alarms) != s.cfg.StarCount {
+		t.Errorf("%d no-standby alarms, want %d", len(alarms), s.cfg.StarCount)
+	}
+	if warned(s) {
+		t.Error("the defaults warn of no standby alarm")
+	}
+	if off := threeStars(t); len(noStandby(off)) != 0 || !warned(off) {
+		t.Errorf("without Container Insights: %d no-standby alarms, warned %v; want none, and a warning", len(noStandby(off)), warned(off))
+	}
+	if one := synth(t, "no-standby", map[string]any{CtxStandby: "false"}); len(noStandby(one)) != 0 || warned(one) {
+		t.Errorf("without a standby: %d no-standby alarms, warned %v; want none and no warning", len(noStandby(one)), warned(one))
 	}
 }
 

@@ -36,7 +36,8 @@
 //     arm64 with a bootstrap the app builds from functions/<name> into
 //     infra/build/<name> (package bundle: never a placeholder or stale).
 //   - Operations: alarms on backlog age (never rate), stalls by cause, DLQ
-//     depth, Lambda errors and stopped stars, an SNS topic whose policy lets
+//     depth, Lambda errors, stopped stars and stars without their standby
+//     (Container Insights' running task count), an SNS topic whose policy lets
 //     this account's CloudWatch alarms publish, a dashboard.
 //   - Observability extras, each on by default and switched by a context
 //     key: Container Insights, load balancer access logs, S3 server access

@@ -52,6 +52,30 @@ const TaskStartSeconds = 180
 // leaves no gap) nor a rollback or a single crash's restart pages.
 const NotRunningMinutes = (DrainBudgetSeconds+StopMarginSeconds+TaskStartSeconds+59)/60 + 1
 
+// MetricRunningTasks is Container Insights' count of a service's running
+// tasks (namespace ECS/ContainerInsights, dimensions ClusterName and
+// ServiceName), which the no-standby alarm reads.
+const MetricRunningTasks = "RunningTaskCount"
+
+// noStandbyMetric is the metric of star i's no-standby alarm, its
+// service's running tasks (the minimum in each minute), or nil when there
+// is no standby to miss or no Container Insights to count the tasks
+// (docs/adr/0067). A deploy does not lower it: ECS starts the new tasks
+// before it stops the old ones (minimum healthy 100 %); the replacement of
+// a task that died does, for up to a stop and a start, which the alarm's
+// window (NotRunningMinutes, every minute below) outlasts. Missing data is
+// not breaching: with no task at all the star-not-running alarm fires.
+func noStandbyMetric(cfg Config, star *Star, i int) awscloudwatch.IMetric {
+	if !cfg.Standby || !cfg.ContainerInsights {
+		return nil
+	}
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String("ECS/ContainerInsights"), MetricName: jsii.String(MetricRunningTasks),
+		DimensionsMap: &map[string]*string{"ClusterName": star.Cluster.ClusterName(), "ServiceName": star.Services[i].ServiceName()},
+		Period:        awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Minimum"),
+	})
+}
+
 // Operations holds the alarms, their topic and the dashboard.
 type Operations struct {
 	constructs.Construct
@@ -61,8 +85,9 @@ type Operations struct {
 }
 
 // NewOperations creates alarms on backlog age (SQS and the stars' own),
-// stalls by cause, DLQ depth, Lambda errors and stars not running, all
-// notifying one SNS topic, and a dashboard of the same signals.
+// stalls by cause, DLQ depth, Lambda errors, stars not running and stars
+// without their standby, all notifying one SNS topic, and a dashboard of
+// the same signals.
 func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settlement, star *Star) *Operations {
 	o := &Operations{Construct: constructs.NewConstruct(scope, jsii.String(id))}
 	o.Topic = awssns.NewTopic(o.Construct, jsii.String("Alarms"), &awssns.TopicProps{EnforceSSL: jsii.Bool(true)})
@@ -133,6 +158,14 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 		cpu := star.Services[i].MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("SampleCount")})
 		alarm(fmt.Sprintf("Star%dNotRunning", i), fmt.Sprintf("%s: no running task reported CPU for %d minutes (longer than a deploy's stop and start)", StarID(i), NotRunningMinutes),
 			cpu, 1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, NotRunningMinutes, awscloudwatch.TreatMissingData_BREACHING)
+		if m := noStandbyMetric(cfg, star, i); m != nil {
+			alarm(fmt.Sprintf("Star%dNoStandby", i), fmt.Sprintf("%s: fewer than %d tasks running for %d minutes: no warm standby, a crash of the leader would leave the star dark until ECS starts a task (longer than a task's replacement; a deploy starts the new tasks first)", StarID(i), cfg.StarTasks(), NotRunningMinutes),
+				m, float64(cfg.StarTasks()), awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, NotRunningMinutes, notBreaching)
+		}
+	}
+	if cfg.Standby && !cfg.ContainerInsights {
+		awscdk.Annotations_Of(o.Construct).AddWarningV2(jsii.String("strand:noStandbyAlarm"), jsii.String(
+			"strand:standby without strand:containerInsights: no alarm tells of a star whose standby is missing (the Star<i>NoStandby alarms read Container Insights' RunningTaskCount)"), nil)
 	}
 	// Stalls by cause: any budget stall is abnormal and names its cause.
 	for _, cause := range StallCauses {

@@ -178,6 +178,10 @@ func TestResourceCounts(t *testing.T) {
 		if s.cfg.FlowLogs {
 			flow = 1
 		}
+		noStandby := 0
+		if s.cfg.Standby && s.cfg.ContainerInsights {
+			noStandby = 1
+		}
 		counts := map[string]int{
 			"AWS::EC2::FlowLog":                         flow,
 			"AWS::S3Express::DirectoryBucket":           3,
@@ -198,9 +202,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::EC2::VPC":                             1,
 			"AWS::EC2::VPCEndpoint":                     3,
 			"AWS::EC2::NatGateway":                      s.cfg.NatGateways,
-			// 2 queue ages + per star (backlog age, not running) + causes
-			// + 2 DLQs + 4 Lambdas
-			"AWS::CloudWatch::Alarm":     2 + 2*n + len(StallCauses) + 2 + 4,
+			// 2 queue ages + per star (backlog age, not running, no
+			// standby with Container Insights) + causes + 2 DLQs + 4 Lambdas
+			"AWS::CloudWatch::Alarm":     2 + 2*n + noStandby*n + len(StallCauses) + 2 + 4,
 			"AWS::CloudWatch::Dashboard": 1,
 		}
 		for typ, want := range counts {
