@@ -40,19 +40,7 @@ func TestKafkaThroughKill9(t *testing.T) {
 	d := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	opts := []kgo.Opt{kgo.SeedBrokers(kaddr), kgo.RecordDeliveryTimeout(2 * time.Minute), kgo.RetryTimeout(2 * time.Minute)}
-	newClient := func(more ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), more...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
-	}
-	adm := kadm.NewClient(newClient())
-	if r, err := adm.CreateTopic(ctx, kafkaParts, 1, nil, "k9"); err != nil || r.Err != nil {
-		t.Fatalf("create topic: %v %v", err, r.Err)
-	}
+	newClient, adm := kafkaClients(t, ctx, kaddr, 2*time.Minute, "k9", kafkaParts)
 
 	// The producer: records "k9-<n>" to partition n%4, in batches, each
 	// batch waited for; kgo retries through the outage.
@@ -92,23 +80,19 @@ func TestKafkaThroughKill9(t *testing.T) {
 	c := newClient(kgo.ConsumerGroup("k9-group"), kgo.ConsumeTopics("k9"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.Balancers(kgo.RangeBalancer()), kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
 	poll := func(until func() bool) {
-		for !until() {
-			if ctx.Err() != nil {
-				t.Fatalf("the group read %d distinct records before the deadline", len(consumed))
+		pollKafka(t, ctx, c, 500*time.Millisecond, until, func(r *kgo.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, ok := last[r.Partition]; ok && r.Offset <= prev {
+				rewinds = append(rewinds, rewind{r.Partition, r.Offset})
 			}
-			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			fs := c.PollFetches(pctx)
-			pcancel()
-			fs.EachRecord(func(r *kgo.Record) {
-				mu.Lock()
-				defer mu.Unlock()
-				if prev, ok := last[r.Partition]; ok && r.Offset <= prev {
-					rewinds = append(rewinds, rewind{r.Partition, r.Offset})
-				}
-				last[r.Partition] = r.Offset
-				consumed[string(r.Value)] = true
-			})
-		}
+			last[r.Partition] = r.Offset
+			consumed[string(r.Value)] = true
+		}, func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprintf("the group read %d distinct records", len(consumed))
+		})
 	}
 	// The group commits once, half way, and reads on: after the restart
 	// it must resume at that commit, reading again what came after it.
@@ -172,4 +156,41 @@ func TestKafkaThroughKill9(t *testing.T) {
 	}
 	t.Logf("%d records through a SIGKILL (at %d acknowledged, %d read by the group): 0 lost, 0 duplicated; the group resumed at its commits (%d rewinds after the restart)",
 		kafkaRecords, atKill, readAtKill, len(rewinds))
+}
+
+// kafkaClients makes the topic (parts partitions) through an admin client
+// of the Kafka front end at kaddr and returns the admin client and a maker
+// of more clients there, each given kgo's delivery and retry timeouts of
+// retry and closed when the test ends.
+func kafkaClients(t *testing.T, ctx context.Context, kaddr string, retry time.Duration, topic string, parts int32) (newClient func(...kgo.Opt) *kgo.Client, adm *kadm.Client) {
+	t.Helper()
+	newClient = func(more ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kaddr), kgo.RecordDeliveryTimeout(retry), kgo.RetryTimeout(retry)}, more...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	adm = kadm.NewClient(newClient())
+	if r, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, r.Err)
+	}
+	return newClient, adm
+}
+
+// pollKafka polls c (each poll bounded by every), handing every record to
+// each, until until holds; it fails the test if ctx ends first, saying
+// what says how far it got.
+func pollKafka(t *testing.T, ctx context.Context, c *kgo.Client, every time.Duration, until func() bool, each func(*kgo.Record), what func() string) {
+	t.Helper()
+	for !until() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s before the deadline", what())
+		}
+		pctx, pcancel := context.WithTimeout(ctx, every)
+		fs := c.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(each)
+	}
 }

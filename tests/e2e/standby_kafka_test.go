@@ -62,18 +62,7 @@ func TestStandbyKafkaThroughKill9(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+time.Minute)
 	defer cancel()
-	newClient := func(more ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kaddr), kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute)}, more...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
-	}
-	adm := kadm.NewClient(newClient())
-	if r, err := adm.CreateTopic(ctx, standbyKafkaParts, 1, nil, "sk9"); err != nil || r.Err != nil {
-		t.Fatalf("create topic: %v %v", err, r.Err)
-	}
+	newClient, adm := kafkaClients(t, ctx, kaddr, time.Minute, "sk9", standbyKafkaParts)
 
 	// The producer: "sk9-<n>" to partition n%parts, batch after batch,
 	// each waited for, until stop; kgo retries through each takeover on
@@ -116,24 +105,20 @@ func TestStandbyKafkaThroughKill9(t *testing.T) {
 	read := 0
 	var bad []string
 	poll := func(until func() bool) {
-		for !until() {
-			if ctx.Err() != nil {
-				t.Fatalf("the consumer read %d records before the deadline (%d acknowledged)", read, ackedNow())
+		pollKafka(t, ctx, c, 200*time.Millisecond, until, func(r *kgo.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			want := fmt.Sprintf("sk9-%d", int(next[r.Partition])*standbyKafkaParts+int(r.Partition))
+			if r.Offset != next[r.Partition] || string(r.Value) != want {
+				bad = append(bad, fmt.Sprintf("sk9/%d offset %d %q, want offset %d %q", r.Partition, r.Offset, r.Value, next[r.Partition], want))
 			}
-			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			fs := c.PollFetches(pctx)
-			pcancel()
-			fs.EachRecord(func(r *kgo.Record) {
-				mu.Lock()
-				defer mu.Unlock()
-				want := fmt.Sprintf("sk9-%d", int(next[r.Partition])*standbyKafkaParts+int(r.Partition))
-				if r.Offset != next[r.Partition] || string(r.Value) != want {
-					bad = append(bad, fmt.Sprintf("sk9/%d offset %d %q, want offset %d %q", r.Partition, r.Offset, r.Value, next[r.Partition], want))
-				}
-				next[r.Partition] = r.Offset + 1
-				read++
-			})
-		}
+			next[r.Partition] = r.Offset + 1
+			read++
+		}, func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprintf("the consumer read %d records (%d acknowledged)", read, acked)
+		})
 	}
 	// advance waits for standbyKafkaBetween more acknowledged records and
 	// for the consumer to have read half of them.
