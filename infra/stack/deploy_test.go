@@ -745,7 +745,7 @@ func checkOutlastsReplacement(t *testing.T, id string, p map[string]any, stop fl
 // first, minimum healthy 100 %) never causes; missing data does not fire
 // it (no task at all is the star-not-running alarm's). Without
 // Container Insights there is none and the synth warns; without a
-// standby there is none and no warning.
+// standby there is none and no warning. The dashboard graphs the count.
 func TestNoStandbyAlarm(t *testing.T) {
 	noStandby := func(s *synthesized) map[string]map[string]any {
 		out := map[string]map[string]any{}
@@ -801,8 +801,18 @@ func TestNoStandbyAlarm(t *testing.T) {
 	if warned(s) {
 		t.Error("the defaults warn of no standby alarm")
 	}
-	if off := threeStars(t); len(noStandby(off)) != 0 || !warned(off) {
-		t.Errorf("without Container Insights: %d no-standby alarms, warned %v; want none, and a warning", len(noStandby(off)), warned(off))
+	graphed := func(s *synthesized) bool {
+		for _, r := range s.ofType("AWS::CloudWatch::Dashboard") {
+			body := js(props(r)["DashboardBody"])
+			return strings.Contains(body, "Star tasks running") && strings.Contains(body, MetricRunningTasks)
+		}
+		return false
+	}
+	if !graphed(s) {
+		t.Error("the dashboard does not graph the stars' running tasks")
+	}
+	if off := threeStars(t); len(noStandby(off)) != 0 || !warned(off) || graphed(off) {
+		t.Errorf("without Container Insights: %d no-standby alarms, warned %v, graphed %v; want none, a warning, no graph", len(noStandby(off)), warned(off), graphed(off))
 	}
 	if one := synth(t, "no-standby", map[string]any{CtxStandby: "false"}); len(noStandby(one)) != 0 || warned(one) {
 		t.Errorf("without a standby: %d no-standby alarms, warned %v; want none and no warning", len(noStandby(one)), warned(one))

@@ -145,7 +145,7 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 	fenceAge := se.FenceQueue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: five, Statistic: jsii.String("Maximum")})
 	alarm("FenceBacklogAge", fmt.Sprintf("Oldest fence event older than %ds: probe is not collecting garbage", fenceAgeAlarmSeconds),
 		fenceAge, fenceAgeAlarmSeconds, gt, 1, notBreaching)
-	var starBacklog, stalls []awscloudwatch.IMetric
+	var starBacklog, stalls, running []awscloudwatch.IMetric
 	for i := range cfg.StarCount {
 		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(MetricsNamespace), MetricName: jsii.String(MetricBacklogAge),
@@ -159,6 +159,7 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 		alarm(fmt.Sprintf("Star%dNotRunning", i), fmt.Sprintf("%s: no running task reported CPU for %d minutes (longer than a deploy's stop and start)", StarID(i), NotRunningMinutes),
 			cpu, 1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, NotRunningMinutes, awscloudwatch.TreatMissingData_BREACHING)
 		if m := noStandbyMetric(cfg, star, i); m != nil {
+			running = append(running, m)
 			alarm(fmt.Sprintf("Star%dNoStandby", i), fmt.Sprintf("%s: fewer than %d tasks running for %d minutes: no warm standby, a crash of the leader would leave the star dark until ECS starts a task (longer than a task's replacement; a deploy starts the new tasks first)", StarID(i), cfg.StarTasks(), NotRunningMinutes),
 				m, float64(cfg.StarTasks()), awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, NotRunningMinutes, notBreaching)
 		}
@@ -217,6 +218,9 @@ func NewOperations(scope constructs.Construct, id string, cfg Config, se *Settle
 	o.Dashboard.AddWidgets(graph("Stalls by cause", stalls), graph("DLQ depth", dlqs))
 	o.Dashboard.AddWidgets(graph("Lambda errors", errs), graph("Lambda duration p99", durations))
 	o.Dashboard.AddWidgets(graph("Star CPU %", cpu), graph("Star memory %", mem))
+	if len(running) > 0 {
+		o.Dashboard.AddWidgets(graph("Star tasks running (leader and standby)", running))
+	}
 	o.Dashboard.AddWidgets(awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
 		Title: jsii.String("Alarms"), Alarms: alarmRefs(o.Alarms), Width: jsii.Number(24),
 	}))
