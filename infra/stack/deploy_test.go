@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -742,7 +743,8 @@ func checkOutlastsReplacement(t *testing.T, id string, p map[string]any, stop fl
 // defaults) each star has an alarm on its service running fewer than 2
 // tasks (Container Insights' RunningTaskCount, the minimum of each
 // minute) for longer than a task's replacement, which a deploy (new tasks
-// first, minimum healthy 100 %) never causes; missing data does not fire
+// first, minimum healthy 100 %: the count a deployment keeps is at least
+// the threshold) never causes; missing data does not fire
 // it (no task at all is the star-not-running alarm's). Without
 // Container Insights there is none and the synth warns; without a
 // standby there is none and no warning. The dashboard graphs the count.
@@ -769,9 +771,15 @@ func TestNoStandbyAlarm(t *testing.T) {
 	for id := range s.ofType("AWS::ECS::Cluster") {
 		cluster = id
 	}
-	services := map[string]bool{}
-	for id := range s.ofType("AWS::ECS::Service") {
+	// kept: the tasks a deployment of each service keeps running (desired
+	// x minimum healthy percent): the least its count can fall to in a
+	// deploy, which the alarm's threshold must not exceed.
+	services, kept := map[string]bool{}, map[string]float64{}
+	for id, r := range s.ofType("AWS::ECS::Service") {
 		services[id] = false
+		p := props(r)
+		dc := p["DeploymentConfiguration"].(map[string]any)
+		kept[id] = math.Floor(p["DesiredCount"].(float64) * dc["MinimumHealthyPercent"].(float64) / 100)
 	}
 	alarms := noStandby(s)
 	for id, p := range alarms {
@@ -786,6 +794,9 @@ func TestNoStandbyAlarm(t *testing.T) {
 		for svc := range services {
 			if strings.Contains(dims, `{"Name":"ServiceName","Value":{"Fn::GetAtt":["`+svc+`","Name"]}}`) {
 				services[svc] = true
+				if th := p["Threshold"].(float64); th > kept[svc] {
+					t.Errorf("%s: fires below %v tasks, but a deployment of %s keeps only %v running: it would fire on a deploy", id, th, svc, kept[svc])
+				}
 			}
 		}
 		checkOutlastsReplacement(t, id, p, stop)
