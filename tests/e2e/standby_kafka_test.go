@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -69,18 +68,9 @@ func runStandbyKafka(t *testing.T, sig syscall.Signal, kills int) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := testproc.Build(t, "./cmd/strand")
-	dataDir := filepath.Join(t.TempDir(), "data")
-	addrs := [2]string{testproc.FreeAddr(t), testproc.FreeAddr(t)}
 	kaddr := testproc.FreeAddr(t)
-	procs := [2]*standbyProc{startStandby(t, bin, dataDir, addrs[0], "--kafka-addr", kaddr)}
-	select {
-	case <-procs[0].serving:
-	case <-time.After(startDeadline):
-		t.Fatal("the first strand dev --standby did not lead an unused data directory")
-	}
-	procs[1] = startStandby(t, bin, dataDir, addrs[1], "--kafka-addr", kaddr)
-	if l := procs[1].said("waiting to lead"); !strings.Contains(l, "Kafka on "+kaddr) || !strings.Contains(l, "leader") {
+	pair := newStandbyPair(t, "--kafka-addr", kaddr)
+	if l := pair.procs[1].said("waiting to lead"); !strings.Contains(l, "Kafka on "+kaddr) || !strings.Contains(l, "leader") {
 		t.Errorf("the waiting standby said %q, want it to say the Kafka port %s is the leader's until it leads", l, kaddr)
 	}
 
@@ -157,34 +147,24 @@ func runStandbyKafka(t *testing.T, sig syscall.Signal, kills int) {
 
 	var killAt []time.Time
 	var takeovers []time.Duration
-	leader := 0
 	for k := range kills {
 		advance()
 		select {
 		case err := <-prodErr:
-			t.Fatalf("the producer stopped before kill %d: %v", k, err)
+			t.Fatalf("the producer stopped before stop %d: %v", k, err)
 		default:
 		}
-		at := time.Now()
-		procs[leader].stop(sig)
-		nxt := 1 - leader
-		select {
-		case <-procs[nxt].serving:
-		case <-time.After(startDeadline):
-			t.Fatalf("kill %d: the standby on %s did not take over within %s", k, procs[nxt].addr, startDeadline)
-		}
+		led, at, took := pair.handOver(k, sig)
 		// It prints its Kafka address just after "serving on".
 		l := ""
 		for deadline := time.Now().Add(5 * time.Second); l == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			l = procs[nxt].said("Kafka clients")
+			l = led.said("Kafka clients")
 		}
 		if !strings.Contains(l, kaddr) {
-			t.Fatalf("kill %d: the standby leads but says %q, want it to serve Kafka on %s", k, l, kaddr)
+			t.Fatalf("stop %d: the standby leads but says %q, want it to serve Kafka on %s", k, l, kaddr)
 		}
 		killAt = append(killAt, at)
-		takeovers = append(takeovers, time.Duration(procs[nxt].servedAt.Load()-at.UnixNano()))
-		procs[leader] = startStandby(t, bin, dataDir, addrs[leader], "--kafka-addr", kaddr)
-		leader = nxt
+		takeovers = append(takeovers, took)
 	}
 	advance()
 	close(stop)

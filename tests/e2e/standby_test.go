@@ -114,6 +114,52 @@ func (p *standbyProc) stop(sig syscall.Signal) {
 	}
 }
 
+// standbyPair is two `strand dev --standby` on one data directory, each on
+// its own API address and with the same extra flags, one leading.
+type standbyPair struct {
+	t            *testing.T
+	bin, dataDir string
+	addrs        [2]string
+	extra        []string
+	procs        [2]*standbyProc
+	leader       int // index into procs
+}
+
+// newStandbyPair starts the first process, waits for it to lead the
+// unused data directory, and starts the second, which waits.
+func newStandbyPair(t *testing.T, extra ...string) *standbyPair {
+	t.Helper()
+	p := &standbyPair{t: t, bin: testproc.Build(t, "./cmd/strand"), dataDir: filepath.Join(t.TempDir(), "data"),
+		addrs: [2]string{testproc.FreeAddr(t), testproc.FreeAddr(t)}, extra: extra}
+	p.procs[0] = startStandby(t, p.bin, p.dataDir, p.addrs[0], extra...)
+	select {
+	case <-p.procs[0].serving:
+	case <-time.After(startDeadline):
+		t.Fatal("the first strand dev --standby did not lead an unused data directory")
+	}
+	p.procs[1] = startStandby(t, p.bin, p.dataDir, p.addrs[1], extra...)
+	return p
+}
+
+// handOver stops the leader with sig (the k-th stop), waits for the
+// standby to serve and starts a new standby on the stopped one's address.
+// It returns the new leader, when the signal was sent, and how long after
+// it the new leader served.
+func (p *standbyPair) handOver(k int, sig syscall.Signal) (*standbyProc, time.Time, time.Duration) {
+	p.t.Helper()
+	at := time.Now()
+	p.procs[p.leader].stop(sig)
+	next := p.procs[1-p.leader]
+	select {
+	case <-next.serving:
+	case <-time.After(startDeadline):
+		p.t.Fatalf("stop %d: the standby on %s did not take over within %s", k, next.addr, startDeadline)
+	}
+	p.procs[p.leader] = startStandby(p.t, p.bin, p.dataDir, p.addrs[p.leader], p.extra...)
+	p.leader = 1 - p.leader
+	return next, at, time.Duration(next.servedAt.Load() - at.UnixNano())
+}
+
 // envCount is the positive number in the environment variable env, or def.
 func envCount(t *testing.T, env string, def int) int {
 	v := os.Getenv(env)
@@ -166,17 +212,9 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := testproc.Build(t, "./cmd/strand")
-	dataDir := filepath.Join(t.TempDir(), "data")
-	addrs := [2]string{testproc.FreeAddr(t), testproc.FreeAddr(t)}
-	procs := [2]*standbyProc{startStandby(t, bin, dataDir, addrs[0], "--kafka-addr", "")}
-	select {
-	case <-procs[0].serving:
-	case <-time.After(startDeadline):
-		t.Fatal("the first strand dev --standby did not lead an unused data directory")
-	}
-	procs[1] = startStandby(t, bin, dataDir, addrs[1], "--kafka-addr", "")
-	tokb, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	pair := newStandbyPair(t, "--kafka-addr", "")
+	addrs := pair.addrs
+	tokb, err := os.ReadFile(filepath.Join(pair.dataDir, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +281,6 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 
 	var killAt []time.Time
 	var takeovers []time.Duration
-	leader := 0
 	for k := range kills {
 		want := total.Load() + standbyBetween
 		for total.Load() < want {
@@ -255,18 +292,9 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
-		at := time.Now()
-		procs[leader].stop(sig)
-		next := 1 - leader
-		select {
-		case <-procs[next].serving:
-		case <-time.After(startDeadline):
-			t.Fatalf("kill %d: the standby on %s did not take over within %s", k, procs[next].addr, startDeadline)
-		}
+		_, at, took := pair.handOver(k, sig)
 		killAt = append(killAt, at)
-		takeovers = append(takeovers, time.Duration(procs[next].servedAt.Load()-at.UnixNano()))
-		procs[leader] = startStandby(t, bin, dataDir, addrs[leader], "--kafka-addr", "")
-		leader = next
+		takeovers = append(takeovers, took)
 	}
 	want := total.Load() + standbyBetween
 	for total.Load() < want && ctx.Err() == nil && len(errs) == 0 {
@@ -323,7 +351,7 @@ func runStandby(t *testing.T, sig syscall.Signal, kills int) {
 	sigName := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM"}[sig]
 	if sig == syscall.SIGTERM {
 		// A standby stopped while it waits exits at once, cleanly.
-		w := procs[1-leader]
+		w := pair.procs[1-pair.leader]
 		at := time.Now()
 		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
