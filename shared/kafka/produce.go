@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/format"
 )
 
@@ -104,6 +105,9 @@ func (s *Server) submitPartition(ctx context.Context, t string, p int32, set []b
 	if internalTopic(t) {
 		return sb, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("kafka: topic %q is internal", t))
 	}
+	if err := s.mayAppend(ctx, t, p); err != nil {
+		return sb, err // before the record set is decompressed and decoded
+	}
 	batches, err := DecodeBatches(set, s.lim)
 	if err != nil {
 		return sb, err
@@ -120,6 +124,28 @@ func (s *Server) submitPartition(ctx context.Context, t string, p int32, set []b
 		return err
 	})
 	return sb, err
+}
+
+// mayAppend refuses, before a partition's record set is decoded, a
+// caller whose token may append to none of the streams the partition can
+// be (its stream, or for partition 0 the bare topic: topicCache.call);
+// the core authorizes the stream again when it admits the appends. A
+// connection without a grant is left to the core (no authentication
+// here, tests).
+func (s *Server) mayAppend(ctx context.Context, t string, p int32) error {
+	g, ok := auth.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	name := s.topics.stream(t, p)
+	err := g.Allow(auth.Append, name)
+	if err != nil && p == 0 && g.Allow(auth.Append, t) == nil {
+		err = nil
+	}
+	if err != nil {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("produce to topic %q partition %d (stream %q): %w", t, p, name, err))
+	}
+	return nil
 }
 
 // submitBatch admits one Kafka batch as one or more strand appends
