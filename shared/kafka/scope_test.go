@@ -8,12 +8,30 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/kafka"
 	"github.com/strandlog/strand/shared/node"
 )
+
+// teamTopic starts a node with SASL required (loopback not trusted) and
+// creates the topic team-a.orders as an admin.
+func teamTopic(t *testing.T) (s *stores, addr string, admin *kgo.Client) {
+	t.Helper()
+	s = newStores()
+	n := s.start(t, false, func(kc *node.KafkaConfig) { kc.AnonymousLoopback = false })
+	t.Cleanup(n.Close)
+	addr = n.KafkaAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin = saslClient(t, addr, issue(t, s, "", auth.Admin))
+	if r, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "team-a.orders"); err != nil || r.Err != nil {
+		t.Fatalf("create the topic: %v %v", err, r.Err)
+	}
+	return s, addr, admin
+}
 
 // TestForeignProduceNotDecoded (authorize before spend): a Produce to a
 // topic outside the token's scope is refused TOPIC_AUTHORIZATION_FAILED
@@ -22,16 +40,9 @@ import (
 // bytes from a token that may append there are CORRUPT_MESSAGE. It
 // failed before (CORRUPT_MESSAGE for both: the set was decoded first).
 func TestForeignProduceNotDecoded(t *testing.T) {
-	s := newStores()
-	n := s.start(t, false, func(kc *node.KafkaConfig) { kc.AnonymousLoopback = false })
-	t.Cleanup(n.Close)
-	addr := n.KafkaAddr()
+	s, addr, _ := teamTopic(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admin := saslClient(t, addr, issue(t, s, "", auth.Admin))
-	if r, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "team-a.orders"); err != nil || r.Err != nil {
-		t.Fatalf("create the topic: %v %v", err, r.Err)
-	}
 	produce := func(token string) int16 {
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
@@ -62,16 +73,7 @@ func TestForeignProduceNotDecoded(t *testing.T) {
 // the owner's batch at sequence 10 was OUT_OF_ORDER_SEQUENCE_NUMBER
 // behind the other principal's batch at 0).
 func TestProducerIDsPerPrincipal(t *testing.T) {
-	s := newStores()
-	n := s.start(t, false, func(kc *node.KafkaConfig) { kc.AnonymousLoopback = false })
-	t.Cleanup(n.Close)
-	addr := n.KafkaAddr()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	admin := saslClient(t, addr, issue(t, s, "", auth.Admin))
-	if r, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "team-a.orders"); err != nil || r.Err != nil {
-		t.Fatalf("create the topic: %v %v", err, r.Err)
-	}
+	s, addr, _ := teamTopic(t)
 	recs := kafka.EncodeRecords(kafka.SampleRecords())
 	const pid = 777
 	other := saslClient(t, addr, issue(t, s, "team-a.", auth.Append, auth.Read))
@@ -94,16 +96,7 @@ func TestProducerIDsPerPrincipal(t *testing.T) {
 // records were written and the producer told TOPIC_AUTHORIZATION_FAILED
 // (a retry wrote them again).
 func TestAppendOnlyTokenProduces(t *testing.T) {
-	s := newStores()
-	n := s.start(t, false, func(kc *node.KafkaConfig) { kc.AnonymousLoopback = false })
-	t.Cleanup(n.Close)
-	addr := n.KafkaAddr()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	admin := saslClient(t, addr, issue(t, s, "", auth.Admin))
-	if r, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "team-a.orders"); err != nil || r.Err != nil {
-		t.Fatalf("create the topic: %v %v", err, r.Err)
-	}
+	s, addr, admin := teamTopic(t)
 	recs := kafka.EncodeRecords(kafka.SampleRecords())
 	writer := saslClient(t, addr, issue(t, s, "team-a.", auth.Append))
 	if p := produceRaw(t, writer, "team-a.orders", kafka.RawBatch(0, 3, recs, -1, -1)); p.ErrorCode != 0 || p.BaseOffset != 0 {

@@ -246,12 +246,7 @@ func (o *Observed) Check(t testing.TB, producers, readers []string) {
 // t if ctx ends first.
 func (o *Observed) WaitAcked(ctx context.Context, t testing.TB, n int64) {
 	t.Helper()
-	for o.Acked.Load() < n {
-		if ctx.Err() != nil {
-			t.Fatalf("only %d records acked, want %d", o.Acked.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitCount(ctx, t, &o.Acked, n, "records acked")
 }
 
 // WaitReading waits until n readers have their tail session open,
@@ -261,9 +256,15 @@ func (o *Observed) WaitAcked(ctx context.Context, t testing.TB, n int64) {
 // session open before the drain can be required to end with its message.
 func (o *Observed) WaitReading(ctx context.Context, t testing.TB, n int64) {
 	t.Helper()
-	for o.Reading.Load() < n {
+	waitCount(ctx, t, &o.Reading, n, "readers with their session open")
+}
+
+// waitCount waits until c reaches n, failing t if ctx ends first.
+func waitCount(ctx context.Context, t testing.TB, c *atomic.Int64, n int64, what string) {
+	t.Helper()
+	for c.Load() < n {
 		if ctx.Err() != nil {
-			t.Fatalf("only %d readers have their session open, want %d", o.Reading.Load(), n)
+			t.Fatalf("only %d %s, want %d", c.Load(), what, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
