@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,6 +93,20 @@ func TestLandedWriteRetried(t *testing.T) {
 			}
 			return nil
 		}},
+		{"PutLease (contract: ErrConflict with the lease stored)", "PutItem", nil, func(st *Store) error {
+			l := metastore.Lease{Star: "star-0", Holder: "h", Addr: "h:4780", Version: 1, TTLMs: 3000}
+			stored, err := st.PutLease(ctx, l)
+			if errors.Is(err, metastore.ErrConflict) && stored == l {
+				return nil // the caller takes this for its own write (lease.Core.Wrote)
+			}
+			return fmt.Errorf("stored %+v, %w", stored, err)
+		}, func(st *Store) error {
+			l, err := st.GetLease(ctx, "star-0")
+			if err == nil && l.Holder != "h" {
+				err = errors.New("another lease")
+			}
+			return err
+		}},
 		{"SwapRefs", "TransactWriteItems", func(st *Store) error {
 			if err := mint(st); err != nil {
 				return err
@@ -121,13 +136,7 @@ func TestLandedWriteRetried(t *testing.T) {
 				}
 				return false
 			}
-			c := dynamodb.NewFromConfig(emulator.ConfigFor(p.srv.URL), func(o *dynamodb.Options) {
-				o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-					so.MaxAttempts = 2
-					so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-				})
-			})
-			st := New(c, table)
+			st := New(retryOnce(p), table)
 			if tc.setup != nil {
 				if err := tc.setup(st); err != nil {
 					t.Fatalf("setup: %v", err)
@@ -153,4 +162,45 @@ func wantHead(st *Store, c metastore.ChainID, ok func(metastore.Head) bool) erro
 		err = errors.New("the head does not hold the write")
 	}
 	return err
+}
+
+// TestRacerLosesToLandedWrite: between a write that landed and its
+// retry, a racer making the same change (another store, the same
+// advance) still loses with ErrConflict, and the retried write succeeds:
+// the write id, not the change, tells a transaction's own effect.
+func TestRacerLosesToLandedWrite(t *testing.T) {
+	ctx := context.Background()
+	c, table := newTable(t)
+	racer := New(c, table)
+	if err := racer.MintEpoch(ctx, chain, 0, epoch(1)); err != nil {
+		t.Fatal(err)
+	}
+	from, to := metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 3}
+	var racerErr error
+	var lost atomic.Int64
+	p := newDDBProxy(t, func(string, int) (int, string) { return 0, "" })
+	p.lose = func(op string, n int) bool {
+		if op != "TransactWriteItems" || lost.Add(1) != 1 {
+			return false
+		}
+		racerErr = racer.AdvanceCursor(ctx, chain, metastore.Settled, from, to)
+		return true
+	}
+	if err := New(retryOnce(p), table).AdvanceCursor(ctx, chain, metastore.Settled, from, to); err != nil {
+		t.Errorf("the write that landed, retried: %v, want success", err)
+	}
+	if !errors.Is(racerErr, metastore.ErrConflict) {
+		t.Errorf("the racer after it landed: %v, want ErrConflict", racerErr)
+	}
+}
+
+// retryOnce is a client through p whose SDK retries a failed request
+// once, at once.
+func retryOnce(p *ddbProxy) *dynamodb.Client {
+	return dynamodb.NewFromConfig(emulator.ConfigFor(p.srv.URL), func(o *dynamodb.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 2
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	})
 }
