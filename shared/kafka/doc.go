@@ -44,7 +44,14 @@
 // each chunk carries the strand producer id derived from (Kafka producer
 // id, epoch, sequence of the chunk's first record) at batch sequence 0, so
 // a retry of the batch is answered from the stream's dedupe window, on
-// this star or on one that took the stream over (ADR 0052).
+// this star or on one that took the stream over (ADR 0052). Producer ids
+// are the client's to send: the sequence table is kept per principal
+// (pkey) and the core scopes the dedupe to the token (ScopeProducer).
+//
+// A produce is authorized on its partition's stream (mayAppend) before
+// its record set is decompressed or decoded, and needs the append
+// operation only: the stream's timestamping is read as the front end,
+// before anything is written.
 //
 // # Connections
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/format"
 )
 
@@ -104,22 +105,61 @@ func (s *Server) submitPartition(ctx context.Context, t string, p int32, set []b
 	if internalTopic(t) {
 		return sb, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("kafka: topic %q is internal", t))
 	}
+	if err := s.mayAppend(ctx, t, p); err != nil {
+		return sb, err // before the record set is decompressed and decoded
+	}
 	batches, err := DecodeBatches(set, s.lim)
 	if err != nil {
 		return sb, err
 	}
 	err = s.topics.call(t, p, func(stream string) error {
 		sb = submitted{}
+		// The stream's timestamping, before anything is written (a
+		// failure after the appends would answer an error for records
+		// written), read as the front end: a produce needs append only,
+		// checked here and again by the core.
+		if err := allowAppend(ctx, stream); err != nil {
+			return err
+		}
+		var err error
+		if sb.logAppend, err = s.logAppend(internalCtx(ctx), stream); err != nil {
+			return err
+		}
 		for _, b := range batches {
 			if err := s.submitBatch(ctx, stream, b, &sb); err != nil {
 				return err
 			}
 		}
-		var err error
-		sb.logAppend, err = s.logAppend(ctx, stream)
-		return err
+		return nil
 	})
 	return sb, err
+}
+
+// mayAppend refuses, before a partition's record set is decoded, a
+// caller whose token may append to none of the streams the partition can
+// be (its stream, or for partition 0 the bare topic: topicCache.call);
+// the core authorizes the stream again when it admits the appends. A
+// connection without a grant is left to the core (no authentication
+// here, tests).
+func (s *Server) mayAppend(ctx context.Context, t string, p int32) error {
+	err := allowAppend(ctx, s.topics.stream(t, p))
+	if err != nil && p == 0 && allowAppend(ctx, t) == nil {
+		return nil
+	}
+	return err
+}
+
+// allowAppend checks the caller's append permission on stream (nil
+// without a grant: left to the core).
+func allowAppend(ctx context.Context, stream string) error {
+	g, ok := auth.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	if err := g.Allow(auth.Append, stream); err != nil {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("kafka: produce to stream %q: %w", stream, err))
+	}
+	return nil
 }
 
 // submitBatch admits one Kafka batch as one or more strand appends
@@ -130,7 +170,8 @@ func (s *Server) submitPartition(ctx context.Context, t string, p int32, set []b
 // window rather than written again (ADR 0052).
 func (s *Server) submitBatch(ctx context.Context, stream string, b Batch, sb *submitted) error {
 	if b.Idempotent() {
-		if err := s.pids.admit(stream, b); err != nil {
+		g, _ := auth.FromContext(ctx)
+		if err := s.pids.admit(g.Hash, stream, b); err != nil {
 			return err
 		}
 	}
@@ -222,10 +263,16 @@ type producers struct {
 	next map[pkey]int64
 }
 
+// pkey is a producer's key: its id and epoch on a stream, as sent by one
+// principal (its token's hash). Kafka producer ids are the client's to
+// send, so another principal sending the same id has a state of its own
+// and cannot move this one's sequence (its appends are deduplicated
+// apart too: server.ScopeProducer).
 type pkey struct {
-	stream string
-	pid    int64
-	epoch  int16
+	principal string
+	stream    string
+	pid       int64
+	epoch     int16
 }
 
 // maxProducerStates bounds the table; past it, it is cleared (the
@@ -240,10 +287,10 @@ var ErrSequence = fmt.Errorf("kafka: producer sequence skips ahead")
 // admit checks a batch's sequence against its producer's next and, if
 // it may go, advances the next past it (at admission: batches pipelined
 // behind it are checked against it).
-func (ps *producers) admit(stream string, b Batch) error {
+func (ps *producers) admit(principal, stream string, b Batch) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	k := pkey{stream, b.ProducerID, b.ProducerEpoch}
+	k := pkey{principal, stream, b.ProducerID, b.ProducerEpoch}
 	next, ok := ps.next[k]
 	if ok && int64(b.BaseSequence) > next {
 		return fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d", ErrSequence, b.ProducerID, b.ProducerEpoch, b.BaseSequence, next)

@@ -85,7 +85,9 @@
 // any body is read; then the operations the procedure needs (requireOp),
 // also before the body; each handler then authorizes its operation on the
 // stream it names (authorize) before it validates the rest or changes or
-// reads anything. Fence needs the fence operation, Trim the trim
+// reads anything; an append's stream is read from its encoded bytes and
+// authorized before the append is decoded (authorizeAppend,
+// appendstream.go). Fence needs the fence operation, Trim the trim
 // operation; a token without fence reads fence records without their body.
 // An append's producer id is scoped to its token (ScopeProducer), so no
 // other principal's batch is answered for or deduplicated against it.

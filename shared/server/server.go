@@ -684,6 +684,9 @@ func (s *Server) CheckTail(ctx context.Context, req *connect.Request[strandv1.Ch
 
 // Append implements the API.
 func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.AppendRequest]) (*connect.Response[strandv1.AppendResponse], error) {
+	if err := s.authorizeAppend(ctx, req.Msg); err != nil {
+		return nil, err // before decoding it (appendstream.go)
+	}
 	if err := decodeAppend(ctx, req.Msg); err != nil {
 		return nil, err
 	}
@@ -741,6 +744,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			req, err := bs.Receive()
 			if errors.Is(err, io.EOF) {
 				return
+			}
+			if err == nil {
+				err = s.authorizeAppend(ctx, req) // before decoding it (appendstream.go)
 			}
 			if err == nil {
 				err = decodeAppend(ctx, req)

@@ -70,6 +70,7 @@ func TestDevDrainsOnSIGTERM(t *testing.T) {
 		wg.Go(func() { testproc.Reader(ctx, c, name(i), o, stop) })
 	}
 	o.WaitAcked(ctx, t, drainBefore)
+	o.WaitReading(ctx, t, drainReaders) // see WaitReading: else, on a loaded machine, a reader's first open may meet the drain
 
 	term := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -36,6 +36,7 @@ func TestStarProcessDrainsOnSIGTERM(t *testing.T) {
 	l := startLoad(ctx, t, c, "drain")
 	o := l.o
 	o.WaitAcked(ctx, t, 500)
+	o.WaitReading(ctx, t, int64(len(l.names)))
 	term := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -50,6 +50,10 @@ type Observed struct {
 	Acks  []time.Time // when each ack arrived
 	Tails []time.Time // when each tailed batch arrived
 	Acked atomic.Int64
+	// Reading counts the readers whose tail session is open: it answered
+	// its open (a tailing session's open is answered at once, with
+	// records or a heartbeat).
+	Reading atomic.Int64
 }
 
 func (o *Observed) end(who string, err error) {
@@ -177,7 +181,10 @@ func Reader(ctx context.Context, c *client.Client, name string, o *Observed, sto
 	})
 	defer ts.Close()
 	var next uint64
-	for ts.Next() {
+	for first := true; ts.Next(); first = false {
+		if first {
+			o.Reading.Add(1)
+		}
 		b := ts.Batch()
 		for _, r := range b.Records {
 			if r.Seq != next || string(r.Body) != Body(name, r.Seq) {
@@ -239,9 +246,25 @@ func (o *Observed) Check(t testing.TB, producers, readers []string) {
 // t if ctx ends first.
 func (o *Observed) WaitAcked(ctx context.Context, t testing.TB, n int64) {
 	t.Helper()
-	for o.Acked.Load() < n {
+	waitCount(ctx, t, &o.Acked, n, "records acked")
+}
+
+// WaitReading waits until n readers have their tail session open,
+// failing t if ctx ends first. A drain test waits for it before it stops
+// the server: a reader whose first open reaches a draining server is
+// refused and retries, which is not a session the drain ended, so only a
+// session open before the drain can be required to end with its message.
+func (o *Observed) WaitReading(ctx context.Context, t testing.TB, n int64) {
+	t.Helper()
+	waitCount(ctx, t, &o.Reading, n, "readers with their session open")
+}
+
+// waitCount waits until c reaches n, failing t if ctx ends first.
+func waitCount(ctx context.Context, t testing.TB, c *atomic.Int64, n int64, what string) {
+	t.Helper()
+	for c.Load() < n {
 		if ctx.Err() != nil {
-			t.Fatalf("only %d records acked, want %d", o.Acked.Load(), n)
+			t.Fatalf("only %d %s, want %d", c.Load(), what, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -17,6 +17,10 @@ import (
 const (
 	attrPK = "PK"
 	attrSK = "SK"
+	// attrWID is the write id of the conditional transaction that last
+	// wrote the item, on one item per transaction (markWrite); decoding
+	// ignores it.
+	attrWID = "WID"
 
 	// Stream (STREAM#<name>/META and its listing item STREAMS/<name>).
 	attrName        = "Name"

@@ -27,6 +27,10 @@
 //	TOKENS                  <sha256-hex>       the same (the token listing item, below)
 //	LEASE#<star>            META               Star Version TTLMs Holder Addr (both absent when released)
 //
+// Any item a conditional transaction writes may also hold WID (S, 12
+// characters): the write id of the last conditional transaction that
+// wrote it ("Writes" below). Decoding ignores it.
+//
 // Numbers are N (decimal), enums their numeric values; <class> is the class
 // name (standard, express). Attribute names are part of the stored format:
 // do not change them. A ref's Sum is the SHA-256 (hex) of a canonical
@@ -127,7 +131,15 @@
 // two-item writes PutToken and DeleteToken. The SDK sets a ClientRequestToken
 // once per call and reuses it on its own retries, so when an answer is lost
 // and the SDK retries, DynamoDB recognises the retry and reports success,
-// not a failed condition on our own write. BeginAbsorb is a plain
+// not a failed condition on our own write. An emulator may ignore the token
+// (moto does, and it failed "condition failed" under load): so each
+// conditional transaction also sets a random write id, WID, on its first
+// Put or Update item (one suffices: the transaction is atomic), and a
+// failed condition where that item holds this call's WID (its ALL_OLD
+// image, else read back) is taken for the success it is. A racer making
+// the same change carries another WID and still loses, so the conditions
+// still elect one writer (TestLandedWriteRetried, the conformance races).
+// BeginAbsorb is a plain
 // conditional UpdateItem returning the new head: its condition accepts its
 // own effect, so a retry is harmless there too. DeleteRefs is a
 // transaction too: each Delete is conditional (see below).

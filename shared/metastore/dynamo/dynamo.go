@@ -2,8 +2,12 @@ package dynamo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +39,8 @@ type Store struct {
 	client *dynamodb.Client
 	table  string
 	sleep  func(ctx context.Context, d time.Duration) error
+	// rand draws the write ids of conditional transactions (markWrite).
+	rand io.Reader
 	// layouts holds the chains whose head this store has seen in layout
 	// 2 (metastore.ChainID -> struct{}): a head's layout only ever moves
 	// from 1 to 2, so the writes to it name layout 2's attributes at
@@ -66,7 +72,7 @@ var _ metastore.Store = (*Store)(nil)
 // New returns the store in table, reached through client. It makes no
 // request; CreateTable creates the table for development and emulators.
 func New(client *dynamodb.Client, table string) *Store {
-	return &Store{client: client, table: table, sleep: sleepCtx}
+	return &Store{client: client, table: table, sleep: sleepCtx, rand: rand.Reader}
 }
 
 // Table returns the table's name.
@@ -206,9 +212,19 @@ func condFailed(reasons []types.CancellationReason) []int {
 // item asked for ALL_OLD), and (nil, err) otherwise, with err translated.
 //
 // The SDK fills ClientRequestToken once per call and reuses it on its own
-// retries, so a retry after a lost answer is idempotent: it reports success
-// instead of failing the condition on the transaction's own write.
+// retries, so on DynamoDB a retry after a lost answer is idempotent: it
+// reports success instead of failing the condition on the transaction's
+// own write. An emulator may ignore the token (moto does), so a
+// conditional transaction also carries a write id (markWrite): a
+// condition that fails where the marked item holds this call's id failed
+// on the transaction's own effect (it landed, and the answer was lost),
+// and is success. A racer that makes the same change has another id and
+// still loses.
 func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) ([]types.CancellationReason, error) {
+	wid, at, err := st.markWrite(items)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkTx(items); err != nil {
 		return nil, err
 	}
@@ -223,6 +239,9 @@ func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) 
 			return nil, translate(err)
 		}
 		if len(condFailed(tce.CancellationReasons)) > 0 {
+			if at >= 0 && st.landed(ctx, items[at], tce.CancellationReasons[at], wid) {
+				return nil, nil
+			}
 			return tce.CancellationReasons, nil
 		}
 		if !retryable(tce.CancellationReasons) {
@@ -244,6 +263,92 @@ func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) 
 		}
 		wait *= 2
 	}
+}
+
+// markWrite gives a transaction that has a condition a write id: a
+// random attrWID set by its first Put or Update (one suffices, the
+// transaction being atomic), whose index it returns (-1: none marked).
+// The item is copied, not changed in place: callers reuse their maps.
+func (st *Store) markWrite(items []types.TransactWriteItem) (wid string, at int, err error) {
+	at = -1
+	conditional := false
+	for i, it := range items {
+		switch {
+		case it.Put != nil:
+			conditional = conditional || it.Put.ConditionExpression != nil
+		case it.Update != nil:
+			conditional = conditional || it.Update.ConditionExpression != nil
+		case it.Delete != nil:
+			conditional = conditional || it.Delete.ConditionExpression != nil
+			continue
+		default:
+			conditional = true // a ConditionCheck
+			continue
+		}
+		if at < 0 {
+			at = i
+		}
+	}
+	if !conditional || at < 0 {
+		return "", -1, nil
+	}
+	var b [9]byte
+	if _, err := io.ReadFull(st.rand, b[:]); err != nil {
+		return "", -1, fmt.Errorf("dynamo: draw a write id: %w", err)
+	}
+	wid = base64.RawURLEncoding.EncodeToString(b[:])
+	if p := items[at].Put; p != nil {
+		cp := *p
+		cp.Item = maps.Clone(p.Item)
+		cp.Item[attrWID] = s(wid)
+		items[at].Put = &cp
+		return wid, at, nil
+	}
+	u := *items[at].Update
+	expr := aws.ToString(u.UpdateExpression)
+	if i := strings.Index(expr, "SET "); i >= 0 {
+		expr = expr[:i+4] + "#wid = :wid, " + expr[i+4:]
+	} else {
+		expr = "SET #wid = :wid " + expr // only REMOVE clauses
+	}
+	u.UpdateExpression = aws.String(expr)
+	u.ExpressionAttributeNames = maps.Clone(u.ExpressionAttributeNames)
+	if u.ExpressionAttributeNames == nil {
+		u.ExpressionAttributeNames = map[string]string{}
+	}
+	u.ExpressionAttributeNames["#wid"] = attrWID
+	u.ExpressionAttributeValues = maps.Clone(u.ExpressionAttributeValues)
+	if u.ExpressionAttributeValues == nil {
+		u.ExpressionAttributeValues = map[string]types.AttributeValue{}
+	}
+	u.ExpressionAttributeValues[":wid"] = s(wid)
+	items[at].Update = &u
+	return wid, at, nil
+}
+
+// landed reports whether item (markWrite's) holds write id wid: the old
+// item that came back with the refusal, else read back.
+func (st *Store) landed(ctx context.Context, item types.TransactWriteItem, r types.CancellationReason, wid string) bool {
+	stored := r.Item
+	if stored == nil {
+		k := map[string]types.AttributeValue{}
+		if item.Put != nil {
+			k[attrPK], k[attrSK] = item.Put.Item[attrPK], item.Put.Item[attrSK]
+		} else {
+			k = item.Update.Key
+		}
+		pk, ok1 := k[attrPK].(*types.AttributeValueMemberS)
+		sk, ok2 := k[attrSK].(*types.AttributeValueMemberS)
+		if !ok1 || !ok2 {
+			return false
+		}
+		var err error
+		if stored, err = st.getItem(ctx, pk.Value, sk.Value); err != nil {
+			return false
+		}
+	}
+	v, ok := stored[attrWID].(*types.AttributeValueMemberS)
+	return ok && v.Value == wid
 }
 
 // getItem reads one item with a strongly consistent read; nil when absent.

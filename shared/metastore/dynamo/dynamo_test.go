@@ -217,6 +217,10 @@ type ddbProxy struct {
 	target string
 	calls  atomic.Int64
 	answer func(target string, n int) (status int, body string) // status 0: forward
+	// lose, when set, is asked after a forwarded request is answered:
+	// true replaces the answer with a 500 (the write landed, its answer
+	// is lost, and the SDK retries it).
+	lose func(target string, n int) bool
 }
 
 func newDDBProxy(t *testing.T, answer func(target string, n int) (int, string)) *ddbProxy {
@@ -240,6 +244,12 @@ func newDDBProxy(t *testing.T, answer func(target string, n int) (int, string)) 
 			return
 		}
 		defer resp.Body.Close()
+		if p.lose != nil && p.lose(op, n) {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, ddbError("InternalServerError"))
+			return
+		}
 		for k, vs := range resp.Header {
 			w.Header()[k] = vs
 		}
