@@ -99,6 +99,23 @@
 // name is empty and whose value names the command (CommandFence,
 // CommandTrim, CommandConfig).
 //
+// Version 4 (VersionCarried) is a flight in which the star carries some
+// stream's dedupe table (ADR 0062, carried.go). Its footer holds the batch
+// table as in version 2 (B may be 0), the command table as in version 3
+// (C may be 0), then the carried table, then the CRC:
+//
+//	4    entry count K (at least 1, at most N)
+//	...  K entries, in strictly increasing segment order:
+//	       0  4 footer entry (segment) index
+//	       4  4 mark count M (1 to MaxCarriedMarks)
+//	       8 40*M marks: producer id 16 (not all zero), batch sequence 8,
+//	            first seq 8, last seq 8; in seq order, not overlapping,
+//	            each below the segment's first seq, at most
+//	            MaxCarriedPerProducer of one producer
+//
+// Each entry is the producers' acknowledged batches the star remembered
+// when it cut the flight (never a batch in flight).
+//
 // The footer ends the object: footer offset + footer length = object size.
 // A ref stores a segment's object-absolute offset and length, so reading a
 // stream's part of a flight is one ranged GET.
