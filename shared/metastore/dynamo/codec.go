@@ -42,6 +42,7 @@ const (
 	attrBytes     = "Bytes"
 	attrLocations = "Locations"
 	attrProducers = "Producers"
+	attrCarried   = "Carried"
 	attrCommands  = "Commands"
 	attrSum       = "Sum"
 	// Location map keys.
@@ -287,6 +288,9 @@ func refSum(r metastore.Ref) string {
 	if len(r.Producers) > 0 { // absent for refs without marks: their sums are unchanged
 		fmt.Fprintf(h, "|producers|%x", metastore.EncodeProducerMarks(r.Producers))
 	}
+	if len(r.Carried) > 0 { // absent for refs without a carried table: their sums are unchanged
+		fmt.Fprintf(h, "|carried|%x", metastore.EncodeProducerMarks(r.Carried))
+	}
 	if r.Commands != nil { // absent for refs without command state: their sums are unchanged
 		fmt.Fprintf(h, "|commands|%x", format.AppendCommands(nil, *r.Commands))
 	}
@@ -318,6 +322,9 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 	}
 	if len(r.Producers) > 0 {
 		m[attrProducers] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Producers)}
+	}
+	if len(r.Carried) > 0 {
+		m[attrCarried] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Carried)}
 	}
 	if r.Commands != nil {
 		m[attrCommands] = &types.AttributeValueMemberB{Value: format.AppendCommands(nil, *r.Commands)}
@@ -367,6 +374,16 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 			it.fail(attrProducers, err.Error())
 		} else {
 			r.Producers = ps
+		}
+	}
+	if v, ok := m[attrCarried]; ok {
+		b, ok := v.(*types.AttributeValueMemberB)
+		if !ok {
+			it.fail(attrCarried, "binary carried marks")
+		} else if ps, err := metastore.DecodeProducerMarks(b.Value); err != nil || len(ps) == 0 {
+			it.fail(attrCarried, fmt.Sprintf("carried marks: %v", err))
+		} else {
+			r.Carried = ps
 		}
 	}
 	if v, ok := m[attrCommands]; ok {
