@@ -138,11 +138,13 @@
 // # Pass index (one absorb pass's per-stream index, in the settled bucket)
 //
 // At PassIndexKey: index/<star>/<class>/<epoch>/<first-slot> (design 014).
-// Version 1 (no stream has command state) and version 2 (with a command
-// table; written exactly when a stream of the pass has command state):
+// Version 1 (no stream has command state), version 2 (with a command
+// table; written exactly when a stream of the pass has command state) and
+// version 3 (with a carried table after the command table, which may then
+// be empty; written exactly when a stream has a carried table, ADR 0062):
 //
 //	0      4    magic "STRI"
-//	4      2    format version (1 or 2)
+//	4      2    format version (1, 2 or 3)
 //	6      1    kind: 4 pass index
 //	7      1    reserved, 0
 //	8      8    epoch
@@ -179,7 +181,12 @@
 //	...    version 2 only: the command table, as a version-3 flight's
 //	       (count, at least 1; then per entry the index of its stream
 //	       in the stream array, strictly increasing, and the stream's
-//	       command state as of its last seq in the pass)
+//	       command state as of its last seq in the pass; version 3:
+//	       the count may be 0)
+//	...    version 3 only: the carried table, as a version-4 flight's
+//	       (entries name streams by their index in the stream array; a
+//	       stream's table is the newest of its segments' flights', each
+//	       mark at or below its last seq; never on a marker)
 //	end-4  4    CRC-32C of every byte before it
 //
 // A run index (design 014, level 1; RunIndexKey:
@@ -213,9 +220,10 @@
 // inside the table, ids in order with the marker-then-packed exception,
 // each entry's segments and marks inside their tables and continuing the
 // previous entry's), ParsePassSegments, ParsePassMarks,
-// ParsePassCommandTail (version 2: the command table and the CRC after
-// it), and AssemblePassStreams (the entries joined with their segments,
-// marks and command state, checked as ParsePassIndex checks a whole
+// ParsePassCommandTail (versions 2 and 3: the command table and the CRC
+// after it; ParsePassTail also returns version 3's carried table), and
+// AssemblePassStreams (the entries joined with their segments, marks,
+// command state and, AssemblePassStreamsCarried, carried table, checked as ParsePassIndex checks a whole
 // object's streams). The whole-object CRC is not checked on a ranged
 // read: a flipped bit inside a piece that keeps every invariant goes
 // undetected there (the segment CRC inside each record's location still

@@ -121,15 +121,16 @@ func piecesFind(obj []byte, id StreamID, block int) ([]PassStream, error) {
 		return nil, err
 	}
 	var cmds []CommandEntry
-	if h.Version == PassIndexVersionCommands {
+	var carried []CarriedEntry
+	if h.Version >= PassIndexVersionCommands {
 		if h.CommandsAt() > int64(len(obj)) {
 			return nil, ErrTruncated
 		}
-		if cmds, err = ParsePassCommandTail(h, obj[h.CommandsAt():]); err != nil {
+		if cmds, carried, err = ParsePassTail(h, obj[h.CommandsAt():]); err != nil {
 			return nil, err
 		}
 	}
-	return AssemblePassStreams(h, ents, segs, marks, cmds)
+	return AssemblePassStreamsCarried(h, ents, segs, marks, cmds, carried)
 }
 
 // TestPassRangedPiecesEqualFindAll: a stream's entries decoded from the
