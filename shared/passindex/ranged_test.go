@@ -318,3 +318,54 @@ func FuzzFindRanged(f *testing.F) {
 		}
 	})
 }
+
+// TestFindRangedCarried: a version 3 object's carried tables (ADR 0062)
+// come with a stream's entries read by range, with or without command
+// state, as FindAll finds them in the decoded object.
+func TestFindRangedCarried(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	p := randomRun(rng, 2000, 0, true, true)
+	for i := range p.Streams {
+		if s := &p.Streams[i]; !s.Marker() && i%5 == 0 && s.FirstSeq > 0 {
+			s.Carried = []format.PassMark{{Producer: format.ProducerID{9}, BatchSeq: uint64(i), FirstSeq: 0, LastSeq: s.FirstSeq - 1}}
+		}
+	}
+	obj, err := format.AppendPassIndex(nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := format.ParsePassIndex(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := objstore.NewMem("settled")
+	if err := bucket.PutIfAbsent(t.Context(), "run", obj); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for i := 0; i < len(p.Streams); i += 7 {
+		id := p.Streams[i].Stream
+		want := whole.FindAll(id)
+		for _, commands := range []bool{true, false} {
+			got, err := passindex.FindRanged(t.Context(), bucket, "run", id, commands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := slices.Clone(want)
+			for j := range w {
+				if !commands {
+					w[j].Commands = nil
+				}
+				if w[j].Carried != nil {
+					found++
+				}
+			}
+			if !reflect.DeepEqual(got, w) {
+				t.Fatalf("id %s commands %v: ranged %+v, whole %+v", id, commands, got, w)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no looked-up stream had a carried table")
+	}
+}
