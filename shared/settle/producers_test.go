@@ -37,3 +37,27 @@ func TestLastCommandsCarriesTheLatest(t *testing.T) {
 		t.Fatal("command state from refs without any")
 	}
 }
+
+// A merge keeps the newest carried table of the parts it merges (ADR
+// 0062), refs and pass streams alike, as a copy.
+func TestLastCarriedKeepsTheNewest(t *testing.T) {
+	m := func(b byte, seq uint64) metastore.ProducerMark {
+		return metastore.ProducerMark{Producer: [16]byte{b}, BatchSeq: seq, FirstSeq: seq, LastSeq: seq}
+	}
+	old := []metastore.Ref{
+		{FirstSeq: 10, LastSeq: 19, Carried: []metastore.ProducerMark{m(1, 2)}},
+		{FirstSeq: 20, LastSeq: 29, Carried: []metastore.ProducerMark{m(1, 2), m(2, 15)}},
+		{FirstSeq: 30, LastSeq: 39}, // a part without one
+	}
+	got := lastCarried(old)
+	if len(got) != 2 || got[1] != m(2, 15) || &got[0] == &old[1].Carried[0] {
+		t.Fatalf("got %+v", got)
+	}
+	if lastCarried(old[2:]) != nil {
+		t.Fatal("a carried table from parts without any")
+	}
+	parts := []*format.PassStream{{Carried: metastore.PassMarks(old[0].Carried)}, {Carried: metastore.PassMarks(old[1].Carried)}, {}}
+	if pc := lastPassCarried(parts); len(pc) != 2 || pc[1].BatchSeq != 15 {
+		t.Fatalf("pass parts: %+v", pc)
+	}
+}
