@@ -346,7 +346,8 @@ func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 		for _, c := range s.Carried { // the parser checked c.Entry and the marks
 			// The newest carried table of the ref's segments (ADR 0062):
 			// its marks lie below the segment, so inside the ref's seqs.
-			byStream[s.Entries[c.Entry].Stream].cur.Carried = metastore.FromPassMarks(c.Marks)
+			r := byStream[s.Entries[c.Entry].Stream].cur
+			r.Carried, r.CarriedBelow = metastore.FromPassMarks(c.Marks), c.Below
 		}
 	}
 	refs := make([]metastore.Ref, 0, len(byStream))

@@ -61,7 +61,8 @@ func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIn
 		}
 		for _, c := range s.Carried { // the parser checked c.Entry and the marks
 			// The newest carried table of the stream's part (ADR 0062).
-			p.Streams[at[s.Entries[c.Entry].Stream]].Carried = c.Marks
+			st := &p.Streams[at[s.Entries[c.Entry].Stream]]
+			st.Carried, st.CarriedBelow = c.Marks, c.Below
 		}
 	}
 	for i := range p.Streams {

@@ -20,9 +20,15 @@ import (
 //	   0  4  footer entry (flight) or stream table index (pass index),
 //	         strictly increasing
 //	   4  4  n, the marks (1 to MaxCarriedMarks)
-//	   8  n × 40: producer id 16, batch seq 8, first seq 8, last seq 8;
-//	         in seq order, not overlapping, at most MaxCarriedPerProducer
-//	         of one producer
+//	   8  8  below: the stream's acknowledged tail when the table was
+//	         taken (at most the segment's first seq; in a pass index, at
+//	         most one past the stream's last seq): every batch the star
+//	         had acknowledged below it and remembered is in the table,
+//	         within its bounds, and every batch at or above it is in a
+//	         flight's batch table from there on
+//	  16  n × 40: producer id 16, batch seq 8, first seq 8, last seq 8;
+//	         in seq order, not overlapping, below `below`, at most
+//	         MaxCarriedPerProducer of one producer
 //
 // The bounds are metastore's (MaxRefProducerMarks, MaxMarksPerProducer):
 // frozen, part of flight version 4 and pass index version 3.
@@ -30,7 +36,7 @@ const (
 	MaxCarriedMarks       = 1024
 	MaxCarriedPerProducer = 8
 	carriedMarkSize       = 40
-	carriedEntryFixed     = 4 + 4
+	carriedEntryFixed     = 4 + 4 + 8
 )
 
 // CarriedEntry is one stream's carried table: the marks of the batches the
@@ -39,21 +45,23 @@ const (
 // (Entry is then its stream table index).
 type CarriedEntry struct {
 	Entry uint32
+	Below uint64 // the acknowledged tail when the table was taken
 	Marks []PassMark
 }
 
-// SetCarried records the open segment's stream's carried table (marks of
-// acknowledged batches, in seq order, below the segment's first seq,
-// within the bounds). A flight with any carried table is written as
+// SetCarried records the open segment's stream's carried table: marks of
+// acknowledged batches, in seq order, below `below` (the stream's
+// acknowledged tail when they were taken, at most the segment's first
+// seq), within the bounds. A flight with any carried table is written as
 // VersionCarried. Empty marks: nothing is recorded.
-func (b *Builder) SetCarried(marks []PassMark) {
+func (b *Builder) SetCarried(below uint64, marks []PassMark) {
 	if b.seg < 0 {
 		panic("format: SetCarried without an open segment")
 	}
 	if len(marks) == 0 {
 		return
 	}
-	b.carried = append(b.carried, CarriedEntry{Entry: uint32(len(b.entries) - 1), Marks: marks})
+	b.carried = append(b.carried, CarriedEntry{Entry: uint32(len(b.entries) - 1), Below: below, Marks: marks})
 }
 
 func appendCarriedTable(b []byte, cs []CarriedEntry) []byte {
@@ -61,6 +69,7 @@ func appendCarriedTable(b []byte, cs []CarriedEntry) []byte {
 	for _, c := range cs {
 		b = binary.BigEndian.AppendUint32(b, c.Entry)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(c.Marks)))
+		b = binary.BigEndian.AppendUint64(b, c.Below)
 		for _, m := range c.Marks {
 			b = appendPassMark(b, m)
 		}
@@ -78,8 +87,8 @@ func appendPassMark(b []byte, m PassMark) []byte {
 // parseCarriedTable decodes the carried table p (count and entries,
 // nothing after): at least one entry, entry indexes strictly increasing
 // and below entries, each entry's marks checked by CheckCarried against
-// the first seq its index names (below(i): the carrying segment's first
-// seq, or one past a pass stream's last seq).
+// its Below, which must be at most what its index names (below(i): the
+// carrying segment's first seq, or one past a pass stream's last seq).
 func parseCarriedTable(p []byte, entries int, below func(i uint32) uint64) ([]CarriedEntry, error) {
 	if len(p) < 4 {
 		return nil, fmt.Errorf("carried table: %d bytes: %w", len(p), ErrTruncated)
@@ -96,6 +105,7 @@ func parseCarriedTable(p []byte, entries int, below func(i uint32) uint64) ([]Ca
 		}
 		e := binary.BigEndian.Uint32(q[0:4])
 		k := binary.BigEndian.Uint32(q[4:8])
+		at := binary.BigEndian.Uint64(q[8:16])
 		if e >= uint32(entries) || (i > 0 && e <= out[i-1].Entry) {
 			return nil, fmt.Errorf("carried entry %d: segment %d of %d, not after the previous: %w", i, e, entries, ErrMalformed)
 		}
@@ -110,10 +120,13 @@ func parseCarriedTable(p []byte, entries int, below func(i uint32) uint64) ([]Ca
 		for j := range marks {
 			marks[j] = decodePassMark(q[carriedEntryFixed+j*carriedMarkSize:])
 		}
-		if err := CheckCarried(marks, below(e)); err != nil {
+		if lim := below(e); at > lim {
+			return nil, fmt.Errorf("carried entry %d: acknowledged tail %d past seq %d: %w", i, at, lim, ErrMalformed)
+		}
+		if err := CheckCarried(marks, at); err != nil {
 			return nil, fmt.Errorf("carried entry %d: %w", i, err)
 		}
-		out[i] = CarriedEntry{Entry: e, Marks: marks}
+		out[i] = CarriedEntry{Entry: e, Below: at, Marks: marks}
 		q = q[size:]
 	}
 	if len(q) != 0 {

@@ -21,7 +21,7 @@ func goldenFlightV4() []byte {
 	b.BeginSegment(sid(0xa0), 40)
 	b.AddRecords(enc(Record{TimestampMs: 1700000000020, Body: []byte("x")}), 1, 1700000000020, 1700000000020)
 	b.AddBatch(producer(0x11), 5, 40, 1)
-	b.SetCarried([]PassMark{pmark(0x11, 3, 10, 19), pmark(0x22, 0, 20, 29), pmark(0x11, 4, 30, 39)})
+	b.SetCarried(40, []PassMark{pmark(0x11, 3, 10, 19), pmark(0x22, 0, 20, 29), pmark(0x11, 4, 30, 39)})
 	b.EndSegment()
 	b.BeginSegment(sid(0xb0), 7)
 	b.AddRecords(enc(FenceRecord("w")), 1, 0, 0)
@@ -29,7 +29,7 @@ func goldenFlightV4() []byte {
 	b.EndSegment()
 	b.BeginSegment(sid(0xc0), 3)
 	b.AddRecords(enc(Record{TimestampMs: 1700000000021, Body: []byte("y")}), 1, 1700000000021, 1700000000021)
-	b.SetCarried([]PassMark{pmark(0x33, 9, 0, 2)})
+	b.SetCarried(3, []PassMark{pmark(0x33, 9, 0, 2)})
 	b.EndSegment()
 	return bytes.Clone(b.Finish())
 }
@@ -44,8 +44,8 @@ func TestGoldenFlightV4(t *testing.T) {
 		t.Fatalf("%+v", f)
 	}
 	want := []CarriedEntry{
-		{Entry: 0, Marks: []PassMark{pmark(0x11, 3, 10, 19), pmark(0x22, 0, 20, 29), pmark(0x11, 4, 30, 39)}},
-		{Entry: 2, Marks: []PassMark{pmark(0x33, 9, 0, 2)}},
+		{Entry: 0, Below: 40, Marks: []PassMark{pmark(0x11, 3, 10, 19), pmark(0x22, 0, 20, 29), pmark(0x11, 4, 30, 39)}},
+		{Entry: 2, Below: 3, Marks: []PassMark{pmark(0x33, 9, 0, 2)}},
 	}
 	if !reflect.DeepEqual(f.Carried, want) {
 		t.Fatalf("carried %+v, want %+v", f.Carried, want)
@@ -62,7 +62,7 @@ func TestNoCarriedTableKeepsOlderVersions(t *testing.T) {
 	b.BeginSegment(sid(0xa0), 0)
 	b.AddRecords(enc(Record{Body: []byte("x")}), 1, 0, 0)
 	b.AddBatch(producer(1), 0, 0, 1)
-	b.SetCarried(nil)
+	b.SetCarried(0, nil)
 	b.EndSegment()
 	f, err := ParseFlight(b.Finish())
 	if err != nil || f.Envelope.Version != VersionBatches || f.Carried != nil {
@@ -102,6 +102,8 @@ func TestCarriedTableErrors(t *testing.T) {
 		{"marks out of order", mut(func(f []byte) []byte { binary.BigEndian.PutUint64(f[m0+carriedMarkSize+24:], 19); return f }), ErrMalformed},
 		{"last before first", mut(func(f []byte) []byte { binary.BigEndian.PutUint64(f[m0+32:], 9); return f }), ErrMalformed},
 		{"trailing bytes", mut(func(f []byte) []byte { binary.BigEndian.PutUint32(f[tab:], 1); return f }), ErrMalformed},
+		{"tail past the segment", mut(func(f []byte) []byte { binary.BigEndian.PutUint64(f[tab+4+8:], 41); return f }), ErrMalformed},
+		{"mark at the tail", mut(func(f []byte) []byte { binary.BigEndian.PutUint64(f[tab+4+8:], 39); return f }), ErrMalformed},
 	}
 	for _, c := range cases {
 		if _, err := ParseFooterTables(env, c.f); !errors.Is(err, c.want) {

@@ -108,10 +108,12 @@
 //	...  K entries, in strictly increasing segment order:
 //	       0  4 footer entry (segment) index
 //	       4  4 mark count M (1 to MaxCarriedMarks)
-//	       8 40*M marks: producer id 16 (not all zero), batch sequence 8,
+//	       8  8 below: the stream's acknowledged tail when the table was
+//	            taken, at most the segment's first seq
+//	      16 40*M marks: producer id 16 (not all zero), batch sequence 8,
 //	            first seq 8, last seq 8; in seq order, not overlapping,
-//	            each below the segment's first seq, at most
-//	            MaxCarriedPerProducer of one producer
+//	            each below `below`, at most MaxCarriedPerProducer of one
+//	            producer
 //
 // Each entry is the producers' acknowledged batches the star remembered
 // when it cut the flight (never a batch in flight).

@@ -14,7 +14,9 @@ import (
 func goldenPassIndexV3() PassIndex {
 	p := goldenPassIndex()
 	p.Streams[1].Carried = []PassMark{{Producer: ProducerID{3}, BatchSeq: 0, FirstSeq: 1, LastSeq: 2}, {Producer: ProducerID{1}, BatchSeq: 4, FirstSeq: 5, LastSeq: 6}}
+	p.Streams[1].CarriedBelow = 7
 	p.Streams[2].Carried = []PassMark{{Producer: ProducerID{1}, BatchSeq: 5, FirstSeq: 7, LastSeq: 7}}
+	p.Streams[2].CarriedBelow = 100
 	return p
 }
 
@@ -33,13 +35,13 @@ func TestGoldenPassIndexV3(t *testing.T) {
 	}
 	want := goldenPassIndexV3()
 	for i, s := range p.Streams {
-		if !reflect.DeepEqual(s.Carried, want.Streams[i].Carried) || s.Commands != nil {
+		if !reflect.DeepEqual(s.Carried, want.Streams[i].Carried) || s.CarriedBelow != want.Streams[i].CarriedBelow || s.Commands != nil {
 			t.Fatalf("stream %d: carried %+v, commands %+v, want %+v", i, s.Carried, s.Commands, want.Streams[i].Carried)
 		}
 	}
 	// The v1 layout, an empty command table, then the carried table:
 	// count 2, entries of 8 bytes and their marks.
-	if len(obj) != 48+3*72+4*32+2*40+4+4+(8+2*40)+(8+40)+4 {
+	if len(obj) != 48+3*72+4*32+2*40+4+4+(16+2*40)+(16+40)+4 {
 		t.Fatalf("size %d", len(obj))
 	}
 	// With command state too, both tables round-trip.
@@ -67,6 +69,9 @@ func TestGoldenPassIndexV3(t *testing.T) {
 func TestPassIndexCarriedRefused(t *testing.T) {
 	cases := map[string]func(p *PassIndex){
 		"mark above the stream": func(p *PassIndex) { p.Streams[1].Carried[1].LastSeq = 10 },
+		"mark at the tail":      func(p *PassIndex) { p.Streams[1].CarriedBelow = 6 },
+		"tail past the stream":  func(p *PassIndex) { p.Streams[2].CarriedBelow = 102 },
+		"tail without a table":  func(p *PassIndex) { p.Streams[0].CarriedBelow = 1 },
 		"marks out of order":    func(p *PassIndex) { p.Streams[1].Carried[0].FirstSeq, p.Streams[1].Carried[0].LastSeq = 5, 6 },
 		"no producer":           func(p *PassIndex) { p.Streams[2].Carried[0].Producer = ProducerID{} },
 		"on a marker": func(p *PassIndex) {
@@ -92,7 +97,7 @@ func TestPassIndexCarriedRefused(t *testing.T) {
 	bad := map[string][]byte{
 		"stream out of range": recrc(func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint32(b[tab+4:], 3); return b }()),
 		"empty carried table": recrc(append(bytes.Clone(good[:tab]), 0, 0, 0, 0, 0, 0, 0, 0)),
-		"mark above stream 9": recrc(func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint64(b[len(b)-4-8:], 101); return b }()),
+		"tail above stream 9": recrc(func() []byte { b := bytes.Clone(good); binary.BigEndian.PutUint64(b[len(b)-4-40-8:], 102); return b }()),
 	}
 	for name, b := range bad {
 		if _, err := ParsePassIndex(b); !errors.Is(err, ErrMalformed) {

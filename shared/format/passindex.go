@@ -69,8 +69,11 @@ type PassStream struct {
 	Commands *StreamCommands
 	// Carried is the newest carried table among the part's segments (the
 	// flights' carried tables, ADR 0062): what a ref's Carried holds, each
-	// mark at or below LastSeq. Version 3 only.
+	// mark below CarriedBelow. Version 3 only.
 	Carried []PassMark
+	// CarriedBelow is the table's acknowledged tail (CarriedEntry.Below),
+	// at most LastSeq+1; 0 without a table.
+	CarriedBelow uint64
 }
 
 // PassSegment is one segment of a stream in one slot of the pass.
@@ -263,7 +266,7 @@ func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
 			cmds = append(cmds, CommandEntry{Entry: uint32(i), Commands: *s.Commands})
 		}
 		if len(s.Carried) > 0 {
-			carried = append(carried, CarriedEntry{Entry: uint32(i), Marks: s.Carried})
+			carried = append(carried, CarriedEntry{Entry: uint32(i), Below: s.CarriedBelow, Marks: s.Carried})
 		}
 	}
 	version := uint16(PassIndexVersion)
@@ -432,7 +435,7 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 		p.Streams[c.Entry].Commands = &cs
 	}
 	for _, c := range carried {
-		p.Streams[c.Entry].Carried = c.Marks
+		p.Streams[c.Entry].Carried, p.Streams[c.Entry].CarriedBelow = c.Marks, c.Below
 	}
 	if err := checkPassIndex(&p); err != nil {
 		return PassIndex{}, err
@@ -470,7 +473,7 @@ func checkPassIndex(p *PassIndex) error {
 			return bad("stream %s: timestamps %d-%d, bytes %d, last seq %d", s.Stream, s.FirstTsMs, s.LastTsMs, s.Bytes, s.LastSeq)
 		}
 		if s.Marker() {
-			if s.Bytes != 0 || len(s.Marks) != 0 || s.Commands != nil || len(s.Carried) != 0 || s.FirstSeq > s.LastSeq {
+			if s.Bytes != 0 || len(s.Marks) != 0 || s.Commands != nil || len(s.Carried) != 0 || s.CarriedBelow != 0 || s.FirstSeq > s.LastSeq {
 				return bad("marker of stream %s: seqs %d-%d, %d bytes, %d marks, commands %t, %d carried", s.Stream, s.FirstSeq, s.LastSeq, s.Bytes, len(s.Marks), s.Commands != nil, len(s.Carried))
 			}
 			continue
@@ -497,7 +500,10 @@ func checkPassIndex(p *PassIndex) error {
 				return bad("stream %s: %v", s.Stream, err)
 			}
 		}
-		if err := CheckCarried(s.Carried, s.LastSeq+1); err != nil {
+		if (len(s.Carried) == 0 && s.CarriedBelow != 0) || s.CarriedBelow > s.LastSeq+1 {
+			return bad("stream %s: carried table's acknowledged tail %d (%d marks) past seq %d", s.Stream, s.CarriedBelow, len(s.Carried), s.LastSeq+1)
+		}
+		if err := CheckCarried(s.Carried, s.CarriedBelow); err != nil {
 			return bad("stream %s: %v", s.Stream, err)
 		}
 	}

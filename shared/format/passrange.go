@@ -264,7 +264,7 @@ func AssemblePassStreamsCarried(h PassHeader, ents []PassEntry, segs []PassSegme
 		}
 		for _, c := range carried {
 			if c.Entry == e.Index {
-				s.Carried = c.Marks
+				s.Carried, s.CarriedBelow = c.Marks, c.Below
 			}
 		}
 		p.Streams[i] = s

@@ -83,15 +83,19 @@ func validateMarks(r Ref) error {
 // validateCarried checks a ref's carried table: what the flight's parser
 // checks (format.CheckCarried: at most MaxRefProducerMarks, each with a
 // producer, in seq order without overlap, at most MaxMarksPerProducer of
-// one producer), each mark at or below the ref's last seq.
+// one producer), each mark below CarriedBelow, which is at most one past
+// the ref's last seq.
 func validateCarried(r Ref) error {
 	if len(r.Carried) == 0 {
+		if r.CarriedBelow != 0 {
+			return fmt.Errorf("%w: ref %s@%d: carried tail %d without a carried table", ErrInvalid, r.StreamID, r.FirstSeq, r.CarriedBelow)
+		}
 		return nil
 	}
-	if r.LastSeq == ^uint64(0) {
-		return fmt.Errorf("%w: ref %s@%d: carried table on a ref ending at the last seq", ErrInvalid, r.StreamID, r.FirstSeq)
+	if r.LastSeq == ^uint64(0) || r.CarriedBelow > r.LastSeq+1 {
+		return fmt.Errorf("%w: ref %s@%d-%d: carried tail %d past the ref", ErrInvalid, r.StreamID, r.FirstSeq, r.LastSeq, r.CarriedBelow)
 	}
-	if err := format.CheckCarried(PassMarks(r.Carried), r.LastSeq+1); err != nil {
+	if err := format.CheckCarried(PassMarks(r.Carried), r.CarriedBelow); err != nil {
 		return fmt.Errorf("%w: ref %s@%d-%d: %v", ErrInvalid, r.StreamID, r.FirstSeq, r.LastSeq, err)
 	}
 	return nil

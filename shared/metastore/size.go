@@ -80,7 +80,7 @@ func carriedSize(r Ref) int {
 	if len(r.Carried) == 0 {
 		return 0
 	}
-	return len("Carried") + len(r.Carried)*ProducerMarkSize
+	return len("Carried") + 8 + len(r.Carried)*ProducerMarkSize
 }
 
 // commandsSize is the command state's share of a ref item: one binary

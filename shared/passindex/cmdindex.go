@@ -75,7 +75,7 @@ func (d *rangedDir) setCmdx(s cmdxState) {
 // table is absent. The
 // marks' seqs are checked against their entries when assembled
 // (format.AssemblePassStreamsCarried).
-func (w *Window) rangedTail(ctx context.Context, key string, h format.PassHeader, idxs []uint32) (map[uint32]format.StreamCommands, map[uint32][]format.PassMark, error) {
+func (w *Window) rangedTail(ctx context.Context, key string, h format.PassHeader, idxs []uint32) (map[uint32]format.StreamCommands, map[uint32]format.CarriedEntry, error) {
 	if h.Version != format.PassIndexVersionCarried || len(idxs) == 0 {
 		return nil, nil, nil
 	}
@@ -87,7 +87,7 @@ func (w *Window) rangedTail(ctx context.Context, key string, h format.PassHeader
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", key, err)
 	}
-	outCmds, out := map[uint32]format.StreamCommands{}, map[uint32][]format.PassMark{}
+	outCmds, out := map[uint32]format.StreamCommands{}, map[uint32]format.CarriedEntry{}
 	for _, c := range cmds {
 		if _, ok := slices.BinarySearch(idxs, c.Entry); ok {
 			outCmds[c.Entry] = c.Commands
@@ -95,7 +95,7 @@ func (w *Window) rangedTail(ctx context.Context, key string, h format.PassHeader
 	}
 	for _, c := range carried {
 		if _, ok := slices.BinarySearch(idxs, c.Entry); ok {
-			out[c.Entry] = c.Marks
+			out[c.Entry] = c
 		}
 	}
 	return outCmds, out, nil

@@ -413,8 +413,8 @@ func (w *Window) findRanged(ctx context.Context, key string, h format.PassHeader
 		wg.Go(func() {
 			gotCmds, got, err := w.rangedTail(ctx, key, h, idxs)
 			for _, i := range idxs {
-				if ms, ok := got[i]; ok {
-					carry = append(carry, format.CarriedEntry{Entry: i, Marks: ms})
+				if c, ok := got[i]; ok {
+					carry = append(carry, c)
 				}
 				if c, ok := gotCmds[i]; ok && commands {
 					cmds = append(cmds, format.CommandEntry{Entry: i, Commands: c})

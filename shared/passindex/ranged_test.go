@@ -328,6 +328,7 @@ func TestFindRangedCarried(t *testing.T) {
 	for i := range p.Streams {
 		if s := &p.Streams[i]; !s.Marker() && i%5 == 0 && s.FirstSeq > 0 {
 			s.Carried = []format.PassMark{{Producer: format.ProducerID{9}, BatchSeq: uint64(i), FirstSeq: 0, LastSeq: s.FirstSeq - 1}}
+			s.CarriedBelow = s.FirstSeq
 		}
 	}
 	obj, err := format.AppendPassIndex(nil, p)

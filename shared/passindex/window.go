@@ -593,7 +593,7 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 		c := *s.Commands
 		r.Commands = &c
 	}
-	r.Carried = metastore.FromPassMarks(s.Carried)
+	r.Carried, r.CarriedBelow = metastore.FromPassMarks(s.Carried), s.CarriedBelow
 	return r
 }
 

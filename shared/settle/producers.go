@@ -27,23 +27,23 @@ func mergeMarks(old []metastore.Ref) []metastore.ProducerMark {
 // settled ref's; a successor takes the union of its parts' own marks and
 // carried tables (star.RecoverStream), so an older table adds nothing the
 // newest one and the own marks after it do not give.
-func lastCarried(old []metastore.Ref) []metastore.ProducerMark {
+func lastCarried(old []metastore.Ref) ([]metastore.ProducerMark, uint64) {
 	for i := len(old) - 1; i >= 0; i-- {
 		if len(old[i].Carried) > 0 {
-			return slices.Clone(old[i].Carried)
+			return slices.Clone(old[i].Carried), old[i].CarriedBelow
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // lastPassCarried is lastCarried of a run's or merged run's parts.
-func lastPassCarried(parts []*format.PassStream) []format.PassMark {
+func lastPassCarried(parts []*format.PassStream) ([]format.PassMark, uint64) {
 	for i := len(parts) - 1; i >= 0; i-- {
 		if len(parts[i].Carried) > 0 {
-			return slices.Clone(parts[i].Carried)
+			return slices.Clone(parts[i].Carried), parts[i].CarriedBelow
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // lastCommands is the command state the settled ref keeps: the latest of

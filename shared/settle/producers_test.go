@@ -45,19 +45,19 @@ func TestLastCarriedKeepsTheNewest(t *testing.T) {
 		return metastore.ProducerMark{Producer: [16]byte{b}, BatchSeq: seq, FirstSeq: seq, LastSeq: seq}
 	}
 	old := []metastore.Ref{
-		{FirstSeq: 10, LastSeq: 19, Carried: []metastore.ProducerMark{m(1, 2)}},
-		{FirstSeq: 20, LastSeq: 29, Carried: []metastore.ProducerMark{m(1, 2), m(2, 15)}},
+		{FirstSeq: 10, LastSeq: 19, Carried: []metastore.ProducerMark{m(1, 2)}, CarriedBelow: 10},
+		{FirstSeq: 20, LastSeq: 29, Carried: []metastore.ProducerMark{m(1, 2), m(2, 15)}, CarriedBelow: 18},
 		{FirstSeq: 30, LastSeq: 39}, // a part without one
 	}
-	got := lastCarried(old)
-	if len(got) != 2 || got[1] != m(2, 15) || &got[0] == &old[1].Carried[0] {
-		t.Fatalf("got %+v", got)
+	got, below := lastCarried(old)
+	if len(got) != 2 || got[1] != m(2, 15) || &got[0] == &old[1].Carried[0] || below != 18 {
+		t.Fatalf("got %+v below %d", got, below)
 	}
-	if lastCarried(old[2:]) != nil {
+	if got, below := lastCarried(old[2:]); got != nil || below != 0 {
 		t.Fatal("a carried table from parts without any")
 	}
-	parts := []*format.PassStream{{Carried: metastore.PassMarks(old[0].Carried)}, {Carried: metastore.PassMarks(old[1].Carried)}, {}}
-	if pc := lastPassCarried(parts); len(pc) != 2 || pc[1].BatchSeq != 15 {
+	parts := []*format.PassStream{{Carried: metastore.PassMarks(old[0].Carried), CarriedBelow: 10}, {Carried: metastore.PassMarks(old[1].Carried), CarriedBelow: 18}, {}}
+	if pc, below := lastPassCarried(parts); len(pc) != 2 || pc[1].BatchSeq != 15 || below != 18 {
 		t.Fatalf("pass parts: %+v", pc)
 	}
 }

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -289,7 +290,7 @@ func refSum(r metastore.Ref) string {
 		fmt.Fprintf(h, "|producers|%x", metastore.EncodeProducerMarks(r.Producers))
 	}
 	if len(r.Carried) > 0 { // absent for refs without a carried table: their sums are unchanged
-		fmt.Fprintf(h, "|carried|%x", metastore.EncodeProducerMarks(r.Carried))
+		fmt.Fprintf(h, "|carried|%d|%x", r.CarriedBelow, metastore.EncodeProducerMarks(r.Carried))
 	}
 	if r.Commands != nil { // absent for refs without command state: their sums are unchanged
 		fmt.Fprintf(h, "|commands|%x", format.AppendCommands(nil, *r.Commands))
@@ -324,7 +325,8 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 		m[attrProducers] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Producers)}
 	}
 	if len(r.Carried) > 0 {
-		m[attrCarried] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Carried)}
+		v := binary.BigEndian.AppendUint64(nil, r.CarriedBelow)
+		m[attrCarried] = &types.AttributeValueMemberB{Value: append(v, metastore.EncodeProducerMarks(r.Carried)...)}
 	}
 	if r.Commands != nil {
 		m[attrCommands] = &types.AttributeValueMemberB{Value: format.AppendCommands(nil, *r.Commands)}
@@ -380,10 +382,12 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 		b, ok := v.(*types.AttributeValueMemberB)
 		if !ok {
 			it.fail(attrCarried, "binary carried marks")
-		} else if ps, err := metastore.DecodeProducerMarks(b.Value); err != nil || len(ps) == 0 {
+		} else if len(b.Value) < 8 {
+			it.fail(attrCarried, "carried tail and marks")
+		} else if ps, err := metastore.DecodeProducerMarks(b.Value[8:]); err != nil || len(ps) == 0 {
 			it.fail(attrCarried, fmt.Sprintf("carried marks: %v", err))
 		} else {
-			r.Carried = ps
+			r.CarriedBelow, r.Carried = binary.BigEndian.Uint64(b.Value[:8]), ps
 		}
 	}
 	if v, ok := m[attrCommands]; ok {
