@@ -35,12 +35,16 @@ func (p partsReader) QueryRefs(_ context.Context, _ string, from uint64, limit i
 // merge is what settle does to consecutive parts of a stream (a run entry
 // of passes, a merged run of runs, a flushed ref of runs: settle's pack,
 // mergedOut.add and mergeMarks): one part over their seqs whose marks are
-// metastore.TrimMarks of theirs, in seq order.
+// metastore.TrimMarks of theirs, in seq order, and whose carried table is
+// the newest of theirs (lastCarried).
 func merge(parts []metastore.Ref) metastore.Ref {
 	m := metastore.Ref{StreamID: parts[0].StreamID, FirstSeq: parts[0].FirstSeq, LastSeq: parts[len(parts)-1].LastSeq}
 	var marks []metastore.ProducerMark
 	for _, p := range parts {
 		marks = append(marks, p.Producers...)
+		if len(p.Carried) > 0 {
+			m.Carried, m.CarriedBelow = p.Carried, p.CarriedBelow
+		}
 	}
 	m.Producers = metastore.TrimMarks(marks)
 	return m
