@@ -77,11 +77,7 @@ func TestCarriedTableErrors(t *testing.T) {
 	// entries, batch table (1), command table (1 entry, token "w").
 	tab := 4 + 3*footerEntrySize + 4 + batchEntrySize + 4 + commandsFixed + 1
 	m0 := tab + 4 + carriedEntryFixed // the first carried mark
-	mut := func(fn func(f []byte) []byte) []byte {
-		f := fn(bytes.Clone(foot))
-		binary.BigEndian.PutUint32(f[len(f)-4:], CRC(f[:len(f)-4]))
-		return f
-	}
+	mut := func(fn func(f []byte) []byte) []byte { return refooter(foot, fn) }
 	cases := []struct {
 		name string
 		f    []byte
@@ -147,4 +143,11 @@ func TestFlightV4Corruption(t *testing.T) {
 			t.Fatalf("bit flip at byte %d went undetected", i)
 		}
 	}
+}
+
+// refooter is a copy of the footer foot changed by fn, its CRC redone.
+func refooter(foot []byte, fn func(f []byte) []byte) []byte {
+	f := fn(bytes.Clone(foot))
+	binary.BigEndian.PutUint32(f[len(f)-4:], CRC(f[:len(f)-4]))
+	return f
 }

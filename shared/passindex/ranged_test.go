@@ -70,7 +70,8 @@ func randomRun(rng *rand.Rand, n, skew int, merged, commands bool) format.PassIn
 // what FindAll finds in the decoded object, with and without command
 // state, for objects of 0, 1, few and many streams (several stream table
 // blocks), uniform and skewed ids, merged runs' marker and packed pairs,
-// versions 1 and 2, and absent ids. With uniform ids at 20,000 streams a
+// versions 1, 2 and 3 (carried tables), and absent ids. With uniform
+// ids at 20,000 streams a
 // lookup costs at most the header, two blocks, the segments, the marks
 // and the command table.
 func TestFindRangedEqualsFindAll(t *testing.T) {
@@ -79,6 +80,9 @@ func TestFindRangedEqualsFindAll(t *testing.T) {
 		for skew := range 3 {
 			for _, merged := range []bool{false, true} {
 				p := randomRun(rng, n, skew, merged, n != 5)
+				if n == 2000 || n == 20000 && skew == 0 {
+					p = withCarried(p) // version 3: carried tables come with the entries
+				}
 				obj, err := format.AppendPassIndex(nil, p)
 				if err != nil {
 					t.Fatal(err)
@@ -319,54 +323,14 @@ func FuzzFindRanged(f *testing.F) {
 	})
 }
 
-// TestFindRangedCarried: a version 3 object's carried tables (ADR 0062)
-// come with a stream's entries read by range, with or without command
-// state, as FindAll finds them in the decoded object.
-func TestFindRangedCarried(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	p := randomRun(rng, 2000, 0, true, true)
+// withCarried gives every fifth packed entry of p a carried table (ADR
+// 0062): p is then a version 3 object.
+func withCarried(p format.PassIndex) format.PassIndex {
 	for i := range p.Streams {
 		if s := &p.Streams[i]; !s.Marker() && i%5 == 0 && s.FirstSeq > 0 {
 			s.Carried = []format.PassMark{{Producer: format.ProducerID{9}, BatchSeq: uint64(i), FirstSeq: 0, LastSeq: s.FirstSeq - 1}}
 			s.CarriedBelow = s.FirstSeq
 		}
 	}
-	obj, err := format.AppendPassIndex(nil, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole, err := format.ParsePassIndex(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket := objstore.NewMem("settled")
-	if err := bucket.PutIfAbsent(t.Context(), "run", obj); err != nil {
-		t.Fatal(err)
-	}
-	found := 0
-	for i := 0; i < len(p.Streams); i += 7 {
-		id := p.Streams[i].Stream
-		want := whole.FindAll(id)
-		for _, commands := range []bool{true, false} {
-			got, err := passindex.FindRanged(t.Context(), bucket, "run", id, commands)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := slices.Clone(want)
-			for j := range w {
-				if !commands {
-					w[j].Commands = nil
-				}
-				if w[j].Carried != nil {
-					found++
-				}
-			}
-			if !reflect.DeepEqual(got, w) {
-				t.Fatalf("id %s commands %v: ranged %+v, whole %+v", id, commands, got, w)
-			}
-		}
-	}
-	if found == 0 {
-		t.Fatal("no looked-up stream had a carried table")
-	}
+	return p
 }

@@ -97,17 +97,9 @@ func TestCarriedTablesKeepTheWindowAcrossTakeoversAndMerges(t *testing.T) {
 			parts = append(parts, part)
 		}
 		checkWindow(t, seed, "end", parts, history)
-		merged := slices.Clone(parts)
-		for round := 0; len(merged) > 1 && round < 5; round++ {
-			var out []metastore.Ref
-			for i := 0; i < len(merged); {
-				n := 1 + rng.IntN(min(4, len(merged)-i))
-				out = append(out, merge(merged[i:i+n]))
-				i += n
-			}
-			merged = out
+		mergeRounds(rng, parts, func(_ int, merged []metastore.Ref) {
 			checkWindow(t, seed, "merge", merged, history)
-		}
+		})
 	}
 }
 

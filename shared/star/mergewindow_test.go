@@ -128,15 +128,7 @@ func TestMergingNeverShrinksTheDedupeWindow(t *testing.T) {
 		if ref := reference(parts); !maps(want, ref) {
 			t.Fatalf("seed %d: the recovered window (%d batches) is not the reference model's (%d)", seed, len(want), len(ref))
 		}
-		merged := slices.Clone(parts)
-		for round := 0; len(merged) > 1 && round < 5; round++ {
-			var out []metastore.Ref
-			for i := 0; i < len(merged); {
-				n := 1 + rng.IntN(min(4, len(merged)-i))
-				out = append(out, merge(merged[i:i+n]))
-				i += n
-			}
-			merged = out
+		mergeRounds(rng, parts, func(round int, merged []metastore.Ref) {
 			got := window(t, merged)
 			for k, b := range want {
 				if g, ok := got[k]; !ok || g != b {
@@ -144,7 +136,24 @@ func TestMergingNeverShrinksTheDedupeWindow(t *testing.T) {
 						seed, round, len(merged), k.p[:2], k.seq, b.FirstSeq, b.LastSeq, g, ok)
 				}
 			}
+		})
+	}
+}
+
+// mergeRounds merges parts as settle does, in random consecutive groups
+// of 1 to 4 (merge), up to 5 rounds while more than one part is left,
+// calling check with each round's parts.
+func mergeRounds(rng *rand.Rand, parts []metastore.Ref, check func(round int, merged []metastore.Ref)) {
+	merged := slices.Clone(parts)
+	for round := 0; len(merged) > 1 && round < 5; round++ {
+		var out []metastore.Ref
+		for i := 0; i < len(merged); {
+			n := 1 + rng.IntN(min(4, len(merged)-i))
+			out = append(out, merge(merged[i:i+n]))
+			i += n
 		}
+		merged = out
+		check(round, merged)
 	}
 }
 
