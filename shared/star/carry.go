@@ -1,7 +1,7 @@
 package star
 
 import (
-	"cmp"
+	"container/heap"
 	"slices"
 
 	"github.com/strandlog/strand/shared/format"
@@ -70,32 +70,78 @@ func (l *loglet) recarry() { l.carryGen++ }
 // a ref's marks (metastore.TrimMarks: each producer's latest
 // MaxMarksPerProducer, the latest MaxRefProducerMarks in all): what a
 // flight's carried table may hold (format.CheckCarried). Called with the
-// loglet's mu.
+// loglet's mu, at a carrying cut: it merges the producers' windows from
+// their newest ends (a heap of one cursor per producer), so it costs the
+// producers plus the marks it keeps, not a sort of every window
+// (BenchmarkCarriedTable).
 func (d *dedupe) carried(below uint64, nowMs int64) []format.PassMark {
 	d.lru.mu.Lock()
 	defer d.lru.mu.Unlock()
-	var ms []metastore.ProducerMark
+	h := make(ringHeap, 0, len(d.ps))
 	for _, p := range d.ps {
 		if nowMs-p.lastMs > d.idle {
 			continue // expired: check forgets it
 		}
-		for _, e := range p.ring {
-			if e.b == nil && e.ack.LastSeq < below && e.ack.FirstSeq <= e.ack.LastSeq {
-				ms = append(ms, metastore.ProducerMark{Producer: p.id, BatchSeq: e.seq, FirstSeq: e.ack.FirstSeq, LastSeq: e.ack.LastSeq})
-			}
+		if c := (ringCursor{p: p, i: len(p.ring)}); c.prev(below) {
+			h = append(h, c)
 		}
 	}
-	if len(ms) == 0 {
+	if len(h) == 0 {
 		return nil
 	}
-	slices.SortFunc(ms, func(a, b metastore.ProducerMark) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
-	// Distinct batches have disjoint seqs; keep the table valid whatever
-	// a seeded state held (a mark overlapping its predecessor is dropped).
-	kept := ms[:1]
-	for _, m := range ms[1:] {
-		if m.FirstSeq > kept[len(kept)-1].LastSeq {
-			kept = append(kept, m)
+	heap.Init(&h)
+	out := make([]format.PassMark, 0, min(metastore.MaxRefProducerMarks, len(h)*metastore.MaxMarksPerProducer))
+	for len(h) > 0 && len(out) < metastore.MaxRefProducerMarks {
+		c := &h[0]
+		e := &c.p.ring[c.i]
+		m := format.PassMark{Producer: c.p.id, BatchSeq: e.seq, FirstSeq: e.ack.FirstSeq, LastSeq: e.ack.LastSeq}
+		// Distinct batches have disjoint seqs; keep the table valid
+		// whatever a seeded state held (an overlapping mark is dropped).
+		if n := len(out); n == 0 || m.LastSeq < out[n-1].FirstSeq {
+			out = append(out, m)
+		}
+		if c.taken++; c.taken < metastore.MaxMarksPerProducer && c.prev(below) {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
 		}
 	}
-	return metastore.PassMarks(metastore.TrimMarks(kept))
+	slices.Reverse(out)
+	return out
+}
+
+// ringCursor walks one producer's window from its newest end: i is the
+// entry it is at, taken how many it gave.
+type ringCursor struct {
+	p     *producer
+	i     int
+	taken int
+}
+
+// prev moves to the previous acknowledged entry below `below`; false when
+// none is left (the window is in batch seq order, so in seq order, with
+// its batches in flight at the end).
+func (c *ringCursor) prev(below uint64) bool {
+	for c.i--; c.i >= 0; c.i-- {
+		if e := &c.p.ring[c.i]; e.b == nil && e.ack.LastSeq < below && e.ack.FirstSeq <= e.ack.LastSeq {
+			return true
+		}
+	}
+	return false
+}
+
+// ringHeap orders cursors by their entry's first seq, newest first.
+type ringHeap []ringCursor
+
+func (h ringHeap) Len() int { return len(h) }
+func (h ringHeap) Less(i, j int) bool {
+	return h[i].p.ring[h[i].i].ack.FirstSeq > h[j].p.ring[h[j].i].ack.FirstSeq
+}
+func (h ringHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *ringHeap) Push(x any)   { *h = append(*h, x.(ringCursor)) }
+func (h *ringHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -2,6 +2,7 @@ package star
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,5 +104,33 @@ func TestFlightsCarryTheTableOnCadence(t *testing.T) {
 		if carriers[i]-carriers[i-1] > CarryEvery {
 			t.Fatalf("carrying slots %v: a gap over %d flights", carriers, CarryEvery)
 		}
+	}
+}
+
+// BenchmarkCarriedTable: taking a stream's table at a carrying cut, under
+// the loglet's lock, with the stream's default bound of producers
+// (4,096), each with a full window of acknowledged batches: the table is
+// sorted and trimmed to 1,024 marks.
+func BenchmarkCarriedTable(b *testing.B) {
+	for _, producers := range []int{1, 100, DefaultMaxProducers} {
+		d := newDedupe(DefaultDedupeWindow, DefaultProducerIdle, DefaultMaxProducers, newProducerLRU(1<<20))
+		seq := uint64(0)
+		for i := range DefaultDedupeWindow {
+			for p := range producers {
+				var id format.ProducerID
+				id[0], id[1], id[15] = byte(p>>8), byte(p), 1
+				bt := &batch{producer: id, batchSeq: uint64(i)}
+				d.admit(id, uint64(i), bt, 0)
+				d.released(bt, Ack{FirstSeq: seq, LastSeq: seq})
+				seq++
+			}
+		}
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
+			for b.Loop() {
+				if len(d.carried(seq, 0)) == 0 {
+					b.Fatal("empty table")
+				}
+			}
+		})
 	}
 }
