@@ -12,7 +12,8 @@
 //
 //	offset size field
 //	0      4    magic "STRN"
-//	4      2    format version (1; 2 for a flight with a batch table)
+//	4      2    format version (1; 2 for a flight with a batch table;
+//	            3 with a command table; 4 with a carried table)
 //	6      1    kind: 1 flight, 2 poison
 //	7      1    reserved, 0
 //	8      8    epoch
@@ -280,7 +281,7 @@
 // MaxBatchMeteredBytes (1 MiB) metered and MaxBatchHeaders headers, so its
 // encoding is at most MaxBatchBytes. Header names are at most 65535 bytes.
 //
-// Readers decode pass index versions 1 and 2, and command index version 1.
+// Readers decode pass index versions 1 to 3, and command index version 1.
 //
 // Decoders never panic on any input; malformed input yields an error
 // matching one of the sentinels (ErrTruncated, ErrMagic, ErrVersion,
