@@ -58,3 +58,32 @@ func TestSettleKeepsTheNewestCarriedTable(t *testing.T) {
 	}
 	check("merged run", e.merged(cur(1, 0)))
 }
+
+// TestSettledRefKeepsTheNewestCarriedTable: in refs mode, the absorb's
+// refs keep their slots' newest carried table, and the settled ref that
+// replaces them keeps the newest of theirs, with its tail (ADR 0062).
+func TestSettledRefKeepsTheNewestCarriedTable(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	for k := range 10 {
+		e.star.Carried = map[format.StreamID][]format.PassMark{
+			e.ids[0]: {{Producer: format.ProducerID{7}, BatchSeq: uint64(k), FirstSeq: 0, LastSeq: 0}},
+		}
+		e.flightsWith(1, []int{2, 1})
+	}
+	e.absorbAll() // passes of 4 slots: three refs per stream
+	refs := e.refs(0)
+	if len(refs) != 3 || len(refs[0].Carried) != 1 || refs[0].Carried[0].BatchSeq != 3 || refs[0].CarriedBelow != 6 {
+		t.Fatalf("refs before settle: %+v", refs)
+	}
+	if _, err := e.s.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	refs = e.refs(0)
+	if len(refs) != 1 || len(refs[0].Carried) != 1 || refs[0].Carried[0].BatchSeq != 9 || refs[0].CarriedBelow != 18 {
+		t.Fatalf("settled ref keeps %+v below %d, want batch 9 below 18", refs[0].Carried, refs[0].CarriedBelow)
+	}
+	if other := e.refs(1); len(other) != 1 || other[0].Carried != nil {
+		t.Fatalf("stream 1's settled ref: %+v", other)
+	}
+	e.check()
+}
