@@ -3,6 +3,7 @@ package star
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,5 +133,52 @@ func BenchmarkCarriedTable(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecoveredEpochCarriesAgain: after an epoch's halt and recovery (whose
+// disowned flights may have held the newest tables) a stream carries its
+// table again in its next flight, whatever its cadence said.
+func TestRecoveredEpochCarriesAgain(t *testing.T) {
+	var ro atomic.Bool
+	h := newHarness(t, metastore.Express, 3, 2, withChainFencer, func(c *Config, _ *Options) {
+		c.Express.CommitDeadline = 50 * time.Millisecond
+		c.HaltWait = 300 * time.Millisecond
+		for i, b := range c.Express.Buckets {
+			c.Express.Buckets[i] = readOnly{Bucket: b, on: &ro}
+		}
+	})
+	h.start()
+	id := h.open(metastore.Express, 1)[0]
+	ctx := context.Background()
+	for k := range 3 { // the second flight carries batch 0; the third does not
+		if _, err := h.star.Append(ctx, id, recs(1, nil2), AppendOptions{Producer: pid(1), BatchSeq: uint64(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro.Store(true)
+	if _, err := h.star.Submit(ctx, id, recs(1, nil2), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the halt", func() bool { return !h.star.Health().OK() })
+	ro.Store(false)
+	waitFor(t, "recovery once writable", func() bool { return h.star.Health().OK() })
+	if _, err := h.star.Append(ctx, id, recs(1, nil2), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	carriers := map[uint64][]uint64{} // epoch: carrying slots
+	for epoch := uint64(1); epoch <= 2; epoch++ {
+		for slot := uint64(0); ; slot++ {
+			obj, err := h.mems[0].Get(ctx, format.SlotKey("star-0", epoch, slot), 0, -1)
+			if err != nil {
+				break
+			}
+			if f, err := format.ParseFlight(obj); err == nil && len(f.Carried) > 0 {
+				carriers[epoch] = append(carriers[epoch], slot)
+			}
+		}
+	}
+	if len(carriers[1]) != 1 || len(carriers[2]) != 1 {
+		t.Fatalf("carrying slots by epoch %v: want one in epoch 1 (its second flight) and one after the recovery", carriers)
 	}
 }
