@@ -284,6 +284,9 @@ func passRangedSeeds(f *testing.F) {
 	if v2, err := AppendPassIndex(nil, goldenPassIndexV2()); err == nil {
 		f.Add(v2)
 	}
+	if v3, err := AppendPassIndex(nil, goldenPassIndexV3()); err == nil {
+		f.Add(v3)
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, 4} {
 		if obj, err := AppendPassIndex(nil, randomPassIndex(rng, n, n%3, true, true)); err == nil {
@@ -390,14 +393,21 @@ func FuzzParsePassCommandTail(f *testing.F) {
 		} else {
 			h = PassHeader{Version: PassIndexVersionCommands, Streams: 16}
 		}
-		h.Version = PassIndexVersionCommands
-		cmds, err := ParsePassCommandTail(h, tail)
+		if h.Version != PassIndexVersionCarried {
+			h.Version = PassIndexVersionCommands
+		}
+		cmds, carried, err := ParsePassTail(h, tail)
 		if err != nil {
 			return
 		}
 		for i, c := range cmds {
 			if c.Entry >= h.Streams || (i > 0 && c.Entry <= cmds[i-1].Entry) {
 				t.Fatalf("command entry %d: stream %d of %d", i, c.Entry, h.Streams)
+			}
+		}
+		for i, c := range carried {
+			if c.Entry >= h.Streams || (i > 0 && c.Entry <= carried[i-1].Entry) || CheckCarried(c.Marks, c.Below) != nil {
+				t.Fatalf("carried entry %d: stream %d of %d, marks %+v below %d", i, c.Entry, h.Streams, c.Marks, c.Below)
 			}
 		}
 	})
