@@ -141,13 +141,7 @@ func BenchmarkCarriedTable(b *testing.B) {
 // table again in its next flight, whatever its cadence said.
 func TestRecoveredEpochCarriesAgain(t *testing.T) {
 	var ro atomic.Bool
-	h := newHarness(t, metastore.Express, 3, 2, withChainFencer, func(c *Config, _ *Options) {
-		c.Express.CommitDeadline = 50 * time.Millisecond
-		c.HaltWait = 300 * time.Millisecond
-		for i, b := range c.Express.Buckets {
-			c.Express.Buckets[i] = readOnly{Bucket: b, on: &ro}
-		}
-	})
+	h := readOnlyHarness(t, &ro)
 	h.start()
 	id := h.open(metastore.Express, 1)[0]
 	ctx := context.Background()
