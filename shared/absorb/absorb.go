@@ -285,7 +285,8 @@ func (a *Absorber) advance(ctx context.Context, c metastore.ChainID, from, to me
 // metastore.TrimMarks: a successor star rebuilds its dedupe table from them.
 // A ref whose last segment has command state (a version-3 flight's command
 // table) keeps it: a successor star seeds the stream's fencing token and
-// trim point from its last ref.
+// trim point from its last ref. A ref keeps the newest carried table of
+// its segments (a version-4 flight's, ADR 0062).
 func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 	type run struct {
 		done []metastore.Ref // full refs of the stream, in seq order
@@ -341,6 +342,12 @@ func BuildRefs(slots []chain.Slot) ([]metastore.Ref, error) {
 			// ref: the state as of that ref's last record.
 			cs := c.Commands
 			byStream[s.Entries[c.Entry].Stream].cur.Commands = &cs
+		}
+		for _, c := range s.Carried { // the parser checked c.Entry and the marks
+			// The newest carried table of the ref's segments (ADR 0062):
+			// its marks lie below the segment, so inside the ref's seqs.
+			r := byStream[s.Entries[c.Entry].Stream].cur
+			r.Carried, r.CarriedBelow = metastore.FromPassMarks(c.Marks), c.Below
 		}
 	}
 	refs := make([]metastore.Ref, 0, len(byStream))

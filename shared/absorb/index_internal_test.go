@@ -39,6 +39,9 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 		if i == 3 || i == 6 {
 			s.Commands = []format.CommandEntry{{Entry: 0, Commands: format.StreamCommands{FenceToken: "w", TrimSeq: uint64(i)}}}
 		}
+		if i == 2 || i == 7 { // stream a carries its dedupe table (ADR 0062): the newest is kept
+			s.Carried = []format.CarriedEntry{{Entry: 0, Below: seq, Marks: []format.PassMark{{Producer: q, BatchSeq: 50, FirstSeq: 0, LastSeq: 0}, {Producer: p, BatchSeq: uint64(i), FirstSeq: seq - 1, LastSeq: seq - 1}}}}
+		}
 		slots = append(slots, s)
 	}
 	refs, err := BuildRefs(slots)
@@ -51,6 +54,9 @@ func TestPassIndexMatchesRefs(t *testing.T) {
 	}
 	if len(idx.Streams) != 3 || len(refs) != 3 {
 		t.Fatalf("%d index streams, %d refs", len(idx.Streams), len(refs))
+	}
+	if c := idx.Streams[1].Carried; len(c) != 2 || c[1].BatchSeq != 7 || idx.Streams[0].Carried != nil || len(refs[1].Carried) != 2 || refs[1].Carried[1].BatchSeq != 7 || refs[1].CarriedBelow != 14 || idx.Streams[1].CarriedBelow != 14 {
+		t.Fatalf("carried: stream a %+v (ref %+v), stream b %+v", c, refs[1].Carried, idx.Streams[0].Carried)
 	}
 	if c := idx.Streams[1].Commands; c == nil || *c != (format.StreamCommands{FenceToken: "w", TrimSeq: 6}) || idx.Streams[0].Commands != nil {
 		t.Fatalf("command state: stream a %+v, stream b %+v", c, idx.Streams[0].Commands)

@@ -23,8 +23,9 @@ var ErrForeign = errors.New("absorb: foreign object at a determined key")
 // rode, its producer marks (bounded by metastore.TrimMarks, as a ref's
 // are) and its command state as of its last segment (a version-3 flight's
 // command table: fencing token, trim point, configuration; what a ref's
-// Commands holds, ADR 0042), so a successor recovering the stream from the
-// window, and settle, keep it. It is pure and deterministic, as BuildRefs is, so every copy of a
+// Commands holds, ADR 0042) and its newest carried table (a version-4
+// flight's: the star's dedupe table, ADR 0062), so a successor recovering
+// the stream from the window, and settle, keep them. It is pure and deterministic, as BuildRefs is, so every copy of a
 // pass writes the same bytes; a stream whose seqs do not continue is
 // ErrGap.
 func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIndex, error) {
@@ -57,6 +58,11 @@ func BuildPassIndex(epoch, first, end uint64, slots []chain.Slot) (format.PassIn
 			// stream's last segment with a state gives its state.
 			cs := c.Commands
 			p.Streams[at[s.Entries[c.Entry].Stream]].Commands = &cs
+		}
+		for _, c := range s.Carried { // the parser checked c.Entry and the marks
+			// The newest carried table of the stream's part (ADR 0062).
+			st := &p.Streams[at[s.Entries[c.Entry].Stream]]
+			st.Carried, st.CarriedBelow = c.Marks, c.Below
 		}
 	}
 	for i := range p.Streams {

@@ -381,6 +381,9 @@ type Slot struct {
 	// Commands is the flight's command table (format version 3; nil
 	// before): each listed stream's command state after its segment.
 	Commands []format.CommandEntry
+	// Carried is the flight's carried table (format version 4, ADR 0062;
+	// nil before): the dedupe tables the star carried for its streams.
+	Carried []format.CarriedEntry
 }
 
 // Walk calls fn for every committed slot in [from, cut) of epoch, in slot
@@ -469,7 +472,7 @@ func (s Set) readFlight(ctx context.Context, epoch, slot uint64) (Slot, error) {
 				errs[i] = fmt.Errorf("footer %s/%s: %w", b.Name(), key, err)
 				return false
 			}
-			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: ft.Entries, Batches: ft.Batches, Commands: ft.Commands}
+			found[i] = Slot{Seq: slot, Key: key, Bucket: i, Envelope: c.Env, Entries: ft.Entries, Batches: ft.Batches, Commands: ft.Commands, Carried: ft.Carried}
 			return true
 		})
 		if win >= 0 {

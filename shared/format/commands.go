@@ -197,36 +197,51 @@ func appendCommandTable(b []byte, cs []CommandEntry) []byte {
 // nothing after): at least one entry, footer entry indexes strictly
 // increasing and in range.
 func parseCommandTable(p []byte, entries int) ([]CommandEntry, error) {
+	out, rest, err := parseCommandTablePrefix(p, entries, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("command table: %d bytes after the last entry: %w", len(rest), ErrMalformed)
+	}
+	return out, nil
+}
+
+// parseCommandTablePrefix decodes the command table at the start of p and
+// returns the bytes after it. An empty table (count 0) is allowed only
+// when mayBeEmpty (a version-4 flight or version-3 pass index, whose
+// carried table follows).
+func parseCommandTablePrefix(p []byte, entries int, mayBeEmpty bool) ([]CommandEntry, []byte, error) {
 	if len(p) < 4 {
-		return nil, fmt.Errorf("command table: %d bytes: %w", len(p), ErrTruncated)
+		return nil, nil, fmt.Errorf("command table: %d bytes: %w", len(p), ErrTruncated)
 	}
 	n := binary.BigEndian.Uint32(p[0:4])
-	if n == 0 || uint64(n)*commandsFixed > uint64(len(p)-4) {
-		return nil, fmt.Errorf("command table: %d entries in %d bytes: %w", n, len(p)-4, ErrMalformed)
+	if (n == 0 && !mayBeEmpty) || uint64(n)*commandsFixed > uint64(len(p)-4) {
+		return nil, nil, fmt.Errorf("command table: %d entries in %d bytes: %w", n, len(p)-4, ErrMalformed)
+	}
+	if n == 0 {
+		return nil, p[4:], nil
 	}
 	out := make([]CommandEntry, n)
 	q := p[4:]
 	for i := range out {
 		if len(q) < commandsFixed {
-			return nil, fmt.Errorf("command entry %d: %d bytes left: %w", i, len(q), ErrTruncated)
+			return nil, nil, fmt.Errorf("command entry %d: %d bytes left: %w", i, len(q), ErrTruncated)
 		}
 		size := commandsFixed + int(q[12]) // the token's length
 		if len(q) < size {
-			return nil, fmt.Errorf("command entry %d: %d bytes left, needs %d: %w", i, len(q), size, ErrTruncated)
+			return nil, nil, fmt.Errorf("command entry %d: %d bytes left, needs %d: %w", i, len(q), size, ErrTruncated)
 		}
 		e := binary.BigEndian.Uint32(q[0:4])
 		if e >= uint32(entries) || (i > 0 && e <= out[i-1].Entry) {
-			return nil, fmt.Errorf("command entry %d: segment %d of %d, not after the previous: %w", i, e, entries, ErrMalformed)
+			return nil, nil, fmt.Errorf("command entry %d: segment %d of %d, not after the previous: %w", i, e, entries, ErrMalformed)
 		}
 		c, err := DecodeCommands(q[4:size])
 		if err != nil {
-			return nil, fmt.Errorf("command entry %d: %w", i, err)
+			return nil, nil, fmt.Errorf("command entry %d: %w", i, err)
 		}
 		out[i] = CommandEntry{Entry: e, Commands: c}
 		q = q[size:]
 	}
-	if len(q) != 0 {
-		return nil, fmt.Errorf("command table: %d bytes after the last entry: %w", len(q), ErrMalformed)
-	}
-	return out, nil
+	return out, q, nil
 }

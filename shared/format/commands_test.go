@@ -105,11 +105,7 @@ func TestCommandTableErrors(t *testing.T) {
 	env, _ := ParseEnvelope(good)
 	foot := good[env.FooterOff:]
 	tab := 4 + 3*footerEntrySize + 4 + batchEntrySize // command table offset
-	mut := func(fn func(f []byte) []byte) []byte {
-		f := fn(bytes.Clone(foot))
-		binary.BigEndian.PutUint32(f[len(f)-4:], CRC(f[:len(f)-4]))
-		return f
-	}
+	mut := func(fn func(f []byte) []byte) []byte { return refooter(foot, fn) }
 	cases := []struct {
 		name string
 		f    []byte

@@ -12,7 +12,8 @@
 //
 //	offset size field
 //	0      4    magic "STRN"
-//	4      2    format version (1; 2 for a flight with a batch table)
+//	4      2    format version (1; 2 for a flight with a batch table;
+//	            3 with a command table; 4 with a carried table)
 //	6      1    kind: 1 flight, 2 poison
 //	7      1    reserved, 0
 //	8      8    epoch
@@ -99,6 +100,25 @@
 // name is empty and whose value names the command (CommandFence,
 // CommandTrim, CommandConfig).
 //
+// Version 4 (VersionCarried) is a flight in which the star carries some
+// stream's dedupe table (ADR 0062, carried.go). Its footer holds the batch
+// table as in version 2 (B may be 0), the command table as in version 3
+// (C may be 0), then the carried table, then the CRC:
+//
+//	4    entry count K (at least 1, at most N)
+//	...  K entries, in strictly increasing segment order:
+//	       0  4 footer entry (segment) index
+//	       4  4 mark count M (1 to MaxCarriedMarks)
+//	       8  8 below: the stream's acknowledged tail when the table was
+//	            taken, at most the segment's first seq
+//	      16 40*M marks: producer id 16 (not all zero), batch sequence 8,
+//	            first seq 8, last seq 8; in seq order, not overlapping,
+//	            each below `below`, at most MaxCarriedPerProducer of one
+//	            producer
+//
+// Each entry is the producers' acknowledged batches the star remembered
+// when it cut the flight (never a batch in flight).
+//
 // The footer ends the object: footer offset + footer length = object size.
 // A ref stores a segment's object-absolute offset and length, so reading a
 // stream's part of a flight is one ranged GET.
@@ -121,11 +141,13 @@
 // # Pass index (one absorb pass's per-stream index, in the settled bucket)
 //
 // At PassIndexKey: index/<star>/<class>/<epoch>/<first-slot> (design 014).
-// Version 1 (no stream has command state) and version 2 (with a command
-// table; written exactly when a stream of the pass has command state):
+// Version 1 (no stream has command state), version 2 (with a command
+// table; written exactly when a stream of the pass has command state) and
+// version 3 (with a carried table after the command table, which may then
+// be empty; written exactly when a stream has a carried table, ADR 0062):
 //
 //	0      4    magic "STRI"
-//	4      2    format version (1 or 2)
+//	4      2    format version (1, 2 or 3)
 //	6      1    kind: 4 pass index
 //	7      1    reserved, 0
 //	8      8    epoch
@@ -162,7 +184,12 @@
 //	...    version 2 only: the command table, as a version-3 flight's
 //	       (count, at least 1; then per entry the index of its stream
 //	       in the stream array, strictly increasing, and the stream's
-//	       command state as of its last seq in the pass)
+//	       command state as of its last seq in the pass; version 3:
+//	       the count may be 0)
+//	...    version 3 only: the carried table, as a version-4 flight's
+//	       (entries name streams by their index in the stream array; a
+//	       stream's table is the newest of its segments' flights', each
+//	       mark at or below its last seq; never on a marker)
 //	end-4  4    CRC-32C of every byte before it
 //
 // A run index (design 014, level 1; RunIndexKey:
@@ -196,9 +223,10 @@
 // inside the table, ids in order with the marker-then-packed exception,
 // each entry's segments and marks inside their tables and continuing the
 // previous entry's), ParsePassSegments, ParsePassMarks,
-// ParsePassCommandTail (version 2: the command table and the CRC after
-// it), and AssemblePassStreams (the entries joined with their segments,
-// marks and command state, checked as ParsePassIndex checks a whole
+// ParsePassCommandTail (versions 2 and 3: the command table and the CRC
+// after it; ParsePassTail also returns version 3's carried table), and
+// AssemblePassStreams (the entries joined with their segments, marks,
+// command state and, AssemblePassStreamsCarried, carried table, checked as ParsePassIndex checks a whole
 // object's streams). The whole-object CRC is not checked on a ranged
 // read: a flipped bit inside a piece that keeps every invariant goes
 // undetected there (the segment CRC inside each record's location still
@@ -253,7 +281,7 @@
 // MaxBatchMeteredBytes (1 MiB) metered and MaxBatchHeaders headers, so its
 // encoding is at most MaxBatchBytes. Header names are at most 65535 bytes.
 //
-// Readers decode pass index versions 1 and 2, and command index version 1.
+// Readers decode pass index versions 1 to 3, and command index version 1.
 //
 // Decoders never panic on any input; malformed input yields an error
 // matching one of the sentinels (ErrTruncated, ErrMagic, ErrVersion,

@@ -19,7 +19,13 @@ const (
 	// command state (fencing token, trim point) of each segment's stream.
 	// Only flights with a stream that has command state use it.
 	VersionCommands = 3
-	magic           = "STRN"
+	// VersionCarried is the flight format whose footer carries, after the
+	// batch and command tables (either may then be empty), the carried
+	// table: the dedupe tables of acknowledged batches the star carries
+	// for some of its streams (ADR 0062; carried.go). Only flights with a
+	// carried table use it.
+	VersionCarried = 4
+	magic          = "STRN"
 )
 
 // Kind is an envelope's kind.
@@ -121,8 +127,8 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 		return Envelope{}, fmt.Errorf("envelope: magic %q: %w", b[0:4], ErrMagic)
 	}
 	v := binary.BigEndian.Uint16(b[4:6])
-	if v != Version && v != VersionBatches && v != VersionCommands {
-		return Envelope{}, fmt.Errorf("envelope: version %d (this build reads %d to %d): %w", v, Version, VersionCommands, ErrVersion)
+	if v < Version || v > VersionCarried {
+		return Envelope{}, fmt.Errorf("envelope: version %d (this build reads %d to %d): %w", v, Version, VersionCarried, ErrVersion)
 	}
 	if got, want := CRC(b[0:56]), binary.BigEndian.Uint32(b[56:60]); got != want {
 		return Envelope{}, fmt.Errorf("envelope: crc %08x, stored %08x: %w", got, want, ErrCRC)
@@ -158,6 +164,8 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 			bad = e.FooterLen < footerMinLen+4
 		case VersionCommands:
 			bad = e.FooterLen < footerMinLen+4+4+commandsFixed
+		case VersionCarried:
+			bad = e.FooterLen < footerMinLen+4+4+4+carriedEntryFixed+carriedMarkSize
 		}
 		if e.FooterOff < EnvelopeSize || bad || end != e.Size {
 			return Envelope{}, fmt.Errorf("envelope: footer %d+%d in object of %d bytes: %w", e.FooterOff, e.FooterLen, e.Size, ErrBounds)

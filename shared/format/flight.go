@@ -34,6 +34,7 @@ type Builder struct {
 	entries  []FooterEntry
 	batches  []BatchEntry
 	commands []CommandEntry
+	carried  []CarriedEntry
 	env      Envelope
 	seg      int // start of the open segment, -1 if none
 	done     bool
@@ -48,6 +49,7 @@ func (b *Builder) Reset(epoch, slot uint64, nonce Nonce) {
 	b.entries = b.entries[:0]
 	b.batches = b.batches[:0]
 	b.commands = b.commands[:0]
+	b.carried = b.carried[:0]
 	b.env = Envelope{Kind: KindFlight, Epoch: epoch, Slot: slot, Nonce: nonce}
 	b.seg = -1
 	b.done = false
@@ -113,6 +115,11 @@ func (b *Builder) Finish() []byte {
 		b.buf = appendEntry(b.buf, e)
 	}
 	switch {
+	case len(b.carried) > 0:
+		b.env.Version = VersionCarried
+		b.buf = appendBatchTable(b.buf, b.batches)
+		b.buf = appendCommandTable(b.buf, b.commands)
+		b.buf = appendCarriedTable(b.buf, b.carried)
 	case len(b.commands) > 0:
 		b.env.Version = VersionCommands
 		b.buf = appendBatchTable(b.buf, b.batches)
@@ -161,7 +168,8 @@ func ParseFooterBatches(env Envelope, b []byte) ([]FooterEntry, []BatchEntry, er
 type Footer struct {
 	Entries  []FooterEntry
 	Batches  []BatchEntry   // versions 2 and 3: the producer batches
-	Commands []CommandEntry // version 3: the streams' command state
+	Commands []CommandEntry // versions 3 and 4: the streams' command state
+	Carried  []CarriedEntry // version 4: the streams' carried dedupe tables
 }
 
 // ParseFooterTables is ParseFooter that also returns the batch table
@@ -212,7 +220,7 @@ func ParseFooterTables(env Envelope, b []byte) (Footer, error) {
 		return f, nil
 	}
 	batchEnd := uint64(end)
-	if env.Version == VersionCommands {
+	if env.Version == VersionCommands || env.Version == VersionCarried {
 		// The batch table's length follows from its count.
 		if entriesEnd+4 > uint64(end) {
 			return Footer{}, fmt.Errorf("footer: no batch table: %w", ErrTruncated)
@@ -221,13 +229,24 @@ func ParseFooterTables(env Envelope, b []byte) (Footer, error) {
 		if batchEnd > uint64(end) {
 			return Footer{}, fmt.Errorf("footer: batch table past the footer's end: %w", ErrMalformed)
 		}
-		cs, err := parseCommandTable(b[batchEnd:end], len(out))
+		cs, rest, err := parseCommandTablePrefix(b[batchEnd:end], len(out), env.Version == VersionCarried)
 		if err != nil {
 			return Footer{}, fmt.Errorf("footer: %w", err)
 		}
+		switch {
+		case env.Version == VersionCarried:
+			// The carried table fills the rest: each mark below its
+			// segment's first seq.
+			f.Carried, err = parseCarriedTable(rest, len(out), func(i uint32) uint64 { return out[i].FirstSeq })
+			if err != nil {
+				return Footer{}, fmt.Errorf("footer: %w", err)
+			}
+		case len(rest) != 0:
+			return Footer{}, fmt.Errorf("footer: command table: %d bytes after the last entry: %w", len(rest), ErrMalformed)
+		}
 		f.Commands = cs
 	}
-	batches, err := parseBatchTable(b[entriesEnd:batchEnd], out, env.Version == VersionCommands)
+	batches, err := parseBatchTable(b[entriesEnd:batchEnd], out, env.Version >= VersionCommands)
 	if err != nil {
 		return Footer{}, fmt.Errorf("footer: %w", err)
 	}
@@ -241,6 +260,7 @@ type Flight struct {
 	Entries  []FooterEntry
 	Batches  []BatchEntry // versions 2 and 3: the producer batches
 	Commands []CommandEntry
+	Carried  []CarriedEntry // version 4: the streams' carried dedupe tables
 }
 
 // ParseFlight checks a whole flight object: envelope, footer and every
@@ -273,5 +293,5 @@ func ParseFlight(obj []byte) (Flight, error) {
 			return Flight{}, fmt.Errorf("flight segment %d: %w", i, err)
 		}
 	}
-	return Flight{Envelope: env, Entries: entries, Batches: foot.Batches, Commands: foot.Commands}, nil
+	return Flight{Envelope: env, Entries: entries, Batches: foot.Batches, Commands: foot.Commands, Carried: foot.Carried}, nil
 }

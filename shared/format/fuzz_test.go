@@ -7,6 +7,7 @@ func FuzzParseEnvelope(f *testing.F) {
 	f.Add(goldenFlight()[:EnvelopeSize])
 	f.Add(goldenFlightV2()[:EnvelopeSize])
 	f.Add(goldenFlightV3()[:EnvelopeSize])
+	f.Add(goldenFlightV4()[:EnvelopeSize])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseEnvelope(b)
 		if err != nil {
@@ -23,6 +24,7 @@ func FuzzParseFlight(f *testing.F) {
 	f.Add(goldenFlight())
 	f.Add(goldenFlightV2())
 	f.Add(goldenFlightV3())
+	f.Add(goldenFlightV4())
 	f.Add(goldenPoison())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fl, err := ParseFlight(b)

@@ -23,6 +23,11 @@ const (
 	// of its content; readers decode both.
 	PassIndexVersion         = 1
 	PassIndexVersionCommands = 2
+	// PassIndexVersionCarried is the version with a carried table after
+	// the command table (which may then be empty): the streams' carried
+	// dedupe tables (ADR 0062, carried.go). Written exactly when a stream
+	// has one.
+	PassIndexVersionCarried = 3
 )
 
 var passMagic = [4]byte{'S', 'T', 'R', 'I'}
@@ -60,8 +65,15 @@ type PassStream struct {
 	Marks     []PassMark
 	// Commands is the stream's command state as of LastSeq (nil: none of
 	// the pass's segments of the stream carried any): what a ref's
-	// Commands holds. Version 2 only.
+	// Commands holds. Versions 2 and 3.
 	Commands *StreamCommands
+	// Carried is the newest carried table among the part's segments (the
+	// flights' carried tables, ADR 0062): what a ref's Carried holds, each
+	// mark below CarriedBelow. Version 3 only.
+	Carried []PassMark
+	// CarriedBelow is the table's acknowledged tail (CarriedEntry.Below),
+	// at most LastSeq+1; 0 without a table.
+	CarriedBelow uint64
 }
 
 // PassSegment is one segment of a stream in one slot of the pass.
@@ -245,16 +257,23 @@ func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
 		return b, err
 	}
 	var nSeg, nMark int
-	var cmds []CommandEntry // the command table: entries are stream indexes
+	var cmds []CommandEntry    // the command table: entries are stream indexes
+	var carried []CarriedEntry // the carried table: likewise
 	for i, s := range p.Streams {
 		nSeg += len(s.Segments)
 		nMark += len(s.Marks)
 		if s.Commands != nil {
 			cmds = append(cmds, CommandEntry{Entry: uint32(i), Commands: *s.Commands})
 		}
+		if len(s.Carried) > 0 {
+			carried = append(carried, CarriedEntry{Entry: uint32(i), Below: s.CarriedBelow, Marks: s.Carried})
+		}
 	}
 	version := uint16(PassIndexVersion)
-	if len(cmds) > 0 {
+	switch {
+	case len(carried) > 0:
+		version = PassIndexVersionCarried
+	case len(cmds) > 0:
 		version = PassIndexVersionCommands
 	}
 	if uint64(len(p.Streams)) > 1<<32-1 || uint64(nSeg) > 1<<32-1 || uint64(nMark) > 1<<32-1 {
@@ -304,10 +323,33 @@ func AppendPassIndex(b []byte, p PassIndex) ([]byte, error) {
 			b = binary.BigEndian.AppendUint64(b, m.LastSeq)
 		}
 	}
-	if len(cmds) > 0 {
+	if version >= PassIndexVersionCommands {
 		b = appendCommandTable(b, cmds)
 	}
+	if version == PassIndexVersionCarried {
+		b = appendCarriedTable(b, carried)
+	}
 	return binary.BigEndian.AppendUint32(b, CRC(b[start:])), nil
+}
+
+// parseCommandTail decodes the tables after a version 2 or 3 object's
+// fixed-size tables, CRC excluded: the command table (at least one entry in
+// version 2), then in version 3 the carried table (below(i): one past
+// stream i's last seq).
+func parseCommandTail(version uint16, p []byte, streams int, below func(uint32) uint64) ([]CommandEntry, []CarriedEntry, error) {
+	if version == PassIndexVersionCommands {
+		cmds, err := parseCommandTable(p, streams)
+		return cmds, nil, err
+	}
+	cmds, rest, err := parseCommandTablePrefix(p, streams, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	carried, err := parseCarriedTable(rest, streams, below)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cmds, carried, nil
 }
 
 // ParsePassIndex decodes a pass index object. It checks the CRC first and
@@ -322,7 +364,7 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 		return PassIndex{}, fmt.Errorf("pass index: magic %q: %w", obj[0:4], ErrMagic)
 	}
 	version := binary.BigEndian.Uint16(obj[4:6])
-	if version != PassIndexVersion && version != PassIndexVersionCommands {
+	if version < PassIndexVersion || version > PassIndexVersionCarried {
 		return PassIndex{}, fmt.Errorf("pass index: version %d: %w", version, ErrVersion)
 	}
 	if k := Kind(obj[6]); k != KindPassIndex || obj[7] != 0 {
@@ -346,11 +388,16 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 		return PassIndex{}, fmt.Errorf("pass index: %d streams, %d segments, %d marks need %d bytes, have %d: %w", nStream, nSeg, nMark, want, len(obj), ErrBounds)
 	}
 	var cmds []CommandEntry
-	if version == PassIndexVersionCommands {
-		// The command table fills the rest: at least one entry, stream
-		// indexes strictly increasing and in range.
+	var carried []CarriedEntry
+	if version >= PassIndexVersionCommands {
+		// The command table (and, version 3, the carried table) fills the
+		// rest: stream indexes strictly increasing and in range.
 		var err error
-		if cmds, err = parseCommandTable(obj[want-4:len(obj)-4], int(nStream)); err != nil {
+		if cmds, carried, err = parseCommandTail(version, obj[want-4:len(obj)-4], int(nStream), func(i uint32) uint64 {
+			// A mark at or below the stream's last seq (checked again,
+			// with the stream decoded, by checkPassIndex).
+			return binary.BigEndian.Uint64(obj[passHeaderSize+int(i)*passStreamSize+24:]) + 1
+		}); err != nil {
 			return PassIndex{}, fmt.Errorf("pass index: %w", err)
 		}
 	}
@@ -386,6 +433,9 @@ func ParsePassIndex(obj []byte) (PassIndex, error) {
 	for _, c := range cmds {
 		cs := c.Commands
 		p.Streams[c.Entry].Commands = &cs
+	}
+	for _, c := range carried {
+		p.Streams[c.Entry].Carried, p.Streams[c.Entry].CarriedBelow = c.Marks, c.Below
 	}
 	if err := checkPassIndex(&p); err != nil {
 		return PassIndex{}, err
@@ -423,8 +473,8 @@ func checkPassIndex(p *PassIndex) error {
 			return bad("stream %s: timestamps %d-%d, bytes %d, last seq %d", s.Stream, s.FirstTsMs, s.LastTsMs, s.Bytes, s.LastSeq)
 		}
 		if s.Marker() {
-			if s.Bytes != 0 || len(s.Marks) != 0 || s.Commands != nil || s.FirstSeq > s.LastSeq {
-				return bad("marker of stream %s: seqs %d-%d, %d bytes, %d marks, commands %t", s.Stream, s.FirstSeq, s.LastSeq, s.Bytes, len(s.Marks), s.Commands != nil)
+			if s.Bytes != 0 || len(s.Marks) != 0 || s.Commands != nil || len(s.Carried) != 0 || s.CarriedBelow != 0 || s.FirstSeq > s.LastSeq {
+				return bad("marker of stream %s: seqs %d-%d, %d bytes, %d marks, commands %t, %d carried", s.Stream, s.FirstSeq, s.LastSeq, s.Bytes, len(s.Marks), s.Commands != nil, len(s.Carried))
 			}
 			continue
 		}
@@ -449,6 +499,12 @@ func checkPassIndex(p *PassIndex) error {
 			if err := s.Commands.Validate(); err != nil {
 				return bad("stream %s: %v", s.Stream, err)
 			}
+		}
+		if (len(s.Carried) == 0 && s.CarriedBelow != 0) || s.CarriedBelow > s.LastSeq+1 {
+			return bad("stream %s: carried table's acknowledged tail %d (%d marks) past seq %d", s.Stream, s.CarriedBelow, len(s.Carried), s.LastSeq+1)
+		}
+		if err := CheckCarried(s.Carried, s.CarriedBelow); err != nil {
+			return bad("stream %s: %v", s.Stream, err)
 		}
 	}
 	return nil

@@ -386,7 +386,7 @@ func TestParsePassIndexRefusesCorruption(t *testing.T) {
 		{"empty", nil, ErrTruncated},
 		{"short", good[:40], ErrTruncated},
 		{"magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b }), ErrMagic},
-		{"version", mutate(func(b []byte) []byte { b[5] = 3; return b }), ErrVersion},
+		{"version", mutate(func(b []byte) []byte { b[5] = 4; return b }), ErrVersion},
 		{"kind", mutate(func(b []byte) []byte { b[6] = 1; return b }), ErrKind},
 		{"crc", mutate(func(b []byte) []byte { b[60] ^= 1; return b }), ErrCRC},
 		{"truncated body", recrc(bytes.Clone(good[:len(good)-40])), ErrBounds},
@@ -412,6 +412,9 @@ func FuzzParsePassIndex(f *testing.F) {
 	f.Add(goldenPassIndexBytes())
 	if v2, err := AppendPassIndex(nil, goldenPassIndexV2()); err == nil {
 		f.Add(v2)
+	}
+	if v3, err := AppendPassIndex(nil, goldenPassIndexV3()); err == nil {
+		f.Add(v3)
 	}
 	run := goldenPassIndex() // a run index with a marker (design 014, level 1)
 	run.Streams[1] = PassStream{Stream: sid(2), FirstSeq: 3, LastSeq: 9, FirstTsMs: 10, LastTsMs: 20}

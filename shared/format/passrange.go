@@ -52,7 +52,7 @@ func ParsePassHeader(b []byte) (PassHeader, error) {
 		return PassHeader{}, fmt.Errorf("pass index header: magic %q: %w", b[0:4], ErrMagic)
 	}
 	h := PassHeader{Version: binary.BigEndian.Uint16(b[4:6])}
-	if h.Version != PassIndexVersion && h.Version != PassIndexVersionCommands {
+	if h.Version < PassIndexVersion || h.Version > PassIndexVersionCarried {
 		return PassHeader{}, fmt.Errorf("pass index header: version %d: %w", h.Version, ErrVersion)
 	}
 	if k := Kind(b[6]); k != KindPassIndex || b[7] != 0 {
@@ -83,7 +83,8 @@ func (h PassHeader) SegmentAt(i uint32) int64 {
 func (h PassHeader) MarkAt(i uint32) int64 { return h.SegmentAt(h.Segments) + int64(i)*passMarkSize }
 
 // CommandsAt is where the tables of fixed-size entries end: the command
-// table's offset (version 2), or the CRC's (version 1).
+// table's offset (versions 2 and 3; the carried table follows it in 3),
+// or the CRC's (version 1).
 func (h PassHeader) CommandsAt() int64 { return h.MarkAt(h.Marks) }
 
 // FixedSize is the object's size without its command table: a version 1
@@ -191,18 +192,31 @@ func ParsePassMarks(b []byte) ([]PassMark, error) {
 // the command table, then the CRC (not checked: it covers the whole
 // object). Entries are checked as ParsePassIndex checks them: at least
 // one, stream indexes increasing and inside the stream table.
+//
+// A version 3 object's tail is ParsePassTail's; this returns its command
+// table alone.
 func ParsePassCommandTail(h PassHeader, tail []byte) ([]CommandEntry, error) {
-	if h.Version != PassIndexVersionCommands {
-		return nil, fmt.Errorf("pass index version %d has no command table: %w", h.Version, ErrVersion)
+	cmds, _, err := ParsePassTail(h, tail)
+	return cmds, err
+}
+
+// ParsePassTail is ParsePassCommandTail that also decodes a version 3
+// object's carried table (after its command table, which may be empty).
+// The carried marks' seqs are checked against their streams' seqs when
+// assembled (AssemblePassStreamsCarried), not here: the tail does not hold
+// the stream table.
+func ParsePassTail(h PassHeader, tail []byte) ([]CommandEntry, []CarriedEntry, error) {
+	if h.Version != PassIndexVersionCommands && h.Version != PassIndexVersionCarried {
+		return nil, nil, fmt.Errorf("pass index version %d has no command table: %w", h.Version, ErrVersion)
 	}
 	if len(tail) < 4 {
-		return nil, fmt.Errorf("pass index command tail: %d bytes: %w", len(tail), ErrTruncated)
+		return nil, nil, fmt.Errorf("pass index command tail: %d bytes: %w", len(tail), ErrTruncated)
 	}
-	cmds, err := parseCommandTable(tail[:len(tail)-4], int(h.Streams))
+	cmds, carried, err := parseCommandTail(h.Version, tail[:len(tail)-4], int(h.Streams), func(uint32) uint64 { return ^uint64(0) })
 	if err != nil {
-		return nil, fmt.Errorf("pass index: %w", err)
+		return nil, nil, fmt.Errorf("pass index: %w", err)
 	}
-	return cmds, nil
+	return cmds, carried, nil
 }
 
 // AssemblePassStreams joins consecutive entries (ParsePassEntries: one
@@ -212,6 +226,13 @@ func ParsePassCommandTail(h PassHeader, tail []byte) ([]CommandEntry, error) {
 // ParsePassCommandTail; those of other streams are ignored), and checks
 // the result as ParsePassIndex checks a whole object's streams.
 func AssemblePassStreams(h PassHeader, ents []PassEntry, segs []PassSegment, marks []PassMark, cmds []CommandEntry) ([]PassStream, error) {
+	return AssemblePassStreamsCarried(h, ents, segs, marks, cmds, nil)
+}
+
+// AssemblePassStreamsCarried is AssemblePassStreams with a version 3
+// object's carried table (ParsePassTail; those of other streams are
+// ignored).
+func AssemblePassStreamsCarried(h PassHeader, ents []PassEntry, segs []PassSegment, marks []PassMark, cmds []CommandEntry, carried []CarriedEntry) ([]PassStream, error) {
 	var nSeg, nMark uint64
 	for i, e := range ents {
 		if i > 0 && (e.Index != ents[i-1].Index+1 || e.SegFirst != ents[i-1].SegFirst+ents[i-1].SegN || e.MarkFirst != ents[i-1].MarkFirst+ents[i-1].MarkN) {
@@ -223,8 +244,8 @@ func AssemblePassStreams(h PassHeader, ents []PassEntry, segs []PassSegment, mar
 	if uint64(len(segs)) != nSeg || uint64(len(marks)) != nMark {
 		return nil, fmt.Errorf("pass index entries name %d segments and %d marks, have %d and %d: %w", nSeg, nMark, len(segs), len(marks), ErrBounds)
 	}
-	if len(cmds) > 0 && h.Version != PassIndexVersionCommands {
-		return nil, fmt.Errorf("pass index version %d with command state: %w", h.Version, ErrMalformed)
+	if (len(cmds) > 0 && h.Version < PassIndexVersionCommands) || (len(carried) > 0 && h.Version != PassIndexVersionCarried) {
+		return nil, fmt.Errorf("pass index version %d with command state or a carried table: %w", h.Version, ErrMalformed)
 	}
 	p := PassIndex{Epoch: h.Epoch, FirstSlot: h.FirstSlot, EndSlot: h.EndSlot, Streams: make([]PassStream, len(ents))}
 	var seg, mark uint32
@@ -239,6 +260,11 @@ func AssemblePassStreams(h PassHeader, ents []PassEntry, segs []PassSegment, mar
 			if c.Entry == e.Index {
 				cs := c.Commands
 				s.Commands = &cs
+			}
+		}
+		for _, c := range carried {
+			if c.Entry == e.Index {
+				s.Carried, s.CarriedBelow = c.Marks, c.Below
 			}
 		}
 		p.Streams[i] = s

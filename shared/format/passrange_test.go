@@ -121,15 +121,16 @@ func piecesFind(obj []byte, id StreamID, block int) ([]PassStream, error) {
 		return nil, err
 	}
 	var cmds []CommandEntry
-	if h.Version == PassIndexVersionCommands {
+	var carried []CarriedEntry
+	if h.Version >= PassIndexVersionCommands {
 		if h.CommandsAt() > int64(len(obj)) {
 			return nil, ErrTruncated
 		}
-		if cmds, err = ParsePassCommandTail(h, obj[h.CommandsAt():]); err != nil {
+		if cmds, carried, err = ParsePassTail(h, obj[h.CommandsAt():]); err != nil {
 			return nil, err
 		}
 	}
-	return AssemblePassStreams(h, ents, segs, marks, cmds)
+	return AssemblePassStreamsCarried(h, ents, segs, marks, cmds, carried)
 }
 
 // TestPassRangedPiecesEqualFindAll: a stream's entries decoded from the
@@ -283,6 +284,9 @@ func passRangedSeeds(f *testing.F) {
 	if v2, err := AppendPassIndex(nil, goldenPassIndexV2()); err == nil {
 		f.Add(v2)
 	}
+	if v3, err := AppendPassIndex(nil, goldenPassIndexV3()); err == nil {
+		f.Add(v3)
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, 4} {
 		if obj, err := AppendPassIndex(nil, randomPassIndex(rng, n, n%3, true, true)); err == nil {
@@ -389,14 +393,21 @@ func FuzzParsePassCommandTail(f *testing.F) {
 		} else {
 			h = PassHeader{Version: PassIndexVersionCommands, Streams: 16}
 		}
-		h.Version = PassIndexVersionCommands
-		cmds, err := ParsePassCommandTail(h, tail)
+		if h.Version != PassIndexVersionCarried {
+			h.Version = PassIndexVersionCommands
+		}
+		cmds, carried, err := ParsePassTail(h, tail)
 		if err != nil {
 			return
 		}
 		for i, c := range cmds {
 			if c.Entry >= h.Streams || (i > 0 && c.Entry <= cmds[i-1].Entry) {
 				t.Fatalf("command entry %d: stream %d of %d", i, c.Entry, h.Streams)
+			}
+		}
+		for i, c := range carried {
+			if c.Entry >= h.Streams || (i > 0 && c.Entry <= carried[i-1].Entry) || CheckCarried(c.Marks, c.Below) != nil {
+				t.Fatalf("carried entry %d: stream %d of %d, marks %+v below %d", i, c.Entry, h.Streams, c.Marks, c.Below)
 			}
 		}
 	})

@@ -379,7 +379,7 @@ func EqualRef(a, b Ref) bool {
 	if (a.Commands == nil) != (b.Commands == nil) || (a.Commands != nil && *a.Commands != *b.Commands) {
 		return false
 	}
-	return slices.Equal(a.Producers, b.Producers)
+	return slices.Equal(a.Producers, b.Producers) && slices.Equal(a.Carried, b.Carried) && a.CarriedBelow == b.CarriedBelow
 }
 
 // ValidateChain checks a chain id: a non-empty star without '#' and a known

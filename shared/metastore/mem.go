@@ -595,6 +595,7 @@ func (m *Mem) ListTokens(ctx context.Context, prefix string) ([]Token, error) {
 func cloneRef(r Ref) Ref {
 	r.Locations = slices.Clone(r.Locations)
 	r.Producers = slices.Clone(r.Producers)
+	r.Carried = slices.Clone(r.Carried)
 	if r.Commands != nil {
 		c := *r.Commands
 		r.Commands = &c

@@ -131,6 +131,17 @@ type Ref struct {
 	// Producers are the idempotent producer batches the ref remembers (see
 	// ProducerMark), in seq order; nil for refs without any.
 	Producers []ProducerMark `json:",omitempty"`
+	// Carried is the newest carried table among the ref's segments (ADR
+	// 0062): the producer marks of acknowledged batches the star
+	// remembered when it cut the flight that carried it, in seq order,
+	// below CarriedBelow, distinct, bounded as Producers (TrimMarks). A
+	// successor star takes the union of its last refs' Producers and
+	// Carried (star.RecoverStream). nil when none.
+	Carried []ProducerMark `json:",omitempty"`
+	// CarriedBelow is the stream's acknowledged tail when the star took
+	// the carried table (at most LastSeq+1; 0 without a table): batches at
+	// or above it are in the own marks of the parts holding them.
+	CarriedBelow uint64 `json:",omitempty"`
 	// Commands is the stream's command state (fencing token, trim point)
 	// as of the ref's last record, as the flight's command table gave it
 	// (format version 3); nil when the stream had no command record by

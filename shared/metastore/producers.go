@@ -1,9 +1,12 @@
 package metastore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/strandlog/strand/shared/format"
 )
 
 // ProducerMark is one idempotent producer batch a ref remembers (exactly-
@@ -60,8 +63,12 @@ func DecodeProducerMarks(b []byte) ([]ProducerMark, error) {
 }
 
 // validateMarks checks a ref's marks: at most MaxRefProducerMarks, each
-// with a producer and seqs inside the ref.
+// with a producer and seqs inside the ref; and its carried table
+// (validateCarried).
 func validateMarks(r Ref) error {
+	if err := validateCarried(r); err != nil {
+		return err
+	}
 	if len(r.Producers) > MaxRefProducerMarks {
 		return fmt.Errorf("%w: ref %s@%d: %d producer marks, at most %d", ErrInvalid, r.StreamID, r.FirstSeq, len(r.Producers), MaxRefProducerMarks)
 	}
@@ -71,6 +78,78 @@ func validateMarks(r Ref) error {
 		}
 	}
 	return nil
+}
+
+// validateCarried checks a ref's carried table: what the flight's parser
+// checks (format.CheckCarried: at most MaxRefProducerMarks, each with a
+// producer, in seq order without overlap, at most MaxMarksPerProducer of
+// one producer), each mark below CarriedBelow, which is at most one past
+// the ref's last seq.
+func validateCarried(r Ref) error {
+	if len(r.Carried) == 0 {
+		if r.CarriedBelow != 0 {
+			return fmt.Errorf("%w: ref %s@%d: carried tail %d without a carried table", ErrInvalid, r.StreamID, r.FirstSeq, r.CarriedBelow)
+		}
+		return nil
+	}
+	if r.LastSeq == ^uint64(0) || r.CarriedBelow > r.LastSeq+1 {
+		return fmt.Errorf("%w: ref %s@%d-%d: carried tail %d past the ref", ErrInvalid, r.StreamID, r.FirstSeq, r.LastSeq, r.CarriedBelow)
+	}
+	if err := format.CheckCarried(PassMarks(r.Carried), r.CarriedBelow); err != nil {
+		return fmt.Errorf("%w: ref %s@%d-%d: %v", ErrInvalid, r.StreamID, r.FirstSeq, r.LastSeq, err)
+	}
+	return nil
+}
+
+// PassMarks converts producer marks to the format's form.
+func PassMarks(ms []ProducerMark) []format.PassMark {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]format.PassMark, len(ms))
+	for i, m := range ms {
+		out[i] = format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+	}
+	return out
+}
+
+// FromPassMarks converts the format's marks to producer marks (nil for
+// none).
+func FromPassMarks(ms []format.PassMark) []ProducerMark {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]ProducerMark, len(ms))
+	for i, m := range ms {
+		out[i] = ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq}
+	}
+	return out
+}
+
+// UnionMarks is the union of mark lists by (producer, batch seq), in seq
+// order: a batch named in several lists (a carried table repeats what
+// earlier parts' own marks and tables hold) is kept once, with the seqs of
+// the latest list naming it. Unbounded: callers bound it with TrimMarks.
+func UnionMarks(lists ...[]ProducerMark) []ProducerMark {
+	type key struct {
+		p   [16]byte
+		seq uint64
+	}
+	at := map[key]int{}
+	var out []ProducerMark
+	for _, l := range lists {
+		for _, m := range l {
+			k := key{m.Producer, m.BatchSeq}
+			if i, ok := at[k]; ok {
+				out[i] = m
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, m)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ProducerMark) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+	return out
 }
 
 // TrimMarks keeps, of marks in seq order, each producer's latest

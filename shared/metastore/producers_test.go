@@ -45,3 +45,20 @@ func TestTrimMarks(t *testing.T) {
 		t.Fatalf("kept %d from seq %d", len(got), got[0].FirstSeq)
 	}
 }
+
+// UnionMarks keeps each (producer, batch seq) once, in seq order, with
+// the seqs of the latest list naming it.
+func TestUnionMarks(t *testing.T) {
+	p := func(b byte) [16]byte { return [16]byte{b} }
+	own := []ProducerMark{{Producer: p(1), BatchSeq: 4, FirstSeq: 40, LastSeq: 49}, {Producer: p(2), BatchSeq: 0, FirstSeq: 50, LastSeq: 59}}
+	carried := []ProducerMark{{Producer: p(3), BatchSeq: 7, FirstSeq: 5, LastSeq: 9}, {Producer: p(1), BatchSeq: 4, FirstSeq: 40, LastSeq: 49}}
+	later := []ProducerMark{{Producer: p(2), BatchSeq: 0, FirstSeq: 50, LastSeq: 59}, {Producer: p(2), BatchSeq: 1, FirstSeq: 60, LastSeq: 60}}
+	got := UnionMarks(own, carried, later)
+	want := []ProducerMark{carried[0], own[0], own[1], later[1]}
+	if !slices.Equal(got, want) {
+		t.Fatalf("union %+v, want %+v", got, want)
+	}
+	if UnionMarks(nil, nil) != nil {
+		t.Fatal("the union of nothing is not nil")
+	}
+}

@@ -72,7 +72,16 @@ func LocationSize(l Location) int { return locFixedBytes + len(l.Key) }
 
 // RefSize is an upper bound of the DynamoDB size of r's item, producer
 // marks included (what a transaction's aggregate counts).
-func RefSize(r Ref) int { return refLocSize(r) + marksSize(r) + commandsSize(r) }
+func RefSize(r Ref) int { return refLocSize(r) + marksSize(r) + carriedSize(r) + commandsSize(r) }
+
+// carriedSize is the carried table's share of a ref item: one binary
+// attribute, at most MaxRefProducerMarks marks, so 40 KiB at most.
+func carriedSize(r Ref) int {
+	if len(r.Carried) == 0 {
+		return 0
+	}
+	return len("Carried") + 8 + len(r.Carried)*ProducerMarkSize
+}
 
 // commandsSize is the command state's share of a ref item: one binary
 // attribute, at most 8+1+format.MaxFenceTokenBytes bytes.
@@ -104,9 +113,9 @@ func marksSize(r Ref) int {
 }
 
 // CheckRefSize refuses with ErrTooLarge a ref whose locations are over
-// MaxRefBytes. Its producer marks are bounded apart (validateMarks: at most
-// MaxRefProducerMarks, ErrInvalid), so an item is at most MaxRefBytes +
-// 40 KiB, far under MaxItemBytes.
+// MaxRefBytes. Its producer marks and carried table are bounded apart
+// (validateMarks: at most MaxRefProducerMarks each, ErrInvalid), so an
+// item is at most MaxRefBytes + 80 KiB, far under MaxItemBytes.
 func CheckRefSize(r Ref) error {
 	if n := refLocSize(r); n > MaxRefBytes {
 		return fmt.Errorf("%w: ref %s@%d: %d locations, %d bytes as an item, over %d (split it)",

@@ -68,17 +68,50 @@ func (d *rangedDir) setCmdx(s cmdxState) {
 	d.cx = s
 }
 
+// rangedTail returns the command state and the carried tables (ADR 0062)
+// of the stream table entries idxs (ascending, distinct) of the version 3
+// object at key (header h), read from its tail (the command and carried
+// tables) whole; nothing for other versions. An entry without state or
+// table is absent. The
+// marks' seqs are checked against their entries when assembled
+// (format.AssemblePassStreamsCarried).
+func (w *Window) rangedTail(ctx context.Context, key string, h format.PassHeader, idxs []uint32) (map[uint32]format.StreamCommands, map[uint32]format.CarriedEntry, error) {
+	if h.Version != format.PassIndexVersionCarried || len(idxs) == 0 {
+		return nil, nil, nil
+	}
+	b, err := w.readRange(ctx, key, h.CommandsAt(), -1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: carried table: %w", key, err)
+	}
+	cmds, carried, err := format.ParsePassTail(h, b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", key, err)
+	}
+	outCmds, out := map[uint32]format.StreamCommands{}, map[uint32]format.CarriedEntry{}
+	for _, c := range cmds {
+		if _, ok := slices.BinarySearch(idxs, c.Entry); ok {
+			outCmds[c.Entry] = c.Commands
+		}
+	}
+	for _, c := range carried {
+		if _, ok := slices.BinarySearch(idxs, c.Entry); ok {
+			out[c.Entry] = c
+		}
+	}
+	return outCmds, out, nil
+}
+
 // rangedCommands returns the command state of the stream table entries
-// idxs (ascending, distinct) of the version 2 object at key (header h):
+// idxs (ascending, distinct) of the version 2 or 3 object at key (header h):
 // through its command index when index is set (a run or merged run) and
 // it has a usable one worth reading, else from its whole command table.
 // An entry without state is absent from the map. dir caches what is
 // learnt of the index (nil: nothing cached).
 func (w *Window) rangedCommands(ctx context.Context, key string, h format.PassHeader, dir *rangedDir, index bool, idxs []uint32) (map[uint32]format.StreamCommands, error) {
-	if h.Version != format.PassIndexVersionCommands || len(idxs) == 0 {
+	if h.Version < format.PassIndexVersionCommands || len(idxs) == 0 {
 		return nil, nil
 	}
-	if index {
+	if index && h.Version == format.PassIndexVersionCommands { // a version 3 object has no command index
 		got, ok, err := w.viaCommandIndex(ctx, key, h, dir, idxs)
 		if err != nil || ok {
 			return got, err

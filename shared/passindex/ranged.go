@@ -242,7 +242,10 @@ func (w *Window) fetchWithin(ctx context.Context, c metastore.ChainID, at metast
 		nSeg += len(p.Streams[i].Segments)
 		nMark += len(p.Streams[i].Marks)
 		if p.Streams[i].Commands != nil {
-			h.Version = format.PassIndexVersionCommands
+			h.Version = max(h.Version, format.PassIndexVersionCommands)
+		}
+		if len(p.Streams[i].Carried) > 0 {
+			h.Version = format.PassIndexVersionCarried
 		}
 	}
 	h.Streams, h.Segments, h.Marks = uint32(len(p.Streams)), uint32(nSeg), uint32(nMark)
@@ -262,6 +265,7 @@ func (sw *streamWalk) add(p *format.PassIndex) error {
 	for _, s := range p.FindAll(sw.id) {
 		s.Segments = slices.Clone(s.Segments)
 		s.Marks = slices.Clone(s.Marks)
+		s.Carried = slices.Clone(s.Carried)
 		hit.ents = append(hit.ents, s)
 	}
 	sw.hits = append(sw.hits, hit)
@@ -376,7 +380,8 @@ func (w *Window) findRanged(ctx context.Context, key string, h format.PassHeader
 		segs  []format.PassSegment
 		marks []format.PassMark
 		cmds  []format.CommandEntry
-		errs  [3]error
+		carry []format.CarriedEntry
+		errs  [4]error
 		wg    sync.WaitGroup
 	)
 	if nSeg > 0 {
@@ -395,6 +400,27 @@ func (w *Window) findRanged(ctx context.Context, key string, h format.PassHeader
 				marks, err = format.ParsePassMarks(b)
 			}
 			errs[1] = err
+		})
+	}
+	if h.Version == format.PassIndexVersionCarried && nSeg > 0 {
+		// Carried tables (ADR 0062) always: a successor's dedupe table
+		// is the union of its parts' (star.RecoverStream). One read of
+		// the tail gives the command state too.
+		idxs := make([]uint32, len(ents))
+		for i, e := range ents {
+			idxs[i] = e.Index
+		}
+		wg.Go(func() {
+			gotCmds, got, err := w.rangedTail(ctx, key, h, idxs)
+			for _, i := range idxs {
+				if c, ok := got[i]; ok {
+					carry = append(carry, c)
+				}
+				if c, ok := gotCmds[i]; ok && commands {
+					cmds = append(cmds, format.CommandEntry{Entry: i, Commands: c})
+				}
+			}
+			errs[3] = err
 		})
 	}
 	if commands && h.Version == format.PassIndexVersionCommands && nSeg > 0 {
@@ -420,7 +446,7 @@ func (w *Window) findRanged(ctx context.Context, key string, h format.PassHeader
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, nil, err
 	}
-	out, err := format.AssemblePassStreams(h, ents, segs, marks, cmds)
+	out, err := format.AssemblePassStreamsCarried(h, ents, segs, marks, cmds, carry)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -449,7 +475,7 @@ func (w *Window) lastCommands(ctx context.Context, hits []*streamHit, refs []met
 			if s.Marker() || s.FirstSeq != last.FirstSeq {
 				continue
 			}
-			if hit.idx == nil || hit.hdr.Version != format.PassIndexVersionCommands {
+			if hit.idx == nil || hit.hdr.Version < format.PassIndexVersionCommands {
 				return nil // a whole object's, or a version 1 object's: no table to read
 			}
 			got, err := w.rangedCommands(ctx, hit.key, hit.hdr, hit.dir, hit.index, hit.idx[j:j+1])

@@ -70,7 +70,8 @@ func randomRun(rng *rand.Rand, n, skew int, merged, commands bool) format.PassIn
 // what FindAll finds in the decoded object, with and without command
 // state, for objects of 0, 1, few and many streams (several stream table
 // blocks), uniform and skewed ids, merged runs' marker and packed pairs,
-// versions 1 and 2, and absent ids. With uniform ids at 20,000 streams a
+// versions 1, 2 and 3 (carried tables), and absent ids. With uniform
+// ids at 20,000 streams a
 // lookup costs at most the header, two blocks, the segments, the marks
 // and the command table.
 func TestFindRangedEqualsFindAll(t *testing.T) {
@@ -79,6 +80,9 @@ func TestFindRangedEqualsFindAll(t *testing.T) {
 		for skew := range 3 {
 			for _, merged := range []bool{false, true} {
 				p := randomRun(rng, n, skew, merged, n != 5)
+				if n == 2000 || n == 20000 && skew == 0 {
+					p = withCarried(p) // version 3: carried tables come with the entries
+				}
 				obj, err := format.AppendPassIndex(nil, p)
 				if err != nil {
 					t.Fatal(err)
@@ -317,4 +321,16 @@ func FuzzFindRanged(f *testing.F) {
 			t.Fatalf("ranged %+v, whole %+v", got, want)
 		}
 	})
+}
+
+// withCarried gives every fifth packed entry of p a carried table (ADR
+// 0062): p is then a version 3 object.
+func withCarried(p format.PassIndex) format.PassIndex {
+	for i := range p.Streams {
+		if s := &p.Streams[i]; !s.Marker() && i%5 == 0 && s.FirstSeq > 0 {
+			s.Carried = []format.PassMark{{Producer: format.ProducerID{9}, BatchSeq: uint64(i), FirstSeq: 0, LastSeq: s.FirstSeq - 1}}
+			s.CarriedBelow = s.FirstSeq
+		}
+	}
+	return p
 }

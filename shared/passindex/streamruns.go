@@ -99,7 +99,7 @@ func (w *Window) hitCommands(ctx context.Context, walks []*streamWalk) error {
 	var keys []string
 	for _, sw := range walks {
 		for _, hit := range sw.hits {
-			if hit.idx == nil || hit.hdr.Version != format.PassIndexVersionCommands {
+			if hit.idx == nil || hit.hdr.Version < format.PassIndexVersionCommands {
 				continue // a whole object's (its entries have their state), or version 1
 			}
 			if !slices.ContainsFunc(hit.ents, func(s format.PassStream) bool { return !s.Marker() }) {

@@ -577,8 +577,8 @@ func RunRef(c metastore.ChainID, r *format.PassIndex, s *format.PassStream) meta
 }
 
 // PassRef is stream part s of a pass of epoch as a ref: its seqs,
-// timestamps, bytes, one transit location per segment, its marks and its
-// command state.
+// timestamps, bytes, one transit location per segment, its marks, its
+// command state and its carried table.
 func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 	r := metastore.Ref{StreamID: s.Stream.String(), FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
 		FirstTsMs: s.FirstTsMs, LastTsMs: s.LastTsMs, Bytes: s.Bytes,
@@ -593,6 +593,7 @@ func PassRef(star string, epoch uint64, s *format.PassStream) metastore.Ref {
 		c := *s.Commands
 		r.Commands = &c
 	}
+	r.Carried, r.CarriedBelow = metastore.FromPassMarks(s.Carried), s.CarriedBelow
 	return r
 }
 

@@ -28,16 +28,16 @@ var (
 const allocObject = 128
 
 // DecodedBytes estimates the heap a decoded pass index, run or merged run
-// holds: its stream entries, their segments, marks and command states
-// (capacities: a parsed object's slices share one array each, a built
-// one's may have spare room). BenchmarkWindowMemory measures it against
+// holds: its stream entries, their segments, marks (own and carried) and
+// command states (capacities: a parsed object's slices share one array
+// each, a built one's may have spare room). BenchmarkWindowMemory measures it against
 // the live heap (window_bench_test.go); TestDecodedBytesEstimate keeps it
 // within a factor of 1.5 either way.
 func DecodedBytes(p *format.PassIndex) int64 {
 	n := allocObject + sizeIndex + int64(cap(p.Streams))*sizeStream
 	for i := range p.Streams {
 		s := &p.Streams[i]
-		n += int64(cap(s.Segments))*sizeSegment + int64(cap(s.Marks))*sizeMark
+		n += int64(cap(s.Segments))*sizeSegment + int64(cap(s.Marks)+cap(s.Carried))*sizeMark
 		if s.Commands != nil {
 			n += sizeCommands + int64(len(s.Commands.FenceToken))
 		}

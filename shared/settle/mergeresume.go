@@ -236,6 +236,7 @@ func (o *mergedOut) add(ctx context.Context, id format.StreamID, ms *mergedStrea
 			e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
 		}
 	}
+	e.Carried, e.CarriedBelow = lastPassCarried(ms.ents) // the newest carried table (ADR 0062)
 	if count > uint64(^uint32(0)) {
 		return fmt.Errorf("stream %s: %d records in one segment: %w", id, count, format.ErrTooLong)
 	}

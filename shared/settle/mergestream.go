@@ -89,15 +89,16 @@ func (s *Settler) mergeGroup(ctx context.Context, c metastore.ChainID, a, to met
 
 // runCursor reads one input run's entries in stream order, by range.
 type runCursor struct {
-	ctx   context.Context
-	b     objstore.Bucket
-	key   string
-	h     format.PassHeader
-	cmds  []format.CommandEntry // version 2: the whole command table
-	next  uint32                // the next chunk's first entry
-	buf   []format.PassStream   // the chunk in hand
-	pos   int
-	ahead *indexChunk // the next chunk, being read
+	ctx     context.Context
+	b       objstore.Bucket
+	key     string
+	h       format.PassHeader
+	cmds    []format.CommandEntry // versions 2 and 3: the whole command table
+	carried []format.CarriedEntry // version 3: the whole carried table (ADR 0062)
+	next    uint32                // the next chunk's first entry
+	buf     []format.PassStream   // the chunk in hand
+	pos     int
+	ahead   *indexChunk // the next chunk, being read
 }
 
 type indexChunk struct {
@@ -124,12 +125,12 @@ func openRun(ctx context.Context, b objstore.Bucket, c metastore.ChainID, g grou
 		}
 	}
 	rc := &runCursor{ctx: ctx, b: b, key: key, h: h}
-	if h.Version == format.PassIndexVersionCommands {
+	if h.Version >= format.PassIndexVersionCommands {
 		tail, err := b.Get(ctx, key, h.CommandsAt(), -1)
 		if err != nil {
 			return nil, fmt.Errorf("read run %s's command table: %w", key, err)
 		}
-		if rc.cmds, err = format.ParsePassCommandTail(h, tail); err != nil {
+		if rc.cmds, rc.carried, err = format.ParsePassTail(h, tail); err != nil {
 			return nil, fmt.Errorf("run %s: %w", key, err)
 		}
 	}
@@ -198,7 +199,9 @@ func (rc *runCursor) chunk(ctx context.Context, first, n uint32) ([]format.PassS
 	// The command entries of this chunk's entries (sorted by entry).
 	lo, _ := slices.BinarySearchFunc(rc.cmds, first, func(e format.CommandEntry, t uint32) int { return int(e.Entry) - int(t) })
 	hi, _ := slices.BinarySearchFunc(rc.cmds, first+n, func(e format.CommandEntry, t uint32) int { return int(e.Entry) - int(t) })
-	return format.AssemblePassStreams(h, ents, segs, marks, rc.cmds[lo:hi])
+	clo, _ := slices.BinarySearchFunc(rc.carried, first, func(e format.CarriedEntry, t uint32) int { return int(e.Entry) - int(t) })
+	chi, _ := slices.BinarySearchFunc(rc.carried, first+n, func(e format.CarriedEntry, t uint32) int { return int(e.Entry) - int(t) })
+	return format.AssemblePassStreamsCarried(h, ents, segs, marks, rc.cmds[lo:hi], rc.carried[clo:chi])
 }
 
 // peek is the next entry, or nil at the run's end.

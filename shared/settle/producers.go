@@ -1,6 +1,8 @@
 package settle
 
 import (
+	"slices"
+
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
@@ -17,6 +19,31 @@ func mergeMarks(old []metastore.Ref) []metastore.ProducerMark {
 		return nil
 	}
 	return metastore.TrimMarks(marks)
+}
+
+// lastCarried is the carried table the settled ref keeps: the newest of
+// the refs it replaces (ADR 0062), as lastCommands keeps the newest command
+// state. Its marks lie at or below that ref's last seq, so inside the
+// settled ref's; a successor takes the union of its parts' own marks and
+// carried tables (star.RecoverStream), so an older table adds nothing the
+// newest one and the own marks after it do not give.
+func lastCarried(old []metastore.Ref) ([]metastore.ProducerMark, uint64) {
+	for i := len(old) - 1; i >= 0; i-- {
+		if len(old[i].Carried) > 0 {
+			return slices.Clone(old[i].Carried), old[i].CarriedBelow
+		}
+	}
+	return nil, 0
+}
+
+// lastPassCarried is lastCarried of a run's or merged run's parts.
+func lastPassCarried(parts []*format.PassStream) ([]format.PassMark, uint64) {
+	for i := len(parts) - 1; i >= 0; i-- {
+		if len(parts[i].Carried) > 0 {
+			return slices.Clone(parts[i].Carried), parts[i].CarriedBelow
+		}
+	}
+	return nil, 0
 }
 
 // lastCommands is the command state the settled ref keeps: the latest of

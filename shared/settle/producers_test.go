@@ -37,3 +37,27 @@ func TestLastCommandsCarriesTheLatest(t *testing.T) {
 		t.Fatal("command state from refs without any")
 	}
 }
+
+// A merge keeps the newest carried table of the parts it merges (ADR
+// 0062), refs and pass streams alike, as a copy.
+func TestLastCarriedKeepsTheNewest(t *testing.T) {
+	m := func(b byte, seq uint64) metastore.ProducerMark {
+		return metastore.ProducerMark{Producer: [16]byte{b}, BatchSeq: seq, FirstSeq: seq, LastSeq: seq}
+	}
+	old := []metastore.Ref{
+		{FirstSeq: 10, LastSeq: 19, Carried: []metastore.ProducerMark{m(1, 2)}, CarriedBelow: 10},
+		{FirstSeq: 20, LastSeq: 29, Carried: []metastore.ProducerMark{m(1, 2), m(2, 15)}, CarriedBelow: 18},
+		{FirstSeq: 30, LastSeq: 39}, // a part without one
+	}
+	got, below := lastCarried(old)
+	if len(got) != 2 || got[1] != m(2, 15) || &got[0] == &old[1].Carried[0] || below != 18 {
+		t.Fatalf("got %+v below %d", got, below)
+	}
+	if got, below := lastCarried(old[2:]); got != nil || below != 0 {
+		t.Fatal("a carried table from parts without any")
+	}
+	parts := []*format.PassStream{{Carried: metastore.PassMarks(old[0].Carried), CarriedBelow: 10}, {Carried: metastore.PassMarks(old[1].Carried), CarriedBelow: 18}, {}}
+	if pc, below := lastPassCarried(parts); len(pc) != 2 || pc[1].BatchSeq != 15 || below != 18 {
+		t.Fatalf("pass parts: %+v", pc)
+	}
+}

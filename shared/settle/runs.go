@@ -618,6 +618,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 				e.Marks = append(e.Marks, format.PassMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
 			}
 		}
+		e.Carried, e.CarriedBelow = lastPassCarried(sp.raw) // the newest carried table (ADR 0062)
 		entries[i] = e
 	}
 	slices.Sort(slots)

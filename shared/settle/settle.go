@@ -642,6 +642,7 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 		FirstTsMs: first.FirstTsMs, LastTsMs: last.LastTsMs,
 		Producers: mergeMarks(old),   // a successor's dedupe table survives settlement
 		Commands:  lastCommands(old)} // and so do its fencing token and trim point
+	repl.Carried, repl.CarriedBelow = lastCarried(old) // the newest table the star carried (ADR 0062)
 	var cur *format.SettledBuilder
 	var curMax int64 // the record bytes cur may hold
 	// objMax is what the next object may hold: MaxObjectBytes, or the

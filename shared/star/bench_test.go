@@ -155,7 +155,7 @@ func BenchmarkRender(b *testing.B) {
 	var n format.Nonce
 	slot := uint64(0)
 	for b.Loop() {
-		render(bld, 1, slot, n, batches)
+		render(bld, 1, slot, n, batches, nil)
 		slot++
 	}
 }

@@ -86,7 +86,10 @@
 // producer batch in its batch table (format version 2), the absorb copies
 // each producer's latest batches into refs, and a successor seeds the
 // table from them (StreamInfo.Producers); an in-process recovery keeps the
-// live table. ADR 0041.
+// live table. ADR 0041. The star also carries the stream's whole table of
+// acknowledged batches in some of its flights (carry.go, format version 4),
+// so a successor's table is the live one's however many parts ago a batch
+// was committed (RecoverStream). ADR 0062.
 //
 // # Commands: fencing and explicit trim
 //

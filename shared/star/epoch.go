@@ -292,16 +292,19 @@ func (l *loglet) tryRecover(ctx context.Context, epoch uint64) error {
 	l.inflight = map[uint64]*flight{}
 	var again []*flight
 	for _, old := range rest {
-		nf := &flight{epoch: l.epoch, slot: l.ord.claim(), batches: old.batches, bytes: old.bytes, cutAt: now, builder: format.NewBuilder()}
+		// A republished flight keeps its carried tables: their batches
+		// were released before it was first cut, below its seqs.
+		nf := &flight{epoch: l.epoch, slot: l.ord.claim(), batches: old.batches, bytes: old.bytes, carried: old.carried, cutAt: now, builder: format.NewBuilder()}
 		l.inflight[nf.slot] = nf
 		again = append(again, nf)
 	}
 	l.halted, l.haltExpired = nil, false
+	l.recarry() // the disowned flights may have held the newest tables
 	l.broadcast()
 	l.mu.Unlock()
 	l.s.log.Info("epoch recovered", "chain", l.chain.String(), "halted_epoch", epoch, "cut", cut, "acked_late", cut-base, "republished", len(again), "epoch", epoch+1)
 	for _, nf := range again {
-		nf.setObj(render(nf.builder, nf.epoch, nf.slot, nonce, nf.batches))
+		nf.setObj(render(nf.builder, nf.epoch, nf.slot, nonce, nf.batches, nf.carried))
 		go l.commit(ctx, nf)
 	}
 	l.notify()

@@ -69,6 +69,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// readOnlyHarness is an Express star on 3 buckets (W 2) that turn
+// read-only while ro is set, with a chain fencer, a 50 ms commit deadline
+// and a 300 ms halt wait: its epoch halts when ro is set and recovers
+// once it is cleared.
+func readOnlyHarness(t *testing.T, ro *atomic.Bool, opts ...harnessOpt) *harness {
+	return newHarness(t, metastore.Express, 3, 2, append([]harnessOpt{withChainFencer, func(c *Config, _ *Options) {
+		c.Express.CommitDeadline = 50 * time.Millisecond
+		c.HaltWait = 300 * time.Millisecond
+		for i, b := range c.Express.Buckets {
+			c.Express.Buckets[i] = readOnly{Bucket: b, on: ro}
+		}
+	}}, opts...)...)
+}
+
 // TestUnwritableStoreFailsProducersWithTheCause: every bucket turns
 // read-only. The flight misses its commit deadline and halts the epoch with
 // the store's own error as its reason (in the log line, the halt reason and
@@ -81,14 +95,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestUnwritableStoreFailsProducersWithTheCause(t *testing.T) {
 	var ro atomic.Bool
 	var logs syncBuffer
-	h := newHarness(t, metastore.Express, 3, 2, withChainFencer, func(c *Config, _ *Options) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		c.Express.CommitDeadline = 50 * time.Millisecond
-		c.HaltWait = 300 * time.Millisecond
-		for i, b := range c.Express.Buckets {
-			c.Express.Buckets[i] = readOnly{Bucket: b, on: &ro}
-		}
-	})
+	h := readOnlyHarness(t, &ro, func(c *Config, _ *Options) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	h.start()
 	id := h.open(metastore.Express, 1)[0]
 	one := func(s string) []format.Record { return recs(1, func(int) []byte { return []byte(s) }) }

@@ -117,6 +117,9 @@ type flight struct {
 	obj     []byte
 	objLen  int // len(obj), kept once obj is recycled (backlog bytes)
 	cutAt   time.Time
+	// carried are the streams' dedupe tables the flight carries (ADR
+	// 0062; nil for most flights).
+	carried []carriedTable
 	durable bool
 	relAt   time.Time
 	// The builder (and obj) go back to the free list as soon as every
@@ -165,7 +168,11 @@ type loglet struct {
 	relSignal   chan struct{} // wakes the notifier
 	deposed     error         // set when a successor exists: nothing more is served
 	cutTried    uint64        // the epoch whose cut this loglet last tried to record
-	runCtx      context.Context
+	// cuts counts flights cut (a stream's cutMark names the last it rode);
+	// carryGen is the carried tables' generation: a stream whose
+	// carriedGen differs carries its table in its next flight (carry.go).
+	cuts, carryGen uint64
+	runCtx         context.Context
 
 	m logletMetrics
 }
@@ -194,6 +201,7 @@ func newLoglet(s *Star, cl metastore.Class, cfg ClassConfig) *loglet {
 		pool:      newPool(s.cfg.TenantFIFO),
 		inflight:  map[uint64]*flight{},
 		relSignal: make(chan struct{}, 1),
+		carryGen:  1, // a stream's carriedGen starts at 0: it carries in its first flight
 	}
 	r, c := s.reg, cl.String()
 	l.m = logletMetrics{
@@ -461,6 +469,7 @@ func (l *loglet) flusher(ctx context.Context) {
 		// 3. Cut and claim, inline.
 		f := &flight{cutAt: l.s.clk.Now(), epoch: l.epoch}
 		f.batches, f.bytes = l.pool.cut(target)
+		f.carried = l.carryTables(f.batches, f.cutAt.UnixMilli())
 		f.slot = l.ord.claim()
 		l.inflight[f.slot] = f
 		nonce := l.nonce
@@ -468,7 +477,7 @@ func (l *loglet) flusher(ctx context.Context) {
 		l.broadcast() // pool space freed
 		// 4. Render once, outside the lock; commit in the background.
 		l.mu.Unlock()
-		f.setObj(render(f.builder, f.epoch, f.slot, nonce, f.batches))
+		f.setObj(render(f.builder, f.epoch, f.slot, nonce, f.batches, f.carried))
 		l.trace(TraceCut, f, f.cutAt)
 		go l.commit(ctx, f)
 		l.mu.Lock()
@@ -525,8 +534,9 @@ func (l *loglet) takeBuilder() *format.Builder {
 }
 
 // render groups a flight's batches into one segment per stream, in order of
-// each stream's first arrival, each stream's batches in arrival (= seq) order.
-func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches []*batch) []byte {
+// each stream's first arrival, each stream's batches in arrival (= seq)
+// order, with the streams' carried tables.
+func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches []*batch, carried []carriedTable) []byte {
 	b.Reset(epoch, slot, nonce)
 	done := make(map[*stream]bool, 8)
 	for i, first := range batches {
@@ -544,6 +554,11 @@ func render(b *format.Builder, epoch, slot uint64, nonce format.Nonce, batches [
 				if bt.hasCmds {
 					b.SetCommands(bt.cmds) // the latest batch's state wins
 				}
+			}
+		}
+		for _, c := range carried {
+			if c.st == first.st {
+				b.SetCarried(c.below, c.marks)
 			}
 		}
 		b.EndSegment()

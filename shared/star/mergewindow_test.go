@@ -35,12 +35,16 @@ func (p partsReader) QueryRefs(_ context.Context, _ string, from uint64, limit i
 // merge is what settle does to consecutive parts of a stream (a run entry
 // of passes, a merged run of runs, a flushed ref of runs: settle's pack,
 // mergedOut.add and mergeMarks): one part over their seqs whose marks are
-// metastore.TrimMarks of theirs, in seq order.
+// metastore.TrimMarks of theirs, in seq order, and whose carried table is
+// the newest of theirs (lastCarried).
 func merge(parts []metastore.Ref) metastore.Ref {
 	m := metastore.Ref{StreamID: parts[0].StreamID, FirstSeq: parts[0].FirstSeq, LastSeq: parts[len(parts)-1].LastSeq}
 	var marks []metastore.ProducerMark
 	for _, p := range parts {
 		marks = append(marks, p.Producers...)
+		if len(p.Carried) > 0 {
+			m.Carried, m.CarriedBelow = p.Carried, p.CarriedBelow
+		}
 	}
 	m.Producers = metastore.TrimMarks(marks)
 	return m
@@ -124,15 +128,7 @@ func TestMergingNeverShrinksTheDedupeWindow(t *testing.T) {
 		if ref := reference(parts); !maps(want, ref) {
 			t.Fatalf("seed %d: the recovered window (%d batches) is not the reference model's (%d)", seed, len(want), len(ref))
 		}
-		merged := slices.Clone(parts)
-		for round := 0; len(merged) > 1 && round < 5; round++ {
-			var out []metastore.Ref
-			for i := 0; i < len(merged); {
-				n := 1 + rng.IntN(min(4, len(merged)-i))
-				out = append(out, merge(merged[i:i+n]))
-				i += n
-			}
-			merged = out
+		mergeRounds(rng, parts, func(round int, merged []metastore.Ref) {
 			got := window(t, merged)
 			for k, b := range want {
 				if g, ok := got[k]; !ok || g != b {
@@ -140,7 +136,24 @@ func TestMergingNeverShrinksTheDedupeWindow(t *testing.T) {
 						seed, round, len(merged), k.p[:2], k.seq, b.FirstSeq, b.LastSeq, g, ok)
 				}
 			}
+		})
+	}
+}
+
+// mergeRounds merges parts as settle does, in random consecutive groups
+// of 1 to 4 (merge), up to 5 rounds while more than one part is left,
+// calling check with each round's parts.
+func mergeRounds(rng *rand.Rand, parts []metastore.Ref, check func(round int, merged []metastore.Ref)) {
+	merged := slices.Clone(parts)
+	for round := 0; len(merged) > 1 && round < 5; round++ {
+		var out []metastore.Ref
+		for i := 0; i < len(merged); {
+			n := 1 + rng.IntN(min(4, len(merged)-i))
+			out = append(out, merge(merged[i:i+n]))
+			i += n
 		}
+		merged = out
+		check(round, merged)
 	}
 }
 

@@ -11,10 +11,18 @@ import (
 )
 
 // RecoverRefs is how many of a stream's last refs RecoverStream reads for
-// producer marks: a successor remembers the producers whose batches are in
-// them (each ref keeps each producer's latest batches; settled refs merge
-// many flights).
+// producer marks when none of them has a carried table (ADR 0062): a
+// successor remembers the producers whose batches are in them (each ref
+// keeps each producer's latest batches; settled refs merge many flights).
+// The newest carried table is in the last CarryEvery <= RecoverRefs parts
+// of a stream whose star remembered a producer.
 const RecoverRefs = 16
+
+// MaxRecoverRefs bounds the refs RecoverStream reads: past the newest
+// carried table, back to the part holding its acknowledged tail (the
+// stream's flights in flight when it was taken: at most
+// --s3-parallel-uploads, so CarryEvery + that + 1 parts).
+const MaxRecoverRefs = 256
 
 // RefReader is what RecoverStream reads: a stream's refs.
 type RefReader interface {
@@ -25,9 +33,14 @@ type RefReader interface {
 // RecoverStream builds the StreamInfo that opens a stream on a star after
 // a start or takeover, from durable artifacts alone: the tail (next seq,
 // last timestamp) and the command state (fencing token, trim point) from
-// the last ref, and the dedupe table from the
-// producer marks of the last RecoverRefs refs (a takeover absorbs every
-// committed slot of its predecessor into refs before it serves). Each
+// the last ref, and the dedupe table from producer marks (a takeover
+// absorbs every committed slot of its predecessor into refs before it
+// serves): the union, by (producer, batch seq), of the newest carried
+// table among the last RecoverRefs refs and the own marks of every ref
+// from its acknowledged tail on (ADR 0062), with the carried tables and
+// own marks of every other ref read; without a carried table, the own
+// marks of the last RecoverRefs refs. The union is bounded as a ref's
+// marks (metastore.TrimMarks). Each
 // recovered producer counts as seen at now: its idle expiry runs from the
 // recovery (record timestamps are the client's, so not a clock). It reads
 // the metastore, so it runs at open, never between admission and ack.
@@ -46,7 +59,21 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 		info.Commands = &c
 	}
 	chain := []metastore.Ref{last} // newest first
-	for r := last; len(chain) < RecoverRefs && r.FirstSeq > 0; {
+	var carried *metastore.Ref     // the newest ref with a carried table
+	more := func(r metastore.Ref) bool {
+		if carried == nil && len(r.Carried) > 0 {
+			carried = &r
+		}
+		switch {
+		case len(chain) >= MaxRecoverRefs:
+			return false
+		case carried != nil:
+			return r.FirstSeq > carried.CarriedBelow // back to its tail
+		default:
+			return len(chain) < RecoverRefs
+		}
+	}
+	for r := last; more(r) && r.FirstSeq > 0; {
 		got, err := refs.QueryRefs(ctx, id.String(), r.FirstSeq-1, 1)
 		if err != nil {
 			return info, fmt.Errorf("star: recover stream %s: ref before seq %d: %w", id, r.FirstSeq, err)
@@ -57,11 +84,11 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 		r = got[0]
 		chain = append(chain, r)
 	}
-	var marks []metastore.ProducerMark
+	lists := make([][]metastore.ProducerMark, 0, 2*len(chain))
 	for i := len(chain) - 1; i >= 0; i-- {
-		marks = append(marks, chain[i].Producers...)
+		lists = append(lists, chain[i].Carried, chain[i].Producers)
 	}
-	info.Producers = producerStates(marks, now.UnixMilli())
+	info.Producers = producerStates(metastore.UnionMarks(lists...), now.UnixMilli())
 	return info, nil
 }
 

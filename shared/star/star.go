@@ -124,6 +124,11 @@ type stream struct {
 	// dd is the producer dedupe table (nil until a producer appends or
 	// Open seeds it).
 	dd *dedupe
+	// cutMark, sinceCarry, carriedGen: the carried tables' cadence
+	// (carry.go): the last flight cut with the stream, the stream's
+	// flights since it last carried its table, and the loglet's carry
+	// generation then (0: never, so the first flight after an open does).
+	cutMark, sinceCarry, carriedGen uint64
 	// queue holds the stream's pooled batches (pooled of them; see fair.go).
 	queue  *tenantQueue
 	pooled int

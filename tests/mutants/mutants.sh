@@ -55,7 +55,7 @@ mutant successor-forgets-commands shared/star/reopen.go "./shared/star" \
 mutant read-ignores-trim shared/read/read.go "./shared/read" \
   's/if from < trim \{/if from < trim \&\& false {/'
 mutant successor-forgets-dedupe shared/star/reopen.go "./shared/star" \
-  's/info.Producers = producerStates\(marks, /info.Producers = producerStates(marks[:0], /'
+  's/info.Producers = producerStates\(metastore.UnionMarks\(lists...\), /info.Producers = producerStates(nil, /'
 mutant trim-reads-last-refs-config shared/trim/trim.go "./shared/trim" \
   's/last, err = t.window\(\).LastRef\(ctx, st\)/last, err = t.Meta.LastRef(ctx, st.ID)/'
 # Issue 30: a run's packs at keys without its plan's digest (a dead plan's

@@ -113,15 +113,15 @@ func (s *sim) checkIdempotent() {
 var errLostAck = errors.New("sim: ack lost in the network")
 
 // loseAcksOf drops, as a network does just before a crash, the ack of
-// the latest batch of about half of the idempotent producers, when
-// incarnation n acked it: their producers retry it on the next
-// incarnation, whose dedupe tables are rebuilt from the index (refs, pass
-// indexes and runs, ADR 0041), and the retry must get the seqs the
+// one of the latest 8 batches (the latest, or one of the 7 before it) of
+// about half of the idempotent producers, when incarnation n acked it:
+// their producers retry it on the next incarnation, whose dedupe tables
+// are rebuilt from the index (refs, pass indexes and runs: own marks and
+// carried tables, ADR 0041, ADR 0062), and the retry must get the seqs the
 // dropped ack had (retriedLostAck), never a second copy (checkHistory).
-// Only the latest: what the index keeps durably of a producer once its
-// refs are settled and merged is its latest batch (an older batch's retry
-// after a takeover may be refused as older than the window, by design).
-// Only seeds with loseAcks draw from the seed's stream here.
+// The latest 8: the window a takeover keeps of each producer, however its
+// parts were settled and merged. Only seeds with loseAcks draw from the
+// seed's stream here.
 func (s *sim) loseAcksOf(n *Node) {
 	if !s.loseAcks {
 		return
@@ -138,8 +138,15 @@ func (s *sim) loseLatestAcks(gen int) {
 		if !pr.idem || pr.next == 0 {
 			continue
 		}
-		b := s.batches[fmt.Sprintf("%d.%d", pi, pr.next-1)]
-		if b == nil || b.state != acked || (gen >= 0 && b.gen != gen) || s.rng.IntN(2) == 0 {
+		if s.rng.IntN(2) == 0 {
+			continue
+		}
+		// The latest batch, or one of the 7 before it: the window (each
+		// producer's latest 8) holds it across takeovers and merges, the
+		// carried tables (ADR 0062) however many parts ago it committed.
+		idx := pr.next - 1 - s.rng.IntN(min(pr.next, star.DefaultDedupeWindow))
+		b := s.batches[fmt.Sprintf("%d.%d", pi, idx)]
+		if b == nil || b.state != acked || (gen >= 0 && b.gen != gen) {
 			continue
 		}
 		a := b.ack
@@ -184,9 +191,9 @@ func retryFailed(b *batchRec) int {
 }
 
 // mergeTakeover is the workload of retries after merges (issue 30 item
-// 3): about half of the idempotent producers lose the ack of their latest
-// batch, whichever incarnation acked it (their latest batch may be many
-// steps old), the star's releases are absorbed, settle copies with a
+// 3): about half of the idempotent producers lose the ack of one of their
+// latest 8 batches, whichever incarnation acked it (it may be many steps
+// old), the star's releases are absorbed, settle copies with a
 // production flush (World.HoldingSettler: nothing flushed for an hour)
 // run until their steps have nothing left (the runs merged: those
 // batches' producer marks now live in merged entries, not in refs), and a new incarnation takes over, rebuilding its dedupe

@@ -75,6 +75,7 @@ func TestSim(t *testing.T) {
 	t.Logf("SUMMARY sim: %s steps=%d batches_acked=%d faults_injected=%d takeovers=%d zombie_takeovers=%d epoch_halts=%d backlog_stalls=%d workload_reads=%d corrupted_at_rest=%d graceful_restarts=%d idempotent_retries=%d switched_to_pass_index=%d lost_acks_retried=%d window_ranged_lookups=%d probe_orphans_deleted=%d probe_orphans_deleted_on_pass_index=%d",
 		&totals.records, totals.steps.Load(), totals.batches.Load(), totals.faults.Load(), totals.takeovers.Load(),
 		totals.zombies.Load(), totals.halts.Load(), totals.stalls.Load(), totals.reads.Load(), totals.corrupt.Load(), totals.drains.Load(), totals.retries.Load(), totals.switches.Load(), totals.lostAcks.Load(), totals.ranged.Load(), totals.probeDeleted.Load(), totals.probeDeletedIndexed.Load())
+	t.Logf("SUMMARY sim: carried_marks_checked=%d carried_marks_unverified=%d", carriedChecked.Load(), carriedUnverified.Load())
 }
 
 // batch states
@@ -129,6 +130,7 @@ type sim struct {
 	runCtx context.Context
 
 	mu      sync.Mutex
+	carried carriedState         // checkCarried's memory (carried_test.go)
 	batches map[string]*batchRec // by "prod.idx"
 	prods   []*producer
 	obs     []observation
@@ -671,6 +673,7 @@ func (s *sim) check() {
 	s.checkStallCauses()
 	s.checkDedupeBound()
 	s.checkLostAcks()
+	s.checkCarried()
 	if s.node != nil {
 		s.releasedAt = append(s.releasedAt, s.node.Star.Released(Chain))
 		s.checkHistory(s.node)

@@ -65,6 +65,11 @@ type Star struct {
 	// segments' footer entries carry (a version 3 flight; the records
 	// stay ordinary: tests of what the index and settle carry).
 	Commands map[format.StreamID]*format.StreamCommands
+	// Carried, when it holds a stream, is the carried dedupe table its
+	// segments carry (a version 4 flight, ADR 0062), with the segment's
+	// first seq as its acknowledged tail; not written while a mark is at
+	// or past that seq.
+	Carried map[format.StreamID][]format.PassMark
 
 	next    map[format.StreamID]uint64
 	written map[format.StreamID][]format.Record
@@ -114,6 +119,9 @@ func (s *Star) Flight(ctx context.Context, ids []format.StreamID, counts []int, 
 		s.b.AddRecords(enc, len(recs), recs[0].TimestampMs, recs[len(recs)-1].TimestampMs)
 		if c := s.Commands[id]; c != nil {
 			s.b.SetCommands(*c)
+		}
+		if ms := s.Carried[id]; len(ms) > 0 && ms[len(ms)-1].LastSeq < seq {
+			s.b.SetCarried(seq, ms)
 		}
 		s.b.EndSegment()
 		s.next[id] = seq + uint64(len(recs))

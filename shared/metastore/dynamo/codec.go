@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -46,6 +47,7 @@ const (
 	attrBytes     = "Bytes"
 	attrLocations = "Locations"
 	attrProducers = "Producers"
+	attrCarried   = "Carried"
 	attrCommands  = "Commands"
 	attrSum       = "Sum"
 	// Location map keys.
@@ -291,6 +293,9 @@ func refSum(r metastore.Ref) string {
 	if len(r.Producers) > 0 { // absent for refs without marks: their sums are unchanged
 		fmt.Fprintf(h, "|producers|%x", metastore.EncodeProducerMarks(r.Producers))
 	}
+	if len(r.Carried) > 0 { // absent for refs without a carried table: their sums are unchanged
+		fmt.Fprintf(h, "|carried|%d|%x", r.CarriedBelow, metastore.EncodeProducerMarks(r.Carried))
+	}
 	if r.Commands != nil { // absent for refs without command state: their sums are unchanged
 		fmt.Fprintf(h, "|commands|%x", format.AppendCommands(nil, *r.Commands))
 	}
@@ -322,6 +327,10 @@ func refAttrs(r metastore.Ref) map[string]types.AttributeValue {
 	}
 	if len(r.Producers) > 0 {
 		m[attrProducers] = &types.AttributeValueMemberB{Value: metastore.EncodeProducerMarks(r.Producers)}
+	}
+	if len(r.Carried) > 0 {
+		v := binary.BigEndian.AppendUint64(nil, r.CarriedBelow)
+		m[attrCarried] = &types.AttributeValueMemberB{Value: append(v, metastore.EncodeProducerMarks(r.Carried)...)}
 	}
 	if r.Commands != nil {
 		m[attrCommands] = &types.AttributeValueMemberB{Value: format.AppendCommands(nil, *r.Commands)}
@@ -371,6 +380,18 @@ func decodeRef(m map[string]types.AttributeValue) (metastore.Ref, error) {
 			it.fail(attrProducers, err.Error())
 		} else {
 			r.Producers = ps
+		}
+	}
+	if v, ok := m[attrCarried]; ok {
+		b, ok := v.(*types.AttributeValueMemberB)
+		if !ok {
+			it.fail(attrCarried, "binary carried marks")
+		} else if len(b.Value) < 8 {
+			it.fail(attrCarried, "carried tail and marks")
+		} else if ps, err := metastore.DecodeProducerMarks(b.Value[8:]); err != nil || len(ps) == 0 {
+			it.fail(attrCarried, fmt.Sprintf("carried marks: %v", err))
+		} else {
+			r.CarriedBelow, r.Carried = binary.BigEndian.Uint64(b.Value[:8]), ps
 		}
 	}
 	if v, ok := m[attrCommands]; ok {

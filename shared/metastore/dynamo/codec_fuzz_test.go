@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,9 @@ var fuzzNames = []string{attrPK, attrSK, attrName, attrID, attrClass, attrStar, 
 	// attributes by index).
 	attrHeadLayout, "L2Epoch", "L2AbsorbingEpoch", "L2AbsorbingSlot", "L2CheckpointEpoch", "L2CheckpointSlot",
 	"L2SettledEpoch", "L2SettledSlot", "L2TrimmedEpoch", "L2TrimmedSlot", "L2FlushedEpoch", "L2FlushedSlot", "L2MergedEpoch", "L2MergedSlot",
-	"L2IndexedEpoch", "L2IndexedSlot"}
+	"L2IndexedEpoch", "L2IndexedSlot",
+	// A ref's binary attributes (after the others, as above).
+	attrProducers, attrCarried, attrCommands}
 
 // fuzzValue makes an attribute value of kind k from v.
 func fuzzValue(k byte, v string) types.AttributeValue {
@@ -93,6 +96,9 @@ func FuzzDecodeItem(f *testing.F) {
 	f.Add(enc(headAttrsIn(2, metastore.ChainID{Star: "s"}, metastore.Head{Epoch: 3, Indexed: metastore.Cursor{Epoch: 3, Slot: 1}})))
 	f.Add(enc(leaseAttrs(metastore.Lease{Star: "star-0", Holder: "t", Addr: "10.0.0.1:4780", Version: 7, TTLMs: 3000})))
 	f.Add([]byte{byte(15), 5, 13, 't', ',', 'k', ',', '1', '0', ',', '2', '0', ',', '7', ';', 'x'})
+	carried := append(make([]byte, 7, 48), 9) // acknowledged tail 9, then the marks
+	carried = append(carried, metastore.EncodeProducerMarks([]metastore.ProducerMark{{Producer: [16]byte{1}, BatchSeq: 2, FirstSeq: 3, LastSeq: 4}})...)
+	f.Add(append([]byte{byte(slices.Index(fuzzNames, attrCarried)), 2, byte(len(carried))}, carried...))
 	f.Add([]byte{byte(30), 2, 16, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := fuzzItem(data)

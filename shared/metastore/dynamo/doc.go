@@ -11,6 +11,7 @@
 //	SID#<id>                REF#<20 digits>    StreamID FirstSeq LastSeq FirstTsMs LastTsMs Bytes
 //	                                           Locations (L of M{Settled BOOL, Key S, Offset N, Length N}) Sum
 //	                                           Producers (B: 40-byte producer marks, only when any)
+//	                                           Carried (B: 8-byte acknowledged tail, then 40-byte marks of the carried table, ADR 0062, only when any)
 //	                                           Commands (B: command state, format.AppendCommands, only when any)
 //	CHAIN#<star>#<class>    HEAD               layout 1 (Indexed not set; below, "The head's layouts"):
 //	                                           Epoch CheckpointEpoch CheckpointSlot SettledEpoch SettledSlot

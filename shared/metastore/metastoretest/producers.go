@@ -25,6 +25,9 @@ func testRefProducerMarks(t *testing.T, s metastore.Store) {
 	}
 	small := newRef(sid(1), 100_000, 100_009)
 	small.Producers = []metastore.ProducerMark{mark(7, 3, 100_000, 100_004), mark(7, 4, 100_005, 100_009)}
+	// Its carried table (ADR 0062): acknowledged batches below it.
+	small.Carried = []metastore.ProducerMark{mark(9, 0, 50, 59), mark(7, 2, 99_990, 99_999)}
+	small.CarriedBelow = 100_000
 	must(t, putRefs(t, s, []metastore.Ref{full, small}), "put refs with marks")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{full, small}, "refs with marks")
 	last, err := s.LastRef(ctx, sid(1))
@@ -36,7 +39,12 @@ func testRefProducerMarks(t *testing.T, s metastore.Store) {
 	stale.Producers = []metastore.ProducerMark{mark(7, 3, 100_000, 100_004)}
 	merged := newRef(sid(1), 0, 100_009)
 	merged.Producers = metastore.TrimMarks(append(append([]metastore.ProducerMark(nil), full.Producers...), small.Producers...))
+	merged.Carried, merged.CarriedBelow = small.Carried, small.CarriedBelow
 	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{full, stale}, merged), metastore.ErrConflict, "swap with stale marks")
+	staleCarried := small
+	staleCarried.CarriedBelow = 99_999
+	staleCarried.Carried = small.Carried[:1]
+	wantErr(t, s.SwapRefs(ctx, []metastore.Ref{full, staleCarried}, merged), metastore.ErrConflict, "swap with a stale carried table")
 	must(t, s.SwapRefs(ctx, []metastore.Ref{full, small}, merged), "swap carrying the marks")
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{merged}, "merged ref keeps the marks")
 
@@ -49,6 +57,25 @@ func testRefProducerMarks(t *testing.T, s metastore.Store) {
 		"mark outside the ref": mod(func(r *metastore.Ref) { r.Producers = []metastore.ProducerMark{mark(1, 0, 5, 12)} }),
 		"mark without producer": mod(func(r *metastore.Ref) {
 			r.Producers = []metastore.ProducerMark{{BatchSeq: 1, FirstSeq: 10, LastSeq: 10}}
+		}),
+		"carried mark above the ref": mod(func(r *metastore.Ref) {
+			r.Carried, r.CarriedBelow = []metastore.ProducerMark{mark(1, 0, 15, 20)}, 20
+		}),
+		"carried mark at its tail": mod(func(r *metastore.Ref) {
+			r.Carried, r.CarriedBelow = []metastore.ProducerMark{mark(1, 0, 5, 9)}, 9
+		}),
+		"carried tail without a table": mod(func(r *metastore.Ref) { r.CarriedBelow = 5 }),
+		"carried marks out of order": mod(func(r *metastore.Ref) {
+			r.Carried, r.CarriedBelow = []metastore.ProducerMark{mark(1, 1, 5, 6), mark(2, 0, 1, 2)}, 10
+		}),
+		"carried mark without producer": mod(func(r *metastore.Ref) {
+			r.Carried, r.CarriedBelow = []metastore.ProducerMark{{BatchSeq: 1, FirstSeq: 1, LastSeq: 2}}, 10
+		}),
+		"too many carried of one producer": mod(func(r *metastore.Ref) {
+			for i := range uint64(metastore.MaxMarksPerProducer + 1) {
+				r.Carried = append(r.Carried, mark(1, i, i, i))
+			}
+			r.CarriedBelow = 10
 		}),
 		"too many marks": mod(func(r *metastore.Ref) {
 			r.LastSeq = 1 << 20
