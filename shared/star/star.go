@@ -406,7 +406,9 @@ func (s *Star) Open(info StreamInfo) error {
 	}
 	st.cfg = info.Config
 	if info.Commands != nil {
-		st.cmds, st.ackedCmds, st.hasCmds = *info.Commands, *info.Commands, true
+		cmds := *info.Commands
+		s.unseal(&cmds) // sealed to this star: the move's new leader (move.go)
+		st.cmds, st.ackedCmds, st.hasCmds = cmds, cmds, true
 		if info.Commands.HasConfig {
 			st.cfg = info.Commands.Config
 		}
