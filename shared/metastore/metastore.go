@@ -317,6 +317,13 @@ type Store interface {
 	// sequenced truth; this keeps GetStream, ListStreams and trim in step).
 	// ErrNotFound for a missing stream, ErrConflict for another id.
 	SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts Timestamping) error
+	// MoveStream makes star to the leader of the stream named name (ADR
+	// 0065), on condition that it has id, is active and is led by from:
+	// ErrNotFound for a missing or deleting stream, ErrConflict for
+	// another id or another leader (the error names it). A stream led by
+	// to already is left as it is (a retry). The caller has sealed the
+	// stream on from first: this write follows the seal, never leads it.
+	MoveStream(ctx context.Context, name, id, from, to string) error
 	// DeleteStream removes the deleting stream id (trim, once its refs
 	// are gone), and a stream named name with that id (a stream marked
 	// deleting in place, before names were retired). A name that holds

@@ -452,6 +452,61 @@ func (st *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) 
 	}
 }
 
+// MoveStream sets Star on the META item and the listing item in one
+// transaction, on condition that the META item exists with the given id,
+// is active and is led by from. When the condition fails it reads the
+// stream to tell a stream already led by to (nil: a retry) from a
+// missing one (ErrNotFound) or another id or leader (ErrConflict).
+func (st *Store) MoveStream(ctx context.Context, name, id, from, to string) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("move stream %q: %w", name, err)
+	}
+	if _, _, err := metastore.MoveOn(metastore.Stream{ID: id, Star: from, State: metastore.StreamActive}, true, name, id, from, to); err != nil {
+		return err // bad arguments
+	}
+	if metastore.ValidateStreamName(name) != nil {
+		return fmt.Errorf("move stream %q: %w", name, metastore.ErrNotFound)
+	}
+	cond := "attribute_exists(#pk) AND #id = :id AND #star = :from AND #state = :active"
+	names := map[string]string{"#pk": attrPK, "#id": attrID, "#star": attrStar, "#state": attrState}
+	vals := map[string]types.AttributeValue{":id": s(id), ":from": s(from), ":to": s(to), ":active": nu(uint64(metastore.StreamActive))}
+	update := func(pk, sk string) types.TransactWriteItem {
+		return types.TransactWriteItem{Update: &types.Update{
+			TableName:                           aws.String(st.table),
+			Key:                                 key(pk, sk),
+			UpdateExpression:                    aws.String("SET #star = :to"),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            names,
+			ExpressionAttributeValues:           vals,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+	}
+	reasons, err := st.transact(ctx, []types.TransactWriteItem{update(metastore.StreamPK(name), metastore.MetaSK), update(ListPK, name)})
+	if err != nil {
+		return fmt.Errorf("move stream %q in %s: %w", name, st.table, err)
+	}
+	if reasons == nil {
+		return nil
+	}
+	old, err := st.oldItem(ctx, reasons[0], metastore.StreamPK(name), metastore.MetaSK)
+	if err != nil {
+		return fmt.Errorf("move stream %q: %w", name, err)
+	}
+	var cur metastore.Stream
+	if old != nil {
+		if cur, err = decodeStream(old); err != nil {
+			return err
+		}
+	}
+	_, changed, err := metastore.MoveOn(cur, old != nil, name, id, from, to)
+	if err == nil && changed {
+		// The condition failed on an item that satisfies it now: it
+		// changed in between; the caller retries.
+		return fmt.Errorf("move stream %q: changed concurrently: %w", name, metastore.ErrUnavailable)
+	}
+	return err
+}
+
 // oldItem returns the item a failed condition saw: from the cancellation
 // reason (ALL_OLD) when the service returned it, else read now (nil when
 // absent). DynamoDB returns no item when there was none; reading again
