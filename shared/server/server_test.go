@@ -36,6 +36,7 @@ type node struct {
 	abs  *absorb.Absorber
 	// stopAbsorb stops the node's in-process absorb (idempotent).
 	stopAbsorb func()
+	std, exp   []objstore.Bucket
 }
 
 // tokens used by the tests.
@@ -75,7 +76,13 @@ func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checke
 		}
 		return bs
 	}
-	std, exp := mk("std", 1), mk("exp", 3)
+	return newNodeOn(t, meta, id, chk, peers, log, mk("std", 1), mk("exp", 3))
+}
+
+// newNodeOn is newNodeWith on given buckets (std: one, exp: three), which
+// stars may share as they do in a deployment.
+func newNodeOn(t testing.TB, meta metastore.Store, id string, chk *auth.Checker, peers map[string]string, log *slog.Logger, std, exp []objstore.Bucket) *node {
+	t.Helper()
 	cfg := star.Defaults()
 	cfg.StarID = id
 	cfg.ReleaseEventInterval = 10 * time.Millisecond
@@ -83,7 +90,9 @@ func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checke
 	cfg.Express = star.ClassConfig{Buckets: exp, W: 2, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
 	abs := &absorb.Absorber{Meta: meta, Sets: assembly.Sets(cfg), Log: slog.New(slog.DiscardHandler)}
 	local := wake.NewLocal(abs, nil, nil)
-	st, err := star.New(cfg, meta, star.Options{Waker: local, Absorber: abs})
+	st, err := star.New(cfg, meta, star.Options{Waker: local, Absorber: abs, NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
+		return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +121,7 @@ func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checke
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop}
+	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop, std: std, exp: exp}
 }
 
 func newMeta(t testing.TB) metastore.Store {

@@ -202,7 +202,7 @@ func (s *Star) Commands(id format.StreamID) (format.StreamCommands, error) {
 	st := s.streams[id]
 	s.mu.RUnlock()
 	if st == nil {
-		return format.StreamCommands{}, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return format.StreamCommands{}, s.unknown(id)
 	}
 	st.l.mu.Lock()
 	defer st.l.mu.Unlock()

@@ -89,7 +89,12 @@ func (s *Star) Seal(ctx context.Context, id format.StreamID, to string) (Ack, er
 	a, _, err := s.command(ctx, id, format.FenceRecord(tok), &command{kind: format.CommandFence, token: tok, ifToken: &unfenced}, AppendOptions{})
 	var me *MovedError
 	if errors.As(err, &me) && me.To == to {
-		return Ack{}, nil
+		a, err = Ack{}, nil
+	}
+	if err == nil {
+		s.mu.Lock()
+		s.movedAway[id] = to
+		s.mu.Unlock()
 	}
 	return a, err
 }
@@ -102,4 +107,16 @@ func (s *Star) unseal(c *format.StreamCommands) {
 	if to, ok := Sealed(c); ok && to == s.ID() {
 		c.FenceToken = ""
 	}
+}
+
+// unknown is the error for a stream not open here: *MovedError if Drain
+// took it off sealed for a move, else ErrUnknownStream.
+func (s *Star) unknown(id format.StreamID) error {
+	s.mu.RLock()
+	to, ok := s.movedAway[id]
+	s.mu.RUnlock()
+	if ok {
+		return &MovedError{Stream: id, To: to}
+	}
+	return fmt.Errorf("%w: %s", ErrUnknownStream, id)
 }

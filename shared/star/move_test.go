@@ -75,6 +75,11 @@ func sealAndRecover(t *testing.T) (id format.StreamID, p format.ProducerID, firs
 	if err := a.star.Drain(dctx, id); err != nil {
 		t.Fatalf("drain after the seal: %v", err)
 	}
+	// Drained, the stream is answered as moved, not as deleted.
+	_, err = a.star.Submit(ctx, id, recs(1, nil2), AppendOptions{})
+	wantMoved(t, err, "star-1", "append after the drain")
+	_, _, err = a.star.Tail(id)
+	wantMoved(t, err, "star-1", "tail after the drain")
 	info, err = RecoverStream(ctx, a.meta, id, metastore.Standard, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -279,6 +279,10 @@ type Star struct {
 
 	mu      sync.RWMutex
 	streams map[format.StreamID]*stream
+	// movedAway are the streams sealed here for a move, by the star they
+	// move to (move.go): once Drain takes one off, a call for it is
+	// answered with *MovedError. Open forgets a stream's entry.
+	movedAway map[format.StreamID]string
 	loglets map[metastore.Class]*loglet
 	started bool
 	cancel  context.CancelFunc
@@ -315,7 +319,7 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 		meta:    meta,
 		waker:   waker,
 		reg:     cfg.Metrics,
-		streams: map[format.StreamID]*stream{},
+		streams: map[format.StreamID]*stream{}, movedAway: map[format.StreamID]string{},
 		loglets: map[metastore.Class]*loglet{},
 	}
 	if opt.NewFencer != nil {
@@ -414,6 +418,7 @@ func (s *Star) Open(info StreamInfo) error {
 		}
 	}
 	s.streams[info.ID] = st
+	delete(s.movedAway, info.ID)
 	return nil
 }
 
@@ -474,7 +479,7 @@ func (s *Star) stream(id format.StreamID) (*stream, error) {
 		return nil, ErrNotStarted
 	}
 	if st == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return nil, s.unknown(id)
 	}
 	return st, nil
 }
@@ -569,7 +574,7 @@ func (s *Star) Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 	st := s.streams[id]
 	s.mu.RUnlock()
 	if st == nil {
-		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return 0, 0, s.unknown(id)
 	}
 	v := st.current()
 	return v.next, v.ts, nil

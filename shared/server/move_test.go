@@ -1,0 +1,280 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/format"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/star"
+)
+
+// movePair starts star-0 and star-1 on shared buckets and one metastore,
+// each knowing the other's URL, with auth.
+func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
+	t.Helper()
+	meta = newMeta(t)
+	mk := func(name string, k int) []objstore.Bucket {
+		var bs []objstore.Bucket
+		for i := range k {
+			bs = append(bs, objstore.NewMem(fmt.Sprintf("%s-%d", name, i)))
+		}
+		return bs
+	}
+	std, exp := mk("std", 1), mk("exp", 3)
+	pa, pb := map[string]string{}, map[string]string{}
+	a = newNodeOn(t, meta, "star-0", nil, pa, nil, std, exp)
+	b = newNodeOn(t, meta, "star-1", nil, pb, nil, std, exp)
+	pa["star-1"], pb["star-0"] = b.ts.URL, a.ts.URL
+	return meta, a, b
+}
+
+// TestMoveStreamUnderLoad moves a stream from star-0 to star-1 while three
+// producers append (the client's idempotent producers, retrying through
+// the move) and a tail session reads. Against an independent tally of
+// what was acknowledged: every acknowledged batch is in the stream
+// exactly once at its acknowledged seqs, no batch is in it twice, the
+// seqs are contiguous, the tail session saw the same records and resumed
+// past the move, and the old star acknowledges nothing more (ADR 0065,
+// I1 and I2).
+func TestMoveStreamUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, a, b := movePair(t)
+	c := newClient(t, a, adminTok)
+	st, err := c.CreateStream(ctx, "logs/m", client.CreateOptions{Class: "express"})
+	must(t, err)
+
+	type acked struct {
+		tag        string
+		start, end uint64
+	}
+	var (
+		mu    sync.Mutex
+		tally []acked
+		wg    sync.WaitGroup
+		moved = make(chan struct{})
+		errs  = make(chan error, 3)
+	)
+	const before, after = 15, 15
+	for p := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pc := newClient(t, a, adminTok) // its own producers
+			for k := 0; k < before+after; k++ {
+				if k == before {
+					<-moved
+				}
+				tag := fmt.Sprintf("p%d-b%d", p, k)
+				ack, err := pc.Append(ctx, "logs/m", recs(2, tag), client.AppendOptions{})
+				if err != nil {
+					errs <- fmt.Errorf("producer %d batch %d: %w", p, k, err)
+					return
+				}
+				mu.Lock()
+				tally = append(tally, acked{tag, ack.StartSeq, ack.EndSeq})
+				mu.Unlock()
+			}
+		}()
+	}
+	// A tail reader from the start.
+	ts := c.OpenTailSession(ctx, "logs/m", client.FromSeq(0), client.TailOptions{})
+	var seen []client.Record
+	tailDone := make(chan struct{})
+	var total uint64
+	var totalMu sync.Mutex
+	go func() {
+		defer close(tailDone)
+		for ts.Next() {
+			seen = append(seen, ts.Batch().Records...)
+			totalMu.Lock()
+			n := total
+			totalMu.Unlock()
+			if n > 0 && uint64(len(seen)) >= n {
+				return
+			}
+		}
+	}()
+
+	// Move once the producers are under way.
+	for {
+		mu.Lock()
+		n := len(tally)
+		mu.Unlock()
+		if n >= 6 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	moveStart := time.Now()
+	ms, sealSeq, err := c.MoveStream(ctx, "logs/m", "star-1")
+	must(t, err)
+	t.Logf("move took %v, seal at seq %d", time.Since(moveStart), sealSeq)
+	close(moved)
+	if ms.Leader != "star-1" {
+		t.Fatalf("moved stream %+v, want leader star-1", ms)
+	}
+	if got, err := meta.GetStream(ctx, "logs/m"); err != nil || got.Star != "star-1" {
+		t.Fatalf("metastore after the move: %+v %v", got, err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// I2: the old star acknowledges nothing more of the stream.
+	id, err := format.ParseStreamID(st.ID)
+	must(t, err)
+	_, err = a.star.Append(ctx, id, []format.Record{{Body: []byte("late")}}, star.AppendOptions{})
+	var me *star.MovedError
+	if !errors.As(err, &me) || me.To != "star-1" {
+		t.Fatalf("append on the old star after the move: %v, want *MovedError to star-1", err)
+	}
+	_, err = newClient(t, a, adminTok).CheckTail(ctx, "logs/m") // follows to star-1
+	must(t, err)
+
+	// The stream as star-1 serves it.
+	tail, err := c.CheckTail(ctx, "logs/m")
+	must(t, err)
+	totalMu.Lock()
+	total = tail.NextSeq
+	totalMu.Unlock()
+	res, err := c.Read(ctx, "logs/m", client.FromSeq(0), client.Limits{Count: 1000})
+	must(t, err)
+	if uint64(len(res.Records)) != tail.NextSeq {
+		t.Fatalf("read %d records, tail %d", len(res.Records), tail.NextSeq)
+	}
+	at := map[uint64]string{}
+	count := map[string]int{}
+	commands := 0
+	for i, r := range res.Records {
+		if r.Seq != uint64(i) {
+			t.Fatalf("record %d has seq %d: seqs not contiguous", i, r.Seq)
+		}
+		if format.CommandOf(format.Record{Headers: toFormat(r.Headers)}) != "" {
+			commands++
+			continue
+		}
+		tag := string(r.Body[:strings.LastIndexByte(string(r.Body), '-')])
+		at[r.Seq] = tag
+		count[tag]++
+	}
+	if commands != 1 || sealSeq == 0 || format.CommandOf(format.Record{Headers: toFormat(res.Records[sealSeq].Headers)}) != format.CommandFence {
+		t.Fatalf("%d command records, seal at %d: want the one seal", commands, sealSeq)
+	}
+	for tag, n := range count {
+		if n != 2 {
+			t.Fatalf("batch %s has %d records in the stream, want 2 (once)", tag, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tally) != 3*(before+after) || len(count) != len(tally) {
+		t.Fatalf("%d batches acknowledged, %d in the stream, want %d", len(tally), len(count), 3*(before+after))
+	}
+	for _, ac := range tally {
+		for s := ac.start; s < ac.end; s++ {
+			if at[s] != ac.tag {
+				t.Fatalf("batch %s acknowledged at %d..%d, but seq %d holds %q", ac.tag, ac.start, ac.end, s, at[s])
+			}
+		}
+	}
+	// The tail session resumed past the move and saw the same records.
+	select {
+	case <-tailDone:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("tail session saw %d of %d records", len(seen), total)
+	}
+	for i, r := range seen[:total] {
+		if r.Seq != uint64(i) || string(r.Body) != string(res.Records[i].Body) {
+			t.Fatalf("tail record %d: seq %d %q, want %q", i, r.Seq, r.Body, res.Records[i].Body)
+		}
+	}
+	_ = b
+}
+
+func toFormat(hs []client.Header) []format.Header {
+	out := make([]format.Header, len(hs))
+	for i, h := range hs {
+		out[i] = format.Header{Name: h.Name, Value: h.Value}
+	}
+	return out
+}
+
+// TestMoveStreamRefusals: only an admin over every stream may move; an
+// unknown star, the current leader, a fenced stream and a missing stream
+// are refused with what to do, and nothing is written.
+func TestMoveStreamRefusals(t *testing.T) {
+	ctx := context.Background()
+	meta, a, _ := movePair(t)
+	na := newNode(t, meta, "star-2", true, map[string]string{"star-0": a.ts.URL})
+	c := newClient(t, na, adminTok)
+	_, err := newClient(t, a, adminTok).CreateStream(ctx, "logs/r", client.CreateOptions{})
+	must(t, err)
+	_, _, err = newClient(t, na, appendTok).MoveStream(ctx, "logs/r", "star-1")
+	wantCode(t, err, connect.CodePermissionDenied)
+	_, _, err = c.MoveStream(ctx, "logs/r", "star-9")
+	wantCode(t, err, connect.CodeInvalidArgument)
+	ca := newClient(t, a, adminTok)
+	_, _, err = ca.MoveStream(ctx, "logs/missing", "star-1")
+	wantCode(t, err, connect.CodeNotFound)
+	_, _, err = ca.MoveStream(ctx, "logs/r", "star-0")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	if _, err := ca.Fence(ctx, "logs/r", "w1", client.FenceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = ca.MoveStream(ctx, "logs/r", "star-1")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	if got, err := meta.GetStream(ctx, "logs/r"); err != nil || got.Star != "star-0" {
+		t.Fatalf("stream after refused moves: %+v %v", got, err)
+	}
+	// A client cannot forge a seal.
+	_, err = ca.Fence(ctx, "logs/r", star.MoveToken("star-1"), client.FenceOptions{CurrentToken: new(string)})
+	wantCode(t, err, connect.CodeInvalidArgument)
+}
+
+// TestMoveRollForward: the old star sealed the stream and died before the
+// metastore write. Its successor (same star id, same chain) opens the
+// stream sealed to star-1 while the metastore still names star-0: it
+// finishes the move and answers with the new leader, which continues the
+// stream after the seal.
+func TestMoveRollForward(t *testing.T) {
+	ctx := context.Background()
+	meta, a, b := movePair(t)
+	c := newClient(t, a, adminTok)
+	st, err := c.CreateStream(ctx, "logs/f", client.CreateOptions{Class: "express"})
+	must(t, err)
+	_, err = c.Append(ctx, "logs/f", recs(3, "x"), client.AppendOptions{})
+	must(t, err)
+	id, err := format.ParseStreamID(st.ID)
+	must(t, err)
+	seal, err := a.star.Seal(ctx, id, "star-1")
+	must(t, err)
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	must(t, a.star.Drain(dctx, id)) // absorbed; no metastore write: the star "dies" here
+	if got, _ := meta.GetStream(ctx, "logs/f"); got.Star != "star-0" {
+		t.Fatalf("leader %s before the roll forward", got.Star)
+	}
+	// The successor: a fresh server of star-0 on the same buckets.
+	a.stopAbsorb()
+	a2 := newNodeOn(t, meta, "star-0", nil, map[string]string{"star-1": b.ts.URL}, nil, a.std, a.exp)
+	ack, err := newClient(t, a2, adminTok).Append(ctx, "logs/f", recs(1, "y"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != seal.FirstSeq+1 {
+		t.Fatalf("append after the roll forward at %d, want %d (after the seal)", ack.StartSeq, seal.FirstSeq+1)
+	}
+	if got, err := meta.GetStream(ctx, "logs/f"); err != nil || got.Star != "star-1" {
+		t.Fatalf("leader after the roll forward: %+v %v", got, err)
+	}
+}
