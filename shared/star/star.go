@@ -283,10 +283,10 @@ type Star struct {
 	// move to (move.go): once Drain takes one off, a call for it is
 	// answered with *MovedError. Open forgets a stream's entry.
 	movedAway map[format.StreamID]string
-	loglets map[metastore.Class]*loglet
-	started bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	loglets   map[metastore.Class]*loglet
+	started   bool
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Options are the star's optional collaborators.
