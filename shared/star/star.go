@@ -279,14 +279,16 @@ type Star struct {
 
 	mu      sync.RWMutex
 	streams map[format.StreamID]*stream
+	loglets map[metastore.Class]*loglet
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
 	// movedAway are the streams sealed here for a move, by the star they
 	// move to (move.go): once Drain takes one off, a call for it is
-	// answered with *MovedError. Open forgets a stream's entry.
+	// answered with *MovedError. Open forgets a stream's entry. Guarded
+	// by mu.
 	movedAway map[format.StreamID]string
-	loglets   map[metastore.Class]*loglet
-	started   bool
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
 }
 
 // Options are the star's optional collaborators.
