@@ -267,7 +267,7 @@ func MoveOn(s Stream, found bool, name, id, from, to string) (Stream, bool, erro
 	case s.Star != from:
 		return s, false, fmt.Errorf("move stream %q from star %s: it is led by %s: %w", name, from, s.Star, ErrConflict)
 	}
-	s.Star = to
+	s.Star, s.From = to, from
 	return s, true, nil
 }
 

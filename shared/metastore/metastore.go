@@ -76,6 +76,11 @@ type Stream struct {
 	// Timestamping is how the stream's records get their timestamps (the
 	// zero value: client-prefer, capped).
 	Timestamping Timestamping
+	// From is the star that led the stream before its last move (ADR
+	// 0065; "": never moved). Its chain's pass index window may still
+	// hold the stream's parts until settle flushes them into refs, so
+	// the window reads both chains. Only MoveStream sets it.
+	From string `json:",omitempty"`
 }
 
 // TimestampMode says where a record's timestamp comes from.

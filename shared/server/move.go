@@ -67,6 +67,9 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("stream %q has a malformed id: %w", name, err))
 	}
+	if err := s.priorSettled(ctx, st); err != nil {
+		return nil, err
+	}
 	if err := s.open(ctx, st, id); err != nil {
 		return nil, err
 	}
@@ -124,6 +127,28 @@ func (s *Server) rollForward(ctx context.Context, st metastore.Stream, id format
 	s.mu.Unlock()
 	s.log.Info("stream move rolled forward", "stream", st.Name, "id", st.ID, "to", to)
 	return s.notLeader(to, fmt.Errorf("stream %q moved to %s", st.Name, to))
+}
+
+// priorSettled refuses to move a stream again while the pass index
+// window of the star it last moved from (Stream.From) still holds parts
+// of it: the window reads the stream's parts in two chains only, its
+// leader's and that one, so those parts must be in refs (settle flushes
+// them, at most its flush age after they were absorbed) before From
+// changes.
+func (s *Server) priorSettled(ctx context.Context, st metastore.Stream) error {
+	if s.cfg.Window == nil || st.From == "" || st.From == st.Star {
+		return nil
+	}
+	prev := st
+	prev.Star, prev.From = st.From, ""
+	parts, err := s.cfg.Window.StreamParts(ctx, prev, 0)
+	if err != nil {
+		return toConnect(fmt.Errorf("move stream %q: read its parts left on %s: %w", st.Name, st.From, err))
+	}
+	if len(parts) > 0 {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q moved from %s recently, and %d of its parts there are not yet settled into refs; nothing was written: retry once settle has flushed them (at most its flush age)", ErrMoveRefused, st.Name, st.From, len(parts)))
+	}
+	return nil
 }
 
 // fresh reads the stream from the metastore (not the leader cache).

@@ -452,7 +452,8 @@ func (st *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) 
 	}
 }
 
-// MoveStream sets Star on the META item and the listing item in one
+// MoveStream sets Star (and From, the star it leaves) on the META item
+// and the listing item in one
 // transaction, on condition that the META item exists with the given id,
 // is active and is led by from. When the condition fails it reads the
 // stream to tell a stream already led by to (nil: a retry) from a
@@ -468,13 +469,13 @@ func (st *Store) MoveStream(ctx context.Context, name, id, from, to string) erro
 		return fmt.Errorf("move stream %q: %w", name, metastore.ErrNotFound)
 	}
 	cond := "attribute_exists(#pk) AND #id = :id AND #star = :from AND #state = :active"
-	names := map[string]string{"#pk": attrPK, "#id": attrID, "#star": attrStar, "#state": attrState}
+	names := map[string]string{"#pk": attrPK, "#id": attrID, "#star": attrStar, "#state": attrState, "#from": attrFrom}
 	vals := map[string]types.AttributeValue{":id": s(id), ":from": s(from), ":to": s(to), ":active": nu(uint64(metastore.StreamActive))}
 	update := func(pk, sk string) types.TransactWriteItem {
 		return types.TransactWriteItem{Update: &types.Update{
 			TableName:                           aws.String(st.table),
 			Key:                                 key(pk, sk),
-			UpdateExpression:                    aws.String("SET #star = :to"),
+			UpdateExpression:                    aws.String("SET #star = :to, #from = :from"),
 			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeNames:            names,
 			ExpressionAttributeValues:           vals,

@@ -1079,6 +1079,9 @@ func testMoveStream(t *testing.T, s metastore.Store) {
 	}
 	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), "move")
 	check("star-1", "after the move")
+	if got, err := s.GetStream(ctx, st.Name); err != nil || got.From != "star-0" {
+		t.Fatalf("after the move: %+v %v, want From star-0", got, err)
+	}
 	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), "move again (a retry)")
 	wantErr(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-2"), metastore.ErrConflict, "move from a star that no longer leads it")
 	wantErr(t, s.MoveStream(ctx, st.Name, sid(2), "star-1", "star-2"), metastore.ErrConflict, "another id")
