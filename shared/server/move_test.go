@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,5 +278,78 @@ func TestMoveRollForward(t *testing.T) {
 	}
 	if got, err := meta.GetStream(ctx, "logs/f"); err != nil || got.Star != "star-1" {
 		t.Fatalf("leader after the roll forward: %+v %v", got, err)
+	}
+}
+
+// TestMovePause measures the append pause of a move (docs/operations.md,
+// "Stream moves"): a producer appends one record at a time while the
+// stream moves 20 times between two in-process stars (memory buckets, the
+// in-process absorb, refs); for each move, the longest gap between two
+// consecutive acks that spans it. STRAND_MOVE_PAUSE=1 runs it (about 10 s).
+func TestMovePause(t *testing.T) {
+	if os.Getenv("STRAND_MOVE_PAUSE") == "" {
+		t.Skip("a measurement: STRAND_MOVE_PAUSE=1 runs it")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, a, _ := movePair(t)
+	c := newClient(t, a, adminTok)
+	_, err := c.CreateStream(ctx, "logs/p", client.CreateOptions{Class: "express"})
+	must(t, err)
+	var mu sync.Mutex
+	var acks []time.Time
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		pc := newClient(t, a, adminTok)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := pc.Append(ctx, "logs/p", recs(1, fmt.Sprint(i)), client.AppendOptions{}); err != nil {
+				done <- err
+				return
+			}
+			mu.Lock()
+			acks = append(acks, time.Now())
+			mu.Unlock()
+		}
+	}()
+	type span struct{ from, to time.Time }
+	var moves []span
+	to := "star-1"
+	for range 20 {
+		time.Sleep(200 * time.Millisecond)
+		s := time.Now()
+		_, _, err := c.MoveStream(ctx, "logs/p", to)
+		must(t, err)
+		moves = append(moves, span{s, time.Now()})
+		to = map[string]string{"star-0": "star-1", "star-1": "star-0"}[to]
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	must(t, <-done)
+	mu.Lock()
+	defer mu.Unlock()
+	var pauses, calls []time.Duration
+	for _, m := range moves {
+		var worst time.Duration
+		for i := 1; i < len(acks); i++ {
+			if acks[i].After(m.from) && acks[i-1].Before(m.to) {
+				worst = max(worst, acks[i].Sub(acks[i-1]))
+			}
+		}
+		pauses, calls = append(pauses, worst), append(calls, m.to.Sub(m.from))
+	}
+	slices.Sort(pauses)
+	slices.Sort(calls)
+	q := func(d []time.Duration, p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	t.Logf("MOVE PAUSE moves=%d appends=%d pause p50=%v p99=%v max=%v; MoveStream call p50=%v max=%v",
+		len(pauses), len(acks), q(pauses, 0.5), q(pauses, 0.99), pauses[len(pauses)-1], q(calls, 0.5), calls[len(calls)-1])
+	if pauses[len(pauses)-1] == 0 {
+		t.Fatal("no ack spanned a move: the producer did not append through the moves")
 	}
 }
