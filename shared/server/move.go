@@ -35,21 +35,45 @@ type movedTo struct {
 	gen uint64
 }
 
+// MoveArgs is a validated MoveStream request.
+type MoveArgs struct {
+	Stream string
+	To     string
+}
+
+// ParseMove validates a MoveStream request: a valid stream name and a
+// target star id of 1 to star.MaxMoveTarget bytes of printable ASCII
+// without spaces (star ids travel in the seal's token and in flags).
+// Failures are CodeInvalidArgument with the reason.
+func ParseMove(m *strandv1.MoveStreamRequest) (MoveArgs, error) {
+	if err := checkName(m.GetStream()); err != nil {
+		return MoveArgs{}, err
+	}
+	to := m.GetToStar()
+	if to == "" || len(to) > star.MaxMoveTarget {
+		return MoveArgs{}, invalid("%v: to_star is %d bytes (1 to %d)", ErrMoveRefused, len(to), star.MaxMoveTarget)
+	}
+	for i := range len(to) {
+		if to[i] <= ' ' || to[i] > '~' {
+			return MoveArgs{}, invalid("%v: to_star %q: a star id is printable ASCII without spaces", ErrMoveRefused, to)
+		}
+	}
+	return MoveArgs{Stream: m.Stream, To: to}, nil
+}
+
 // MoveStream implements the API (operator admin only).
 func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.MoveStreamRequest]) (*connect.Response[strandv1.MoveStreamResponse], error) {
-	name, to := req.Msg.Stream, req.Msg.ToStar
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
 	// Where a stream is led is the operator's choice: an admin grant over
-	// the whole keyspace, checked before anything is read.
+	// the whole keyspace, checked before anything is parsed or read.
 	if g := s.grant(ctx); !g.Can(auth.Admin) || g.Prefix != "" {
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w: moving a stream needs an admin token over every stream (an empty prefix); this token's prefix is %q", auth.ErrDenied, g.Prefix))
 	}
-	self := s.cfg.Star.ID()
-	if to == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: to_star is empty", ErrMoveRefused))
+	a, err := ParseMove(req.Msg)
+	if err != nil {
+		return nil, err
 	}
+	name, to := a.Stream, a.To
+	self := s.cfg.Star.ID()
 	if _, ok := s.cfg.Peers[to]; !ok && to != self {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: unknown star %q (known: %s)", ErrMoveRefused, to, strings.Join(s.stars(), ", ")))
 	}
