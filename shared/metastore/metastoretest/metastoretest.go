@@ -1033,16 +1033,9 @@ func testSetStreamConfig(t *testing.T, s metastore.Store) {
 	must(t, err, "create")
 	check := func(ret int64, ts metastore.Timestamping, what string) {
 		t.Helper()
-		got, err := s.GetStream(ctx, st.Name)
-		must(t, err, what+": get")
+		got := listed(t, s, st.Name, what)
 		wantEqual(t, got.RetentionMs, ret, what+": retention")
 		wantEqual(t, got.Timestamping, ts, what+": timestamping")
-		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
-		must(t, err, what+": list")
-		if len(list) != 1 {
-			t.Fatalf("%s: listed %d streams, want 1", what, len(list))
-		}
-		wantEqual(t, list[0], got, what+": listed stream")
 	}
 	arrival := metastore.Timestamping{Mode: metastore.TimestampArrival, Uncapped: true}
 	must(t, s.SetStreamConfig(ctx, st.Name, st.ID, 86_400_000, arrival), "set")
@@ -1056,6 +1049,21 @@ func testSetStreamConfig(t *testing.T, s metastore.Store) {
 	check(0, metastore.Timestamping{}, "after refused sets")
 }
 
+// listed returns stream name as GetStream has it, after checking that
+// ListStreams lists the same (the one stream with that prefix).
+func listed(t *testing.T, s metastore.Store, name, what string) metastore.Stream {
+	t.Helper()
+	got, err := s.GetStream(t.Context(), name)
+	must(t, err, what+": get")
+	list, _, err := s.ListStreams(t.Context(), name, "", 10)
+	must(t, err, what+": list")
+	if len(list) != 1 {
+		t.Fatalf("%s: listed %d streams, want 1", what, len(list))
+	}
+	wantEqual(t, list[0], got, what+": listed stream")
+	return got
+}
+
 // testMoveStream: a stream's leader changes only from the leader named,
 // with its id, while active (ADR 0065); a retry is a no-op; GetStream and
 // ListStreams agree.
@@ -1067,21 +1075,11 @@ func testMoveStream(t *testing.T, s metastore.Store) {
 	must(t, err, "create")
 	check := func(want, what string) {
 		t.Helper()
-		got, err := s.GetStream(ctx, st.Name)
-		must(t, err, what+": get")
-		wantEqual(t, got.Star, want, what+": leader")
-		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
-		must(t, err, what+": list")
-		if len(list) != 1 {
-			t.Fatalf("%s: listed %d streams, want 1", what, len(list))
-		}
-		wantEqual(t, list[0], got, what+": listed stream")
+		wantEqual(t, listed(t, s, st.Name, what).Star, want, what+": leader")
 	}
 	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), "move")
 	check("star-1", "after the move")
-	if got, err := s.GetStream(ctx, st.Name); err != nil || got.From != "star-0" {
-		t.Fatalf("after the move: %+v %v, want From star-0", got, err)
-	}
+	wantEqual(t, listed(t, s, st.Name, "after the move").From, "star-0", "after the move: the star it left")
 	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), "move again (a retry)")
 	wantErr(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-2"), metastore.ErrConflict, "move from a star that no longer leads it")
 	wantErr(t, s.MoveStream(ctx, st.Name, sid(2), "star-1", "star-2"), metastore.ErrConflict, "another id")
