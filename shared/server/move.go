@@ -94,6 +94,21 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	if err := s.priorSettled(ctx, st); err != nil {
 		return nil, err
 	}
+	// One move of a stream at a time: a second one would find the stream
+	// drained (Drain returns at once for a stream not open) and write the
+	// new leader before the first one's seal is absorbed.
+	s.mu.Lock()
+	if s.moving[id] {
+		s.mu.Unlock()
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream %q: another MoveStream of it is in progress on this star; retry", name))
+	}
+	s.moving[id] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.moving, id)
+		s.mu.Unlock()
+	}()
 	if err := s.open(ctx, st, id); err != nil {
 		return nil, err
 	}

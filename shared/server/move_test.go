@@ -353,3 +353,38 @@ func TestMovePause(t *testing.T) {
 		t.Fatal("no ack spanned a move: the producer did not append through the moves")
 	}
 }
+
+// TestConcurrentMovesOneAtATime: a second MoveStream of a stream while the
+// first waits for its seal to be absorbed is refused (unavailable) and
+// writes nothing; before the fix it found the stream drained (Drain
+// returns at once for a stream no longer open) and moved the leader
+// before the seal was absorbed, so the new star would have opened the
+// stream at a stale tail.
+func TestConcurrentMovesOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	meta, a, _ := movePair(t)
+	a.stopAbsorb() // the test absorbs by hand
+	c, err := client.New(a.ts.URL, client.WithToken(adminTok), client.WithRetry(client.Retry{MaxAttempts: 1}))
+	must(t, err)
+	_, err = c.CreateStream(ctx, "logs/c", client.CreateOptions{Class: "express"})
+	must(t, err)
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := c.MoveStream(ctx, "logs/c", "star-1")
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // sealed, draining
+	_, _, err = c.MoveStream(ctx, "logs/c", "star-1")
+	wantCode(t, err, connect.CodeUnavailable)
+	if got, _ := meta.GetStream(ctx, "logs/c"); got.Star != "star-0" {
+		t.Fatalf("leader %s while the seal is not absorbed", got.Star)
+	}
+	ch := metastore.ChainID{Star: "star-0", Class: metastore.Express}
+	at, err := a.abs.Run(ctx, ch, a.star.Released(ch))
+	must(t, err)
+	a.star.Absorbed(ch, at)
+	must(t, <-first)
+	if got, _ := meta.GetStream(ctx, "logs/c"); got.Star != "star-1" {
+		t.Fatalf("leader %s after the move", got.Star)
+	}
+}

@@ -85,8 +85,9 @@ type Server struct {
 	// moved are the streams this server moved away (move.go), and moves
 	// counts the moves: an open whose metastore read predates a move is
 	// refused.
-	moved map[format.StreamID]movedTo
-	moves uint64
+	moved  map[format.StreamID]movedTo
+	moves  uint64
+	moving map[format.StreamID]bool // MoveStream in progress
 	// Streams deleted are not remembered here: an open reads the stream
 	// again from the metastore before the star opens it (stillActive).
 
@@ -128,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, quota: newQuotas(cfg.Limits)}, nil
+		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
