@@ -52,16 +52,18 @@ func TestSimMoves(t *testing.T) {
 		}
 	}
 	var moves, seals, takeovers, acked, notLeader int
+	var tally Tally
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("replay: go test ./tests/sim -run TestSimMoves -seed=%d -v", seed)
 			synctest.Test(t, func(t *testing.T) {
-				c := runMoves(t, seed, 40)
+				c, tl := runMoves(t, seed, 40)
+				tally.Add(tl)
 				moves, seals, takeovers, acked, notLeader = moves+c.moves, seals+c.seals, takeovers+c.takeovers, acked+c.acked, notLeader+c.notLeader
 			})
 		})
 	}
-	t.Logf("SUMMARY sim moves: seeds=%d moves_acked=%d seals_in_history=%d takeovers=%d batches_acked=%d refused_not_leader=%d", len(seeds), moves, seals, takeovers, acked, notLeader)
+	t.Logf("SUMMARY sim moves: seeds=%d moves_acked=%d seals_in_history=%d takeovers=%d batches_acked=%d refused_not_leader=%d %s", len(seeds), moves, seals, takeovers, acked, notLeader, tally)
 	if len(seeds) > 3 && (moves == 0 || takeovers == 0 || acked == 0 || notLeader == 0) {
 		t.Fatalf("the workload did not exercise moves: %d moves, %d takeovers, %d acked, %d refused", moves, takeovers, acked, notLeader)
 	}
@@ -103,10 +105,11 @@ type moveSim struct {
 	target string // an interrupted move's target ("": none)
 	moving bool
 	counts moveCounts
+	tally  Tally
 	wg     sync.WaitGroup
 }
 
-func runMoves(t *testing.T, seed int64, steps int) moveCounts {
+func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 	opt := DefaultOptions()
 	opt.Streams = 1
 	opt.PassIndex = seed%2 == 0
@@ -160,7 +163,7 @@ func runMoves(t *testing.T, seed int64, steps int) moveCounts {
 	}
 	m.finish()
 	m.check()
-	return m.counts
+	return m.counts, m.tally
 }
 
 // restart kills star id's incarnation (if any) and starts a successor
@@ -375,6 +378,26 @@ func (m *moveSim) check() {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The simulation's own checkers: the tally of acked records read back,
+	// and the settled bucket's determined keys (both chains' settle
+	// copies).
+	acked := map[uint64]string{}
+	for b, a := range m.acks {
+		acked[a.first] = b
+	}
+	var ordinary []star.SeqRecord // the seals' bodies repeat: not the workload's
+	for _, r := range recs {
+		if format.CommandOf(r.Record) == "" {
+			ordinary = append(ordinary, r)
+		}
+	}
+	m.tally = CountRecords(acked, ordinary)
+	if m.tally.Lost != 0 || m.tally.Duplicated != 0 {
+		m.t.Fatalf("seed=%d: %s", m.seed, m.tally)
+	}
+	if v := m.w.Determined.Violations(); len(v) > 0 {
+		m.t.Fatalf("seed=%d: determined keys put with other bytes: %v", m.seed, v)
+	}
 	for b, a := range m.acks {
 		seq, ok := at[b]
 		if !ok {
