@@ -110,10 +110,20 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 		s.mu.Unlock()
 	}()
 	if err := s.open(ctx, st, id); err != nil {
+		if now, ferr := s.fresh(ctx, name); ferr == nil && now.Star == to {
+			// The open found the stream sealed for this very move and
+			// rolled it forward (rollForward): done.
+			return connect.NewResponse(&strandv1.MoveStreamResponse{Stream: streamMsg(now)}), nil
+		}
 		return nil, err
 	}
 	ack, err := s.cfg.Star.Seal(ctx, id, to)
+	var me *star.MovedError
 	switch {
+	case errors.As(err, &me):
+		// Sealed for another move (an interrupted one): not wrapped, so
+		// that movedInterceptor leaves the answer as it is.
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is sealed for a move to %s already: finish that one (MoveStream to %s)", ErrMoveRefused, name, me.To, me.To))
 	case errors.Is(err, star.ErrFenced):
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is fenced by a writer: a fenced stream is not moved (ADR 0065); unfence it, move it, fence it again: %w", ErrMoveRefused, name, err))
 	case errors.Is(err, star.ErrBadCommand):

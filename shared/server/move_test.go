@@ -21,7 +21,8 @@ import (
 )
 
 // movePair starts star-0 and star-1 on shared buckets and one metastore,
-// each knowing the other's URL, with auth.
+// each knowing the other's URL (star-0 also knows a star-2 that never
+// starts), without auth.
 func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
 	t.Helper()
 	meta = newMeta(t)
@@ -33,7 +34,7 @@ func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
 		return bs
 	}
 	std, exp := mk("std", 1), mk("exp", 3)
-	pa, pb := map[string]string{}, map[string]string{}
+	pa, pb := map[string]string{"star-2": ""}, map[string]string{} // star-2: known, never started
 	a = newNodeOn(t, meta, "star-0", nil, pa, nil, std, exp)
 	b = newNodeOn(t, meta, "star-1", nil, pb, nil, std, exp)
 	pa["star-1"], pb["star-0"] = b.ts.URL, a.ts.URL
@@ -386,5 +387,33 @@ func TestConcurrentMovesOneAtATime(t *testing.T) {
 	must(t, <-first)
 	if got, _ := meta.GetStream(ctx, "logs/c"); got.Star != "star-1" {
 		t.Fatalf("leader %s after the move", got.Star)
+	}
+}
+
+// TestMoveToAnotherStarWhileSealed: a stream sealed for a move to star-1
+// (the move interrupted before its metastore write) is not moved to
+// another star: the answer says which move to finish, and finishing it
+// works.
+func TestMoveToAnotherStarWhileSealed(t *testing.T) {
+	ctx := context.Background()
+	meta, a, _ := movePair(t)
+	c := newClient(t, a, adminTok)
+	st, err := c.CreateStream(ctx, "logs/s", client.CreateOptions{Class: "express"})
+	must(t, err)
+	id, err := format.ParseStreamID(st.ID)
+	must(t, err)
+	_, err = c.CheckTail(ctx, "logs/s") // opens it
+	must(t, err)
+	_, err = a.star.Seal(ctx, id, "star-1") // the interrupted move
+	must(t, err)
+	_, _, err = c.MoveStream(ctx, "logs/s", "star-2")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	if !strings.Contains(err.Error(), "sealed for a move to star-1 already") {
+		t.Fatalf("error %v: want it to name the move to finish", err)
+	}
+	_, _, err = c.MoveStream(ctx, "logs/s", "star-1")
+	must(t, err)
+	if got, _ := meta.GetStream(ctx, "logs/s"); got.Star != "star-1" {
+		t.Fatalf("leader %s after finishing the move", got.Star)
 	}
 }
