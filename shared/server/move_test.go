@@ -41,6 +41,17 @@ func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
 	return meta, a, b
 }
 
+// moveOne is movePair with an Express stream created on star-0 through a
+// client of star-0, which it returns.
+func moveOne(t *testing.T, name string) (meta metastore.Store, a, b *node, c *client.Client, st client.Stream) {
+	t.Helper()
+	meta, a, b = movePair(t)
+	c = newClient(t, a, adminTok)
+	st, err := c.CreateStream(context.Background(), name, client.CreateOptions{Class: "express"})
+	must(t, err)
+	return meta, a, b, c, st
+}
+
 // TestMoveStreamUnderLoad moves a stream from star-0 to star-1 while three
 // producers append (the client's idempotent producers, retrying through
 // the move) and a tail session reads. Against an independent tally of
@@ -52,10 +63,7 @@ func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
 func TestMoveStreamUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	meta, a, b := movePair(t)
-	c := newClient(t, a, adminTok)
-	st, err := c.CreateStream(ctx, "logs/m", client.CreateOptions{Class: "express"})
-	must(t, err)
+	meta, a, b, c, st := moveOne(t, "logs/m")
 
 	type acked struct {
 		tag        string
@@ -253,11 +261,8 @@ func TestMoveStreamRefusals(t *testing.T) {
 // stream after the seal.
 func TestMoveRollForward(t *testing.T) {
 	ctx := context.Background()
-	meta, a, b := movePair(t)
-	c := newClient(t, a, adminTok)
-	st, err := c.CreateStream(ctx, "logs/f", client.CreateOptions{Class: "express"})
-	must(t, err)
-	_, err = c.Append(ctx, "logs/f", recs(3, "x"), client.AppendOptions{})
+	meta, a, b, c, st := moveOne(t, "logs/f")
+	_, err := c.Append(ctx, "logs/f", recs(3, "x"), client.AppendOptions{})
 	must(t, err)
 	id, err := format.ParseStreamID(st.ID)
 	must(t, err)
@@ -293,10 +298,7 @@ func TestMovePause(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, a, _ := movePair(t)
-	c := newClient(t, a, adminTok)
-	_, err := c.CreateStream(ctx, "logs/p", client.CreateOptions{Class: "express"})
-	must(t, err)
+	_, a, _, c, _ := moveOne(t, "logs/p")
 	var mu sync.Mutex
 	var acks []time.Time
 	stop := make(chan struct{})
@@ -396,10 +398,7 @@ func TestConcurrentMovesOneAtATime(t *testing.T) {
 // works.
 func TestMoveToAnotherStarWhileSealed(t *testing.T) {
 	ctx := context.Background()
-	meta, a, _ := movePair(t)
-	c := newClient(t, a, adminTok)
-	st, err := c.CreateStream(ctx, "logs/s", client.CreateOptions{Class: "express"})
-	must(t, err)
+	meta, a, _, c, st := moveOne(t, "logs/s")
 	id, err := format.ParseStreamID(st.ID)
 	must(t, err)
 	_, err = c.CheckTail(ctx, "logs/s") // opens it
