@@ -22,8 +22,8 @@ import (
 
 // movePair starts star-0 and star-1 on shared buckets and one metastore,
 // each knowing the other's URL (star-0 also knows a star-2 that never
-// starts), without auth.
-func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
+// starts), without auth; with settled, on the pass index.
+func movePair(t *testing.T, settled ...objstore.Bucket) (meta metastore.Store, a, b *node) {
 	t.Helper()
 	meta = newMeta(t)
 	mk := func(name string, k int) []objstore.Bucket {
@@ -35,17 +35,17 @@ func movePair(t *testing.T) (meta metastore.Store, a, b *node) {
 	}
 	std, exp := mk("std", 1), mk("exp", 3)
 	pa, pb := map[string]string{"star-2": ""}, map[string]string{} // star-2: known, never started
-	a = newNodeOn(t, meta, "star-0", nil, pa, nil, std, exp)
-	b = newNodeOn(t, meta, "star-1", nil, pb, nil, std, exp)
+	a = newNodeOn(t, meta, "star-0", nil, pa, nil, std, exp, settled...)
+	b = newNodeOn(t, meta, "star-1", nil, pb, nil, std, exp, settled...)
 	pa["star-1"], pb["star-0"] = b.ts.URL, a.ts.URL
 	return meta, a, b
 }
 
 // moveOne is movePair with an Express stream created on star-0 through a
 // client of star-0, which it returns.
-func moveOne(t *testing.T, name string) (meta metastore.Store, a, b *node, c *client.Client, st client.Stream) {
+func moveOne(t *testing.T, name string, settled ...objstore.Bucket) (meta metastore.Store, a, b *node, c *client.Client, st client.Stream) {
 	t.Helper()
-	meta, a, b = movePair(t)
+	meta, a, b = movePair(t, settled...)
 	c = newClient(t, a, adminTok)
 	st, err := c.CreateStream(context.Background(), name, client.CreateOptions{Class: "express"})
 	must(t, err)
@@ -61,9 +61,16 @@ func moveOne(t *testing.T, name string) (meta metastore.Store, a, b *node, c *cl
 // past the move, and the old star acknowledges nothing more (ADR 0065,
 // I1 and I2).
 func TestMoveStreamUnderLoad(t *testing.T) {
+	t.Run("refs", func(t *testing.T) { moveUnderLoad(t) })
+	// On the pass index the parts star-0 wrote stay in its chain's window
+	// (nothing settles here): star-1 recovers and reads them there.
+	t.Run("pass-index", func(t *testing.T) { moveUnderLoad(t, objstore.NewMem("settled")) })
+}
+
+func moveUnderLoad(t *testing.T, settled ...objstore.Bucket) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	meta, a, b, c, st := moveOne(t, "logs/m")
+	meta, a, b, c, st := moveOne(t, "logs/m", settled...)
 
 	type acked struct {
 		tag        string
@@ -276,7 +283,7 @@ func TestMoveRollForward(t *testing.T) {
 	}
 	// The successor: a fresh server of star-0 on the same buckets.
 	a.stopAbsorb()
-	a2 := newNodeOn(t, meta, "star-0", nil, map[string]string{"star-1": b.ts.URL}, nil, a.std, a.exp)
+	a2 := newNodeOn(t, meta, "star-0", nil, map[string]string{"star-1": b.ts.URL}, nil, a.std, a.exp, a.settled...)
 	ack, err := newClient(t, a2, adminTok).Append(ctx, "logs/f", recs(1, "y"), client.AppendOptions{})
 	must(t, err)
 	if ack.StartSeq != seal.FirstSeq+1 {
