@@ -51,7 +51,7 @@ then, in another shell, use the endpoint and token it prints:
 	root.SetVersionTemplate("strand {{.Version}}\n")
 	var cf clientFlags
 	root.AddCommand(newDev())
-	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newDescribe(&cf), newFence(&cf), newTrim(&cf), newConfig(&cf)} {
+	for _, c := range []*cobra.Command{newCreate(&cf), newLs(&cf), newRm(&cf), newAppend(&cf), newRead(&cf), newTail(&cf), newCheckTail(&cf), newDescribe(&cf), newFence(&cf), newTrim(&cf), newConfig(&cf), newMove(&cf), newRebalance(&cf)} {
 		root.AddCommand(cf.register(c, c.Flags(), true))
 	}
 	tok, bench := newToken(&cf), newBench(&cf)

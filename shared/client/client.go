@@ -758,3 +758,20 @@ func (c *Client) ReconfigureStream(ctx context.Context, name string, opt Reconfi
 	}
 	return streamOf(res.Msg.Stream), res.Msg.SeqNum, nil
 }
+
+// MoveStream moves a stream's leadership to star to (an admin token over
+// every stream; ADR 0065). It returns the stream's record after the move
+// and the seal's seq (0 when a retry found the stream sealed already). A
+// retry of an interrupted move to the same star finishes it.
+func (c *Client) MoveStream(ctx context.Context, name, to string) (Stream, uint64, error) {
+	req := &strandv1.MoveStreamRequest{Stream: name, ToStar: to}
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.MoveStreamResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.MoveStreamResponse], error) {
+			return a.MoveStream(ctx, connect.NewRequest(req))
+		})
+	})
+	if err != nil {
+		return Stream{}, 0, err
+	}
+	return streamOf(res.Msg.Stream), res.Msg.SealSeqNum, nil
+}

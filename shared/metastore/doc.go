@@ -27,7 +27,11 @@
 //     GetStream and ListStreams no longer find it, and the name may be
 //     created again at once; ListDeleting pages the deleting streams in id
 //     order; DeleteStream removes the deleting item of an id and a META
-//     item at the name only if it has that id (idempotent).
+//     item at the name only if it has that id (idempotent). MoveStream
+//     changes a stream's leader star on condition that it is active with
+//     that id and led by the star named (ErrConflict otherwise; a stream
+//     led by the target already is a retry): the write that follows a
+//     move's seal (ADR 0065).
 //   - Refs: PutRefs writes the refs of one absorb pass, only while that
 //     pass holds the chain's absorb lease (see below), and is idempotent
 //     (writing the same ref twice leaves one identical item). QueryRefs returns, in seq order, the refs of a stream

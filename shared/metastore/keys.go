@@ -251,6 +251,26 @@ func SetConfigOn(s Stream, found bool, name, id string, retentionMs int64, ts Ti
 	return s, nil
 }
 
+// MoveOn is MoveStream on s (found: it exists): the pure core the
+// in-process stores share. It returns the stream to store and whether it
+// changed.
+func MoveOn(s Stream, found bool, name, id, from, to string) (Stream, bool, error) {
+	switch {
+	case from == "" || to == "":
+		return s, false, fmt.Errorf("%w: move stream %q from star %q to star %q: a star id is empty", ErrInvalid, name, from, to)
+	case !found || s.State != StreamActive:
+		return s, false, fmt.Errorf("move stream %q: %w", name, ErrNotFound)
+	case s.ID != id:
+		return s, false, fmt.Errorf("move stream %q: id is %s, not %s: %w", name, s.ID, id, ErrConflict)
+	case s.Star == to:
+		return s, false, nil
+	case s.Star != from:
+		return s, false, fmt.Errorf("move stream %q from star %s: it is led by %s: %w", name, from, s.Star, ErrConflict)
+	}
+	s.Star, s.From = to, from
+	return s, true, nil
+}
+
 func RaiseFloorOn(s Stream, found bool, name, id string, floor uint64) (Stream, bool, error) {
 	switch {
 	case !found:

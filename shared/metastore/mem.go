@@ -400,6 +400,21 @@ func (m *Mem) SetStreamConfig(ctx context.Context, name, id string, retentionMs 
 	return err
 }
 
+// MoveStream implements Store.
+func (m *Mem) MoveStream(ctx context.Context, name, id, from, to string) error {
+	if err := ctxErr(ctx, "move stream"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.streams[name]
+	s, changed, err := MoveOn(s, ok, name, id, from, to)
+	if changed {
+		m.streams[name] = s
+	}
+	return err
+}
+
 // GetHead implements Store.
 func (m *Mem) GetHead(ctx context.Context, chain ChainID) (Head, error) {
 	if err := ctxErr(ctx, "get head"); err != nil {

@@ -76,6 +76,11 @@ type Stream struct {
 	// Timestamping is how the stream's records get their timestamps (the
 	// zero value: client-prefer, capped).
 	Timestamping Timestamping
+	// From is the star that led the stream before its last move (ADR
+	// 0065; "": never moved). Its chain's pass index window may still
+	// hold the stream's parts until settle flushes them into refs, so
+	// the window reads both chains. Only MoveStream sets it.
+	From string `json:",omitempty"`
 }
 
 // TimestampMode says where a record's timestamp comes from.
@@ -328,6 +333,13 @@ type Store interface {
 	// sequenced truth; this keeps GetStream, ListStreams and trim in step).
 	// ErrNotFound for a missing stream, ErrConflict for another id.
 	SetStreamConfig(ctx context.Context, name, id string, retentionMs int64, ts Timestamping) error
+	// MoveStream makes star to the leader of the stream named name (ADR
+	// 0065), on condition that it has id, is active and is led by from:
+	// ErrNotFound for a missing or deleting stream, ErrConflict for
+	// another id or another leader (the error names it). A stream led by
+	// to already is left as it is (a retry). The caller has sealed the
+	// stream on from first: this write follows the seal, never leads it.
+	MoveStream(ctx context.Context, name, id, from, to string) error
 	// DeleteStream removes the deleting stream id (trim, once its refs
 	// are gone), and a stream named name with that id (a stream marked
 	// deleting in place, before names were retired). A name that holds

@@ -620,7 +620,23 @@ func (w *Window) streamRefs(ctx context.Context, st metastore.Stream, fromSeq ui
 	if err != nil {
 		return nil, fmt.Errorf("passindex: pass index of %s: %w", st.Name, err)
 	}
-	c := metastore.ChainID{Star: st.Star, Class: st.Class}
+	refs, err := w.chainRefs(ctx, st, metastore.ChainID{Star: st.Star, Class: st.Class}, id, fromSeq, commands)
+	if err != nil || st.From == "" || st.From == st.Star {
+		return refs, err
+	}
+	// A moved stream (ADR 0065): the star it left may still hold its older
+	// parts in its window until settle flushes them into refs.
+	old, err := w.chainRefs(ctx, st, metastore.ChainID{Star: st.From, Class: st.Class}, id, fromSeq, commands)
+	if err != nil || len(old) == 0 {
+		return refs, err
+	}
+	refs = append(old, refs...)
+	slices.SortStableFunc(refs, func(a, b metastore.Ref) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+	return refs, nil
+}
+
+// chainRefs is streamRefs in the window of chain c.
+func (w *Window) chainRefs(ctx context.Context, st metastore.Stream, c metastore.ChainID, id format.StreamID, fromSeq uint64, commands cmdMode) ([]metastore.Ref, error) {
 	for attempt := 0; ; attempt++ {
 		h, err := w.Meta.GetHead(ctx, c)
 		if errors.Is(err, metastore.ErrNotFound) {
@@ -648,6 +664,9 @@ func (w *Window) streamRefs(ctx context.Context, st metastore.Stream, fromSeq ui
 // chain do not read it; LastRef has it.
 func (w *Window) QueryRefs(ctx context.Context, st metastore.Stream, from uint64, limit int) ([]metastore.Ref, error) {
 	refs, err := w.Meta.QueryRefs(ctx, st.ID, from, limit)
+	if err == nil && moved(st) {
+		return w.movedRefs(ctx, st, from, limit, refs)
+	}
 	if err != nil || len(refs) > 0 {
 		// A page of refs, full or cut short at DynamoDB's 1 MB: more refs
 		// may follow it, so the window is read only once the refs from
@@ -670,10 +689,48 @@ func (w *Window) LastRef(ctx context.Context, st metastore.Stream) (metastore.Re
 	if err != nil {
 		return metastore.Ref{}, err
 	}
-	if len(parts) > 0 {
+	if len(parts) > 0 && !moved(st) {
 		return parts[len(parts)-1], nil
 	}
-	return w.Meta.LastRef(ctx, st.ID)
+	last, err := w.Meta.LastRef(ctx, st.ID)
+	if len(parts) > 0 && (errors.Is(err, metastore.ErrNotFound) || err == nil && parts[len(parts)-1].LastSeq > last.LastSeq) {
+		// A moved stream's window parts may be older than its refs: the
+		// chain it moved to may have settled before the one it left.
+		return parts[len(parts)-1], nil
+	}
+	return last, err
+}
+
+// moved reports whether st's parts may be in two chains' windows (ADR
+// 0065): settle flushes each chain on its own, so refs may then hold
+// later seqs than a window part, and the window's parts no longer simply
+// continue the refs.
+func moved(st metastore.Stream) bool { return st.From != "" && st.From != st.Star }
+
+// movedRefs is QueryRefs of a moved stream: its refs from the page read
+// and its parts in both windows (read after the refs, as QueryRefs does),
+// in seq order, a part that overlaps a ref left out (settle moved it
+// meanwhile). When the page of refs is full, nothing past its last ref
+// is returned: later refs may follow it.
+func (w *Window) movedRefs(ctx context.Context, st metastore.Stream, from uint64, limit int, refs []metastore.Ref) ([]metastore.Ref, error) {
+	parts, err := w.streamRefs(ctx, st, from, cmdNone)
+	if err != nil {
+		return nil, err
+	}
+	full := len(refs) >= limit && len(refs) > 0
+	all := append(slices.Clone(refs), parts...) // refs first: they win ties
+	slices.SortStableFunc(all, func(a, b metastore.Ref) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+	out := all[:0]
+	for _, r := range all {
+		if len(out) > 0 && r.FirstSeq <= out[len(out)-1].LastSeq {
+			continue
+		}
+		if full && r.FirstSeq > refs[len(refs)-1].LastSeq {
+			break
+		}
+		out = append(out, r)
+	}
+	return out[:min(len(out), limit)], nil
 }
 
 // ForStream is the window's refs of st in the shape star.RecoverStream

@@ -45,6 +45,9 @@ func ParseFence(m *strandv1.FenceRequest) (FenceArgs, error) {
 	if err := checkToken("token", m.Token); err != nil {
 		return FenceArgs{}, err
 	}
+	if _, reserved := star.MoveTarget(m.Token); reserved {
+		return FenceArgs{}, invalid("token starts with the reserved move prefix %q (a stream move's seal, ADR 0065)", star.MovePrefix)
+	}
 	a := FenceArgs{Stream: m.Stream, Token: m.Token, MatchSeq: m.MatchSeqNum}
 	if m.CurrentToken != nil {
 		if err := checkToken("current_token", *m.CurrentToken); err != nil {

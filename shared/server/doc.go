@@ -26,6 +26,20 @@
 // delete gets NotFound. The server keeps no set of deleted ids: the
 // metastore is the record, so nothing grows with deletions.
 //
+// # Moves
+//
+// MoveStream (move.go, ADR 0065; an admin token over every stream) seals
+// the stream on this star (star.Seal), drains it and writes the new
+// leader (metastore MoveStream, conditioned on this star leading it). A
+// batch refused by the seal is answered Unavailable with a Leader detail
+// naming the new leader (movedInterceptor). An open checks the leader in
+// the metastore again after recovering the stream, refuses a stream this
+// server moved away after the open's metastore read began (moved), and
+// rolls forward a stream it finds sealed to another star (the old
+// leader died between the seal and the metastore write): it writes the
+// seal's target as the leader and answers with it. It never unseals a
+// stream sealed to another star.
+//
 // # Errors
 //
 //	bad input (names, records, limits)      InvalidArgument, with the reason
@@ -35,6 +49,9 @@
 //	unknown stream                          NotFound
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail
+//	stream moved (sealed) to another star   Unavailable + Leader detail
+//	MoveStream of a fenced stream, to its   FailedPrecondition (nothing
+//	  own leader, or too soon after a move  written)
 //	star stopping, stores unavailable       Unavailable
 //	epoch halted past --halt-wait (new)     Unavailable (nothing written)
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)

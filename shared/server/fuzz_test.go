@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/server"
+	"github.com/strandlog/strand/shared/star"
 )
 
 // decode decodes data as protobuf or, failing that, JSON, as the server does
@@ -119,6 +120,7 @@ func FuzzFenceRequest(f *testing.F) {
 	f.Add([]byte(`{"stream":"s","token":"w1"}`))
 	f.Add([]byte(`{"stream":"s","token":"","currentToken":"w1","matchSeqNum":"3"}`))
 	f.Add([]byte(`{"stream":"s","token":"0123456789012345678901234567890123456"}`))
+	f.Add([]byte(`{"stream":"s","token":"\u0000move\u0000star-1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req strandv1.FenceRequest
 		if !decode(data, &req) {
@@ -126,7 +128,7 @@ func FuzzFenceRequest(f *testing.F) {
 		}
 		a, err := server.ParseFence(&req)
 		wantInvalid(t, err)
-		if err == nil && (a.Stream == "" || len(a.Token) > 36 || (a.CurrentToken != nil && len(*a.CurrentToken) > 36)) {
+		if err == nil && (a.Stream == "" || len(a.Token) > 36 || (a.CurrentToken != nil && len(*a.CurrentToken) > 36) || strings.HasPrefix(a.Token, star.MovePrefix)) {
 			t.Fatalf("accepted %+v", a)
 		}
 	})
@@ -164,6 +166,27 @@ func FuzzReconfigureStreamRequest(f *testing.F) {
 		}
 		p := a.Patch
 		if a.Name == "" || (p.RetentionMs == nil && p.TimestampMode == nil && p.Uncapped == nil) || (p.RetentionMs != nil && *p.RetentionMs < 0) || (p.TimestampMode != nil && *p.TimestampMode > 2) {
+			t.Fatalf("accepted %+v", a)
+		}
+	})
+}
+
+// FuzzMoveStreamRequest: ParseMove accepts only a valid stream name and a
+// star id that fits a move token, and refuses the rest as
+// invalid_argument.
+func FuzzMoveStreamRequest(f *testing.F) {
+	f.Add([]byte(`{"stream":"s","toStar":"star-1"}`))
+	f.Add([]byte(`{"stream":"s","toStar":""}`))
+	f.Add([]byte(`{"stream":"s","toStar":"star 1\u0000"}`))
+	f.Add([]byte(`{"stream":"","toStar":"` + strings.Repeat("x", 40) + `"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req strandv1.MoveStreamRequest
+		if !decode(data, &req) {
+			return
+		}
+		a, err := server.ParseMove(&req)
+		wantInvalid(t, err)
+		if err == nil && (a.Stream == "" || a.To == "" || len(a.To) > star.MaxMoveTarget || strings.ContainsAny(a.To, " \x00")) {
 			t.Fatalf("accepted %+v", a)
 		}
 	})

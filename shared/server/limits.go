@@ -321,6 +321,7 @@ var procedureOps = map[string][]auth.Op{
 	strandv1connect.StrandServiceCreateStreamProcedure:      {auth.Admin},
 	strandv1connect.StrandServiceDeleteStreamProcedure:      {auth.Admin},
 	strandv1connect.StrandServiceReconfigureStreamProcedure: {auth.Admin},
+	strandv1connect.StrandServiceMoveStreamProcedure:        {auth.Admin},
 	strandv1connect.StrandServiceCreateTokenProcedure:       {auth.Admin},
 	strandv1connect.StrandServiceRevokeTokenProcedure:       {auth.Admin},
 	strandv1connect.StrandServiceListTokensProcedure:        {auth.Admin},

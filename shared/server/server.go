@@ -82,6 +82,12 @@ type Server struct {
 	opened   map[format.StreamID]bool
 	opening  map[format.StreamID]*opening // an open in progress (its LastRef runs outside mu)
 	draining map[format.StreamID]bool     // DeleteStream in progress: no reopen
+	// moved are the streams this server moved away (move.go), and moves
+	// counts the moves: an open whose metastore read predates a move is
+	// refused.
+	moved  map[format.StreamID]movedTo
+	moves  uint64
+	moving map[format.StreamID]bool // MoveStream in progress
 	// Streams deleted are not remembered here: an open reads the stream
 	// again from the metastore before the star opens it (stillActive).
 
@@ -123,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
+		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
@@ -135,7 +141,7 @@ func (s *Server) Handler() http.Handler {
 	// The drain's refusals come first (shutdown.go), then the limits.
 	// The call metrics (callmetrics.go) count them all, refusals included.
 	calls := newCallMetrics(s.cfg.Star.Metrics(), s.clk)
-	base := []connect.HandlerOption{connect.WithInterceptors(calls, shutdownInterceptor{s}, redactInterceptor{s})}
+	base := []connect.HandlerOption{connect.WithInterceptors(calls, shutdownInterceptor{s}, redactInterceptor{s}, movedInterceptor{s})}
 	if s.cfg.Auth != nil {
 		base = append(base, connect.WithInterceptors(auth.Interceptor(s.cfg.Auth)))
 	}
@@ -318,13 +324,22 @@ func (s *Server) open(ctx context.Context, st metastore.Stream, id format.Stream
 		s.opening[id] = op
 		s.mu.Unlock()
 
+		s.mu.Lock()
+		gen := s.moves // before stillActive's read (movedAway)
+		s.mu.Unlock()
 		info, err := s.recoverTail(ctx, st, id)
 		if err == nil {
 			err = s.stillActive(ctx, st)
 		}
+		if to, sealed := star.Sealed(info.Commands); err == nil && sealed && to != s.cfg.Star.ID() {
+			err = s.rollForward(ctx, st, id, to) // never unsealed here (ADR 0065)
+		}
 		s.mu.Lock()
 		if err == nil {
 			err = s.gone(st, id)
+		}
+		if err == nil {
+			err = s.movedAway(st, id, gen)
 		}
 		if err == nil {
 			if oerr := s.cfg.Star.Open(info); oerr != nil {
@@ -362,6 +377,13 @@ func (s *Server) stillActive(ctx context.Context, st metastore.Stream) error {
 	}
 	if err != nil {
 		return toConnect(fmt.Errorf("look up stream %q: %w", st.Name, err))
+	}
+	if now.Star != s.cfg.Star.ID() {
+		// Moved away since st was read (ADR 0065).
+		s.mu.Lock()
+		delete(s.led, st.Name)
+		s.mu.Unlock()
+		return s.notLeader(now.Star, fmt.Errorf("stream %q is led by %s, not %s", st.Name, now.Star, s.cfg.Star.ID()))
 	}
 	return nil
 }
@@ -417,6 +439,8 @@ func toConnect(err error) error {
 	case errors.Is(err, format.ErrEmptyBatch), errors.Is(err, format.ErrBatchTooLarge), errors.Is(err, format.ErrRecordInvalid),
 		errors.Is(err, metastore.ErrInvalid), errors.Is(err, read.ErrInvalid), errors.Is(err, auth.ErrInvalid):
 		code = connect.CodeInvalidArgument
+	case errors.Is(err, star.ErrMoved):
+		code = connect.CodeUnavailable // movedInterceptor adds the new leader
 	case errors.Is(err, star.ErrUnknownStream):
 		return unknownStream()
 	case errors.Is(err, star.ErrBadCommand), errors.Is(err, star.ErrTimestampRequired), errors.Is(err, star.ErrTimestampTooFar):

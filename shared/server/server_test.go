@@ -22,6 +22,7 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 	assembly "github.com/strandlog/strand/shared/node"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/read"
 	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/shared/star"
@@ -36,6 +37,8 @@ type node struct {
 	abs  *absorb.Absorber
 	// stopAbsorb stops the node's in-process absorb (idempotent).
 	stopAbsorb func()
+	std, exp   []objstore.Bucket
+	settled    []objstore.Bucket // on the pass index: its settled bucket
 }
 
 // tokens used by the tests.
@@ -75,15 +78,30 @@ func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checke
 		}
 		return bs
 	}
-	std, exp := mk("std", 1), mk("exp", 3)
+	return newNodeOn(t, meta, id, chk, peers, log, mk("std", 1), mk("exp", 3))
+}
+
+// newNodeOn is newNodeWith on given buckets (std: one, exp: three), which
+// stars may share as they do in a deployment; with a settled bucket, on
+// the pass index (the absorb indexes into it; reads, recovery and the
+// server read the window).
+func newNodeOn(t testing.TB, meta metastore.Store, id string, chk *auth.Checker, peers map[string]string, log *slog.Logger, std, exp []objstore.Bucket, settled ...objstore.Bucket) *node {
+	t.Helper()
 	cfg := star.Defaults()
 	cfg.StarID = id
 	cfg.ReleaseEventInterval = 10 * time.Millisecond
 	cfg.Standard = star.ClassConfig{Buckets: std, W: 1, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
 	cfg.Express = star.ClassConfig{Buckets: exp, W: 2, MemoryBufferMiB: 8, ParallelUploads: 8, FlushDeadline: time.Millisecond, FlightKiB: 64, CommitDeadline: 5 * time.Second}
 	abs := &absorb.Absorber{Meta: meta, Sets: assembly.Sets(cfg), Log: slog.New(slog.DiscardHandler)}
+	var win *passindex.Window
+	if len(settled) > 0 {
+		abs.Index = settled[0]
+		win = &passindex.Window{Meta: meta, Bucket: settled[0]}
+	}
 	local := wake.NewLocal(abs, nil, nil)
-	st, err := star.New(cfg, meta, star.Options{Waker: local, Absorber: abs})
+	st, err := star.New(cfg, meta, star.Options{Waker: local, Absorber: abs, NewFencer: func(id string, cc star.ClassConfig) star.Fencer {
+		return chain.Set{Star: id, Buckets: cc.Buckets, W: cc.W}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +118,11 @@ func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checke
 	t.Cleanup(stop)
 	rd := &read.Reader{Star: st, Meta: meta, Sets: map[metastore.Class]chain.Set{
 		metastore.Standard: {Star: id, Buckets: std, W: 1}, metastore.Express: {Star: id, Buckets: exp, W: 2}}}
+	if win != nil {
+		rd.Transit, rd.Settled = win, settled[0]
+	}
 	sc := server.Config{Star: st, Meta: meta, Reader: rd, Peers: peers, Heartbeat: 50 * time.Millisecond, Auth: chk, Logger: log,
-		DrainTimeout: time.Second}
+		DrainTimeout: time.Second, Window: win}
 	srv, err := server.New(sc)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +133,7 @@ func newNodeWith(t testing.TB, meta metastore.Store, id string, chk *auth.Checke
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop}
+	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop, std: std, exp: exp, settled: settled}
 }
 
 func newMeta(t testing.TB) metastore.Store {

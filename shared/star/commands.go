@@ -72,6 +72,10 @@ func (p ConfigPatch) validate() error {
 // with l.mu held, in the same critical section as b's sequencing.
 func (st *stream) checkFence(b *batch) error {
 	cur := st.cmds.FenceToken
+	if to, ok := MoveTarget(cur); ok {
+		// Sealed for a move (move.go): nothing more is admitted here.
+		return &MovedError{Stream: st.id, To: to}
+	}
 	if b.cmd != nil && b.cmd.kind == format.CommandConfig {
 		return nil // an admin's reconfiguration, not a writer's
 	}
@@ -137,6 +141,9 @@ func (s *Star) Fence(ctx context.Context, id format.StreamID, token string, ifTo
 	if len(token) > format.MaxFenceTokenBytes {
 		return Ack{}, fmt.Errorf("%w: fencing token of %d bytes (at most %d)", ErrBadCommand, len(token), format.MaxFenceTokenBytes)
 	}
+	if _, ok := MoveTarget(token); ok {
+		return Ack{}, fmt.Errorf("%w: a fencing token may not start with the reserved move prefix %q", ErrBadCommand, MovePrefix)
+	}
 	a, _, err := s.command(ctx, id, format.FenceRecord(token), &command{kind: format.CommandFence, token: token, ifToken: ifToken}, AppendOptions{MatchSeq: match})
 	return a, err
 }
@@ -195,7 +202,7 @@ func (s *Star) Commands(id format.StreamID) (format.StreamCommands, error) {
 	st := s.streams[id]
 	s.mu.RUnlock()
 	if st == nil {
-		return format.StreamCommands{}, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return format.StreamCommands{}, s.unknown(id)
 	}
 	st.l.mu.Lock()
 	defer st.l.mu.Unlock()

@@ -109,6 +109,19 @@
 // state. Commands returns the acknowledged state (updated at release),
 // which reads use to honour the trim point at once.
 //
+// # Moves
+//
+// Seal (move.go) commits a stream's move to another star (ADR 0065): a
+// fence record whose token is the reserved move token (MovePrefix and the
+// target star id), admitted only if the stream is not fenced. Every batch
+// sequenced after it is refused with *MovedError (ErrMoved) naming the
+// target; a retry of a remembered producer batch still gets its original
+// ack. The sealed state travels in the command table like any token, so
+// a star that recovers the stream recovers the seal: Open unseals a
+// stream sealed to this star (the token goes back to "", which the seal
+// checked), and opens one sealed to another star refusing every batch.
+// A client Fence may not use the move prefix (ErrBadCommand).
+//
 // # Halts, recovery and takeover
 //
 // A foreign occupant in one of our slots (a fencer's poison, junk) or a

@@ -25,7 +25,7 @@ func (s *Star) ReadIndex(id format.StreamID, from uint64, maxRecords, maxBytes i
 	st := s.streams[id]
 	s.mu.RUnlock()
 	if st == nil {
-		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return nil, 0, s.unknown(id)
 	}
 	// From the stream's view (no lock: the write path publishes views).
 	// A released batch's fields and encoded records never change, and the
@@ -130,7 +130,7 @@ func (s *Star) Watch(id format.StreamID) (tail uint64, changed <-chan struct{}, 
 	st := s.streams[id]
 	s.mu.RUnlock()
 	if st == nil {
-		return 0, nil, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return 0, nil, s.unknown(id)
 	}
 	st.l.mu.Lock()
 	defer st.l.mu.Unlock()

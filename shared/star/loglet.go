@@ -311,6 +311,9 @@ func (l *loglet) admit(ctx context.Context, b *batch, match *uint64) (*Ack, erro
 			return nil, l.deposed
 		}
 		if st.drained {
+			if to, ok := MoveTarget(st.cmds.FenceToken); ok {
+				return nil, &MovedError{Stream: st.id, To: to}
+			}
 			return nil, fmt.Errorf("%w: %s is being deleted", ErrUnknownStream, st.id)
 		}
 		if l.haltExpired {

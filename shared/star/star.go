@@ -288,6 +288,12 @@ type Star struct {
 	started bool
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	// movedAway are the streams sealed here for a move, by the star they
+	// move to (move.go): once Drain takes one off, a call for it is
+	// answered with *MovedError. Open forgets a stream's entry. Guarded
+	// by mu.
+	movedAway map[format.StreamID]string
 }
 
 // Options are the star's optional collaborators.
@@ -320,7 +326,7 @@ func New(cfg Config, meta metastore.Store, opt Options) (*Star, error) {
 		meta:    meta,
 		waker:   waker,
 		reg:     cfg.Metrics,
-		streams: map[format.StreamID]*stream{},
+		streams: map[format.StreamID]*stream{}, movedAway: map[format.StreamID]string{},
 		loglets: map[metastore.Class]*loglet{},
 	}
 	if opt.NewFencer != nil {
@@ -411,12 +417,15 @@ func (s *Star) Open(info StreamInfo) error {
 	}
 	st.cfg = info.Config
 	if info.Commands != nil {
-		st.cmds, st.ackedCmds, st.hasCmds = *info.Commands, *info.Commands, true
+		cmds := *info.Commands
+		s.unseal(&cmds) // sealed to this star: the move's new leader (move.go)
+		st.cmds, st.ackedCmds, st.hasCmds = cmds, cmds, true
 		if info.Commands.HasConfig {
 			st.cfg = info.Commands.Config
 		}
 	}
 	s.streams[info.ID] = st
+	delete(s.movedAway, info.ID)
 	return nil
 }
 
@@ -477,7 +486,7 @@ func (s *Star) stream(id format.StreamID) (*stream, error) {
 		return nil, ErrNotStarted
 	}
 	if st == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return nil, s.unknown(id)
 	}
 	return st, nil
 }
@@ -572,7 +581,7 @@ func (s *Star) Tail(id format.StreamID) (next uint64, lastTsMs int64, err error)
 	st := s.streams[id]
 	s.mu.RUnlock()
 	if st == nil {
-		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownStream, id)
+		return 0, 0, s.unknown(id)
 	}
 	v := st.current()
 	return v.next, v.ts, nil

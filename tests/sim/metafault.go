@@ -264,6 +264,14 @@ func (m *MetaFaults) SetStreamConfig(ctx context.Context, name, id string, reten
 	return m.after("SetStreamConfig", p, m.s.SetStreamConfig(ctx, name, id, retentionMs, ts))
 }
 
+func (m *MetaFaults) MoveStream(ctx context.Context, name, id, from, to string) error {
+	p, err := m.before(ctx, "MoveStream", true)
+	if err != nil {
+		return err
+	}
+	return m.after("MoveStream", p, m.s.MoveStream(ctx, name, id, from, to))
+}
+
 func (m *MetaFaults) RaiseFloor(ctx context.Context, name, id string, floor uint64) error {
 	p, err := m.before(ctx, "RaiseFloor", true)
 	if err != nil {

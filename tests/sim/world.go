@@ -390,9 +390,13 @@ type Node struct {
 }
 
 // StarConfig is the simulated star's configuration.
-func (w *World) StarConfig() star.Config {
+func (w *World) StarConfig() star.Config { return w.StarConfigFor(StarID) }
+
+// StarConfigFor is StarConfig for star id (a second star shares the
+// buckets, as the stars of a deployment do: TestSimMoves).
+func (w *World) StarConfigFor(id string) star.Config {
 	cfg := star.Defaults()
-	cfg.StarID = StarID
+	cfg.StarID = id
 	cfg.Standard = star.ClassConfig{}
 	cfg.Express = star.ClassConfig{Buckets: w.Buckets, W: w.Opt.W, MemoryBufferMiB: 1, ParallelUploads: w.Opt.Window,
 		FlushDeadline: 2 * time.Millisecond, IdleCut: w.Opt.IdleCut, FlightKiB: max(w.Opt.FlightKiB, 1), CommitDeadline: w.Opt.CommitDeadline}
@@ -413,6 +417,17 @@ func (w *World) StarConfig() star.Config {
 // every stream with its tail recovered from refs. sweep is the absorb's
 // sweep interval (0: none).
 func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*Node, error) {
+	return w.startNode(ctx, gen, sweep, StarID, true)
+}
+
+// StartNodeAs starts an incarnation of star id as StartNode does, but
+// opens no stream: its server opens the streams it leads on their first
+// call (TestSimMoves).
+func (w *World) StartNodeAs(ctx context.Context, gen int, sweep time.Duration, id string) (*Node, error) {
+	return w.startNode(ctx, gen, sweep, id, false)
+}
+
+func (w *World) startNode(ctx context.Context, gen int, sweep time.Duration, id string, open bool) (*Node, error) {
 	abs := w.Absorber()
 	prober := w.Prober()
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -433,7 +448,7 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 	}
 	local := wake.NewLocal(abs, nil, w.Log)
 	opt.Waker = local
-	st, err := star.New(w.StarConfig(), w.StarMeta, opt)
+	st, err := star.New(w.StarConfigFor(id), w.StarMeta, opt)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -448,6 +463,9 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 		return nil, err
 	}
 	for i, id := range w.IDs {
+		if !open {
+			break
+		}
 		info, err := star.RecoverStream(ctx, w.RefReader(i), id, metastore.Express, time.Now()) // virtual time under synctest
 		if err != nil {
 			n.Kill()
@@ -465,7 +483,8 @@ func (w *World) StartNode(ctx context.Context, gen int, sweep time.Duration) (*N
 			return nil, err
 		}
 	}
-	local.Released(runCtx, Chain, st.Released(Chain))
+	ch := metastore.ChainID{Star: id, Class: metastore.Express}
+	local.Released(runCtx, ch, st.Released(ch))
 	return n, nil
 }
 

@@ -2250,6 +2250,122 @@ func (x *FenceResponse) GetNextSeqNum() uint64 {
 	return 0
 }
 
+// MoveStreamRequest moves a stream to star to_star (ADR 0065), sent to the
+// stream's current leader (others answer Unavailable with a Leader detail).
+// The leader seals the stream (a command record with the reserved move
+// token: it takes a seq, and appends after it are answered Unavailable
+// with the new leader), waits until the seal and everything before it are
+// absorbed, and writes the new leader in the metastore; the new star opens
+// the stream with its tail, producers and command state on its first call.
+// A retry of a move to the same star finishes it. Refused: a fenced stream
+// (FailedPrecondition), a star id that is unknown (the server's peers) or
+// the stream's leader already (InvalidArgument, FailedPrecondition).
+type MoveStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	ToStar        string                 `protobuf:"bytes,2,opt,name=to_star,json=toStar,proto3" json:"to_star,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveStreamRequest) Reset() {
+	*x = MoveStreamRequest{}
+	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveStreamRequest) ProtoMessage() {}
+
+func (x *MoveStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveStreamRequest.ProtoReflect.Descriptor instead.
+func (*MoveStreamRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MoveStreamRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *MoveStreamRequest) GetToStar() string {
+	if x != nil {
+		return x.ToStar
+	}
+	return ""
+}
+
+type MoveStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stream is the stream's record after the move (its leader is to_star);
+	// seal_seq_num is the seal's seq (0 on a retry that found it sealed).
+	Stream        *Stream `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	SealSeqNum    uint64  `protobuf:"varint,2,opt,name=seal_seq_num,json=sealSeqNum,proto3" json:"seal_seq_num,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveStreamResponse) Reset() {
+	*x = MoveStreamResponse{}
+	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveStreamResponse) ProtoMessage() {}
+
+func (x *MoveStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveStreamResponse.ProtoReflect.Descriptor instead.
+func (*MoveStreamResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *MoveStreamResponse) GetStream() *Stream {
+	if x != nil {
+		return x.Stream
+	}
+	return nil
+}
+
+func (x *MoveStreamResponse) GetSealSeqNum() uint64 {
+	if x != nil {
+		return x.SealSeqNum
+	}
+	return 0
+}
+
 // TrimRequest trims a stream below trim_seq_num: a command record sequenced
 // with the appends (it takes a seq). Reads honour it as soon as it is
 // acknowledged: a read that starts below the trim point starts at it. The
@@ -2268,7 +2384,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	mi := &file_strand_v1_strand_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2396,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[32]
+	mi := &file_strand_v1_strand_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2409,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{32}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TrimRequest) GetStream() string {
@@ -2337,7 +2453,7 @@ type TrimResponse struct {
 
 func (x *TrimResponse) Reset() {
 	*x = TrimResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	mi := &file_strand_v1_strand_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2465,7 @@ func (x *TrimResponse) String() string {
 func (*TrimResponse) ProtoMessage() {}
 
 func (x *TrimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[33]
+	mi := &file_strand_v1_strand_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2478,7 @@ func (x *TrimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimResponse.ProtoReflect.Descriptor instead.
 func (*TrimResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{33}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TrimResponse) GetSeqNum() uint64 {
@@ -2405,7 +2521,7 @@ type ReconfigureStreamRequest struct {
 
 func (x *ReconfigureStreamRequest) Reset() {
 	*x = ReconfigureStreamRequest{}
-	mi := &file_strand_v1_strand_proto_msgTypes[34]
+	mi := &file_strand_v1_strand_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2533,7 @@ func (x *ReconfigureStreamRequest) String() string {
 func (*ReconfigureStreamRequest) ProtoMessage() {}
 
 func (x *ReconfigureStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[34]
+	mi := &file_strand_v1_strand_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2546,7 @@ func (x *ReconfigureStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReconfigureStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{34}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReconfigureStreamRequest) GetName() string {
@@ -2474,7 +2590,7 @@ type ReconfigureStreamResponse struct {
 
 func (x *ReconfigureStreamResponse) Reset() {
 	*x = ReconfigureStreamResponse{}
-	mi := &file_strand_v1_strand_proto_msgTypes[35]
+	mi := &file_strand_v1_strand_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2602,7 @@ func (x *ReconfigureStreamResponse) String() string {
 func (*ReconfigureStreamResponse) ProtoMessage() {}
 
 func (x *ReconfigureStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_strand_proto_msgTypes[35]
+	mi := &file_strand_v1_strand_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2615,7 @@ func (x *ReconfigureStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReconfigureStreamResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_strand_proto_rawDescGZIP(), []int{35}
+	return file_strand_v1_strand_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReconfigureStreamResponse) GetStream() *Stream {
@@ -2673,7 +2789,14 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\rFenceResponse\x12\x17\n" +
 	"\aseq_num\x18\x01 \x01(\x04R\x06seqNum\x12 \n" +
 	"\fnext_seq_num\x18\x02 \x01(\x04R\n" +
-	"nextSeqNum\"\xa7\x01\n" +
+	"nextSeqNum\"D\n" +
+	"\x11MoveStreamRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x17\n" +
+	"\ato_star\x18\x02 \x01(\tR\x06toStar\"a\n" +
+	"\x12MoveStreamResponse\x12)\n" +
+	"\x06stream\x18\x01 \x01(\v2\x11.strand.v1.StreamR\x06stream\x12 \n" +
+	"\fseal_seq_num\x18\x02 \x01(\x04R\n" +
+	"sealSeqNum\"\xa7\x01\n" +
 	"\vTrimRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12 \n" +
 	"\ftrim_seq_num\x18\x02 \x01(\x04R\n" +
@@ -2706,7 +2829,7 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"\x1dTIMESTAMPING_MODE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fTIMESTAMPING_MODE_CLIENT_PREFER\x10\x01\x12$\n" +
 	" TIMESTAMPING_MODE_CLIENT_REQUIRE\x10\x02\x12\x1d\n" +
-	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\x8d\t\n" +
+	"\x19TIMESTAMPING_MODE_ARRIVAL\x10\x032\xda\t\n" +
 	"\rStrandService\x12Q\n" +
 	"\fCreateStream\x12\x1e.strand.v1.CreateStreamRequest\x1a\x1f.strand.v1.CreateStreamResponse\"\x00\x12Q\n" +
 	"\fDeleteStream\x12\x1e.strand.v1.DeleteStreamRequest\x1a\x1f.strand.v1.DeleteStreamResponse\"\x00\x12Q\n" +
@@ -2723,7 +2846,9 @@ const file_strand_v1_strand_proto_rawDesc = "" +
 	"ListTokens\x12\x1c.strand.v1.ListTokensRequest\x1a\x1d.strand.v1.ListTokensResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x05Fence\x12\x17.strand.v1.FenceRequest\x1a\x18.strand.v1.FenceResponse\"\x00\x129\n" +
 	"\x04Trim\x12\x16.strand.v1.TrimRequest\x1a\x17.strand.v1.TrimResponse\"\x00\x12`\n" +
-	"\x11ReconfigureStream\x12#.strand.v1.ReconfigureStreamRequest\x1a$.strand.v1.ReconfigureStreamResponse\"\x00B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
+	"\x11ReconfigureStream\x12#.strand.v1.ReconfigureStreamRequest\x1a$.strand.v1.ReconfigureStreamResponse\"\x00\x12K\n" +
+	"\n" +
+	"MoveStream\x12\x1c.strand.v1.MoveStreamRequest\x1a\x1d.strand.v1.MoveStreamResponse\"\x00B:Z8github.com/strandlog/strand/shared/api/strandv1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_strand_proto_rawDescOnce sync.Once
@@ -2738,7 +2863,7 @@ func file_strand_v1_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_v1_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_strand_v1_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_strand_v1_strand_proto_goTypes = []any{
 	(StorageClass)(0),                 // 0: strand.v1.StorageClass
 	(TimestampingMode)(0),             // 1: strand.v1.TimestampingMode
@@ -2774,10 +2899,12 @@ var file_strand_v1_strand_proto_goTypes = []any{
 	(*Leader)(nil),                    // 31: strand.v1.Leader
 	(*FenceRequest)(nil),              // 32: strand.v1.FenceRequest
 	(*FenceResponse)(nil),             // 33: strand.v1.FenceResponse
-	(*TrimRequest)(nil),               // 34: strand.v1.TrimRequest
-	(*TrimResponse)(nil),              // 35: strand.v1.TrimResponse
-	(*ReconfigureStreamRequest)(nil),  // 36: strand.v1.ReconfigureStreamRequest
-	(*ReconfigureStreamResponse)(nil), // 37: strand.v1.ReconfigureStreamResponse
+	(*MoveStreamRequest)(nil),         // 34: strand.v1.MoveStreamRequest
+	(*MoveStreamResponse)(nil),        // 35: strand.v1.MoveStreamResponse
+	(*TrimRequest)(nil),               // 36: strand.v1.TrimRequest
+	(*TrimResponse)(nil),              // 37: strand.v1.TrimResponse
+	(*ReconfigureStreamRequest)(nil),  // 38: strand.v1.ReconfigureStreamRequest
+	(*ReconfigureStreamResponse)(nil), // 39: strand.v1.ReconfigureStreamResponse
 }
 var file_strand_v1_strand_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.Timestamping.mode:type_name -> strand.v1.TimestampingMode
@@ -2795,43 +2922,46 @@ var file_strand_v1_strand_proto_depIdxs = []int32{
 	6,  // 12: strand.v1.ReadSessionResponse.records:type_name -> strand.v1.SequencedRecord
 	23, // 13: strand.v1.CreateTokenResponse.info:type_name -> strand.v1.TokenInfo
 	23, // 14: strand.v1.ListTokensResponse.tokens:type_name -> strand.v1.TokenInfo
-	1,  // 15: strand.v1.ReconfigureStreamRequest.timestamping_mode:type_name -> strand.v1.TimestampingMode
-	3,  // 16: strand.v1.ReconfigureStreamResponse.stream:type_name -> strand.v1.Stream
-	7,  // 17: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
-	9,  // 18: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
-	11, // 19: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
-	13, // 20: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
-	15, // 21: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
-	17, // 22: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
-	17, // 23: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
-	19, // 24: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
-	21, // 25: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
-	24, // 26: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
-	26, // 27: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
-	28, // 28: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
-	32, // 29: strand.v1.StrandService.Fence:input_type -> strand.v1.FenceRequest
-	34, // 30: strand.v1.StrandService.Trim:input_type -> strand.v1.TrimRequest
-	36, // 31: strand.v1.StrandService.ReconfigureStream:input_type -> strand.v1.ReconfigureStreamRequest
-	8,  // 32: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
-	10, // 33: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
-	12, // 34: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
-	14, // 35: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
-	16, // 36: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
-	18, // 37: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
-	18, // 38: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
-	20, // 39: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
-	22, // 40: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
-	25, // 41: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
-	27, // 42: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
-	29, // 43: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
-	33, // 44: strand.v1.StrandService.Fence:output_type -> strand.v1.FenceResponse
-	35, // 45: strand.v1.StrandService.Trim:output_type -> strand.v1.TrimResponse
-	37, // 46: strand.v1.StrandService.ReconfigureStream:output_type -> strand.v1.ReconfigureStreamResponse
-	32, // [32:47] is the sub-list for method output_type
-	17, // [17:32] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 15: strand.v1.MoveStreamResponse.stream:type_name -> strand.v1.Stream
+	1,  // 16: strand.v1.ReconfigureStreamRequest.timestamping_mode:type_name -> strand.v1.TimestampingMode
+	3,  // 17: strand.v1.ReconfigureStreamResponse.stream:type_name -> strand.v1.Stream
+	7,  // 18: strand.v1.StrandService.CreateStream:input_type -> strand.v1.CreateStreamRequest
+	9,  // 19: strand.v1.StrandService.DeleteStream:input_type -> strand.v1.DeleteStreamRequest
+	11, // 20: strand.v1.StrandService.ListStreams:input_type -> strand.v1.ListStreamsRequest
+	13, // 21: strand.v1.StrandService.GetStream:input_type -> strand.v1.GetStreamRequest
+	15, // 22: strand.v1.StrandService.CheckTail:input_type -> strand.v1.CheckTailRequest
+	17, // 23: strand.v1.StrandService.Append:input_type -> strand.v1.AppendRequest
+	17, // 24: strand.v1.StrandService.AppendSession:input_type -> strand.v1.AppendRequest
+	19, // 25: strand.v1.StrandService.Read:input_type -> strand.v1.ReadRequest
+	21, // 26: strand.v1.StrandService.ReadSession:input_type -> strand.v1.ReadSessionRequest
+	24, // 27: strand.v1.StrandService.CreateToken:input_type -> strand.v1.CreateTokenRequest
+	26, // 28: strand.v1.StrandService.RevokeToken:input_type -> strand.v1.RevokeTokenRequest
+	28, // 29: strand.v1.StrandService.ListTokens:input_type -> strand.v1.ListTokensRequest
+	32, // 30: strand.v1.StrandService.Fence:input_type -> strand.v1.FenceRequest
+	36, // 31: strand.v1.StrandService.Trim:input_type -> strand.v1.TrimRequest
+	38, // 32: strand.v1.StrandService.ReconfigureStream:input_type -> strand.v1.ReconfigureStreamRequest
+	34, // 33: strand.v1.StrandService.MoveStream:input_type -> strand.v1.MoveStreamRequest
+	8,  // 34: strand.v1.StrandService.CreateStream:output_type -> strand.v1.CreateStreamResponse
+	10, // 35: strand.v1.StrandService.DeleteStream:output_type -> strand.v1.DeleteStreamResponse
+	12, // 36: strand.v1.StrandService.ListStreams:output_type -> strand.v1.ListStreamsResponse
+	14, // 37: strand.v1.StrandService.GetStream:output_type -> strand.v1.GetStreamResponse
+	16, // 38: strand.v1.StrandService.CheckTail:output_type -> strand.v1.CheckTailResponse
+	18, // 39: strand.v1.StrandService.Append:output_type -> strand.v1.AppendResponse
+	18, // 40: strand.v1.StrandService.AppendSession:output_type -> strand.v1.AppendResponse
+	20, // 41: strand.v1.StrandService.Read:output_type -> strand.v1.ReadResponse
+	22, // 42: strand.v1.StrandService.ReadSession:output_type -> strand.v1.ReadSessionResponse
+	25, // 43: strand.v1.StrandService.CreateToken:output_type -> strand.v1.CreateTokenResponse
+	27, // 44: strand.v1.StrandService.RevokeToken:output_type -> strand.v1.RevokeTokenResponse
+	29, // 45: strand.v1.StrandService.ListTokens:output_type -> strand.v1.ListTokensResponse
+	33, // 46: strand.v1.StrandService.Fence:output_type -> strand.v1.FenceResponse
+	37, // 47: strand.v1.StrandService.Trim:output_type -> strand.v1.TrimResponse
+	39, // 48: strand.v1.StrandService.ReconfigureStream:output_type -> strand.v1.ReconfigureStreamResponse
+	35, // 49: strand.v1.StrandService.MoveStream:output_type -> strand.v1.MoveStreamResponse
+	34, // [34:50] is the sub-list for method output_type
+	18, // [18:34] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_strand_proto_init() }
@@ -2851,15 +2981,15 @@ func file_strand_v1_strand_proto_init() {
 		(*ReadSessionRequest_TailOffset)(nil),
 	}
 	file_strand_v1_strand_proto_msgTypes[30].OneofWrappers = []any{}
-	file_strand_v1_strand_proto_msgTypes[32].OneofWrappers = []any{}
 	file_strand_v1_strand_proto_msgTypes[34].OneofWrappers = []any{}
+	file_strand_v1_strand_proto_msgTypes[36].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_strand_proto_rawDesc), len(file_strand_v1_strand_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -594,6 +594,22 @@ func (s *Store) SetStreamConfig(ctx context.Context, name, id string, retentionM
 	})
 }
 
+// MoveStream implements metastore.Store.
+func (s *Store) MoveStream(ctx context.Context, name, id, from, to string) error {
+	return s.update(ctx, "move stream "+name, func(b *bbolt.Bucket) error {
+		var st metastore.Stream
+		found, err := get(b, streamKey(name), &st)
+		if err != nil {
+			return err
+		}
+		st, changed, err := metastore.MoveOn(st, found, name, id, from, to)
+		if err != nil || !changed {
+			return err
+		}
+		return put(b, streamKey(name), st)
+	})
+}
+
 // Chains.
 
 // GetHead implements metastore.Store.

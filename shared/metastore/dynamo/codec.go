@@ -33,6 +33,7 @@ const (
 	attrState       = "State"
 	// attrFloor is absent when the floor is 0.
 	attrFloor = "Floor"
+	attrFrom  = "From" // the star before the last move; absent when none
 	// attrTsMode and attrTsUncapped (a stream's Timestamping) are absent
 	// when zero.
 	attrTsMode     = "TsMode"
@@ -242,6 +243,9 @@ func streamAttrs(pk, sk string, st metastore.Stream) map[string]types.AttributeV
 	if st.Floor > 0 {
 		m[attrFloor] = nu(st.Floor)
 	}
+	if st.From != "" {
+		m[attrFrom] = s(st.From)
+	}
 	if st.Timestamping.Mode != 0 {
 		m[attrTsMode] = nu(uint64(st.Timestamping.Mode))
 	}
@@ -264,6 +268,9 @@ func decodeStream(m map[string]types.AttributeValue) (metastore.Stream, error) {
 	}
 	if _, ok := m[attrFloor]; ok { // absent when 0
 		st.Floor = it.u64(attrFloor)
+	}
+	if _, ok := m[attrFrom]; ok { // absent when never moved
+		st.From = it.str(attrFrom)
 	}
 	if _, ok := m[attrTsMode]; ok { // absent when 0
 		st.Timestamping.Mode = metastore.TimestampMode(it.u8(attrTsMode))

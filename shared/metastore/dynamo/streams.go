@@ -322,7 +322,22 @@ func (st *Store) SetStreamConfig(ctx context.Context, name, id string, retention
 	if len(remove) > 0 {
 		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
-	cond := "attribute_exists(#pk) AND #id = :id"
+	op := fmt.Sprintf("set the config of stream %q", name)
+	done, cur, found, err := st.updateStream(ctx, op, name, expr, "attribute_exists(#pk) AND #id = :id", names, vals)
+	switch {
+	case err != nil || done:
+		return err
+	case !found:
+		return fmt.Errorf("%s: %w", op, metastore.ErrNotFound)
+	}
+	return fmt.Errorf("%s: id is %s, not %s: %w", op, cur.ID, id, metastore.ErrConflict)
+}
+
+// updateStream applies expr to stream name's META item and listing item
+// in one transaction, on condition cond (on each). done: written;
+// otherwise cur is the META item the condition saw (found false: there
+// was none), for the caller to say which condition failed.
+func (st *Store) updateStream(ctx context.Context, op, name, expr, cond string, names map[string]string, vals map[string]types.AttributeValue) (done bool, cur metastore.Stream, found bool, err error) {
 	update := func(pk, sk string) types.TransactWriteItem {
 		return types.TransactWriteItem{Update: &types.Update{
 			TableName:                           aws.String(st.table),
@@ -336,23 +351,20 @@ func (st *Store) SetStreamConfig(ctx context.Context, name, id string, retention
 	}
 	reasons, err := st.transact(ctx, []types.TransactWriteItem{update(metastore.StreamPK(name), metastore.MetaSK), update(ListPK, name)})
 	if err != nil {
-		return fmt.Errorf("set the config of stream %q in %s: %w", name, st.table, err)
+		return false, cur, false, fmt.Errorf("%s in %s: %w", op, st.table, err)
 	}
 	if reasons == nil {
-		return nil
+		return true, cur, false, nil
 	}
 	old, err := st.oldItem(ctx, reasons[0], metastore.StreamPK(name), metastore.MetaSK)
 	if err != nil {
-		return fmt.Errorf("set the config of stream %q: %w", name, err)
+		return false, cur, false, fmt.Errorf("%s: %w", op, err)
 	}
 	if old == nil {
-		return fmt.Errorf("set the config of stream %q: %w", name, metastore.ErrNotFound)
+		return false, cur, false, nil
 	}
-	cur, err := decodeStream(old)
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("set the config of stream %q: id is %s, not %s: %w", name, cur.ID, id, metastore.ErrConflict)
+	cur, err = decodeStream(old)
+	return false, cur, err == nil, err
 }
 
 // DeleteStream deletes the deleting item of id, then the META item and
@@ -450,6 +462,38 @@ func (st *Store) RaiseFloor(ctx context.Context, name, id string, floor uint64) 
 			return fmt.Errorf("raise the floor of stream %q: recreated concurrently %d times: %w", name, attempt, metastore.ErrUnavailable)
 		}
 	}
+}
+
+// MoveStream sets Star (and From, the star it leaves) on the META item
+// and the listing item in one
+// transaction, on condition that the META item exists with the given id,
+// is active and is led by from. When the condition fails it reads the
+// stream to tell a stream already led by to (nil: a retry) from a
+// missing one (ErrNotFound) or another id or leader (ErrConflict).
+func (st *Store) MoveStream(ctx context.Context, name, id, from, to string) error {
+	if err := ctxErr(ctx); err != nil {
+		return fmt.Errorf("move stream %q: %w", name, err)
+	}
+	if _, _, err := metastore.MoveOn(metastore.Stream{ID: id, Star: from, State: metastore.StreamActive}, true, name, id, from, to); err != nil {
+		return err // bad arguments
+	}
+	if metastore.ValidateStreamName(name) != nil {
+		return fmt.Errorf("move stream %q: %w", name, metastore.ErrNotFound)
+	}
+	names := map[string]string{"#pk": attrPK, "#id": attrID, "#star": attrStar, "#state": attrState, "#from": attrFrom}
+	vals := map[string]types.AttributeValue{":id": s(id), ":from": s(from), ":to": s(to), ":active": nu(uint64(metastore.StreamActive))}
+	done, cur, found, err := st.updateStream(ctx, fmt.Sprintf("move stream %q", name), name, "SET #star = :to, #from = :from",
+		"attribute_exists(#pk) AND #id = :id AND #star = :from AND #state = :active", names, vals)
+	if err != nil || done {
+		return err
+	}
+	_, changed, err := metastore.MoveOn(cur, found, name, id, from, to)
+	if err == nil && changed {
+		// The condition failed on an item that satisfies it now: it
+		// changed in between; the caller retries.
+		return fmt.Errorf("move stream %q: changed concurrently: %w", name, metastore.ErrUnavailable)
+	}
+	return err
 }
 
 // oldItem returns the item a failed condition saw: from the cancellation

@@ -256,6 +256,14 @@ func (c *Store) SetStreamConfig(ctx context.Context, name, id string, retentionM
 	return c.s.SetStreamConfig(ctx, name, id, retentionMs, ts)
 }
 
+// MoveStream implements metastore.Store (counted as SetStreamState: a
+// stream metadata write).
+func (c *Store) MoveStream(ctx context.Context, name, id, from, to string) error {
+	c.calls[SetStreamState].Add(1)
+	c.bill(streamTx(name, id))
+	return c.s.MoveStream(ctx, name, id, from, to)
+}
+
 // SetStreamState implements metastore.Store.
 func (c *Store) SetStreamState(ctx context.Context, name, id string, state metastore.StreamState) error {
 	c.calls[SetStreamState].Add(1)

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"DeleteRefsConditional", testDeleteRefsConditional},
 		{"RaiseFloor", testRaiseFloor},
 		{"SetStreamConfig", testSetStreamConfig},
+		{"MoveStream", testMoveStream},
 		{"RefTooLarge", testRefTooLarge},
 		{"PutRefsOverTxBytes", testPutRefsOverTxBytes},
 		{"ItemTooLarge", testItemTooLarge},
@@ -1032,16 +1033,9 @@ func testSetStreamConfig(t *testing.T, s metastore.Store) {
 	must(t, err, "create")
 	check := func(ret int64, ts metastore.Timestamping, what string) {
 		t.Helper()
-		got, err := s.GetStream(ctx, st.Name)
-		must(t, err, what+": get")
+		got := listed(t, s, st.Name, what)
 		wantEqual(t, got.RetentionMs, ret, what+": retention")
 		wantEqual(t, got.Timestamping, ts, what+": timestamping")
-		list, _, err := s.ListStreams(ctx, st.Name, "", 10)
-		must(t, err, what+": list")
-		if len(list) != 1 {
-			t.Fatalf("%s: listed %d streams, want 1", what, len(list))
-		}
-		wantEqual(t, list[0], got, what+": listed stream")
 	}
 	arrival := metastore.Timestamping{Mode: metastore.TimestampArrival, Uncapped: true}
 	must(t, s.SetStreamConfig(ctx, st.Name, st.ID, 86_400_000, arrival), "set")
@@ -1053,6 +1047,49 @@ func testSetStreamConfig(t *testing.T, s metastore.Store) {
 	wantErr(t, s.SetStreamConfig(ctx, st.Name, st.ID, -1, arrival), metastore.ErrInvalid, "negative retention")
 	wantErr(t, s.SetStreamConfig(ctx, st.Name, st.ID, 5, metastore.Timestamping{Mode: 9}), metastore.ErrInvalid, "unknown mode")
 	check(0, metastore.Timestamping{}, "after refused sets")
+}
+
+// listed returns stream name as GetStream has it, after checking that
+// ListStreams lists the same (the one stream with that prefix).
+func listed(t *testing.T, s metastore.Store, name, what string) metastore.Stream {
+	t.Helper()
+	got, err := s.GetStream(t.Context(), name)
+	must(t, err, what+": get")
+	list, _, err := s.ListStreams(t.Context(), name, "", 10)
+	must(t, err, what+": list")
+	if len(list) != 1 {
+		t.Fatalf("%s: listed %d streams, want 1", what, len(list))
+	}
+	wantEqual(t, list[0], got, what+": listed stream")
+	return got
+}
+
+// testMoveStream: a stream's leader changes only from the leader named,
+// with its id, while active (ADR 0065); a retry is a no-op; GetStream and
+// ListStreams agree.
+func testMoveStream(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	st := newStream("moving", 1)
+	st.Star = "star-0"
+	_, err := s.CreateStream(ctx, st)
+	must(t, err, "create")
+	check := func(want, what string) {
+		t.Helper()
+		wantEqual(t, listed(t, s, st.Name, what).Star, want, what+": leader")
+	}
+	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), "move")
+	check("star-1", "after the move")
+	wantEqual(t, listed(t, s, st.Name, "after the move").From, "star-0", "after the move: the star it left")
+	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), "move again (a retry)")
+	wantErr(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-2"), metastore.ErrConflict, "move from a star that no longer leads it")
+	wantErr(t, s.MoveStream(ctx, st.Name, sid(2), "star-1", "star-2"), metastore.ErrConflict, "another id")
+	wantErr(t, s.MoveStream(ctx, "missing", sid(1), "star-1", "star-2"), metastore.ErrNotFound, "a missing stream")
+	wantErr(t, s.MoveStream(ctx, st.Name, st.ID, "star-1", ""), metastore.ErrInvalid, "no target")
+	check("star-1", "after refused moves")
+	must(t, s.MoveStream(ctx, st.Name, st.ID, "star-1", "star-0"), "move back")
+	check("star-0", "after the move back")
+	must(t, s.SetStreamState(ctx, st.Name, st.ID, metastore.StreamDeleting), "delete")
+	wantErr(t, s.MoveStream(ctx, st.Name, st.ID, "star-0", "star-1"), metastore.ErrNotFound, "a deleting stream")
 }
 
 // Chains.

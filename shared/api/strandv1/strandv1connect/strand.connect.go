@@ -80,6 +80,9 @@ const (
 	// StrandServiceReconfigureStreamProcedure is the fully-qualified name of the StrandService's
 	// ReconfigureStream RPC.
 	StrandServiceReconfigureStreamProcedure = "/strand.v1.StrandService/ReconfigureStream"
+	// StrandServiceMoveStreamProcedure is the fully-qualified name of the StrandService's MoveStream
+	// RPC.
+	StrandServiceMoveStreamProcedure = "/strand.v1.StrandService/MoveStream"
 )
 
 // StrandServiceClient is a client for the strand.v1.StrandService service.
@@ -112,6 +115,9 @@ type StrandServiceClient interface {
 	// ReconfigureStream changes a stream's retention and timestamping (admin);
 	// see ReconfigureStreamRequest.
 	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
+	// MoveStream moves a stream's leadership to another star (operator
+	// admin: an admin token over the whole keyspace); see MoveStreamRequest.
+	MoveStream(context.Context, *connect.Request[strandv1.MoveStreamRequest]) (*connect.Response[strandv1.MoveStreamResponse], error)
 }
 
 // NewStrandServiceClient constructs a client for the strand.v1.StrandService service. By default,
@@ -221,6 +227,12 @@ func NewStrandServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(strandServiceMethods.ByName("ReconfigureStream")),
 			connect.WithClientOptions(opts...),
 		),
+		moveStream: connect.NewClient[strandv1.MoveStreamRequest, strandv1.MoveStreamResponse](
+			httpClient,
+			baseURL+StrandServiceMoveStreamProcedure,
+			connect.WithSchema(strandServiceMethods.ByName("MoveStream")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -241,6 +253,7 @@ type strandServiceClient struct {
 	fence             *connect.Client[strandv1.FenceRequest, strandv1.FenceResponse]
 	trim              *connect.Client[strandv1.TrimRequest, strandv1.TrimResponse]
 	reconfigureStream *connect.Client[strandv1.ReconfigureStreamRequest, strandv1.ReconfigureStreamResponse]
+	moveStream        *connect.Client[strandv1.MoveStreamRequest, strandv1.MoveStreamResponse]
 }
 
 // CreateStream calls strand.v1.StrandService.CreateStream.
@@ -318,6 +331,11 @@ func (c *strandServiceClient) ReconfigureStream(ctx context.Context, req *connec
 	return c.reconfigureStream.CallUnary(ctx, req)
 }
 
+// MoveStream calls strand.v1.StrandService.MoveStream.
+func (c *strandServiceClient) MoveStream(ctx context.Context, req *connect.Request[strandv1.MoveStreamRequest]) (*connect.Response[strandv1.MoveStreamResponse], error) {
+	return c.moveStream.CallUnary(ctx, req)
+}
+
 // StrandServiceHandler is an implementation of the strand.v1.StrandService service.
 type StrandServiceHandler interface {
 	CreateStream(context.Context, *connect.Request[strandv1.CreateStreamRequest]) (*connect.Response[strandv1.CreateStreamResponse], error)
@@ -348,6 +366,9 @@ type StrandServiceHandler interface {
 	// ReconfigureStream changes a stream's retention and timestamping (admin);
 	// see ReconfigureStreamRequest.
 	ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error)
+	// MoveStream moves a stream's leadership to another star (operator
+	// admin: an admin token over the whole keyspace); see MoveStreamRequest.
+	MoveStream(context.Context, *connect.Request[strandv1.MoveStreamRequest]) (*connect.Response[strandv1.MoveStreamResponse], error)
 }
 
 // NewStrandServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -453,6 +474,12 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(strandServiceMethods.ByName("ReconfigureStream")),
 		connect.WithHandlerOptions(opts...),
 	)
+	strandServiceMoveStreamHandler := connect.NewUnaryHandler(
+		StrandServiceMoveStreamProcedure,
+		svc.MoveStream,
+		connect.WithSchema(strandServiceMethods.ByName("MoveStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strand.v1.StrandService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StrandServiceCreateStreamProcedure:
@@ -485,6 +512,8 @@ func NewStrandServiceHandler(svc StrandServiceHandler, opts ...connect.HandlerOp
 			strandServiceTrimHandler.ServeHTTP(w, r)
 		case StrandServiceReconfigureStreamProcedure:
 			strandServiceReconfigureStreamHandler.ServeHTTP(w, r)
+		case StrandServiceMoveStreamProcedure:
+			strandServiceMoveStreamHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -552,4 +581,8 @@ func (UnimplementedStrandServiceHandler) Trim(context.Context, *connect.Request[
 
 func (UnimplementedStrandServiceHandler) ReconfigureStream(context.Context, *connect.Request[strandv1.ReconfigureStreamRequest]) (*connect.Response[strandv1.ReconfigureStreamResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.ReconfigureStream is not implemented"))
+}
+
+func (UnimplementedStrandServiceHandler) MoveStream(context.Context, *connect.Request[strandv1.MoveStreamRequest]) (*connect.Response[strandv1.MoveStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strand.v1.StrandService.MoveStream is not implemented"))
 }
