@@ -652,6 +652,29 @@ func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind
 	})
 }
 
+// MoveCursors implements metastore.Store: one bolt transaction.
+func (s *Store) MoveCursors(ctx context.Context, chain metastore.ChainID, moves []metastore.CursorMove) error {
+	if err := metastore.ValidateMoves(moves); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("move cursors %v of chain %s", moves, chain)
+	return s.inTx(ctx, op, s.db.Update, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(itemsBucket)
+		var h metastore.Head
+		found, err := get(b, headKey(chain), &h)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return metastore.ErrNotFound
+		}
+		if h, err = metastore.MoveOn(h, moves); err != nil {
+			return err
+		}
+		return put(b, headKey(chain), h)
+	})
+}
+
 // BeginAbsorb implements metastore.Store.
 func (s *Store) BeginAbsorb(ctx context.Context, chain metastore.ChainID, from, to metastore.Cursor) (metastore.Head, error) {
 	if err := metastore.ValidateBeginAbsorb(from, to); err != nil {

@@ -428,3 +428,36 @@ func TestHeadWithoutLaterCursors(t *testing.T) {
 		})
 	}
 }
+
+// TestMoveCursorsWithoutLaterCursors: on a head stored before the
+// flushed and merged cursors existed (no attributes: they read as 0/0),
+// MoveCursors moves them from 0/0 with the settled cursor in one write,
+// and a second move from 0/0 fails.
+func TestMoveCursorsWithoutLaterCursors(t *testing.T) {
+	at := func(slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: 3, Slot: slot} }
+	c, table := newTable(t)
+	st := New(c, table)
+	ctx := context.Background()
+	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+		UpdateExpression: aws.String("REMOVE FlushedEpoch, FlushedSlot, MergedEpoch, MergedSlot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := []metastore.CursorMove{{Kind: metastore.Settled, From: at(0), To: at(4)},
+		{Kind: metastore.Flushed, To: at(2)}, {Kind: metastore.Merged, To: at(1)}}
+	if err := st.MoveCursors(ctx, chain, moves); err != nil {
+		t.Fatalf("moves from 0/0 on an old head: %v", err)
+	}
+	h, err := st.GetHead(ctx, chain)
+	if err != nil || h.Settled != at(4) || h.Flushed != at(2) || h.Merged != at(1) {
+		t.Fatalf("head after: %+v, %v", h, err)
+	}
+	moves[0].From = at(4)
+	moves[0].To = at(5)
+	if err := st.MoveCursors(ctx, chain, moves); !errors.Is(err, metastore.ErrConflict) {
+		t.Fatalf("a second move from 0/0: %v, want ErrConflict", err)
+	}
+}
