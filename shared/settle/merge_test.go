@@ -242,9 +242,11 @@ func TestSettleMergeKeepsSupersededRuns(t *testing.T) {
 	}
 }
 
-// TestSettleMergeCrashBeforeCAS: a merge that wrote its packs and merged
-// run but not the head is adopted by the next step (same bytes, no pack
-// written), and reads are right in between.
+// TestSettleMergeCrashBeforeCAS: a step whose merge wrote its packs and
+// merged run but whose commit (one write of all its cursors) did not
+// land leaves the head of the step before; the next step adopts its run
+// and its merge (same bytes, no pack written), and reads are right in
+// between.
 func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 	var fa *failAdvance // a crash between a merge's PUTs (packs, merged run) and its head write
 	e := newEnv(t, 3, func(s metastore.Store) metastore.Store {
@@ -266,8 +268,8 @@ func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 	if _, err := e.s.Step(t.Context(), chainX); !errors.Is(err, absorbtest.ErrFault) {
 		t.Fatalf("crashing merge: %v", err)
 	}
-	if h := e.head(); !h.Merged.IsZero() || h.Settled != cur(1, 6) {
-		t.Fatalf("head %+v after the crash", h)
+	if h := e.head(); !h.Merged.IsZero() || h.Settled != cur(1, 4) {
+		t.Fatalf("head %+v after the crash: want the step before's", h)
 	}
 	obj, err := e.settled.Get(t.Context(), format.MergedRunKey(chainX.Star, "express", 1, 0), 0, -1)
 	if err != nil {
@@ -280,8 +282,8 @@ func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 	e.flights(2)
 	e.absorbAll()
 	res, err := s2.Step(t.Context(), chainX)
-	if err != nil || res.Merges != 1 || res.MergedStreams != 0 {
-		t.Fatalf("step after the crash: %+v, %v: want the merge adopted", res, err)
+	if err != nil || res.Merges != 1 || res.MergedStreams != 0 || res.To != cur(1, 6) || res.Packs != 0 {
+		t.Fatalf("step after the crash: %+v, %v: want the run and the merge adopted", res, err)
 	}
 	again, err := e.settled.Get(t.Context(), format.MergedRunKey(chainX.Star, "express", 1, 0), 0, -1)
 	if err != nil || string(again) != string(obj) || !slices.Equal(e.mergedPackKeys(), packs) {
