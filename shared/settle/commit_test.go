@@ -13,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/absorb/absorbtest"
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/settle"
@@ -200,5 +201,51 @@ func TestSettleHeadsAreWholeSteps(t *testing.T) {
 		if !bytes.Equal(x, y) {
 			t.Errorf("%s: other bytes than the crash-free run's", k)
 		}
+	}
+}
+
+// TestSettlePlanDigestCoversFlushSettings: a plan's digest covers the
+// settings that decide where its flushes' refs end (MergeBelowBytes,
+// MaxObjectSpan), not only its packs' layout: a copy that dies before
+// its run and a copy after a deploy that changed one of them write
+// their packs under two digests, and the run stored names the live
+// plan's. Before, both plans had one digest (the settings were "frozen
+// for a chain" and nothing said so in the run).
+func TestSettlePlanDigestCoversFlushSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		dead, live func(s *settle.Settler)
+	}{
+		{"MergeBelowBytes", func(s *settle.Settler) { s.MergeBelowBytes = -1 }, func(s *settle.Settler) { s.MergeBelowBytes = 0 }},
+		{"MaxObjectSpan", func(s *settle.Settler) { s.MaxObjectSpan = time.Minute }, func(s *settle.Settler) { s.MaxObjectSpan = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 4, nil)
+			e.withIndex()
+			e.s.MaxSlotsPerStep = 4
+			e.flights(4)
+			e.absorbAll()
+			crash := &crashRunPut{Bucket: e.settled}
+			crash.armed.Store(true)
+			dead := e.copyOf(crash)
+			tc.dead(dead)
+			if _, err := dead.Step(t.Context(), chainX); !errors.Is(err, absorbtest.ErrFault) {
+				t.Fatalf("the copy that dies: %v", err)
+			}
+			tc.live(e.s)
+			e.step()
+			digests := map[uint32]bool{}
+			for _, k := range e.packKeys() {
+				p, ok := format.ParsePackKey(k)
+				if !ok {
+					t.Fatalf("pack key %s", k)
+				}
+				digests[p.Digest] = true
+			}
+			run := e.run(cur(1, 0))
+			if len(digests) != 2 || !digests[run.Digest] {
+				t.Fatalf("pack digests %v, run's %d: want the dead plan's and the run's", digests, run.Digest)
+			}
+		})
 	}
 }

@@ -586,7 +586,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 	sorted := total <= orDefault(s.PackBufferBytes, DefaultPackBufferBytes)
 	// The packs' keys carry the plan's digest: a plan that differs (its
 	// decisions, or its layout's configuration) never writes another's.
-	run.Digest = planDigest(run, ids, maxBytes, sorted)
+	run.Digest = planDigest(run, ids, maxBytes, sorted, orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes), orDefault(s.MaxObjectSpan, DefaultMaxObjectSpan))
 	var n uint64 // the current pack: run.FirstSlot + n
 	var buf []byte
 	written := 0
@@ -656,16 +656,19 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 }
 
 // planDigest is the digest of a run's plan (format.PassIndex.Digest,
-// design 014 "One commit point per step"): of everything its packs'
-// bytes depend on but the run's slots (in their keys): its decisions
-// (each marker's stream and seqs, in run, and the packed streams ids, in
-// order) and its layout's configuration (maxBytes, the order). Two plans
-// of one run that would lay out other packs get other digests (but for
-// a CRC-32C collision), so a plan's packs are a function of their keys,
-// and a dead plan's never collide with a live one's. Never 0 (a run
-// without a digest).
-func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64, sorted bool) uint32 {
-	b := make([]byte, 0, 32+len(run.Streams)*32+len(packed)*16)
+// design 014 "One commit point per step"): of everything the step's
+// outcome depends on but the run's slots (in their keys) and the stored
+// refs: its decisions (each marker's stream and seqs, in run, and the
+// packed streams ids, in order), its layout's configuration (maxBytes,
+// the order) and its flushes' (mergeBelow and span, Settler's
+// MergeBelowBytes and MaxObjectSpan, which decide where a flush's refs
+// end: settleGroups). Two plans of one run that would lay out other
+// packs or flush otherwise get other digests (but for a CRC-32C
+// collision), so a plan's packs are a function of their keys, a dead
+// plan's never collide with a live one's, and a run names the flush
+// settings it was planned with. Never 0 (a run without a digest).
+func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64, sorted bool, mergeBelow int64, span time.Duration) uint32 {
+	b := make([]byte, 0, 48+len(run.Streams)*32+len(packed)*16)
 	b = append(b, "plan"...)
 	b = binary.BigEndian.AppendUint64(b, run.EndSlot)
 	b = binary.BigEndian.AppendUint64(b, uint64(maxBytes))
@@ -674,6 +677,8 @@ func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64,
 	} else {
 		b = append(b, 0)
 	}
+	b = binary.BigEndian.AppendUint64(b, uint64(max(mergeBelow, -1))) // < 0: never merges
+	b = binary.BigEndian.AppendUint64(b, uint64(max(span.Milliseconds(), -1)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(run.Streams)))
 	for i := range run.Streams {
 		m := &run.Streams[i]
