@@ -65,6 +65,11 @@ type Star struct {
 	// segments' footer entries carry (a version 3 flight; the records
 	// stay ordinary: tests of what the index and settle carry).
 	Commands map[format.StreamID]*format.StreamCommands
+	// Producers: each segment of a stream listed here is one batch of
+	// its producer (batch seqs 0, 1, 2...), so its entries carry
+	// producer marks.
+	Producers map[format.StreamID]format.ProducerID
+	batchSeq  map[format.StreamID]uint64
 
 	next    map[format.StreamID]uint64
 	written map[format.StreamID][]format.Record
@@ -114,6 +119,13 @@ func (s *Star) Flight(ctx context.Context, ids []format.StreamID, counts []int, 
 		s.b.AddRecords(enc, len(recs), recs[0].TimestampMs, recs[len(recs)-1].TimestampMs)
 		if c := s.Commands[id]; c != nil {
 			s.b.SetCommands(*c)
+		}
+		if p, ok := s.Producers[id]; ok {
+			if s.batchSeq == nil {
+				s.batchSeq = map[format.StreamID]uint64{}
+			}
+			s.b.AddBatch(p, s.batchSeq[id], seq, len(recs))
+			s.batchSeq[id]++
 		}
 		s.b.EndSegment()
 		s.next[id] = seq + uint64(len(recs))
