@@ -401,17 +401,8 @@ func TestHeadWithoutLaterCursors(t *testing.T) {
 		}, at(0), at(0)},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
-			c, table := newTable(t)
-			st := New(c, table)
+			st := oldHead(t, tc.remove)
 			ctx := context.Background()
-			if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
-				t.Fatal(err)
-			}
-			_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
-				UpdateExpression: aws.String("REMOVE " + tc.remove)})
-			if err != nil {
-				t.Fatal(err)
-			}
 			h, err := st.GetHead(ctx, chain)
 			if err != nil || !tc.zero(h) {
 				t.Fatalf("head without %s: %+v, %v", tc.kind, h, err)
@@ -435,17 +426,8 @@ func TestHeadWithoutLaterCursors(t *testing.T) {
 // and a second move from 0/0 fails.
 func TestMoveCursorsWithoutLaterCursors(t *testing.T) {
 	at := func(slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: 3, Slot: slot} }
-	c, table := newTable(t)
-	st := New(c, table)
+	st := oldHead(t, "FlushedEpoch, FlushedSlot, MergedEpoch, MergedSlot")
 	ctx := context.Background()
-	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
-		UpdateExpression: aws.String("REMOVE FlushedEpoch, FlushedSlot, MergedEpoch, MergedSlot")})
-	if err != nil {
-		t.Fatal(err)
-	}
 	moves := []metastore.CursorMove{{Kind: metastore.Settled, From: at(0), To: at(4)},
 		{Kind: metastore.Flushed, To: at(2)}, {Kind: metastore.Merged, To: at(1)}}
 	if err := st.MoveCursors(ctx, chain, moves); err != nil {
@@ -460,4 +442,22 @@ func TestMoveCursorsWithoutLaterCursors(t *testing.T) {
 	if err := st.MoveCursors(ctx, chain, moves); !errors.Is(err, metastore.ErrConflict) {
 		t.Fatalf("a second move from 0/0: %v, want ErrConflict", err)
 	}
+}
+
+// oldHead is a store whose chain's head (epoch 3) lacks the attributes
+// named in remove: a head stored by an earlier build.
+func oldHead(t *testing.T, remove string) *Store {
+	t.Helper()
+	c, table := newTable(t)
+	st := New(c, table)
+	ctx := context.Background()
+	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+		UpdateExpression: aws.String("REMOVE " + remove)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/strandlog/strand/shared/metastore"
@@ -27,48 +26,17 @@ func (st *Store) MoveCursors(ctx context.Context, chain metastore.ChainID, moves
 	if metastore.ValidateChain(chain) != nil {
 		return fmt.Errorf("move cursors of chain %s: %w", chain, metastore.ErrNotFound)
 	}
-	pk := metastore.ChainPK(chain)
-	layout := st.headLayout(chain)
-	for try := 0; ; try++ {
-		update, cond, names, vals := moveExpr(layout, moves)
-		reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
-			TableName:                           aws.String(st.table),
-			Key:                                 key(pk, metastore.HeadSK),
-			UpdateExpression:                    aws.String(update),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            names,
-			ExpressionAttributeValues:           vals,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}}})
-		if err != nil {
-			return fmt.Errorf("move cursors %v of chain %s in %s: %w", moves, chain, st.table, err)
-		}
-		if reasons == nil {
-			return nil
-		}
-		old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK)
-		if err != nil {
-			return fmt.Errorf("move cursors of chain %s: %w", chain, err)
-		}
-		if old == nil {
-			return fmt.Errorf("move cursors of chain %s: %w", chain, metastore.ErrNotFound)
-		}
-		h, got, err := decodeHeadLayout(old)
-		if err != nil {
-			return err
-		}
-		if got != layout && try == 0 {
-			// The condition named the other layout's attributes: send it
-			// again in the head's layout.
-			st.sawLayout(chain, got)
-			layout = got
-			continue
-		}
-		if _, err := metastore.MoveOn(h, moves); err != nil {
-			return fmt.Errorf("chain %s: %w", chain, err)
-		}
-		return fmt.Errorf("move cursors %v of chain %s: condition failed: %w", moves, chain, metastore.ErrConflict)
+	what := fmt.Sprintf("move cursors %v of chain %s", moves, chain)
+	h, failed, err := st.updateHead(ctx, chain, what, st.headLayout(chain), func(layout uint8) (string, string, map[string]string, map[string]types.AttributeValue) {
+		return moveExpr(layout, moves)
+	}, nil)
+	if err != nil || !failed {
+		return err
 	}
+	if _, err := metastore.MoveOn(h, moves); err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
+	}
+	return fmt.Errorf("%s: condition failed: %w", what, metastore.ErrConflict)
 }
 
 // moveExpr is MoveCursors' update and condition in the head's layout:
