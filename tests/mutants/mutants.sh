@@ -76,7 +76,8 @@ mutant settle-commit-split shared/settle/settle.go "./shared/settle" \
 # settled cursor): a quiet flush's seal and flushed move land after a
 # new pass, and a stale copy's merged and flushed moves over another's.
 mutant metastore-move-checks-first-only shared/metastore/moves.go "./shared/metastore ./shared/settle" \
-  's/\tfor _, m := range moves \{\n\t\tif cur := h.Cursor\(m.Kind\); cur != m.From \{/\tfor _, m := range moves[:1] {\n\t\tif cur := h.Cursor(m.Kind); cur != m.From {/'
+  's/\tfor _, m := range moves \{\n\t\tif cur := h.Cursor\(m.Kind\); cur != m.From \{/\tfor _, m := range moves[:1] {\n\t\tif cur := h.Cursor(m.Kind); cur != m.From {/' \
+  "the conformance suite catches it; the simulation ran past its 300 s timeout under load, so whether it fails there is not established"
 # Issue 30, quiet chains (ADR 0057): the quiet flush without its seal
 # against merges (a merge compacts across the end of a quiet ref:
 # ErrMismatch), with a seal not conditioned on the checkpoint (a copy
@@ -88,7 +89,7 @@ mutant settle-quiet-flush-skips-seal shared/settle/quiet.go "./shared/settle" \
   "the simulation never cuts a quiet flush short before a merge (it passed at the default budget)"
 mutant settle-quiet-seal-ignores-checkpoint shared/settle/quiet.go "./shared/settle" \
   's/\[\]metastore.CursorMove\{at, still, \{Kind: metastore.Merged, From: h.Merged, To: sealed\}\}/[]metastore.CursorMove{at, {Kind: metastore.Merged, From: h.Merged, To: sealed}}/' \
-  "the simulation never absorbs a pass between a quiet flush's head read and its seal"
+  "it needs a pass absorbed, planned and merged between a quiet flush's head read and its seal; no simulation schedule is known to produce it"
 mutant settle-no-quiet-flush shared/settle/quiet.go "./shared/settle ./shared/trim" \
   's/if s.Clock == nil \{/if true {/'
 # Issue 30 item 4: a merge that drops its entries' producer marks (a
