@@ -90,6 +90,17 @@
 //     which runs one build. Every cursor kind, the lease, SettleRef and
 //     takeover work on a switched chain as before (conformance
 //     SwitchedChain).
+//   - MoveCursors moves settled, flushed and merged in one conditional
+//     write, settle's one commit point per step (design 014): every move
+//     names its cursor's From (To == From: a condition only; the
+//     checkpoint may be a condition, never moved), and either every
+//     cursor is at its From and each becomes its To, or ErrConflict and
+//     none moves. ValidateMoves refuses (ErrInvalid, nothing changed) an
+//     empty list or more than MaxMoves, a kind twice, Trimmed or Indexed,
+//     a backward move, a write that moves nothing, and a move of flushed
+//     or merged that does not name settled or would leave either past it
+//     (or settled past a named checkpoint): the orders a head keeps
+//     follow from the arguments, so no store compares cursors.
 //   - Absorb lease: an absorb pass [from, to) is a lease recorded on the
 //     head as Head.Absorbing = to (zero: no pass in progress).
 //     BeginAbsorb(chain, from, to) takes it by compare-and-set: when the

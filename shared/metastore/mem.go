@@ -451,6 +451,28 @@ func (m *Mem) AdvanceCursor(ctx context.Context, chain ChainID, kind CursorKind,
 	return nil
 }
 
+// MoveCursors implements Store.
+func (m *Mem) MoveCursors(ctx context.Context, chain ChainID, moves []CursorMove) error {
+	if err := ctxErr(ctx, "move cursors"); err != nil {
+		return err
+	}
+	if err := ValidateMoves(moves); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.heads[chain]
+	if !ok {
+		return fmt.Errorf("move cursors of chain %s: %w", chain, ErrNotFound)
+	}
+	h, err := MoveOn(h, moves)
+	if err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
+	}
+	m.heads[chain] = h
+	return nil
+}
+
 // BeginAbsorb implements Store.
 func (m *Mem) BeginAbsorb(ctx context.Context, chain ChainID, from, to Cursor) (Head, error) {
 	if err := ctxErr(ctx, "begin absorb"); err != nil {

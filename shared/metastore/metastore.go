@@ -224,6 +224,20 @@ func (k CursorKind) String() string {
 	return fmt.Sprintf("cursor(%d)", uint8(k))
 }
 
+// CursorMove is one cursor's part of a MoveCursors: the cursor of kind
+// Kind must be at From, and becomes To (To == From: a condition only).
+type CursorMove struct {
+	Kind     CursorKind
+	From, To Cursor
+}
+
+func (m CursorMove) String() string {
+	if m.From == m.To {
+		return fmt.Sprintf("%s at %s", m.Kind, m.From)
+	}
+	return fmt.Sprintf("%s %s->%s", m.Kind, m.From, m.To)
+}
+
 // Head is the CHAIN#<star>#<class>/HEAD item.
 type Head struct {
 	Epoch      uint64 // current (latest minted) epoch
@@ -357,6 +371,13 @@ type Store interface {
 	GetHead(ctx context.Context, chain ChainID) (Head, error)
 	BeginAbsorb(ctx context.Context, chain ChainID, from, to Cursor) (Head, error)
 	AdvanceCursor(ctx context.Context, chain ChainID, kind CursorKind, from, to Cursor) error
+	// MoveCursors moves several of a chain's cursors in one conditional
+	// write: every move's cursor must be at its From (a move with To ==
+	// From is a condition only), and then each is set to its To, all or
+	// none (ErrConflict: none moved). It is settle's one commit point per
+	// step (design 014, "One commit point per step"). Moves must be valid
+	// (ValidateMoves: ErrInvalid, nothing changed).
+	MoveCursors(ctx context.Context, chain ChainID, moves []CursorMove) error
 
 	MintEpoch(ctx context.Context, chain ChainID, prev uint64, e Epoch) error
 	GetEpoch(ctx context.Context, chain ChainID, epoch uint64) (Epoch, error)

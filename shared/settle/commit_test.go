@@ -1,9 +1,11 @@
 package settle_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +16,6 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
-	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -92,112 +93,159 @@ func TestSettleConfigChangeAfterCrashBeforeRun(t *testing.T) {
 	}
 }
 
-// hookAdvance runs after, once, right after an AdvanceCursor of kind
-// lands, and fails every AdvanceCursor of kind fail (when not 0): a crash
-// of the step before that cursor moves.
-type hookAdvance struct {
+// crashCommit fails a step's commit (MoveCursors) while armed: a copy
+// that wrote its run, flushes and merge and died before its one head
+// write; every head write that lands is recorded.
+type crashCommit struct {
 	metastore.Store
-	after metastore.CursorKind
-	hook  func()
-	fail  metastore.CursorKind
+	armed atomic.Bool
+	heads []metastore.Head
 }
 
-func (h *hookAdvance) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metastore.CursorKind, from, to metastore.Cursor) error {
-	if h.fail != 0 && k == h.fail {
-		return fmt.Errorf("crash before the %s cursor moves: %w", k, absorbtest.ErrFault)
+func (m *crashCommit) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	if m.armed.Load() {
+		return fmt.Errorf("crash before the commit: %w", absorbtest.ErrFault)
 	}
-	err := h.Store.AdvanceCursor(ctx, c, k, from, to)
-	if k == h.after && h.hook != nil {
-		hook := h.hook
-		h.hook = nil
-		hook()
+	if err := m.Store.MoveCursors(ctx, c, moves); err != nil {
+		return err
 	}
+	h, err := m.Store.GetHead(ctx, c)
+	m.heads = append(m.heads, h)
 	return err
 }
 
-// TestSettleRetryFinishesTheHead (issue 30, finding 3): copy B finishes a
-// head (the merge a crashed copy left pending); right then copy A
-// settles two steps and crashes before its own merge's cursor moves; B
-// then plans on that head, which is unfinished again, and dies between
-// its packs and its run index; C, after them, settles. B's plan must be
-// the one every copy makes on the finished head (its packs the ones C's
-// run names: no other plan's packs), and C settles and every record
-// reads back. Before, Step's retry planned without finishing the head:
-// B flushed by age a stream whose oldest entry C sees in a merged run
-// (its time the group's latest), its packs at C's pack keys held other
-// bytes, and C failed with ErrForeign, as every copy after it would
-// (failed on main 3b5e022).
-func TestSettleRetryFinishesTheHead(t *testing.T) {
-	e := newEnv(t, 2, nil)
-	e.withIndex()
-	e.a.MaxSlotsPerPass = 1
-	// Five flights, one slot, one pass and one run each: stream 0 in
-	// every one, stream 1 in the third and the fifth.
-	for f := range 5 {
-		counts := []int{1, 0}
-		if f == 2 || f == 4 {
-			counts[1] = 1
-		}
-		e.flightsWith(1, counts)
-	}
-	e.absorbAll()
+// TestSettleHeadsAreWholeSteps (issue 30, finding 3, and "no
+// intermediate heads"): a chain settled by copies that crash at their
+// commit (after their runs, flushes and merges), by cold copies and by
+// copies racing, stores only heads that the same chain settled step by
+// step without a crash stores (settled, flushed and merged move in one
+// write: no head is half a step, so there is none to finish), and ends
+// with the same settled bucket. Before, a crash between the cursor
+// writes left heads no crash-free run has (flushed or merged behind),
+// which finishHead had to finish before any copy planned.
+func TestSettleHeadsAreWholeSteps(t *testing.T) {
 	config := func(s *settle.Settler) {
-		s.MaxSlotsPerStep, s.Fanout, s.FlushBytes, s.FlushAge = 1, 2, 1<<30, 15*time.Millisecond
+		s.PassIndex, s.MaxSlotsPerStep, s.Fanout, s.FlushAge = true, 1, 2, 25*time.Millisecond
 	}
-	copyOn := func(meta metastore.Store, b objstore.Bucket) *settle.Settler {
-		s := &settle.Settler{Meta: meta, Sets: absorb.Sets{Express: e.set}, Settled: b, PassIndex: true}
-		config(s)
-		return s
+	var cc *crashCommit
+	crashing := newEnv(t, 3, func(s metastore.Store) metastore.Store { cc = &crashCommit{Store: s}; return cc })
+	twin := newEnv(t, 3, nil)
+	for _, e := range []*env{crashing, twin} {
+		e.withIndex()
+		e.a.MaxSlotsPerPass = 1
+		config(e.s)
+		for f := range 8 {
+			e.flightsWith(1, []int{1, f % 2, f % 3})
+		}
+		e.absorbAll()
+	}
+	b := twin.recordBytes()
+	twin.s.FlushBytes, crashing.s.FlushBytes = 3*b, 3*b
+	want := map[metastore.Head]bool{twin.head(): true}
+	for twin.head().Settled != twin.head().Checkpoint {
+		twin.step()
+		want[twin.head()] = true
+	}
+	if h := twin.head(); h.Merged.IsZero() || h.Flushed == (metastore.Cursor{Epoch: 1}) {
+		t.Fatalf("crash-free head %+v: want merges and flushes", h)
 	}
 	ctx := t.Context()
-	// X settles runs 1 and 2 and crashes before its merge's cursor moves.
-	x := copyOn(&hookAdvance{Store: e.mem}, e.settled)
-	if _, err := x.Step(ctx, chainX); err != nil {
-		t.Fatal(err)
+	rng, crashes := 0, 0
+	for step := 0; crashing.head().Settled != crashing.head().Checkpoint; step++ {
+		if step > 40 {
+			t.Fatalf("not settled in %d steps: %+v", step, crashing.head())
+		}
+		rng = (rng*7 + 3) % 10
+		s := &settle.Settler{Meta: cc, Sets: crashing.s.Sets, Settled: crashing.settled, FlushBytes: 3 * b}
+		config(s)
+		switch {
+		case rng < 4: // a crash at the commit
+			cc.armed.Store(true)
+			if _, err := s.Step(ctx, chainX); !errors.Is(err, absorbtest.ErrFault) {
+				t.Fatalf("step %d: a crash at the commit: %v", step, err)
+			}
+			cc.armed.Store(false)
+			crashes++
+		case rng < 6: // two copies racing
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() { _, err := s.Step(context.Background(), chainX); errs <- err }()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Fatalf("step %d: racing copies: %v", step, err)
+				}
+			}
+		default:
+			if _, err := s.Step(ctx, chainX); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+		}
+		crashing.checkMixed()
 	}
-	x.Meta = &hookAdvance{Store: e.mem, fail: metastore.Merged}
-	if _, err := x.Step(ctx, chainX); !errors.Is(err, absorbtest.ErrFault) {
-		t.Fatalf("X's second step: %v", err)
+	if len(cc.heads) == 0 || crashes == 0 {
+		t.Fatalf("%d heads written, %d crashes", len(cc.heads), crashes)
 	}
-	// A: runs 3 and 4, the second's merge crashing at its cursor.
-	a := copyOn(&hookAdvance{Store: e.mem, fail: metastore.Merged}, e.settled)
-	var aErr [2]error
-	crash := &crashRunPut{Bucket: e.settled}
-	crash.armed.Store(true)
-	b := copyOn(&hookAdvance{Store: e.mem, after: metastore.Merged, hook: func() {
-		_, aErr[0] = a.Step(ctx, chainX)
-		_, aErr[1] = a.Step(ctx, chainX)
-	}}, crash)
-	if _, err := b.Step(ctx, chainX); !errors.Is(err, absorbtest.ErrFault) {
-		t.Fatalf("B's step: %v", err)
-	}
-	if aErr[0] != nil || !errors.Is(aErr[1], absorbtest.ErrFault) {
-		t.Fatalf("A's steps: %v, %v", aErr[0], aErr[1])
-	}
-	if h := e.head(); h.Settled != cur(1, 4) {
-		t.Fatalf("head %+v after A: want settled 1/4", h)
-	}
-	c := copyOn(e.mem, e.settled)
-	for range 2 {
-		if _, err := c.Step(ctx, chainX); err != nil {
-			t.Fatalf("C's step: %v", err)
+	for i, h := range cc.heads {
+		if !want[h] {
+			t.Errorf("head %d %+v: no crash-free step makes it", i, h)
 		}
 	}
-	if h := e.head(); h.Settled != cur(1, 5) {
-		t.Fatalf("head %+v: want settled 1/5", h)
+	got, wantKeys := crashing.listed(""), twin.listed("")
+	if !slices.Equal(got, wantKeys) {
+		t.Fatalf("settled bucket:\n got  %v\n want %v", got, wantKeys)
 	}
-	e.checkMixed()
-	// B's packs are those of the run C adopted or made: no other plan's.
-	run := e.run(cur(1, 4))
-	want := map[string]bool{}
-	for i := range run.Streams {
-		for _, l := range passindex.RunRef(chainX, run, &run.Streams[i]).Locations {
-			want[l.Key] = true
+	for _, k := range got {
+		x, _ := crashing.settled.Get(ctx, k, 0, -1)
+		y, _ := twin.settled.Get(ctx, k, 0, -1)
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s: other bytes than the crash-free run's", k)
 		}
 	}
-	for _, k := range e.listed(format.PackPrefix(chainX.Star, "express", 1, 4)) {
-		if !want[k] {
-			t.Errorf("pack %s: no run names it (a plan on an unfinished head)", k)
-		}
+}
+
+// TestSettlePlanDigestCoversFlushSettings: a plan's digest covers the
+// settings that decide where its flushes' refs end (MergeBelowBytes,
+// MaxObjectSpan), not only its packs' layout: a copy that dies before
+// its run and a copy after a deploy that changed one of them write
+// their packs under two digests, and the run stored names the live
+// plan's. Before, both plans had one digest (the settings were "frozen
+// for a chain" and nothing said so in the run).
+func TestSettlePlanDigestCoversFlushSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		dead, live func(s *settle.Settler)
+	}{
+		{"MergeBelowBytes", func(s *settle.Settler) { s.MergeBelowBytes = -1 }, func(s *settle.Settler) { s.MergeBelowBytes = 0 }},
+		{"MaxObjectSpan", func(s *settle.Settler) { s.MaxObjectSpan = time.Minute }, func(s *settle.Settler) { s.MaxObjectSpan = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 4, nil)
+			e.withIndex()
+			e.s.MaxSlotsPerStep = 4
+			e.flights(4)
+			e.absorbAll()
+			crash := &crashRunPut{Bucket: e.settled}
+			crash.armed.Store(true)
+			dead := e.copyOf(crash)
+			tc.dead(dead)
+			if _, err := dead.Step(t.Context(), chainX); !errors.Is(err, absorbtest.ErrFault) {
+				t.Fatalf("the copy that dies: %v", err)
+			}
+			tc.live(e.s)
+			e.step()
+			digests := map[uint32]bool{}
+			for _, k := range e.packKeys() {
+				p, ok := format.ParsePackKey(k)
+				if !ok {
+					t.Fatalf("pack key %s", k)
+				}
+				digests[p.Digest] = true
+			}
+			run := e.run(cur(1, 0))
+			if len(digests) != 2 || !digests[run.Digest] {
+				t.Fatalf("pack digests %v, run's %d: want the dead plan's and the run's", digests, run.Digest)
+			}
+		})
 	}
 }

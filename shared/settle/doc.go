@@ -57,8 +57,10 @@
 //     ErrNotFound and re-queries). A crash between object write and swap,
 //     or a lost swap, leaves an orphan object that the garbage probe finds.
 //
-// Then AdvanceCursor(Settled) by CAS; ErrConflict means another copy moved
-// it first, which is fine: every copy computes the same work.
+// Then the step's commit: one MoveCursors of Settled (Flushed and Merged
+// as conditions, or Flushed following Settled with the pass index on);
+// ErrConflict means another copy moved it first, which is fine: every
+// copy computes the same work.
 //
 // # Safety
 //
@@ -157,22 +159,19 @@
 // read by the flush as before, with the same checks and errors
 // (coalesce.go: the hourly age flush's 60 minute runs' pieces are tiny
 // and, packs in stream id order, close together).
-// Then AdvanceCursor(Settled), and AdvanceCursor(Flushed) to the first run
-// still holding an unflushed entry (or the step's end: the first run
-// whose count in the index is not zero): after the refs, never before, so
-// Flushed only ever lags.
-//
-// Before it plans, a step of runs finishes the head (finishHead): it
-// moves Flushed to where the state of the head says the head's last step
-// computed it, if it lags (a crash, or a copy between its cursor moves),
-// then does a merge a complete group left pending, and if either moved,
-// reads the head again, and finishes that one too (Step: every head it
-// plans on; a copy may have left it unfinished meanwhile). So every copy
-// plans on the head every other sees
-// after it, and the settled bucket is a function of the absorbed input
-// whatever the crashes and races (design 014, "Every copy plans on one
-// head"). A step with nothing to settle does it when its settler keeps
-// the state of its last step.
+// Then the merge (level 2, below), and then the step's one commit
+// (commit; ADR 0063): one metastore.MoveCursors moves Settled to the
+// step's end, Flushed to the first run still holding an unflushed entry
+// (or the step's end: the first run whose count in the index is not
+// zero; after the refs, never before, so Flushed only ever lags) and
+// Merged to the merge's end, on the condition that all three are as the
+// step read them; lost to a copy, the step is Lost. No head is ever half
+// a step, and only a commit moves Settled (the quiet flush moves the
+// others at a fixed Settled, only while the checkpoint is there: no plan
+// at Settled exists yet), so every copy that plans at a settled cursor
+// plans on the same head and the settled bucket is a function of the
+// absorbed input whatever the crashes and races (design 014, "Every copy
+// plans on one head"; TestSettleHeadsAreWholeSteps).
 //
 // # Quiet chains (ADR 0057)
 //
@@ -185,17 +184,24 @@
 // of the live runs [max(Flushed, Indexed), Settled) is at least FlushAge
 // older than the clock's now (every stream's oldest entry is then
 // FlushAge old, so the next plan would flush them all), it
-//  1. moves Merged to Settled (conditional; lost: the step is Lost): the
-//     live runs are sealed against merges, which would compact a
-//     stream's entries across the end of a ref this flush wrote (no
-//     marker records it); below Merged the window reads the level-1 run
-//     where no merged run is;
+//  1. moves Merged to Settled (MoveCursors on the condition that Settled
+//     and the checkpoint are as read: no new pass; lost: the step is
+//     Lost): the live runs are sealed against merges, which would
+//     compact a stream's entries across the end of a ref this flush
+//     wrote (no marker records it); below Merged the window reads the
+//     level-1 run where no merged run is;
 //  2. flushes every stream of the state behind a ref, as a plan's
 //     flushes (streamParts: SettleRef under the settled cursor, parts a
 //     ref holds skipped), by oldest run then id, MaxAgeFlushes streams a
 //     batch, stopping after the first batch that wrote anything;
-//  3. when every stream is held, moves Flushed to Settled (conditional on
-//     the Flushed it read; lost: nothing).
+//  3. when every stream is held, moves Flushed to Settled (on the same
+//     conditions and the Flushed and Merged it read; lost: nothing).
+//
+// A warm settler waits longer for a chain of old record times (a
+// backfill): when its newest record is over 2 FlushAge old by the clock,
+// it flushes only once it has known the settled cursor where it is for
+// FlushAge (quietFor), not at every idle step between its passes; a new
+// settler flushes by record time.
 //
 // The clock decides only whether to flush, never what any object holds:
 // the flush writes no run and no pack, only settled objects (keys naming
@@ -204,10 +210,10 @@
 // same bytes at every determined key; one that flushes early does what a
 // later copy or the next plan would (its refs are skipped by them). A
 // copy that plans on new passes meanwhile moves Settled: the quiet
-// flush's SettleRefs fail and the step is Lost; a copy that read the
-// head before the seal and merges after it finds the merged cursor past
-// its group's start with no merged run stored there right before its
-// commit (checkUnsealed) and writes none. TestSettleKillAtEveryWrite
+// flush's SettleRefs fail and the step is Lost; a copy that plans on a
+// new pass read a checkpoint past Settled, so the seal, conditioned on
+// the checkpoint, is either before its head read or fails
+// (TestQuietFlushSealRace). TestSettleKillAtEveryWrite
 // draws each copy's clock, kills idle copies at every write, races a
 // quiet flush with a planning copy and requires a quiet chain flushed
 // within a bound; TestHandlerQuietChain pins FlushAge on both sides;
@@ -216,9 +222,8 @@
 //
 // # Level 2: merged runs (design 014, "Level 2 as built")
 //
-// After the cursors, a step of runs merges (merge.go), from the head it
-// made (its own Flushed, not the stored one a copy may not have moved
-// yet): from a = the first level-1 run at or after max(Flushed, Merged), when the level-1 runs from a hold a complete group (Fanout
+// Before its commit, a step of runs merges (merge.go), from the head it
+// makes (its new Settled and Flushed): from a = the first level-1 run at or after max(Flushed, Merged), when the level-1 runs from a hold a complete group (Fanout
 // runs of a's epoch, or fewer ended by a later epoch's run), it writes
 // the merged run at format.MergedRunKey(a): per stream, in stream id
 // order, its last marker of the group, then one packed entry for its
@@ -233,8 +238,8 @@
 // same bytes; a merged run already stored is adopted, and so are its
 // packs already stored (mergeresume.go: the packs' layout follows from
 // the group's indexes, each stored pack is read back and checked), so a
-// merge cut short (a timeout, a crash) resumes where it stopped. Then AdvanceCursor(Merged) to its end (lost
-// to a copy: fine). Walks read the merged run at a slot below Merged,
+// merge cut short (a timeout, a crash) resumes where it stopped. The
+// step's commit moves Merged to its end. Walks read the merged run at a slot below Merged,
 // else the level-1 run there (passindex.Window.HeadRuns). The level-1
 // runs stay until trim passes them with Flushed. Settle shares a window
 // cache when given one (Window; the node's), and loads a cold one by
@@ -243,16 +248,15 @@
 // # Cost
 //
 // Per step on refs: GetHead, GetEpoch at an epoch boundary, per stream one
-// QueryRefs and one SwapRefs per group, and one AdvanceCursor: O(streams),
+// QueryRefs and one SwapRefs per group, and one MoveCursors: O(streams),
 // independent of how many slots or records the step covers. On the pass
-// index: GetHead, AdvanceCursor(Settled) and, when it moves,
-// AdvanceCursor(Flushed), plus per flushed stream one QueryRefs and one
-// SettleRef: item writes follow flushes (bytes / FlushBytes + streams /
-// FlushAge), not the streams a step settles; a merge adds one
-// AdvanceCursor(Merged) per Fanout steps. A step with nothing to settle,
-// with a Clock: one more GetHead and, on a chain with live runs, the
-// state of its head (kept, or rebuilt once); a quiet flush then costs
-// what the age flush of its streams costs, plus two AdvanceCursor. S3: the run index and one pack
+// index: GetHead and one MoveCursors (its merge's cursor included), plus
+// per flushed stream one QueryRefs and one SettleRef: item writes follow
+// flushes (bytes / FlushBytes + streams / FlushAge), not the streams a
+// step settles. A step with nothing to settle, with a Clock: the state
+// of its head on a chain with live runs (kept, or rebuilt once); a
+// quiet flush then costs what the age flush of its streams costs, plus
+// two MoveCursors. S3: the run index and one pack
 // per MaxObjectBytes, one GET per slot, per step with flushes a GET of
 // each live run from the oldest flushed entry that the window's cache
 // does not hold (with few flushed streams instead, per stream and run not

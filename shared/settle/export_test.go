@@ -96,3 +96,23 @@ func SetDefaultMaxAgeFlushes(n int) (restore func()) {
 // SetCoalesce turns the coalesced flush reads of s's steps on (the
 // default) or off (every piece read by its flush, as before them).
 func (s *Settler) SetCoalesce(on bool) { s.noCoalesce = !on }
+
+// merge is a merge on its own, for tests and benchmarks: mergeAt from
+// the stored head, then its merged cursor committed (MoveCursors, the
+// settled and flushed cursors as conditions). It reports whether it
+// merged.
+func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (bool, error) {
+	h, err := s.Meta.GetHead(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	end, err := s.mergeAt(ctx, c, h, res)
+	if err != nil || end == h.Merged {
+		return false, err
+	}
+	return true, s.Meta.MoveCursors(ctx, c, []metastore.CursorMove{
+		{Kind: metastore.Settled, From: h.Settled, To: h.Settled},
+		{Kind: metastore.Flushed, From: h.Flushed, To: h.Flushed},
+		{Kind: metastore.Merged, From: h.Merged, To: end},
+	})
+}

@@ -155,6 +155,10 @@ func (m *killMeta) AdvanceCursor(ctx context.Context, c metastore.ChainID, kind 
 	return m.k.write(func() error { return m.Store.AdvanceCursor(ctx, c, kind, from, to) })
 }
 
+func (m *killMeta) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	return m.k.write(func() error { return m.Store.MoveCursors(ctx, c, moves) })
+}
+
 func (m *killMeta) SettleRef(ctx context.Context, c metastore.ChainID, at metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
 	if m.before != nil {
 		m.once.Do(m.before)

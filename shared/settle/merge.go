@@ -20,39 +20,28 @@ const DefaultFanout = 60
 // ahead). A variable for tests (small chunks exercise the read ahead).
 var mergeChunk int64 = 1 << 20
 
-// merge runs one merge step of chain c (design 014, "Level 2 as built"):
-// from a = the first level-1 run at or after max(flushed, merged) (the
-// next epoch's first when that is an epoch's cut), when the level-1 runs
-// from a hold a complete group (Fanout runs of a's epoch, or fewer ended
-// by a run of a later epoch), it writes the merged run at a (or adopts
-// the one stored there) and moves the merged cursor to its end. It reports
-// whether it merged. A merged run is determined by a (its inputs are
-// immutable runs), so racing copies write the same bytes; a lost cursor
-// move is fine.
-func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (bool, error) {
-	h, err := s.Meta.GetHead(ctx, c)
-	if err != nil {
-		return false, fmt.Errorf("merge: %w", err)
-	}
-	return s.mergeAt(ctx, c, h, res)
-}
-
-// mergeAt is merge from head h rather than the stored head: a step's
-// callers pass the head their step made (its flushed cursor with it),
-// so that a copy that reads the head while another is between its
-// cursor moves never starts a group at another run (design 014, "Every
-// copy plans on one head").
-func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.Head, res *Result) (bool, error) {
+// mergeAt is the merge of a step of runs (design 014, "Level 2 as
+// built"), from h, the head the step makes (its settled and flushed
+// cursors), before the step's commit: from a = the first level-1 run at
+// or after max(flushed, merged) (the next epoch's first when that is an
+// epoch's cut), when the level-1 runs from a hold a complete group
+// (Fanout runs of a's epoch, or fewer ended by a run of a later epoch),
+// it writes the merged run at a (or adopts the one stored there) and
+// returns its end: the merged cursor the step commits (h.Merged when it
+// merged nothing). A merged run is determined by its group (immutable
+// runs), so racing copies write the same bytes, and one that never
+// commits is garbage below the flushed cursor later (trim's).
+func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.Head, res *Result) (metastore.Cursor, error) {
 	fanout := orDefault(s.Fanout, DefaultFanout)
 	if fanout < 0 {
-		return false, nil
+		return h.Merged, nil
 	}
 	s.initWindow()
 	// Runs start where the chain's indexed passes begin (design 014,
 	// "Switching a live chain"): nothing to merge in refs mode.
 	indexed, err := s.window.IndexedFrom(ctx, c, h)
 	if err != nil || indexed.IsZero() {
-		return false, err
+		return h.Merged, err
 	}
 	a := h.Flushed
 	for _, b := range []metastore.Cursor{h.Merged, indexed} {
@@ -61,17 +50,17 @@ func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.
 		}
 	}
 	if !a.Less(h.Settled) {
-		return false, nil
+		return h.Merged, nil
 	}
 	// The group: the level-1 runs from a, walked by key as the window
 	// walks them (passindex.Window.Runs), by their headers only: the
 	// merge reads them by range (mergestream.go), not through the cache.
 	group, later, err := s.mergeGroup(ctx, c, a, h.Settled, fanout)
 	if err != nil {
-		return false, fmt.Errorf("merge: level-1 runs %s-%s: %w", a, h.Settled, err)
+		return h.Merged, fmt.Errorf("merge: level-1 runs %s-%s: %w", a, h.Settled, err)
 	}
 	if len(group) == 0 || (len(group) < fanout && !later) {
-		return false, nil // not complete yet
+		return h.Merged, nil // not complete yet
 	}
 	// The group starts at the first run from a: at a, or, when a is an
 	// epoch's end (the cut), at the next epoch's first run.
@@ -80,28 +69,24 @@ func (s *Settler) mergeAt(ctx context.Context, c metastore.ChainID, h metastore.
 	switch {
 	case err == nil: // a copy wrote it: adopt it, whatever its end
 	case !errors.Is(err, objstore.ErrNotFound):
-		return false, fmt.Errorf("merge: %w", err)
+		return h.Merged, fmt.Errorf("merge: %w", err)
 	default:
-		if m, err = s.makeMerged(ctx, c, group, res); errors.Is(err, errSealed) {
-			return false, nil // a quiet flush sealed them: nothing to merge (ADR 0057)
-		} else if err != nil {
-			return false, fmt.Errorf("merge at %s: %w", a, err)
+		if m, err = s.makeMerged(ctx, c, group, res); err != nil {
+			return h.Merged, fmt.Errorf("merge at %s: %w", a, err)
 		}
 	}
 	end := metastore.Cursor{Epoch: m.Epoch, Slot: m.EndSlot}
-	if h.Merged.Less(end) {
-		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Merged, h.Merged, end); err != nil && !errors.Is(err, metastore.ErrConflict) {
-			return false, fmt.Errorf("merge: advance merged: %w", err)
-		}
-		// The kept unflushed state follows (state.go): the next step's
-		// head, if no copy moved it, has Merged at end.
-		if cs := s.takeState(c, stateKey{flushed: h.Flushed, merged: h.Merged, settled: h.Settled}); cs != nil && cs.remapMerged(m) {
-			s.putState(c, cs)
-		}
+	if !h.Merged.Less(end) {
+		return h.Merged, nil
+	}
+	// The kept unflushed state follows (state.go): the head the step
+	// commits has Merged at end.
+	if cs := s.takeState(c, stateKey{flushed: h.Flushed, merged: h.Merged, settled: h.Settled}); cs != nil && cs.remapMerged(m) {
+		s.putState(c, cs)
 	}
 	res.Merges++
 	s.window.PruneMerged(c, end)
-	return true, nil
+	return end, nil
 }
 
 // crcOf is a segment's stored CRC (its last 4 bytes).

@@ -242,9 +242,11 @@ func TestSettleMergeKeepsSupersededRuns(t *testing.T) {
 	}
 }
 
-// TestSettleMergeCrashBeforeCAS: a merge that wrote its packs and merged
-// run but not the head is adopted by the next step (same bytes, no pack
-// written), and reads are right in between.
+// TestSettleMergeCrashBeforeCAS: a step whose merge wrote its packs and
+// merged run but whose commit (one write of all its cursors) did not
+// land leaves the head of the step before; the next step adopts its run
+// and its merge (same bytes, no pack written), and reads are right in
+// between.
 func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 	var fa *failAdvance // a crash between a merge's PUTs (packs, merged run) and its head write
 	e := newEnv(t, 3, func(s metastore.Store) metastore.Store {
@@ -266,8 +268,8 @@ func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 	if _, err := e.s.Step(t.Context(), chainX); !errors.Is(err, absorbtest.ErrFault) {
 		t.Fatalf("crashing merge: %v", err)
 	}
-	if h := e.head(); !h.Merged.IsZero() || h.Settled != cur(1, 6) {
-		t.Fatalf("head %+v after the crash", h)
+	if h := e.head(); !h.Merged.IsZero() || h.Settled != cur(1, 4) {
+		t.Fatalf("head %+v after the crash: want the step before's", h)
 	}
 	obj, err := e.settled.Get(t.Context(), format.MergedRunKey(chainX.Star, "express", 1, 0), 0, -1)
 	if err != nil {
@@ -280,8 +282,8 @@ func TestSettleMergeCrashBeforeCAS(t *testing.T) {
 	e.flights(2)
 	e.absorbAll()
 	res, err := s2.Step(t.Context(), chainX)
-	if err != nil || res.Merges != 1 || res.MergedStreams != 0 {
-		t.Fatalf("step after the crash: %+v, %v: want the merge adopted", res, err)
+	if err != nil || res.Merges != 1 || res.MergedStreams != 0 || res.To != cur(1, 6) || res.Packs != 0 {
+		t.Fatalf("step after the crash: %+v, %v: want the run and the merge adopted", res, err)
 	}
 	again, err := e.settled.Get(t.Context(), format.MergedRunKey(chainX.Star, "express", 1, 0), 0, -1)
 	if err != nil || string(again) != string(obj) || !slices.Equal(e.mergedPackKeys(), packs) {
@@ -530,5 +532,55 @@ func TestSettleMergeAcrossEpochs(t *testing.T) {
 	}
 	if m := e.merged(cur(2, 0)); m.Epoch != 2 || m.FirstSlot != 0 {
 		t.Fatalf("merged run at 2/0: %d/%d", m.Epoch, m.FirstSlot)
+	}
+}
+
+// TestSettleMergeKeepsProducerMarks (issue 30, "Exactly-once across
+// merges"): a merged entry's producer marks are TrimMarks of its
+// group's entries' marks, concatenated in seq order: the newest batches
+// of each producer (more than MaxMarksPerProducer here, so the bound
+// applies), never fewer. A merge that dropped them let a retry after a
+// takeover be appended twice; before this test only the simulation saw
+// it (in 35 of 100 seeds: mutant settle-merge-drops-marks).
+func TestSettleMergeKeepsProducerMarks(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.withIndex()
+	e.star.Producers = map[format.StreamID]format.ProducerID{e.ids[0]: {1}, e.ids[1]: {2}}
+	e.a.MaxSlotsPerPass = 1
+	e.s.MaxSlotsPerStep, e.s.Fanout, e.s.FlushBytes, e.s.FlushAge = 3, 4, 1<<30, time.Hour
+	for range 4 {
+		e.flights(3)
+		e.absorbAll()
+		e.step()
+	}
+	if h := e.head(); h.Merged != cur(1, 12) {
+		t.Fatalf("head %+v: want the four runs merged", h)
+	}
+	merged, err := (&passindex.Window{Meta: e.mem, Bucket: e.settled}).MergedRun(t.Context(), chainX, cur(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range e.ids {
+		var marks []metastore.ProducerMark
+		for r := range 4 {
+			for _, x := range e.run(cur(1, uint64(3*r))).FindAll(id) {
+				for _, m := range x.Marks {
+					marks = append(marks, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+				}
+			}
+		}
+		want := metastore.TrimMarks(marks)
+		var got []metastore.ProducerMark
+		for _, x := range merged.FindAll(id) {
+			for _, m := range x.Marks {
+				got = append(got, metastore.ProducerMark{Producer: m.Producer, BatchSeq: m.BatchSeq, FirstSeq: m.FirstSeq, LastSeq: m.LastSeq})
+			}
+		}
+		if i < 2 && (len(marks) != 12 || len(want) != metastore.MaxMarksPerProducer) {
+			t.Fatalf("stream %d: %d marks in the runs, %d kept: want 12 and the bound", i, len(marks), len(want))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("stream %d: merged marks\n got  %+v\n want %+v", i, got, want)
+		}
 	}
 }

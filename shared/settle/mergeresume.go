@@ -117,9 +117,6 @@ func (s *Settler) makeMerged(ctx context.Context, c metastore.ChainID, group []g
 		return nil, err
 	}
 	key := format.MergedRunKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot)
-	if err := s.checkUnsealed(ctx, c, run); err != nil {
-		return nil, err
-	}
 	if written, err := s.putRun(ctx, key, run); err != nil {
 		return nil, err
 	} else if written {

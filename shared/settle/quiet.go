@@ -9,7 +9,6 @@ import (
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
-	"github.com/strandlog/strand/shared/objstore"
 )
 
 // quietFlush is the step of a quiet chain (issue 30: "chains with no new
@@ -18,37 +17,40 @@ import (
 // decides, never comes, and the live runs' records, their packs and the
 // deletions that wait for them stay until the chain's next append.
 //
-// When the settler has a Clock, the chain's head has live runs
-// [Flushed, Settled) and the newest record of all of them is at least
-// FlushAge older than the clock's now (every stream's oldest entry is
-// then FlushAge old: the next plan would flush them all by age), it
-// flushes every stream with unflushed entries behind a ref (streamParts,
-// SettleRef under the settled cursor, as a plan's flushes) and then
-// moves the flushed cursor to Settled: no run below it holds an entry no
-// ref holds. It writes no run and no pack: nothing at a determined key
-// but settled objects, whose keys name their stream and seqs (their
-// bytes are the records'), and refs, whose conditions are on the key
-// and the settled cursor. So copies whose clocks differ cannot write two
-// versions of one object: one that decides the chain is quiet flushes
-// what a copy that does not would flush later, or skips (a ref holds
-// the parts); a copy that plans meanwhile (new passes) moves the settled
-// cursor, and this step's SettleRefs fail (ErrConflict: the step is
-// Lost, the next call starts again). Its cursor move is conditional on the flushed cursor it
-// read; it loses to any copy that moved it, and then moves nothing.
+// When the settler has a Clock, head h (settled at the checkpoint) has
+// live runs [Flushed, Settled), the newest record of all of them is at
+// least FlushAge older than the clock's now (every stream's oldest entry
+// is then FlushAge old: the next plan would flush them all by age) and
+// the chain is quiet (quietFor), it seals the live runs, flushes every
+// stream with unflushed entries behind a ref (streamParts, SettleRef
+// under the settled cursor, as a plan's flushes) and then moves the
+// flushed cursor to Settled: no run below it holds an entry no ref
+// holds. It writes no run and no pack: nothing at a determined key but
+// settled objects, whose keys name their stream and seqs (their bytes
+// are the records'), and refs, whose conditions are on the key and the
+// settled cursor.
+//
+// Both its cursor writes (the seal, the flushed move) are MoveCursors
+// conditioned on the checkpoint still being at Settled (no new pass):
+// a plan at Settled is made only by a copy that read a later
+// checkpoint, so every plan at Settled is made on a head after the
+// seal (merges start past these runs) and, once this flush moved
+// flushed, after it too: every copy plans on one head (design 014).
+// A copy that plans on new passes meanwhile moves Settled: this step's
+// SettleRefs and moves fail (the step is Lost; its refs are held parts
+// the plan's flushes skip).
 //
 // Work per call is bounded as the age flush's: streams are visited by
 // their oldest run, then id, MaxAgeFlushes at a time, and the call stops
 // after the first batch that wrote anything; streams a ref already holds
 // cost one ref query each. The cursor moves only when every stream is
 // held.
-func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Result) error {
+func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, h metastore.Head, res *Result) error {
 	if s.Clock == nil {
 		return nil
 	}
-	h, err := s.Meta.GetHead(ctx, c) // finishIdle may have moved it
-	if err != nil {
-		return fmt.Errorf("quiet flush: %w", err)
-	}
+	now := s.Clock.Now().UnixMilli()
+	since, known := s.idleSince(c, h.Settled, now)
 	if h.Indexed.IsZero() || !h.Flushed.Less(h.Settled) {
 		return nil
 	}
@@ -78,8 +80,7 @@ func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Resu
 	for _, r := range cs.runs {
 		newest = max(newest, r.time)
 	}
-	ageMs := orDefault(s.FlushAge, DefaultFlushAge).Milliseconds()
-	if now := s.Clock.Now().UnixMilli(); now-newest < ageMs {
+	if !quietFor(now, newest, since, known, orDefault(s.FlushAge, DefaultFlushAge).Milliseconds()) {
 		return nil // not quiet for FlushAge yet: the next plan may flush
 	}
 	// Seal the live runs against merges first: a merge compacts a
@@ -89,13 +90,18 @@ func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Resu
 	// found it: "refs end at 3 inside the part 0-7"). With the merged
 	// cursor at Settled, merges start past these runs, and the window
 	// reads them as the level-1 runs they are.
+	still := metastore.CursorMove{Kind: metastore.Checkpoint, From: h.Checkpoint, To: h.Checkpoint}
+	at := metastore.CursorMove{Kind: metastore.Settled, From: h.Settled, To: h.Settled}
+	sealed := h.Merged
 	if h.Merged.Less(h.Settled) {
-		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Merged, h.Merged, h.Settled); err != nil {
-			if errors.Is(err, metastore.ErrConflict) {
-				res.Lost = true // a copy merged meanwhile: the next call reads it
-				return nil
-			}
-			return fmt.Errorf("quiet flush: seal the live runs: advance merged: %w", err)
+		sealed = h.Settled
+		err := s.Meta.MoveCursors(ctx, c, []metastore.CursorMove{at, still, {Kind: metastore.Merged, From: h.Merged, To: sealed}})
+		if errors.Is(err, metastore.ErrConflict) {
+			res.Lost = true // a copy merged or planned meanwhile: the next call reads it
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("quiet flush: seal the live runs: %w", err)
 		}
 	}
 	ids := make([]format.StreamID, 0, len(cs.streams))
@@ -150,47 +156,76 @@ func (s *Settler) quietFlush(ctx context.Context, c metastore.ChainID, res *Resu
 		}
 	}
 	// Every stream of the live runs is held by a ref.
-	if err := s.Meta.AdvanceCursor(ctx, c, metastore.Flushed, h.Flushed, h.Settled); err != nil {
-		if errors.Is(err, metastore.ErrConflict) {
-			return nil // a copy moved it: the next call reads it
-		}
+	err = s.Meta.MoveCursors(ctx, c, []metastore.CursorMove{at, still,
+		{Kind: metastore.Merged, From: sealed, To: sealed}, {Kind: metastore.Flushed, From: h.Flushed, To: h.Settled}})
+	if errors.Is(err, metastore.ErrConflict) {
+		res.Lost = true // a copy moved the head: the next call reads it
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("quiet flush: advance flushed: %w", err)
 	}
 	res.Flushed = h.Settled
 	s.window.PruneRuns(c, h.Settled)
-	sealed := h.Merged
-	if sealed.Less(h.Settled) {
-		sealed = h.Settled
-	}
 	kept = newChainState(stateKey{flushed: h.Settled, merged: sealed, settled: h.Settled})
 	return nil
 }
 
-// errSealed: a quiet flush sealed the runs a merge was about to commit
-// (checkUnsealed); the merge writes nothing.
-var errSealed = errors.New("settle: the runs of the merge were sealed by a quiet flush")
+// idleSince is the clock time (ms) since which this settler knows chain
+// c's settled cursor to be at settled: since its own step moved it
+// there (sawSettled) or it first saw it there, now if not before; known
+// is false when it had seen nothing of the chain (a new settler: a cold
+// Lambda). In memory only.
+func (s *Settler) idleSince(c metastore.ChainID, settled metastore.Cursor, now int64) (since int64, known bool) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	seen, known := s.idle[c]
+	if known && seen.settled == settled {
+		return seen.since, true
+	}
+	s.sawSettledLocked(c, settled, now)
+	return now, known
+}
 
-// checkUnsealed is a merge's check right before it commits its merged
-// run at `run`'s start a: when the stored merged cursor is past a and no
-// merged run is stored at a, a quiet flush sealed the runs after this
-// merge read its head (every other merge moves the cursor past a only
-// after a merged run at a is stored), and its refs may end inside the
-// segments this merge compacted: errSealed. A merged run stored at a is
-// adopted as before. What is left is the time between this read and the
-// merge's put (ADR 0057).
-func (s *Settler) checkUnsealed(ctx context.Context, c metastore.ChainID, run *format.PassIndex) error {
-	h, err := s.Meta.GetHead(ctx, c)
-	if err != nil {
-		return fmt.Errorf("merge: %w", err)
+// sawSettled records that chain c's settled cursor is at settled since
+// now (a step of this settler moved it there).
+func (s *Settler) sawSettled(c metastore.ChainID, settled metastore.Cursor) {
+	if s.Clock == nil {
+		return
 	}
-	a := metastore.Cursor{Epoch: run.Epoch, Slot: run.FirstSlot}
-	if !a.Less(h.Merged) {
-		return nil
+	now := s.Clock.Now().UnixMilli()
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	s.sawSettledLocked(c, settled, now)
+}
+
+func (s *Settler) sawSettledLocked(c metastore.ChainID, settled metastore.Cursor, now int64) {
+	if s.idle == nil {
+		s.idle = map[metastore.ChainID]idleSeen{}
 	}
-	if _, err := s.window.MergedRun(ctx, c, a); err == nil {
-		return nil // stored: the put finds it and adopts it
-	} else if !errors.Is(err, objstore.ErrNotFound) {
-		return fmt.Errorf("merge: %w", err)
+	s.idle[c] = idleSeen{settled: settled, since: now}
+}
+
+// idleSeen is since when a settler knows a chain's settled cursor where
+// it is.
+type idleSeen struct {
+	settled metastore.Cursor
+	since   int64
+}
+
+// quietFor is the quiet flush's clock rule (the clock decides only
+// whether to flush, never what an object holds): the newest record of
+// the live runs is at least ageMs old by the clock (now), and either it
+// is less than 2 ageMs old (a chain that turned quiet lately), or the
+// settler knows nothing of the chain (known false: a new settler flushes
+// by record time, as before), or it has known the settled cursor where
+// it is for ageMs (since). So a warm settler quiet-flushes a chain of
+// old record times (a backfill) once it has had no new pass for ageMs,
+// not at every idle step between its passes; liveness is a new
+// settler's rule at worst.
+func quietFor(now, newest, since int64, known bool, ageMs int64) bool {
+	if now-newest < ageMs {
+		return false
 	}
-	return fmt.Errorf("merged run at %s, merged cursor at %s: %w", a, h.Merged, errSealed)
+	return now-newest < 2*ageMs || !known || now-since >= ageMs
 }

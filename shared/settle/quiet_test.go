@@ -141,17 +141,26 @@ func (m *hookMeta) AdvanceCursor(ctx context.Context, c metastore.ChainID, kind 
 	return m.Store.AdvanceCursor(ctx, c, kind, from, to)
 }
 
-// TestQuietFlushSealRace: a copy P reads the head before a quiet flush
-// Q seals the live runs, plans on a new flight (stream 1 packed, not
-// flushed: its clock is record time), and is held before its settled
-// move; Q seals, flushes stream 0 only (MaxAgeFlushes 1) and returns;
-// then P moves its cursors and merges from the head it read: its group
-// (the sealed run and its own, Fanout 2) would compact stream 0's
-// entries across the end of Q's ref. A merge checks the stored merged
-// cursor right before it commits its merged run and, when a quiet flush
-// sealed its start and no copy stored it, writes none (ADR 0057).
-// Without that check every read of stream 0 failed ("ref or part at 0,
-// want 2") and so did its next flush.
+func (m *hookMeta) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	for _, mv := range moves {
+		if m.onAdvance != nil && mv.From != mv.To {
+			m.onAdvance(mv.Kind)
+		}
+	}
+	return m.Store.MoveCursors(ctx, c, moves)
+}
+
+// TestQuietFlushSealRace: a quiet flush Q reads an idle head; right
+// before its seal a new flight is absorbed and a copy P plans on it
+// (stream 1 packed, not flushed: its clock is record time), merges (its
+// group: Q's live run and its own, Fanout 2) and is held before its
+// commit; then Q's seal, conditioned on the checkpoint still at the
+// settled cursor, fails: Q is Lost and writes no ref, and P commits its
+// step, merge included. The race it closes: a seal that lands between
+// P's merge and its commit (ADR 0057's checkUnsealed left the time
+// between its head read and its merged run's put) would let Q's refs end
+// inside a segment P's merge compacted ("ref or part at 0, want 2" on
+// every read of stream 0, and on its next flush).
 func TestQuietFlushSealRace(t *testing.T) {
 	e := newEnv(t, 2, nil)
 	e.withIndex()
@@ -187,15 +196,18 @@ func TestQuietFlushSealRace(t *testing.T) {
 		Clock: clock.NewManual(time.UnixMilli(e.newestRecordMs() + 2*time.Hour.Milliseconds()))}
 	conf(q)
 	q.MaxAgeFlushes = 1
-	if _, err := q.Step(t.Context(), chainX); err != nil {
-		t.Fatal(err)
+	if res, err := q.Step(t.Context(), chainX); err != nil || !res.Lost {
+		t.Fatalf("the quiet flush: %+v, %v: want it lost to the new pass", res, err)
 	}
-	if len(e.refs(0)) == 0 || len(e.refs(1)) != 0 {
-		t.Fatalf("the quiet flush did not flush stream 0 alone: refs %d and %d", len(e.refs(0)), len(e.refs(1)))
+	if len(e.refs(0)) != 0 || len(e.refs(1)) != 0 {
+		t.Fatalf("the lost quiet flush wrote refs: %d and %d", len(e.refs(0)), len(e.refs(1)))
 	}
 	close(release)
 	if err := <-pDone; err != nil {
 		t.Fatalf("the planning copy: %v", err)
+	}
+	if h := e.head(); h.Settled != h.Checkpoint || h.Merged != h.Settled {
+		t.Fatalf("head %+v: want P's step and merge committed", h)
 	}
 	e.checkMixed()
 	// And the chain still settles and flushes, quiet.
@@ -212,4 +224,74 @@ func TestQuietFlushSealRace(t *testing.T) {
 		}
 	}
 	e.checkMixed()
+}
+
+// TestQuietFlushBackfill (issue 30: the quiet flush judged age by record
+// times only): a chain of old record times (a backfill: 10 days) settled
+// by a warm settler is not quiet-flushed at the idle step right after
+// its step, nor FlushAge - 1 ms of clock later, and is at FlushAge of
+// clock without a new pass; a new pass moves the settled cursor and
+// starts the wait again. A new settler (nothing known of the chain)
+// flushes by record time, as before, so no chain waits on a settler's
+// memory. Before, the idle step right after every step flushed every
+// stream (a ref and an object per stream per settle interval).
+func TestQuietFlushBackfill(t *testing.T) {
+	const age = time.Hour
+	e := newEnv(t, 3, nil)
+	e.withIndex()
+	e.s.FlushAge = age
+	e.flights(4)
+	e.absorbAll()
+	clk := clock.NewManual(time.UnixMilli(e.ts + 10*24*time.Hour.Milliseconds()))
+	e.s.Clock = clk
+	if _, err := e.s.Run(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	settled := e.head()
+	if settled.Flushed == settled.Settled || settled.Settled != settled.Checkpoint {
+		t.Fatalf("head %+v: want everything in live runs", settled)
+	}
+	start := clk.Now()
+	for _, wait := range []time.Duration{0, age - time.Millisecond} {
+		clk.Set(start.Add(wait))
+		if _, err := e.s.Step(t.Context(), chainX); err != nil {
+			t.Fatal(err)
+		}
+		if h := e.head(); h != settled {
+			t.Fatalf("idle %s after the step: head %+v, want it unchanged %+v", wait, h, settled)
+		}
+	}
+	// A new pass: the wait starts again from its step.
+	e.flights(1)
+	e.absorbAll()
+	clk.Set(start.Add(age - time.Millisecond))
+	e.step()
+	moved := e.head()
+	clk.Set(start.Add(age))
+	if _, err := e.s.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.head(); h != moved {
+		t.Fatalf("FlushAge after the first step, just after the second: head %+v, want %+v", h, moved)
+	}
+	clk.Set(start.Add(2*age - time.Millisecond))
+	if _, err := e.s.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.head(); h.Flushed != h.Settled || h.Settled != moved.Settled {
+		t.Fatalf("FlushAge after the last step: head %+v, want flushed at settled %s", h, moved.Settled)
+	}
+	e.check()
+	// A new settler flushes a backfill by record time at once.
+	e.flights(1)
+	e.absorbAll()
+	e.step()
+	cold := &settle.Settler{Meta: e.s.Meta, Sets: e.s.Sets, Settled: e.settled, PassIndex: true, FlushAge: age, Clock: clk}
+	if _, err := cold.Step(t.Context(), chainX); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.head(); h.Flushed != h.Settled {
+		t.Fatalf("a new settler: head %+v, want flushed at settled", h)
+	}
+	e.check()
 }

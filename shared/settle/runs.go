@@ -106,7 +106,7 @@ func (p *stepPart) bytes() int64 {
 // settled cursor). It returns the step extended to the plan's end and the
 // flushed cursor after it: the first run still holding an entry no ref
 // holds, or the plan's end.
-func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored metastore.Head, finish bool, st absorb.Step, res *Result) (absorb.Step, metastore.Cursor, error) {
+func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h metastore.Head, st absorb.Step, res *Result) (absorb.Step, metastore.Cursor, error) {
 	s.initWindow()
 	set, err := s.Sets.For(c)
 	if err != nil {
@@ -127,20 +127,6 @@ func (s *Settler) runStep(ctx context.Context, c metastore.ChainID, h, stored me
 	}
 	if err != nil {
 		return st, h.Flushed, err
-	}
-	if finish {
-		if err := s.finishHead(ctx, c, stored, cs, res); err != nil {
-			return st, h.Flushed, err
-		}
-		if !s.scratch {
-			if cs = s.takeState(c, key); cs == nil { // a copy in this settler took it
-				cs, err = s.buildState(ctx, c, key)
-				res.StateBuilt = true
-				if err != nil {
-					return st, h.Flushed, err
-				}
-			}
-		}
 	}
 	plan, err := s.window.Run(ctx, c, st.From)
 	end := metastore.Cursor{Epoch: st.Epoch, Slot: st.End}
@@ -299,77 +285,6 @@ func (s *Settler) flushStreams(ctx context.Context, set chain.Set, c metastore.C
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// errFinished: finishHead moved a cursor; the step starts again from
-// the head read anew.
-var errFinished = errors.New("the head's last step finished")
-
-// finishHead finishes the head's last step when a crash or a copy racing
-// it left it unfinished (design 014, "Every copy plans on one head"):
-// its flushed cursor (the first run of cs, the state of the head, holding
-// an unflushed entry; head is the stored head) and then the merge of a
-// complete group of level-1 runs. A step's plan depends on both: the
-// merge changes a stream's age (a merged run's time is its group's
-// latest) and its parts, and the flushed cursor where the next merge
-// starts. So a copy that read the head between another's cursor moves,
-// or after a crash between them, would plan otherwise than the step that
-// follows the finished head; finished first, every copy plans on the
-// head every other sees. It keeps cs (for the merge to remap it, and for
-// the caller to take back). It returns errFinished when it moved a cursor
-// or merged, nil when the head was finished.
-func (s *Settler) finishHead(ctx context.Context, c metastore.ChainID, head metastore.Head, cs *chainState, res *Result) error {
-	moved := false
-	canon := cs.firstHeld(cs.key.settled)
-	if head.Flushed.Less(canon) {
-		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Flushed, head.Flushed, canon); err != nil && !errors.Is(err, metastore.ErrConflict) {
-			return fmt.Errorf("finish the last step: advance flushed: %w", err)
-		}
-		moved = true
-	}
-	if cs.key.flushed.Less(canon) {
-		moved = true
-		if cs.dropBelow(canon) != nil {
-			return errFinished // not kept: the next step rebuilds
-		}
-		cs.key.flushed = canon
-	}
-	if !s.scratch {
-		s.putState(c, cs) // for the merge to remap, and the caller to take back
-	}
-	h := head
-	h.Flushed, h.Merged, h.Settled = cs.key.flushed, cs.key.merged, cs.key.settled
-	merged, err := s.mergeAt(ctx, c, h, res)
-	if err != nil {
-		return fmt.Errorf("finish the last step: %w", err)
-	}
-	if moved || merged {
-		return errFinished
-	}
-	return nil
-}
-
-// finishIdle finishes head h of a step with nothing to settle when this
-// settler keeps the state of its last step and a crash (or a copy) left
-// that step's flushed cursor or merge undone: the state of h itself, or
-// of h with the flushed cursor the step computed (the crash was at its
-// move). A settler without it leaves h to the next step of runs, which
-// finishes it first: it would have to walk the window for it.
-func (s *Settler) finishIdle(ctx context.Context, c metastore.ChainID, h metastore.Head, res *Result) error {
-	s.stateMu.Lock()
-	cs := s.states[c]
-	ok := cs != nil && cs.key.settled == h.Settled && cs.key.merged == h.Merged && !cs.key.flushed.Less(h.Flushed)
-	if ok {
-		delete(s.states, c)
-	}
-	s.stateMu.Unlock()
-	if !ok {
-		return nil
-	}
-	if err := s.finishHead(ctx, c, h, cs, res); err != nil && !errors.Is(err, errFinished) {
-		return err
-	}
-	return nil
 }
 
 // initWindow makes the settler's cache of the window once.
@@ -672,7 +587,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 	sorted := total <= orDefault(s.PackBufferBytes, DefaultPackBufferBytes)
 	// The packs' keys carry the plan's digest: a plan that differs (its
 	// decisions, or its layout's configuration) never writes another's.
-	run.Digest = planDigest(run, ids, maxBytes, sorted)
+	run.Digest = planDigest(run, ids, maxBytes, sorted, orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes), orDefault(s.MaxObjectSpan, DefaultMaxObjectSpan))
 	var n uint64 // the current pack: run.FirstSlot + n
 	var buf []byte
 	written := 0
@@ -742,16 +657,19 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 }
 
 // planDigest is the digest of a run's plan (format.PassIndex.Digest,
-// design 014 "One commit point per step"): of everything its packs'
-// bytes depend on but the run's slots (in their keys): its decisions
-// (each marker's stream and seqs, in run, and the packed streams ids, in
-// order) and its layout's configuration (maxBytes, the order). Two plans
-// of one run that would lay out other packs get other digests (but for
-// a CRC-32C collision), so a plan's packs are a function of their keys,
-// and a dead plan's never collide with a live one's. Never 0 (a run
-// without a digest).
-func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64, sorted bool) uint32 {
-	b := make([]byte, 0, 32+len(run.Streams)*32+len(packed)*16)
+// design 014 "One commit point per step"): of everything the step's
+// outcome depends on but the run's slots (in their keys) and the stored
+// refs: its decisions (each marker's stream and seqs, in run, and the
+// packed streams ids, in order), its layout's configuration (maxBytes,
+// the order) and its flushes' (mergeBelow and span, Settler's
+// MergeBelowBytes and MaxObjectSpan, which decide where a flush's refs
+// end: settleGroups). Two plans of one run that would lay out other
+// packs or flush otherwise get other digests (but for a CRC-32C
+// collision), so a plan's packs are a function of their keys, a dead
+// plan's never collide with a live one's, and a run names the flush
+// settings it was planned with. Never 0 (a run without a digest).
+func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64, sorted bool, mergeBelow int64, span time.Duration) uint32 {
+	b := make([]byte, 0, 48+len(run.Streams)*32+len(packed)*16)
 	b = append(b, "plan"...)
 	b = binary.BigEndian.AppendUint64(b, run.EndSlot)
 	b = binary.BigEndian.AppendUint64(b, uint64(maxBytes))
@@ -760,6 +678,8 @@ func planDigest(run *format.PassIndex, packed []format.StreamID, maxBytes int64,
 	} else {
 		b = append(b, 0)
 	}
+	b = binary.BigEndian.AppendUint64(b, uint64(max(mergeBelow, -1))) // < 0: never merges
+	b = binary.BigEndian.AppendUint64(b, uint64(max(span.Milliseconds(), -1)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(run.Streams)))
 	for i := range run.Streams {
 		m := &run.Streams[i]

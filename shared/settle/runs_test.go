@@ -127,10 +127,10 @@ func TestSettleRunsPackSmallStreams(t *testing.T) {
 			}
 		}
 	}
-	// Per step: GetHead and AdvanceCursor(settled); no ref written.
+	// Per step: GetHead and one commit (MoveCursors); no ref written.
 	d := counted.Snapshot().Sub(before)
-	if d.Of(metacount.SettleRef) != 0 || d.Of(metacount.AdvanceCursor) != 3 || d.Writes() != 3 {
-		t.Fatalf("metastore calls %v: want 3 AdvanceCursor and no other write", d.Calls)
+	if d.Of(metacount.SettleRef) != 0 || d.Of(metacount.MoveCursors) != 3 || d.Writes() != 3 {
+		t.Fatalf("metastore calls %v: want 3 MoveCursors and no other write", d.Calls)
 	}
 }
 
@@ -253,6 +253,23 @@ func (f *failAdvance) AdvanceCursor(ctx context.Context, c metastore.ChainID, k 
 		return fmt.Errorf("crash before the %s cursor moves: %w", k, absorbtest.ErrFault)
 	}
 	return f.Store.AdvanceCursor(ctx, c, k, from, to)
+}
+
+func (f *failAdvance) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	if moving(moves, f.kind) && f.armed.CompareAndSwap(true, false) {
+		return fmt.Errorf("crash before the %s cursor moves: %w", f.kind, absorbtest.ErrFault)
+	}
+	return f.Store.MoveCursors(ctx, c, moves)
+}
+
+// moving reports whether moves move cursor kind k.
+func moving(moves []metastore.CursorMove, k metastore.CursorKind) bool {
+	for _, m := range moves {
+		if m.Kind == k && m.From != m.To {
+			return true
+		}
+	}
+	return false
 }
 
 // TestSettleRunCrashBeforeCAS: a step that wrote its packs, run and

@@ -148,6 +148,9 @@ type Settler struct {
 	// The unflushed state kept across steps, per chain (state.go).
 	stateMu sync.Mutex
 	states  map[metastore.ChainID]*chainState
+	// idle: per chain, when this settler first saw its settled cursor
+	// where it is (quietFor; under stateMu).
+	idle map[metastore.ChainID]idleSeen
 	// scratch: every step holds the live runs and computes the state
 	// from them (the settle step before issue 17), for tests.
 	scratch bool
@@ -198,148 +201,161 @@ type Result struct {
 // Step settles the next range of absorbed slots of chain, [Settled, at most
 // MaxSlotsPerStep further, never past the checkpoint), and moves the
 // settled cursor over it; or, at an epoch's cut, steps to the next epoch.
+// A step commits once (commit): its cursors move in one conditional
+// write, so every head is a whole step's.
 func (s *Settler) Step(ctx context.Context, c metastore.ChainID) (Result, error) {
-	var done Result // what the finishes did
-	for attempt := range maxFinishes {
-		res, err := s.step(ctx, c, true)
-		res.Merges += done.Merges
-		res.MergedStreams += done.MergedStreams
-		res.Packs += done.Packs
-		res.StateBuilt = res.StateBuilt || done.StateBuilt
+	for range maxReplans {
+		res, err := s.step(ctx, c)
 		if errors.Is(err, errReplan) {
 			continue // the stored run is adopted on the next attempt
 		}
-		if !errors.Is(err, errFinished) {
-			return res, err
-		}
-		// The head's last step is finished now: plan on the head read
-		// anew, finished first too (a copy may have moved it meanwhile
-		// and crashed before its merge: design 014, "Every copy plans on
-		// one head").
-		s.log().Debug("settle: finished the head", "chain", c.String(), "attempt", attempt)
-		done = res
+		return res, err
 	}
-	// Copies keep moving the head under this one: they settle it.
-	done.Lost = true
-	return done, nil
+	// Copies keep storing other plans under this one: they settle it.
+	return Result{Lost: true}, nil
 }
 
-// maxFinishes bounds the heads one Step finishes (or the plans it
-// makes again) before it plans: each moves a cursor a copy left behind,
-// or finds a copy's run, so more than a few mean that other copies are
+// maxReplans bounds the plans one Step makes again after finding a
+// copy's run of another end: more than a few mean that other copies are
 // stepping at once (and settle the chain).
-const maxFinishes = 8
+const maxReplans = 8
 
 // errReplan: a copy stored the run at the step's first slot with another
 // end (another MaxSlotsPerStep, or a later checkpoint) while this step
 // planned: the step is planned again, and adopts it (it is the step's
-// commit point). It wraps metastore.ErrConflict.
+// plan). It wraps metastore.ErrConflict.
 var errReplan = fmt.Errorf("settle: a copy stored another plan of the run: plan again: %w", metastore.ErrConflict)
 
-// step is one attempt of Step: with finish (every attempt: the head read
-// anew may be unfinished again) it first finishes the head's last step
-// when it is not (runStep), and returns errFinished when that moved a
-// cursor: then the step is to be planned again, on the head read anew.
-// (Planning on a head without finishing it was finding 3 of issue 30:
-// the mutant settle-retry-skips-finish.)
-func (s *Settler) step(ctx context.Context, c metastore.ChainID, finish bool) (Result, error) {
+// step is one attempt of Step, from the head it reads: the step's
+// objects and refs (each named by what determines it: design 014, "One
+// commit point per step"), its merge (from the head the step makes),
+// then one commit of the settled, flushed and merged cursors, on the
+// condition that all three are still as read (commit). A copy that read
+// the same head computes the same cursors; a copy that lost the commit
+// is Lost and wrote nothing another plan depends on.
+func (s *Settler) step(ctx context.Context, c metastore.ChainID) (Result, error) {
 	h, err := s.Meta.GetHead(ctx, c)
 	if err != nil {
 		return Result{}, fmt.Errorf("settle %s: %w", c, err)
 	}
 	st, err := absorb.Follow(ctx, s.Meta, c, h.Settled, h.Checkpoint, orDefault(s.MaxSlotsPerStep, DefaultMaxSlotsPerStep))
-	res := Result{From: st.From, To: st.From}
-	if err == nil && st.Empty() && finish && s.PassIndex {
-		err = s.finishIdle(ctx, c, h, &res)
-		if err == nil {
-			err = s.quietFlush(ctx, c, &res)
-		}
+	res := Result{From: st.From, To: st.From, Flushed: h.Flushed}
+	if err == nil && st.Empty() && s.PassIndex {
+		err = s.quietFlush(ctx, c, h, &res)
 	}
 	if err != nil || st.Empty() {
 		return res, err
 	}
-	res.Flushed = h.Flushed
 	indexed, runsFrom, err := s.mode(ctx, c, h, &st)
 	if err != nil {
 		return res, err
 	}
+	merged := h.Merged
 	ran := st.First < st.End && indexed // a step of runs (runStep)
 	if ran {
 		hw := h
 		hw.Flushed = runsFrom
-		if st, res.Flushed, err = s.runStep(ctx, c, hw, h, finish, st, &res); errors.Is(err, errFinished) {
-			return res, err
-		} else if err != nil {
+		if st, res.Flushed, err = s.runStep(ctx, c, hw, st, &res); err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
 		}
-	} else if st.First < st.End {
-		set, err := s.Sets.For(c)
-		if err != nil {
-			return res, err
-		}
-		type span struct{ first, last uint64 }
-		spans := make(map[format.StreamID]*span)
-		err = set.Walk(ctx, st.Epoch, st.First, st.End, func(sl chain.Slot) error {
-			res.Slots++
-			for _, e := range sl.Entries {
-				if sp := spans[e.Stream]; sp == nil {
-					spans[e.Stream] = &span{e.FirstSeq, e.LastSeq()}
-				} else {
-					sp.first, sp.last = min(sp.first, e.FirstSeq), max(sp.last, e.LastSeq())
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return res, fmt.Errorf("settle %s: %w", c, err)
-		}
-		res.Streams = len(spans)
-		for _, id := range slices.SortedFunc(maps.Keys(spans), func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }) {
-			sp := spans[id]
-			objs, merged, err := s.stream(ctx, set, id, sp.first, sp.last, h.Checkpoint)
-			if err != nil {
-				return res, fmt.Errorf("settle %s: stream %s: %w", c, id, err)
-			}
-			res.Objects += objs
-			res.Merged += merged
-		}
-	}
-	if res.Lost, err = absorb.Advance(ctx, s.Meta, c, metastore.Settled, st); err != nil {
-		return res, fmt.Errorf("settle: %w", err)
-	}
-	res.To = st.To
-	if s.PassIndex && !indexed {
-		// A refs step (below Head.Indexed): nothing below is in runs, so
-		// flushed follows settled.
-		res.Flushed = st.To
-	}
-	if s.PassIndex && h.Flushed.Less(res.Flushed) {
-		// After the settled cursor: flushed never passes it. Lost to a copy
-		// that moved it first is fine (every copy computes the same).
-		if err := s.Meta.AdvanceCursor(ctx, c, metastore.Flushed, h.Flushed, res.Flushed); err != nil && !errors.Is(err, metastore.ErrConflict) {
-			return res, fmt.Errorf("settle %s: advance flushed: %w", c, err)
-		}
-	}
-	if ran {
-		// Level 2: after the cursors, from the head this step made (a copy
-		// may have moved the stored one further, its flushed cursor not
-		// yet: finishHead). Only after a step of runs: another step (an
-		// epoch's cut, a refs step) does not know the flushed cursor of
-		// its head; the next step of runs finishes it first.
+		// Level 2, before the commit, from the head this step makes: a
+		// merged run is determined by its group of immutable runs, so it
+		// is named by what determines it, as the step's other objects.
 		made := h
 		made.Settled = st.To
 		if made.Flushed.Less(res.Flushed) {
 			made.Flushed = res.Flushed
 		}
-		if _, err := s.mergeAt(ctx, c, made, &res); err != nil {
+		if merged, err = s.mergeAt(ctx, c, made, &res); err != nil {
 			return res, fmt.Errorf("settle %s: %w", c, err)
 		}
+	} else if st.First < st.End {
+		if err := s.refsStep(ctx, c, h, st, &res); err != nil {
+			return res, err
+		}
 	}
+	if s.PassIndex && !indexed {
+		// A refs step (below Head.Indexed), or an epoch's cut: nothing
+		// below is in runs, so flushed follows settled.
+		res.Flushed = st.To
+	}
+	if err := s.commit(ctx, c, h, st.To, res.Flushed, merged, &res); err != nil {
+		return res, err
+	}
+	res.To = st.To
 	s.log().Debug("settle step", "chain", c.String(), "from", st.From.String(), "to", st.To.String(),
 		"slots", res.Slots, "streams", res.Streams, "objects", res.Objects, "merged", res.Merged,
 		"packed", res.Packed, "flushes", res.Flushes, "packs", res.Packs, "flushed", res.Flushed.String(),
-		"merges", res.Merges, "merged_streams", res.MergedStreams, "state_built", res.StateBuilt)
+		"merges", res.Merges, "merged_streams", res.MergedStreams, "state_built", res.StateBuilt, "lost", res.Lost)
 	return res, nil
+}
+
+// commit is a step's one commit point: the settled, flushed and merged
+// cursors of head h move to settled, flushed and merged (each only
+// forward; one that stays is a condition) in one MoveCursors. Lost to a
+// copy (ErrConflict: any of them moved since h was read) is not an
+// error: res.Lost, and the copy's step is the chain's.
+func (s *Settler) commit(ctx context.Context, c metastore.ChainID, h metastore.Head, settled, flushed, merged metastore.Cursor, res *Result) error {
+	if flushed.Less(h.Flushed) {
+		flushed = h.Flushed
+	}
+	if settled.Less(merged) {
+		// A merged run stored by a copy further on (adopted whatever its
+		// end): that copy settles the chain.
+		res.Lost = true
+		return nil
+	}
+	err := s.Meta.MoveCursors(ctx, c, []metastore.CursorMove{
+		{Kind: metastore.Settled, From: h.Settled, To: settled},
+		{Kind: metastore.Flushed, From: h.Flushed, To: flushed},
+		{Kind: metastore.Merged, From: h.Merged, To: merged},
+	})
+	switch {
+	case errors.Is(err, metastore.ErrConflict):
+		res.Lost = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("settle %s: commit the step %s-%s: %w", c, h.Settled, settled, err)
+	}
+	s.sawSettled(c, settled)
+	return nil
+}
+
+// refsStep settles a step of slots in refs mode (below Head.Indexed, or
+// without the pass index): per stream, its unsettled refs swapped for
+// settled objects (stream).
+func (s *Settler) refsStep(ctx context.Context, c metastore.ChainID, h metastore.Head, st absorb.Step, res *Result) error {
+	set, err := s.Sets.For(c)
+	if err != nil {
+		return err
+	}
+	type span struct{ first, last uint64 }
+	spans := make(map[format.StreamID]*span)
+	err = set.Walk(ctx, st.Epoch, st.First, st.End, func(sl chain.Slot) error {
+		res.Slots++
+		for _, e := range sl.Entries {
+			if sp := spans[e.Stream]; sp == nil {
+				spans[e.Stream] = &span{e.FirstSeq, e.LastSeq()}
+			} else {
+				sp.first, sp.last = min(sp.first, e.FirstSeq), max(sp.last, e.LastSeq())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", c, err)
+	}
+	res.Streams = len(spans)
+	for _, id := range slices.SortedFunc(maps.Keys(spans), func(a, b format.StreamID) int { return bytes.Compare(a[:], b[:]) }) {
+		sp := spans[id]
+		objs, merged, err := s.stream(ctx, set, id, sp.first, sp.last, h.Checkpoint)
+		if err != nil {
+			return fmt.Errorf("settle %s: stream %s: %w", c, id, err)
+		}
+		res.Objects += objs
+		res.Merged += merged
+	}
+	return nil
 }
 
 // streamParts settles stream id's parts of a step's passes (adjacent,

@@ -36,6 +36,14 @@ func (f *faults) AdvanceCursor(ctx context.Context, c metastore.ChainID, k metas
 	return f.Store.AdvanceCursor(ctx, c, k, from, to)
 }
 
+func (f *faults) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	if k := metastore.CursorKind(f.kind.Load()); k != 0 && moving(moves, k) && f.kind.CompareAndSwap(int32(k), 0) {
+		f.fired.Store(true)
+		return fmt.Errorf("crash before the %s cursor moves: %w", k, absorbtest.ErrFault)
+	}
+	return f.Store.MoveCursors(ctx, c, moves)
+}
+
 func (f *faults) SettleRef(ctx context.Context, c metastore.ChainID, at metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
 	if f.kind.CompareAndSwap(settleRefFault, 0) {
 		f.fired.Store(true)
@@ -53,15 +61,15 @@ func (f *faults) SettleRef(ctx context.Context, c metastore.ChainID, at metastor
 // steps that rebuild the state from the live runs held at once (the
 // settle step before the kept state). After every step the kept state
 // equals the state rebuilt from scratch for its head; after every round
-// (and one more step, which finishes a head a crash left unfinished)
 // both settled buckets hold the same objects, byte for byte (runs,
 // merged runs, packs, per-stream objects), the heads the same cursors,
 // every stream the same refs, and every record reads back. The copies
 // race for real: every copy plans on the head every other sees (design
-// 014, "Every copy plans on one head"; before finishHead, copies that
-// read a head between another's cursor moves, or stepped after a crash
-// between them, wrote other runs: with the settle code of a997ee4 and
-// this test, 41 of its 200 seeds failed).
+// 014, "Every copy plans on one head": a step's cursors move in one
+// write; before finishHead and then that write, copies that read a head
+// between another's cursor moves, or stepped after a crash between
+// them, wrote other runs: with the settle code of a997ee4 and this test,
+// 41 of its 200 seeds failed).
 func TestSettleKeptStateMatchesScratch(t *testing.T) {
 	seeds := 200
 	if testing.Short() {
@@ -73,9 +81,9 @@ func TestSettleKeptStateMatchesScratch(t *testing.T) {
 }
 
 // TestSettleMergeCrashThenStep is TestSettleKeptStateMatchesScratch with
-// most steps crashing before their merge's cursor moves (and the copies
-// racing): the next step finishes the merge before it plans. Before
-// finishHead, the step after such a crash planned on the head without
+// most steps that merge crashing at their commit (and the copies
+// racing): the next step adopts the step's run and merge, or plans on
+// the head before it. Before finishHead and the one commit, the step after such a crash planned on the head without
 // the merge (a merged run's time is its group's latest, so other streams
 // were FlushAge old) and wrote other runs than the world without crashes
 // (with the settle code of a997ee4, 73 of its 100 seeds failed).

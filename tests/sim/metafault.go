@@ -304,6 +304,14 @@ func (m *MetaFaults) AdvanceCursor(ctx context.Context, c metastore.ChainID, kin
 	return m.after("AdvanceCursor", p, m.s.AdvanceCursor(ctx, c, kind, from, to))
 }
 
+func (m *MetaFaults) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	p, err := m.before(ctx, "MoveCursors", true)
+	if err != nil {
+		return err
+	}
+	return m.after("MoveCursors", p, m.s.MoveCursors(ctx, c, moves))
+}
+
 func (m *MetaFaults) MintEpoch(ctx context.Context, c metastore.ChainID, prev uint64, e metastore.Epoch) error {
 	p, err := m.before(ctx, "MintEpoch", true)
 	if err != nil {

@@ -141,6 +141,10 @@ func (g *SizeGuard) AdvanceCursor(ctx context.Context, c metastore.ChainID, kind
 	return g.note("AdvanceCursor", g.Store.AdvanceCursor(ctx, c, kind, from, to))
 }
 
+func (g *SizeGuard) MoveCursors(ctx context.Context, c metastore.ChainID, moves []metastore.CursorMove) error {
+	return g.note("MoveCursors", g.Store.MoveCursors(ctx, c, moves))
+}
+
 func (g *SizeGuard) MintEpoch(ctx context.Context, c metastore.ChainID, prev uint64, e metastore.Epoch) error {
 	return g.note("MintEpoch", g.Store.MintEpoch(ctx, c, prev, e))
 }

@@ -70,6 +70,11 @@ type Star struct {
 	// first seq as its acknowledged tail; not written while a mark is at
 	// or past that seq.
 	Carried map[format.StreamID][]format.PassMark
+	// Producers: each segment of a stream listed here is one batch of
+	// its producer (batch seqs 0, 1, 2...), so its entries carry
+	// producer marks.
+	Producers map[format.StreamID]format.ProducerID
+	batchSeq  map[format.StreamID]uint64
 
 	next    map[format.StreamID]uint64
 	written map[format.StreamID][]format.Record
@@ -122,6 +127,13 @@ func (s *Star) Flight(ctx context.Context, ids []format.StreamID, counts []int, 
 		}
 		if ms := s.Carried[id]; len(ms) > 0 && ms[len(ms)-1].LastSeq < seq {
 			s.b.SetCarried(seq, ms)
+		}
+		if p, ok := s.Producers[id]; ok {
+			if s.batchSeq == nil {
+				s.batchSeq = map[format.StreamID]uint64{}
+			}
+			s.b.AddBatch(p, s.batchSeq[id], seq, len(recs))
+			s.batchSeq[id]++
 		}
 		s.b.EndSegment()
 		s.next[id] = seq + uint64(len(recs))

@@ -645,6 +645,30 @@ func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind
 		return err
 	}
 	op := fmt.Sprintf("advance %s cursor of chain %s from %s to %s", kind, chain, from, to)
+	return s.updateHead(ctx, op, chain, func(tx *bbolt.Tx, h metastore.Head) (metastore.Head, error) {
+		h, err := metastore.AdvanceOn(h, kind, from, to)
+		if err == nil && kind == metastore.Indexed {
+			err = tx.Bucket(formatBucket).Put(versionKey, switchedVersion)
+		}
+		return h, err
+	})
+}
+
+// MoveCursors implements metastore.Store: one bolt transaction.
+func (s *Store) MoveCursors(ctx context.Context, chain metastore.ChainID, moves []metastore.CursorMove) error {
+	if err := metastore.ValidateMoves(moves); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("move cursors %v of chain %s", moves, chain)
+	return s.updateHead(ctx, op, chain, func(_ *bbolt.Tx, h metastore.Head) (metastore.Head, error) {
+		return metastore.MoveOn(h, moves)
+	})
+}
+
+// updateHead reads chain's head, and stores what decide makes of it, in
+// one transaction (ErrNotFound: no head; decide's error: nothing
+// stored).
+func (s *Store) updateHead(ctx context.Context, op string, chain metastore.ChainID, decide func(tx *bbolt.Tx, h metastore.Head) (metastore.Head, error)) error {
 	return s.inTx(ctx, op, s.db.Update, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(itemsBucket)
 		var h metastore.Head
@@ -655,14 +679,8 @@ func (s *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind
 		case !found:
 			return metastore.ErrNotFound
 		}
-		h, err = metastore.AdvanceOn(h, kind, from, to)
-		if err != nil {
+		if h, err = decide(tx, h); err != nil {
 			return err
-		}
-		if kind == metastore.Indexed {
-			if err := tx.Bucket(formatBucket).Put(versionKey, switchedVersion); err != nil {
-				return err
-			}
 		}
 		return put(b, headKey(chain), h)
 	})

@@ -54,15 +54,14 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 	if kind == metastore.Indexed && layout == 1 {
 		return st.switchHead(ctx, chain, from, to)
 	}
-	pk := metastore.ChainPK(chain)
-	for try := 0; ; try++ {
+	expr := func(layout uint8) (update, cond string, names map[string]string, vals map[string]types.AttributeValue) {
 		ea, sa := headCursorNames(layout, kind)
-		names := map[string]string{"#pk": attrPK, "#e": ea, "#s": sa}
-		vals := map[string]types.AttributeValue{
+		names = map[string]string{"#pk": attrPK, "#e": ea, "#s": sa}
+		vals = map[string]types.AttributeValue{
 			":fe": nu(from.Epoch), ":fs": nu(from.Slot), ":te": nu(to.Epoch), ":ts": nu(to.Slot),
 		}
-		update := "SET #e = :te, #s = :ts"
-		cond := "attribute_exists(#pk) AND #e = :fe AND #s = :fs"
+		update = "SET #e = :te, #s = :ts"
+		cond = "attribute_exists(#pk) AND #e = :fe AND #s = :fs"
 		if layout == 1 && (kind == metastore.Flushed || kind == metastore.Merged) && from.IsZero() {
 			// A layout-1 head stored before the flushed (or merged)
 			// cursor existed has none: it reads as 0/0 (decodeHead).
@@ -82,6 +81,36 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 			update += ", #ae = :zero, #as = :zero"
 			cond += " AND ((#ae = :zero AND #as = :zero) OR (#ae = :te AND #as = :ts))"
 		}
+		return update, cond, names, vals
+	}
+	what := fmt.Sprintf("advance %s cursor of chain %s", kind, chain)
+	h, failed, err := st.updateHead(ctx, chain, what, layout, expr, func(got uint8) (bool, error) {
+		if kind == metastore.Indexed && got == 1 {
+			return true, st.switchHead(ctx, chain, from, to)
+		}
+		return false, nil
+	})
+	if err != nil || !failed {
+		return err
+	}
+	if _, err := metastore.AdvanceOn(h, kind, from, to); err != nil {
+		return fmt.Errorf("chain %s: %w", chain, err)
+	}
+	return fmt.Errorf("%s from %s: condition failed: %w", what, from, metastore.ErrConflict)
+}
+
+// updateHead sends one conditional Update of chain's head (a one-item
+// transaction), its expression built by expr for the head's layout.
+// failed: the condition failed, and h is the head stored then. A head
+// stored in the other layout than the expression named (first try only)
+// is recorded and the Update sent again in its layout, unless relayout
+// (nil: none) says it is done (with its error).
+func (st *Store) updateHead(ctx context.Context, chain metastore.ChainID, what string, layout uint8,
+	expr func(layout uint8) (update, cond string, names map[string]string, vals map[string]types.AttributeValue),
+	relayout func(got uint8) (bool, error)) (h metastore.Head, failed bool, err error) {
+	pk := metastore.ChainPK(chain)
+	for try := 0; ; try++ {
+		update, cond, names, vals := expr(layout)
 		reasons, err := st.transact(ctx, []types.TransactWriteItem{{Update: &types.Update{
 			TableName:                           aws.String(st.table),
 			Key:                                 key(pk, metastore.HeadSK),
@@ -92,36 +121,35 @@ func (st *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kin
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}}})
 		if err != nil {
-			return fmt.Errorf("advance %s cursor of chain %s in %s: %w", kind, chain, st.table, err)
+			return h, false, fmt.Errorf("%s in %s: %w", what, st.table, err)
 		}
 		if reasons == nil {
-			return nil
+			return h, false, nil
 		}
 		old, err := st.oldItem(ctx, reasons[0], pk, metastore.HeadSK)
 		if err != nil {
-			return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, err)
+			return h, false, fmt.Errorf("%s: %w", what, err)
 		}
 		if old == nil {
-			return fmt.Errorf("advance %s cursor of chain %s: %w", kind, chain, metastore.ErrNotFound)
+			return h, false, fmt.Errorf("%s: %w", what, metastore.ErrNotFound)
 		}
 		h, got, err := decodeHeadLayout(old)
 		if err != nil {
-			return err
+			return h, false, err
 		}
 		if got != layout && try == 0 {
 			// The condition named the other layout's attributes: send
 			// it again in the head's layout.
 			st.sawLayout(chain, got)
-			if kind == metastore.Indexed && got == 1 {
-				return st.switchHead(ctx, chain, from, to)
+			if relayout != nil {
+				if done, err := relayout(got); done {
+					return h, false, err
+				}
 			}
 			layout = got
 			continue
 		}
-		if _, err := metastore.AdvanceOn(h, kind, from, to); err != nil {
-			return fmt.Errorf("chain %s: %w", chain, err)
-		}
-		return fmt.Errorf("advance %s cursor of chain %s from %s: condition failed: %w", kind, chain, from, metastore.ErrConflict)
+		return h, true, nil
 	}
 }
 

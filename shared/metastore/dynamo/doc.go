@@ -183,6 +183,10 @@
 //     for the checkpoint also that Absorbing is 0/0 or `to`, and it clears
 //     Absorbing. Indexed on a layout-1 head: the switch to layout 2 (a
 //     read and a whole-item conditional Put, above).
+//   - MoveCursors: Update of every moved cursor on one condition: each
+//     named cursor (the checkpoint as a condition only) is its move's
+//     From (a layout-1 Flushed or Merged From of 0/0 also matches an
+//     absent attribute). One item, in the head's layout.
 //   - UpdateEpoch: Update of State and Cut on condition State = from.
 //
 // Sizes: every transaction is checked before it is sent (checkTx: at most

@@ -411,17 +411,8 @@ func TestHeadWithoutLaterCursors(t *testing.T) {
 		}, at(0), at(0)},
 	} {
 		t.Run(tc.kind.String(), func(t *testing.T) {
-			c, table := newTable(t)
-			st := New(c, table)
+			st := oldHead(t, tc.remove)
 			ctx := context.Background()
-			if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
-				t.Fatal(err)
-			}
-			_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
-				UpdateExpression: aws.String("REMOVE " + tc.remove)})
-			if err != nil {
-				t.Fatal(err)
-			}
 			h, err := st.GetHead(ctx, chain)
 			if err != nil || !tc.zero(h) {
 				t.Fatalf("head without %s: %+v, %v", tc.kind, h, err)
@@ -437,4 +428,46 @@ func TestHeadWithoutLaterCursors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMoveCursorsWithoutLaterCursors: on a head stored before the
+// flushed and merged cursors existed (no attributes: they read as 0/0),
+// MoveCursors moves them from 0/0 with the settled cursor in one write,
+// and a second move from 0/0 fails.
+func TestMoveCursorsWithoutLaterCursors(t *testing.T) {
+	at := func(slot uint64) metastore.Cursor { return metastore.Cursor{Epoch: 3, Slot: slot} }
+	st := oldHead(t, "FlushedEpoch, FlushedSlot, MergedEpoch, MergedSlot")
+	ctx := context.Background()
+	moves := []metastore.CursorMove{{Kind: metastore.Settled, From: at(0), To: at(4)},
+		{Kind: metastore.Flushed, To: at(2)}, {Kind: metastore.Merged, To: at(1)}}
+	if err := st.MoveCursors(ctx, chain, moves); err != nil {
+		t.Fatalf("moves from 0/0 on an old head: %v", err)
+	}
+	h, err := st.GetHead(ctx, chain)
+	if err != nil || h.Settled != at(4) || h.Flushed != at(2) || h.Merged != at(1) {
+		t.Fatalf("head after: %+v, %v", h, err)
+	}
+	moves[0].From = at(4)
+	moves[0].To = at(5)
+	if err := st.MoveCursors(ctx, chain, moves); !errors.Is(err, metastore.ErrConflict) {
+		t.Fatalf("a second move from 0/0: %v, want ErrConflict", err)
+	}
+}
+
+// oldHead is a store whose chain's head (epoch 3) lacks the attributes
+// named in remove: a head stored by an earlier build.
+func oldHead(t *testing.T, remove string) *Store {
+	t.Helper()
+	c, table := newTable(t)
+	st := New(c, table)
+	ctx := context.Background()
+	if err := st.MintEpoch(ctx, chain, 0, epoch(3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("CHAIN#star-0#express", "HEAD"),
+		UpdateExpression: aws.String("REMOVE " + remove)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

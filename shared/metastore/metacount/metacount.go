@@ -38,6 +38,7 @@ const (
 	RaiseFloor
 	SettleRef
 	ListDeleting
+	MoveCursors
 	numOps
 )
 
@@ -65,6 +66,7 @@ var opNames = [numOps]string{
 	RaiseFloor:     "RaiseFloor",
 	SettleRef:      "SettleRef",
 	ListDeleting:   "ListDeleting",
+	MoveCursors:    "MoveCursors",
 }
 
 var opWrites = [numOps]bool{
@@ -82,6 +84,7 @@ var opWrites = [numOps]bool{
 	DeleteToken:    true,
 	RaiseFloor:     true,
 	SettleRef:      true,
+	MoveCursors:    true,
 }
 
 func (o Op) String() string {
@@ -349,6 +352,14 @@ func (c *Store) AdvanceCursor(ctx context.Context, chain metastore.ChainID, kind
 	c.calls[AdvanceCursor].Add(1)
 	c.bill(tx(headItemBytes))
 	return c.s.AdvanceCursor(ctx, chain, kind, from, to)
+}
+
+// MoveCursors implements metastore.Store: one head write, as
+// AdvanceCursor.
+func (c *Store) MoveCursors(ctx context.Context, chain metastore.ChainID, moves []metastore.CursorMove) error {
+	c.calls[MoveCursors].Add(1)
+	c.bill(tx(headItemBytes))
+	return c.s.MoveCursors(ctx, chain, moves)
 }
 
 // MintEpoch implements metastore.Store.

@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SettleRef", testSettleRef},
 		{"FlushedCursor", testFlushedCursor},
 		{"MergedCursor", testMergedCursor},
+		{"MoveCursors", testMoveCursors},
+		{"RaceMoveCursors", testRaceMoveCursors},
 		{"IndexedCursor", testIndexedCursor},
 		{"SwitchedChain", testSwitchedChain},
 		{"SettleRefInvalid", testSettleRefInvalid},
