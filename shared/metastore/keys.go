@@ -251,10 +251,10 @@ func SetConfigOn(s Stream, found bool, name, id string, retentionMs int64, ts Ti
 	return s, nil
 }
 
-// MoveOn is MoveStream on s (found: it exists): the pure core the
+// MoveStreamOn is MoveStream on s (found: it exists): the pure core the
 // in-process stores share. It returns the stream to store and whether it
 // changed.
-func MoveOn(s Stream, found bool, name, id, from, to string) (Stream, bool, error) {
+func MoveStreamOn(s Stream, found bool, name, id, from, to string) (Stream, bool, error) {
 	switch {
 	case from == "" || to == "":
 		return s, false, fmt.Errorf("%w: move stream %q from star %q to star %q: a star id is empty", ErrInvalid, name, from, to)

@@ -408,7 +408,7 @@ func (m *Mem) MoveStream(ctx context.Context, name, id, from, to string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.streams[name]
-	s, changed, err := MoveOn(s, ok, name, id, from, to)
+	s, changed, err := MoveStreamOn(s, ok, name, id, from, to)
 	if changed {
 		m.streams[name] = s
 	}
@@ -465,7 +465,7 @@ func (m *Mem) MoveCursors(ctx context.Context, chain ChainID, moves []CursorMove
 	if !ok {
 		return fmt.Errorf("move cursors of chain %s: %w", chain, ErrNotFound)
 	}
-	h, err := MoveOn(h, moves)
+	h, err := MoveCursorsOn(h, moves)
 	if err != nil {
 		return fmt.Errorf("chain %s: %w", chain, err)
 	}

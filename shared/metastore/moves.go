@@ -68,11 +68,11 @@ func ValidateMoves(moves []CursorMove) error {
 	return nil
 }
 
-// MoveOn is MoveCursors' decision on the stored head h: the head to
+// MoveCursorsOn is MoveCursors' decision on the stored head h: the head to
 // store, or ErrConflict when a cursor is not at its move's From. Moves
 // must be valid (ValidateMoves). Implementations that hold the head
 // under a lock use it; DynamoDB states it as one condition.
-func MoveOn(h Head, moves []CursorMove) (Head, error) {
+func MoveCursorsOn(h Head, moves []CursorMove) (Head, error) {
 	for _, m := range moves {
 		if cur := h.Cursor(m.Kind); cur != m.From {
 			return h, fmt.Errorf("move cursors %v: the %s cursor is at %s: %w", moves, m.Kind, cur, ErrConflict)

@@ -602,7 +602,7 @@ func (s *Store) MoveStream(ctx context.Context, name, id, from, to string) error
 		if err != nil {
 			return err
 		}
-		st, changed, err := metastore.MoveOn(st, found, name, id, from, to)
+		st, changed, err := metastore.MoveStreamOn(st, found, name, id, from, to)
 		if err != nil || !changed {
 			return err
 		}
@@ -661,7 +661,7 @@ func (s *Store) MoveCursors(ctx context.Context, chain metastore.ChainID, moves 
 	}
 	op := fmt.Sprintf("move cursors %v of chain %s", moves, chain)
 	return s.updateHead(ctx, op, chain, func(_ *bbolt.Tx, h metastore.Head) (metastore.Head, error) {
-		return metastore.MoveOn(h, moves)
+		return metastore.MoveCursorsOn(h, moves)
 	})
 }
 

@@ -33,7 +33,7 @@ func (st *Store) MoveCursors(ctx context.Context, chain metastore.ChainID, moves
 	if err != nil || !failed {
 		return err
 	}
-	if _, err := metastore.MoveOn(h, moves); err != nil {
+	if _, err := metastore.MoveCursorsOn(h, moves); err != nil {
 		return fmt.Errorf("chain %s: %w", chain, err)
 	}
 	return fmt.Errorf("%s: condition failed: %w", what, metastore.ErrConflict)

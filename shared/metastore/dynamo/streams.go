@@ -474,7 +474,7 @@ func (st *Store) MoveStream(ctx context.Context, name, id, from, to string) erro
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("move stream %q: %w", name, err)
 	}
-	if _, _, err := metastore.MoveOn(metastore.Stream{ID: id, Star: from, State: metastore.StreamActive}, true, name, id, from, to); err != nil {
+	if _, _, err := metastore.MoveStreamOn(metastore.Stream{ID: id, Star: from, State: metastore.StreamActive}, true, name, id, from, to); err != nil {
 		return err // bad arguments
 	}
 	if metastore.ValidateStreamName(name) != nil {
@@ -487,7 +487,7 @@ func (st *Store) MoveStream(ctx context.Context, name, id, from, to string) erro
 	if err != nil || done {
 		return err
 	}
-	_, changed, err := metastore.MoveOn(cur, found, name, id, from, to)
+	_, changed, err := metastore.MoveStreamOn(cur, found, name, id, from, to)
 	if err == nil && changed {
 		// The condition failed on an item that satisfies it now: it
 		// changed in between; the caller retries.
