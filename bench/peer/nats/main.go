@@ -77,6 +77,7 @@ func run() error {
 	classes := flag.String("classes", "standard,express", "strand stream classes, each measured as a system of its own (comma-separated)")
 	latRate := flag.Float64("latency-rate", 0.5, "the latency phase's offered MB/s, one record per publish or append (latency.go)")
 	latFor := flag.Duration("latency", 10*time.Second, "how long the latency phase offers records (0: no latency phase)")
+	per := flag.Int("batch", 64, "strand's records per append in the write (JetStream publishes one at a time; 1: per-record calls)")
 	flag.Parse()
 	if *size < 8 {
 		return fmt.Errorf("-record %d: at least 8 bytes", *size)
@@ -94,7 +95,10 @@ func run() error {
 		return fmt.Errorf("-latency-rate %v: want a positive rate", *latRate)
 	}
 	ln := int(*latRate * 1e6 * latFor.Seconds() / float64(*size))
-	ph := phases{n: n, latN: ln, size: *size, latRate: *latRate}
+	if *per < 1 || *per > 1000 {
+		return fmt.Errorf("-batch %d: want 1 to 1000 records per append", *per)
+	}
+	ph := phases{n: n, latN: ln, size: *size, latRate: *latRate, per: *per}
 	var results []result
 	for r := 1; r <= *rounds; r++ {
 		order := []string{"nats"}
@@ -230,10 +234,11 @@ func check(i int, b []byte) error {
 
 // phases are what each system runs: the latency phase (latN records, at
 // latRate MB/s; none when latN is 0), then n records written as fast as
-// the server takes them and read back; size bytes a record.
+// the server takes them (strand: per records an append) and read back;
+// size bytes a record.
 type phases struct {
-	n, latN, size int
-	latRate       float64
+	n, latN, size, per int
+	latRate            float64
 }
 
 func runNATS(bin, dir string, ph phases) (result, error) {
@@ -368,7 +373,8 @@ func runStrand(bin, dir, class string, ph phases) (result, error) {
 		}
 		l.into(&res, ph.latRate)
 	}
-	const per, window = 64, 128
+	const window = 128
+	per := ph.per
 	c0, t0 := srv.cpu(), time.Now()
 	s, err := c.OpenAppendSession(ctx, "bench")
 	if err != nil {
