@@ -90,6 +90,14 @@ mutant settle-no-quiet-flush shared/settle/quiet.go "./shared/settle ./shared/tr
 mutant settle-merge-drops-marks shared/settle/mergeresume.go "./tests/sim -run ^TestSim\$ -seed=83" \
   's/\tif len\(marks\) > 0 \{\n\t\tfor _, m := range metastore.TrimMarks\(marks\) \{/\tif false \&\& len(marks) > 0 {\n\t\tfor _, m := range metastore.TrimMarks(marks) {/'
 
+# Issue 36 (ADR 0069): an append session's send loop that holds an ack's
+# flush while the next queued ack is still to come (the client waits for
+# an ack written but not sent), or never holds one (a write per ack). The
+# simulation runs the star, not the API server's send loop.
+mutant server-holds-ack-for-one-to-come shared/server/flush.go "./shared/server -run ^TestSendAcks" \
+  's/hold\(next != nil && next.ready\(\)\)/hold(next != nil)/' "the send loop is the API server's; the simulation drives the star"
+mutant server-flushes-every-ack shared/server/flush.go "./shared/server -run ^TestSendAcks|^TestAppendSessionCoalesces" \
+  's/hold\(next != nil && next.ready\(\)\)/hold(false)/' "the send loop is the API server's; the simulation drives the star"
 want=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
