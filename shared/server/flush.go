@@ -101,6 +101,10 @@ func (q pending) ready() bool {
 // looks at the next queued message: when that one is ready too, the send's
 // flush is held (hold(true)) and the next send carries both; otherwise the
 // flush goes out at once (hold(false)). hold is false when it returns.
+// The message looked at leaves the queue early, while a ready ack is
+// written: for that moment a session holds one batch more than the
+// queue's bound (Config.MaxPendingAppends), never a batch unacknowledged
+// longer.
 func sendAcks(ctx context.Context, queue <-chan pending, send func(star.Ack) error, hold func(bool)) error {
 	defer hold(false)
 	var next *pending
