@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 const (
 	kafkaRecords = 6000
 	kafkaParts   = 4
-	kafkaKillAt  = 2000 // acknowledged records before the SIGKILL (a multiple of kafkaBatch)
+	kafkaKillAt  = 2000 // acknowledged records before the SIGKILL (half of it a multiple of kafkaBatch)
 	kafkaBatch   = 200
 )
 
@@ -55,21 +56,25 @@ func TestKafkaThroughKill9(t *testing.T) {
 	}
 
 	// The producer: records "k9-<n>" to partition n%4, in batches, each
-	// batch waited for; kgo retries through the outage. It pauses once
-	// kafkaKillAt records are acknowledged until the kill is under way
-	// (resume), so the kill lands while it produces however fast strand
-	// dev acknowledges (on speed alone, with Standard's idle cut it
-	// finished all 6,000 before the group had read 2,000).
+	// batch waited for; kgo retries through the outage. It pauses twice,
+	// so that the test's steps land where they should however fast
+	// strand dev acknowledges: at kafkaKillAt/2 acknowledged records
+	// until the group has committed (its commit is then half way), and
+	// at kafkaKillAt until the kill is under way (the kill then lands
+	// while it produces). On speed alone, with Standard's idle cut, it
+	// finished all 6,000 before the group had read 2,000, and the group
+	// could read all it was going to before its "half way" commit.
 	var mu sync.Mutex
 	acked := 0
 	prodErr := make(chan error, 1)
-	resume := make(chan struct{})
+	committedHalf, resume := make(chan struct{}), make(chan struct{})
 	go func() {
 		p := newClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(kafkaBatch*2))
 		for n := 0; n < kafkaRecords; n += kafkaBatch {
-			if n == kafkaKillAt {
+			gate := map[int]chan struct{}{kafkaKillAt / 2: committedHalf, kafkaKillAt: resume}[n]
+			if gate != nil {
 				select {
-				case <-resume:
+				case <-gate:
 				case <-ctx.Done():
 					prodErr <- fmt.Errorf("paused at %d: %w", n, ctx.Err())
 					return
@@ -129,6 +134,7 @@ func TestKafkaThroughKill9(t *testing.T) {
 	if err := c.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
+	close(committedHalf)
 	poll(func() bool { mu.Lock(); defer mu.Unlock(); return acked >= kafkaKillAt && len(consumed) >= kafkaKillAt })
 
 	// The producer goes on as strand dev dies: its next batch meets the
@@ -138,6 +144,7 @@ func TestKafkaThroughKill9(t *testing.T) {
 	mu.Lock()
 	rewinds = nil
 	atKill, readAtKill := acked, len(consumed)
+	lastAtKill := maps.Clone(last)
 	mu.Unlock()
 	if atKill >= kafkaRecords {
 		t.Fatalf("the producer had finished (%d acknowledged) before the kill", atKill)
@@ -146,6 +153,13 @@ func TestKafkaThroughKill9(t *testing.T) {
 	committed, err := adm.FetchOffsets(ctx, "k9-group")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The commit is half way: behind what the group had read at the kill,
+	// so resuming at it reads something again.
+	for p, off := range lastAtKill {
+		if o, ok := committed.Lookup("k9", p); !ok || o.At > off {
+			t.Fatalf("the group's commit on k9/%d is %+v (found %v), not behind offset %d it had read at the kill", p, o, ok, off)
+		}
 	}
 	poll(func() bool { mu.Lock(); defer mu.Unlock(); return len(consumed) == kafkaRecords })
 	// The member may read the rest before it learns that its group died
