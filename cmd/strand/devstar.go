@@ -14,15 +14,12 @@ import (
 // flights) spend latency to save S3 request prices; a local disk charges
 // none, and its put is an fsync or two.
 const (
-	// devFlushDeadline: both classes cut within 10 ms. Express also cuts
-	// at once when no flight is in the air (its idle cut, on by
-	// default), so at a low rate its ack is a put's latency; under load
-	// the deadline gathers more batches per fsync (with 2 ms, Express
-	// wrote half as fast through one append session: ADR 0047).
-	// Standard keeps the idle cut off (--s3-idle-cut opts in): the kill
-	// test's failures blamed on it are explained and fixed (ADR 0062),
-	// but with it on TestKafkaThroughKill9's producer finishes before
-	// its kill.
+	// devFlushDeadline: both classes cut within 10 ms, and at once when
+	// no flight of theirs is in the air (the idle cut), so at a low rate
+	// an ack is a put's latency; under load the deadline gathers more
+	// batches per fsync (with 2 ms, Express wrote half as fast through
+	// one append session: ADR 0047). Standard's idle cut is on since
+	// ADR 0069 (TestKafkaThroughKill9 paces its kill by its producer).
 	devFlushDeadline = 10 * time.Millisecond
 	// devFlightKiB: Express flights as large as Standard's. Every Express
 	// put on dev is three copies on one disk, so the deployed 1 MiB
@@ -35,12 +32,13 @@ const (
 )
 
 // devStarConfig is star.Defaults tuned for a local disk: both classes cut
-// within devFlushDeadline (Express at once when idle), and Express flights
-// and pool are as large as Standard's.
+// within devFlushDeadline and at once when idle, and Express flights and
+// pool are as large as Standard's.
 func devStarConfig() star.Config {
 	cfg := star.Defaults()
 	for _, c := range []*star.ClassConfig{&cfg.Standard, &cfg.Express} {
 		c.FlushDeadline = devFlushDeadline
+		c.IdleCut = true
 		c.FlightKiB = devFlightKiB
 		c.MemoryBufferMiB = devBufferMiB
 	}

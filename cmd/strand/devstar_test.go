@@ -9,9 +9,8 @@ import (
 	"github.com/strandlog/strand/shared/star"
 )
 
-// TestDevFlushSuitsALocalDisk: strand dev cuts Express at once when
-// nothing is in the air and both classes otherwise within 10 ms (Standard
-// without the idle cut), with Express flights and pool as large as
+// TestDevFlushSuitsALocalDisk: strand dev cuts both classes at once when
+// nothing is in the air and otherwise within 10 ms, with Express flights and pool as large as
 // Standard's, while the deployed star's defaults stay S3-suited; the
 // flags override dev's values.
 func TestDevFlushSuitsALocalDisk(t *testing.T) {
@@ -19,8 +18,8 @@ func TestDevFlushSuitsALocalDisk(t *testing.T) {
 	if x := dev.Express; !x.IdleCut || x.FlushDeadline != 10*time.Millisecond {
 		t.Errorf("dev Express: idle cut %v, flush deadline %v; want idle cut and 10 ms", x.IdleCut, x.FlushDeadline)
 	}
-	if s := dev.Standard; s.FlushDeadline != 10*time.Millisecond || s.IdleCut {
-		t.Errorf("dev Standard: idle cut %v, flush deadline %v; want 10 ms without (ADR 0062)", s.IdleCut, s.FlushDeadline)
+	if s := dev.Standard; s.FlushDeadline != 10*time.Millisecond || !s.IdleCut {
+		t.Errorf("dev Standard: idle cut %v, flush deadline %v; want idle cut and 10 ms (ADR 0069)", s.IdleCut, s.FlushDeadline)
 	}
 	if dev.Express.FlightKiB != dev.Standard.FlightKiB || dev.Express.MemoryBufferMiB != dev.Standard.MemoryBufferMiB {
 		t.Errorf("dev Express flights %d KiB in a %d MiB pool, Standard %d KiB in %d MiB; want equal",
@@ -37,10 +36,10 @@ func TestDevFlushSuitsALocalDisk(t *testing.T) {
 	fl := pflag.NewFlagSet("dev", pflag.ContinueOnError)
 	cfg := devStarConfig()
 	bindDevFlushFlags(fl, &cfg)
-	if err := fl.Parse([]string{"--s3-flush-deadline=7ms", "--s3-express-idle-cut=false", "--s3-express-flight-kib=512"}); err != nil {
+	if err := fl.Parse([]string{"--s3-flush-deadline=7ms", "--s3-express-idle-cut=false", "--s3-idle-cut=false", "--s3-express-flight-kib=512"}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Standard.FlushDeadline != 7*time.Millisecond || cfg.Express.IdleCut || cfg.Express.FlightKiB != 512 || cfg.Express.FlushDeadline != devFlushDeadline {
+	if cfg.Standard.FlushDeadline != 7*time.Millisecond || cfg.Express.IdleCut || cfg.Standard.IdleCut || cfg.Express.FlightKiB != 512 || cfg.Express.FlushDeadline != devFlushDeadline {
 		t.Fatalf("flags not applied: %+v / %+v", cfg.Standard, cfg.Express)
 	}
 }

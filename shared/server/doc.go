@@ -138,7 +138,10 @@
 // Config.MaxPendingAppends batches await their acks; past that the server
 // stops reading the request stream (backpressure reaches the producer
 // through HTTP/2 flow control). A failed batch ends the session with its
-// error after the acks of the batches before it. ReadSession is
+// error after the acks of the batches before it. Acks that are ready
+// together share one HTTP/2 write: the send loop holds connect's flush
+// while the next queued ack is already there, never for one still to come
+// nor for a timer (flush.go). ReadSession is
 // read.Reader.Session: history, then the live tail with heartbeats. A
 // tailing session's open is answered at once with a heartbeat carrying the
 // tail (answerOpen), so an open at an idle tail does not wait for the first

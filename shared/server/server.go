@@ -170,7 +170,9 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, p := range procedures() {
 		switch p {
-		case strandv1connect.StrandServiceAppendProcedure, strandv1connect.StrandServiceAppendSessionProcedure:
+		case strandv1connect.StrandServiceAppendSessionProcedure:
+			mux.Handle(p, coalesceAcks(big))
+		case strandv1connect.StrandServiceAppendProcedure:
 			mux.Handle(p, big)
 		case strandv1connect.StrandServiceReadProcedure, strandv1connect.StrandServiceReadSessionProcedure:
 			mux.Handle(p, reads)
@@ -749,10 +751,6 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 	defer func() { err = cmp.Or(sessionEnded(ctx), err) }() // its token was revoked or expired
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type pending struct {
-		p   *star.Pending
-		err error
-	}
 	ch := make(chan pending, s.cfg.MaxPendingAppends)
 	go func() {
 		defer close(ch)
@@ -803,34 +801,8 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			}
 		}
 	}()
-	for {
-		var pd pending
-		var ok bool
-		select {
-		case pd, ok = <-ch:
-		case <-ctx.Done():
-			// Ended (EndSessions, or the client left): batches already
-			// queued still get their acks, if they have them.
-			select {
-			case pd, ok = <-ch:
-			default:
-				return ctx.Err()
-			}
-		}
-		if !ok {
-			return nil
-		}
-		if pd.err != nil {
-			return toConnect(pd.err)
-		}
-		ack, err := ackOrWait(ctx, pd.p)
-		if err != nil {
-			return toConnect(err)
-		}
-		if err := bs.Send(ackMsg(ack)); err != nil {
-			return err
-		}
-	}
+	fl := sessionFlusher(ctx)
+	return sendAcks(ctx, ch, func(a star.Ack) error { return bs.Send(ackMsg(a)) }, fl.setHold)
 }
 
 // Read implements the API.

@@ -106,11 +106,16 @@ func (i shutdownInterceptor) WrapStreamingHandler(next connect.StreamingHandlerF
 
 // ackOrWait is p's result if it has one, even when ctx has ended (a session
 // ended after the star quiesced still sends the acks it has), else p.Wait.
-func ackOrWait(ctx context.Context, p *star.Pending) (star.Ack, error) {
+func ackOrWait(ctx context.Context, p ackSource) (star.Ack, error) {
 	select {
 	case <-p.Done():
 		return p.Result()
 	default:
-		return p.Wait(ctx)
+	}
+	select {
+	case <-p.Done():
+		return p.Result()
+	case <-ctx.Done():
+		return star.Ack{}, ctx.Err()
 	}
 }

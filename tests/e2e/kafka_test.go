@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 const (
 	kafkaRecords = 6000
 	kafkaParts   = 4
-	kafkaKillAt  = 2000 // acknowledged records before the SIGKILL
+	kafkaKillAt  = 2000 // acknowledged records before the SIGKILL (half of it a multiple of kafkaBatch)
 	kafkaBatch   = 200
 )
 
@@ -43,13 +44,30 @@ func TestKafkaThroughKill9(t *testing.T) {
 	newClient, adm := kafkaClients(t, ctx, kaddr, 2*time.Minute, "k9", kafkaParts)
 
 	// The producer: records "k9-<n>" to partition n%4, in batches, each
-	// batch waited for; kgo retries through the outage.
+	// batch waited for; kgo retries through the outage. It pauses twice,
+	// so that the test's steps land where they should however fast
+	// strand dev acknowledges: at kafkaKillAt/2 acknowledged records
+	// until the group has committed (its commit is then half way), and
+	// at kafkaKillAt until the kill is under way (the kill then lands
+	// while it produces). On speed alone, with Standard's idle cut, it
+	// finished all 6,000 before the group had read 2,000, and the group
+	// could read all it was going to before its "half way" commit.
 	var mu sync.Mutex
 	acked := 0
 	prodErr := make(chan error, 1)
+	committedHalf, resume := make(chan struct{}), make(chan struct{})
 	go func() {
 		p := newClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(kafkaBatch*2))
 		for n := 0; n < kafkaRecords; n += kafkaBatch {
+			gate := map[int]chan struct{}{kafkaKillAt / 2: committedHalf, kafkaKillAt: resume}[n]
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					prodErr <- fmt.Errorf("paused at %d: %w", n, ctx.Err())
+					return
+				}
+			}
 			var recs []*kgo.Record
 			for i := n; i < n+kafkaBatch; i++ {
 				recs = append(recs, &kgo.Record{Topic: "k9", Partition: int32(i % kafkaParts), Value: fmt.Appendf(nil, "k9-%d", i)})
@@ -100,12 +118,17 @@ func TestKafkaThroughKill9(t *testing.T) {
 	if err := c.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
+	close(committedHalf)
 	poll(func() bool { mu.Lock(); defer mu.Unlock(); return acked >= kafkaKillAt && len(consumed) >= kafkaKillAt })
 
+	// The producer goes on as strand dev dies: its next batch meets the
+	// kill in flight or the outage after it.
+	close(resume)
 	d.kill()
 	mu.Lock()
 	rewinds = nil
 	atKill, readAtKill := acked, len(consumed)
+	lastAtKill := maps.Clone(last)
 	mu.Unlock()
 	if atKill >= kafkaRecords {
 		t.Fatalf("the producer had finished (%d acknowledged) before the kill", atKill)
@@ -115,7 +138,21 @@ func TestKafkaThroughKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The commit is half way: behind what the group had read at the kill,
+	// so resuming at it reads something again.
+	for p, off := range lastAtKill {
+		if o, ok := committed.Lookup("k9", p); !ok || o.At > off {
+			t.Fatalf("the group's commit on k9/%d is %+v (found %v), not behind offset %d it had read at the kill", p, o, ok, off)
+		}
+	}
 	poll(func() bool { mu.Lock(); defer mu.Unlock(); return len(consumed) == kafkaRecords })
+	// The member may read the rest before it learns that its group died
+	// with strand dev (a fast strand dev acknowledges the 4,000 records
+	// after the restart in well under a second): it reads on until it
+	// has rejoined and read again from the group's commits, for at most
+	// a few session timeouts.
+	rejoinBy := time.Now().Add(20 * time.Second)
+	poll(func() bool { mu.Lock(); defer mu.Unlock(); return len(rewinds) > 0 || time.Now().After(rejoinBy) })
 	if err := <-prodErr; err != nil {
 		t.Fatalf("the producer: %v", err)
 	}

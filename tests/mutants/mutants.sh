@@ -115,6 +115,14 @@ mutant concurrent-moves shared/server/move.go "./shared/server" \
   's/if s.moving\[id\] \{/if false \&\& s.moving[id] {/' \
   "the simulation's mover runs one move at a time"
 
+# Issue 36 (ADR 0069): an append session's send loop that holds an ack's
+# flush while the next queued ack is still to come (the client waits for
+# an ack written but not sent), or never holds one (a write per ack). The
+# simulation runs the star, not the API server's send loop.
+mutant server-holds-ack-for-one-to-come shared/server/flush.go "./shared/server -run ^TestSendAcks" \
+  's/hold\(next != nil && next.ready\(\)\)/hold(next != nil)/' "the send loop is the API server's; the simulation drives the star"
+mutant server-flushes-every-ack shared/server/flush.go "./shared/server -run ^TestSendAcks|^TestAppendSessionCoalesces" \
+  's/hold\(next != nil && next.ready\(\)\)/hold(false)/' "the send loop is the API server's; the simulation drives the star"
 want=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

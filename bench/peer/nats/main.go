@@ -14,6 +14,11 @@
 // session with up to 128 batches of 64 records unacknowledged, read by one
 // read session from seq 0 to the tail. Both servers are left to go idle
 // after the write (strand settles what it wrote) before the read is timed.
+//
+// Before the write, each system runs a latency phase (latency.go, on a
+// stream of its own): one record per publish or append at -latency-rate
+// MB/s for -latency, a consumer tailing the stream; ack and end-to-end
+// latency count from each record's due time on the schedule.
 package main
 
 import (
@@ -46,6 +51,12 @@ type result struct {
 	SettleCPU    float64 `json:"after_write_server_cpu_s"`
 	ReadMBps     float64 `json:"read_mb_per_s"`
 	ReadCPUPerG  float64 `json:"read_server_cpu_s_per_gb"`
+	// The latency phase (latency.go), in ms from each record's due time.
+	LatencyRateMBps float64 `json:"latency_rate_mb_per_s"`
+	AckP50          float64 `json:"ack_p50_ms"`
+	AckP99          float64 `json:"ack_p99_ms"`
+	E2EP50          float64 `json:"end_to_end_p50_ms"`
+	E2EP99          float64 `json:"end_to_end_p99_ms"`
 }
 
 func main() {
@@ -64,6 +75,9 @@ func run() error {
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one)")
 	jsonOut := flag.String("json-out", "", "also write the results as JSON here")
 	classes := flag.String("classes", "standard,express", "strand stream classes, each measured as a system of its own (comma-separated)")
+	latRate := flag.Float64("latency-rate", 0.5, "the latency phase's offered MB/s, one record per publish or append (latency.go)")
+	latFor := flag.Duration("latency", 10*time.Second, "how long the latency phase offers records (0: no latency phase)")
+	per := flag.Int("batch", 64, "strand's records per append in the write (JetStream publishes one at a time; 1: per-record calls)")
 	flag.Parse()
 	if *size < 8 {
 		return fmt.Errorf("-record %d: at least 8 bytes", *size)
@@ -77,6 +91,14 @@ func run() error {
 		*dir = d
 	}
 	n := int(int64(*mb) << 20 / int64(*size))
+	if *latRate <= 0 && *latFor > 0 {
+		return fmt.Errorf("-latency-rate %v: want a positive rate", *latRate)
+	}
+	ln := int(*latRate * 1e6 * latFor.Seconds() / float64(*size))
+	if *per < 1 || *per > 1000 {
+		return fmt.Errorf("-batch %d: want 1 to 1000 records per append", *per)
+	}
+	ph := phases{n: n, latN: ln, size: *size, latRate: *latRate, per: *per}
 	var results []result
 	for r := 1; r <= *rounds; r++ {
 		order := []string{"nats"}
@@ -96,15 +118,19 @@ func run() error {
 			var res result
 			var err error
 			if sys == "nats" {
-				res, err = runNATS(*natsBin, d, n, *size)
+				res, err = runNATS(*natsBin, d, ph)
 			} else {
-				res, err = runStrand(*strandBin, d, strings.TrimPrefix(sys, "strand-"), n, *size)
+				res, err = runStrand(*strandBin, d, strings.TrimPrefix(sys, "strand-"), ph)
 			}
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", sys, r, err)
 			}
 			res.Round, res.MB = r, float64(int64(n)*int64(*size))/1e6
 			results = append(results, res)
+			if ln > 0 {
+				fmt.Printf("%-15s round %d: at %.1f MB/s, ack p50 %.2f p99 %.2f ms, end to end p50 %.2f p99 %.2f ms (from the schedule)\n",
+					sys, r, res.LatencyRateMBps, res.AckP50, res.AckP99, res.E2EP50, res.E2EP99)
+			}
 			fmt.Printf("%-15s round %d: write %.1f MB/s (%.2f server CPU-s/GB, %.2f CPU-s after), read %.1f MB/s (%.2f server CPU-s/GB)\n",
 				sys, r, res.WriteMBps, res.WriteCPUPerG, res.SettleCPU, res.ReadMBps, res.ReadCPUPerG)
 			_ = os.RemoveAll(d)
@@ -206,7 +232,17 @@ func check(i int, b []byte) error {
 	return nil
 }
 
-func runNATS(bin, dir string, n, size int) (result, error) {
+// phases are what each system runs: the latency phase (latN records, at
+// latRate MB/s; none when latN is 0), then n records written as fast as
+// the server takes them (strand: per records an append) and read back;
+// size bytes a record.
+type phases struct {
+	n, latN, size, per int
+	latRate            float64
+}
+
+func runNATS(bin, dir string, ph phases) (result, error) {
+	n, size := ph.n, ph.size
 	res := result{System: "nats"}
 	port, err := freePort()
 	if err != nil {
@@ -239,6 +275,13 @@ func runNATS(bin, dir string, n, size int) (result, error) {
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { pubErrs++ }))
 	if err != nil {
 		return res, err
+	}
+	if ph.latN > 0 {
+		l, err := natsLatency(ctx, js, ph.latN, size, ph.latRate)
+		if err != nil {
+			return res, fmt.Errorf("latency phase: %w", err)
+		}
+		l.into(&res, ph.latRate)
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench"}, Storage: jetstream.FileStorage}); err != nil {
 		return res, err
@@ -286,7 +329,8 @@ func runNATS(bin, dir string, n, size int) (result, error) {
 	return res, nil
 }
 
-func runStrand(bin, dir, class string, n, size int) (result, error) {
+func runStrand(bin, dir, class string, ph phases) (result, error) {
+	n, size := ph.n, ph.size
 	res := result{System: "strand dev " + class}
 	port, err := freePort()
 	if err != nil {
@@ -322,7 +366,15 @@ func runStrand(bin, dir, class string, n, size int) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	const per, window = 64, 128
+	if ph.latN > 0 {
+		l, err := strandLatency(ctx, c, class, ph.latN, size, ph.latRate)
+		if err != nil {
+			return res, fmt.Errorf("latency phase: %w", err)
+		}
+		l.into(&res, ph.latRate)
+	}
+	const window = 128
+	per := ph.per
 	c0, t0 := srv.cpu(), time.Now()
 	s, err := c.OpenAppendSession(ctx, "bench")
 	if err != nil {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Reads back 1 GiB (MB=1024) from NATS JetStream 2.15.2 (file store, sync
-# on every write) and from strand dev, side by side, interleaved; see
+# Measures ack and end-to-end latency at 0.5 MB/s from the schedule, then
+# writes 1 GiB (MB=1024) and reads it back, on NATS JetStream 2.15.2 (file store, sync
+# on every write) and on strand dev, side by side, interleaved; see
 # main.go for how the setups differ. Usage: bench/peer/nats/run.sh
 # [natspeer flags], e.g. -mb 256 -rounds 2 -json-out peer.json
 set -euo pipefail

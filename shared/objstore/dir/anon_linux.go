@@ -19,11 +19,10 @@ type anonFile struct{ f *os.File }
 // reading too: a shared body is read back, share.go) on dir's filesystem
 // and fsyncs it.
 func stageAnon(dir string, body []byte) (staged, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	f, err := spares.take(dir)
 	if err != nil {
-		return nil, &os.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), dir)
 	_, err = f.Write(body)
 	if err == nil {
 		err = f.Sync()
@@ -65,4 +64,13 @@ func anonSupported(dir string) bool {
 	}
 	os.Remove(probe)
 	return true
+}
+
+// openAnon opens a new, empty anonymous file on dir's filesystem.
+func openAnon(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
 }

@@ -18,7 +18,10 @@
 //     O_TMPFILE in <bucket>/.tmp, a file in no directory) and fsync it.
 //     Where the kernel or filesystem has no O_TMPFILE, or /proc is not
 //     mounted (Open probes once), and outside Linux, the body goes to a
-//     new named temp file in <bucket>/.tmp instead;
+//     new named temp file in <bucket>/.tmp instead. The open waits on the
+//     filesystem's journal (a new inode on ext4's orphan list), so each
+//     staging directory keeps two empty anonymous files opened ahead and
+//     a put writes into one of them (spare_linux.go);
 //  2. create the key's parent directories (fsyncing the parent of each one
 //     created);
 //  3. link the staged file to the key's path: linkat(2) of
