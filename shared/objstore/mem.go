@@ -8,15 +8,24 @@ import (
 	"sync"
 )
 
-// Mem is an in-memory Bucket. It honours the contract exactly: one mutex
-// makes PutIfAbsent atomic, and bodies are copied on the way in and out so
-// no caller can alias stored bytes. It is the reference implementation the
-// others are compared with, and the fastest store for tests.
+// Mem is an in-memory Bucket. It honours the contract exactly:
+// PutIfAbsent is one atomic LoadOrStore, and bodies are copied on the way
+// in and out so no caller can alias stored bytes. It is the reference
+// implementation the others are compared with, and the fastest store for
+// tests.
+//
+// The objects are a sync.Map (a concurrent hash-trie since Go 1.24), not
+// a map behind one mutex: S3 serves a key's reads and writes without
+// queueing them behind every other key's, and one mutex did. In `strand
+// bench` the star's chain PUTs waited in that mutex's queue behind
+// hundreds of settle and absorb GETs (a lock convoy: once a waiter waits
+// over a millisecond the mutex hands itself over in FIFO order, one
+// goroutine wake-up per handover), which cut the default mode's ingest
+// to a fraction of refs mode's (issue 36; docs/performance/ingest.md,
+// "Settle in `strand bench`").
 type Mem struct {
 	name string
-
-	mu   sync.Mutex
-	objs map[string][]byte
+	objs sync.Map // key string -> []byte, never written once stored
 }
 
 var (
@@ -26,7 +35,7 @@ var (
 
 // NewMem returns an empty in-memory bucket called name.
 func NewMem(name string) *Mem {
-	return &Mem{name: name, objs: make(map[string][]byte)}
+	return &Mem{name: name}
 }
 
 // Name returns the bucket's name.
@@ -37,17 +46,14 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, err)
 	}
-	// The copies are made outside the mutex: a stored body is never
-	// written again (only replaced in the map or deleted), so the bucket's
-	// callers copy in parallel, not one after another.
+	if _, ok := m.objs.Load(key); ok {
+		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists) // no copy for a put that loses
+	}
 	obj := make([]byte, len(body))
 	copy(obj, body)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.objs[key]; ok {
+	if _, loaded := m.objs.LoadOrStore(key, obj); loaded {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists)
 	}
-	m.objs[key] = obj
 	return nil
 }
 
@@ -69,15 +75,22 @@ func (m *Mem) GetInto(ctx context.Context, key string, off int64, dst []byte) (i
 	return copy(dst, b), nil
 }
 
+// load returns the stored body of key.
+func (m *Mem) load(key string) ([]byte, bool) {
+	v, ok := m.objs.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.([]byte), true
+}
+
 // stored returns the stored bytes of key in [off, off+n) (n < 0: to the
 // end), aliasing the stored body (which is never written again).
 func (m *Mem) stored(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, err)
 	}
-	m.mu.Lock()
-	obj, ok := m.objs[key]
-	m.mu.Unlock()
+	obj, ok := m.load(key)
 	if !ok {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, ErrNotFound)
 	}
@@ -97,9 +110,7 @@ func (m *Mem) Head(ctx context.Context, key string) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("head %s/%s: %w", m.name, key, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	obj, ok := m.objs[key]
+	obj, ok := m.load(key)
 	if !ok {
 		return 0, fmt.Errorf("head %s/%s: %w", m.name, key, ErrNotFound)
 	}
@@ -111,9 +122,7 @@ func (m *Mem) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", m.name, key, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.objs, key)
+	m.objs.Delete(key)
 	return nil
 }
 
@@ -122,14 +131,13 @@ func (m *Mem) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list %s/%s: %w", m.name, prefix, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var keys []string
-	for k := range m.objs {
-		if strings.HasPrefix(k, prefix) {
+	m.objs.Range(func(k, _ any) bool {
+		if k := k.(string); strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
-	}
+		return true
+	})
 	slices.Sort(keys)
 	return keys, nil
 }
@@ -143,7 +151,7 @@ func (m *Mem) Keys() []string {
 
 // Len returns the number of objects. A test helper.
 func (m *Mem) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.objs)
+	n := 0
+	m.objs.Range(func(_, _ any) bool { n++; return true })
+	return n
 }
