@@ -91,6 +91,10 @@ func TestTinyInProcRun(t *testing.T) {
 	if h := r.Heap; h == nil || h.BaseMiB <= 0 || h.OpenMiB <= 0 || h.EndMiB <= 0 {
 		t.Fatalf("heap figures %+v", h)
 	}
+	// The process's CPU over the window, per GiB acked (issue 36).
+	if gib := r.MBps * r.Seconds * 1e6 / (1 << 30); r.CPUSeconds <= 0 || math.Abs(r.CPUSecondsPerGB*gib-r.CPUSeconds) > 1e-6*r.CPUSeconds {
+		t.Fatalf("CPU %.3f s, %.3f per GiB for %.4f GiB acked", r.CPUSeconds, r.CPUSecondsPerGB, gib)
+	}
 	b := r.Baseline
 	if b == nil || b.MBps <= 0 || b.MetaWritesPerSec <= 0 || b.PutsPerGBRatio <= 1 {
 		t.Fatalf("baseline %+v", b)
@@ -110,7 +114,7 @@ func TestTinyInProcRun(t *testing.T) {
 		t.Fatalf("json: %v %v", err, back)
 	}
 	var txt bytes.Buffer
-	if err := WriteText(&txt, rs); err != nil || !strings.Contains(txt.String(), "overhead") {
+	if err := WriteText(&txt, rs); err != nil || !strings.Contains(txt.String(), "overhead") || !strings.Contains(txt.String(), "CPU-s per GiB acked") {
 		t.Fatalf("text: %v\n%s", err, txt.String())
 	}
 	t.Log(txt.String())
