@@ -135,11 +135,14 @@ func newEnv(cfg Config, pt point) *env {
 	}
 	var names []string
 	for i := 0; i < k; i++ {
+		names = append(names, fmt.Sprintf("%s-%d", pt.class, i))
+	}
+	// One body for the K copies of a slot: the buckets' memory is the
+	// process's here, not S3's (objstore.NewMemSet).
+	for i, b := range objstore.NewMemSet(names...) {
 		inj := objstore.NewInjector(cfg.Seed*100 + int64(i))
 		_ = inj.SetLatency(lat.P50, lat.P99, objstore.OpPut) // validated in Config.Validate
-		name := fmt.Sprintf("%s-%d", pt.class, i)
-		names = append(names, name)
-		e.set = append(e.set, withGetModel(&recording{Bucket: objstore.WithFaults(objstore.NewMem(name), inj), log: e.log}, gm, first, e.gets))
+		e.set = append(e.set, withGetModel(&recording{Bucket: objstore.WithFaults(b, inj), log: e.log}, gm, first, e.gets))
 	}
 	if pt.class == metastore.Express {
 		e.w = cfg.ExpressW

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -26,6 +27,8 @@ import (
 type Mem struct {
 	name string
 	objs sync.Map // key string -> []byte, never written once stored
+	// bodies: the set's shared bodies (NewMemSet), nil for NewMem.
+	bodies *bodyPool
 }
 
 var (
@@ -36,6 +39,79 @@ var (
 // NewMem returns an empty in-memory bucket called name.
 func NewMem(name string) *Mem {
 	return &Mem{name: name}
+}
+
+// NewMemSet returns empty in-memory buckets called names that share the
+// bodies they hold: a body put at a key that another bucket of the set
+// holds with the same bytes is stored once (stored bodies are never
+// written, and every read copies out), so the K copies of a chain slot
+// that a star puts into its K buckets take one body's memory, not K
+// (issue 36: in `strand bench` the buckets' memory is the process's, and
+// new memory is costly on the machines it runs on; S3 keeps the copies
+// out of the star's process). Each bucket honours the contract on its
+// own, as NewMem's.
+func NewMemSet(names ...string) []*Mem {
+	p := &bodyPool{m: map[string]*pooled{}}
+	out := make([]*Mem, len(names))
+	for i, n := range names {
+		out[i] = &Mem{name: n, bodies: p}
+	}
+	return out
+}
+
+// bodyPool is a NewMemSet's shared bodies: per key, the body the set's
+// buckets hold and how many hold it. A bucket whose body at a key differs
+// from the pooled one (another put's bytes) keeps its own copy.
+type bodyPool struct {
+	mu sync.Mutex
+	m  map[string]*pooled
+}
+
+type pooled struct {
+	b []byte
+	n int // the buckets holding b at its key
+}
+
+// share returns the pooled body of key when it holds body's bytes (one
+// more holder), else a copy of body, pooled when the key has none.
+func (p *bodyPool) share(key string, body []byte) []byte {
+	p.mu.Lock()
+	e := p.m[key]
+	p.mu.Unlock()
+	if e != nil && bytes.Equal(e.b, body) { // compared outside the lock: e.b is never written
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.m[key] == e {
+			e.n++
+			return e.b
+		}
+		// Released meanwhile: copy, below.
+	}
+	obj := make([]byte, len(body))
+	copy(obj, body)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[key] == nil {
+		p.m[key] = &pooled{b: obj, n: 1}
+	}
+	return obj
+}
+
+// release drops one holder of b at key (a bucket deleted it, or lost the
+// put it was shared for).
+func (p *bodyPool) release(key string, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.m[key]; e != nil && sameBody(e.b, b) {
+		if e.n--; e.n == 0 {
+			delete(p.m, key)
+		}
+	}
+}
+
+// sameBody: a and b are the same stored slice.
+func sameBody(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Name returns the bucket's name.
@@ -49,9 +125,17 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if _, ok := m.objs.Load(key); ok {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists) // no copy for a put that loses
 	}
-	obj := make([]byte, len(body))
-	copy(obj, body)
+	var obj []byte
+	if m.bodies != nil {
+		obj = m.bodies.share(key, body)
+	} else {
+		obj = make([]byte, len(body))
+		copy(obj, body)
+	}
 	if _, loaded := m.objs.LoadOrStore(key, obj); loaded {
+		if m.bodies != nil {
+			m.bodies.release(key, obj)
+		}
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists)
 	}
 	return nil
@@ -122,7 +206,9 @@ func (m *Mem) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", m.name, key, err)
 	}
-	m.objs.Delete(key)
+	if v, ok := m.objs.LoadAndDelete(key); ok && m.bodies != nil {
+		m.bodies.release(key, v.([]byte))
+	}
 	return nil
 }
 
