@@ -31,7 +31,7 @@ const sinkBelow = settle.DefaultMergeBelowBytes + 4<<10
 // List and PutIfAbsent's conditions stay exact; Get fails with
 // errNotKept). The star's process never holds settled data (S3 does), and
 // in the bench it did: 10 s at 450 MB/s is 4.5 GB of settled objects in
-// the bench's heap, and fresh memory costs 0.3-4 s a GiB to touch on the
+// the bench's heap, and fresh memory costs 1-4 s a GiB to touch on the
 // virtual machines these figures come from (the default mode's slowdown,
 // issue 36: docs/performance/ingest.md). The read workloads keep every
 // byte (their readers read them).
