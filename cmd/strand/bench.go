@@ -126,7 +126,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.IntSliceVar(&cfg.Producers, "producers", cfg.Producers, "producer goroutines (list)")
 	f.BoolVar(&cfg.Idempotent, "idempotent", false, "in-process producers append exactly once (a producer id and batch seq per batch)")
 	f.BoolVar(&cfg.PassIndex, "pass-index", true, "run the bench's star on the pass index (design 014; node.Config.NoPassIndex opts out): one index object per absorb pass, priced as S3 Standard PUTs, instead of one metastore ref per stream; in-process or --api (on by default there, off with --endpoint; --pass-index=false measures refs mode); the read workloads settle their backlog into runs and packs (no ref below --flush-bytes and --flush-age) and read it through the index window")
-	f.DurationVar(&cfg.SettleEvery, "settle-every", 0, "with --pass-index in-process: run settle (runs, packs, flush) and trim on this period inside the measured window, counted (0: 5s; negative, e.g. -1s: keep settlement out of the window)")
+	f.DurationVar(&cfg.SettleEvery, "settle-every", 0, "with --pass-index in-process: run settle (runs, packs, flush) and trim on this period inside the measured window, counted (0: 1s; negative, e.g. -1s: keep settlement out of the window)")
 	f.Int64Var(&cfg.FlushBytes, "flush-bytes", 0, "with --pass-index: settle's FlushBytes (0: 4 MiB)")
 	f.DurationVar(&cfg.FlushAge, "flush-age", 0, "with --pass-index: settle's FlushAge, by record time (0: settle.DefaultFlushAge, 1h)")
 	f.IntVar(&cfg.Fanout, "fanout", 0, "with --pass-index: settle's Fanout, level-1 runs merged into one (0: 60)")

@@ -9,8 +9,9 @@
 // class x rate x flush deadline (Config lists each dimension; Run runs the
 // product; a class's flush deadlines apply to its runs only). Modes:
 //
-//   - inproc: a star (shared/star) over memory buckets (objstore.NewMem)
-//     behind the fault wrapper, one Injector per bucket with the class's
+//   - inproc: a star (shared/star) over memory buckets (objstore.NewMemSet:
+//     the K buckets hold one body per slot, as S3 keeps the copies out of
+//     the star's process) behind the fault wrapper, one Injector per bucket with the class's
 //     PUT latency model, behind a recording wrapper (see below); the
 //     metastore is metastore.Mem behind metacount; release events wake the
 //     absorb in-process (wake.Local), so refs and checkpoints are real
@@ -32,10 +33,20 @@
 // schedule is the send. Latencies are recorded in HdrHistograms (1 ns to
 // 1 h, 3 significant digits), not sorted raw samples.
 //
-// Settlement (settle, trim) is kept out of the measured window: in place of
-// trim, a bench janitor deletes chain slots below the absorb's checkpoint
-// (reading the head from the unwrapped metastore, so it is not billed) so
-// that the memory buckets hold only the backlog.
+// Settlement: in refs mode (and with a negative Config.SettleEvery) it is
+// kept out of the measured window: in place of trim, a bench janitor
+// deletes chain slots below the absorb's checkpoint (reading the head from
+// the unwrapped metastore, so it is not billed) so that the memory buckets
+// hold only the backlog. On the pass index in-process, settle and trim
+// run in the window every SettleEvery (DefaultSettleEvery, 1 s), counted;
+// the write workload's settled bucket keeps a large per-stream settled
+// object as its size only (settledSink: settle never reads one back, S3
+// holds them, not the star's process; a read fails with errNotKept).
+//
+// Every in-process and api write run reports the whole process's CPU time
+// over the window, per GiB acked, and the machine's load average
+// (Result.CPUSeconds, CPUSecondsPerGB, LoadAvg): on a shared machine a
+// run's throughput follows its CPU per GiB (ADR 0068).
 //
 // # The floor and the overhead
 //

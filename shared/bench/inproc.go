@@ -115,7 +115,11 @@ func newEnv(cfg Config, pt point) *env {
 	}
 	e.gets, e.settledGets = &getCount{}, &getCount{}
 	first := newLognormal(cfg.Seed, 11, gm.FirstByte)
-	e.settled = withGetModel(objstore.NewMem("settled"), cfg.StandardGet, newLognormal(cfg.Seed, 12, cfg.StandardGet.FirstByte), e.settledGets)
+	var settled objstore.Bucket = objstore.NewMem("settled")
+	if cfg.Mode == ModeInProc && (pt.workload == "" || pt.workload == WorkWrite) {
+		settled = &settledSink{Bucket: settled}
+	}
+	e.settled = withGetModel(settled, cfg.StandardGet, newLognormal(cfg.Seed, 12, cfg.StandardGet.FirstByte), e.settledGets)
 	e.indexPuts, e.settlePuts = &atomic.Int64{}, &atomic.Int64{}
 	if cfg.PassIndex {
 		cp := &countingPuts{Bucket: e.settled, n: e.indexPuts}
@@ -131,11 +135,14 @@ func newEnv(cfg Config, pt point) *env {
 	}
 	var names []string
 	for i := 0; i < k; i++ {
+		names = append(names, fmt.Sprintf("%s-%d", pt.class, i))
+	}
+	// One body for the K copies of a slot: the buckets' memory is the
+	// process's here, not S3's (objstore.NewMemSet).
+	for i, b := range objstore.NewMemSet(names...) {
 		inj := objstore.NewInjector(cfg.Seed*100 + int64(i))
 		_ = inj.SetLatency(lat.P50, lat.P99, objstore.OpPut) // validated in Config.Validate
-		name := fmt.Sprintf("%s-%d", pt.class, i)
-		names = append(names, name)
-		e.set = append(e.set, withGetModel(&recording{Bucket: objstore.WithFaults(objstore.NewMem(name), inj), log: e.log}, gm, first, e.gets))
+		e.set = append(e.set, withGetModel(&recording{Bucket: objstore.WithFaults(b, inj), log: e.log}, gm, first, e.gets))
 	}
 	if pt.class == metastore.Express {
 		e.w = cfg.ExpressW
@@ -401,14 +408,17 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 			e.settleRes.merges.Load(), e.settleRes.mergedStreams.Load(), e.settleRes.slots.Load(), e.settleRes.bytes.Load()}
 	}
 	var behindSlots, behindBytes int64
+	var cpu0, cpu1 time.Duration
 	if e != nil {
 		d.store = e.log.held.Load
 		d.onWindow = func() {
+			cpu0 = cpuTime()
 			c0 = e.meta.Snapshot()
 			p0, b0, o0, i0 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
 			s0 = settleNow()
 		}
 		d.onEnd = func() {
+			cpu1 = cpuTime()
 			c1 = e.meta.Snapshot()
 			p1, b1, o1, i1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
 			s1 = settleNow()
@@ -468,6 +478,10 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 		r.Heap = &h
 	}
 	e.floors(d, &r)
+	r.CPUSeconds, r.LoadAvg = (cpu1 - cpu0).Seconds(), loadAvg()
+	if bodyBytes > 0 {
+		r.CPUSecondsPerGB = r.CPUSeconds / (float64(bodyBytes) / (1 << 30))
+	}
 	snap := d.snapEnd.Sub(d.snapStart).Seconds()
 	dc := c1.Sub(c0)
 	r.MetaOps = map[string]int64{}

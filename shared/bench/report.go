@@ -88,6 +88,9 @@ func WriteText(w io.Writer, rs []Result) error {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "  memory                     peak heap %.0f MiB, peak from OS %.0f MiB, buckets held peak %.0f MiB\n", r.PeakHeapMiB, r.PeakTotalMiB, r.PeakStoreMiB)
+		if r.CPUSeconds > 0 {
+			fmt.Fprintf(&b, "  CPU                        %.1f s in the window, %.2f CPU-s per GiB acked (the whole process); machine load average %.2f\n", r.CPUSeconds, r.CPUSecondsPerGB, r.LoadAvg)
+		}
 		if h := r.Heap; h != nil {
 			fmt.Fprintf(&b, "  heap in use after GC       %.0f MiB before the star, %.0f MiB with the streams open (%.0f bytes per stream), %.0f MiB at the end\n", h.BaseMiB, h.OpenMiB, h.PerStream, h.EndMiB)
 		}

@@ -66,6 +66,16 @@ type Result struct {
 	MetaWRUPerSec        float64 `json:"metastore_wru_per_s"`
 	MetaRRUPerSec        float64 `json:"metastore_rru_per_s"`
 
+	// CPUSeconds is the whole process's CPU time (user and system) over
+	// the window, in-process and --api: the star, the absorb, settle and
+	// trim in the window, and the producers; CPUSecondsPerGB per GiB of
+	// bodies acked in it. LoadAvg is the machine's one-minute load
+	// average at the window's end (Linux; 0 elsewhere): on a shared
+	// machine a run's throughput depends on it.
+	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	CPUSecondsPerGB float64 `json:"cpu_seconds_per_gb,omitempty"`
+	LoadAvg         float64 `json:"load_avg,omitempty"`
+
 	PeakHeapMiB  float64 `json:"peak_heap_mib"`
 	PeakTotalMiB float64 `json:"peak_total_mib"`
 	PeakStoreMiB float64 `json:"peak_store_mib,omitempty"` // held by the memory buckets (the backlog)

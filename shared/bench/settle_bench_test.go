@@ -14,9 +14,10 @@ import (
 // buckets, the pass index) writes a backlog, the absorb takes it, and then
 // settle.Step runs until the settled cursor reaches the checkpoint. It
 // reports MB of record bodies settled per second of stepping, per step and
-// the steps, for few large streams and many small ones, with the chain
-// GETs free (model=none: what the code costs) and behind the bench's S3
-// GET models (model=s3: as in `strand bench`). Settle's flush threshold is
+// the steps, and the process's CPU seconds per GB settled, for few large
+// streams and many small ones, with the chain GETs free (model=none: what
+// the code costs) and behind the bench's S3 GET models (model=s3: as in
+// `strand bench`). Settle's flush threshold is
 // lowered to 1 MiB so that the backlog's streams flush within the run, as
 // they do at a star's full speed. Not in the default run:
 //
@@ -41,12 +42,13 @@ func BenchmarkSettle(b *testing.B) {
 				}
 				pt := point{producers: 4, streams: tc.streams, recordBytes: tc.bytes, class: metastore.Express, workload: WorkCatchup}
 				var settled, steps int64
-				var took time.Duration
+				var took, cpu time.Duration
 				for range b.N {
 					b.StopTimer()
-					d, n := settleOnce(b, cfg, pt, tc.mb<<20)
+					d, c, n := settleOnce(b, cfg, pt, tc.mb<<20)
 					b.StartTimer()
 					took += d
+					cpu += c
 					steps += n
 					settled += tc.mb << 20
 				}
@@ -54,14 +56,18 @@ func BenchmarkSettle(b *testing.B) {
 				b.ReportMetric(float64(settled)/1e6/s, "MB/s")
 				b.ReportMetric(float64(steps)/float64(b.N), "steps")
 				b.ReportMetric(s/float64(steps), "s/step")
+				// The process's CPU while the steps ran (the star idle):
+				// what a settle Lambda's core spends per GB settled.
+				b.ReportMetric(cpu.Seconds()/(float64(settled)/1e9), "CPU-s/GB")
 			})
 		}
 	}
 }
 
 // settleOnce writes bytes of records, waits for the absorb, and times
-// settle's steps to the checkpoint: how long they took and how many.
-func settleOnce(b *testing.B, cfg Config, pt point, bytes int64) (time.Duration, int64) {
+// settle's steps to the checkpoint: how long they took, the process's CPU
+// time meanwhile, and how many.
+func settleOnce(b *testing.B, cfg Config, pt point, bytes int64) (time.Duration, time.Duration, int64) {
 	ctx := b.Context()
 	rr, err := startRead(ctx, cfg, pt)
 	if err != nil {
@@ -80,7 +86,7 @@ func settleOnce(b *testing.B, cfg Config, pt point, bytes int64) (time.Duration,
 	}
 	s := &settle.Settler{Meta: rr.e.raw, Sets: node.Sets(rr.e.starCfg), Settled: rr.e.settled, Log: quietLog(),
 		PassIndex: true, FlushBytes: cfg.FlushBytes}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	var steps int64
 	for {
 		res, err := s.Step(ctx, rr.e.chain)
@@ -95,5 +101,5 @@ func settleOnce(b *testing.B, cfg Config, pt point, bytes int64) (time.Duration,
 			b.Fatalf("settle made no progress at %v, checkpoint %v", res.To, h.Checkpoint)
 		}
 	}
-	return time.Since(start), steps
+	return time.Since(start), cpuTime() - cpu0, steps
 }

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -8,15 +9,26 @@ import (
 	"sync"
 )
 
-// Mem is an in-memory Bucket. It honours the contract exactly: one mutex
-// makes PutIfAbsent atomic, and bodies are copied on the way in and out so
-// no caller can alias stored bytes. It is the reference implementation the
-// others are compared with, and the fastest store for tests.
+// Mem is an in-memory Bucket. It honours the contract exactly:
+// PutIfAbsent is one atomic LoadOrStore, and bodies are copied on the way
+// in and out so no caller can alias stored bytes. It is the reference
+// implementation the others are compared with, and the fastest store for
+// tests.
+//
+// The objects are a sync.Map (a concurrent hash-trie since Go 1.24), not
+// a map behind one mutex: S3 serves a key's reads and writes without
+// queueing them behind every other key's, and one mutex did. In `strand
+// bench` the star's chain PUTs waited in that mutex's queue behind
+// hundreds of settle and absorb GETs (a lock convoy: once a waiter waits
+// over a millisecond the mutex hands itself over in FIFO order, one
+// goroutine wake-up per handover), which cut the default mode's ingest
+// to a fraction of refs mode's (issue 36; docs/performance/ingest.md,
+// "Settle in `strand bench`").
 type Mem struct {
 	name string
-
-	mu   sync.Mutex
-	objs map[string][]byte
+	objs sync.Map // key string -> []byte, never written once stored
+	// bodies: the set's shared bodies (NewMemSet), nil for NewMem.
+	bodies *bodyPool
 }
 
 var (
@@ -26,7 +38,80 @@ var (
 
 // NewMem returns an empty in-memory bucket called name.
 func NewMem(name string) *Mem {
-	return &Mem{name: name, objs: make(map[string][]byte)}
+	return &Mem{name: name}
+}
+
+// NewMemSet returns empty in-memory buckets called names that share the
+// bodies they hold: a body put at a key that another bucket of the set
+// holds with the same bytes is stored once (stored bodies are never
+// written, and every read copies out), so the K copies of a chain slot
+// that a star puts into its K buckets take one body's memory, not K
+// (issue 36: in `strand bench` the buckets' memory is the process's, and
+// new memory is costly on the machines it runs on; S3 keeps the copies
+// out of the star's process). Each bucket honours the contract on its
+// own, as NewMem's.
+func NewMemSet(names ...string) []*Mem {
+	p := &bodyPool{m: map[string]*pooled{}}
+	out := make([]*Mem, len(names))
+	for i, n := range names {
+		out[i] = &Mem{name: n, bodies: p}
+	}
+	return out
+}
+
+// bodyPool is a NewMemSet's shared bodies: per key, the body the set's
+// buckets hold and how many hold it. A bucket whose body at a key differs
+// from the pooled one (another put's bytes) keeps its own copy.
+type bodyPool struct {
+	mu sync.Mutex
+	m  map[string]*pooled
+}
+
+type pooled struct {
+	b []byte
+	n int // the buckets holding b at its key
+}
+
+// share returns the pooled body of key when it holds body's bytes (one
+// more holder), else a copy of body, pooled when the key has none.
+func (p *bodyPool) share(key string, body []byte) []byte {
+	p.mu.Lock()
+	e := p.m[key]
+	p.mu.Unlock()
+	if e != nil && bytes.Equal(e.b, body) { // compared outside the lock: e.b is never written
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.m[key] == e {
+			e.n++
+			return e.b
+		}
+		// Released meanwhile: copy, below.
+	}
+	obj := make([]byte, len(body))
+	copy(obj, body)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[key] == nil {
+		p.m[key] = &pooled{b: obj, n: 1}
+	}
+	return obj
+}
+
+// release drops one holder of b at key (a bucket deleted it, or lost the
+// put it was shared for).
+func (p *bodyPool) release(key string, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.m[key]; e != nil && sameBody(e.b, b) {
+		if e.n--; e.n == 0 {
+			delete(p.m, key)
+		}
+	}
+}
+
+// sameBody: a and b are the same stored slice.
+func sameBody(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Name returns the bucket's name.
@@ -37,17 +122,22 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, err)
 	}
-	// The copies are made outside the mutex: a stored body is never
-	// written again (only replaced in the map or deleted), so the bucket's
-	// callers copy in parallel, not one after another.
-	obj := make([]byte, len(body))
-	copy(obj, body)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.objs[key]; ok {
+	if _, ok := m.objs.Load(key); ok {
+		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists) // no copy for a put that loses
+	}
+	var obj []byte
+	if m.bodies != nil {
+		obj = m.bodies.share(key, body)
+	} else {
+		obj = make([]byte, len(body))
+		copy(obj, body)
+	}
+	if _, loaded := m.objs.LoadOrStore(key, obj); loaded {
+		if m.bodies != nil {
+			m.bodies.release(key, obj)
+		}
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists)
 	}
-	m.objs[key] = obj
 	return nil
 }
 
@@ -69,15 +159,22 @@ func (m *Mem) GetInto(ctx context.Context, key string, off int64, dst []byte) (i
 	return copy(dst, b), nil
 }
 
+// load returns the stored body of key.
+func (m *Mem) load(key string) ([]byte, bool) {
+	v, ok := m.objs.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.([]byte), true
+}
+
 // stored returns the stored bytes of key in [off, off+n) (n < 0: to the
 // end), aliasing the stored body (which is never written again).
 func (m *Mem) stored(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, err)
 	}
-	m.mu.Lock()
-	obj, ok := m.objs[key]
-	m.mu.Unlock()
+	obj, ok := m.load(key)
 	if !ok {
 		return nil, fmt.Errorf("get %s/%s: %w", m.name, key, ErrNotFound)
 	}
@@ -97,9 +194,7 @@ func (m *Mem) Head(ctx context.Context, key string) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("head %s/%s: %w", m.name, key, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	obj, ok := m.objs[key]
+	obj, ok := m.load(key)
 	if !ok {
 		return 0, fmt.Errorf("head %s/%s: %w", m.name, key, ErrNotFound)
 	}
@@ -111,9 +206,9 @@ func (m *Mem) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", m.name, key, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.objs, key)
+	if v, ok := m.objs.LoadAndDelete(key); ok && m.bodies != nil {
+		m.bodies.release(key, v.([]byte))
+	}
 	return nil
 }
 
@@ -122,14 +217,13 @@ func (m *Mem) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list %s/%s: %w", m.name, prefix, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var keys []string
-	for k := range m.objs {
-		if strings.HasPrefix(k, prefix) {
+	m.objs.Range(func(k, _ any) bool {
+		if k := k.(string); strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
-	}
+		return true
+	})
 	slices.Sort(keys)
 	return keys, nil
 }
@@ -143,7 +237,7 @@ func (m *Mem) Keys() []string {
 
 // Len returns the number of objects. A test helper.
 func (m *Mem) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.objs)
+	n := 0
+	m.objs.Range(func(_, _ any) bool { n++; return true })
+	return n
 }

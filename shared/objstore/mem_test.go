@@ -53,3 +53,7 @@ func TestMemErrorsCarryContext(t *testing.T) {
 		t.Fatalf("negative offset: got %v, want ErrRange", err)
 	}
 }
+
+func TestMemSetConformance(t *testing.T) {
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return objstore.NewMemSet("a", "b")[1] })
+}

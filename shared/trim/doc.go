@@ -3,7 +3,8 @@
 //   - Chain slots: Step deletes the slots [Trimmed, Settled) of a chain
 //     (one epoch at a time, at most MaxSlotsPerStep; an epoch below the
 //     settled cursor's ends at its fenced cut, absorb.Follow) from every
-//     bucket of the set, then advances the trimmed cursor by CAS. It reads
+//     bucket of the set (up to 32 slots at once), then advances the
+//     trimmed cursor by CAS. It reads
 //     each copy's envelope first (one bounded GET) and deletes only a flight
 //     of that very slot: poison is never deleted while the star exists (it
 //     is what keeps a deposed writer out of a dead slot), and an

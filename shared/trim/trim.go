@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -109,10 +110,8 @@ func (t *Trimmer) Step(ctx context.Context, c metastore.ChainID) (Result, error)
 		if err != nil {
 			return res, err
 		}
-		for slot := st.First; slot < st.End; slot++ {
-			if err := t.slot(ctx, set, st.Epoch, slot, &res); err != nil {
-				return res, fmt.Errorf("trim %s: %w", c, err)
-			}
+		if err := t.slots(ctx, set, st.Epoch, st.First, st.End, &res); err != nil {
+			return res, fmt.Errorf("trim %s: %w", c, err)
 		}
 	}
 	if t.PassIndex {
@@ -247,6 +246,52 @@ func (t *Trimmer) passIndexes(ctx context.Context, c metastore.ChainID, st absor
 		}
 	}
 	return nil
+}
+
+// slotWorkers bounds the slots a step trims at once. A slot is K envelope
+// GETs and deletes, one after another; one slot at a time trimmed at one
+// GET's pace, about 100 slots a second behind S3 Express's latency, while
+// a star at full speed cuts hundreds (issue 36: in `strand bench` trim
+// fell behind settle, and the chain behind it).
+const slotWorkers = 32
+
+// slots trims the slots [first, end) of epoch, slotWorkers at a time. A
+// slot that fails stops the slots not yet started; the error returned is
+// the lowest failing slot's, after every slot started has finished.
+func (t *Trimmer) slots(ctx context.Context, set chain.Set, epoch, first, end uint64, res *Result) error {
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		failed  = end // the lowest failing slot
+		failErr error
+		sem     = make(chan struct{}, slotWorkers)
+	)
+	for slot := first; slot < end; slot++ {
+		sem <- struct{}{}
+		mu.Lock()
+		stop := failErr != nil
+		mu.Unlock()
+		if stop {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var r Result
+			err := t.slot(ctx, set, epoch, slot, &r)
+			mu.Lock()
+			defer mu.Unlock()
+			res.Slots += r.Slots
+			res.Deleted += r.Deleted
+			res.Poison += r.Poison
+			if err != nil && slot < failed {
+				failed, failErr = slot, err
+			}
+		}()
+	}
+	wg.Wait()
+	return failErr
 }
 
 func (t *Trimmer) slot(ctx context.Context, set chain.Set, epoch, slot uint64, res *Result) error {
