@@ -246,9 +246,9 @@ func TestBadInputJSON(t *testing.T) {
 		{"negative read timestamp", "Read", js, `{"stream":"s0","timestampMs":"-1"}`, "invalid_argument", "timestamp_ms -1 is negative"},
 		{"list limit out of range", "ListStreams", js, `{"limit":5000}`, "invalid_argument", "limit 5000 out of range"},
 		{"match_seq_num miss", "Append", js, `{"stream":"s0","records":[{"body":"eA=="}],"matchSeqNum":"99"}`, "failed_precondition", "match_seq_num 99 does not match the tail 2"},
-		{"malformed JSON", "Append", js, `{"stream":"s0","records":[`, "invalid_argument", "unmarshal"},
-		{"JSON of the wrong shape", "Append", js, `{"stream":["s0"]}`, "invalid_argument", "unmarshal"},
-		{"malformed protobuf", "Append", "application/proto", "\x0a\xff\xff\xff\xff\x0f", "invalid_argument", "unmarshal"},
+		{"malformed JSON", "Append", js, `{"stream":"s0","records":[`, "invalid_argument", "malformed append: JSON: a member's value is cut short"},
+		{"JSON of the wrong shape", "Append", js, `{"stream":["s0"]}`, "invalid_argument", "malformed append: JSON: the stream is not a string"},
+		{"malformed protobuf", "Append", "application/proto", "\x0a\xff\xff\xff\xff\x0f", "invalid_argument", "malformed append: protobuf stream field"},
 		{"protobuf field of the wrong wire type", "Append", "application/proto", "\x0d\x01\x02\x03\x04", "invalid_argument", ""},
 		{"base64 body not base64", "Append", js, `{"stream":"s0","records":[{"body":"@@@"}]}`, "invalid_argument", "unmarshal"},
 	}
