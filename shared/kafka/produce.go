@@ -49,7 +49,22 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) func() kms
 			parts = append(parts, p)
 		}
 	}
+	refused := len(parts) > 0
+	for _, p := range parts {
+		refused = refused && len(p.sub.waits) == 0 && s.drained(p.err)
+	}
 	return func() kmsg.Response {
+		if refused {
+			// The drain refused every batch: nothing was written, so a
+			// retry cannot duplicate. No answer until the front end closes
+			// (ADR 0071): NOT_LEADER_FOR_PARTITION would send the client
+			// to a metadata refresh (kgo: at most one per 5 s), which this
+			// star answers naming itself; a connection closed once, when
+			// the successor is about to serve, is retried after the
+			// client's reconnect backoff, on any client.
+			<-ctx.Done()
+			return hangUp
+		}
 		for _, p := range parts {
 			base, logTs, err := p.sub.wait(ctx, p.err)
 			if err != nil {
