@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -111,10 +112,11 @@ func (c *handoverCore) Submit(_ context.Context, m *strandv1.AppendRequest) (fun
 	return func(context.Context) (*strandv1.AppendResponse, error) { return a, nil }, nil
 }
 
-func (c *handoverCore) drain() {
+// drainAfter begins the drain after n more submissions.
+func (c *handoverCore) drainAfter(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.admit = 0
+	c.admit = n
 }
 
 func (c *handoverCore) refusals() int {
@@ -197,8 +199,10 @@ func readProduce(c net.Conn, wait time.Duration) (int32, *kmsg.ProduceResponse, 
 // the front end closes, so a client retries it after a reconnect rather
 // than after a metadata refresh (ADR 0071; before, it was answered
 // NOT_LEADER_FOR_PARTITION at once, and this failed). A produce the drain
-// refused in part (a partition admitted before it began) and one for a
-// partition another star leads are answered at once, as before.
+// refused in part (a partition admitted before it began) is answered at
+// once, the refused partition REQUEST_TIMED_OUT (retried without a
+// metadata refresh); one for a partition another star leads is answered
+// NOT_LEADER_FOR_PARTITION, as before.
 func TestDrainHangsUpProduce(t *testing.T) {
 	other := newHandoverCore("s1", &handoverLog{next: map[string]uint64{}})
 	other.leader = "s2"
@@ -214,7 +218,7 @@ func TestDrainHangsUpProduce(t *testing.T) {
 	}
 
 	core := newHandoverCore("s1", &handoverLog{next: map[string]uint64{}})
-	core.admit = 1 // the drain begins between the request's two partitions
+	core.drainAfter(1) // between the request's two partitions
 	s, addr := serveFront(t, core, "")
 	c, err = net.Dial("tcp", addr)
 	if err != nil {
@@ -227,8 +231,8 @@ func TestDrainHangsUpProduce(t *testing.T) {
 		t.Fatalf("a produce refused in part: correlation %d, %v; want its answer at once", corr, err)
 	}
 	ps := resp.Topics[0].Partitions
-	if ps[0].ErrorCode != 0 || ps[0].BaseOffset != 0 || ps[1].ErrorCode != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("a produce refused in part: %+v, want partition 0 at offset 0 and partition 1 NOT_LEADER_FOR_PARTITION", ps)
+	if ps[0].ErrorCode != 0 || ps[0].BaseOffset != 0 || ps[1].ErrorCode != kerr.RequestTimedOut.Code {
+		t.Fatalf("a produce refused in part: %+v, want partition 0 at offset 0 and partition 1 REQUEST_TIMED_OUT", ps)
 	}
 
 	sendRaw(t, c, 2, produceV7(0))
@@ -254,46 +258,71 @@ func TestDrainHangsUpProduce(t *testing.T) {
 
 // TestDrainHandoverKgoDefaults: a kgo producer with its default settings
 // (MetadataMinAge 5 s) through a handover: the leader drains, its front
-// end closes 300 ms later and a successor serves the same address. The
-// produce the drain refused is acknowledged by the successor well before
-// kgo's next metadata refresh could be made, written once (before ADR
-// 0071 the drain's NOT_LEADER_FOR_PARTITION made kgo wait out its 5 s
-// metadata min age since its first metadata request, and this failed).
+// end closes 300 ms later and a successor serves the same address. A
+// produce of one record to each of two partitions, sent as one request,
+// the drain refusing it whole or after admitting partition 0, is
+// acknowledged by the successor well before kgo's next metadata refresh
+// could be made, each record written once. Before ADR 0071 the drain's
+// NOT_LEADER_FOR_PARTITION made kgo wait out its 5 s metadata min age
+// since its first metadata request, and this failed.
 func TestDrainHandoverKgoDefaults(t *testing.T) {
-	log := &handoverLog{next: map[string]uint64{}}
-	leader := newHandoverCore("s1", log)
-	s, addr := serveFront(t, leader, "")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec := func(v string) *kgo.Record { return &kgo.Record{Topic: "t", Partition: 0, Value: []byte(v)} }
-	if err := cl.ProduceSync(ctx, rec("before")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	for _, admit := range []int{0, 1} {
+		t.Run(fmt.Sprintf("admitted %d", admit), func(t *testing.T) {
+			log := &handoverLog{next: map[string]uint64{}}
+			leader := newHandoverCore("s1", log)
+			s, addr := serveFront(t, leader, "")
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ManualFlushing())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// produce sends one record to each partition in one request.
+			produce := func(v string) error {
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				var first error
+				for p := range int32(2) {
+					wg.Add(1)
+					cl.Produce(ctx, &kgo.Record{Topic: "t", Partition: p, Value: []byte(v)}, func(_ *kgo.Record, err error) {
+						mu.Lock()
+						first = cmp.Or(first, err)
+						mu.Unlock()
+						wg.Done()
+					})
+				}
+				if err := cl.Flush(ctx); err != nil {
+					return err
+				}
+				wg.Wait()
+				return first
+			}
+			if err := produce("before"); err != nil {
+				t.Fatal(err)
+			}
 
-	leader.drain()
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- cl.ProduceSync(ctx, rec("during")).FirstErr() }()
-	time.Sleep(300 * time.Millisecond)
-	if leader.refusals() == 0 {
-		t.Fatal("the producer sent nothing to the draining leader in 300 ms")
-	}
-	s.Close()
-	serveFront(t, newHandoverCore("s1", log), addr)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("the produce the drain refused took %s to be acknowledged, want under 2 s (300 ms of it the drain)", took.Round(time.Millisecond))
-	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.next["t/0"] != 2 {
-		t.Fatalf("partition 0 holds %d records, want 2 (each once)", log.next["t/0"])
+			leader.drainAfter(admit)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- produce("during") }()
+			time.Sleep(300 * time.Millisecond)
+			if leader.refusals() == 0 {
+				t.Fatal("the producer sent nothing to the draining leader in 300 ms")
+			}
+			s.Close()
+			serveFront(t, newHandoverCore("s1", log), addr)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("the produce the drain refused took %s to be acknowledged, want under 2 s (300 ms of it the drain)", took.Round(time.Millisecond))
+			}
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			if log.next["t/0"] != 2 || log.next["t/1"] != 2 {
+				t.Fatalf("the partitions hold %v records, want 2 each (each record once)", log.next)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
@@ -69,6 +70,14 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) func() kms
 			base, logTs, err := p.sub.wait(ctx, p.err)
 			if err != nil {
 				p.pp.ErrorCode, p.pp.BaseOffset = code(err), -1
+				if s.drained(err) {
+					// Refused by the drain, other partitions admitted:
+					// retriable after the client's backoff, without a
+					// metadata refresh (kgo, the Java client, librdkafka),
+					// so the retry comes whole to the draining star (held
+					// above) or to its successor (ADR 0071).
+					p.pp.ErrorCode = kerr.RequestTimedOut.Code
+				}
 				if r.Version >= 8 {
 					p.pp.ErrorMessage = message(err)
 				}
