@@ -117,8 +117,9 @@ type answer struct {
 	resolve func() kmsg.Response
 }
 
-// hangUp is the answer that closes the connection instead of a response
-// (a produce the drain refused whole, held until the front end closes).
+// hangUp is the answer that closes the connection instead of a response:
+// a produce the drain refused whole, held until the front end closes, or
+// a fetch that Close cut short.
 var hangUp kmsg.Response = new(kmsg.ProduceResponse)
 
 // now is an answer that is ready.
@@ -306,7 +307,15 @@ func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, r), nil
 	case *kmsg.FetchRequest:
-		return s.fetch(ctx, r), nil
+		resp := s.fetch(ctx, r)
+		if ctx.Err() != nil {
+			// Cut by Close (a drain): its partitions may carry the cut's
+			// errors, which a client would act on (kgo: a metadata
+			// refresh). It fetches the same offsets again after a
+			// reconnect (ADR 0071).
+			return hangUp, nil
+		}
+		return resp, nil
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(ctx, r), nil
 	case *kmsg.CreateTopicsRequest:

@@ -79,6 +79,18 @@ func (c *handoverCore) GetStream(_ context.Context, r *connect.Request[strandv1.
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no stream %q", r.Msg.Name))
 }
 
+func (c *handoverCore) Read(_ context.Context, r *connect.Request[strandv1.ReadRequest]) (*connect.Response[strandv1.ReadResponse], error) {
+	c.log.mu.Lock()
+	defer c.log.mu.Unlock()
+	return connect.NewResponse(&strandv1.ReadResponse{NextSeqNum: c.log.next[r.Msg.Stream]}), nil // records are not kept
+}
+
+func (c *handoverCore) CheckTail(_ context.Context, r *connect.Request[strandv1.CheckTailRequest]) (*connect.Response[strandv1.CheckTailResponse], error) {
+	c.log.mu.Lock()
+	defer c.log.mu.Unlock()
+	return connect.NewResponse(&strandv1.CheckTailResponse{NextSeqNum: c.log.next[r.Msg.Stream]}), nil
+}
+
 // leaderErr is the strand server's unavailable with the Leader detail.
 func leaderErr(star string) error {
 	ce := connect.NewError(connect.CodeUnavailable, fmt.Errorf("led by %s", star))
@@ -324,5 +336,44 @@ func TestDrainHandoverKgoDefaults(t *testing.T) {
 				t.Fatalf("the partitions hold %v records, want 2 each (each record once)", log.next)
 			}
 		})
+	}
+}
+
+// TestCloseHangsUpFetch: a fetch that Close cut short (its long poll,
+// or its reads, ended by the front end's context) gets no answer, so a
+// client does not act on the cut's errors and fetches again after a
+// reconnect (ADR 0071; before, it was answered, and this failed).
+func TestCloseHangsUpFetch(t *testing.T) {
+	s, _ := serveFront(t, newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), "")
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 4, 10_000, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	cn := &conn{s: s, remote: "test", ctx: s.ctx, authed: true}
+	got := make(chan kmsg.Response, 1)
+	go func() {
+		resp, err := cn.handleNow(request{kreq: req})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	select {
+	case resp := <-got:
+		t.Fatalf("a fetch with nothing to read answered before its wait: %+v", resp)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.Close()
+	select {
+	case resp := <-got:
+		if resp != hangUp {
+			t.Fatalf("a fetch cut by Close was answered %+v, want the connection closed instead", resp)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a fetch still waits 5 s after Close")
 	}
 }
