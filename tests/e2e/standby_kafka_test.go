@@ -55,8 +55,9 @@ func TestStandbyKafkaThroughKill9(t *testing.T) {
 }
 
 // TestStandbyKafkaHandoverSIGTERM: as TestStandbyKafkaThroughKill9, the
-// leader stopped with SIGTERM (it drains, closes its Kafka listener, then
-// frees the data directory) STRAND_STANDBY_KAFKA_TERMS times; only when
+// leader stopped with SIGTERM (it drains, holding the produces it
+// refuses, closes its Kafka front end last, then frees the data
+// directory; ADR 0071) STRAND_STANDBY_KAFKA_TERMS times; only when
 // that is set (make standby-kills sets it to 20): the default run has
 // TestStandbyHandoverSIGTERM for the API's handover and this test's kill
 // for Kafka's. Over 20 stops or more, the p99 pause of the producer's
