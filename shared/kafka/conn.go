@@ -48,11 +48,22 @@ func (s *Server) serveConn(c net.Conn) {
 	go func() {
 		defer close(done)
 		var buf []byte
+		abandon := func() {
+			c.Close() // the reader stops too
+			for a := range out {
+				a.resolve() // still wait: an admitted append's ack is not abandoned early
+			}
+		}
 		for a := range out {
 			resp := a.resolve()
 			s.meters.served(a.key, s.clk.Now().Sub(a.at))
 			if resp == nil {
 				continue // acks=0 produce: no response
+			}
+			if resp == hangUp {
+				s.log.Debug("kafka: produce refused by the drain; closing the connection", "remote", cn.remote)
+				abandon()
+				return
 			}
 			buf = append(buf[:0], 0, 0, 0, 0)
 			buf = binary.BigEndian.AppendUint32(buf, uint32(a.corr))
@@ -62,10 +73,7 @@ func (s *Server) serveConn(c net.Conn) {
 			buf = resp.AppendTo(buf)
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 			if _, err := c.Write(buf); err != nil {
-				c.Close() // the reader stops too
-				for a := range out {
-					a.resolve() // still wait: an admitted append's ack is not abandoned early
-				}
+				abandon()
 				return
 			}
 		}
@@ -108,6 +116,11 @@ type answer struct {
 	at      time.Time // when the request was read
 	resolve func() kmsg.Response
 }
+
+// hangUp is the answer that closes the connection instead of a response:
+// a produce the drain refused whole, held until the front end closes, or
+// a fetch that Close cut short.
+var hangUp kmsg.Response = new(kmsg.ProduceResponse)
 
 // now is an answer that is ready.
 func now(r kmsg.Response) func() kmsg.Response { return func() kmsg.Response { return r } }
@@ -294,7 +307,15 @@ func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, r), nil
 	case *kmsg.FetchRequest:
-		return s.fetch(ctx, r), nil
+		resp := s.fetch(ctx, r)
+		if ctx.Err() != nil {
+			// Cut by Close (a drain): its partitions may carry the cut's
+			// errors, which a client would act on (kgo: a metadata
+			// refresh). It fetches the same offsets again after a
+			// reconnect (ADR 0071).
+			return hangUp, nil
+		}
+		return resp, nil
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(ctx, r), nil
 	case *kmsg.CreateTopicsRequest:

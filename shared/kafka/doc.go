@@ -61,6 +61,14 @@
 // in request order (conn.go). SASL/PLAIN or, for strand dev, anonymous
 // loopback; TLS with the star's certificate when it has one (node).
 //
+// During a drain (the strand server refusing appends for a shutdown) a
+// produce refused whole gets no answer: its connection closes, with no
+// response, when the front end closes, and a fetch that Close cut short
+// is not answered either; a partition refused inside a produce otherwise
+// admitted is answered REQUEST_TIMED_OUT. Clients then retry on a new
+// connection, to the successor, without the metadata refresh that
+// NOT_LEADER_FOR_PARTITION would cost them (ADR 0071).
+//
 // # Groups
 //
 // The star leading OffsetsStream coordinates every group: the classic

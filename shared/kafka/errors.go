@@ -75,18 +75,33 @@ func message(err error) *string {
 // notLeader reports whether err is the strand API's answer that another
 // star leads the stream (its Leader detail).
 func notLeader(err error) bool {
+	_, ok := leaderOf(err)
+	return ok
+}
+
+// leaderOf is the star err's Leader detail names, if it has one.
+func leaderOf(err error) (string, bool) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
-		return false
+		return "", false
 	}
 	for _, d := range ce.Details() {
 		if v, derr := d.Value(); derr == nil {
-			if _, ok := v.(*strandv1.Leader); ok {
-				return true
+			if l, ok := v.(*strandv1.Leader); ok {
+				return l.Star, true
 			}
 		}
 	}
-	return false
+	return "", false
+}
+
+// drained reports whether err is this star's drain refusing an append
+// before admitting it: unavailable with the Leader detail naming this
+// star itself, since its successor takes the same id over (the strand
+// server's ErrShuttingDown). Nothing of that append was written.
+func (s *Server) drained(err error) bool {
+	l, ok := leaderOf(err)
+	return ok && l == s.cfg.Star
 }
 
 func errorsIsOffset(err error) bool { return errors.Is(err, ErrOffset) }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/shared/api/strandv1"
@@ -50,11 +51,34 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) func() kms
 			parts = append(parts, p)
 		}
 	}
+	refused := len(parts) > 0
+	for _, p := range parts {
+		refused = refused && len(p.sub.waits) == 0 && s.drained(p.err)
+	}
 	return func() kmsg.Response {
+		if refused {
+			// The drain refused every batch: nothing was written, so a
+			// retry cannot duplicate. No answer until the front end closes
+			// (ADR 0071): NOT_LEADER_FOR_PARTITION would send the client
+			// to a metadata refresh (kgo: at most one per 5 s), which this
+			// star answers naming itself; a connection closed once, when
+			// the successor is about to serve, is retried after the
+			// client's reconnect backoff, on any client.
+			<-ctx.Done()
+			return hangUp
+		}
 		for _, p := range parts {
 			base, logTs, err := p.sub.wait(ctx, p.err)
 			if err != nil {
 				p.pp.ErrorCode, p.pp.BaseOffset = code(err), -1
+				if s.drained(err) {
+					// Refused by the drain, other partitions admitted:
+					// retriable after the client's backoff, without a
+					// metadata refresh (kgo, the Java client, librdkafka),
+					// so the retry comes whole to the draining star (held
+					// above) or to its successor (ADR 0071).
+					p.pp.ErrorCode = kerr.RequestTimedOut.Code
+				}
 				if r.Version >= 8 {
 					p.pp.ErrorMessage = message(err)
 				}

@@ -23,8 +23,12 @@ const DefaultDrainBudget = 15 * time.Second
 //  3. Every open ReadSession and AppendSession ends with unavailable (an
 //     append session after the acks of all its admitted batches), so
 //     clients reconnect.
-//  4. The HTTP servers shut down, the settlement loops stop, the star
-//     closes.
+//  4. The HTTP servers shut down, the settlement loops stop, the Kafka
+//     front end closes, the star closes. Kafka closes last of the
+//     listeners: until then it holds the produces the drain refused and
+//     answers the rest (metadata, fetches), and when it closes them its
+//     clients reconnect, so the later it does, the likelier the
+//     successor is serving when they do (ADR 0071).
 //
 // What is still pending when the budget runs out (a commit that outlasts
 // it) fails as unavailable, as an abrupt stop would; nothing acknowledged
@@ -48,9 +52,6 @@ func (n *Node) Close() {
 	if n.srv != nil {
 		n.srv.EndSessions()
 	}
-	if n.kafka != nil {
-		_ = n.kafka.Close()
-	}
 	if n.api != nil {
 		_ = n.api.Shutdown(ctx)
 	}
@@ -59,6 +60,9 @@ func (n *Node) Close() {
 	}
 	n.cancel()
 	n.wg.Wait()
+	if n.kafka != nil {
+		_ = n.kafka.Close()
+	}
 	if n.Star != nil {
 		n.Star.Close()
 	}

@@ -57,21 +57,35 @@ func listenWhenFree(addr string, wait time.Duration) (net.Listener, error) {
 	}
 }
 
-// startKafka starts the Kafka front end over the API server srv, with the
-// API's token checker (nil: no authentication).
-func (n *Node) startKafka(cfg Config, srv *server.Server, checker *auth.Checker) error {
+// listenKafka binds the Kafka address (nil: none configured, or an
+// optional one taken). Start binds it before the star takes over: a
+// client that reconnects meanwhile waits in the listen backlog until the
+// front end serves, where a refused dial would send kgo to a metadata
+// refresh behind its 5 s min age (ADR 0071).
+func (n *Node) listenKafka(cfg Config) (net.Listener, error) {
 	kc := cfg.Kafka
 	if kc.Addr == "" {
-		return nil
+		return nil, nil
 	}
 	ln, err := listenWhenFree(kc.Addr, kc.BindWait)
 	if err != nil && kc.Optional {
 		n.log.Warn("no Kafka front end: its address is taken (pass --kafka-addr to pick another)", "addr", kc.Addr, "waited", kc.BindWait.String(), "err", err.Error())
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("listen for Kafka on %s: %w (is a Kafka broker or another strand running there? pick another address, or --kafka-addr '' for none)", kc.Addr, err)
+		return nil, fmt.Errorf("listen for Kafka on %s: %w (is a Kafka broker or another strand running there? pick another address, or --kafka-addr '' for none)", kc.Addr, err)
 	}
+	return ln, nil
+}
+
+// startKafka serves the Kafka front end on ln (listenKafka's; nil: none)
+// over the API server srv, with the API's token checker (nil: no
+// authentication). It closes ln if it fails.
+func (n *Node) startKafka(cfg Config, ln net.Listener, srv *server.Server, checker *auth.Checker) error {
+	if ln == nil {
+		return nil
+	}
+	kc := cfg.Kafka
 	if cfg.TLSCert != "" {
 		// The API's certificate serves Kafka too (SASL_SSL).
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)

@@ -188,7 +188,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n := &Node{log: log, cancel: cancel, errc: make(chan error, 2), budget: cfg.DrainBudget}
+	kln, err := n.listenKafka(cfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	fail := func(err error) (*Node, error) {
+		if kln != nil {
+			kln.Close()
+		}
 		cancel()
 		n.wg.Wait()
 		return nil, err
@@ -325,7 +333,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.errc <- n.api.Serve(ln)
 	}()
-	if err := n.startKafka(cfg, srv, sc.Auth); err != nil {
+	if err := n.startKafka(cfg, kln, srv, sc.Auth); err != nil {
 		n.Close()
 		return nil, err
 	}
