@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -72,6 +73,18 @@ func TestLogAppendTimePerBatch(t *testing.T) {
 	}
 	if len(distinct) < batches {
 		t.Errorf("%d distinct timestamps over %d batches produced 100 ms apart, want at least one per batch", len(distinct), batches)
+	}
+
+	// ListOffsets by time finds the first batch the log stamped at or
+	// after it and answers the log's time, not the producer's.
+	w := windows[batches/2]
+	lo, err := kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, w.lo, "lat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := lo.Lookup("lat", 0)
+	if !ok || l.Err != nil || l.Offset != batches/2*per || l.Timestamp < w.lo || l.Timestamp > w.hi {
+		t.Errorf("list offsets after %d: %+v (found %v), want offset %d stamped in [%d, %d]", w.lo, l, ok, batches/2*per, w.lo, w.hi)
 	}
 }
 
