@@ -209,10 +209,30 @@ type Fetched struct {
 	Record
 }
 
-// EncodeBatch appends one uncompressed v2 record batch holding recs (at
-// least one, offsets increasing) to dst. logAppend serves the strand
-// timestamps with the LogAppendTime attribute, else the producers'.
+// EncodeBatch appends recs (at least one, offsets increasing) to dst as
+// uncompressed v2 record batches: one batch, or with logAppend one per
+// run of records with the same strand timestamp. logAppend serves the
+// strand timestamps with the LogAppendTime attribute, and a Kafka client
+// gives every record of such a batch the batch's max timestamp, ignoring
+// the deltas: records stamped at different times in one batch would all
+// read back with the last one's (TestLogAppendTimePerBatch). Without
+// logAppend, one batch serves the producers' timestamps as deltas.
 func EncodeBatch(dst []byte, recs []Fetched, logAppend bool) []byte {
+	if !logAppend {
+		return encodeBatch(dst, recs, false)
+	}
+	for len(recs) > 0 {
+		n := 1
+		for n < len(recs) && recs[n].LogTs == recs[0].LogTs {
+			n++
+		}
+		dst, recs = encodeBatch(dst, recs[:n], true), recs[n:]
+	}
+	return dst
+}
+
+// encodeBatch appends one batch holding recs to dst (EncodeBatch).
+func encodeBatch(dst []byte, recs []Fetched, logAppend bool) []byte {
 	ts := func(f Fetched) int64 {
 		if logAppend {
 			return f.LogTs

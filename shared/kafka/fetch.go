@@ -222,7 +222,8 @@ func (s *Server) earliest(ctx context.Context, stream string) (int64, error) {
 
 // listOffsets answers ListOffsets: -2 the earliest offset, -1 the latest
 // (the tail), a timestamp the first record stamped at or after it (-1
-// when none). Max timestamp (-3) is not served (version 6 at most).
+// when none), answered with that record's timestamp as a fetch serves it.
+// Max timestamp (-3) is not served (version 6 at most).
 func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range r.Topics {
@@ -271,7 +272,16 @@ func (s *Server) offsetFor(ctx context.Context, stream string, ts int64, lp *kms
 		}
 		if len(r.Msg.Records) > 0 {
 			m := r.Msg.Records[0]
+			// The record's timestamp as a fetch serves it: the log's on a
+			// LogAppendTime topic, else the producer's.
+			la, err := s.logAppend(ctx, stream)
+			if err != nil {
+				return err
+			}
 			lp.Offset, lp.Timestamp = int64(m.SeqNum), fromStrand(m.TimestampMs, headersOf(m.Headers), m.Body).Timestamp
+			if la {
+				lp.Timestamp = m.TimestampMs
+			}
 		}
 	default:
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("kafka: list offsets timestamp %d is not served (-1, -2 or a time)", ts))
