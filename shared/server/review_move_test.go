@@ -66,3 +66,48 @@ func lostAckResentAfterMove(t *testing.T, settled ...objstore.Bucket) {
 		t.Fatalf("the append after the resend starts at %d, want %d: the resend wrote records", after.StartSeq, before.EndSeq)
 	}
 }
+
+// A stream moved away, deleted and created again under the same name is
+// a new stream (a new id): the star it left, which remembers the move of
+// the old id, creates and serves it, its seqs start at 0, and a move of
+// it again works (the remembered move and Stream.From are the old id's).
+func TestReviewRecreatedAfterMove(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, _, b, c, old := moveOne(t, "logs/y")
+	_, err := c.Append(ctx, "logs/y", recs(4, "old"), client.AppendOptions{})
+	must(t, err)
+	if _, _, err := c.MoveStream(ctx, "logs/y", "star-1"); err != nil {
+		t.Fatal(err)
+	}
+	cb := newClient(t, b, adminTok)
+	must(t, cb.DeleteStream(ctx, "logs/y"))
+	st, err := c.CreateStream(ctx, "logs/y", client.CreateOptions{Class: "express"})
+	must(t, err)
+	if st.ID == old.ID {
+		t.Fatalf("the recreated stream has the old id %s", st.ID)
+	}
+	got, err := meta.GetStream(ctx, "logs/y")
+	must(t, err)
+	if got.From != "" {
+		t.Fatalf("the recreated stream carries the old one's From %q", got.From)
+	}
+	lead := map[string]*client.Client{"star-0": c, "star-1": cb}[got.Star]
+	if lead == nil {
+		t.Fatalf("recreated on %q", got.Star)
+	}
+	ack, err := lead.Append(ctx, "logs/y", recs(2, "new"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 0 {
+		t.Fatalf("the recreated stream's first append at %d, want 0", ack.StartSeq)
+	}
+	to := map[string]string{"star-0": "star-1", "star-1": "star-0"}[got.Star]
+	if _, _, err := lead.MoveStream(ctx, "logs/y", to); err != nil {
+		t.Fatalf("moving the recreated stream: %v", err)
+	}
+	ack, err = map[string]*client.Client{"star-0": c, "star-1": cb}[to].Append(ctx, "logs/y", recs(1, "moved"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 3 { // 2 records and the seal
+		t.Fatalf("after the second move the append is at %d, want 3", ack.StartSeq)
+	}
+}
