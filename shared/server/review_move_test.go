@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/objstore"
 )
@@ -109,5 +112,46 @@ func TestReviewRecreatedAfterMove(t *testing.T) {
 	must(t, err)
 	if ack.StartSeq != 3 { // 2 records and the seal
 		t.Fatalf("after the second move the append is at %d, want 3", ack.StartSeq)
+	}
+}
+
+// Who may move (ADR 0065): an admin grant scoped to a prefix, the
+// stream's own tenant's or another's, is refused before anything is read
+// or written: the stream stays led by star-0, unsealed (an append there
+// is acknowledged right after the seqs before).
+func TestReviewTenantAdminsCannotMove(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// movePair's nodes run without authentication: these check tokens.
+	meta := newMeta(t)
+	std, exp := []objstore.Bucket{objstore.NewMem("std-0")}, []objstore.Bucket{objstore.NewMem("exp-0"), objstore.NewMem("exp-1"), objstore.NewMem("exp-2")}
+	pa, pb := map[string]string{}, map[string]string{}
+	a := newNodeOn(t, meta, "star-0", &auth.Checker{Meta: meta}, pa, nil, std, exp)
+	b := newNodeOn(t, meta, "star-1", &auth.Checker{Meta: meta}, pb, nil, std, exp)
+	pa["star-1"], pb["star-0"] = b.ts.URL, a.ts.URL
+	c := newClient(t, a, adminTok)
+	_, err := c.CreateStream(ctx, "logs/z", client.CreateOptions{Class: "express"})
+	must(t, err)
+	first, err := c.Append(ctx, "logs/z", recs(2, "x"), client.AppendOptions{})
+	must(t, err)
+	for i, prefix := range []string{"logs/", "other/", "logs/z"} {
+		tk := tok(byte(100 + i))
+		must(t, auth.Issue(ctx, meta, tk, prefix, []auth.Op{auth.Admin, auth.Append, auth.Read}))
+		_, _, err := newClient(t, a, tk).MoveStream(ctx, "logs/z", "star-1")
+		wantCode(t, err, connect.CodePermissionDenied)
+	}
+	got, err := meta.GetStream(ctx, "logs/z")
+	must(t, err)
+	if got.Star != "star-0" || got.From != "" {
+		t.Fatalf("stream after refused moves: led by %q, from %q", got.Star, got.From)
+	}
+	next, err := c.Append(ctx, "logs/z", recs(1, "y"), client.AppendOptions{})
+	must(t, err)
+	if next.StartSeq != first.EndSeq {
+		t.Fatalf("append after refused moves at %d, want %d (a seal took a seq?)", next.StartSeq, first.EndSeq)
+	}
+	// The same star and stream move for the operator's admin.
+	if _, _, err := c.MoveStream(ctx, "logs/z", "star-1"); err != nil {
+		t.Fatalf("the operator's move: %v", err)
 	}
 }
