@@ -56,7 +56,7 @@
 //     or, with no old refs, that the key holds nothing or exactly repl
 //     already (a rerun is nil). ErrConflict otherwise, atomically
 //     (DynamoDB: one transaction of a ConditionCheck on the head, the Put
-//     and the Deletes, at most MaxSwapRefs+1 items).
+//     and the Deletes, at most MaxSwapRefs items: 0 to MaxSwapRefs-1 old refs).
 //   - Floors: Stream.Floor is the lowest next seq a stream may reopen at.
 //     RaiseFloor(name, id, floor) sets it to max(stored, floor) (the floor
 //     only grows; ErrNotFound for a missing name, ErrConflict for another

@@ -312,13 +312,15 @@ func ValidateSwap(old []Ref, repl Ref) error {
 }
 
 // ValidateSettleRef checks SettleRef's arguments: repl a valid ref within
-// the bounds of a written ref; old 0 to MaxSwapRefs valid refs of repl's
-// stream, adjacent and in seq order; with old refs, repl starts where they
+// the bounds of a written ref; old 0 to MaxSwapRefs-1 valid refs of repl's
+// stream (DynamoDB's transaction also holds the head's ConditionCheck, so
+// MaxSwapRefs old refs would be 101 actions), adjacent and in seq order;
+// with old refs, repl starts where they
 // start and reaches at least as far (it extends them with what settle
 // moved out of the pass index window).
 func ValidateSettleRef(old []Ref, repl Ref) error {
-	if len(old) > MaxSwapRefs {
-		return fmt.Errorf("%w: settle of %d old refs, want at most %d", ErrInvalid, len(old), MaxSwapRefs)
+	if len(old) > MaxSwapRefs-1 {
+		return fmt.Errorf("%w: settle of %d old refs, want at most %d", ErrInvalid, len(old), MaxSwapRefs-1)
 	}
 	if err := ValidateRef(repl); err != nil {
 		return err

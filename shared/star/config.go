@@ -225,6 +225,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("star: %s: memory buffer (%d MiB), parallel uploads (%d) and flight size (%d KiB) must be positive",
 				cc.name, cc.c.MemoryBufferMiB, cc.c.ParallelUploads, cc.c.FlightKiB)
 		}
+		if cc.c.ParallelUploads > MaxParallelUploads {
+			return fmt.Errorf("star: %s: parallel uploads (%d) must be at most %d: a successor reads a stream's dedupe window back over at most that many flights in flight (RecoverStream, MaxRecoverRefs)",
+				cc.name, cc.c.ParallelUploads, MaxParallelUploads)
+		}
 		if cc.c.FlushDeadline <= 0 || cc.c.CommitDeadline <= 0 {
 			return fmt.Errorf("star: %s: flush and commit deadlines must be positive", cc.name)
 		}

@@ -24,6 +24,14 @@ const RecoverRefs = 16
 // --s3-parallel-uploads, so CarryEvery + that + 1 parts).
 const MaxRecoverRefs = 256
 
+// MaxParallelUploads bounds a class's pipeline window (Config.Validate):
+// the most flights in flight at a carrying cut for which RecoverStream,
+// reading at most MaxRecoverRefs parts, still reaches the newest carried
+// table's tail when every flight is its own part and the table is
+// CarryEvery-1 parts from the end
+// (TestReviewRecoverCoversEveryAcceptedWindow).
+const MaxParallelUploads = MaxRecoverRefs - CarryEvery
+
 // RefReader is what RecoverStream reads: a stream's refs.
 type RefReader interface {
 	LastRef(ctx context.Context, streamID string) (metastore.Ref, error)

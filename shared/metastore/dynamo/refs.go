@@ -198,7 +198,8 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 // chain's settled cursor is `settled`, a Put of repl at its key (on
 // condition that the item there is old[0], by Sum; without old refs, that
 // it is absent or already repl), and a Delete of every other old ref on
-// its Sum. At most metastore.MaxSwapRefs+1 items.
+// its Sum. At most metastore.MaxSwapRefs items (ValidateSettleRef takes
+// at most MaxSwapRefs-1 old refs).
 func (st *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("settle ref: %w", err)
