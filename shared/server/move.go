@@ -124,8 +124,6 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 		// Sealed for another move (an interrupted one): not wrapped, so
 		// that movedInterceptor leaves the answer as it is.
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is sealed for a move to %s already: finish that one (MoveStream to %s)", ErrMoveRefused, name, me.To, me.To))
-	case errors.Is(err, star.ErrFenced):
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is fenced by a writer: a fenced stream is not moved (ADR 0065); unfence it, move it, fence it again: %w", ErrMoveRefused, name, err))
 	case errors.Is(err, star.ErrBadCommand):
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: %w", ErrMoveRefused, err))
 	case errors.Is(err, star.ErrUnknownStream):

@@ -230,8 +230,8 @@ func toFormat(hs []client.Header) []format.Header {
 }
 
 // TestMoveStreamRefusals: only an admin over every stream may move; an
-// unknown star, the current leader, a fenced stream and a missing stream
-// are refused with what to do, and nothing is written.
+// unknown star, the current leader and a missing stream are refused with
+// what to do, and nothing is written.
 func TestMoveStreamRefusals(t *testing.T) {
 	ctx := context.Background()
 	meta, a, _ := movePair(t)
@@ -248,17 +248,48 @@ func TestMoveStreamRefusals(t *testing.T) {
 	wantCode(t, err, connect.CodeNotFound)
 	_, _, err = ca.MoveStream(ctx, "logs/r", "star-0")
 	wantCode(t, err, connect.CodeFailedPrecondition)
-	if _, err := ca.Fence(ctx, "logs/r", "w1", client.FenceOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = ca.MoveStream(ctx, "logs/r", "star-1")
-	wantCode(t, err, connect.CodeFailedPrecondition)
 	if got, err := meta.GetStream(ctx, "logs/r"); err != nil || got.Star != "star-0" {
 		t.Fatalf("stream after refused moves: %+v %v", got, err)
 	}
 	// A client cannot forge a seal.
 	_, err = ca.Fence(ctx, "logs/r", star.MoveToken("star-1"), client.FenceOptions{CurrentToken: new(string)})
 	wantCode(t, err, connect.CodeInvalidArgument)
+}
+
+// TestMoveFencedStream: a stream fenced by a writer moves with its token
+// (ADR 0065): after the move the writer's appends with its token land on
+// the new leader right after the seal, an append with a stale token or
+// none is refused there, and the fence still reads as the writer's.
+func TestMoveFencedStream(t *testing.T) {
+	ctx := context.Background()
+	meta, _, b, c, _ := moveOne(t, "logs/w")
+	if _, err := c.Fence(ctx, "logs/w", "writer-1", client.FenceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fence(ctx, "logs/w", "writer-2", client.FenceOptions{CurrentToken: new("writer-1")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Append(ctx, "logs/w", recs(2, "x"), client.AppendOptions{FenceToken: "writer-2"})
+	must(t, err)
+	_, seal, err := c.MoveStream(ctx, "logs/w", "star-1")
+	must(t, err)
+	if got, err := meta.GetStream(ctx, "logs/w"); err != nil || got.Star != "star-1" {
+		t.Fatalf("leader after the move: %+v %v", got, err)
+	}
+	cb := newClient(t, b, adminTok)
+	for _, stale := range []string{"writer-1", ""} {
+		_, err = cb.Append(ctx, "logs/w", recs(1, "s"), client.AppendOptions{FenceToken: stale})
+		wantCode(t, err, connect.CodeFailedPrecondition)
+	}
+	ack, err := c.Append(ctx, "logs/w", recs(1, "y"), client.AppendOptions{FenceToken: "writer-2"})
+	must(t, err)
+	if ack.StartSeq != seal+1 {
+		t.Fatalf("the writer's append after the move at %d, want %d (after the seal)", ack.StartSeq, seal+1)
+	}
+	// The writer can still hand its fence on, which only the holder can.
+	if _, err := cb.Fence(ctx, "logs/w", "writer-3", client.FenceOptions{CurrentToken: new("writer-2")}); err != nil {
+		t.Fatalf("fence from the moved writer's token: %v", err)
+	}
 }
 
 // TestMoveRollForward: the old star sealed the stream and died before the
