@@ -292,6 +292,31 @@ func TestMoveFencedStream(t *testing.T) {
 	}
 }
 
+// TestMoveToStarWithoutTheClass: a star that has no chain of the
+// stream's class (started without that class's bucket set) is refused
+// as a target with failed_precondition naming the class, and nothing is
+// written; a stream of the class it has moves there.
+func TestMoveToStarWithoutTheClass(t *testing.T) {
+	ctx := context.Background()
+	meta, a, _, c, _ := moveOne(t, "logs/e")                // express
+	newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, nil) // standard only
+	_, _, err := c.MoveStream(ctx, "logs/e", "star-2")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	if !strings.Contains(err.Error(), "no express chain") {
+		t.Fatalf("error %v: want it to name the missing class", err)
+	}
+	if got, err := meta.GetStream(ctx, "logs/e"); err != nil || got.Star != "star-0" {
+		t.Fatalf("stream after the refused move: %+v %v", got, err)
+	}
+	if _, err := c.Append(ctx, "logs/e", recs(1, "x"), client.AppendOptions{}); err != nil {
+		t.Fatalf("append after the refused move (not sealed): %v", err)
+	}
+	_, err = c.CreateStream(ctx, "logs/std", client.CreateOptions{Class: "standard"})
+	must(t, err)
+	_, _, err = c.MoveStream(ctx, "logs/std", "star-2")
+	must(t, err)
+}
+
 // TestMoveRollForward: the old star sealed the stream and died before the
 // metastore write. Its successor (same star id, same chain) opens the
 // stream sealed to star-1 while the metastore still names star-0: it
@@ -437,6 +462,7 @@ func TestConcurrentMovesOneAtATime(t *testing.T) {
 func TestMoveToAnotherStarWhileSealed(t *testing.T) {
 	ctx := context.Background()
 	meta, a, _, c, st := moveOne(t, "logs/s")
+	newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, a.exp) // has both classes' chains
 	id, err := format.ParseStreamID(st.ID)
 	must(t, err)
 	_, err = c.CheckTail(ctx, "logs/s") // opens it
