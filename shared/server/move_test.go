@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -13,10 +14,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
+	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -353,15 +358,38 @@ func TestMoveRollForward(t *testing.T) {
 // TestMovePause measures the append pause of a move (docs/operations.md,
 // "Stream moves"): a producer appends one record at a time while the
 // stream moves 20 times between two in-process stars (memory buckets, the
-// in-process absorb, refs); for each move, the longest gap between two
-// consecutive acks that spans it. STRAND_MOVE_PAUSE=1 runs it (about 10 s).
+// in-process absorb; refs, and the pass index); for each move, the
+// longest gap between two consecutive acks that spans it.
+// STRAND_MOVE_PAUSE=1 runs it (about 10 s a mode). On the pass index a
+// stream moves again only once the chain it last left has settled its
+// parts (priorSettled): before each move, outside the measured span,
+// both chains are settled with a flush of everything.
 func TestMovePause(t *testing.T) {
 	if os.Getenv("STRAND_MOVE_PAUSE") == "" {
 		t.Skip("a measurement: STRAND_MOVE_PAUSE=1 runs it")
 	}
+	t.Run("refs", func(t *testing.T) { movePause(t, nil) })
+	t.Run("pass-index", func(t *testing.T) { movePause(t, objstore.NewMem("settled")) })
+}
+
+func movePause(t *testing.T, settled objstore.Bucket) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, a, _, c, _ := moveOne(t, "logs/p")
+	var (
+		meta    metastore.Store
+		a       *node
+		c       *client.Client
+		settler *settle.Settler
+		win     *passindex.Window
+	)
+	if settled == nil {
+		meta, a, _, c, _ = moveOne(t, "logs/p")
+	} else {
+		meta, a, _, c, _ = moveOne(t, "logs/p", settled)
+		win = &passindex.Window{Meta: meta, Bucket: settled}
+		settler = &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
+			Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	}
 	var mu sync.Mutex
 	var acks []time.Time
 	stop := make(chan struct{})
@@ -389,6 +417,21 @@ func TestMovePause(t *testing.T) {
 	to := "star-1"
 	for range 20 {
 		time.Sleep(200 * time.Millisecond)
+		for attempt := 0; settler != nil; attempt++ {
+			for _, id := range []string{"star-0", "star-1"} {
+				_, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
+				must(t, err)
+			}
+			st, err := meta.GetStream(ctx, "logs/p")
+			must(t, err)
+			if n, err := win.StreamParts(ctx, metastore.Stream{ID: st.ID, Name: st.Name, Class: st.Class, Star: st.From}, 0); err == nil && len(n) == 0 || st.From == "" {
+				break
+			}
+			if attempt > 100 {
+				t.Fatalf("the parts left on %s never settled", st.From)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		s := time.Now()
 		_, _, err := c.MoveStream(ctx, "logs/p", to)
 		must(t, err)
