@@ -18,8 +18,9 @@ before it are absorbed, and records STAR as the leader; STAR opens the stream
 on its first call with the same tail, producers and command state. Appends
 pause for the move (clients retry at the new leader) and nothing acknowledged
 is lost or duplicated; readers and tails resume at the new leader. Needs an
-admin token over every stream. A fenced stream is refused (unfence it, move
-it, fence it again); so are an unknown star and the stream's own leader. A
+admin token over every stream. A fenced stream moves with its fencing token.
+Refused: an unknown star, a star without the stream's class, and the
+stream's own leader. A
 move interrupted after its seal is finished by running the same command
 again, or by the old star's successor on its own.`,
 		Example: "  strand move orders --to star-1",

@@ -22,7 +22,8 @@ listed (ADR 0066): for example after adding a star. The plan is computed from
 the stream list alone, so the same list gives the same plan. Without --apply
 it prints the plan ("move NAME FROM -> TO", one a line); with --apply it runs
 each move (strand move) in name order, prints each outcome, goes on past a
-refused one (a fenced stream, or one whose previous move is not yet settled)
+refused one (a star without the stream's class, or a stream whose previous
+move is not yet settled)
 and fails at the end if any was refused. Run it again to finish: a plan
 applied is balanced, so a second run plans only what is left.`,
 		Example: "  strand rebalance --stars star-0,star-1,star-2\n  strand rebalance --stars star-0,star-1,star-2 --apply",

@@ -56,7 +56,7 @@ const (
 	CommandIndexHeaderSize = cmdxHeaderSize
 	cmdxHeaderSize         = 64
 	cmdxBlockFixed         = 8 + 4
-	maxCommandEntry        = commandsFixed + MaxFenceTokenBytes
+	maxCommandEntry        = commandsFixed + MaxSealTokenBytes
 	commandIndexSuffix     = ".cmdx"
 	// MaxCommandEntryBytes bounds a command table entry: the table of a
 	// run of N streams is at most 4 + N times this.
@@ -256,7 +256,7 @@ func ParseCommandIndexBlock(h CommandIndexHeader, blk uint32, b []byte) (Command
 		return CommandBlock{}, fmt.Errorf("command index block %d: entries at %d: %w", blk, end, ErrBounds)
 	}
 	for i, s := range cb.Sizes {
-		if s != 0 && (s < commandsFixed || s > maxCommandEntry) {
+		if s != 0 && (s < commandsFixed || int(s) > maxCommandEntry) {
 			return CommandBlock{}, fmt.Errorf("command index block %d: stream %d: entry of %d bytes: %w", blk, cb.First+uint32(i), s, ErrMalformed)
 		}
 		end += uint64(s)

@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // Command records (fencing and explicit trim) are ordinary records of a
@@ -23,7 +24,51 @@ const (
 	CommandConfig = "config"
 	// MaxFenceTokenBytes bounds a fencing token.
 	MaxFenceTokenBytes = 36
+	// MovePrefix starts a seal token (ADR 0065): the command state of a
+	// stream sealed for a move to another star. No client token may
+	// start with it.
+	MovePrefix = "\x00move\x00"
+	// MaxMoveTarget bounds the star id a seal token names.
+	MaxMoveTarget = MaxFenceTokenBytes - len(MovePrefix)
+	// MaxSealTokenBytes bounds a seal token: MovePrefix, the target star
+	// and, when the seal displaced a writer's fencing token, a zero byte
+	// and that token (ADR 0065: a fenced stream moves with its token).
+	MaxSealTokenBytes = len(MovePrefix) + MaxMoveTarget + 1 + MaxFenceTokenBytes
 )
+
+// SealToken is the token of a stream sealed for a move to star to, which
+// displaced the fencing token displaced ("": the stream was not fenced).
+func SealToken(to, displaced string) string {
+	if displaced == "" {
+		return MovePrefix + to
+	}
+	return MovePrefix + to + "\x00" + displaced
+}
+
+// ParseSeal returns the target star and the displaced fencing token of a
+// seal token, and whether token is one at all. A star id holds no zero
+// byte (it is printable ASCII), so the first one after the target ends it.
+func ParseSeal(token string) (to, displaced string, ok bool) {
+	rest, ok := strings.CutPrefix(token, MovePrefix)
+	if !ok {
+		return "", "", false
+	}
+	to, displaced, _ = strings.Cut(rest, "\x00")
+	return to, displaced, true
+}
+
+// checkToken bounds a command state's token: a fencing token of at most
+// MaxFenceTokenBytes, or a seal token whose parts respect their bounds.
+func checkToken(t string) error {
+	to, displaced, sealed := ParseSeal(t)
+	switch {
+	case !sealed && len(t) > MaxFenceTokenBytes:
+		return fmt.Errorf("fencing token of %d bytes (at most %d): %w", len(t), MaxFenceTokenBytes, ErrMalformed)
+	case sealed && (to == "" || len(to) > MaxMoveTarget || len(displaced) > MaxFenceTokenBytes):
+		return fmt.Errorf("seal token naming a star id of %d bytes (1 to %d) and a displaced token of %d bytes (at most %d): %w", len(to), MaxMoveTarget, len(displaced), MaxFenceTokenBytes, ErrMalformed)
+	}
+	return nil
+}
 
 // FenceRecord is the command record that fences a stream to token.
 func FenceRecord(token string) Record {
@@ -110,8 +155,8 @@ func (c StreamCommands) IsZero() bool { return c == StreamCommands{} }
 
 // Validate checks c's bounds.
 func (c StreamCommands) Validate() error {
-	if len(c.FenceToken) > MaxFenceTokenBytes {
-		return fmt.Errorf("fencing token of %d bytes (at most %d): %w", len(c.FenceToken), MaxFenceTokenBytes, ErrMalformed)
+	if err := checkToken(c.FenceToken); err != nil {
+		return err
 	}
 	if c.Config.TimestampMode > MaxTimestampMode || c.Config.RetentionMs < 0 || (!c.HasConfig && c.Config != StreamConfig{}) {
 		return fmt.Errorf("stream config %+v (set: %t): %w", c.Config, c.HasConfig, ErrMalformed)
@@ -143,7 +188,7 @@ func DecodeCommands(b []byte) (StreamCommands, error) {
 		return StreamCommands{}, fmt.Errorf("command state: %d bytes: %w", len(b), ErrTruncated)
 	}
 	n := int(b[8])
-	if n > MaxFenceTokenBytes || len(b) != fixed+n {
+	if n > MaxSealTokenBytes || len(b) != fixed+n {
 		return StreamCommands{}, fmt.Errorf("command state: token of %d bytes in %d: %w", n, len(b), ErrMalformed)
 	}
 	c := StreamCommands{TrimSeq: binary.BigEndian.Uint64(b[0:8]), FenceToken: string(b[9 : 9+n])}

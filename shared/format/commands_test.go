@@ -167,8 +167,42 @@ func TestCommandsCodec(t *testing.T) {
 	}
 }
 
+// TestSealToken: a seal token names its target star and carries the
+// fencing token it displaced (ADR 0065); the command state holds one up
+// to MaxSealTokenBytes, and nothing longer or malformed.
+func TestSealToken(t *testing.T) {
+	full := string(bytes.Repeat([]byte("w"), MaxFenceTokenBytes))
+	star := string(bytes.Repeat([]byte("s"), MaxMoveTarget))
+	for _, tc := range []struct{ to, displaced string }{{"star-1", ""}, {"star-1", "writer-2"}, {star, full}, {"b", "a\x00b"}} {
+		tok := SealToken(tc.to, tc.displaced)
+		to, displaced, ok := ParseSeal(tok)
+		if !ok || to != tc.to || displaced != tc.displaced {
+			t.Fatalf("ParseSeal(SealToken(%q, %q)) = %q %q %t", tc.to, tc.displaced, to, displaced, ok)
+		}
+		c := StreamCommands{FenceToken: tok, TrimSeq: 3}
+		if got, err := DecodeCommands(AppendCommands(nil, c)); err != nil || got != c {
+			t.Fatalf("seal %q: got %+v, %v", tok, got, err)
+		}
+	}
+	if len(SealToken(star, full)) != MaxSealTokenBytes {
+		t.Fatalf("the longest seal token is %d bytes, MaxSealTokenBytes %d", len(SealToken(star, full)), MaxSealTokenBytes)
+	}
+	if _, _, ok := ParseSeal("writer-2"); ok {
+		t.Fatal("a fencing token parsed as a seal")
+	}
+	for _, bad := range []string{SealToken(star+"s", ""), SealToken("s", full+"w"), SealToken("", "w"), string(make([]byte, MaxFenceTokenBytes+1))} {
+		if err := (StreamCommands{FenceToken: bad}).Validate(); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("token %q: %v, want ErrMalformed", bad, err)
+		}
+		if _, err := DecodeCommands(AppendCommands(nil, StreamCommands{FenceToken: bad})); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("decode token %q: %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
 func FuzzDecodeCommands(f *testing.F) {
 	f.Add(AppendCommands(nil, StreamCommands{FenceToken: "tok", TrimSeq: 5}))
+	f.Add(AppendCommands(nil, StreamCommands{FenceToken: SealToken("star-1", "tok"), TrimSeq: 5}))
 	f.Add(AppendCommands(nil, StreamCommands{HasConfig: true, Config: goldenConfig}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if c, err := DecodeConfig(b); err == nil && !bytes.Equal(AppendConfig(nil, c), b) {

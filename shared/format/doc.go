@@ -89,7 +89,8 @@
 //	...  C entries, in strictly increasing segment order:
 //	       0  4 footer entry (segment) index
 //	       4  8 trim point (0: none)
-//	      12  1 token length T (at most MaxFenceTokenBytes)
+//	      12  1 token length T (at most MaxFenceTokenBytes; a seal
+//	            token, ADR 0065, at most MaxSealTokenBytes)
 //	      13  T fencing token
 //	    13+T  1 has-config (1: a config command set the config)
 //	    14+T 10 config: flags (bit 0 uncapped), timestamp mode,

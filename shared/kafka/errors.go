@@ -44,7 +44,7 @@ func code(err error) int16 {
 	case connect.CodeAlreadyExists:
 		return kerr.TopicAlreadyExists.Code
 	case connect.CodeUnavailable:
-		if notLeader(err) {
+		if notLeader(err) || moved(err) {
 			return kerr.NotLeaderForPartition.Code
 		}
 		return kerr.RequestTimedOut.Code
@@ -103,5 +103,12 @@ func (s *Server) drained(err error) bool {
 	l, ok := leaderOf(err)
 	return ok && l == s.cfg.Star
 }
+
+// moved reports whether err refuses a batch for a stream sealed for a
+// move to another star (ADR 0065). The front end calls the server in
+// process, past the interceptor that adds the Leader detail to such an
+// answer, so the sentinel is what it sees: the client refreshes its
+// metadata, which names the new leader once the move is written.
+func moved(err error) bool { return errors.Is(err, star.ErrMoved) }
 
 func errorsIsOffset(err error) bool { return errors.Is(err, ErrOffset) }

@@ -84,7 +84,7 @@ func carriedSize(r Ref) int {
 }
 
 // commandsSize is the command state's share of a ref item: one binary
-// attribute, at most 8+1+format.MaxFenceTokenBytes bytes.
+// attribute, at most 8+1+format.MaxSealTokenBytes bytes.
 func commandsSize(r Ref) int {
 	if r.Commands == nil {
 		return 0

@@ -148,7 +148,7 @@ func (w *Window) viaCommandIndex(ctx context.Context, key string, h format.PassH
 	if st.known && !st.usable {
 		return nil, false, nil
 	}
-	if !st.known && 4+int64(h.Streams)*format.MaxCommandEntryBytes <= 2*w.cmdxGetBytes() {
+	if !st.known && 4+int64(h.Streams)*int64(format.MaxCommandEntryBytes) <= 2*w.cmdxGetBytes() {
 		// The table is at most what one stream's lookup through an
 		// index would be worth (settle writes none for it at the
 		// default): read it whole without looking for an index.

@@ -50,8 +50,9 @@
 //	stream exists (or is being deleted)     AlreadyExists
 //	not the leader                          Unavailable + Leader detail
 //	stream moved (sealed) to another star   Unavailable + Leader detail
-//	MoveStream of a fenced stream, to its   FailedPrecondition (nothing
-//	  own leader, or too soon after a move  written)
+//	MoveStream to its own leader, to a star FailedPrecondition (nothing
+//	  without the stream's class, or too    written)
+//	  soon after a move
 //	star stopping, stores unavailable       Unavailable
 //	epoch halted past --halt-wait (new)     Unavailable (nothing written)
 //	DeleteStream could not drain in time    Unavailable (nothing deleted)

@@ -94,6 +94,9 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	if err := s.priorSettled(ctx, st); err != nil {
 		return nil, err
 	}
+	if err := s.targetHasClass(ctx, st, to); err != nil {
+		return nil, err
+	}
 	// One move of a stream at a time: a second one would find the stream
 	// drained (Drain returns at once for a stream not open) and write the
 	// new leader before the first one's seal is absorbed.
@@ -124,8 +127,6 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 		// Sealed for another move (an interrupted one): not wrapped, so
 		// that movedInterceptor leaves the answer as it is.
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is sealed for a move to %s already: finish that one (MoveStream to %s)", ErrMoveRefused, name, me.To, me.To))
-	case errors.Is(err, star.ErrFenced):
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is fenced by a writer: a fenced stream is not moved (ADR 0065); unfence it, move it, fence it again: %w", ErrMoveRefused, name, err))
 	case errors.Is(err, star.ErrBadCommand):
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: %w", ErrMoveRefused, err))
 	case errors.Is(err, star.ErrUnknownStream):
@@ -196,6 +197,22 @@ func (s *Server) priorSettled(ctx context.Context, st metastore.Stream) error {
 	}
 	if len(parts) > 0 {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q moved from %s recently, and %d of its parts there are not yet settled into refs; nothing was written: retry once settle has flushed them (at most its flush age)", ErrMoveRefused, st.Name, st.From, len(parts)))
+	}
+	return nil
+}
+
+// targetHasClass refuses a move to a star that has no chain of the
+// stream's class: a star mints the chain of each class it has a bucket
+// set for when it first starts (its head in the metastore), and a star
+// without one could not open the stream, nor move it on. It reads the
+// metastore only: the old star does not know its peers' configuration.
+func (s *Server) targetHasClass(ctx context.Context, st metastore.Stream, to string) error {
+	_, err := s.cfg.Meta.GetHead(ctx, metastore.ChainID{Star: to, Class: st.Class})
+	if errors.Is(err, metastore.ErrNotFound) {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is of class %s, and star %s has no %s chain (it never started with that class's bucket set); nothing was written", ErrMoveRefused, st.Name, st.Class, to, st.Class))
+	}
+	if err != nil {
+		return toConnect(fmt.Errorf("move stream %q: look up star %s's %s chain: %w", st.Name, to, st.Class, err))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -13,10 +14,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
+	"github.com/strandlog/strand/shared/settle"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -230,8 +235,8 @@ func toFormat(hs []client.Header) []format.Header {
 }
 
 // TestMoveStreamRefusals: only an admin over every stream may move; an
-// unknown star, the current leader, a fenced stream and a missing stream
-// are refused with what to do, and nothing is written.
+// unknown star, the current leader and a missing stream are refused with
+// what to do, and nothing is written.
 func TestMoveStreamRefusals(t *testing.T) {
 	ctx := context.Background()
 	meta, a, _ := movePair(t)
@@ -248,17 +253,73 @@ func TestMoveStreamRefusals(t *testing.T) {
 	wantCode(t, err, connect.CodeNotFound)
 	_, _, err = ca.MoveStream(ctx, "logs/r", "star-0")
 	wantCode(t, err, connect.CodeFailedPrecondition)
-	if _, err := ca.Fence(ctx, "logs/r", "w1", client.FenceOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = ca.MoveStream(ctx, "logs/r", "star-1")
-	wantCode(t, err, connect.CodeFailedPrecondition)
 	if got, err := meta.GetStream(ctx, "logs/r"); err != nil || got.Star != "star-0" {
 		t.Fatalf("stream after refused moves: %+v %v", got, err)
 	}
 	// A client cannot forge a seal.
 	_, err = ca.Fence(ctx, "logs/r", star.MoveToken("star-1"), client.FenceOptions{CurrentToken: new(string)})
 	wantCode(t, err, connect.CodeInvalidArgument)
+}
+
+// TestMoveFencedStream: a stream fenced by a writer moves with its token
+// (ADR 0065): after the move the writer's appends with its token land on
+// the new leader right after the seal, an append with a stale token or
+// none is refused there, and the fence still reads as the writer's.
+func TestMoveFencedStream(t *testing.T) {
+	ctx := context.Background()
+	meta, _, b, c, _ := moveOne(t, "logs/w")
+	if _, err := c.Fence(ctx, "logs/w", "writer-1", client.FenceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fence(ctx, "logs/w", "writer-2", client.FenceOptions{CurrentToken: new("writer-1")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Append(ctx, "logs/w", recs(2, "x"), client.AppendOptions{FenceToken: "writer-2"})
+	must(t, err)
+	_, seal, err := c.MoveStream(ctx, "logs/w", "star-1")
+	must(t, err)
+	if got, err := meta.GetStream(ctx, "logs/w"); err != nil || got.Star != "star-1" {
+		t.Fatalf("leader after the move: %+v %v", got, err)
+	}
+	cb := newClient(t, b, adminTok)
+	for _, stale := range []string{"writer-1", ""} {
+		_, err = cb.Append(ctx, "logs/w", recs(1, "s"), client.AppendOptions{FenceToken: stale})
+		wantCode(t, err, connect.CodeFailedPrecondition)
+	}
+	ack, err := c.Append(ctx, "logs/w", recs(1, "y"), client.AppendOptions{FenceToken: "writer-2"})
+	must(t, err)
+	if ack.StartSeq != seal+1 {
+		t.Fatalf("the writer's append after the move at %d, want %d (after the seal)", ack.StartSeq, seal+1)
+	}
+	// The writer can still hand its fence on, which only the holder can.
+	if _, err := cb.Fence(ctx, "logs/w", "writer-3", client.FenceOptions{CurrentToken: new("writer-2")}); err != nil {
+		t.Fatalf("fence from the moved writer's token: %v", err)
+	}
+}
+
+// TestMoveToStarWithoutTheClass: a star that has no chain of the
+// stream's class (started without that class's bucket set) is refused
+// as a target with failed_precondition naming the class, and nothing is
+// written; a stream of the class it has moves there.
+func TestMoveToStarWithoutTheClass(t *testing.T) {
+	ctx := context.Background()
+	meta, a, _, c, _ := moveOne(t, "logs/e")                // express
+	newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, nil) // standard only
+	_, _, err := c.MoveStream(ctx, "logs/e", "star-2")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	if !strings.Contains(err.Error(), "no express chain") {
+		t.Fatalf("error %v: want it to name the missing class", err)
+	}
+	if got, err := meta.GetStream(ctx, "logs/e"); err != nil || got.Star != "star-0" {
+		t.Fatalf("stream after the refused move: %+v %v", got, err)
+	}
+	if _, err := c.Append(ctx, "logs/e", recs(1, "x"), client.AppendOptions{}); err != nil {
+		t.Fatalf("append after the refused move (not sealed): %v", err)
+	}
+	_, err = c.CreateStream(ctx, "logs/std", client.CreateOptions{Class: "standard"})
+	must(t, err)
+	_, _, err = c.MoveStream(ctx, "logs/std", "star-2")
+	must(t, err)
 }
 
 // TestMoveRollForward: the old star sealed the stream and died before the
@@ -297,15 +358,38 @@ func TestMoveRollForward(t *testing.T) {
 // TestMovePause measures the append pause of a move (docs/operations.md,
 // "Stream moves"): a producer appends one record at a time while the
 // stream moves 20 times between two in-process stars (memory buckets, the
-// in-process absorb, refs); for each move, the longest gap between two
-// consecutive acks that spans it. STRAND_MOVE_PAUSE=1 runs it (about 10 s).
+// in-process absorb; refs, and the pass index); for each move, the
+// longest gap between two consecutive acks that spans it.
+// STRAND_MOVE_PAUSE=1 runs it (about 10 s a mode). On the pass index a
+// stream moves again only once the chain it last left has settled its
+// parts (priorSettled): before each move, outside the measured span,
+// both chains are settled with a flush of everything.
 func TestMovePause(t *testing.T) {
 	if os.Getenv("STRAND_MOVE_PAUSE") == "" {
 		t.Skip("a measurement: STRAND_MOVE_PAUSE=1 runs it")
 	}
+	t.Run("refs", func(t *testing.T) { movePause(t, nil) })
+	t.Run("pass-index", func(t *testing.T) { movePause(t, objstore.NewMem("settled")) })
+}
+
+func movePause(t *testing.T, settled objstore.Bucket) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, a, _, c, _ := moveOne(t, "logs/p")
+	var (
+		meta    metastore.Store
+		a       *node
+		c       *client.Client
+		settler *settle.Settler
+		win     *passindex.Window
+	)
+	if settled == nil {
+		meta, a, _, c, _ = moveOne(t, "logs/p")
+	} else {
+		meta, a, _, c, _ = moveOne(t, "logs/p", settled)
+		win = &passindex.Window{Meta: meta, Bucket: settled}
+		settler = &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
+			Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	}
 	var mu sync.Mutex
 	var acks []time.Time
 	stop := make(chan struct{})
@@ -333,6 +417,21 @@ func TestMovePause(t *testing.T) {
 	to := "star-1"
 	for range 20 {
 		time.Sleep(200 * time.Millisecond)
+		for attempt := 0; settler != nil; attempt++ {
+			for _, id := range []string{"star-0", "star-1"} {
+				_, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
+				must(t, err)
+			}
+			st, err := meta.GetStream(ctx, "logs/p")
+			must(t, err)
+			if n, err := win.StreamParts(ctx, metastore.Stream{ID: st.ID, Name: st.Name, Class: st.Class, Star: st.From}, 0); err == nil && len(n) == 0 || st.From == "" {
+				break
+			}
+			if attempt > 100 {
+				t.Fatalf("the parts left on %s never settled", st.From)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		s := time.Now()
 		_, _, err := c.MoveStream(ctx, "logs/p", to)
 		must(t, err)
@@ -406,6 +505,7 @@ func TestConcurrentMovesOneAtATime(t *testing.T) {
 func TestMoveToAnotherStarWhileSealed(t *testing.T) {
 	ctx := context.Background()
 	meta, a, _, c, st := moveOne(t, "logs/s")
+	newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, a.exp) // has both classes' chains
 	id, err := format.ParseStreamID(st.ID)
 	must(t, err)
 	_, err = c.CheckTail(ctx, "logs/s") // opens it

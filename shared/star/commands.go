@@ -27,6 +27,9 @@ type command struct {
 	// any).
 	token   string
 	ifToken *string
+	// sealTo: a move's seal (move.go): the token becomes the seal token
+	// naming sealTo and the token it displaces, whatever that is.
+	sealTo string
 	// trim: records below trimTo are trimmed (capped to the command
 	// record's own seq).
 	trimTo uint64
@@ -113,7 +116,11 @@ func (st *stream) apply(b *batch) {
 	if c := b.cmd; c != nil {
 		switch c.kind {
 		case format.CommandFence:
-			st.cmds.FenceToken = c.token
+			if c.sealTo != "" {
+				st.cmds.FenceToken = format.SealToken(c.sealTo, st.cmds.FenceToken)
+			} else {
+				st.cmds.FenceToken = c.token
+			}
 		case format.CommandTrim:
 			st.cmds.TrimSeq = max(st.cmds.TrimSeq, min(c.trimTo, b.first))
 		case format.CommandConfig:

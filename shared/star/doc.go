@@ -112,14 +112,17 @@
 // # Moves
 //
 // Seal (move.go) commits a stream's move to another star (ADR 0065): a
-// fence record whose token is the reserved move token (MovePrefix and the
-// target star id), admitted only if the stream is not fenced. Every batch
+// fence record whose body is the reserved move token (MovePrefix and the
+// target star id). The stream's token becomes the seal token
+// (format.SealToken: the move token and the fencing token it displaces,
+// if any). Every batch
 // sequenced after it is refused with *MovedError (ErrMoved) naming the
 // target; a retry of a remembered producer batch still gets its original
 // ack. The sealed state travels in the command table like any token, so
 // a star that recovers the stream recovers the seal: Open unseals a
-// stream sealed to this star (the token goes back to "", which the seal
-// checked), and opens one sealed to another star refusing every batch.
+// stream sealed to this star (the token goes back to the one the seal
+// displaced: a fenced stream's writer goes on with its token), and opens
+// one sealed to another star refusing every batch.
 // A client Fence may not use the move prefix (ErrBadCommand).
 //
 // # Halts, recovery and takeover

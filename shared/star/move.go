@@ -18,10 +18,10 @@ import (
 // (Open), any other star keeps it sealed.
 
 // MovePrefix starts every move token; no client fence may use it.
-const MovePrefix = "\x00move\x00"
+const MovePrefix = format.MovePrefix
 
-// MaxMoveTarget bounds a target star id: a move token is a fencing token.
-const MaxMoveTarget = format.MaxFenceTokenBytes - len(MovePrefix)
+// MaxMoveTarget bounds a target star id.
+const MaxMoveTarget = format.MaxMoveTarget
 
 // ErrMoved refuses a batch for a stream sealed for a move to another star
 // (nothing written): retry at the new leader (MovedError.To).
@@ -40,13 +40,15 @@ func (e *MovedError) Error() string {
 // Is makes errors.Is(err, ErrMoved) hold.
 func (e *MovedError) Is(target error) bool { return target == ErrMoved }
 
-// MoveToken is the fencing token that seals a stream for a move to star to.
-func MoveToken(to string) string { return MovePrefix + to }
+// MoveToken is the body of the seal record of a move to star to, and the
+// seal token of a stream that was not fenced (format.SealToken).
+func MoveToken(to string) string { return format.SealToken(to, "") }
 
-// MoveTarget returns the star a sealed stream's fencing token names, and
-// whether the token is a move token at all.
+// MoveTarget returns the star a sealed stream's token names, and whether
+// the token is a seal token at all.
 func MoveTarget(token string) (string, bool) {
-	return strings.CutPrefix(token, MovePrefix)
+	to, _, ok := format.ParseSeal(token)
+	return to, ok
 }
 
 // Sealed returns the star a command state is sealed to, if any.
@@ -62,6 +64,8 @@ func checkMoveTarget(to string) error {
 	switch {
 	case to == "":
 		return fmt.Errorf("%w: no target star", ErrBadCommand)
+	case strings.IndexByte(to, 0) >= 0:
+		return fmt.Errorf("%w: target star id %q holds a zero byte", ErrBadCommand, to)
 	case len(to) > MaxMoveTarget:
 		return fmt.Errorf("%w: target star id of %d bytes (a stream moves only to a star id of at most %d bytes)", ErrBadCommand, len(to), MaxMoveTarget)
 	}
@@ -71,8 +75,9 @@ func checkMoveTarget(to string) error {
 // Seal commits the move command record of stream id for star to (ADR
 // 0065) and returns its ack once durable: every batch of the stream
 // sequenced before it is acknowledged before it, every one after it is
-// refused with ErrMoved. A stream with a fencing token is refused with
-// ErrFenced (its token would have nowhere to travel). A stream already
+// refused with ErrMoved. A fenced stream's token travels in the seal
+// token (format.SealToken), and the new star restores it when it
+// unseals the stream: its writer keeps appending with it. A stream already
 // sealed to the same star answers with no new record and the zero Ack
 // (Drain then waits for the seal's ack); sealed to another star, with
 // its *MovedError. The caller then drains the stream (Drain) and writes
@@ -84,9 +89,7 @@ func (s *Star) Seal(ctx context.Context, id format.StreamID, to string) (Ack, er
 	if to == s.ID() {
 		return Ack{}, fmt.Errorf("%w: stream %s is led by star %s already", ErrBadCommand, id, to)
 	}
-	unfenced := ""
-	tok := MoveToken(to)
-	a, _, err := s.command(ctx, id, format.FenceRecord(tok), &command{kind: format.CommandFence, token: tok, ifToken: &unfenced}, AppendOptions{})
+	a, _, err := s.command(ctx, id, format.FenceRecord(MoveToken(to)), &command{kind: format.CommandFence, sealTo: to}, AppendOptions{})
 	var me *MovedError
 	if errors.As(err, &me) && me.To == to {
 		a, err = Ack{}, nil
@@ -99,13 +102,14 @@ func (s *Star) Seal(ctx context.Context, id format.StreamID, to string) (Ack, er
 	return a, err
 }
 
-// unseal makes a stream recovered sealed to this star appendable: the
-// seal checked that the stream was not fenced, so the token it displaced
-// is "". Its next part carries the unsealed state. Called by Open, which
-// opens a stream sealed to another star as it is (refusing every batch).
+// unseal makes a stream recovered sealed to this star appendable: its
+// fencing token goes back to the one the seal displaced ("" if the
+// stream was not fenced). Its next part carries the unsealed state.
+// Called by Open, which opens a stream sealed to another star as it is
+// (refusing every batch).
 func (s *Star) unseal(c *format.StreamCommands) {
-	if to, ok := Sealed(c); ok && to == s.ID() {
-		c.FenceToken = ""
+	if to, displaced, ok := format.ParseSeal(c.FenceToken); ok && to == s.ID() {
+		c.FenceToken = displaced
 	}
 }
 

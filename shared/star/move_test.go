@@ -31,19 +31,32 @@ func wantMoved(t *testing.T, err error, to, what string) {
 // the stream and returns what a star opening it recovers, with the
 // producer and the first batch's ack.
 func sealAndRecover(t *testing.T) (id format.StreamID, p format.ProducerID, first Ack, info StreamInfo) {
+	return sealFencedAndRecover(t, "")
+}
+
+// sealFencedAndRecover is sealAndRecover of a stream fenced to token
+// (unless ""): the fence takes seq 0, the batch 1..3 and the seal 4.
+func sealFencedAndRecover(t *testing.T, token string) (id format.StreamID, p format.ProducerID, first Ack, info StreamInfo) {
 	t.Helper()
 	ctx := context.Background()
 	a := newHarness(t, metastore.Standard, 1, 1)
 	a.start()
 	id = a.open(metastore.Standard, 1)[0]
 	p = pid(7)
-	first, err := a.star.Append(ctx, id, recs(3, nil2), AppendOptions{Producer: p, BatchSeq: 0})
+	var base uint64
+	if token != "" {
+		if _, err := a.star.Fence(ctx, id, token, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		base = 1
+	}
+	first, err := a.star.Append(ctx, id, recs(3, nil2), AppendOptions{Producer: p, BatchSeq: 0, FenceToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seal, err := a.star.Seal(ctx, id, "star-1")
-	if err != nil || seal.FirstSeq != 3 || seal.LastSeq != 3 {
-		t.Fatalf("seal: %+v %v, want the command record at seq 3", seal, err)
+	if err != nil || seal.FirstSeq != base+3 || seal.LastSeq != base+3 {
+		t.Fatalf("seal: %+v %v, want the command record at seq %d", seal, err, base+3)
 	}
 	// I2: nothing more is admitted for the stream on the old star.
 	_, err = a.star.Submit(ctx, id, recs(1, nil2), AppendOptions{Producer: p, BatchSeq: 1})
@@ -53,8 +66,8 @@ func sealAndRecover(t *testing.T) (id format.StreamID, p format.ProducerID, firs
 	_, _, err = a.star.Reconfigure(ctx, id, ConfigPatch{Uncapped: new(bool)})
 	wantMoved(t, err, "star-1", "reconfigure after the seal")
 	// A retry of an acknowledged batch still gets its original ack.
-	if dup, err := a.star.Append(ctx, id, recs(3, nil2), AppendOptions{Producer: p, BatchSeq: 0}); err != nil || dup.FirstSeq != 0 || dup.LastSeq != 2 {
-		t.Fatalf("retry of batch 0 after the seal: %+v %v, want the original ack 0..2", dup, err)
+	if dup, err := a.star.Append(ctx, id, recs(3, nil2), AppendOptions{Producer: p, BatchSeq: 0, FenceToken: token}); err != nil || dup.FirstSeq != first.FirstSeq || dup.LastSeq != first.LastSeq {
+		t.Fatalf("retry of batch 0 after the seal: %+v %v, want the original ack %+v", dup, err, first)
 	}
 	// Sealing again for the same star is a no-op; for another, refused.
 	if again, err := a.star.Seal(ctx, id, "star-1"); err != nil || again != (Ack{}) {
@@ -84,10 +97,42 @@ func sealAndRecover(t *testing.T) (id format.StreamID, p format.ProducerID, firs
 	if err != nil {
 		t.Fatal(err)
 	}
-	if to, ok := Sealed(info.Commands); !ok || to != "star-1" || info.Next != 4 {
-		t.Fatalf("recovered %+v (commands %+v), want next 4 sealed to star-1", info, info.Commands)
+	if to, ok := Sealed(info.Commands); !ok || to != "star-1" || info.Next != base+4 {
+		t.Fatalf("recovered %+v (commands %+v), want next %d sealed to star-1", info, info.Commands, base+4)
 	}
 	return id, p, first, info
+}
+
+// TestMoveFencedStream: a fenced stream moves with its fencing token
+// (ADR 0065): the seal carries it, the new star restores it when it
+// opens the stream, the writer's appends with it keep working and an
+// append with a stale token or none is still refused.
+func TestMoveFencedStream(t *testing.T) {
+	ctx := context.Background()
+	id, p, first, info := sealFencedAndRecover(t, "writer-2")
+	if _, displaced, _ := format.ParseSeal(info.Commands.FenceToken); displaced != "writer-2" {
+		t.Fatalf("recovered seal token %q, want it to carry writer-2", info.Commands.FenceToken)
+	}
+	b := newHarness(t, metastore.Standard, 1, 1, withStarID("star-1"))
+	b.start()
+	if err := b.star.Open(info); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := b.star.Commands(id); err != nil || c.FenceToken != "writer-2" {
+		t.Fatalf("commands on the new star: %+v %v, want fenced to writer-2", c, err)
+	}
+	if dup, err := b.star.Append(ctx, id, recs(3, nil2), AppendOptions{Producer: p, BatchSeq: 0, FenceToken: "writer-2"}); err != nil || dup.FirstSeq != first.FirstSeq || dup.LastSeq != first.LastSeq {
+		t.Fatalf("retry of batch 0 on the new star: %+v %v, want the original ack %+v", dup, err, first)
+	}
+	for _, stale := range []string{"writer-1", ""} {
+		if _, err := b.star.Append(ctx, id, recs(1, nil2), AppendOptions{FenceToken: stale}); !errors.Is(err, ErrFenced) {
+			t.Fatalf("append with token %q on the new star: %v, want ErrFenced", stale, err)
+		}
+	}
+	next, err := b.star.Append(ctx, id, recs(2, nil2), AppendOptions{Producer: p, BatchSeq: 1, FenceToken: "writer-2"})
+	if err != nil || next.FirstSeq != 5 || next.LastSeq != 6 {
+		t.Fatalf("batch 1 on the new star: %+v %v, want 5..6 (after the seal)", next, err)
+	}
 }
 
 // TestMoveSealThenOpen: the new star opens the sealed stream with the
@@ -133,21 +178,14 @@ func TestOpenSealedElsewhere(t *testing.T) {
 	wantMoved(t, err, "star-1", "append on the old star's successor")
 }
 
-// TestSealRefusesFencedAndBadTargets: a fenced stream is not sealed (its
-// token would be lost), nor is a stream sealed for itself or for a star
-// id too long for a token.
-func TestSealRefusesFencedAndBadTargets(t *testing.T) {
+// TestSealRefusesBadTargets: a stream is not sealed for itself, for a
+// star id too long for a seal token, or one holding a zero byte.
+func TestSealRefusesBadTargets(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, metastore.Standard, 1, 1)
 	h.start()
 	ids := h.open(metastore.Standard, 2)
-	if _, err := h.star.Fence(ctx, ids[0], "writer-1", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.star.Seal(ctx, ids[0], "star-1"); !errors.Is(err, ErrFenced) {
-		t.Fatalf("seal of a fenced stream: %v, want ErrFenced", err)
-	}
-	for _, to := range []string{"", "star-0", "a-star-id-that-is-far-too-long-x"} {
+	for _, to := range []string{"", "star-0", "a-star-id-that-is-far-too-long-x", "star\x001"} {
 		if _, err := h.star.Seal(ctx, ids[1], to); !errors.Is(err, ErrBadCommand) {
 			t.Fatalf("seal for %q: %v, want ErrBadCommand", to, err)
 		}

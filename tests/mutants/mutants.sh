@@ -114,6 +114,16 @@ mutant seal-not-checked shared/star/commands.go "./shared/star" \
 mutant concurrent-moves shared/server/move.go "./shared/server" \
   's/if s.moving\[id\] \{/if false \&\& s.moving[id] {/' \
   "the simulation's mover runs one move at a time"
+# A fenced stream's token lost across a move (the new star unseals it to
+# no token: the writer's appends are refused, a stale one accepted):
+# TestSimMoves' fenced seeds and star.TestMoveFencedStream. A move to a
+# star without the stream's class let through: the simulation's stars
+# have both classes, so only the server's tests see it.
+mutant seal-drops-fencing-token shared/star/move.go "./shared/star" \
+  's/\t\tc.FenceToken = displaced\n/\t\tc.FenceToken = ""\n\t\t_ = displaced\n/'
+mutant target-class-not-checked shared/server/move.go "./shared/server" \
+  's/if errors.Is\(err, metastore.ErrNotFound\) \{\n\t\treturn connect.NewError\(connect.CodeFailedPrecondition, fmt.Errorf\("%w: stream %q is of class/if false \&\& errors.Is(err, metastore.ErrNotFound) {\n\t\treturn connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is of class/' \
+  "the simulation's two stars have both classes' bucket sets"
 
 # Issue 36 (ADR 0069): an append session's send loop that holds an ack's
 # flush while the next queued ack is still to come (the client waits for

@@ -42,7 +42,12 @@ var moveStars = []string{StarID, "star-1"}
 //     records, each led by one star (star-0, then each seal's target),
 //     and every ack came from the leader of the segment holding its seqs:
 //     after a move commits, the old star acknowledges nothing more of the
-//     stream.
+//     stream;
+//   - a fenced stream moves with its token (seeds 1, 4, 7, ...: s0 is
+//     fenced to a writer's token before the first append and every
+//     producer carries it): no append with a stale token is ever
+//     acknowledged, and after the last move the writer's token still
+//     appends on the leader while a stale one is refused.
 func TestSimMoves(t *testing.T) {
 	seeds := []int64{*seedFlag}
 	if *seedFlag == 0 {
@@ -103,6 +108,7 @@ type moveSim struct {
 	acks   map[string]moveAck // body -> its ack
 	prods  []*moveProducer
 	target string // an interrupted move's target ("": none)
+	token  string // s0's fencing token ("": not fenced)
 	moving bool
 	counts moveCounts
 	tally  Tally
@@ -133,6 +139,9 @@ func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 	for _, id := range moveStars {
 		m.restart(id)
 	}
+	if seed%3 == 1 {
+		m.fence("sim-writer-1")
+	}
 	for step := range steps {
 		switch k := m.rng.IntN(20); {
 		case k < 9:
@@ -162,8 +171,41 @@ func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 		}
 	}
 	m.finish()
+	m.fencedAfterMoves()
 	m.check()
 	return m.counts, m.tally
+}
+
+// staleToken is a fencing token s0 never has.
+const staleToken = "sim-writer-0"
+
+// fence fences s0 to token on its first leader, before any append.
+func (m *moveSim) fence(token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := m.srvs[moveStars[0]].Fence(ctx, connect.NewRequest(&strandv1.FenceRequest{Stream: m.w.Streams[0].Name, Token: token})); err != nil {
+		m.t.Fatalf("seed=%d: fence s0: %v", m.seed, err)
+	}
+	m.token = token
+}
+
+// fencedAfterMoves: on a fenced s0, after the moves the leader refuses a
+// stale token and appends with the writer's (recorded as an ack).
+func (m *moveSim) fencedAfterMoves() {
+	if m.token == "" {
+		return
+	}
+	lead := m.leader()
+	p := format.ProducerID{0x40, 15: 0xf}
+	if _, err := m.appendWith(m.srvs[lead], p, 0, "stale-final", staleToken); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		m.t.Fatalf("seed=%d: an append with a stale token on %s after the moves: %v, want failed_precondition", m.seed, lead, err)
+	}
+	a, err := m.appendWith(m.srvs[lead], p, 0, "fenced-final", m.token)
+	if err != nil {
+		m.t.Fatalf("seed=%d: the writer's append on %s after the moves: %v", m.seed, lead, err)
+	}
+	a.star = lead
+	m.acks["fenced-final"] = a
 }
 
 // restart kills star id's incarnation (if any) and starts a successor
@@ -250,16 +292,39 @@ func (m *moveSim) appendBurst() {
 			}
 		}()
 	}
+	if m.token != "" && m.rng.IntN(4) == 0 {
+		// A deposed writer's append: never acknowledged, before or after
+		// a move.
+		m.mu.Lock()
+		srv := m.srvs[m.leader()]
+		m.mu.Unlock()
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			if _, err := m.appendWith(srv, format.ProducerID{}, 0, "stale", staleToken); err == nil {
+				m.t.Errorf("seed=%d: an append with a stale fencing token was acknowledged", m.seed)
+			}
+		}()
+	}
 }
 
 func (m *moveSim) appendTo(srv *server.Server, p format.ProducerID, seq uint64, body string) (moveAck, error) {
+	return m.appendWith(srv, p, seq, body, m.token)
+}
+
+// appendWith appends body as batch seq of producer p (none if zero) with
+// fencing token token.
+func (m *moveSim) appendWith(srv *server.Server, p format.ProducerID, seq uint64, body, token string) (moveAck, error) {
 	if srv == nil {
 		return moveAck{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the star is down"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req := &strandv1.AppendRequest{Stream: m.w.Streams[0].Name, ProducerId: p[:], BatchSeq: &seq,
+	req := &strandv1.AppendRequest{Stream: m.w.Streams[0].Name, FencingToken: token,
 		Records: []*strandv1.AppendRecord{{Body: []byte(body)}}}
+	if p != (format.ProducerID{}) {
+		req.ProducerId, req.BatchSeq = p[:], &seq
+	}
 	res, err := srv.Append(ctx, connect.NewRequest(req))
 	if err != nil {
 		return moveAck{}, err
@@ -358,6 +423,9 @@ func (m *moveSim) check() {
 			m.t.Fatalf("seed=%d: s0 record %d has seq %d", m.seed, i, r.Seq)
 		}
 		leaderAt[i] = cur
+		if format.CommandOf(r.Record) == format.CommandFence && r.Seq == 0 && m.token != "" && string(r.Body) == m.token {
+			continue // the writer's fence, before any append
+		}
 		if format.CommandOf(r.Record) == format.CommandFence {
 			to, ok := star.MoveTarget(string(r.Body))
 			if !ok {
@@ -375,6 +443,9 @@ func (m *moveSim) check() {
 	}
 	if cur != lead {
 		m.t.Fatalf("seed=%d: the last seal names %s, the metastore %s", m.seed, cur, lead)
+	}
+	if m.token != "" && m.counts.seals == 0 {
+		m.t.Fatalf("seed=%d: the fenced s0 never moved", m.seed)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
