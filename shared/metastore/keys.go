@@ -382,6 +382,36 @@ func SettleOn(old []Ref, repl Ref, stored func(i int) (Ref, bool)) error {
 	return nil
 }
 
+// SettleReach is the last key SettleRef replaces or writes (old's last
+// ref's key, or repl's own without old): the keys above it up to repl's
+// last seq must hold no ref (SettleApart).
+func SettleReach(old []Ref, repl Ref) uint64 {
+	if len(old) > 0 {
+		return old[len(old)-1].FirstSeq
+	}
+	return repl.FirstSeq
+}
+
+// SettleApart decides SettleRef's condition on repl's neighbours, which
+// keeps a stream's refs apart (none holds a seq another holds) whatever
+// the settings of the copies that flush one step (two copies of which
+// one merges the previous ref and one does not: design 014, "Flush
+// settings across a deploy"): before, the stored ref with the greatest
+// key below repl's first seq (hasBefore false: none), must end below it;
+// next, the stored ref with the smallest key above SettleReach (hasNext
+// false: none), must start past repl's last seq. ErrConflict otherwise.
+func SettleApart(repl Ref, before Ref, hasBefore bool, next Ref, hasNext bool) error {
+	if hasBefore && before.LastSeq >= repl.FirstSeq {
+		return fmt.Errorf("settle ref of stream %s at %d-%d: the ref at %d holds seqs to %d: %w",
+			repl.StreamID, repl.FirstSeq, repl.LastSeq, before.FirstSeq, before.LastSeq, ErrConflict)
+	}
+	if hasNext && next.FirstSeq <= repl.LastSeq {
+		return fmt.Errorf("settle ref of stream %s at %d-%d: a ref is stored at %d: %w",
+			repl.StreamID, repl.FirstSeq, repl.LastSeq, next.FirstSeq, ErrConflict)
+	}
+	return nil
+}
+
 // EqualRef reports whether a and b are the same ref, field by field; nil and
 // empty Locations are equal. SwapRefs uses it to decide that a stored ref is
 // "still exactly as given".

@@ -524,6 +524,9 @@ func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled 
 		if err != nil {
 			return err
 		}
+		if err := settleApart(b, old, repl); err != nil {
+			return err
+		}
 		for _, o := range old {
 			if err := b.Delete(refKey(o.StreamID, o.FirstSeq)); err != nil {
 				return err
@@ -531,6 +534,42 @@ func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled 
 		}
 		return put(b, refKey(repl.StreamID, repl.FirstSeq), repl)
 	})
+}
+
+// settleApart reads repl's neighbours for metastore.SettleApart: the ref
+// keyed last below repl's first seq and the one keyed first above
+// metastore.SettleReach.
+func settleApart(b *bbolt.Bucket, old []metastore.Ref, repl metastore.Ref) error {
+	prefix := refPrefix(repl.StreamID)
+	var before, next metastore.Ref
+	var hasBefore, hasNext bool
+	c := b.Cursor()
+	k, v := c.Seek(refKey(repl.StreamID, repl.FirstSeq))
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	if k != nil && bytes.HasPrefix(k, prefix) {
+		r, err := decodeRef(k, v)
+		if err != nil {
+			return err
+		}
+		before, hasBefore = r, true
+	}
+	reach := refKey(repl.StreamID, metastore.SettleReach(old, repl))
+	k, v = c.Seek(reach)
+	if k != nil && bytes.Equal(k, reach) {
+		k, v = c.Next()
+	}
+	if k != nil && bytes.HasPrefix(k, prefix) {
+		r, err := decodeRef(k, v)
+		if err != nil {
+			return err
+		}
+		next, hasNext = r, true
+	}
+	return metastore.SettleApart(repl, before, hasBefore, next, hasNext)
 }
 
 // DeleteRefs implements metastore.Store. The checks and every delete run
