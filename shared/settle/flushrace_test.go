@@ -47,6 +47,20 @@ func (m *meetAtSettleRef) MoveCursors(ctx context.Context, c metastore.ChainID, 
 	return m.Store.MoveCursors(ctx, c, moves)
 }
 
+// checkRefsApart: every stream's refs hold adjacent seq ranges, none
+// overlapping another (metastore.SettleApart).
+func (e *env) checkRefsApart() {
+	e.t.Helper()
+	for i := range e.ids {
+		refs := e.refs(i)
+		for j := 1; j < len(refs); j++ {
+			if refs[j].FirstSeq != refs[j-1].LastSeq+1 {
+				e.t.Fatalf("stream %d: refs %d-%d and %d-%d overlap or leave a gap", i, refs[j-1].FirstSeq, refs[j-1].LastSeq, refs[j].FirstSeq, refs[j].LastSeq)
+			}
+		}
+	}
+}
+
 // TestSettleFlushRacingCopiesOtherMergeSettings (issue 30, design 014
 // "Flush settings across a deploy"): two copies of one step, one that
 // merges a stream's small previous settled object into its flush and one
@@ -92,13 +106,8 @@ func TestSettleFlushRacingCopiesOtherMergeSettings(t *testing.T) {
 					t.Fatalf("copy %d: %v", i, err)
 				}
 			}
-			refs := e.refs(0)
-			for i := 1; i < len(refs); i++ {
-				if refs[i].FirstSeq != refs[i-1].LastSeq+1 {
-					t.Fatalf("refs %d-%d and %d-%d: overlapping or apart", refs[i-1].FirstSeq, refs[i-1].LastSeq, refs[i].FirstSeq, refs[i].LastSeq)
-				}
-			}
-			if len(refs) == 0 || refs[0].FirstSeq != 0 || refs[len(refs)-1].LastSeq != 7 {
+			e.checkRefsApart()
+			if refs := e.refs(0); len(refs) == 0 || refs[0].FirstSeq != 0 || refs[len(refs)-1].LastSeq != 7 {
 				t.Fatalf("refs %+v: want seqs 0-7", refs)
 			}
 			if h := e.head(); h.Settled != cur(1, 8) || h.Flushed != cur(1, 8) {
