@@ -395,8 +395,8 @@ func SettleReach(old []Ref, repl Ref) uint64 {
 // SettleApart decides SettleRef's condition on repl's neighbours, which
 // keeps a stream's refs apart (none holds a seq another holds) whatever
 // the settings of the copies that flush one step (two copies of which
-// one merges the previous ref and one does not: design 014, "Flush
-// settings across a deploy"): before, the stored ref with the greatest
+// one merges the previous ref and one does not: design 014, "Level 1 as
+// built"): before, the stored ref with the greatest
 // key below repl's first seq (hasBefore false: none), must end below it;
 // next, the stored ref with the smallest key above SettleReach (hasNext
 // false: none), must start past repl's last seq. ErrConflict otherwise.

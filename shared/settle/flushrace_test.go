@@ -62,7 +62,7 @@ func (e *env) checkRefsApart() {
 }
 
 // TestSettleFlushRacingCopiesOtherMergeSettings (issue 30, design 014
-// "Flush settings across a deploy"): two copies of one step, one that
+// "Level 1 as built"): two copies of one step, one that
 // merges a stream's small previous settled object into its flush and one
 // that does not (another MergeBelowBytes or MaxObjectSpan: a rolling
 // deploy of a build that changes a default), flush the same stream at the

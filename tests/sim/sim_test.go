@@ -669,6 +669,7 @@ func (s *sim) check() {
 	}
 	s.checkNoMetastoreOnAckPath()
 	s.checkDetermined()
+	s.checkRefsApart()
 	s.checkProbeDeletes()
 	s.checkStallCauses()
 	s.checkDedupeBound()
@@ -686,6 +687,33 @@ func (s *sim) check() {
 func (s *sim) checkDetermined() {
 	if v := s.w.Determined.Violations(); len(v) > 0 {
 		s.fatalf("determined keys put with other bytes: %v", v)
+	}
+}
+
+// checkRefsApart: no two refs of a stream hold one seq, though settle
+// copies of two configurations (World.Settler: one merges a stream's
+// small previous ref into its flush, the other never does) flush the
+// same steps, racing and after kills (metastore.SettleApart; design 014,
+// "Level 1 as built").
+func (s *sim) checkRefsApart() {
+	for _, st := range s.w.Streams {
+		var last metastore.Ref
+		for from := uint64(0); ; {
+			page, err := s.w.Meta.QueryRefs(s.ctx, st.ID, from, 100)
+			if err != nil {
+				s.fatalf("stream %s: query refs from %d: %v", st.Name, from, err)
+			}
+			for _, r := range page {
+				if last.StreamID != "" && r.FirstSeq <= last.LastSeq {
+					s.fatalf("stream %s: refs %d-%d and %d-%d overlap", st.Name, last.FirstSeq, last.LastSeq, r.FirstSeq, r.LastSeq)
+				}
+				last = r
+			}
+			if len(page) == 0 || last.LastSeq == ^uint64(0) {
+				break
+			}
+			from = last.LastSeq + 1
+		}
 	}
 }
 

@@ -1849,8 +1849,8 @@ func testRaceSettleRef(t *testing.T, s metastore.Store) {
 // either order: a flush that does not merge the previous ref after one
 // that merged it (the merged ref reaches its first seq), and a flush that
 // merges the previous ref after one that did not (a ref is stored inside
-// the seqs it adds). Nothing changes on a refusal (design 014, "Flush
-// settings across a deploy").
+// the seqs it adds). Nothing changes on a refusal (design 014, "Level 1 as
+// built").
 func testSettleRefApart(t *testing.T, s metastore.Store) {
 	ctx := t.Context()
 	c := settleChain(t, s)
