@@ -726,7 +726,8 @@ func (s *sim) checkProbeDeletes() {
 	}
 }
 
-// checkMeta: cursors never move back and stay ordered; an epoch, once
+// checkMeta: cursors never move back and stay ordered; indexed is set
+// once; an epoch, once
 // fenced, keeps its cut forever; every fenced epoch's cut slot is dead and
 // no slot below it is (invariant 5).
 func (s *sim) checkMeta() {
@@ -740,6 +741,11 @@ func (s *sim) checkMeta() {
 	}
 	if h.Checkpoint.Less(h.Settled) || h.Settled.Less(h.Trimmed) || h.Settled.Less(h.Flushed) || h.Settled.Less(h.Merged) {
 		s.fatalf("cursors out of order: %+v", h)
+	}
+	// indexed is set once, at a checkpoint (design 014, "Switching a live
+	// chain"): never moved or cleared once set, never past the checkpoint.
+	if (!old.Indexed.IsZero() && h.Indexed != old.Indexed) || h.Checkpoint.Less(h.Indexed) {
+		s.fatalf("indexed cursor moved after it was set, or past the checkpoint: %+v -> %+v", old, h)
 	}
 	s.lastHead = h
 	set := s.w.RawSet()

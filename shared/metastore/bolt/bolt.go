@@ -541,8 +541,14 @@ func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled 
 // metastore.SettleReach.
 func settleApart(b *bbolt.Bucket, old []metastore.Ref, repl metastore.Ref) error {
 	prefix := refPrefix(repl.StreamID)
-	var before, next metastore.Ref
-	var hasBefore, hasNext bool
+	// ref decodes the item at k if it is one of the stream's refs.
+	ref := func(k, v []byte) (metastore.Ref, bool, error) {
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			return metastore.Ref{}, false, nil
+		}
+		r, err := decodeRef(k, v)
+		return r, err == nil, err
+	}
 	c := b.Cursor()
 	k, v := c.Seek(refKey(repl.StreamID, repl.FirstSeq))
 	if k == nil {
@@ -550,24 +556,17 @@ func settleApart(b *bbolt.Bucket, old []metastore.Ref, repl metastore.Ref) error
 	} else {
 		k, v = c.Prev()
 	}
-	if k != nil && bytes.HasPrefix(k, prefix) {
-		r, err := decodeRef(k, v)
-		if err != nil {
-			return err
-		}
-		before, hasBefore = r, true
+	before, hasBefore, err := ref(k, v)
+	if err != nil {
+		return err
 	}
 	reach := refKey(repl.StreamID, metastore.SettleReach(old, repl))
-	k, v = c.Seek(reach)
-	if k != nil && bytes.Equal(k, reach) {
+	if k, v = c.Seek(reach); k != nil && bytes.Equal(k, reach) {
 		k, v = c.Next()
 	}
-	if k != nil && bytes.HasPrefix(k, prefix) {
-		r, err := decodeRef(k, v)
-		if err != nil {
-			return err
-		}
-		next, hasNext = r, true
+	next, hasNext, err := ref(k, v)
+	if err != nil {
+		return err
 	}
 	return metastore.SettleApart(repl, before, hasBefore, next, hasNext)
 }
