@@ -396,10 +396,10 @@ func SettleReach(old []Ref, repl Ref) uint64 {
 // keeps a stream's refs apart (none holds a seq another holds) whatever
 // the settings of the copies that flush one step (two copies of which
 // one merges the previous ref and one does not: design 014, "Level 1 as
-// built"): before, the stored ref with the greatest
-// key below repl's first seq (hasBefore false: none), must end below it;
-// next, the stored ref with the smallest key above SettleReach (hasNext
-// false: none), must start past repl's last seq. ErrConflict otherwise.
+// built"): before, the stored ref with the greatest key below repl's
+// first seq (hasBefore false: none), must end below it; next, the stored
+// ref with the smallest key above SettleReach (hasNext false: none), must
+// start past repl's last seq. ErrConflict otherwise.
 func SettleApart(repl Ref, before Ref, hasBefore bool, next Ref, hasNext bool) error {
 	if hasBefore && before.LastSeq >= repl.FirstSeq {
 		return fmt.Errorf("settle ref of stream %s at %d-%d: the ref at %d holds seqs to %d: %w",
