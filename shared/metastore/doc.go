@@ -54,9 +54,16 @@
 //     (they are replaced: repl starts where they start and reaches at least
 //     as far, extending them with the new data; the others are deleted),
 //     or, with no old refs, that the key holds nothing or exactly repl
-//     already (a rerun is nil). ErrConflict otherwise, atomically
-//     (DynamoDB: one transaction of a ConditionCheck on the head, the Put
-//     and the Deletes, at most MaxSwapRefs items: 0 to MaxSwapRefs-1 old refs).
+//     already (a rerun is nil); and that repl overlaps no other stored
+//     ref (SettleApart: the ref keyed last below repl's first seq ends
+//     below it, and no ref is keyed in the seqs repl adds past the old
+//     refs), so two settle copies of other settings, one merging the
+//     previous ref and one not, cannot both write (design 014, "Level 1 as
+//     built"). ErrConflict otherwise, atomically
+//     (DynamoDB: one transaction of a ConditionCheck on the head, the Put,
+//     the Deletes and a ConditionCheck that keeps the neighbour it read:
+//     the ref before unchanged, or the key just past the old refs absent;
+//     at most MaxSwapRefs items: 0 to MaxSettleOldRefs old refs).
 //   - Floors: Stream.Floor is the lowest next seq a stream may reopen at.
 //     RaiseFloor(name, id, floor) sets it to max(stored, floor) (the floor
 //     only grows; ErrNotFound for a missing name, ErrConflict for another

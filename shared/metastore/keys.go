@@ -34,6 +34,11 @@ const (
 	// MaxSwapRefs is the most refs one SwapRefs may replace: one DynamoDB
 	// transaction holds at most 100 items.
 	MaxSwapRefs = 100
+	// MaxSettleOldRefs is the most old refs one SettleRef may replace:
+	// its DynamoDB transaction is the head's ConditionCheck, the Put of
+	// the new ref (over the first old one), a Delete of each other old
+	// ref and SettleApart's ConditionCheck, at most MaxSwapRefs actions.
+	MaxSettleOldRefs = MaxSwapRefs - 2
 	// MaxPutRefsPerTx is how many refs one DynamoDB transaction of PutRefs
 	// writes: 100 items, one of them the condition check on the head.
 	MaxPutRefsPerTx = 99
@@ -312,15 +317,16 @@ func ValidateSwap(old []Ref, repl Ref) error {
 }
 
 // ValidateSettleRef checks SettleRef's arguments: repl a valid ref within
-// the bounds of a written ref; old 0 to MaxSwapRefs-1 valid refs of repl's
-// stream (DynamoDB's transaction also holds the head's ConditionCheck, so
-// MaxSwapRefs old refs would be 101 actions), adjacent and in seq order;
+// the bounds of a written ref; old 0 to MaxSettleOldRefs valid refs of
+// repl's stream (DynamoDB's transaction also holds the head's
+// ConditionCheck and SettleApart's, so more would pass its 100 actions),
+// adjacent and in seq order;
 // with old refs, repl starts where they
 // start and reaches at least as far (it extends them with what settle
 // moved out of the pass index window).
 func ValidateSettleRef(old []Ref, repl Ref) error {
-	if len(old) > MaxSwapRefs-1 {
-		return fmt.Errorf("%w: settle of %d old refs, want at most %d", ErrInvalid, len(old), MaxSwapRefs-1)
+	if len(old) > MaxSettleOldRefs {
+		return fmt.Errorf("%w: settle of %d old refs, want at most %d", ErrInvalid, len(old), MaxSettleOldRefs)
 	}
 	if err := ValidateRef(repl); err != nil {
 		return err
@@ -380,6 +386,36 @@ func SettleOn(old []Ref, repl Ref, stored func(i int) (Ref, bool)) error {
 		if cur, ok := stored(i); !ok || !EqualRef(cur, o) {
 			return fmt.Errorf("settle ref of stream %s: ref at %d changed or gone: %w", o.StreamID, o.FirstSeq, ErrConflict)
 		}
+	}
+	return nil
+}
+
+// SettleReach is the last key SettleRef replaces or writes (old's last
+// ref's key, or repl's own without old): the keys above it up to repl's
+// last seq must hold no ref (SettleApart).
+func SettleReach(old []Ref, repl Ref) uint64 {
+	if len(old) > 0 {
+		return old[len(old)-1].FirstSeq
+	}
+	return repl.FirstSeq
+}
+
+// SettleApart decides SettleRef's condition on repl's neighbours, which
+// keeps a stream's refs apart (none holds a seq another holds) whatever
+// the settings of the copies that flush one step (two copies of which
+// one merges the previous ref and one does not: design 014, "Level 1 as
+// built"): before, the stored ref with the greatest key below repl's
+// first seq (hasBefore false: none), must end below it; next, the stored
+// ref with the smallest key above SettleReach (hasNext false: none), must
+// start past repl's last seq. ErrConflict otherwise.
+func SettleApart(repl Ref, before Ref, hasBefore bool, next Ref, hasNext bool) error {
+	if hasBefore && before.LastSeq >= repl.FirstSeq {
+		return fmt.Errorf("settle ref of stream %s at %d-%d: the ref at %d holds seqs to %d: %w",
+			repl.StreamID, repl.FirstSeq, repl.LastSeq, before.FirstSeq, before.LastSeq, ErrConflict)
+	}
+	if hasNext && next.FirstSeq <= repl.LastSeq {
+		return fmt.Errorf("settle ref of stream %s at %d-%d: a ref is stored at %d: %w",
+			repl.StreamID, repl.FirstSeq, repl.LastSeq, next.FirstSeq, ErrConflict)
 	}
 	return nil
 }

@@ -165,3 +165,38 @@ func TestRefChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleApartBoundaries: the neighbour condition at its exact
+// boundaries on both sides: a ref before that ends just below repl's
+// first seq, or a ref next that starts just past repl's last seq, is
+// apart; one seq further is ErrConflict. SettleReach is the last key the
+// old refs hold, or repl's own.
+func TestSettleApartBoundaries(t *testing.T) {
+	repl := Ref{StreamID: "s", FirstSeq: 10, LastSeq: 19}
+	at := func(first, last uint64) Ref { return Ref{StreamID: "s", FirstSeq: first, LastSeq: last} }
+	cases := []struct {
+		what         string
+		before, next Ref
+		hasB, hasN   bool
+		wantConflict bool
+	}{
+		{"no neighbours", Ref{}, Ref{}, false, false, false},
+		{"before ends at first-1", at(0, 9), Ref{}, true, false, false},
+		{"before ends at first", at(0, 10), Ref{}, true, false, true},
+		{"next starts at last+1", Ref{}, at(20, 29), false, true, false},
+		{"next starts at last", Ref{}, at(19, 29), false, true, true},
+		{"both apart", at(0, 9), at(20, 29), true, true, false},
+	}
+	for _, tc := range cases {
+		err := SettleApart(repl, tc.before, tc.hasB, tc.next, tc.hasN)
+		if got := errors.Is(err, ErrConflict); got != tc.wantConflict || (err != nil && !got) {
+			t.Errorf("%s: %v, want conflict %v", tc.what, err, tc.wantConflict)
+		}
+	}
+	if r := SettleReach(nil, repl); r != 10 {
+		t.Errorf("reach without old refs %d, want 10", r)
+	}
+	if r := SettleReach([]Ref{at(0, 4), at(5, 12)}, Ref{StreamID: "s", FirstSeq: 0, LastSeq: 19}); r != 5 {
+		t.Errorf("reach of old refs at 0 and 5: %d, want 5", r)
+	}
+}

@@ -336,6 +336,20 @@ func (m *Mem) SettleRef(ctx context.Context, chain ChainID, settled Cursor, old 
 	if err != nil {
 		return err
 	}
+	var before, next Ref
+	var hasBefore, hasNext bool
+	reach := SettleReach(old, repl)
+	for seq, r := range byseq {
+		if seq < repl.FirstSeq && (!hasBefore || seq > before.FirstSeq) {
+			before, hasBefore = r, true
+		}
+		if seq > reach && (!hasNext || seq < next.FirstSeq) {
+			next, hasNext = r, true
+		}
+	}
+	if err := SettleApart(repl, before, hasBefore, next, hasNext); err != nil {
+		return err
+	}
 	for _, o := range old {
 		delete(byseq, o.FirstSeq)
 	}

@@ -150,7 +150,9 @@
 // objects (merged into a small
 // previous one) and one ref, with metastore.SettleRef on the condition
 // that the settled cursor is still the step's start (a stale copy writes
-// nothing); parts a ref already holds are skipped, a lost write re-reads.
+// nothing, and on the neighbouring refs: copies that merge the previous
+// ref and copies that do not never both write); parts a ref already holds
+// are skipped, a lost write re-reads.
 // Before the flushes start, the small pieces (at most 64 KiB) of every
 // flushed stream's pack locations are read by object, neighbours at most
 // 256 KiB apart coalesced into one ranged GET of at most 8 MiB (16 in

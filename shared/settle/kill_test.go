@@ -179,9 +179,14 @@ func killConfig(rng *rand.Rand, recordBytes int64) func(*settle.Settler) {
 	maxObj := []int64{0, 8 * recordBytes}[rng.IntN(2)]
 	fanout := []int{2, 3, -1}[rng.IntN(3)]
 	maxAge := []int{0, 1}[rng.IntN(2)]
+	// Whether a flush merges the stream's previous ref: a copy that does
+	// and one that does not write refs that end alike and start apart.
+	mergeBelow := []int64{0, -1, 4 * recordBytes}[rng.IntN(3)]
+	span := []time.Duration{0, 25 * time.Millisecond, -1}[rng.IntN(3)]
 	return func(s *settle.Settler) {
 		s.MaxSlotsPerStep, s.FlushBytes, s.FlushAge, s.PackBufferBytes = slots, flushBytes, age, packBuffer
 		s.MaxObjectBytes, s.Fanout, s.MaxAgeFlushes = maxObj, fanout, maxAge
+		s.MergeBelowBytes, s.MaxObjectSpan = mergeBelow, span
 	}
 }
 
@@ -377,6 +382,7 @@ func killRun(t *testing.T, seed uint64) {
 		if len(rec.violations) > 0 {
 			t.Fatalf("seed %d round %d: determined keys with other bytes:\n%s", seed, round, strings.Join(rec.violations, "\n"))
 		}
+		e.checkRefsApart()
 		e.checkMixed()
 		// The garbage: trim deletes every pack (of every plan, the dead
 		// ones' too) and run below the flushed cursor, so what a killed

@@ -424,16 +424,19 @@ func (s *Settler) streamParts(ctx context.Context, set chain.Set, c metastore.Ch
 // pieces a step read ahead (nil: none).
 //
 // flush: refs are pass index parts written with SettleRef, which replaces
-// no stored ref but a merged previous one, on a condition on the ref at
-// the new ref's key alone: two copies whose refs end elsewhere would
-// both write, overlapping (a copy of another MaxObjectBytes, during a
-// deploy). So a flush's groups and its merge of the previous ref depend
-// on the parts, the stored refs and constants only (MaxSwapRefs,
-// MergeBelowBytes, MaxObjectSpan: frozen for a chain), not on MaxObjectBytes, which
-// splits the objects inside a ref (their keys name their seqs) and not
-// the refs (TestSettleKillAtEveryWrite). A refs step replaces the refs
-// with SwapRefs, each as it was read, so copies that split otherwise
-// conflict instead.
+// no stored ref but a merged previous one. A flush's groups end where the
+// parts and MaxSwapRefs say, not on MaxObjectBytes, which splits the
+// objects inside a ref (their keys name their seqs) and not the refs; so
+// copies of one step write refs that end alike, whatever their settings.
+// Where the first starts depends on whether it merges the previous ref
+// (MergeBelowBytes, MaxObjectSpan: a deploy may change them between two
+// copies): SettleRef conditions on the neighbouring refs
+// (metastore.SettleApart), so of a copy that merges and one that does not
+// the later write fails, re-reads and skips what the first wrote
+// (TestSettleFlushRacingCopiesOtherMergeSettings,
+// TestSettleKillAtEveryWrite). A refs step replaces the refs with
+// SwapRefs, each as it was read, so copies that split otherwise conflict
+// instead.
 func (s *Settler) settleGroups(ctx context.Context, set chain.Set, id format.StreamID, prev *metastore.Ref, refs []metastore.Ref, pf *prefetched, flush bool,
 	write func(src []metastore.Ref, mergedPrev bool, repl metastore.Ref) error) (objects, merged int, lost bool, err error) {
 	maxBytes := orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)

@@ -78,6 +78,11 @@ mutant settle-commit-split shared/settle/settle.go "./shared/settle" \
 mutant metastore-move-checks-first-only shared/metastore/moves.go "./shared/metastore ./shared/settle" \
   's/\tfor _, m := range moves \{\n\t\tif cur := h.Cursor\(m.Kind\); cur != m.From \{/\tfor _, m := range moves[:1] {\n\t\tif cur := h.Cursor(m.Kind); cur != m.From {/' \
   "the conformance suite catches it; in the simulation TestSimEdges' settlement loops forever in its bubble (a hang, not an assertion)"
+# Issue 30, flush settings across a deploy (ADR 0063, amendment):
+# SettleRef without its neighbour condition: a copy that merges a
+# stream's previous ref and one that does not both write (refs overlap).
+mutant metastore-settle-ref-ignores-neighbours shared/metastore/keys.go "./shared/metastore ./shared/settle" \
+  's/(func SettleApart\([^\n]*\{\n)/$1\tif true {\n\t\treturn nil\n\t}\n/'
 # Issue 30, quiet chains (ADR 0057): the quiet flush without its seal
 # against merges (a merge compacts across the end of a quiet ref:
 # ErrMismatch), with a seal not conditioned on the checkpoint (a copy

@@ -669,6 +669,7 @@ func (s *sim) check() {
 	}
 	s.checkNoMetastoreOnAckPath()
 	s.checkDetermined()
+	s.checkRefsApart()
 	s.checkProbeDeletes()
 	s.checkStallCauses()
 	s.checkDedupeBound()
@@ -689,6 +690,33 @@ func (s *sim) checkDetermined() {
 	}
 }
 
+// checkRefsApart: no two refs of a stream hold one seq, though settle
+// copies of two configurations (World.Settler: one merges a stream's
+// small previous ref into its flush, the other never does) flush the
+// same steps, racing and after kills (metastore.SettleApart; design 014,
+// "Level 1 as built").
+func (s *sim) checkRefsApart() {
+	for _, st := range s.w.Streams {
+		var last metastore.Ref
+		for from := uint64(0); ; {
+			page, err := s.w.Meta.QueryRefs(s.ctx, st.ID, from, 100)
+			if err != nil {
+				s.fatalf("stream %s: query refs from %d: %v", st.Name, from, err)
+			}
+			for _, r := range page {
+				if last.StreamID != "" && r.FirstSeq <= last.LastSeq {
+					s.fatalf("stream %s: refs %d-%d and %d-%d overlap", st.Name, last.FirstSeq, last.LastSeq, r.FirstSeq, r.LastSeq)
+				}
+				last = r
+			}
+			if len(page) == 0 || last.LastSeq == ^uint64(0) {
+				break
+			}
+			from = last.LastSeq + 1
+		}
+	}
+}
+
 // checkProbeDeletes: the probe deleted nothing but orphaned settled
 // objects and its markers (ProbeDeletes; that no deleted object was still
 // needed is checkHistory's read-back of every acknowledged record).
@@ -698,7 +726,8 @@ func (s *sim) checkProbeDeletes() {
 	}
 }
 
-// checkMeta: cursors never move back and stay ordered; an epoch, once
+// checkMeta: cursors never move back and stay ordered; indexed is set
+// once; an epoch, once
 // fenced, keeps its cut forever; every fenced epoch's cut slot is dead and
 // no slot below it is (invariant 5).
 func (s *sim) checkMeta() {
@@ -712,6 +741,11 @@ func (s *sim) checkMeta() {
 	}
 	if h.Checkpoint.Less(h.Settled) || h.Settled.Less(h.Trimmed) || h.Settled.Less(h.Flushed) || h.Settled.Less(h.Merged) {
 		s.fatalf("cursors out of order: %+v", h)
+	}
+	// indexed is set once, at a checkpoint (design 014, "Switching a live
+	// chain"): never moved or cleared once set, never past the checkpoint.
+	if (!old.Indexed.IsZero() && h.Indexed != old.Indexed) || h.Checkpoint.Less(h.Indexed) {
+		s.fatalf("indexed cursor moved after it was set, or past the checkpoint: %+v -> %+v", old, h)
 	}
 	s.lastHead = h
 	set := s.w.RawSet()

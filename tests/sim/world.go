@@ -255,6 +255,7 @@ func (w *World) settler(other bool) *settle.Settler {
 		Clock: clock.OrReal(w.Opt.SettleClock)} // quiet chains flush (ADR 0057)
 	if other {
 		s.FlushBytes, s.PackBufferBytes, s.MaxObjectBytes = 2*w.Opt.FlushBytes, -1, 4096
+		s.MergeBelowBytes = -1 // its flushes never merge the previous ref: refs start elsewhere (checkRefsApart)
 	}
 	if w.TinyWindow() {
 		s.Window = w.Window(w.SettleMeta, w.Settled)

@@ -524,6 +524,9 @@ func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled 
 		if err != nil {
 			return err
 		}
+		if err := settleApart(b, old, repl); err != nil {
+			return err
+		}
 		for _, o := range old {
 			if err := b.Delete(refKey(o.StreamID, o.FirstSeq)); err != nil {
 				return err
@@ -531,6 +534,41 @@ func (s *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled 
 		}
 		return put(b, refKey(repl.StreamID, repl.FirstSeq), repl)
 	})
+}
+
+// settleApart reads repl's neighbours for metastore.SettleApart: the ref
+// keyed last below repl's first seq and the one keyed first above
+// metastore.SettleReach.
+func settleApart(b *bbolt.Bucket, old []metastore.Ref, repl metastore.Ref) error {
+	prefix := refPrefix(repl.StreamID)
+	// ref decodes the item at k if it is one of the stream's refs.
+	ref := func(k, v []byte) (metastore.Ref, bool, error) {
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			return metastore.Ref{}, false, nil
+		}
+		r, err := decodeRef(k, v)
+		return r, err == nil, err
+	}
+	c := b.Cursor()
+	k, v := c.Seek(refKey(repl.StreamID, repl.FirstSeq))
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	before, hasBefore, err := ref(k, v)
+	if err != nil {
+		return err
+	}
+	reach := refKey(repl.StreamID, metastore.SettleReach(old, repl))
+	if k, v = c.Seek(reach); k != nil && bytes.Equal(k, reach) {
+		k, v = c.Next()
+	}
+	next, hasNext, err := ref(k, v)
+	if err != nil {
+		return err
+	}
+	return metastore.SettleApart(repl, before, hasBefore, next, hasNext)
 }
 
 // DeleteRefs implements metastore.Store. The checks and every delete run

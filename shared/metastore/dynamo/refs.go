@@ -198,8 +198,9 @@ func (st *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metasto
 // chain's settled cursor is `settled`, a Put of repl at its key (on
 // condition that the item there is old[0], by Sum; without old refs, that
 // it is absent or already repl), and a Delete of every other old ref on
-// its Sum. At most metastore.MaxSwapRefs items (ValidateSettleRef takes
-// at most MaxSwapRefs-1 old refs).
+// its Sum, and the ConditionCheck of settleApart. At most
+// metastore.MaxSwapRefs items (ValidateSettleRef takes at most
+// MaxSettleOldRefs old refs).
 func (st *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled metastore.Cursor, old []metastore.Ref, repl metastore.Ref) error {
 	if err := ctxErr(ctx); err != nil {
 		return fmt.Errorf("settle ref: %w", err)
@@ -237,6 +238,11 @@ func (st *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled
 	for _, o := range old[min(1, len(old)):] {
 		items = append(items, st.deleteRef(o, "#sum = :sum"))
 	}
+	apart, err := st.settleApart(ctx, old, repl)
+	if err != nil {
+		return err
+	}
+	items = append(items, apart...)
 	reasons, err := st.transact(ctx, items)
 	if err != nil {
 		return fmt.Errorf("settle ref of stream %s at %d-%d in %s: %w", repl.StreamID, repl.FirstSeq, repl.LastSeq, st.table, err)
@@ -248,6 +254,69 @@ func (st *Store) SettleRef(ctx context.Context, chain metastore.ChainID, settled
 		return fmt.Errorf("settle ref of stream %s at %d: a ref changed or is gone: %w", repl.StreamID, repl.FirstSeq, metastore.ErrConflict)
 	}
 	return nil
+}
+
+// settleApart reads repl's neighbours and decides
+// metastore.SettleApart on them, then returns the ConditionCheck that
+// keeps what the decision read until the transaction: without old refs,
+// that the ref before repl (if any) is unchanged, by Sum (a copy that
+// merged it into a ref reaching repl changed it); with old refs and a
+// repl that reaches past them, that the key just past them holds no ref
+// (a copy that flushed the seqs there without merging put one there).
+// So of two copies that flush one stream's step, one merging the previous
+// ref and one not, the second transaction fails. A ref keyed strictly
+// inside repl's new seqs is seen by the read only: settle puts none
+// there (a flush's refs start at its groups' starts or at a merged
+// previous ref's).
+func (st *Store) settleApart(ctx context.Context, old []metastore.Ref, repl metastore.Ref) ([]types.TransactWriteItem, error) {
+	pk := metastore.RefPK(repl.StreamID)
+	one := func(lo, hi uint64, forward bool) (metastore.Ref, bool, error) {
+		items, err := st.query(ctx, &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+			ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(metastore.RefSK(lo)), ":hi": s(metastore.RefSK(hi))},
+			ScanIndexForward:          aws.Bool(forward),
+		}, 1)
+		if err != nil || len(items) == 0 {
+			return metastore.Ref{}, false, err
+		}
+		r, err := decodeRef(items[0])
+		return r, err == nil, err
+	}
+	var before, next metastore.Ref
+	var hasBefore, hasNext bool
+	var err error
+	if repl.FirstSeq > 0 {
+		if before, hasBefore, err = one(0, repl.FirstSeq-1, false); err != nil {
+			return nil, fmt.Errorf("settle ref of stream %s: the ref before %d in %s: %w", repl.StreamID, repl.FirstSeq, st.table, err)
+		}
+	}
+	if reach := metastore.SettleReach(old, repl); reach < repl.LastSeq {
+		if next, hasNext, err = one(reach+1, repl.LastSeq, true); err != nil {
+			return nil, fmt.Errorf("settle ref of stream %s: the refs in %d-%d in %s: %w", repl.StreamID, reach+1, repl.LastSeq, st.table, err)
+		}
+	}
+	if err := metastore.SettleApart(repl, before, hasBefore, next, hasNext); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(old) == 0 && hasBefore:
+		return []types.TransactWriteItem{{ConditionCheck: &types.ConditionCheck{
+			TableName:                 aws.String(st.table),
+			Key:                       key(pk, metastore.RefSK(before.FirstSeq)),
+			ConditionExpression:       aws.String("#sum = :sum"),
+			ExpressionAttributeNames:  map[string]string{"#sum": attrSum},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":sum": s(refSum(before))},
+		}}}, nil
+	case len(old) > 0 && repl.LastSeq > old[len(old)-1].LastSeq:
+		return []types.TransactWriteItem{{ConditionCheck: &types.ConditionCheck{
+			TableName:                aws.String(st.table),
+			Key:                      key(pk, metastore.RefSK(old[len(old)-1].LastSeq+1)),
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		}}}, nil
+	}
+	return nil, nil
 }
 
 // DeleteRefs deletes refs with TransactWriteItems, up to

@@ -116,10 +116,26 @@ func SwapRefsUnits(old []metastore.Ref, repl metastore.Ref) Units {
 // SettleRefUnits: one transaction, a ConditionCheck of the HEAD (the
 // settled cursor), then what SwapRefs bills: the replacement's Put (on
 // the larger of it and the old ref it replaces) and a Delete of each other
-// old ref.
+// old ref; and the neighbours' check (metastore.SettleApart): a query of
+// the ref before repl (when repl starts past seq 0) and of the refs in
+// the seqs it adds past old's last key, and a ConditionCheck of the ref
+// before (without old refs; billed as if one is stored, at repl's size)
+// or of the key just past old (when repl reaches past them).
 func SettleRefUnits(old []metastore.Ref, repl metastore.Ref) Units {
-	sw := SwapRefsUnits(old, repl)
-	return sw.add(tx(headItemBytes))
+	u := SwapRefsUnits(old, repl).add(tx(headItemBytes))
+	if repl.FirstSeq > 0 {
+		u = u.add(read(0))
+	}
+	if metastore.SettleReach(old, repl) < repl.LastSeq {
+		u = u.add(read(0))
+	}
+	switch {
+	case len(old) == 0 && repl.FirstSeq > 0:
+		u = u.add(tx(metastore.RefSize(repl)))
+	case len(old) > 0 && repl.LastSeq > old[len(old)-1].LastSeq:
+		u = u.add(tx(0))
+	}
+	return u
 }
 
 // DeleteRefsUnits: a Delete per ref, MaxDeleteRefsPerTx per transaction.

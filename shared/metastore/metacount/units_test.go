@@ -73,10 +73,10 @@ func TestUnits(t *testing.T) {
 	})
 	// Regression: SettleRef (settle on the pass index) was not billed, so
 	// a bench counting settle's writes missed every ref it wrote.
-	step("SettleRef: the HEAD check and a 1 KB ref", metacount.Units{Items: 2, WRU: 2 + 2}, func() error {
+	step("SettleRef: the HEAD check, a 1 KB ref, the query and check of the ref before", metacount.Units{Items: 3, WRU: 2 + 2 + 2, RRU: 1}, func() error {
 		return c.SettleRef(ctx, chain, metastore.Cursor{Epoch: 1}, nil, ref(id, 50, 1))
 	})
-	step("SettleRef merging: the HEAD check, the 2 KB ref put over the old", metacount.Units{Items: 2, WRU: 2 + 4}, func() error {
+	step("SettleRef merging: the HEAD check, the 2 KB ref put over the old, the query of the refs it adds, the ref before and the key past the old", metacount.Units{Items: 3, WRU: 2 + 4 + 2, RRU: 2}, func() error {
 		merged := ref(id, 50, 8)
 		merged.LastSeq = 57
 		return c.SettleRef(ctx, chain, metastore.Cursor{Epoch: 1}, []metastore.Ref{ref(id, 50, 1)}, merged)

@@ -72,6 +72,8 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"SwitchedChain", testSwitchedChain},
 		{"SettleRefInvalid", testSettleRefInvalid},
 		{"RaceSettleRef", testRaceSettleRef},
+		{"SettleRefApart", testSettleRefApart},
+		{"RaceSettleRefApart", testRaceSettleRefApart},
 		{"Lease", testLease},
 		{"LeaseInvalid", testLeaseInvalid},
 		{"RaceLease", testRaceLease},
@@ -1841,6 +1843,74 @@ func testRaceSettleRef(t *testing.T, s metastore.Store) {
 	errs := race(func(i int) error { return s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{a}, mk(i)) })
 	w := oneWinner(t, errs, metastore.ErrConflict)
 	wantRefs(t, allRefs(t, s, sid(1)), []metastore.Ref{mk(w)}, "refs after the race")
+}
+
+// A settle ref never overlaps a stored ref but those it replaces, in
+// either order: a flush that does not merge the previous ref after one
+// that merged it (the merged ref reaches its first seq), and a flush that
+// merges the previous ref after one that did not (a ref is stored inside
+// the seqs it adds). Nothing changes on a refusal (design 014, "Level 1 as
+// built").
+func testSettleRefApart(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	c := settleChain(t, s)
+	for i, mergeFirst := range []bool{true, false} {
+		id := sid(i + 1)
+		prev, plain, merged := settledRef(id, 0, 9), settledRef(id, 10, 19), settledRef(id, 0, 19)
+		must(t, s.SettleRef(ctx, c, at(1, 40), nil, prev), "settle the previous ref")
+		want := []metastore.Ref{merged}
+		if mergeFirst {
+			must(t, s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{prev}, merged), "merge the previous ref")
+			wantErr(t, s.SettleRef(ctx, c, at(1, 40), nil, plain), metastore.ErrConflict, "a ref the merged one reaches")
+		} else {
+			must(t, s.SettleRef(ctx, c, at(1, 40), nil, plain), "flush without merging")
+			wantErr(t, s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{prev}, merged), metastore.ErrConflict, "a merge over a stored ref")
+			want = []metastore.Ref{prev, plain}
+		}
+		wantRefs(t, allRefs(t, s, id), want, fmt.Sprintf("refs after the refusal (merge first: %v)", mergeFirst))
+	}
+	// A ref keyed inside the seqs a new ref would add is refused too, and
+	// one that starts right after them is not.
+	id := sid(3)
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, settledRef(id, 15, 19)), "a ref at 15")
+	wantErr(t, s.SettleRef(ctx, c, at(1, 40), nil, settledRef(id, 10, 15)), metastore.ErrConflict, "a ref over 15")
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, settledRef(id, 10, 14)), "a ref ending at 14")
+	wantRefs(t, allRefs(t, s, id), []metastore.Ref{settledRef(id, 10, 14), settledRef(id, 15, 19)}, "refs apart")
+}
+
+// Copies of one flush racing, half merging the previous ref and half not
+// (two builds of other settings, mid-deploy): the refs stored never
+// overlap; either the merged ref won, or the plain one did.
+func testRaceSettleRefApart(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	c := settleChain(t, s)
+	prev, plain, merged := settledRef(sid(1), 0, 9), settledRef(sid(1), 10, 19), settledRef(sid(1), 0, 19)
+	must(t, s.SettleRef(ctx, c, at(1, 40), nil, prev), "settle")
+	errs := race(func(i int) error {
+		if i%2 == 0 {
+			return s.SettleRef(ctx, c, at(1, 40), []metastore.Ref{prev}, merged)
+		}
+		return s.SettleRef(ctx, c, at(1, 40), nil, plain)
+	})
+	mergeWon, plainWon := false, false
+	for i, err := range errs {
+		switch {
+		case err == nil && i%2 == 0:
+			mergeWon = true
+		case err == nil:
+			plainWon = true
+		case !errors.Is(err, metastore.ErrConflict):
+			t.Fatalf("racer %d: %v, want nil or ErrConflict", i, err)
+		}
+	}
+	switch got := allRefs(t, s, sid(1)); {
+	case mergeWon == plainWon:
+		t.Fatalf("merge won %v, plain won %v: want exactly one kind (refs %+v)", mergeWon, plainWon, got)
+	case mergeWon:
+		wantRefs(t, got, []metastore.Ref{merged}, "refs after a merge won")
+	default:
+		wantRefs(t, got, []metastore.Ref{prev, plain}, "refs after a plain flush won")
+	}
 }
 
 // Padded returns r with its last location repeated (same Settled flag and
