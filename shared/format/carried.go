@@ -154,3 +154,8 @@ func CheckCarried(marks []PassMark, below uint64) error {
 	}
 	return nil
 }
+
+// CarriedEntrySize is the bytes a carried table of n marks adds to a
+// flight's carried table (the flight's count of entries, 4 bytes, is
+// apart): at most CarriedEntrySize(MaxCarriedMarks), 40,976.
+func CarriedEntrySize(n int) int { return carriedEntryFixed + n*carriedMarkSize }

@@ -33,31 +33,41 @@ type carriedTable struct {
 	marks []format.PassMark
 }
 
-// carryTables returns the carried tables of the flight being cut from
-// batches: for each of its streams whose turn it is and whose table holds
-// an acknowledged batch. nil (no allocation) when none. Called with l.mu
-// held, at the cut, before the flight's batches can be released.
-func (l *loglet) carryTables(batches []*batch, nowMs int64) []carriedTable {
+// beginCut starts counting a flight's carried tables: admitted, called by
+// the cut for each batch it takes, collects them in l.cutCarried. Called
+// with l.mu held, before the cut.
+func (l *loglet) beginCut(nowMs int64) {
 	l.cuts++
-	var out []carriedTable
-	for _, b := range batches {
-		st := b.st
-		if st.cutMark == l.cuts {
-			continue // the stream's segment of this flight is counted
-		}
-		st.cutMark = l.cuts
-		st.sinceCarry++
-		if st.dd == nil || (st.carriedGen == l.carryGen && st.sinceCarry < CarryEvery) {
-			continue
-		}
-		marks := st.dd.carried(st.ackedNext, nowMs)
-		if len(marks) == 0 {
-			continue
-		}
-		st.carriedGen, st.sinceCarry = l.carryGen, 0
-		out = append(out, carriedTable{st: st, below: st.ackedNext, marks: marks})
+	l.cutNowMs, l.cutCarried = nowMs, nil
+}
+
+// admitted takes the carried table of b's stream into the flight being cut
+// when b is the stream's first batch in it, it is the stream's turn and
+// its table holds an acknowledged batch, and returns the table's encoded
+// bytes (0 otherwise), which the cut counts toward the flight's size: a
+// flight whose streams carry cuts sooner, so it is at most its target
+// plus one batch plus one table (40,976 bytes), however many of its
+// streams carry (TestReviewCarriedTablesKeepFlightsNearTheTarget). The
+// cadence counts the stream's flights, so cutting sooner never delays a
+// table. Called with l.mu held, by pool.cut, before the flight's batches
+// can be released.
+func (l *loglet) admitted(b *batch) int {
+	st := b.st
+	if st.cutMark == l.cuts {
+		return 0 // the stream's segment of this flight is counted
 	}
-	return out
+	st.cutMark = l.cuts
+	st.sinceCarry++
+	if st.dd == nil || (st.carriedGen == l.carryGen && st.sinceCarry < CarryEvery) {
+		return 0
+	}
+	marks := st.dd.carried(st.ackedNext, l.cutNowMs)
+	if len(marks) == 0 {
+		return 0
+	}
+	st.carriedGen, st.sinceCarry = l.carryGen, 0
+	l.cutCarried = append(l.cutCarried, carriedTable{st: st, below: st.ackedNext, marks: marks})
+	return format.CarriedEntrySize(len(marks))
 }
 
 // recarry makes every stream of the loglet carry its table in its next

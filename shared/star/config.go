@@ -37,8 +37,9 @@ type ClassConfig struct {
 	// and the deadline and size target decide alone. It adds at most one
 	// flight per release of an otherwise empty pipeline (ADR 0038).
 	IdleCut bool
-	// FlightKiB is the target (and maximum, but for one oversized batch)
-	// flight size.
+	// FlightKiB is the target flight size, and its maximum but for one
+	// oversized batch and one carried table (ADR 0062: a flight is at most
+	// max(target, its first batch) plus 40,976 bytes).
 	FlightKiB int
 	// CommitDeadline: a flight that cannot reach W copies in this long halts
 	// the epoch.

@@ -171,12 +171,23 @@ func (p *pool) oldest() *batch {
 	return o
 }
 
-// cut takes the next flight's batches (at most target bytes, but for a
-// first batch larger than that) by deficit round robin: each turn adds
-// fairQuantum to the queue's deficit and takes its head batches while they
-// fit the deficit; a queue that empties loses its deficit. A flight that
-// fills mid-turn ends the cut, and the turn goes on in the next one.
-func (p *pool) cut(target int) (out []*batch, bytes int) {
+// cutSizer is told of each batch as the cut takes it into the flight and
+// returns the bytes the batch brings beside its records (the loglet: its
+// stream's carried table, carry.go), which the cut counts toward the
+// flight's size.
+type cutSizer interface{ admitted(b *batch) int }
+
+// cut takes the next flight's batches by deficit round robin: each turn
+// adds fairQuantum to the queue's deficit and takes its head batches while
+// they fit the deficit; a queue that empties loses its deficit. A flight
+// that fills mid-turn ends the cut, and the turn goes on in the next one.
+//
+// bytes is the flight's size: its records plus what sz (nil: nothing)
+// counts for each batch taken. A batch is taken while the size before it
+// plus its records is at most target (the first batch whatever its size),
+// then its extra is added, so a flight is at most max(target, its first
+// batch) plus one batch's extra (TestPoolCutCountsTheExtras).
+func (p *pool) cut(target int, sz cutSizer) (out []*batch, bytes int) {
 	for len(p.ring) > 0 {
 		if p.next >= len(p.ring) {
 			p.next, p.turn = 0, false
@@ -198,6 +209,9 @@ func (p *pool) cut(target int) (out []*batch, bytes int) {
 			p.take(h)
 			out = append(out, h)
 			bytes += h.size
+			if sz != nil {
+				bytes += sz.admitted(h)
+			}
 		}
 		p.turn = false
 		if len(q.batches) == 0 {

@@ -27,7 +27,7 @@ func floodThenOne(t *testing.T, fifo bool) int {
 	}
 	p.push(fairBatch(quiet, "quiet", 100, 64))
 	for f := 0; p.n > 0; f++ {
-		out, bytes := p.cut(256 << 10)
+		out, bytes := p.cut(256<<10, nil)
 		if len(out) == 0 || bytes > 256<<10 {
 			t.Fatalf("flight %d: %d batches, %d bytes", f, len(out), bytes)
 		}
@@ -78,7 +78,7 @@ func TestPoolShareWhileOthersWait(t *testing.T) {
 		t.Fatal("a full pool admitted a batch")
 	}
 	p.wait("C")
-	p.cut(300) // A's first three batches leave: 600 bytes pooled
+	p.cut(300, nil) // A's first three batches leave: 600 bytes pooled
 	if p.fits("A", 100, budget) {
 		t.Fatalf("A holds %d of %d bytes, over its third while C waits, and was admitted", p.tenants["A"].held, budget)
 	}
@@ -120,7 +120,7 @@ func TestPoolKeepsStreamOrder(t *testing.T) {
 			pushed, cutN, bytes := 0, 0, 0
 			cut := func() {
 				target := 1 + r.IntN(200<<10)
-				out, n := p.cut(target)
+				out, n := p.cut(target, nil)
 				if len(out) > 1 && n > target {
 					t.Fatalf("flight of %d bytes over its target %d", n, target)
 				}

@@ -172,7 +172,11 @@ type loglet struct {
 	// carryGen is the carried tables' generation: a stream whose
 	// carriedGen differs carries its table in its next flight (carry.go).
 	cuts, carryGen uint64
-	runCtx         context.Context
+	// cutNowMs and cutCarried: the cut under way's time and the carried
+	// tables it has taken so far (carry.go, admitted).
+	cutNowMs   int64
+	cutCarried []carriedTable
+	runCtx     context.Context
 
 	m logletMetrics
 }
@@ -471,8 +475,9 @@ func (l *loglet) flusher(ctx context.Context) {
 		}
 		// 3. Cut and claim, inline.
 		f := &flight{cutAt: l.s.clk.Now(), epoch: l.epoch}
-		f.batches, f.bytes = l.pool.cut(target)
-		f.carried = l.carryTables(f.batches, f.cutAt.UnixMilli())
+		l.beginCut(f.cutAt.UnixMilli())
+		f.batches, f.bytes = l.pool.cut(target, l)
+		f.carried, l.cutCarried = l.cutCarried, nil
 		f.slot = l.ord.claim()
 		l.inflight[f.slot] = f
 		nonce := l.nonce
