@@ -35,7 +35,7 @@ mutant star-acks-at-w-1 shared/star/commit.go "./tests/faults" \
 mutant read-drops-last-record shared/read/read.go "./shared/read ./tests/linear" \
   's/return Result\{Records: out, Tail: tail,/return Result{Records: out[:max(len(out)-1, 0)], Tail: tail,/'
 mutant trim-deletes-one-extra-slot shared/trim/trim.go "./shared/trim" \
-  's/for slot := st.First; slot < st.End; slot\+\+ \{/for slot := st.First; slot < st.End+1; slot++ {/'
+  's/for slot := first; slot < end; slot\+\+ \{/for slot := first; slot < end+1; slot++ {/'
 mutant absorb-drops-a-ref shared/absorb/absorb.go "./shared/absorb" \
   's/\treturn refs, nil\n/\treturn refs[:max(len(refs)-1, 0)], nil\n/'
 mutant absorb-lastseq-one-short shared/absorb/absorb.go "./shared/absorb" \
