@@ -286,8 +286,16 @@ func (e *edges) recovered(_ int, info star.StreamInfo, floor uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, es := range e.slots {
-		if es.id == info.ID {
-			es.opened = fmt.Sprintf("incarnation %d recovered next seq %d from its last part or ref, floor %d", e.gen, info.Next, floor)
+		if es.id != info.ID {
+			continue
+		}
+		es.opened = fmt.Sprintf("incarnation %d recovered next seq %d from its last part or ref, floor %d", e.gen, info.Next, floor)
+		if max(info.Next, floor) < es.maxTail {
+			// Below a tail an incarnation reported: what each source says
+			// now (settle and trim keep running), for the failure's report.
+			ref, rerr := e.w.Meta.LastRef(context.Background(), es.id.String())
+			h, herr := e.w.Meta.GetHead(context.Background(), Chain)
+			es.opened += fmt.Sprintf(", below the %d reported before; now its last ref %d..%d (%v), head %+v (%v)", es.maxTail, ref.FirstSeq, ref.LastSeq, rerr, h, herr)
 		}
 	}
 }
