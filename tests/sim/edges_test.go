@@ -18,6 +18,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -142,6 +143,7 @@ type edges struct {
 	readOnly int // step at which the read-only spell ends (0: writable)
 
 	settleMeta, trimMeta, probeMeta *MetaFaults
+	win                             *passindex.Window // the checks' (nil in refs mode)
 	errs                            chan error
 }
 
@@ -170,6 +172,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	}
 	e := &edges{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xed9e)), errs: make(chan error, 16)}
 	w.OnRecover = e.recovered
+	e.win = w.Window(w.Meta, w.SettledMem)
 	// Every writer sees the metastore through the size guard.
 	e.guard = NewSizeGuard(w.Meta)
 	w.StarMeta = NewMetaFaults(e.guard, seed*7+1)
@@ -592,6 +595,9 @@ func (e *edges) check(ctx context.Context) {
 		if es.state != live {
 			continue
 		}
+		if e.win != nil {
+			e.checkWindowTail(ctx, e.win, es)
+		}
 		tail, _, err := e.node.Star.Tail(es.id)
 		if err != nil {
 			continue // drained and not reopened yet
@@ -643,6 +649,24 @@ func (e *edges) check(ctx context.Context) {
 				es.name, es.gen, seq, trunc(body), es.ackedAt[seq], now, es.retention)
 		}
 		e.checkExtra(es)
+	}
+}
+
+// checkWindowTail: with the pass index, a successor recovers a stream's
+// tail from its last part in the window when there is one, without
+// looking at its refs (passindex.Window.LastRef): so that part must never
+// end below its last ref, or a start would reopen the stream below seqs
+// it acknowledged. Checked at every step, not only at the few starts.
+func (e *edges) checkWindowTail(ctx context.Context, win *passindex.Window, es *edgeStream) {
+	part, perr := win.LastRef(ctx, es.meta)
+	ref, rerr := e.w.Meta.LastRef(ctx, es.id.String())
+	if perr != nil || rerr != nil {
+		return // nothing yet, or the window moved under the read
+	}
+	if part.LastSeq < ref.LastSeq {
+		h, _ := e.w.Meta.GetHead(ctx, Chain)
+		e.fatalf("%s.%d: a successor would recover next seq %d from the window's last part %d..%d, below the last ref %d..%d (head %+v)",
+			es.name, es.gen, part.LastSeq+1, part.FirstSeq, part.LastSeq, ref.FirstSeq, ref.LastSeq, h)
 	}
 }
 
