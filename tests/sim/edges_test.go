@@ -18,6 +18,7 @@ import (
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -39,6 +40,20 @@ var edgeTotals struct {
 // retry ambiguous appends (half the streams with match_seq_num, half
 // without), and every bucket going read-only for a while. One seed drives
 // the workload, the faults and the timing; time is virtual.
+//
+// A seed does not replay exactly: it picks the same actions and draws,
+// but not in the same order. The bubble (testing/synctest) makes time
+// virtual, not scheduling: the goroutines runnable at one virtual instant
+// (four producers, the star's flushers and absorb, settle, trim and the
+// probe loops) run in the Go scheduler's order, and they draw from shared
+// seeded sources (each bucket's objstore.Injector, each MetaFaults, the
+// world's rand), so which call gets which latency or lost answer differs
+// from run to run, and the runs diverge (seed 2 alone: a different
+// count of metastore writes each run). A failure's command reruns its
+// seed's workload, not its interleaving: run it with -count to look for
+// the failure again. An exact replay would take one scheduler for the
+// whole bubble (or a source per caller with a fixed call order), which
+// this harness does not have.
 //
 // After every step, against the producers' own book of acknowledgements
 // (never the system's state):
@@ -105,6 +120,8 @@ type edgeStream struct {
 	owner   map[string]*edgeBatch // body -> batch
 	index   map[string]int        // body -> its index in the batch
 	maxTail uint64
+	maxGen  int    // the star incarnation that reported maxTail
+	opened  string // what the last incarnation to open it recovered
 	batches int
 	cur     *edgeBatch // the batch being (re)tried
 	expect  uint64     // match mode: the tail the producer expects
@@ -126,6 +143,7 @@ type edges struct {
 	readOnly int // step at which the read-only spell ends (0: writable)
 
 	settleMeta, trimMeta, probeMeta *MetaFaults
+	win                             *passindex.Window // the checks' (nil in refs mode)
 	errs                            chan error
 }
 
@@ -138,7 +156,7 @@ func (e *edges) fail(err error) {
 
 func (e *edges) fatalf(format string, args ...any) {
 	e.t.Helper()
-	e.t.Fatalf("seed=%d step=%d: %s\nreplay: go test ./tests/sim -run TestSimEdges -seed=%d -edge-steps=%d -v", e.seed, e.step,
+	e.t.Fatalf("seed=%d step=%d: %s\nrerun (not an exact replay: see TestSimEdges): go test ./tests/sim -run TestSimEdges -seed=%d -edge-steps=%d -count=50", e.seed, e.step,
 		fmt.Sprintf(format, args...), e.seed, *edgeStepsFlag)
 }
 
@@ -153,6 +171,8 @@ func runEdges(t *testing.T, seed int64, steps int) {
 		t.Fatal(err)
 	}
 	e := &edges{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xed9e)), errs: make(chan error, 16)}
+	w.OnRecover = e.recovered
+	e.win = w.Window(w.Meta, w.SettledMem)
 	// Every writer sees the metastore through the size guard.
 	e.guard = NewSizeGuard(w.Meta)
 	w.StarMeta = NewMetaFaults(e.guard, seed*7+1)
@@ -259,6 +279,26 @@ func (e *edges) syncWorld() {
 		if es.state == live {
 			e.w.Streams = append(e.w.Streams, es.meta)
 			e.w.IDs = append(e.w.IDs, es.id)
+		}
+	}
+}
+
+// recovered notes, for the tail checks' reports, what a starting
+// incarnation recovered a stream's tail from (World.OnRecover).
+func (e *edges) recovered(_ int, info star.StreamInfo, floor uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, es := range e.slots {
+		if es.id != info.ID {
+			continue
+		}
+		es.opened = fmt.Sprintf("incarnation %d recovered next seq %d from its last part or ref, floor %d", e.gen, info.Next, floor)
+		if max(info.Next, floor) < es.maxTail {
+			// Below a tail an incarnation reported: what each source says
+			// now (settle and trim keep running), for the failure's report.
+			ref, rerr := e.w.Meta.LastRef(context.Background(), es.id.String())
+			h, herr := e.w.Meta.GetHead(context.Background(), Chain)
+			es.opened += fmt.Sprintf(", below the %d reported before; now its last ref %d..%d (%v), head %+v (%v)", es.maxTail, ref.FirstSeq, ref.LastSeq, rerr, h, herr)
 		}
 	}
 }
@@ -555,19 +595,26 @@ func (e *edges) check(ctx context.Context) {
 		if es.state != live {
 			continue
 		}
+		if e.win != nil {
+			e.checkWindowTail(ctx, e.win, es)
+		}
 		tail, _, err := e.node.Star.Tail(es.id)
 		if err != nil {
 			continue // drained and not reopened yet
 		}
+		// Tail is the acknowledged tail (never an admitted batch's): every
+		// seq below a tail it reported was acknowledged to some producer,
+		// so it never moves backward, across incarnations too. The book
+		// first: an acknowledged record lost is the more specific finding.
+		if lost := firstAtOrAbove(es.book, tail); lost != nil {
+			e.fatalf("%s.%d: next seq %d (star incarnation %d), but seq %d was acknowledged; %s", es.name, es.gen, tail, e.node.Gen, *lost, es.opened)
+		}
 		if tail < es.maxTail {
-			e.fatalf("%s.%d: next seq moved backward from %d to %d", es.name, es.gen, es.maxTail, tail)
+			e.fatalf("%s.%d: next seq moved backward from %d (star incarnation %d) to %d (incarnation %d); seqs %d..%d acknowledged to this producer: %d, read: %d; %s",
+				es.name, es.gen, es.maxTail, es.maxGen, tail, e.node.Gen, tail, es.maxTail-1,
+				countIn(es.book, tail, es.maxTail), countIn(es.seen, tail, es.maxTail), es.opened)
 		}
-		es.maxTail = tail
-		for seq := range es.book {
-			if seq >= tail {
-				e.fatalf("%s.%d: next seq %d, but seq %d was acknowledged", es.name, es.gen, tail, seq)
-			}
-		}
+		es.maxTail, es.maxGen = tail, e.node.Gen
 		recs, _, err := ReadAll(ctx, rd, es.meta)
 		if err != nil {
 			e.fatalf("%s.%d: read: %v", es.name, es.gen, err)
@@ -605,6 +652,24 @@ func (e *edges) check(ctx context.Context) {
 	}
 }
 
+// checkWindowTail: with the pass index, a successor recovers a stream's
+// tail from its last part in the window when there is one, without
+// looking at its refs (passindex.Window.LastRef): so that part must never
+// end below its last ref, or a start would reopen the stream below seqs
+// it acknowledged. Checked at every step, not only at the few starts.
+func (e *edges) checkWindowTail(ctx context.Context, win *passindex.Window, es *edgeStream) {
+	part, perr := win.LastRef(ctx, es.meta)
+	ref, rerr := e.w.Meta.LastRef(ctx, es.id.String())
+	if perr != nil || rerr != nil {
+		return // nothing yet, or the window moved under the read
+	}
+	if part.LastSeq < ref.LastSeq {
+		h, _ := e.w.Meta.GetHead(ctx, Chain)
+		e.fatalf("%s.%d: a successor would recover next seq %d from the window's last part %d..%d, below the last ref %d..%d (head %+v)",
+			es.name, es.gen, part.LastSeq+1, part.FirstSeq, part.LastSeq, ref.FirstSeq, ref.LastSeq, h)
+	}
+}
+
 // checkExtra: a record read at a seq other than the one its batch was
 // acknowledged at came from an attempt whose outcome was unknown; so each
 // record appears at most once per such attempt beyond its ack.
@@ -629,6 +694,28 @@ func (e *edges) checkExtra(es *edgeStream) {
 				es.name, es.gen, b.id, trunc(body), seqs, first, b.maybe)
 		}
 	}
+}
+
+// firstAtOrAbove is the least seq of m at or above from, or nil.
+func firstAtOrAbove(m map[uint64]string, from uint64) *uint64 {
+	var least *uint64
+	for seq := range m {
+		if seq >= from && (least == nil || seq < *least) {
+			least = &seq
+		}
+	}
+	return least
+}
+
+// countIn is how many seqs of m are in [from, to).
+func countIn(m map[uint64]string, from, to uint64) int {
+	n := 0
+	for seq := range m {
+		if seq >= from && seq < to {
+			n++
+		}
+	}
+	return n
 }
 
 // budgetSeeds is the seeds of a run: -seed alone if given, else 1..n.

@@ -110,6 +110,10 @@ type World struct {
 
 	Streams []metastore.Stream
 	IDs     []format.StreamID
+	// OnRecover, if set, sees what StartNode opens stream i at: the tail
+	// star.RecoverStream read (refs, and the window with PassIndex) and
+	// the stream's floor. A checker reports it when a tail goes wrong.
+	OnRecover func(i int, recovered star.StreamInfo, floor uint64)
 
 	Log  *slog.Logger
 	Logs *LogCapture
@@ -477,6 +481,9 @@ func (w *World) startNode(ctx context.Context, gen int, sweep time.Duration, id 
 		if err != nil {
 			n.Kill()
 			return nil, fmt.Errorf("recover the floor of %s: %w", w.Streams[i].Name, err)
+		}
+		if w.OnRecover != nil {
+			w.OnRecover(i, info, meta.Floor)
 		}
 		info.Next = max(info.Next, meta.Floor)
 		if err := st.Open(info); err != nil {
