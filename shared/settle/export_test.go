@@ -3,7 +3,9 @@ package settle
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -115,4 +117,17 @@ func (s *Settler) merge(ctx context.Context, c metastore.ChainID, res *Result) (
 		{Kind: metastore.Flushed, From: h.Flushed, To: h.Flushed},
 		{Kind: metastore.Merged, From: h.Merged, To: end},
 	})
+}
+
+// CountSegmentChecks counts the segments whose CRC settle checks from now
+// on (format.ParseSegment) and returns the count's reader and the function
+// that stops counting.
+func CountSegmentChecks() (n func() int64, restore func()) {
+	var c atomic.Int64
+	old := parseSegment
+	parseSegment = func(b []byte) (format.SegmentInfo, []byte, error) {
+		c.Add(1)
+		return old(b)
+	}
+	return c.Load, func() { parseSegment = old }
 }

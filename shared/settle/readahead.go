@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
 )
 
@@ -63,7 +64,8 @@ type spanRead struct {
 	piece    bool
 	budget   int64 // readAheadBytes taken, given back when consumed
 	done     chan struct{}
-	body     []byte
+	body     []byte  // a settled span's or a piece's bytes
+	seg      checked // a transit segment, checked
 	err      error
 }
 
@@ -114,7 +116,11 @@ func (r *spanReader) start(i int, ahead bool) bool {
 			rd.budget = rd.loc.Length
 		}
 		go func() {
-			rd.body, rd.err = r.s.segment(r.ctx, r.set, rd.loc)
+			if rd.loc.Settled {
+				rd.body, rd.err = r.s.segment(r.ctx, rd.loc)
+			} else {
+				rd.seg, rd.err = transitSegment(r.ctx, r.set, rd.loc)
+			}
 			close(rd.done)
 		}()
 	}
@@ -127,13 +133,27 @@ func (r *spanReader) release(i int) {
 	rd := r.reads[i]
 	<-rd.done
 	r.s.ahead.Add(-rd.budget)
-	rd.budget, rd.body = 0, nil
+	rd.budget, rd.body, rd.seg = 0, nil, checked{}
 }
 
-// next returns the next location's segment.
-func (r *spanReader) next() ([]byte, error) {
+// next returns the next location's segment, its CRC checked once: a
+// transit one when it was read (transitSegment), a settled one here.
+func (r *spanReader) next() (format.SegmentInfo, []byte, error) {
+	b, seg, transit, err := r.read()
+	switch {
+	case err != nil:
+		return format.SegmentInfo{}, nil, err
+	case transit:
+		return seg.info, seg.recs, nil
+	}
+	return parseSegment(b)
+}
+
+// read returns the next location's bytes, or its segment as checked
+// when it is a transit one.
+func (r *spanReader) read() (b []byte, seg checked, transit bool, err error) {
 	if r.at == len(r.locs) {
-		return nil, fmt.Errorf("read past the last of %d locations", len(r.locs))
+		return nil, checked{}, false, fmt.Errorf("read past the last of %d locations", len(r.locs))
 	}
 	if r.cur == len(r.reads) {
 		r.plan()
@@ -156,18 +176,21 @@ func (r *spanReader) next() ([]byte, error) {
 	rd := r.reads[r.cur]
 	<-rd.done
 	if rd.err != nil {
-		return nil, rd.err
+		return nil, checked{}, false, rd.err
 	}
 	l := r.locs[r.at]
 	r.at++
-	if rd.piece {
+	switch {
+	case !l.Settled:
+		return nil, rd.seg, true, nil
+	case rd.piece:
 		if int64(len(rd.body)) != l.Length { // as segment checks a GET's
-			return nil, fmt.Errorf("read settled %s: %d of %d bytes: %w", l.Key, len(rd.body), l.Length, ErrMismatch)
+			return nil, checked{}, false, fmt.Errorf("read settled %s: %d of %d bytes: %w", l.Key, len(rd.body), l.Length, ErrMismatch)
 		}
-		return rd.body, nil
+		return rd.body, checked{}, false, nil
 	}
 	off := l.Offset - rd.loc.Offset
-	return rd.body[off : off+l.Length], nil
+	return rd.body[off : off+l.Length], checked{}, false, nil
 }
 
 // close stops the reads in flight and gives their budget back.

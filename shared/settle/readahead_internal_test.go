@@ -61,7 +61,7 @@ func readAheadLocs(t *testing.T, b objstore.Bucket, objs int) ([]metastore.Locat
 func readAll(t *testing.T, sp *spanReader, want [][]byte) {
 	t.Helper()
 	for i, w := range want {
-		got, err := sp.next()
+		got, _, _, err := sp.read()
 		if err != nil {
 			t.Fatalf("location %d: %v", i, err)
 		}
@@ -82,7 +82,7 @@ func TestSpanReaderReadsAhead(t *testing.T) {
 	sp := newSpanReader(t.Context(), s, chain.Set{}, locs, nil)
 	readAll(t, sp, want)
 	sp.close()
-	if _, err := sp.next(); err == nil {
+	if _, _, _, err := sp.read(); err == nil {
 		t.Error("a read past the last location succeeded")
 	}
 	if m := b.most.Load(); m < 2 || m > readAheadGets+1 {
@@ -120,7 +120,7 @@ func TestSpanReaderBudget(t *testing.T) {
 		s := &Settler{Settled: b}
 		sp := newSpanReader(t.Context(), s, chain.Set{}, locs, nil)
 		for range 5 {
-			if _, err := sp.next(); err != nil {
+			if _, _, _, err := sp.read(); err != nil {
 				t.Fatal(err)
 			}
 		}

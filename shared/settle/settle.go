@@ -750,11 +750,7 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 	defer sp.close()
 	for _, r := range old {
 		for _, l := range r.Locations {
-			seg, err := sp.next()
-			if err != nil {
-				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %w", r.FirstSeq, r.LastSeq, err)
-			}
-			info, recs, err := format.ParseSegment(seg)
+			info, recs, err := sp.next()
 			if err != nil {
 				return metastore.Ref{}, fmt.Errorf("ref %d-%d: %s: %w", r.FirstSeq, r.LastSeq, l.Key, err)
 			}
@@ -795,16 +791,62 @@ func lastTimestamp(b []byte) int64 {
 }
 
 func checkSegment(b []byte) error {
-	_, _, err := format.ParseSegment(b)
+	_, _, err := parseSegment(b)
 	return err
 }
 
-// segment reads one location's segment: a settled one from the settled
-// bucket, a transit one from the first copy in the set that passes its CRC.
-func (s *Settler) segment(ctx context.Context, set chain.Set, l metastore.Location) ([]byte, error) {
-	if !l.Settled {
-		return set.ReadRange(ctx, l.Key, l.Offset, l.Length, checkSegment)
+// parseSegment is format.ParseSegment, the one place settle checks a
+// segment's CRC (a variable so that tests count the checks).
+var parseSegment = format.ParseSegment
+
+// checked is a segment whose CRC parseSegment checked: its header and
+// its records.
+type checked struct {
+	info format.SegmentInfo
+	recs []byte
+}
+
+// transitSegment reads a transit location's segment from the first copy
+// in the set that passes its check, and returns that check's parse: each
+// segment's CRC is computed once (issue 36: build parsed it a second
+// time).
+func transitSegment(ctx context.Context, set chain.Set, l metastore.Location) (checked, error) {
+	var mu sync.Mutex
+	type pass struct {
+		body []byte
+		seg  checked
 	}
+	var passed []pass // the copies that passed (a hedged loser's too)
+	body, err := set.ReadRange(ctx, l.Key, l.Offset, l.Length, func(b []byte) error {
+		info, recs, err := parseSegment(b)
+		if err == nil {
+			mu.Lock()
+			passed = append(passed, pass{b, checked{info, recs}})
+			mu.Unlock()
+		}
+		return err
+	})
+	if err != nil {
+		return checked{}, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range passed {
+		if sameSlice(p.body, body) {
+			return p.seg, nil
+		}
+	}
+	panic(fmt.Sprintf("settle: read %s: the copy returned is not one that passed its check", l.Key))
+}
+
+// sameSlice: a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// segment reads a settled location's bytes from the settled bucket (a
+// span of segments; the caller parses them).
+func (s *Settler) segment(ctx context.Context, l metastore.Location) ([]byte, error) {
 	b, err := s.Settled.Get(ctx, l.Key, l.Offset, l.Length)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, fmt.Errorf("read settled %s: %w: %w", l.Key, errGone, err)

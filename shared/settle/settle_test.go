@@ -448,3 +448,36 @@ func TestSettleBoundsObjectsPerRef(t *testing.T) {
 	e.checkSettled()
 	e.check()
 }
+
+// TestSettleChecksEachSegmentOnce: a step computes each transit
+// segment's CRC once, where it reads it from a copy (the check that lets
+// it fall through to another copy), not again where it builds the
+// settled object (issue 36: settle's CPU per GB). Hedging off, so that no
+// second copy is read.
+func TestSettleChecksEachSegmentOnce(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.set.Hedge = -1
+	e.s.Sets = absorb.Sets{Express: e.set}
+	e.flights(10)
+	e.absorbAll()
+	segs := 0
+	for i := range e.ids {
+		for _, r := range e.refs(i) {
+			segs += len(r.Locations)
+		}
+	}
+	checks, restore := settle.CountSegmentChecks()
+	defer restore()
+	res, err := e.s.Step(t.Context(), chainX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Objects != 3 || segs != 30 {
+		t.Fatalf("step: %+v over %d segments", res, segs)
+	}
+	if n := checks(); n != int64(segs) {
+		t.Fatalf("%d segment checks for %d segments read", n, segs)
+	}
+	e.checkSettled()
+	e.check()
+}
