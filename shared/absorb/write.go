@@ -95,9 +95,10 @@ func trimPassMarks(ms []format.PassMark) []format.PassMark {
 // bytes), so an object already there (objstore.ErrExists, or an
 // ErrAmbiguous write) must hold identical bytes, else ErrForeign. A read
 // back that finds nothing is an error matching objstore.ErrNotFound (the
-// object was written and deleted since: the caller's view is stale).
+// object was written and deleted since: the caller's view is stale). obj
+// is given to b (objstore.PutGiven): the caller must not write it after.
 func PutDetermined(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
-	err := b.PutIfAbsent(ctx, key, obj)
+	err := objstore.PutGiven(ctx, b, key, obj)
 	if err == nil {
 		return nil
 	}

@@ -59,7 +59,13 @@ type modelledGets struct {
 var (
 	_ objstore.Bucket     = (*modelledGets)(nil)
 	_ objstore.ReaderInto = (*modelledGets)(nil)
+	_ objstore.Keeper     = (*modelledGets)(nil)
 )
+
+// KeepIfAbsent gives body on (objstore.PutGiven): the model is of GETs.
+func (b *modelledGets) KeepIfAbsent(ctx context.Context, key string, body []byte) error {
+	return objstore.PutGiven(ctx, b.Bucket, key, body)
+}
 
 func withGetModel(b objstore.Bucket, m GetModel, first *lognormal, n *getCount) *modelledGets {
 	return &modelledGets{Bucket: b, m: m, first: first, n: n}

@@ -28,6 +28,13 @@
 //   - List(prefix) exists for tools and tests only. No protocol path lists:
 //     walks are point lookups at derivable keys.
 //
+// Two optional interfaces save a copy where a bucket can: ReaderInto
+// (GetInto reads into the caller's buffer) and Keeper (PutGiven hands the
+// body over: the bucket may keep it, and the caller must not write it
+// after). Each is PutIfAbsent's or Get's contract otherwise; the
+// functions GetInto and PutGiven fall back to Get and PutIfAbsent, and a
+// wrapper that changes reads or puts (WithFaults) does not forward them.
+//
 // Errors are sentinels matched with errors.Is; implementations wrap them with
 // context (bucket, key). Adapters translate SDK errors at their boundary.
 //

@@ -11,7 +11,8 @@ import (
 
 // Mem is an in-memory Bucket. It honours the contract exactly:
 // PutIfAbsent is one atomic LoadOrStore, and bodies are copied on the way
-// in and out so no caller can alias stored bytes. It is the reference
+// in and out so no caller can alias stored bytes (but for KeepIfAbsent, whose
+// caller gives its body up). It is the reference
 // implementation the others are compared with, and the fastest store for
 // tests.
 //
@@ -34,6 +35,7 @@ type Mem struct {
 var (
 	_ Bucket     = (*Mem)(nil)
 	_ ReaderInto = (*Mem)(nil)
+	_ Keeper     = (*Mem)(nil)
 )
 
 // NewMem returns an empty in-memory bucket called name.
@@ -119,6 +121,17 @@ func (m *Mem) Name() string { return m.name }
 
 // PutIfAbsent stores a copy of body at key unless key exists.
 func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	return m.put(ctx, key, body, false)
+}
+
+// KeepIfAbsent stores body itself at key unless key exists (Keeper): the
+// caller gives body up. Reads still copy out, so nothing aliases it. A
+// NewMemSet bucket shares or copies it as PutIfAbsent does.
+func (m *Mem) KeepIfAbsent(ctx context.Context, key string, body []byte) error {
+	return m.put(ctx, key, body, true)
+}
+
+func (m *Mem) put(ctx context.Context, key string, body []byte, keep bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, err)
 	}
@@ -126,9 +139,12 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 		return fmt.Errorf("put %s/%s: %w", m.name, key, ErrExists) // no copy for a put that loses
 	}
 	var obj []byte
-	if m.bodies != nil {
+	switch {
+	case m.bodies != nil:
 		obj = m.bodies.share(key, body)
-	} else {
+	case keep:
+		obj = body[:len(body):len(body)]
+	default:
 		obj = make([]byte, len(body))
 		copy(obj, body)
 	}

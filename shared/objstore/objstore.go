@@ -62,3 +62,26 @@ func GetInto(ctx context.Context, b Bucket, key string, off int64, dst []byte) (
 	}
 	return copy(dst, body), nil
 }
+
+// Keeper is a Bucket that can keep the body a put hands it instead of a
+// copy of it: an in-memory bucket, whose copy on every put is a cost no
+// real bucket pays (issue 36: settle's objects in `strand bench`).
+// Optional: the function PutGiven falls back to PutIfAbsent.
+type Keeper interface {
+	// KeepIfAbsent is PutIfAbsent, except that the bucket may keep body
+	// itself as the object: the caller must not write body after the
+	// call, whatever it returns.
+	KeepIfAbsent(ctx context.Context, key string, body []byte) error
+}
+
+// PutGiven is PutIfAbsent of a body its caller gives up: with b's own
+// KeepIfAbsent when it has one (Keeper), else PutIfAbsent. The caller
+// must not write body after the call. A wrapper of a Bucket that changes
+// what PutIfAbsent does (fault injection) must not forward KeepIfAbsent;
+// one that only observes puts forwards it with PutGiven.
+func PutGiven(ctx context.Context, b Bucket, key string, body []byte) error {
+	if k, ok := b.(Keeper); ok {
+		return k.KeepIfAbsent(ctx, key, body)
+	}
+	return b.PutIfAbsent(ctx, key, body)
+}

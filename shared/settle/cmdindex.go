@@ -13,7 +13,7 @@ import (
 // putCommandIndex writes the command index of the version 2 run (or
 // merged run) obj that this copy has just stored at key (design 014, "The
 // command index"): at format.CommandIndexKey(key), after the run, by the
-// copy whose PutIfAbsent stored it, so that it is a pure function of the
+// copy whose put stored it, so that it is a pure function of the
 // run stored (a copy that lost the run, or a dead plan, writes none: the
 // run is the step's commit point, and nothing at a key that names only
 // its first slot is written before it). A crash between the two leaves
@@ -32,7 +32,7 @@ func (s *Settler) putCommandIndex(ctx context.Context, key string, obj []byte) e
 		return fmt.Errorf("command index of %s: %w", key, err)
 	}
 	ck := format.CommandIndexKey(key)
-	if err := s.Settled.PutIfAbsent(ctx, ck, cmdx); err != nil && !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
+	if err := objstore.PutGiven(ctx, s.Settled, ck, cmdx); err != nil && !errors.Is(err, objstore.ErrExists) && !errors.Is(err, objstore.ErrAmbiguous) {
 		return fmt.Errorf("write the command index %s: %w", ck, err)
 	}
 	return nil
@@ -48,7 +48,7 @@ func (s *Settler) putRun(ctx context.Context, key string, r *format.PassIndex) (
 	if err != nil {
 		return false, fmt.Errorf("encode the run %s: %w", key, err)
 	}
-	switch err := s.Settled.PutIfAbsent(ctx, key, obj); {
+	switch err := objstore.PutGiven(ctx, s.Settled, key, obj); { // obj is only read after
 	case err == nil:
 	case errors.Is(err, objstore.ErrExists) || errors.Is(err, objstore.ErrAmbiguous):
 		return false, nil

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket) {
 		{"PutGet", testPutGet},
 		{"RangedGet", testRangedGet},
 		{"GetInto", testGetInto},
+		{"PutGiven", testPutGiven},
 		{"PutIfAbsentTwice", testPutIfAbsentTwice},
 		{"PutIfAbsentRace", testPutIfAbsentRace},
 		{"Missing", testMissing},
@@ -122,6 +123,33 @@ func testRangedGet(t *testing.T, b objstore.Bucket) {
 	for _, c := range []struct{ off, n int64 }{{10, 1}, {10, -1}, {11, 1}, {1 << 40, -1}} {
 		_, err := b.Get(ctx, "r", c.off, c.n)
 		wantErr(t, fmt.Sprintf("Get(%d, %d) at/after end", c.off, c.n), err, objstore.ErrRange)
+	}
+}
+
+// PutGiven (the bucket's own KeepIfAbsent when it has one,
+// objstore.Keeper) is PutIfAbsent: it creates the object once, refuses a
+// second put at the key with ErrExists and leaves the first, and what a
+// caller does to the bytes a read returned does not reach the object.
+func testPutGiven(t *testing.T, b objstore.Bucket) {
+	ctx := context.Background()
+	if err := objstore.PutGiven(ctx, b, "g", []byte("given body")); err != nil {
+		t.Fatalf("PutGiven: %v", err)
+	}
+	err := objstore.PutGiven(ctx, b, "g", []byte("other body"))
+	wantErr(t, "PutGiven at a taken key", err, objstore.ErrExists)
+	got, err := b.Get(ctx, "g", 0, -1)
+	if err != nil || string(got) != "given body" {
+		t.Fatalf("Get after PutGiven: %q, %v", got, err)
+	}
+	got[0] = 'X'
+	if again, err := b.Get(ctx, "g", 0, -1); err != nil || string(again) != "given body" {
+		t.Fatalf("a write to a read's bytes reached the object: %q, %v", again, err)
+	}
+	if err := objstore.PutGiven(ctx, b, "empty", nil); err != nil {
+		t.Fatalf("PutGiven of an empty body: %v", err)
+	}
+	if n, err := b.Head(ctx, "empty"); err != nil || n != 0 {
+		t.Fatalf("Head of an empty given body: %d, %v", n, err)
 	}
 }
 
