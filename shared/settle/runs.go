@@ -590,6 +590,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 	run.Digest = planDigest(run, ids, maxBytes, sorted, orDefault(s.MergeBelowBytes, DefaultMergeBelowBytes), orDefault(s.MaxObjectSpan, DefaultMaxObjectSpan))
 	var n uint64 // the current pack: run.FirstSlot + n
 	var buf []byte
+	var copied int64 // the packed segments' bytes copied into packs so far
 	written := 0
 	flush := func() error {
 		if len(buf) == 0 {
@@ -612,10 +613,14 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 			}
 			n++
 		}
+		if buf == nil { // a new pack: sized for what is left, up to maxBytes (no regrowth)
+			buf = make([]byte, 0, max(min(maxBytes, total-copied), int64(len(seg))))
+		}
 		e := &entries[i]
 		e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.FirstSeq, Count: g.Count,
 			Offset: uint32(len(buf)), Length: g.Length, CRC: g.CRC})
 		buf = append(buf, seg...)
+		copied += int64(len(seg))
 		return nil
 	}
 	got := map[[2]uint64][]byte{} // sorted: (slot, offset) -> segment
