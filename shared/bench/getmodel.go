@@ -60,6 +60,7 @@ var (
 	_ objstore.Bucket     = (*modelledGets)(nil)
 	_ objstore.ReaderInto = (*modelledGets)(nil)
 	_ objstore.Keeper     = (*modelledGets)(nil)
+	_ objstore.Viewer     = (*modelledGets)(nil)
 )
 
 // KeepIfAbsent gives body on (objstore.PutGiven): the model is of GETs.
@@ -82,6 +83,17 @@ func (m GetModel) transfer(size int) time.Duration {
 func (b *modelledGets) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	start := time.Now()
 	body, err := b.Bucket.Get(ctx, key, off, n)
+	if serr := b.model(ctx, start, len(body)); serr != nil && err == nil {
+		return nil, serr
+	}
+	return body, err
+}
+
+// View is Get of the bucket's own bytes (objstore.Viewer), counted and
+// timed the same.
+func (b *modelledGets) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	start := time.Now()
+	body, err := objstore.View(ctx, b.Bucket, key, off, n)
 	if serr := b.model(ctx, start, len(body)); serr != nil && err == nil {
 		return nil, serr
 	}

@@ -72,7 +72,21 @@ var (
 	_ objstore.Bucket     = (*countingPuts)(nil)
 	_ objstore.ReaderInto = (*countingPuts)(nil)
 	_ objstore.Keeper     = (*countingPuts)(nil)
+	_ objstore.Viewer     = (*countingPuts)(nil)
+	_ objstore.Viewer     = (*recording)(nil)
 )
+
+// View forwards to the bucket's own View (objstore.Viewer): counting
+// PUTs changes no GET.
+func (c *countingPuts) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return objstore.View(ctx, c.Bucket, key, off, n)
+}
+
+// View forwards to the bucket's own View (objstore.Viewer): recording
+// PUTs changes no GET.
+func (r *recording) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return objstore.View(ctx, r.Bucket, key, off, n)
+}
 
 func (c *countingPuts) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	c.count(key)

@@ -503,6 +503,24 @@ func (s Set) readFlight(ctx context.Context, epoch, slot uint64) (Slot, error) {
 // succeed), else ErrNoCopy if some copy was present but bad, else
 // objstore.ErrNotFound.
 func (s Set) ReadRange(ctx context.Context, key string, off, n int64, check func([]byte) error) ([]byte, error) {
+	return s.readRange(ctx, key, off, n, check, get)
+}
+
+// ViewRange is ReadRange for a caller that only reads the bytes: each
+// copy is read with objstore.View, so the bytes returned may be a
+// bucket's own (an in-memory bucket's, with no copy), and the caller must
+// not write them (issue 36: settle's reads in `strand bench`).
+func (s Set) ViewRange(ctx context.Context, key string, off, n int64, check func([]byte) error) ([]byte, error) {
+	return s.readRange(ctx, key, off, n, check, objstore.View)
+}
+
+// get is objstore.Bucket's Get in objstore.View's shape.
+func get(ctx context.Context, b objstore.Bucket, key string, off, n int64) ([]byte, error) {
+	return b.Get(ctx, key, off, n)
+}
+
+func (s Set) readRange(ctx context.Context, key string, off, n int64, check func([]byte) error,
+	get func(context.Context, objstore.Bucket, string, int64, int64) ([]byte, error)) ([]byte, error) {
 	if len(s.Buckets) == 0 {
 		return nil, fmt.Errorf("%w: read %s from an empty set", ErrInvalid, key)
 	}
@@ -512,7 +530,7 @@ func (s Set) ReadRange(ctx context.Context, key string, off, n int64, check func
 	unavail, bad := make([]bool, k), make([]bool, k)
 	win := s.hedged(ctx, func(ctx context.Context, i int) bool {
 		b := s.Buckets[i]
-		body, err := b.Get(ctx, key, off, n)
+		body, err := get(ctx, b, key, off, n)
 		switch {
 		case errors.Is(err, objstore.ErrNotFound):
 			errs[i] = fmt.Errorf("%s: not found", b.Name())

@@ -61,5 +61,6 @@
 // set until a copy answers and passes check (a segment CRC, say); a corrupt
 // or short copy is skipped, never returned. One pass, no retry: reads and
 // the absorb pick their own retry policy from the error (ErrUnavailable,
-// ErrNoCopy, ErrNotFound).
+// ErrNoCopy, ErrNotFound). ViewRange is the same read for a caller that
+// only reads the bytes (objstore.View: they may be the bucket's own).
 package chain

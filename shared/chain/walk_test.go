@@ -129,55 +129,63 @@ func TestWalkLost(t *testing.T) {
 }
 
 func TestReadRange(t *testing.T) {
-	ctx := context.Background()
-	r := newRig(t, 3, 2)
-	obj := flightBytes(4, 9)
-	r.put(t, 4, 9, obj, 0, 1, 2)
-	env, _ := format.ParseEnvelope(obj)
-	entries, err := format.ParseFooter(env, obj[env.FooterOff:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := entries[0]
-	key := format.SlotKey("star-0", 4, 9)
-	check := func(b []byte) error { _, _, err := format.ParseSegment(b); return err }
+	for _, view := range []bool{false, true} {
+		t.Run(fmt.Sprintf("view=%v", view), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t, 3, 2)
+			read := r.set.ReadRange
+			if view {
+				read = r.set.ViewRange // the same answers, the bytes maybe the bucket's
+			}
+			obj := flightBytes(4, 9)
+			r.put(t, 4, 9, obj, 0, 1, 2)
+			env, _ := format.ParseEnvelope(obj)
+			entries, err := format.ParseFooter(env, obj[env.FooterOff:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := entries[0]
+			key := format.SlotKey("star-0", 4, 9)
+			check := func(b []byte) error { _, _, err := format.ParseSegment(b); return err }
 
-	// Bucket 0 returns a bit-flipped copy: skipped, bucket 1's returned.
-	r.injs[0].ForceCorrupt(1, objstore.CorruptFlip)
-	got, err := r.set.ReadRange(ctx, key, int64(e.Offset), int64(e.Length), check)
-	if err != nil || string(got) != string(obj[e.Offset:e.Offset+e.Length]) {
-		t.Fatalf("read %x, %v", got, err)
-	}
-	if r.injs[1].Calls(objstore.OpGet) != 1 || r.injs[2].Calls(objstore.OpGet) != 0 {
-		t.Errorf("fall-through order: gets %d %d", r.injs[1].Calls(objstore.OpGet), r.injs[2].Calls(objstore.OpGet))
-	}
-	// Truncated in transit: skipped by length even without a check.
-	r.injs[0].ForceCorrupt(1, objstore.CorruptTruncate)
-	if got, err := r.set.ReadRange(ctx, key, int64(e.Offset), int64(e.Length), nil); err != nil || len(got) != int(e.Length) {
-		t.Fatalf("truncated: %d bytes, %v", len(got), err)
-	}
-	// Every copy bad: ErrNoCopy, never a bad copy.
-	for _, inj := range r.injs {
-		inj.ForceCorrupt(1, objstore.CorruptFlip)
-	}
-	if got, err := r.set.ReadRange(ctx, key, int64(e.Offset), int64(e.Length), check); !errors.Is(err, ErrNoCopy) || got != nil {
-		t.Fatalf("all bad: %v", err)
-	}
-	// One down, the others bad: ErrUnavailable (retryable).
-	r.injs[0].SetDown(true)
-	for _, inj := range r.injs[1:] {
-		inj.ForceCorrupt(1, objstore.CorruptFlip)
-	}
-	if _, err := r.set.ReadRange(ctx, key, int64(e.Offset), int64(e.Length), check); !errors.Is(err, objstore.ErrUnavailable) {
-		t.Fatalf("down: %v", err)
-	}
-	r.injs[0].SetDown(false)
-	// Missing everywhere: ErrNotFound. n < 0 reads to the end.
-	if _, err := r.set.ReadRange(ctx, "nope", 0, 10, nil); !errors.Is(err, objstore.ErrNotFound) {
-		t.Fatalf("missing: %v", err)
-	}
-	if got, err := r.set.ReadRange(ctx, key, 0, -1, func(b []byte) error { _, err := format.ParseFlight(b); return err }); err != nil || len(got) != len(obj) {
-		t.Fatalf("whole: %d, %v", len(got), err)
+			// Bucket 0 returns a bit-flipped copy: skipped, bucket 1's returned.
+			r.injs[0].ForceCorrupt(1, objstore.CorruptFlip)
+			got, err := read(ctx, key, int64(e.Offset), int64(e.Length), check)
+			if err != nil || string(got) != string(obj[e.Offset:e.Offset+e.Length]) {
+				t.Fatalf("read %x, %v", got, err)
+			}
+			if r.injs[1].Calls(objstore.OpGet) != 1 || r.injs[2].Calls(objstore.OpGet) != 0 {
+				t.Errorf("fall-through order: gets %d %d", r.injs[1].Calls(objstore.OpGet), r.injs[2].Calls(objstore.OpGet))
+			}
+			// Truncated in transit: skipped by length even without a check.
+			r.injs[0].ForceCorrupt(1, objstore.CorruptTruncate)
+			if got, err := read(ctx, key, int64(e.Offset), int64(e.Length), nil); err != nil || len(got) != int(e.Length) {
+				t.Fatalf("truncated: %d bytes, %v", len(got), err)
+			}
+			// Every copy bad: ErrNoCopy, never a bad copy.
+			for _, inj := range r.injs {
+				inj.ForceCorrupt(1, objstore.CorruptFlip)
+			}
+			if got, err := read(ctx, key, int64(e.Offset), int64(e.Length), check); !errors.Is(err, ErrNoCopy) || got != nil {
+				t.Fatalf("all bad: %v", err)
+			}
+			// One down, the others bad: ErrUnavailable (retryable).
+			r.injs[0].SetDown(true)
+			for _, inj := range r.injs[1:] {
+				inj.ForceCorrupt(1, objstore.CorruptFlip)
+			}
+			if _, err := read(ctx, key, int64(e.Offset), int64(e.Length), check); !errors.Is(err, objstore.ErrUnavailable) {
+				t.Fatalf("down: %v", err)
+			}
+			r.injs[0].SetDown(false)
+			// Missing everywhere: ErrNotFound. n < 0 reads to the end.
+			if _, err := read(ctx, "nope", 0, 10, nil); !errors.Is(err, objstore.ErrNotFound) {
+				t.Fatalf("missing: %v", err)
+			}
+			if got, err := read(ctx, key, 0, -1, func(b []byte) error { _, err := format.ParseFlight(b); return err }); err != nil || len(got) != len(obj) {
+				t.Fatalf("whole: %d, %v", len(got), err)
+			}
+		})
 	}
 }
 

@@ -403,7 +403,10 @@ type faultBucket struct {
 	inj *Injector
 }
 
-var _ Bucket = (*faultBucket)(nil)
+var (
+	_ Bucket = (*faultBucket)(nil)
+	_ Viewer = (*faultBucket)(nil)
+)
 
 func (f *faultBucket) Name() string { return f.b.Name() }
 
@@ -445,11 +448,24 @@ func (f *faultBucket) PutIfAbsent(ctx context.Context, key string, body []byte) 
 }
 
 func (f *faultBucket) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return f.get(ctx, key, off, n, f.b.Get)
+}
+
+// View is Get through the wrapped bucket's View (Viewer): a fault sees
+// the same calls, and a corrupted read is the wrapper's own copy, never
+// a write into the bytes the wrapped bucket holds.
+func (f *faultBucket) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return f.get(ctx, key, off, n, func(ctx context.Context, key string, off, n int64) ([]byte, error) {
+		return View(ctx, f.b, key, off, n)
+	})
+}
+
+func (f *faultBucket) get(ctx context.Context, key string, off, n int64, get func(context.Context, string, int64, int64) ([]byte, error)) ([]byte, error) {
 	p, err := f.before(ctx, OpGet, key)
 	if err != nil {
 		return nil, err
 	}
-	body, err := f.b.Get(ctx, key, off, n)
+	body, err := get(ctx, key, off, n)
 	if err != nil || p.corrupt == CorruptNone || len(body) == 0 {
 		return body, err
 	}

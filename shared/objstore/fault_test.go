@@ -512,3 +512,26 @@ func TestClearRemovesFaults(t *testing.T) {
 		t.Fatalf("after Clear: %d delays, %d faults", len(rec.delays()), inj.Faults())
 	}
 }
+
+// TestCorruptViewKeepsTheStoredBytes: a corrupted View (objstore.Viewer
+// through the fault wrapper) is the wrapper's copy: the bytes the
+// wrapped memory bucket holds, which View hands out, stay as put.
+func TestCorruptViewKeepsTheStoredBytes(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem("m")
+	body := []byte("the envelope of a committed batch")
+	must(t, mem.PutIfAbsent(ctx, "k", body))
+	inj := objstore.NewInjector(9)
+	b := objstore.WithFaults(mem, inj)
+	inj.ForceCorrupt(1, objstore.CorruptFlip)
+	got, err := objstore.View(ctx, b, "k", 0, -1)
+	if err != nil || bitDiff(got, body) != 1 {
+		t.Fatalf("corrupted view: %q, %v", got, err)
+	}
+	if held, _ := objstore.View(ctx, mem, "k", 0, -1); !bytes.Equal(held, body) {
+		t.Fatalf("the corruption reached the stored bytes: %q", held)
+	}
+	if got, err := objstore.View(ctx, b, "k", 0, -1); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("view after the forced corruption: %q, %v", got, err)
+	}
+}

@@ -36,6 +36,7 @@ var (
 	_ Bucket     = (*Mem)(nil)
 	_ ReaderInto = (*Mem)(nil)
 	_ Keeper     = (*Mem)(nil)
+	_ Viewer     = (*Mem)(nil)
 )
 
 // NewMem returns an empty in-memory bucket called name.
@@ -164,6 +165,13 @@ func (m *Mem) Get(ctx context.Context, key string, off, n int64) ([]byte, error)
 		return nil, err
 	}
 	return slices.Clone(b), nil
+}
+
+// View returns n bytes of key from off (n < 0: to the end) as stored
+// (Viewer): the caller must not write them. A stored body is never
+// written, so they stay what was put.
+func (m *Mem) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return m.stored(ctx, key, off, n)
 }
 
 // GetInto copies up to len(dst) bytes of key from off into dst.

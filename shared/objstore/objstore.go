@@ -85,3 +85,26 @@ func PutGiven(ctx context.Context, b Bucket, key string, body []byte) error {
 	}
 	return b.PutIfAbsent(ctx, key, body)
 }
+
+// Viewer is a Bucket that can hand out the bytes it holds instead of a
+// copy of them: an in-memory bucket, whose copy on every read is a cost
+// no real bucket's read pays beyond its own buffer (issue 36: settle's
+// reads in `strand bench`). Optional: the function View falls back to
+// Get.
+type Viewer interface {
+	// View is Get, except that the bytes returned may be the bucket's
+	// own: the caller must not write them.
+	View(ctx context.Context, key string, off, n int64) ([]byte, error)
+}
+
+// View reads n bytes at off (n < 0: to the end) for a caller that only
+// reads them: with b's own View when it has one (Viewer), else Get. The
+// caller must not write the bytes returned. A wrapper of a Bucket that
+// changes what Get returns forwards View only by returning what it would
+// return from Get (its own copy where it changes the bytes).
+func View(ctx context.Context, b Bucket, key string, off, n int64) ([]byte, error) {
+	if v, ok := b.(Viewer); ok {
+		return v.View(ctx, key, off, n)
+	}
+	return b.Get(ctx, key, off, n)
+}

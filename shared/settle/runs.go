@@ -564,7 +564,8 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 					lo, hi = min(lo, int64(g.seg.Offset)), max(hi, int64(g.seg.Offset)+int64(g.seg.Length))
 				}
 				key := format.SlotKey(c.Star, run.Epoch, slot)
-				body, err := set.ReadRange(ctx, key, lo, hi-lo, func(b []byte) error {
+				// Only read (copied into the pack): viewed, not copied.
+				body, err := set.ViewRange(ctx, key, lo, hi-lo, func(b []byte) error {
 					for _, g := range segs {
 						if err := checkSegment(b[int64(g.seg.Offset)-lo : int64(g.seg.Offset)-lo+int64(g.seg.Length)]); err != nil {
 							return err

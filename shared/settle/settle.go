@@ -809,7 +809,8 @@ type checked struct {
 // transitSegment reads a transit location's segment from the first copy
 // in the set that passes its check, and returns that check's parse: each
 // segment's CRC is computed once (issue 36: build parsed it a second
-// time).
+// time). The bytes are only read (copied into the settled object), so
+// they are viewed (chain.Set.ViewRange), not copied.
 func transitSegment(ctx context.Context, set chain.Set, l metastore.Location) (checked, error) {
 	var mu sync.Mutex
 	type pass struct {
@@ -817,7 +818,7 @@ func transitSegment(ctx context.Context, set chain.Set, l metastore.Location) (c
 		seg  checked
 	}
 	var passed []pass // the copies that passed (a hedged loser's too)
-	body, err := set.ReadRange(ctx, l.Key, l.Offset, l.Length, func(b []byte) error {
+	body, err := set.ViewRange(ctx, l.Key, l.Offset, l.Length, func(b []byte) error {
 		info, recs, err := parseSegment(b)
 		if err == nil {
 			mu.Lock()
@@ -845,9 +846,10 @@ func sameSlice(a, b []byte) bool {
 }
 
 // segment reads a settled location's bytes from the settled bucket (a
-// span of segments; the caller parses them).
+// span of segments; the caller parses them), for reading only
+// (objstore.View).
 func (s *Settler) segment(ctx context.Context, l metastore.Location) ([]byte, error) {
-	b, err := s.Settled.Get(ctx, l.Key, l.Offset, l.Length)
+	b, err := objstore.View(ctx, s.Settled, l.Key, l.Offset, l.Length)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, fmt.Errorf("read settled %s: %w: %w", l.Key, errGone, err)
 	}

@@ -525,3 +525,71 @@ func TestSettleGivesItsObjectsAway(t *testing.T) {
 		})
 	}
 }
+
+// viewing counts a bucket's reads: Get (a copy) and View (objstore.Viewer).
+type viewing struct {
+	objstore.Bucket
+	gets, views atomic.Int64
+}
+
+func (v *viewing) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	v.gets.Add(1)
+	return v.Bucket.Get(ctx, key, off, n)
+}
+
+func (v *viewing) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	v.views.Add(1)
+	return objstore.View(ctx, v.Bucket, key, off, n)
+}
+
+// TestSettleViewsWhatItReads: settle only reads the bytes it copies into
+// its objects, so it reads segments from the chain's copies and the
+// settled bucket with objstore.View (chain.Set.ViewRange): an in-memory bucket
+// hands out its bytes instead of a copy (issue 36). Refs mode reads
+// transit segments, then (the second step, the small objects merged)
+// settled ones; the pass index reads the packed segments' spans.
+func TestSettleViewsWhatItReads(t *testing.T) {
+	for _, pass := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pass-index=%v", pass), func(t *testing.T) {
+			e := newEnv(t, 3, nil)
+			if pass {
+				e.withIndex()
+			}
+			var chainReads []*viewing
+			for i, b := range e.set.Buckets {
+				v := &viewing{Bucket: b}
+				chainReads = append(chainReads, v)
+				e.set.Buckets[i] = v
+			}
+			settled := &viewing{Bucket: e.settled}
+			e.s.Settled = settled
+			for range 2 {
+				e.flights(4)
+				e.absorbAll()
+				for _, v := range append(chainReads, settled) { // settle's reads only
+					v.gets.Store(0)
+				}
+				if _, err := e.s.Step(t.Context(), chainX); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var views int64
+			for i, v := range chainReads {
+				views += v.views.Load()
+				if g := v.gets.Load(); g != 0 && pass { // refs mode walks the slots' envelopes with Get
+					t.Errorf("chain bucket %d: %d GETs copied", i, g)
+				}
+			}
+			if views == 0 {
+				t.Error("no chain read viewed")
+			}
+			if g := settled.gets.Load(); g != 0 && !pass { // the pass index's window reads its runs with Get
+				t.Errorf("settled bucket: %d GETs copied (%d viewed)", g, settled.views.Load())
+			}
+			if !pass && settled.views.Load() == 0 {
+				t.Error("refs mode's second step viewed no settled object")
+			}
+			e.checkMixed()
+		})
+	}
+}

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket) {
 		{"RangedGet", testRangedGet},
 		{"GetInto", testGetInto},
 		{"PutGiven", testPutGiven},
+		{"View", testView},
 		{"PutIfAbsentTwice", testPutIfAbsentTwice},
 		{"PutIfAbsentRace", testPutIfAbsentRace},
 		{"Missing", testMissing},
@@ -124,6 +125,31 @@ func testRangedGet(t *testing.T, b objstore.Bucket) {
 		_, err := b.Get(ctx, "r", c.off, c.n)
 		wantErr(t, fmt.Sprintf("Get(%d, %d) at/after end", c.off, c.n), err, objstore.ErrRange)
 	}
+}
+
+// View (the bucket's own when it has one, objstore.Viewer) reads what
+// Get reads: whole, ranged, short at the end, and fails as Get does.
+func testView(t *testing.T, b objstore.Bucket) {
+	ctx := context.Background()
+	put(t, b, "v", []byte("0123456789"))
+	for _, c := range []struct {
+		off, n int64
+		want   string
+	}{
+		{0, -1, "0123456789"},
+		{2, 3, "234"},
+		{7, 10, "789"}, // past the end: the short tail, no error
+		{9, -1, "9"},
+	} {
+		got, err := objstore.View(ctx, b, "v", c.off, c.n)
+		if err != nil || string(got) != c.want {
+			t.Errorf("View(%d, %d): %q, %v; want %q", c.off, c.n, got, err, c.want)
+		}
+	}
+	_, err := objstore.View(ctx, b, "v", 10, 1)
+	wantErr(t, "View at the end", err, objstore.ErrRange)
+	_, err = objstore.View(ctx, b, "nope", 0, -1)
+	wantErr(t, "View of a missing key", err, objstore.ErrNotFound)
 }
 
 // PutGiven (the bucket's own KeepIfAbsent when it has one,
