@@ -21,8 +21,10 @@
 //     before it.
 //  2. Each run splits into groups of at most MaxSwapRefs-1 refs and
 //     MaxObjectBytes of records. A group's records are read segment by
-//     segment (transit: chain.ReadRange through the bucket set, the first
-//     copy whose segment CRC checks; settled: the settled bucket), checked
+//     segment (transit: chain.Set.ViewRange through the bucket set, the
+//     first copy whose segment CRC checks, that check the segment's only
+//     one; settled: the settled bucket, checked where it is consumed; both
+//     viewed, not copied: objstore.View), checked
 //     against the ref (stream, contiguous seqs), and rendered into settled
 //     objects (format.SettledBuilder) at format.SettledKey(stream, first,
 //     last). Objects split at record boundaries, inside a ref when one ref
