@@ -90,3 +90,52 @@ func isTimeout(err error) bool {
 func appendRequest(r kmsg.Request, corr int32) []byte {
 	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("t")).AppendRequest(nil, r, corr)
 }
+
+// TestReview2StalledReaderClosed (attack, found by review2): a client
+// pipelines requests and never reads an answer. Once the socket buffers
+// are full the front end's writer blocks in Write, the reader blocks on
+// the writer's full queue, and it no longer reads, so the idle timeout
+// (a read deadline) never fires: the connection, its two goroutines and
+// up to maxPipelined+1 requests and answers (8 MiB produces, fetch
+// answers) were held until the process exited. The writer now has a
+// write deadline of the idle timeout: a client that reads nothing that
+// long is closed. It failed before (the connection was still open after
+// 5 s with a 1 s idle timeout); it closes after about 1.5 s now.
+func TestReview2StalledReaderClosed(t *testing.T) {
+	core := newHandoverCore("s1", &handoverLog{next: map[string]uint64{}})
+	core.drainAfter(-1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Core: core, Star: core.star, Limits: Limits{IdleTimeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer s.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	req := kmsg.NewPtrApiVersionsRequest() // a ~400-byte answer, no SASL needed
+	req.Version = 2
+	// 200,000 requests (about 5 MB) in one write, whole: their answers
+	// (about 80 MB) fill every buffer between the front end and a client
+	// that reads none of them.
+	const n = 200_000
+	var b []byte
+	for k := range int32(n) {
+		b = append(b, appendRequest(req, k)...)
+	}
+	go c.Write(b) // ends with an error when the connection closes
+	deadline := time.Now().Add(5 * time.Second)
+	for open := false; !open || s.meters.conns.Value() != 0; time.Sleep(20 * time.Millisecond) {
+		open = open || s.meters.conns.Value() == 1
+		if time.Now().After(deadline) {
+			t.Fatalf("a client that read nothing for 5 s (idle timeout 1 s, %d requests sent) still holds its connection (open: %v)", n, open)
+		}
+	}
+}
