@@ -94,3 +94,63 @@ func TestReview2MoveDeletedStream(t *testing.T) {
 		}
 	}
 }
+
+// TestReview2MoveWhileDraining (attack): a move of a stream whose star
+// has begun its drain (BeginDrain: appends refused, the star not yet
+// quiesced). MoveStream is not among the calls the drain refuses, so the
+// move runs: the stream ends led by star-1, which acknowledges the next
+// append right after the seal, and star-0 acknowledges nothing more.
+func TestReview2MoveWhileDraining(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, a, b, c, _ := moveOne(t, "logs/w")
+	_, err := c.Append(ctx, "logs/w", recs(3, "x"), client.AppendOptions{}) // 0-2
+	must(t, err)
+	a.srv.BeginDrain()
+	_, _, err = c.MoveStream(ctx, "logs/w", "star-1") // the seal: 3
+	if err != nil {
+		t.Fatalf("a move from a draining star: %v", err)
+	}
+	st, err := meta.GetStream(ctx, "logs/w")
+	must(t, err)
+	if st.Star != "star-1" {
+		t.Fatalf("after the move the stream is led by %q", st.Star)
+	}
+	ack, err := newClient(t, b, adminTok).Append(ctx, "logs/w", recs(1, "y"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 4 {
+		t.Fatalf("the append after the move is at %d, want 4 (after the seal)", ack.StartSeq)
+	}
+}
+
+// TestReview2MoveAfterQuiesce (attack): once the draining star has
+// quiesced, a move of its stream is refused, unavailable (its successor
+// will serve it), and nothing is written: the stream is still led by
+// star-0, and unsealed (no seal record after its appends).
+func TestReview2MoveAfterQuiesce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, a, _, c, _ := moveOne(t, "logs/q")
+	_, err := c.Append(ctx, "logs/q", recs(3, "x"), client.AppendOptions{})
+	must(t, err)
+	a.srv.BeginDrain()
+	must(t, a.star.Quiesce(ctx))
+	mctx, mcancel := context.WithTimeout(ctx, time.Second) // the client retries unavailable
+	defer mcancel()
+	_, _, err = c.MoveStream(mctx, "logs/q", "star-1")
+	t.Logf("the move from the quiesced star: %v", err)
+	if code := connect.CodeOf(err); code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded {
+		t.Fatalf("a move from a quiesced star: %v, want unavailable", err)
+	}
+	st, err := meta.GetStream(ctx, "logs/q")
+	must(t, err)
+	if st.Star != "star-0" {
+		t.Fatalf("after a refused move the stream is led by %q", st.Star)
+	}
+	// Reads are served during a drain: no seal record after the three.
+	res, err := c.Read(ctx, "logs/q", client.FromSeq(0), client.Limits{Count: 10})
+	must(t, err)
+	if len(res.Records) != 3 || res.NextSeq != 3 {
+		t.Fatalf("after a refused move: %d records, tail %d; want 3 and 3 (no seal)", len(res.Records), res.NextSeq)
+	}
+}
