@@ -3,13 +3,20 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
+	"github.com/strandlog/strand/shared/settle"
+	"github.com/strandlog/strand/shared/trim"
 )
 
 // TestReview2TrimAfterMove (ADR 0065 against trim, attack): records
@@ -152,5 +159,86 @@ func TestReview2MoveAfterQuiesce(t *testing.T) {
 	must(t, err)
 	if len(res.Records) != 3 || res.NextSeq != 3 {
 		t.Fatalf("after a refused move: %d records, tail %d; want 3 and 3 (no seal)", len(res.Records), res.NextSeq)
+	}
+}
+
+// TestReview2DeleteMovedBeforeFlush (ADR 0065 against delete, attack, pass
+// index): star-0 wrote a stream's first parts into its chain's window,
+// the stream moved to star-1 (nothing settled), star-1 deleted it. The
+// name is free at once (a new id, empty), and trim does not delete the
+// old id's metadata while star-0's window still holds its parts: the
+// deleting record keeps From, and trim's window check reads the window
+// of the star the stream left too. Had it deleted them, settle of
+// star-0's chain would later turn those parts into refs of no stream,
+// which nothing reclaims. Once settle of star-0's chain has flushed
+// them, trim deletes the old id: no ref of it is left.
+func TestReview2DeleteMovedBeforeFlush(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	settled := objstore.NewMem("settled")
+	meta, a, b, c, old := moveOne(t, "logs/z", settled)
+	_, err := c.Append(ctx, "logs/z", recs(3, "old"), client.AppendOptions{})
+	must(t, err)
+	if _, _, err := c.MoveStream(ctx, "logs/z", "star-1"); err != nil {
+		t.Fatal(err)
+	}
+	cb := newClient(t, b, adminTok)
+	must(t, cb.DeleteStream(ctx, "logs/z"))
+	again, err := cb.CreateStream(ctx, "logs/z", client.CreateOptions{Class: "express"})
+	must(t, err)
+	if again.ID == old.ID {
+		t.Fatalf("recreated with the old id %s", old.ID)
+	}
+	gone, _, err := meta.ListDeleting(ctx, "", 10)
+	must(t, err)
+	if len(gone) != 1 || gone[0].ID != old.ID || gone[0].From != "star-0" {
+		t.Fatalf("deleting streams %+v, want the old id %s with From star-0", gone, old.ID)
+	}
+	tr := &trim.Trimmer{Meta: meta, Settled: settled, PassIndex: true, Log: slog.New(slog.DiscardHandler)}
+	res, err := tr.Streams(ctx)
+	must(t, err)
+	if res.Deleted != 0 || res.Waiting != 1 {
+		t.Fatalf("trim with the old id's parts still in star-0's window: %+v, want it waiting, nothing deleted", res)
+	}
+	if gone, _, err := meta.ListDeleting(ctx, "", 10); err != nil || len(gone) != 1 {
+		t.Fatalf("deleting streams after trim: %+v %v, want the old id still there", gone, err)
+	}
+	// Settle of star-0's chain flushes the old id's parts; trim then
+	// reclaims every ref of it and its metadata.
+	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
+		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	win := &passindex.Window{Meta: meta, Bucket: settled}
+	for attempt := 0; ; attempt++ {
+		_, err := settler.Run(ctx, metastore.ChainID{Star: "star-0", Class: metastore.Express})
+		must(t, err)
+		parts, err := win.StreamParts(ctx, metastore.Stream{ID: old.ID, Name: "logs/z", Class: metastore.Express, Star: "star-0"}, 0)
+		must(t, err)
+		if len(parts) == 0 {
+			break
+		}
+		if attempt > 100 {
+			t.Fatalf("%d parts of the old id never left star-0's window", len(parts))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err = tr.Streams(ctx)
+	must(t, err)
+	if res.Deleted != 1 {
+		t.Fatalf("trim once star-0 settled: %+v, want the old id deleted", res)
+	}
+	if refs, err := meta.QueryRefs(ctx, old.ID, 0, 10); err != nil || len(refs) != 0 {
+		t.Fatalf("refs of the deleted moved stream left: %d %v", len(refs), err)
+	}
+	if gone, _, err := meta.ListDeleting(ctx, "", 10); err != nil || len(gone) != 0 {
+		t.Fatalf("deleting streams left: %+v %v", gone, err)
+	}
+	// The recreated stream reads none of the old records.
+	lead := map[string]*client.Client{"star-0": c, "star-1": cb}
+	st, err := meta.GetStream(ctx, "logs/z")
+	must(t, err)
+	rd, err := lead[st.Star].Read(ctx, "logs/z", client.FromSeq(0), client.Limits{Count: 10})
+	must(t, err)
+	if len(rd.Records) != 0 || rd.NextSeq != 0 {
+		t.Fatalf("the recreated stream reads %d records, tail %d; want none", len(rd.Records), rd.NextSeq)
 	}
 }
