@@ -242,3 +242,72 @@ func TestReview2DeleteMovedBeforeFlush(t *testing.T) {
 		t.Fatalf("the recreated stream reads %d records, tail %d; want none", len(rd.Records), rd.NextSeq)
 	}
 }
+
+// TestReview2TrimReclaimsOldStarParts (ADR 0065 against trim, attack,
+// pass index): a stream trimmed on star-1 at a seq above everything
+// star-0 wrote before the move. Settle of star-0's chain still flushes
+// the moved stream's parts into refs (the stream is led elsewhere), and
+// trim then drops every ref below the trim point, star-0's included;
+// a read from 0 still starts at the trim point, with the records above
+// it intact.
+func TestReview2TrimReclaimsOldStarParts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	settled := objstore.NewMem("settled")
+	meta, a, b, c, st := moveOne(t, "logs/r", settled)
+	_, err := c.Append(ctx, "logs/r", recs(6, "old"), client.AppendOptions{}) // 0-5
+	must(t, err)
+	if _, _, err := c.MoveStream(ctx, "logs/r", "star-1"); err != nil { // the seal: 6
+		t.Fatal(err)
+	}
+	cb := newClient(t, b, adminTok)
+	_, err = cb.Append(ctx, "logs/r", recs(3, "new"), client.AppendOptions{}) // 7-9
+	must(t, err)
+	const trimAt = 8
+	tr, err := cb.Trim(ctx, "logs/r", trimAt, client.TrimOptions{}) // 10
+	must(t, err)
+	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
+		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	win := &passindex.Window{Meta: meta, Bucket: settled}
+	for attempt := 0; ; attempt++ {
+		for _, id := range []string{"star-0", "star-1"} {
+			_, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
+			must(t, err)
+		}
+		parts, err := win.StreamParts(ctx, metastore.Stream{ID: st.ID, Name: "logs/r", Class: metastore.Express, Star: "star-1", From: "star-0"}, 0)
+		must(t, err)
+		if len(parts) == 0 {
+			break
+		}
+		if attempt > 100 {
+			t.Fatalf("%d parts never left the windows", len(parts))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+	must(t, err)
+	if len(before) == 0 || before[0].FirstSeq != 0 {
+		t.Fatalf("after settle the refs start at %+v, want star-0's first part at 0", before)
+	}
+	trimmer := &trim.Trimmer{Meta: meta, Settled: settled, PassIndex: true, Log: slog.New(slog.DiscardHandler)}
+	res, err := trimmer.Streams(ctx)
+	must(t, err)
+	if res.RefsDropped == 0 {
+		t.Fatalf("trim %+v dropped no ref below the trim point", res)
+	}
+	refs, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+	must(t, err)
+	for _, r := range refs {
+		if r.LastSeq < trimAt {
+			t.Fatalf("trim %+v left ref %d-%d below the trim point %d (refs before: %d, after: %d)", res, r.FirstSeq, r.LastSeq, trimAt, len(before), len(refs))
+		}
+	}
+	rd, err := cb.Read(ctx, "logs/r", client.FromSeq(0), client.Limits{Count: 100})
+	must(t, err)
+	if len(rd.Records) == 0 || rd.Records[0].Seq != trimAt || rd.NextSeq != tr.Seq+1 {
+		t.Fatalf("after trim and reclaim a read from 0: %d records from %v, tail %d; want from %d, tail %d", len(rd.Records), rd.Records, rd.NextSeq, trimAt, tr.Seq+1)
+	}
+	if got := string(rd.Records[0].Body); got != "new-1" {
+		t.Fatalf("the record at %d reads %q, want new-1", trimAt, got)
+	}
+}
