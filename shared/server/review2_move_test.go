@@ -205,22 +205,7 @@ func TestReview2DeleteMovedBeforeFlush(t *testing.T) {
 	}
 	// Settle of star-0's chain flushes the old id's parts; trim then
 	// reclaims every ref of it and its metadata.
-	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
-		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
-	win := &passindex.Window{Meta: meta, Bucket: settled}
-	for attempt := 0; ; attempt++ {
-		_, err := settler.Run(ctx, metastore.ChainID{Star: "star-0", Class: metastore.Express})
-		must(t, err)
-		parts, err := win.StreamParts(ctx, metastore.Stream{ID: old.ID, Name: "logs/z", Class: metastore.Express, Star: "star-0"}, 0)
-		must(t, err)
-		if len(parts) == 0 {
-			break
-		}
-		if attempt > 100 {
-			t.Fatalf("%d parts of the old id never left star-0's window", len(parts))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	settleMoved(ctx, t, meta, a, settled, metastore.Stream{ID: old.ID, Name: "logs/z", Class: metastore.Express, Star: "star-0"}, 0)
 	res, err = tr.Streams(ctx)
 	must(t, err)
 	if res.Deleted != 1 {
@@ -268,26 +253,8 @@ func TestReview2TrimReclaimsOldStarParts(t *testing.T) {
 	const trimAt = 8
 	tr, err := cb.Trim(ctx, "logs/r", trimAt, client.TrimOptions{}) // 10
 	must(t, err)
-	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
-		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
-	win := &passindex.Window{Meta: meta, Bucket: settled}
-	for attempt := 0; ; attempt++ {
-		for _, id := range []string{"star-0", "star-1"} {
-			_, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
-			must(t, err)
-		}
-		parts, err := win.StreamParts(ctx, metastore.Stream{ID: st.ID, Name: "logs/r", Class: metastore.Express, Star: "star-1", From: "star-0"}, 0)
-		must(t, err)
-		// Absorb runs in the background: wait for the trim record too.
-		last, err := meta.LastRef(ctx, st.ID)
-		if len(parts) == 0 && err == nil && last.LastSeq >= tr.Seq {
-			break
-		}
-		if attempt > 100 {
-			t.Fatalf("%d parts never left the windows", len(parts))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Absorb runs in the background: wait for the trim record too.
+	settleMoved(ctx, t, meta, a, settled, metastore.Stream{ID: st.ID, Name: "logs/r", Class: metastore.Express, Star: "star-1", From: "star-0"}, tr.Seq)
 	before, err := meta.QueryRefs(ctx, st.ID, 0, 100)
 	must(t, err)
 	if len(before) == 0 || before[0].FirstSeq != 0 {
@@ -310,5 +277,31 @@ func TestReview2TrimReclaimsOldStarParts(t *testing.T) {
 	}
 	if got := string(rd.Records[0].Body); got != "new-1" {
 		t.Fatalf("the record at %d reads %q, want new-1", trimAt, got)
+	}
+}
+
+// settleMoved runs settle on both stars' Express chains (a's buckets)
+// until no window holds a part of st and its refs reach seq upTo (absorb
+// runs in the background).
+func settleMoved(ctx context.Context, t *testing.T, meta metastore.Store, a *node, settled objstore.Bucket, st metastore.Stream, upTo uint64) {
+	t.Helper()
+	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
+		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	win := &passindex.Window{Meta: meta, Bucket: settled}
+	for attempt := 0; ; attempt++ {
+		for _, id := range []string{"star-0", "star-1"} {
+			_, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
+			must(t, err)
+		}
+		parts, err := win.StreamParts(ctx, st, 0)
+		must(t, err)
+		last, err := meta.LastRef(ctx, st.ID)
+		if len(parts) == 0 && err == nil && last.LastSeq >= upTo {
+			return
+		}
+		if attempt > 100 {
+			t.Fatalf("%d parts of %s never left the windows (last ref %+v, %v)", len(parts), st.Name, last, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
