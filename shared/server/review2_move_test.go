@@ -12,6 +12,7 @@ import (
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
 	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/clock"
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/passindex"
@@ -303,5 +304,81 @@ func settleMoved(ctx context.Context, t *testing.T, meta metastore.Store, a *nod
 			t.Fatalf("%d parts of %s never left the windows (last ref %+v, %v)", len(parts), st.Name, last, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReview2RetentionAfterMove (ADR 0065 against retention, attack,
+// pass index): a stream with a retention of 1 s whose first records star-0
+// wrote before the move and settle settled, the rest star-1 wrote after
+// it. An hour on, trim applies the retention to every settled ref but
+// the last, star-0's included, and a read from 0 returns no record of a
+// dropped ref: it starts at the first record still stored, contiguous up
+// to the tail. (Settle merges a small last object with the new data, and
+// makes one ref of what it settles in one run; retention never drops the
+// last ref. So this settle never merges, and runs before and after
+// star-1's appends: two refs at least.)
+func TestReview2RetentionAfterMove(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	settled := objstore.NewMem("settled")
+	meta, a, b, c, _ := moveOne(t, "logs/other", settled)
+	st, err := c.CreateStream(ctx, "logs/ret", client.CreateOptions{Class: "express", RetentionMs: 1000})
+	must(t, err)
+	_, err = c.Append(ctx, "logs/ret", recs(6, "old"), client.AppendOptions{}) // 0-5
+	must(t, err)
+	if _, _, err := c.MoveStream(ctx, "logs/ret", "star-1"); err != nil { // the seal: 6
+		t.Fatal(err)
+	}
+	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, MergeBelowBytes: -1, Log: slog.New(slog.DiscardHandler),
+		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	settleRefs := func(upTo uint64) []metastore.Ref {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			for _, id := range []string{"star-0", "star-1"} {
+				_, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
+				must(t, err)
+			}
+			refs, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+			must(t, err)
+			done := len(refs) > 0 && refs[len(refs)-1].LastSeq >= upTo
+			for _, r := range refs {
+				for _, l := range r.Locations {
+					done = done && l.Settled
+				}
+			}
+			if done {
+				return refs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("refs %+v never settled up to seq %d", refs, upTo)
+			}
+		}
+	}
+	settleRefs(6)
+	cb := newClient(t, b, adminTok)
+	ack, err := cb.Append(ctx, "logs/ret", recs(3, "new"), client.AppendOptions{}) // 7-9
+	must(t, err)
+	before := settleRefs(ack.EndSeq - 1)
+	trimmer := &trim.Trimmer{Meta: meta, Settled: settled, PassIndex: true, Log: slog.New(slog.DiscardHandler), Clock: clock.NewManual(time.Now().Add(time.Hour))}
+	res, err := trimmer.Streams(ctx)
+	must(t, err)
+	after, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+	must(t, err)
+	if len(before) < 2 || len(after) != 1 || res.RefsDropped != len(before)-1 {
+		t.Fatalf("refs before %d, after %d, trim %+v: want at least 2 before (star-0's, star-1's), all but the last dropped", len(before), len(after), res)
+	}
+	t.Logf("refs %d before retention, %d after (left: %d-%d)", len(before), len(after), after[0].FirstSeq, after[0].LastSeq)
+	rd, err := cb.Read(ctx, "logs/ret", client.FromSeq(0), client.Limits{Count: 100})
+	must(t, err)
+	if len(rd.Records) == 0 || rd.Records[0].Seq != after[0].FirstSeq {
+		t.Fatalf("a read from 0 after retention returned %d records from %v; the ref left starts at %d", len(rd.Records), rd.Records, after[0].FirstSeq)
+	}
+	for i, r := range rd.Records {
+		if r.Seq != rd.Records[0].Seq+uint64(i) {
+			t.Fatalf("a read from 0 after retention is not contiguous: %v", rd.Records)
+		}
+	}
+	if rd.NextSeq != ack.EndSeq {
+		t.Fatalf("tail %d, want %d", rd.NextSeq, ack.EndSeq)
 	}
 }
