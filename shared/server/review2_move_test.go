@@ -36,13 +36,8 @@ func trimAfterMove(t *testing.T, settled ...objstore.Bucket) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _, b, c, _ := moveOne(t, "logs/t", settled...)
-	_, err := c.Append(ctx, "logs/t", recs(6, "old"), client.AppendOptions{}) // 0-5
-	must(t, err)
-	if _, _, err := c.MoveStream(ctx, "logs/t", "star-1"); err != nil { // the seal: 6
-		t.Fatal(err)
-	}
-	cb := newClient(t, b, adminTok)
-	_, err = cb.Append(ctx, "logs/t", recs(2, "new"), client.AppendOptions{}) // 7-8
+	cb := appendAndMove(ctx, t, c, b, "logs/t", 6)                             // 0-5, then the seal: 6
+	_, err := cb.Append(ctx, "logs/t", recs(2, "new"), client.AppendOptions{}) // 7-8
 	must(t, err)
 	for _, trim := range []uint64{4, 8} {
 		tr, err := cb.Trim(ctx, "logs/t", trim, client.TrimOptions{})
@@ -178,12 +173,7 @@ func TestReview2DeleteMovedBeforeFlush(t *testing.T) {
 	defer cancel()
 	settled := objstore.NewMem("settled")
 	meta, a, b, c, old := moveOne(t, "logs/z", settled)
-	_, err := c.Append(ctx, "logs/z", recs(3, "old"), client.AppendOptions{})
-	must(t, err)
-	if _, _, err := c.MoveStream(ctx, "logs/z", "star-1"); err != nil {
-		t.Fatal(err)
-	}
-	cb := newClient(t, b, adminTok)
+	cb := appendAndMove(ctx, t, c, b, "logs/z", 3)
 	must(t, cb.DeleteStream(ctx, "logs/z"))
 	again, err := cb.CreateStream(ctx, "logs/z", client.CreateOptions{Class: "express"})
 	must(t, err)
@@ -244,13 +234,8 @@ func TestReview2TrimReclaimsOldStarParts(t *testing.T) {
 	defer cancel()
 	settled := objstore.NewMem("settled")
 	meta, a, b, c, st := moveOne(t, "logs/r", settled)
-	_, err := c.Append(ctx, "logs/r", recs(6, "old"), client.AppendOptions{}) // 0-5
-	must(t, err)
-	if _, _, err := c.MoveStream(ctx, "logs/r", "star-1"); err != nil { // the seal: 6
-		t.Fatal(err)
-	}
-	cb := newClient(t, b, adminTok)
-	_, err = cb.Append(ctx, "logs/r", recs(3, "new"), client.AppendOptions{}) // 7-9
+	cb := appendAndMove(ctx, t, c, b, "logs/r", 6)                             // 0-5, then the seal: 6
+	_, err := cb.Append(ctx, "logs/r", recs(3, "new"), client.AppendOptions{}) // 7-9
 	must(t, err)
 	const trimAt = 8
 	tr, err := cb.Trim(ctx, "logs/r", trimAt, client.TrimOptions{}) // 10
@@ -329,11 +314,7 @@ func TestReview2RetentionAfterMove(t *testing.T) {
 	meta, a, b, c, _ := moveOne(t, "logs/other", settled)
 	st, err := c.CreateStream(ctx, "logs/ret", client.CreateOptions{Class: "express", RetentionMs: 1000})
 	must(t, err)
-	_, err = c.Append(ctx, "logs/ret", recs(6, "old"), client.AppendOptions{}) // 0-5
-	must(t, err)
-	if _, _, err := c.MoveStream(ctx, "logs/ret", "star-1"); err != nil { // the seal: 6
-		t.Fatal(err)
-	}
+	cb := appendAndMove(ctx, t, c, b, "logs/ret", 6) // 0-5, then the seal: 6
 	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, MergeBelowBytes: -1, Log: slog.New(slog.DiscardHandler),
 		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
 	settleRefs := func(upTo uint64) []metastore.Ref {
@@ -360,7 +341,6 @@ func TestReview2RetentionAfterMove(t *testing.T) {
 		}
 	}
 	settleRefs(6)
-	cb := newClient(t, b, adminTok)
 	ack, err := cb.Append(ctx, "logs/ret", recs(3, "new"), client.AppendOptions{}) // 7-9
 	must(t, err)
 	before := settleRefs(ack.EndSeq - 1)
@@ -386,4 +366,16 @@ func TestReview2RetentionAfterMove(t *testing.T) {
 	if rd.NextSeq != ack.EndSeq {
 		t.Fatalf("tail %d, want %d", rd.NextSeq, ack.EndSeq)
 	}
+}
+
+// appendAndMove appends n records to name through c (star-0), moves it
+// to star-1 and returns a client of star-1 (b).
+func appendAndMove(ctx context.Context, t *testing.T, c *client.Client, b *node, name string, n int) *client.Client {
+	t.Helper()
+	_, err := c.Append(ctx, name, recs(n, "old"), client.AppendOptions{})
+	must(t, err)
+	if _, _, err := c.MoveStream(ctx, name, "star-1"); err != nil {
+		t.Fatal(err)
+	}
+	return newClient(t, b, adminTok)
 }
