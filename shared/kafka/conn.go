@@ -72,6 +72,10 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			buf = resp.AppendTo(buf)
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+			// A client that reads nothing for the idle timeout is closed:
+			// blocked here, the writer would stop the reader too (its
+			// queue full), so the read deadline would never fire.
+			c.SetWriteDeadline(time.Now().Add(s.lim.IdleTimeout))
 			if _, err := c.Write(buf); err != nil {
 				abandon()
 				return

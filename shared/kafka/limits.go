@@ -21,8 +21,9 @@ type Limits struct {
 	MaxDecompressedBytes int
 	// MaxConns bounds the open connections (default 1024).
 	MaxConns int
-	// IdleTimeout closes a connection that sends nothing this long
-	// (default 10 min, Kafka's connections.max.idle.ms).
+	// IdleTimeout closes a connection that sends nothing this long, or
+	// that reads none of an answer this long (a write deadline; default
+	// 10 min, Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
