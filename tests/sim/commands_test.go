@@ -58,20 +58,20 @@ func TestSimCommands(t *testing.T) {
 			seeds = append(seeds, int64(i))
 		}
 	}
-	var fences, refused, trims, takeovers, configs, forever, trimRuns int
+	var fences, refused, trims, takeovers, configs, forever, trimRuns, expiredReads int
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("replay: go test ./tests/sim -run TestSimCommands -seed=%d -v", seed)
 			synctest.Test(t, func(t *testing.T) {
 				c := runCommands(t, seed, 60)
 				fences, refused, trims, takeovers, configs = fences+c.fences, refused+c.refused, trims+c.trims, takeovers+c.takeovers, configs+c.configs
-				forever, trimRuns = forever+c.forever, trimRuns+c.trimRuns
+				forever, trimRuns, expiredReads = forever+c.forever, trimRuns+c.trimRuns, expiredReads+c.expiredReads
 			})
 		})
 	}
-	t.Logf("SUMMARY sim commands: seeds=%d fences_acked=%d appends_refused_by_fence=%d trims_acked=%d configs_acked=%d takeovers=%d keep_forever_acked=%d trim_runs_checked=%d", len(seeds), fences, refused, trims, configs, takeovers, forever, trimRuns)
-	if len(seeds) > 3 && (fences == 0 || refused == 0 || trims == 0 || takeovers == 0 || configs == 0 || forever == 0 || trimRuns == 0) {
-		t.Fatalf("the workload did not exercise every command: %d fences, %d refused, %d trims, %d configs, %d keep forever, %d trim runs checked, %d takeovers", fences, refused, trims, configs, forever, trimRuns, takeovers)
+	t.Logf("SUMMARY sim commands: seeds=%d fences_acked=%d appends_refused_by_fence=%d trims_acked=%d configs_acked=%d takeovers=%d keep_forever_acked=%d trim_runs_checked=%d expired_reads_checked=%d", len(seeds), fences, refused, trims, configs, takeovers, forever, trimRuns, expiredReads)
+	if len(seeds) > 3 && (fences == 0 || refused == 0 || trims == 0 || takeovers == 0 || configs == 0 || forever == 0 || trimRuns == 0 || expiredReads == 0) {
+		t.Fatalf("the workload did not exercise every command: %d fences, %d refused, %d trims, %d configs, %d keep forever, %d trim runs checked, %d expired reads checked, %d takeovers", fences, refused, trims, configs, forever, trimRuns, expiredReads, takeovers)
 	}
 }
 
@@ -90,14 +90,15 @@ type cmdSim struct {
 	refusedB map[string]bool   // bodies of appends refused with ErrFenced
 	trimAt   uint64            // s1's highest acked trim point
 	wg       sync.WaitGroup    // appends in flight
-	counts   struct{ fences, refused, trims, takeovers, configs, forever, trimRuns int }
+	counts   struct{ fences, refused, trims, takeovers, configs, forever, trimRuns, expiredReads int }
 	forever  bool                // s3's last acked retention is 0 (keep forever)
+	retKnown bool                // s3's last Reconfigure was acked (none since failed: maybe committed)
 	ackedS2  map[uint64]string   // s2 seq -> the body of its acked append
 	bodies   map[string]struct{} // every body appended to s0 (unique)
 	n        int
 }
 
-func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers, configs, forever, trimRuns int } {
+func runCommands(t *testing.T, seed int64, steps int) struct{ fences, refused, trims, takeovers, configs, forever, trimRuns, expiredReads int } {
 	opt := DefaultOptions()
 	opt.PassIndex = seed%2 == 0 // refs and the pass index (design 014)
 	w, err := NewWorld(seed, opt)
@@ -274,13 +275,15 @@ func (c *cmdSim) trim() {
 	}
 }
 
-// checkReads: no read of s1 returns a record below the acked trim point.
+// checkReads: no read of s1 returns a record below the acked trim point,
+// and none of s3 one past its acked retention (1 ms) when the read began
+// (ADR 0075: whatever storage still holds).
 func (c *cmdSim) checkReads(when string) {
 	if c.node == nil {
 		return
 	}
 	c.mu.Lock()
-	at := c.trimAt
+	at, expiring := c.trimAt, c.retKnown && !c.forever
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -294,6 +297,20 @@ func (c *cmdSim) checkReads(when string) {
 			if rec.Seq < at {
 				c.t.Fatalf("seed=%d %s: a read from %+v returned seq %d, below the acknowledged trim point %d", c.seed, when, start, rec.Seq, at)
 			}
+		}
+	}
+	if !expiring {
+		return
+	}
+	before := time.Now().UnixMilli() // the simulation's clock, as the reader's
+	res, err := r.Read(ctx, c.w.Streams[3], read.Start{}, read.Limits{Count: 5})
+	if err != nil {
+		return
+	}
+	c.counts.expiredReads++
+	for _, rec := range res.Records {
+		if rec.TimestampMs < before-1 {
+			c.t.Fatalf("seed=%d %s: a read of s3 (retention 1 ms, acked) at %d returned seq %d stamped %d, past its retention", c.seed, when, before, rec.Seq, rec.TimestampMs)
 		}
 	}
 }
@@ -452,6 +469,9 @@ func (c *cmdSim) retention() {
 	}
 	ms := []int64{0, 1}[c.rng.IntN(2)]
 	if _, _, err := n.Star.Reconfigure(ctx, c.w.IDs[3], star.ConfigPatch{RetentionMs: &ms}); err != nil {
+		c.mu.Lock()
+		c.retKnown = false // maybe committed: reads may follow either
+		c.mu.Unlock()
 		return // maybe committed: trim must then keep the longer of it and the metadata's
 	}
 	st := c.w.Streams[3]
@@ -459,7 +479,7 @@ func (c *cmdSim) retention() {
 		c.t.Fatalf("seed=%d: record s3's retention: %v", c.seed, err)
 	}
 	c.mu.Lock()
-	c.forever = ms == 0
+	c.forever, c.retKnown = ms == 0, true
 	if c.forever {
 		c.counts.forever++
 	}
