@@ -280,6 +280,36 @@ func (m *Mem) LastRef(ctx context.Context, streamID string) (Ref, error) {
 	return cloneRef(last), nil
 }
 
+// RefsBefore implements Store.
+func (m *Mem) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]Ref, error) {
+	if err := ctxErr(ctx, "refs before"); err != nil {
+		return nil, err
+	}
+	if err := ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byseq := m.refs[streamID]
+	seqs := make([]uint64, 0, len(byseq))
+	for seq := range byseq {
+		if seq < beforeSeq {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	slices.Reverse(seqs)
+	page := make([]Ref, 0, min(len(seqs), limit))
+	for _, seq := range seqs[:min(len(seqs), limit)] {
+		page = append(page, byseq[seq])
+	}
+	page = QueryPage(page, limit) // as DynamoDB: 1 MB a page
+	for i := range page {
+		page[i] = cloneRef(page[i])
+	}
+	return page, nil
+}
+
 // SwapRefs implements Store.
 func (m *Mem) SwapRefs(ctx context.Context, old []Ref, repl Ref) error {
 	if err := ctxErr(ctx, "swap refs"); err != nil {

@@ -363,6 +363,13 @@ type Store interface {
 	PutRefs(ctx context.Context, chain ChainID, pass Cursor, refs []Ref) error
 	QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error)
 	LastRef(ctx context.Context, streamID string) (Ref, error)
+	// RefsBefore returns up to limit refs of the stream that start before
+	// beforeSeq, newest first: one Query page read backward, cut at limit
+	// and at MaxQueryBytes (QueryPage), so a page may be short while older
+	// refs remain; continue before the page's last (oldest) ref's
+	// FirstSeq. Only an empty page ends a listing. For the walks back from
+	// a stream's end (star.RecoverStream) in pages, not a Query a ref.
+	RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]Ref, error)
 	SwapRefs(ctx context.Context, old []Ref, repl Ref) error
 	SettleRef(ctx context.Context, chain ChainID, settled Cursor, old []Ref, repl Ref) error
 	DeleteRefs(ctx context.Context, refs []Ref) error

@@ -759,6 +759,44 @@ func (s StreamRefs) QueryRefs(ctx context.Context, streamID string, fromSeq uint
 	return s.w.QueryRefs(ctx, s.st, fromSeq, limit)
 }
 
+// RefsBefore implements star.RefReader.
+func (s StreamRefs) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
+	if streamID != s.st.ID {
+		return nil, fmt.Errorf("passindex: window refs of %s asked for %s: %w", s.st.ID, streamID, metastore.ErrInvalid)
+	}
+	return s.w.RefsBefore(ctx, s.st, beforeSeq, limit)
+}
+
+// RefsBefore is st's parts in the window and its refs that start before
+// beforeSeq, newest first, at most limit: the window read first (as
+// LastRef), then one page of refs (metastore.Store.RefsBefore). A part
+// that settle flushed meanwhile is in both (they overlap: callers union
+// their marks). When the page holds refs, no part older than its oldest
+// ref is returned: older refs may precede it, and the next page (before
+// that ref) returns them with those parts in order. A moved stream's parts
+// may be older than its refs; they interleave by seq.
+func (w *Window) RefsBefore(ctx context.Context, st metastore.Stream, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	parts, err := w.streamRefs(ctx, st, 0, cmdNone)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := w.Meta.RefsBefore(ctx, st.ID, beforeSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(refs)
+	for _, p := range parts {
+		if p.FirstSeq < beforeSeq && (len(refs) == 0 || p.FirstSeq >= refs[len(refs)-1].FirstSeq) {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b metastore.Ref) int { return cmp.Compare(b.FirstSeq, a.FirstSeq) })
+	return out[:min(len(out), limit)], nil
+}
+
 // ChainsLookup is what the garbage probe's orphan report reads for a
 // stream (probe.RefLookup) when the absorb writes pass indexes: the
 // stream's parts in the windows of chains, runs and passes alike, as

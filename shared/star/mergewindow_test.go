@@ -22,11 +22,11 @@ func (p partsReader) LastRef(context.Context, string) (metastore.Ref, error) {
 	return p[len(p)-1], nil
 }
 
-func (p partsReader) QueryRefs(_ context.Context, _ string, from uint64, limit int) ([]metastore.Ref, error) {
+func (p partsReader) RefsBefore(_ context.Context, _ string, before uint64, limit int) ([]metastore.Ref, error) {
 	var out []metastore.Ref
-	for _, r := range p {
-		if r.LastSeq >= from && len(out) < limit {
-			out = append(out, r)
+	for i := len(p) - 1; i >= 0 && len(out) < limit; i-- {
+		if p[i].FirstSeq < before {
+			out = append(out, p[i])
 		}
 	}
 	return out, nil

@@ -32,10 +32,12 @@ const MaxRecoverRefs = 256
 // (TestReviewRecoverCoversEveryAcceptedWindow).
 const MaxParallelUploads = MaxRecoverRefs - CarryEvery
 
-// RefReader is what RecoverStream reads: a stream's refs.
+// RefReader is what RecoverStream reads: a stream's refs, its last one
+// and pages of those before a seq, newest first (metastore.Store's
+// LastRef and RefsBefore; passindex.StreamRefs).
 type RefReader interface {
 	LastRef(ctx context.Context, streamID string) (metastore.Ref, error)
-	QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]metastore.Ref, error)
+	RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error)
 }
 
 // RecoverStream builds the StreamInfo that opens a stream on a star after
@@ -51,7 +53,10 @@ type RefReader interface {
 // marks (metastore.TrimMarks). Each
 // recovered producer counts as seen at now: its idle expiry runs from the
 // recovery (record timestamps are the client's, so not a clock). It reads
-// the metastore, so it runs at open, never between admission and ack.
+// the metastore, so it runs at open, never between admission and ack:
+// LastRef, then the refs before it in pages (RefsBefore: RecoverRefs-1
+// refs, then what MaxRecoverRefs leaves), so an open costs one or two
+// Queries, not one per ref (ADR 0075).
 func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, class metastore.Class, now time.Time) (StreamInfo, error) {
 	info := StreamInfo{ID: id, Class: class}
 	last, err := refs.LastRef(ctx, id.String())
@@ -81,15 +86,31 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 			return len(chain) < RecoverRefs
 		}
 	}
+	var page []metastore.Ref // older refs read, newest first
 	for r := last; more(r) && r.FirstSeq > 0; {
-		got, err := refs.QueryRefs(ctx, id.String(), r.FirstSeq-1, 1)
-		if err != nil {
-			return info, fmt.Errorf("star: recover stream %s: ref before seq %d: %w", id, r.FirstSeq, err)
+		if len(page) == 0 {
+			limit := RecoverRefs - 1
+			if len(chain) > 1 || carried != nil {
+				limit = MaxRecoverRefs - len(chain)
+			}
+			got, err := refs.RefsBefore(ctx, id.String(), r.FirstSeq, limit)
+			if err != nil {
+				return info, fmt.Errorf("star: recover stream %s: refs before seq %d: %w", id, r.FirstSeq, err)
+			}
+			if len(got) == 0 {
+				break // trimmed below
+			}
+			page = got
 		}
-		if len(got) == 0 || got[0].FirstSeq >= r.FirstSeq {
-			break // trimmed below
+		p := page[0]
+		page = page[1:]
+		if p.FirstSeq >= r.FirstSeq {
+			continue // a window part and the ref it was flushed to: one range twice
 		}
-		r = got[0]
+		if p.LastSeq+1 < r.FirstSeq {
+			break // a hole before r (trimmed below)
+		}
+		r = p
 		chain = append(chain, r)
 	}
 	lists := make([][]metastore.ProducerMark, 0, 2*len(chain))

@@ -3,11 +3,13 @@ package star
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/shared/format"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
 )
 
 // TestRecoverStreamFromRefs: the tail and the producers' latest batches
@@ -76,5 +78,68 @@ func putRefs(t *testing.T, m *metastore.Mem) func([]metastore.Ref) {
 		if err := m.PutRefs(ctx, ch, h.Absorbing, refs); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRecoverStreamReadsRefsInPages (ADR 0075): an open reads the refs
+// before the last one in pages (metastore RefsBefore), not one Query a
+// ref: 300 refs whose last carries a table that reaches back 200 refs
+// cost LastRef and two pages (it was 200 QueryRefs before), and q, whose
+// only batch is in the ref the table reaches back to, is recovered. Refs
+// of 64 KiB fill DynamoDB's 1 MB page after 16: the walk goes on page by
+// page (the fake cuts pages as DynamoDB does) and still reaches q.
+func TestRecoverStreamReadsRefsInPages(t *testing.T) {
+	for _, big := range []bool{false, true} {
+		t.Run(fmt.Sprintf("big=%v", big), func(t *testing.T) {
+			ctx := context.Background()
+			m := metastore.NewMem()
+			put := putRefs(t, m)
+			id := sid(5)
+			p, q := pid(1), pid(2)
+			const n, back = 300, 200
+			var refs []metastore.Ref
+			for k := range n {
+				r := metastore.Ref{StreamID: id.String(), FirstSeq: uint64(10 * k), LastSeq: uint64(10*k + 9), LastTsMs: int64(k),
+					Locations: []metastore.Location{{Key: fmt.Sprintf("chains/x/%d", k), Length: 1}}}
+				if big {
+					r.Locations[0].Key += strings.Repeat("k", metastore.MaxRefBytes-metastore.RefSize(r)-64)
+				}
+				r.Producers = []metastore.ProducerMark{{Producer: p, BatchSeq: uint64(k), FirstSeq: uint64(10 * k), LastSeq: uint64(10*k + 4)}}
+				if k == n-back {
+					r.Producers = append(r.Producers, metastore.ProducerMark{Producer: q, BatchSeq: 3, FirstSeq: uint64(10*k + 5), LastSeq: uint64(10*k + 9)})
+				}
+				if k == n-1 {
+					j := n - back - 1 // p's batch in the ref before the table's tail
+					r.Carried = []metastore.ProducerMark{{Producer: p, BatchSeq: uint64(j), FirstSeq: uint64(10 * j), LastSeq: uint64(10*j + 4)}}
+					r.CarriedBelow = uint64(10 * (n - back)) // the tail when the table was cut
+				}
+				refs = append(refs, r)
+			}
+			for i := 0; i < n; i += 10 {
+				put(refs[i : i+10])
+			}
+			c := metacount.New(m)
+			info, err := RecoverStream(ctx, c, id, metastore.Standard, time.Unix(1_900_000_000, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			foundQ := false
+			for _, ps := range info.Producers {
+				foundQ = foundQ || ps.ID == q && len(ps.Batches) == 1 && ps.Batches[0].BatchSeq == 3
+			}
+			if info.Next != 10*n || len(info.Producers) != 2 || !foundQ {
+				t.Fatalf("recovered tail %d, producers %+v; want %d and p, q (q's batch 3 in ref %d)", info.Next, info.Producers, 10*n, n-back)
+			}
+			got := c.Snapshot()
+			calls := got.Of(metacount.LastRef) + got.Of(metacount.RefsBefore)
+			want := int64(3) // LastRef, RecoverRefs-1 refs, the rest
+			if big {
+				// Pages of at least 1 MB minus a ref: 15 refs, then 15 a page.
+				want = 2 + (back-RecoverRefs+14)/15
+			}
+			if got.Total() != calls || calls > want {
+				t.Fatalf("an open of a stream of %d refs made %d metastore calls (%d LastRef, %d RefsBefore, %d QueryRefs); want at most %d", n, got.Total(), got.Of(metacount.LastRef), got.Of(metacount.RefsBefore), got.Of(metacount.QueryRefs), want)
+			}
+		})
 	}
 }

@@ -232,6 +232,21 @@ func (m *MetaFaults) LastRef(ctx context.Context, streamID string) (metastore.Re
 	return m.s.LastRef(ctx, streamID)
 }
 
+func (m *MetaFaults) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
+	if _, err := m.before(ctx, "RefsBefore", false); err != nil {
+		return nil, err
+	}
+	page, err := m.s.RefsBefore(ctx, streamID, beforeSeq, limit)
+	if err == nil && len(page) > 1 {
+		m.mu.Lock()
+		if m.short > 0 && m.rng.Float64() < m.short {
+			page = page[:1+m.rng.IntN(len(page)-1)] // a short page: older refs remain
+		}
+		m.mu.Unlock()
+	}
+	return page, err
+}
+
 func (m *MetaFaults) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {
 	p, err := m.before(ctx, "SwapRefs", true)
 	if err != nil {

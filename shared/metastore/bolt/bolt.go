@@ -465,6 +465,38 @@ func (s *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, er
 	return r, nil
 }
 
+// RefsBefore implements metastore.Store: the refs below beforeSeq's key,
+// walked backward, cut as DynamoDB's page (metastore.QueryPage).
+func (s *Store) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	var out []metastore.Ref
+	err := s.view(ctx, "refs of stream "+streamID+" before a seq", func(b *bbolt.Bucket) error {
+		prefix, before := refPrefix(streamID), refKey(streamID, beforeSeq)
+		c := b.Cursor()
+		k, v := c.Seek(before) // the first key at or after it: step back
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		for size := 0; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && size < metastore.MaxQueryBytes; k, v = c.Prev() {
+			r, err := decodeRef(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			size += metastore.RefSize(r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SwapRefs implements metastore.Store.
 func (s *Store) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {
 	if err := metastore.ValidateSwap(old, repl); err != nil {

@@ -160,6 +160,38 @@ func (st *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, e
 	return decodeRef(items[0])
 }
 
+// RefsBefore is one Query backward over the stream's refs below
+// beforeSeq's sort key, cut with QueryPage (DynamoDB's 1 MB page).
+func (st *Store) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
+	if err := metastore.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	if metastore.ValidateStreamID(streamID) != nil || beforeSeq == 0 {
+		return nil, nil // never stored, or nothing before seq 0
+	}
+	res, err := st.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(st.table),
+		ConsistentRead:            aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(metastore.RefPK(streamID)), ":lo": s(metastore.RefSK(0)), ":hi": s(metastore.RefSK(beforeSeq - 1))},
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(int32(min(limit, 1000))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query refs of stream %s before %d in %s: %w", streamID, beforeSeq, st.table, translate(err))
+	}
+	page := make([]metastore.Ref, 0, len(res.Items))
+	for _, m := range res.Items {
+		r, err := decodeRef(m)
+		if err != nil {
+			return nil, err
+		}
+		page = append(page, r)
+	}
+	return metastore.QueryPage(page, limit), nil
+}
+
 // SwapRefs replaces old with repl in one transaction: a Put of repl at
 // old[0]'s key and a Delete of every other old ref, each conditioned on the
 // stored ref's Sum being the old ref's (the ref is still exactly as given).

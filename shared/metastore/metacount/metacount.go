@@ -39,6 +39,7 @@ const (
 	SettleRef
 	ListDeleting
 	MoveCursors
+	RefsBefore
 	numOps
 )
 
@@ -67,6 +68,7 @@ var opNames = [numOps]string{
 	SettleRef:      "SettleRef",
 	ListDeleting:   "ListDeleting",
 	MoveCursors:    "MoveCursors",
+	RefsBefore:     "RefsBefore",
 }
 
 var opWrites = [numOps]bool{
@@ -303,6 +305,14 @@ func (c *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, er
 	r, err := c.s.LastRef(ctx, streamID)
 	c.bill(read(metastore.RefSize(r)))
 	return r, err
+}
+
+// RefsBefore implements metastore.Store.
+func (c *Store) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
+	c.calls[RefsBefore].Add(1)
+	refs, err := c.s.RefsBefore(ctx, streamID, beforeSeq, limit)
+	c.bill(read(sizes(refs, metastore.RefSize)...))
+	return refs, err
 }
 
 // SwapRefs implements metastore.Store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) metastore.Store) {
 		{"PutRefsOverTxBytes", testPutRefsOverTxBytes},
 		{"ItemTooLarge", testItemTooLarge},
 		{"QueryRefsOverOnePage", testQueryRefsOverOnePage},
+		{"RefsBefore", testRefsBefore},
 		{"MintEpoch", testMintEpoch},
 		{"MintEpochInvalid", testMintEpochInvalid},
 		{"AdvanceCursor", testAdvanceCursor},
@@ -871,6 +873,62 @@ func testPutRefsOverTxBytes(t *testing.T, s metastore.Store) {
 	}
 	must(t, putRefs(t, s, refs), "put refs over 4 MB together")
 	wantRefs(t, allRefs(t, s, sid(1)), refs, "refs after put")
+}
+
+// testRefsBefore: RefsBefore returns the refs that start before a seq,
+// newest first, at most limit, another stream's never; a page is cut at
+// 1 MB as DynamoDB's backward Query is (refs of about 56 KiB: 19 a page
+// at most), and paging before the oldest ref returned lists every ref once.
+func testRefsBefore(t *testing.T, s metastore.Store) {
+	ctx := t.Context()
+	a, b, c := newRef(sid(1), 5, 9), newRef(sid(1), 20, 29), newRef(sid(1), 30, 30)
+	must(t, putRefs(t, s, []metastore.Ref{c, a, b, newRef(sid(2), 0, 100)}), "put")
+	cases := []struct {
+		before uint64
+		limit  int
+		want   []metastore.Ref
+	}{
+		{0, 10, nil}, {5, 10, nil}, {6, 10, []metastore.Ref{a}}, {25, 10, []metastore.Ref{b, a}},
+		{31, 10, []metastore.Ref{c, b, a}}, {^uint64(0), 10, []metastore.Ref{c, b, a}}, {^uint64(0), 2, []metastore.Ref{c, b}},
+	}
+	for _, tc := range cases {
+		got, err := s.RefsBefore(ctx, sid(1), tc.before, tc.limit)
+		must(t, err, "refs before")
+		wantRefs(t, got, tc.want, fmt.Sprintf("refs before %d (limit %d)", tc.before, tc.limit))
+	}
+	for _, limit := range []int{0, -1} {
+		_, err := s.RefsBefore(ctx, sid(1), 10, limit)
+		wantErr(t, err, metastore.ErrInvalid, fmt.Sprintf("refs before with limit %d", limit))
+	}
+	var refs []metastore.Ref
+	for i := range 40 {
+		r := bigRef(sid(3), 3*uint64(i), false)
+		r.LastSeq = r.FirstSeq + 2
+		refs = append(refs, r)
+	}
+	must(t, putRefs(t, s, refs), "put big refs")
+	var got []metastore.Ref
+	for before, pages := ^uint64(0), 0; ; pages++ {
+		page, err := s.RefsBefore(ctx, sid(3), before, 100)
+		must(t, err, "refs before, paged")
+		if len(page) == 0 {
+			break
+		}
+		size := 0
+		for _, r := range page {
+			size += metastore.RefSize(r)
+		}
+		if len(page) >= 40 || size-metastore.RefSize(page[len(page)-1]) >= metastore.MaxQueryBytes {
+			t.Fatalf("a page of %d refs, %d bytes: over DynamoDB's 1 MB", len(page), size)
+		}
+		if pages > 40 {
+			t.Fatal("refs before: too many pages")
+		}
+		got = append(got, page...)
+		before = page[len(page)-1].FirstSeq
+	}
+	slices.Reverse(got)
+	wantRefs(t, got, refs, "every ref, paged back")
 }
 
 // testQueryRefsOverOnePage: DynamoDB returns at most 1 MB per Query call,
