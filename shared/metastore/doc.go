@@ -36,7 +36,9 @@
 //     pass holds the chain's absorb lease (see below), and is idempotent
 //     (writing the same ref twice leaves one identical item). QueryRefs returns, in seq order, the refs of a stream
 //     whose range ends at or after fromSeq. LastRef returns the ref with the
-//     highest first seq. SwapRefs atomically replaces old refs (which must
+//     highest first seq. RefsBefore returns, newest first, one page of the
+//     refs that start before a seq (a backward Query: a walk back from a
+//     stream's end in pages, star.RecoverStream). SwapRefs atomically replaces old refs (which must
 //     still be exactly as given, or ErrConflict) with one new ref covering
 //     the same seq range. DeleteRefs(refs) deletes each ref only if the
 //     stored one is still exactly as given (EqualRef) or already gone

@@ -200,6 +200,7 @@
 // limit is met; QueryRefs makes one Query call for the refs from fromSeq
 // and returns its page as DynamoDB does, cut by metastore.QueryPage at
 // 1 MB (the emulator does not cut), so it may be short of the limit.
+// RefsBefore is one Query with ScanIndexForward false, cut the same way.
 //
 // QueryRefs reads the last ref that starts before fromSeq (one item, backward)
 // and keeps it if it reaches fromSeq, then the refs that start at or after
