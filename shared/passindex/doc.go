@@ -36,6 +36,7 @@
 // the same not-found rules as a first fetch (ErrWindow matching
 // objstore.ErrNotFound: trim deleted it, re-read the head). Per-stream
 // lookups (HeadRefs and what calls it: StreamRefs, QueryRefs, LastRef,
+// RefsBefore (a page of parts and refs, newest first, for RecoverStream),
 // ForStream, ChainsLookup; HeadParts, HeadLastRef, StreamParts: trim's
 // deletion check) visit the window one
 // object at a time, so their peak is the budget plus one object, and

@@ -89,7 +89,10 @@
 // live table. ADR 0041. The star also carries the stream's whole table of
 // acknowledged batches in some of its flights (carry.go, format version 4),
 // so a successor's table is the live one's however many parts ago a batch
-// was committed (RecoverStream). ADR 0062.
+// was committed (RecoverStream, which reads the refs in pages, newest
+// first: one or two metastore reads an open, ADR 0075). A recovered
+// producer counts as seen at the recovery (a carried mark has no time),
+// so the idle expiry errs late, never early (ADR 0075).
 //
 // # Commands: fencing and explicit trim
 //
