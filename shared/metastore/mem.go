@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -224,7 +225,27 @@ func (m *Mem) putRef(r Ref) {
 
 // QueryRefs implements Store.
 func (m *Mem) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, limit int) ([]Ref, error) {
-	if err := ctxErr(ctx, "query refs"); err != nil {
+	return m.query(ctx, "query refs", streamID, limit, func(r Ref) bool { return r.LastSeq >= fromSeq }, func(refs []Ref) []Ref {
+		// As DynamoDB: the ref that starts before fromSeq is one Query,
+		// the refs from fromSeq on another, cut at limit and at
+		// MaxQueryBytes.
+		var prev, fwd []Ref
+		for _, r := range refs {
+			if r.FirstSeq < fromSeq {
+				prev = append(prev, r)
+			} else {
+				fwd = append(fwd, r)
+			}
+		}
+		out := append(prev, QueryPage(fwd, limit-len(prev))...)
+		return out[:min(len(out), limit)]
+	})
+}
+
+// query is a read of streamID's refs: the ones keep takes, in seq order,
+// cut to a page by page, cloned. It checks ctx and limit first.
+func (m *Mem) query(ctx context.Context, op, streamID string, limit int, keep func(Ref) bool, page func([]Ref) []Ref) ([]Ref, error) {
+	if err := ctxErr(ctx, op); err != nil {
 		return nil, err
 	}
 	if err := ValidateLimit(limit); err != nil {
@@ -232,26 +253,14 @@ func (m *Mem) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, li
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	byseq := m.refs[streamID]
-	seqs := make([]uint64, 0, len(byseq))
-	for seq, r := range byseq {
-		if r.LastSeq >= fromSeq {
-			seqs = append(seqs, seq)
+	var refs []Ref
+	for _, r := range m.refs[streamID] {
+		if keep(r) {
+			refs = append(refs, r)
 		}
 	}
-	slices.Sort(seqs)
-	// As DynamoDB: the ref that starts before fromSeq is one Query, the
-	// refs from fromSeq on another, cut at limit and at MaxQueryBytes.
-	var prev, fwd []Ref
-	for _, seq := range seqs {
-		if seq < fromSeq {
-			prev = append(prev, byseq[seq])
-		} else {
-			fwd = append(fwd, byseq[seq])
-		}
-	}
-	out := append(prev, QueryPage(fwd, limit-len(prev))...)
-	out = out[:min(len(out), limit)]
+	slices.SortFunc(refs, func(a, b Ref) int { return cmp.Compare(a.FirstSeq, b.FirstSeq) })
+	out := page(refs)
 	for i := range out {
 		out[i] = cloneRef(out[i])
 	}
@@ -282,32 +291,10 @@ func (m *Mem) LastRef(ctx context.Context, streamID string) (Ref, error) {
 
 // RefsBefore implements Store.
 func (m *Mem) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]Ref, error) {
-	if err := ctxErr(ctx, "refs before"); err != nil {
-		return nil, err
-	}
-	if err := ValidateLimit(limit); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	byseq := m.refs[streamID]
-	seqs := make([]uint64, 0, len(byseq))
-	for seq := range byseq {
-		if seq < beforeSeq {
-			seqs = append(seqs, seq)
-		}
-	}
-	slices.Sort(seqs)
-	slices.Reverse(seqs)
-	page := make([]Ref, 0, min(len(seqs), limit))
-	for _, seq := range seqs[:min(len(seqs), limit)] {
-		page = append(page, byseq[seq])
-	}
-	page = QueryPage(page, limit) // as DynamoDB: 1 MB a page
-	for i := range page {
-		page[i] = cloneRef(page[i])
-	}
-	return page, nil
+	return m.query(ctx, "refs before", streamID, limit, func(r Ref) bool { return r.FirstSeq < beforeSeq }, func(refs []Ref) []Ref {
+		slices.Reverse(refs)
+		return QueryPage(refs, limit) // as DynamoDB: 1 MB a page
+	})
 }
 
 // SwapRefs implements Store.

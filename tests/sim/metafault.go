@@ -214,7 +214,12 @@ func (m *MetaFaults) QueryRefs(ctx context.Context, streamID string, fromSeq uin
 	if _, err := m.before(ctx, "QueryRefs", false); err != nil {
 		return nil, err
 	}
-	page, err := m.s.QueryRefs(ctx, streamID, fromSeq, limit)
+	return m.shorten(m.s.QueryRefs(ctx, streamID, fromSeq, limit))
+}
+
+// shorten cuts a page of refs short at random (m.short), as DynamoDB's
+// 1 MB cut may: more refs remain past it.
+func (m *MetaFaults) shorten(page []metastore.Ref, err error) ([]metastore.Ref, error) {
 	if err == nil && len(page) > 1 {
 		m.mu.Lock()
 		if m.short > 0 && m.rng.Float64() < m.short {
@@ -236,15 +241,7 @@ func (m *MetaFaults) RefsBefore(ctx context.Context, streamID string, beforeSeq 
 	if _, err := m.before(ctx, "RefsBefore", false); err != nil {
 		return nil, err
 	}
-	page, err := m.s.RefsBefore(ctx, streamID, beforeSeq, limit)
-	if err == nil && len(page) > 1 {
-		m.mu.Lock()
-		if m.short > 0 && m.rng.Float64() < m.short {
-			page = page[:1+m.rng.IntN(len(page)-1)] // a short page: older refs remain
-		}
-		m.mu.Unlock()
-	}
-	return page, err
+	return m.shorten(m.s.RefsBefore(ctx, streamID, beforeSeq, limit))
 }
 
 func (m *MetaFaults) SwapRefs(ctx context.Context, old []metastore.Ref, repl metastore.Ref) error {

@@ -425,18 +425,11 @@ func (s *Store) QueryRefs(ctx context.Context, streamID string, fromSeq uint64, 
 				out = append(out, r)
 			}
 		}
-		// As DynamoDB: a page stops at limit refs or once the refs read
-		// reach MaxQueryBytes (metastore.QueryPage).
-		c, size := b.Cursor(), 0
-		for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && size < metastore.MaxQueryBytes; k, v = c.Next() {
-			r, err := decodeRef(k, v)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-			size += metastore.RefSize(r)
-		}
-		return nil
+		c := b.Cursor()
+		k, v := c.Seek(from)
+		var err error
+		out, err = refPage(out, prefix, k, v, c.Next, limit)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -465,6 +458,21 @@ func (s *Store) LastRef(ctx context.Context, streamID string) (metastore.Ref, er
 	return r, nil
 }
 
+// refPage appends to out the stream's refs (keys under prefix) from k, v
+// on, stepping with next, as DynamoDB pages a Query: it stops at limit
+// refs or once the refs it read reach MaxQueryBytes (metastore.QueryPage).
+func refPage(out []metastore.Ref, prefix, k, v []byte, next func() ([]byte, []byte), limit int) ([]metastore.Ref, error) {
+	for size := 0; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && size < metastore.MaxQueryBytes; k, v = next() {
+		r, err := decodeRef(k, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+		size += metastore.RefSize(r)
+	}
+	return out, nil
+}
+
 // RefsBefore implements metastore.Store: the refs below beforeSeq's key,
 // walked backward, cut as DynamoDB's page (metastore.QueryPage).
 func (s *Store) RefsBefore(ctx context.Context, streamID string, beforeSeq uint64, limit int) ([]metastore.Ref, error) {
@@ -481,15 +489,9 @@ func (s *Store) RefsBefore(ctx context.Context, streamID string, beforeSeq uint6
 		} else {
 			k, v = c.Prev()
 		}
-		for size := 0; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && size < metastore.MaxQueryBytes; k, v = c.Prev() {
-			r, err := decodeRef(k, v)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-			size += metastore.RefSize(r)
-		}
-		return nil
+		var err error
+		out, err = refPage(out, prefix, k, v, c.Prev, limit)
+		return err
 	})
 	if err != nil {
 		return nil, err
