@@ -55,8 +55,10 @@ type RefReader interface {
 // recovery (record timestamps are the client's, so not a clock). It reads
 // the metastore, so it runs at open, never between admission and ack:
 // LastRef, then the refs before it in pages (RefsBefore: RecoverRefs-1
-// refs, then what MaxRecoverRefs leaves), so an open costs one or two
-// Queries, not one per ref (ADR 0075).
+// refs, then pages twice as long, up to MaxRecoverRefs in all), so an
+// open costs one or two Queries, at most 6 (more if DynamoDB's 1 MB cuts
+// them), not one per ref, and reads few refs past the ones it needs (ADR
+// 0075).
 func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, class metastore.Class, now time.Time) (StreamInfo, error) {
 	info := StreamInfo{ID: id, Class: class}
 	last, err := refs.LastRef(ctx, id.String())
@@ -87,13 +89,12 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 		}
 	}
 	var page []metastore.Ref // older refs read, newest first
+	limit := RecoverRefs - 1 // the first page; each next one twice as long
 	for r := last; more(r) && r.FirstSeq > 0; {
 		if len(page) == 0 {
-			limit := RecoverRefs - 1
-			if len(chain) > 1 || carried != nil {
-				limit = MaxRecoverRefs - len(chain)
-			}
+			limit = min(limit, MaxRecoverRefs-len(chain))
 			got, err := refs.RefsBefore(ctx, id.String(), r.FirstSeq, limit)
+			limit *= 2
 			if err != nil {
 				return info, fmt.Errorf("star: recover stream %s: refs before seq %d: %w", id, r.FirstSeq, err)
 			}

@@ -84,19 +84,31 @@ func putRefs(t *testing.T, m *metastore.Mem) func([]metastore.Ref) {
 // TestRecoverStreamReadsRefsInPages (ADR 0075): an open reads the refs
 // before the last one in pages (metastore RefsBefore), not one Query a
 // ref: 300 refs whose last carries a table that reaches back 200 refs
-// cost LastRef and two pages (it was 200 QueryRefs before), and q, whose
-// only batch is in the ref the table reaches back to, is recovered. Refs
-// of 64 KiB fill DynamoDB's 1 MB page after 16: the walk goes on page by
-// page (the fake cuts pages as DynamoDB does) and still reaches q.
+// cost LastRef and four pages of 15, 30, 60 and 120 refs (it was 200
+// QueryRefs before), and q, whose only batch is in the ref the table
+// reaches back to, is recovered; a table in the last ref reaching back
+// 3 refs costs one page of 15. Refs of 64 KiB fill DynamoDB's 1 MB page
+// after 16: the walk goes on page by page (the fake cuts pages as
+// DynamoDB does) and still reaches q.
 func TestRecoverStreamReadsRefsInPages(t *testing.T) {
-	for _, big := range []bool{false, true} {
-		t.Run(fmt.Sprintf("big=%v", big), func(t *testing.T) {
+	for _, tc := range []struct {
+		big      bool
+		back     int
+		want     int64 // metastore calls
+		wantRead int   // refs read, at most
+	}{
+		{false, 200, 5, 1 + 15 + 30 + 60 + 120},
+		{false, 3, 2, 1 + 15},
+		{true, 200, 2 + (200-16+14)/15, 300}, // pages of at least 1 MB minus a ref: 15 refs
+	} {
+		big, back := tc.big, tc.back
+		t.Run(fmt.Sprintf("big=%v/back=%d", big, back), func(t *testing.T) {
 			ctx := context.Background()
 			m := metastore.NewMem()
 			put := putRefs(t, m)
 			id := sid(5)
 			p, q := pid(1), pid(2)
-			const n, back = 300, 200
+			const n = 300
 			var refs []metastore.Ref
 			for k := range n {
 				r := metastore.Ref{StreamID: id.String(), FirstSeq: uint64(10 * k), LastSeq: uint64(10*k + 9), LastTsMs: int64(k),
@@ -119,7 +131,8 @@ func TestRecoverStreamReadsRefsInPages(t *testing.T) {
 				put(refs[i : i+10])
 			}
 			c := metacount.New(m)
-			info, err := RecoverStream(ctx, c, id, metastore.Standard, time.Unix(1_900_000_000, 0))
+			cr := &countRefs{RefReader: c}
+			info, err := RecoverStream(ctx, cr, id, metastore.Standard, time.Unix(1_900_000_000, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,14 +145,29 @@ func TestRecoverStreamReadsRefsInPages(t *testing.T) {
 			}
 			got := c.Snapshot()
 			calls := got.Of(metacount.LastRef) + got.Of(metacount.RefsBefore)
-			want := int64(3) // LastRef, RecoverRefs-1 refs, the rest
-			if big {
-				// Pages of at least 1 MB minus a ref: 15 refs, then 15 a page.
-				want = 2 + (back-RecoverRefs+14)/15
+			if got.Total() != calls || calls > tc.want {
+				t.Fatalf("an open of a stream of %d refs made %d metastore calls (%d LastRef, %d RefsBefore, %d QueryRefs); want at most %d", n, got.Total(), got.Of(metacount.LastRef), got.Of(metacount.RefsBefore), got.Of(metacount.QueryRefs), tc.want)
 			}
-			if got.Total() != calls || calls > want {
-				t.Fatalf("an open of a stream of %d refs made %d metastore calls (%d LastRef, %d RefsBefore, %d QueryRefs); want at most %d", n, got.Total(), got.Of(metacount.LastRef), got.Of(metacount.RefsBefore), got.Of(metacount.QueryRefs), want)
+			if cr.read > tc.wantRead {
+				t.Fatalf("an open read %d refs, want at most %d", cr.read, tc.wantRead)
 			}
 		})
 	}
+}
+
+// countRefs counts the refs a RefReader returns.
+type countRefs struct {
+	RefReader
+	read int
+}
+
+func (c *countRefs) LastRef(ctx context.Context, id string) (metastore.Ref, error) {
+	c.read++
+	return c.RefReader.LastRef(ctx, id)
+}
+
+func (c *countRefs) RefsBefore(ctx context.Context, id string, before uint64, limit int) ([]metastore.Ref, error) {
+	refs, err := c.RefReader.RefsBefore(ctx, id, before, limit)
+	c.read += len(refs)
+	return refs, err
 }
