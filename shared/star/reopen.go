@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/shared/format"
@@ -109,6 +110,9 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 			continue // a window part and the ref it was flushed to: one range twice
 		}
 		if p.LastSeq+1 < r.FirstSeq {
+			if slices.ContainsFunc(page, func(q metastore.Ref) bool { return q.LastSeq+1 >= r.FirstSeq }) {
+				continue // a window part a ref starting before it covers (a flush raced the read)
+			}
 			break // a hole before r (trimmed below)
 		}
 		r = p

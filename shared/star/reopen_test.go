@@ -171,3 +171,35 @@ func (c *countRefs) RefsBefore(ctx context.Context, id string, before uint64, li
 	c.read += len(refs)
 	return refs, err
 }
+
+// TestRecoverStreamSkipsCoveredParts: a page that holds a window part and
+// the ref a flush wrote over it (the window read before the flush, the
+// refs after) walks on through the ref, whichever comes first by seq; a
+// real hole (a trim below) ends the walk.
+func TestRecoverStreamSkipsCoveredParts(t *testing.T) {
+	mark := func(k byte, first, last uint64) []metastore.ProducerMark {
+		return []metastore.ProducerMark{{Producer: pid(k), BatchSeq: 0, FirstSeq: first, LastSeq: last}}
+	}
+	ref := func(first, last uint64, k byte) metastore.Ref {
+		return metastore.Ref{StreamID: sid(1).String(), FirstSeq: first, LastSeq: last, Producers: mark(k, first, last)}
+	}
+	for _, tc := range []struct {
+		name  string
+		parts partsReader // in seq order, as RefsBefore sorts them
+		want  int         // producers recovered
+	}{
+		// The skipped part's marks are the covering ref's (a flush keeps
+		// them); here they differ, to show which was read.
+		{"part then covering ref", partsReader{ref(70, 79, 4), ref(80, 100, 3), ref(90, 95, 2), ref(101, 110, 1)}, 3},
+		{"same range twice", partsReader{ref(70, 79, 4), ref(80, 100, 3), ref(80, 100, 2), ref(101, 110, 1)}, 3},
+		{"a hole", partsReader{ref(70, 79, 4), ref(90, 100, 3), ref(101, 110, 1)}, 2},
+	} {
+		info, err := RecoverStream(t.Context(), tc.parts, sid(1), metastore.Standard, time.UnixMilli(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Next != 111 || len(info.Producers) != tc.want {
+			t.Fatalf("%s: tail %d, %d producers %+v; want 111 and %d", tc.name, info.Next, len(info.Producers), info.Producers, tc.want)
+		}
+	}
+}
