@@ -11,16 +11,18 @@ package settle
 // returns, the bucket holds no reference to body; ADR 0072), so settle
 // lends its objects (PutIfAbsent), never gives them (objstore.PutGiven:
 // a Keeper may keep the very slice). At most keptBufs buffers are kept,
-// each at most the largest object asked for: with the defaults, 2 x 8 MiB
-// of records.
+// each at most the largest object asked for: with the defaults, 16 x 8
+// MiB of records, never more than a step's flushWorkers renders hold at
+// its peak anyway.
 type objBufs struct {
 	free chan []byte
 }
 
-// keptBufs is how many buffers a Settler keeps between objects: a step
-// renders one object at a time (its flushes and its packs one after
-// another), so two cover an object being put while the next is started.
-const keptBufs = 2
+// keptBufs is how many buffers a Settler keeps between objects: a
+// step's flushes render up to flushWorkers objects at once (each waits
+// for its reads and its put between renders), its packs one at a time;
+// 16 cover the streams one step flushes at full speed in `strand bench`.
+const keptBufs = 16
 
 // bufs is s's free list, made on first use.
 func (s *Settler) bufs() *objBufs {
