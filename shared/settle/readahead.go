@@ -25,24 +25,11 @@ import (
 //
 // The spans and their bytes are the same as without the read-ahead; only
 // when they are read changes, so the objects built are byte-identical.
-//
-// 16 spans, not 4 (ADR 0072): with 4, a step of 16 streams at full speed
-// in `strand bench` settled 350-360 MB/s of a star's 380-390 and fell
-// 0.75-0.96 GB behind, chain the star's process held; with 16, 477-498
-// MB/s, 0-0.08 GB behind. The bytes ahead stay within readAheadBytes,
-// the GETs within readAheadMaxGets.
-const readAheadGets = 16
+const readAheadGets = 4
 
 // readAheadBytes bounds the read-ahead's bytes per Settler (a variable
 // for tests).
 var readAheadBytes int64 = 128 << 20
-
-// readAheadMaxGets bounds the read-ahead's GETs in flight per Settler,
-// every stream's together (a variable for tests), as readAheadBytes
-// their bytes: a step's flushWorkers flushes at 4 spans each, the bound
-// before the depth was 16, so a settle Lambda opens no more connections
-// than it did (its file descriptors are 1,024).
-var readAheadMaxGets int64 = flushWorkers * 4
 
 // spanReader reads build's locations in order, a settled location with
 // the settled locations that follow it back to back in the same object
@@ -76,7 +63,6 @@ type spanRead struct {
 	loc      metastore.Location
 	piece    bool
 	budget   int64 // readAheadBytes taken, given back when consumed
-	gets     int64 // readAheadMaxGets taken (1 or 0), given back with it
 	done     chan struct{}
 	body     []byte  // a settled span's or a piece's bytes
 	seg      checked // a transit segment, checked
@@ -127,12 +113,7 @@ func (r *spanReader) start(i int, ahead bool) bool {
 				r.s.ahead.Add(-rd.loc.Length)
 				return false
 			}
-			if r.s.aheadGets.Add(1) > readAheadMaxGets {
-				r.s.aheadGets.Add(-1)
-				r.s.ahead.Add(-rd.loc.Length)
-				return false
-			}
-			rd.budget, rd.gets = rd.loc.Length, 1
+			rd.budget = rd.loc.Length
 		}
 		go func() {
 			if rd.loc.Settled {
@@ -152,8 +133,7 @@ func (r *spanReader) release(i int) {
 	rd := r.reads[i]
 	<-rd.done
 	r.s.ahead.Add(-rd.budget)
-	r.s.aheadGets.Add(-rd.gets)
-	rd.budget, rd.gets, rd.body, rd.seg = 0, 0, nil, checked{}
+	rd.budget, rd.body, rd.seg = 0, nil, checked{}
 }
 
 // next returns the next location's segment, its CRC checked once: a

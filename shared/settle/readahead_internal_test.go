@@ -114,23 +114,6 @@ func TestSpanReaderBudget(t *testing.T) {
 			t.Errorf("%d GETs in flight at most, want 1", m)
 		}
 	})
-	t.Run("GETs bound", func(t *testing.T) {
-		defer func(old int64) { readAheadMaxGets = old }(readAheadMaxGets)
-		readAheadMaxGets = 2
-		b := &slowGets{Bucket: objstore.NewMem("settled")}
-		locs, want := readAheadLocs(t, b.Bucket, 12)
-		s := &Settler{Settled: b}
-		sp := newSpanReader(t.Context(), s, chain.Set{}, locs, nil)
-		readAll(t, sp, want)
-		sp.close()
-		// The read consumed (not ahead) and at most 2 ahead.
-		if m := b.most.Load(); m < 2 || m > 3 {
-			t.Errorf("%d GETs in flight at most, want 2 to 3", m)
-		}
-		if n := s.aheadGets.Load(); n != 0 {
-			t.Errorf("%d read-ahead GETs still counted after close", n)
-		}
-	})
 	t.Run("closed halfway", func(t *testing.T) {
 		b := &slowGets{Bucket: objstore.NewMem("settled")}
 		locs, _ := readAheadLocs(t, b.Bucket, 12)

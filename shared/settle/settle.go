@@ -148,9 +148,6 @@ type Settler struct {
 	// flight, all streams' together (readahead.go: at most
 	// readAheadBytes).
 	ahead atomic.Int64
-	// aheadGets: the read-ahead's GETs in flight (at most
-	// readAheadMaxGets).
-	aheadGets atomic.Int64
 	// The unflushed state kept across steps, per chain (state.go).
 	stateMu sync.Mutex
 	states  map[metastore.ChainID]*chainState
