@@ -98,7 +98,21 @@ func trimPassMarks(ms []format.PassMark) []format.PassMark {
 // object was written and deleted since: the caller's view is stale). obj
 // is given to b (objstore.PutGiven): the caller must not write it after.
 func PutDetermined(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
-	err := objstore.PutGiven(ctx, b, key, obj)
+	return putDetermined(ctx, b, key, obj, objstore.PutGiven)
+}
+
+// PutDeterminedLent is PutDetermined of an obj its caller only lends
+// (PutIfAbsent, never a Keeper's KeepIfAbsent): the caller may reuse obj
+// once it returns (settle's object buffers, ADR 0072).
+func PutDeterminedLent(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
+	return putDetermined(ctx, b, key, obj, func(ctx context.Context, b objstore.Bucket, key string, obj []byte) error {
+		return b.PutIfAbsent(ctx, key, obj)
+	})
+}
+
+func putDetermined(ctx context.Context, b objstore.Bucket, key string, obj []byte,
+	put func(context.Context, objstore.Bucket, string, []byte) error) error {
+	err := put(ctx, b, key, obj)
 	if err == nil {
 		return nil
 	}

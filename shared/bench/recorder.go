@@ -93,9 +93,9 @@ func (c *countingPuts) PutIfAbsent(ctx context.Context, key string, body []byte)
 	return c.Bucket.PutIfAbsent(ctx, key, body)
 }
 
-// KeepIfAbsent counts the put and gives body on (objstore.PutGiven):
-// without it every settled object and pack in the bench was copied into
-// the memory bucket, a third of settle's CPU (issue 36).
+// KeepIfAbsent counts the put and gives body on (objstore.PutGiven): the
+// pass indexes and command indexes given to the bucket are kept, not
+// copied (settle's objects and packs are lent, PutIfAbsent: ADR 0072).
 func (c *countingPuts) KeepIfAbsent(ctx context.Context, key string, body []byte) error {
 	c.count(key)
 	return objstore.PutGiven(ctx, c.Bucket, key, body)

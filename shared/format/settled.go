@@ -64,8 +64,25 @@ type SettledBuilder struct {
 // NewSettledBuilder starts the object of stream from seq first; sizeHint
 // is the expected record bytes (capacity only).
 func NewSettledBuilder(stream StreamID, first uint64, sizeHint int) *SettledBuilder {
-	const head = SettledHeaderSize + segmentHeader
-	return &SettledBuilder{buf: make([]byte, head, head+max(sizeHint, 0)+4), h: SettledHeader{Stream: stream, FirstSeq: first}}
+	return NewSettledBuilderIn(nil, stream, first, sizeHint)
+}
+
+// NewSettledBuilderIn is NewSettledBuilder rendering into buf's memory
+// (its bytes are overwritten) when its capacity holds sizeHint record
+// bytes, else into a new buffer: a caller that puts one object after
+// another reuses one buffer instead of touching new memory for each
+// (issue 36). Finish's result is then buf's memory.
+func NewSettledBuilderIn(buf []byte, stream StreamID, first uint64, sizeHint int) *SettledBuilder {
+	if n := SettledBufferSize(sizeHint); cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	return &SettledBuilder{buf: buf[:SettledHeaderSize+segmentHeader], h: SettledHeader{Stream: stream, FirstSeq: first}}
+}
+
+// SettledBufferSize is the bytes of a settled object of recordBytes of
+// records: its header, segment header and CRC besides.
+func SettledBufferSize(recordBytes int) int {
+	return SettledHeaderSize + segmentHeader + max(recordBytes, 0) + 4
 }
 
 // Len is the record bytes added so far.

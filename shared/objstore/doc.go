@@ -17,7 +17,14 @@
 //     reading the object back (strand reads the envelope and compares the
 //     writer nonce). Exactly one of any number of concurrent PutIfAbsent calls
 //     on a new key returns nil. A created object is never torn: readers see
-//     all of body or nothing.
+//     all of body or nothing. body is only lent: once PutIfAbsent returns,
+//     whatever it returns, the bucket holds no reference to it and reads
+//     no more of it, so the caller may write it (settle reuses its object
+//     buffers, ADR 0072). Memory copies it, the directory store writes it
+//     to a file before it returns, and S3's adapter uploads it through a
+//     reader that fails every read once the call returned (net/http may
+//     read a request's body after RoundTrip returned). The conformance
+//     suite's NoAliasing checks it.
 //   - Get(key, off, n) returns n bytes from offset off. n < 0 means "to the
 //     end". A range that runs past the end returns the bytes that exist
 //     (short read, no error); an offset at or past the end of a non-empty
@@ -31,7 +38,8 @@
 // Two optional interfaces save a copy where a bucket can: ReaderInto
 // (GetInto reads into the caller's buffer) and Keeper (PutGiven hands the
 // body over: the bucket may keep it, and the caller must not write it
-// after). Each is PutIfAbsent's or Get's contract otherwise; the
+// after: the one exception to the lent body, so a buffer the caller
+// reuses is never given). Each is PutIfAbsent's or Get's contract otherwise; the
 // functions GetInto and PutGiven fall back to Get and PutIfAbsent, and a
 // wrapper that changes reads or puts (WithFaults) does not forward them.
 //

@@ -26,6 +26,8 @@ type Bucket interface {
 	// Name is the bucket's name, as used in refs and logs.
 	Name() string
 	// PutIfAbsent creates key with body, only if key does not exist.
+	// body is lent: once the call returns, the bucket neither keeps nor
+	// reads it, and the caller may reuse it.
 	PutIfAbsent(ctx context.Context, key string, body []byte) error
 	// Get reads n bytes at off (n < 0: to the end).
 	Get(ctx context.Context, key string, off, n int64) ([]byte, error)

@@ -39,7 +39,10 @@
 //     segment in memory, whatever the size of the refs, and a flush up to
 //     4 spans read ahead (readahead.go: 128 MiB for all of a Settler's
 //     streams)
-//     (BenchmarkSettleStandardBacklog, docs/performance/settle.md). Lengths that
+//     (BenchmarkSettleStandardBacklog, docs/performance/settle.md). The
+//     objects and packs are rendered in buffers the Settler reuses (at
+//     most two kept between objects: bufs.go), lent to the bucket
+//     (PutIfAbsent), never given (objstore.Keeper), ADR 0072. Lengths that
 //     the format's 32-bit fields cannot hold are refused
 //     (format.ErrTooLong), never wrapped.
 //  3. Merge small: if the ref before the first group is settled, one

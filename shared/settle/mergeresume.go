@@ -191,10 +191,12 @@ func (o *mergedOut) finish(ctx context.Context) error {
 	if len(o.buf) == 0 {
 		return nil
 	}
-	if err := o.s.put(ctx, o.key(o.n), o.buf); err != nil {
+	err := o.s.put(ctx, o.key(o.n), o.buf)
+	o.s.bufs().put(o.buf) // the put returned: the buffer was lent, not given
+	o.buf = nil
+	if err != nil {
 		return fmt.Errorf("merged pack %s: %w", o.key(o.n), err)
 	}
-	o.buf = nil
 	o.res.Packs++
 	return nil
 }
@@ -300,7 +302,7 @@ func (o *mergedOut) add(ctx context.Context, id format.StreamID, ms *mergedStrea
 		return fmt.Errorf("stream %s: segments end at seq %d, entries at %d (%d records, %d in the entries): %w", id, next-1, e.LastSeq, got, count, ErrMismatch)
 	}
 	if o.buf == nil {
-		o.buf = make([]byte, 0, max(min(o.maxBytes, 1<<20), size))
+		o.buf = o.s.bufs().get(int(max(min(o.maxBytes, 1<<20), size)))
 	}
 	if int64(len(o.buf)) != at {
 		return fmt.Errorf("stream %s: at %d of merged pack %d, laid out at %d: %w", id, len(o.buf), o.n, at, ErrMismatch)

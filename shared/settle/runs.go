@@ -598,10 +598,12 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 			return nil
 		}
 		key := format.PackKey(c.Star, c.Class.String(), run.Epoch, run.FirstSlot, run.EndSlot, run.Digest, run.FirstSlot+n)
-		if err := s.put(ctx, key, buf); err != nil {
+		err := s.put(ctx, key, buf)
+		s.bufs().put(buf) // the put returned: buf was lent, not given
+		buf = nil
+		if err != nil {
 			return fmt.Errorf("pack %s: %w", key, err)
 		}
-		buf = nil // the bucket may keep the slice it was given
 		written++
 		return nil
 	}
@@ -615,7 +617,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 			n++
 		}
 		if buf == nil { // a new pack: sized for what is left, up to maxBytes (no regrowth)
-			buf = make([]byte, 0, max(min(maxBytes, total-copied), int64(len(seg))))
+			buf = s.bufs().get(int(max(min(maxBytes, total-copied), int64(len(seg)))))
 		}
 		e := &entries[i]
 		e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.FirstSeq, Count: g.Count,

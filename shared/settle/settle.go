@@ -140,7 +140,10 @@ type Settler struct {
 	Log *slog.Logger
 
 	windowOnce sync.Once
-	window     *passindex.Window
+	// objBufs: the buffers of the objects it writes (bufs.go).
+	bufsOnce sync.Once
+	objBufs  *objBufs
+	window   *passindex.Window
 	// ahead: the bytes of the flushes' read-ahead spans held or in
 	// flight, all streams' together (readahead.go: at most
 	// readAheadBytes).
@@ -681,7 +684,9 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 		}
 		cur = nil
 		key := format.SettledKey(id, h.FirstSeq, h.LastSeq)
-		if err := s.put(ctx, key, obj); err != nil {
+		err = s.put(ctx, key, obj)
+		s.bufs().put(obj) // the put returned: obj was lent, not given
+		if err != nil {
 			return err
 		}
 		repl.Locations = append(repl.Locations, metastore.Location{Settled: true, Key: key,
@@ -722,7 +727,8 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 			}
 			if cur == nil {
 				curMax = objMax()
-				cur = format.NewSettledBuilder(id, seq+uint64(i), int(min(curMax, left, orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes))))
+				hint := int(min(curMax, left, orDefault(s.MaxObjectBytes, DefaultMaxObjectBytes)))
+				cur = format.NewSettledBuilderIn(s.bufs().get(format.SettledBufferSize(hint)), id, seq+uint64(i), hint)
 			}
 			ts0, ts1 := format.RecordTimestamp(recs[off:]), lastTimestamp(recs[off:end])
 			if err := cur.Add(recs[off:end], int(j-i), ts0, ts1); err != nil {
@@ -864,9 +870,11 @@ func (s *Settler) segment(ctx context.Context, l metastore.Location) ([]byte, er
 
 // put writes a settled object. The key names the stream and seq range, and
 // records never change, so an object already there must hold the same
-// bytes: a rerun (or a racing copy) wrote it.
+// bytes: a rerun (or a racing copy) wrote it. obj is lent to the bucket
+// (PutIfAbsent, absorb.PutDeterminedLent): the caller may reuse it once
+// put returns (bufs.go).
 func (s *Settler) put(ctx context.Context, key string, obj []byte) error {
-	err := absorb.PutDetermined(ctx, s.Settled, key, obj)
+	err := absorb.PutDeterminedLent(ctx, s.Settled, key, obj)
 	switch {
 	case errors.Is(err, objstore.ErrNotFound):
 		// Written by another copy, swapped, then merged away and deleted:

@@ -482,50 +482,6 @@ func TestSettleChecksEachSegmentOnce(t *testing.T) {
 	e.check()
 }
 
-// keeping is a settled bucket that counts the puts given to it
-// (objstore.Keeper) and the others.
-type keeping struct {
-	*objstore.Mem
-	kept, copied atomic.Int64
-}
-
-func (k *keeping) PutIfAbsent(ctx context.Context, key string, body []byte) error {
-	k.copied.Add(1)
-	return k.Mem.PutIfAbsent(ctx, key, body)
-}
-
-func (k *keeping) KeepIfAbsent(ctx context.Context, key string, body []byte) error {
-	k.kept.Add(1)
-	return k.Mem.KeepIfAbsent(ctx, key, body)
-}
-
-// TestSettleGivesItsObjectsAway: settle writes every object it builds
-// (settled objects, packs, run indexes) with objstore.PutGiven, so an
-// in-memory settled bucket keeps the bytes instead of copying them
-// (issue 36: the copy was a third of settle's CPU in `strand bench`).
-func TestSettleGivesItsObjectsAway(t *testing.T) {
-	for _, pass := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pass-index=%v", pass), func(t *testing.T) {
-			e := newEnv(t, 3, nil)
-			if pass {
-				e.withIndex() // packs and a run index; no stream flushed
-			}
-			k := &keeping{Mem: e.settled}
-			e.s.Settled = k
-			e.flights(10)
-			e.absorbAll()
-			res, err := e.s.Step(t.Context(), chainX)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Objects+res.Packs == 0 || k.kept.Load() < int64(res.Objects+res.Packs) || k.copied.Load() != 0 {
-				t.Fatalf("step %+v: %d puts given, %d copied", res, k.kept.Load(), k.copied.Load())
-			}
-			e.checkMixed()
-		})
-	}
-}
-
 // viewing counts a bucket's reads: Get (a copy) and View (objstore.Viewer).
 type viewing struct {
 	objstore.Bucket

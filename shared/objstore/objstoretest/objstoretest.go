@@ -426,6 +426,9 @@ func testLargeBody(t *testing.T, b objstore.Bucket) {
 	wantBody(t, "Get tail", get(t, b, "large", size-5, 100), body[size-5:])
 }
 
+// NoAliasing: PutIfAbsent's body is lent (the package's contract): a
+// write to it after the put returned, or to a read's bytes, does not
+// reach the object (settle reuses its object buffers, ADR 0072).
 func testNoAliasing(t *testing.T, b objstore.Bucket) {
 	body := []byte("original")
 	put(t, b, "alias", body)

@@ -157,13 +157,15 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, body []byte) error
 	}
 	wait := ConflictBackoff
 	for attempt := 1; ; attempt++ {
+		lent := lend(body)
 		_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        aws.String(b.name),
 			Key:           aws.String(key),
-			Body:          bytes.NewReader(body),
+			Body:          lent,
 			ContentLength: aws.Int64(int64(len(body))),
 			IfNoneMatch:   aws.String("*"),
 		}, noRetry)
+		lent.end() // body is the caller's again (objstore's contract)
 		if err == nil {
 			return nil
 		}
