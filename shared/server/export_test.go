@@ -8,3 +8,6 @@ func StreamsHeld(s *Server) int {
 	defer s.mu.Unlock()
 	return len(s.led) + len(s.opened) + len(s.opening) + len(s.draining)
 }
+
+// SetLimits replaces s's limits: Handler builds its bounds from them.
+func SetLimits(s *Server, l Limits) { s.cfg.Limits = l }

@@ -182,7 +182,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.Handle("/"+strandv1connect.StrandServiceName+"/", small) // unknown methods: Unimplemented
 	s.mountTooling(mux, l.handlerOptions(l.MaxSmallMessageBytes)...)
-	return s.guard(mux, calls)
+	return boundWrites(l.WriteTimeout, s.guard(mux, calls)) // writebound.go
 }
 
 // AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
