@@ -415,6 +415,44 @@ func (s *Server) notLeader(leader string, err error) error {
 	return ce
 }
 
+// starGone reports whether err is the star's refusal because it no
+// longer serves: closed or quiesced, its lease lost to a successor, or
+// its epoch halted. Nothing of the refused call was written.
+func starGone(err error) bool {
+	return errors.Is(err, star.ErrClosed) || errors.Is(err, star.ErrNotLeader) || errors.Is(err, star.ErrHalted)
+}
+
+// leaderNow is err, the star's refusal of a call on stream name, as
+// toConnect answers it; but a refusal because the star no longer serves
+// (starGone) is unavailable with a Leader detail, as every other such
+// answer is: the metastore's leader of the stream now. Another star (a
+// move or a takeover written since; the server forgets it led the
+// stream) sends the client there; this star's own id means its successor
+// takes the same id over, as the drain says (drainErr), and a client
+// retries here. Without the detail a client retried the old star until
+// its deadline, and the Kafka front end answered REQUEST_TIMED_OUT, which
+// a producer retries on the same broker without a metadata refresh.
+func (s *Server) leaderNow(ctx context.Context, name string, err error) error {
+	if !starGone(err) {
+		return toConnect(err)
+	}
+	st, gerr := s.cfg.Meta.GetStream(ctx, name)
+	if gerr != nil || st.Star == "" {
+		return toConnect(err)
+	}
+	self := s.cfg.Star.ID()
+	if st.Star == self {
+		if s.shutdown.refusing.Load() {
+			return s.drainErr()
+		}
+		return s.notLeader(self, fmt.Errorf("star %s no longer serves stream %q (its successor takes it over); retry: %w", self, name, err))
+	}
+	s.mu.Lock()
+	delete(s.led, name)
+	s.mu.Unlock()
+	return s.notLeader(st.Star, fmt.Errorf("star %s no longer serves stream %q, led by %s now: %w", self, name, st.Star, err))
+}
+
 // toConnect maps an error to its Connect code (see the package doc).
 func toConnect(err error) error {
 	if err == nil {
@@ -733,7 +771,7 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 	messageDone(ctx) // the pool bounds the batch now: the body's share of the decoding budget goes back
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, s.leaderNow(ctx, a.Stream, err)
 	}
 	ack, err := p.Wait(ctx)
 	if err != nil {
@@ -796,6 +834,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			}
 			p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 			messageDone(ctx) // the pool bounds the batch now (or it was refused)
+			if err != nil {
+				err = s.leaderNow(ctx, a.Stream, err)
+			}
 			if !push(pending{p: p, err: err}) {
 				return
 			}
