@@ -21,6 +21,11 @@ type Limits struct {
 	MaxDecompressedBytes int
 	// MaxConns bounds the open connections (default 1024).
 	MaxConns int
+	// MaxHeldBytes bounds the request bytes the front end holds across
+	// connections, read and not yet answered (default 256 MiB); one tenant
+	// holds at most half. A connection whose next request does not fit
+	// stops being read until answers free room (held.go).
+	MaxHeldBytes int
 	// IdleTimeout closes a connection that sends nothing this long, or
 	// that reads none of an answer this long (a write deadline; default
 	// 10 min, Kafka's connections.max.idle.ms).
@@ -40,6 +45,7 @@ const (
 	DefaultMaxBatchRecords      = 1 << 16
 	DefaultMaxDecompressedBytes = 16 << 20
 	DefaultMaxConns             = 1024
+	DefaultMaxHeldBytes         = 256 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
 	DefaultMaxWait              = 30 * time.Second
 	DefaultMaxOffsetRecords     = 10_000
@@ -56,6 +62,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxBatchRecords, DefaultMaxBatchRecords)
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
