@@ -11,3 +11,12 @@ func StreamsHeld(s *Server) int {
 
 // SetLimits replaces s's limits: Handler builds its bounds from them.
 func SetLimits(s *Server, l Limits) { s.cfg.Limits = l }
+
+// FirstStream is the stream an encoded append's prefix names first (JSON
+// or protobuf; sniff.go).
+func FirstStream(isJSON bool, b []byte) (string, error) {
+	if isJSON {
+		return jsonFirstStream(b)
+	}
+	return protoFirstStream(b)
+}

@@ -250,6 +250,17 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
 		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rc: rc, r: r}
+		if r.URL.Path == strandv1connect.StrandServiceAppendProcedure {
+			// The stream before the rest of the body (sniff.go).
+			var err error
+			if r, err = authorizeSniffed(r); err != nil {
+				if r.ProtoMajor == 1 {
+					w.Header().Set("Connection", "close") // do not drain the body
+				}
+				_ = ew.Write(w, r, err)
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(hb))))
 	})
 }
