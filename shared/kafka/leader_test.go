@@ -16,6 +16,28 @@ import (
 	"github.com/strandlog/strand/tests/testproc"
 )
 
+// twoBrokers is shared stores and two free Kafka addresses, for star-a
+// and star-b; start runs a node of either star, with peers, its Kafka
+// front end at its address and both as brokers.
+func twoBrokers(t *testing.T) (s *stores, ka, kb string, start func(id string, peers map[string]string) *node.Node) {
+	s = newStores()
+	ka, kb = testproc.FreeAddr(t), testproc.FreeAddr(t)
+	addr := map[string]string{"star-a": ka, "star-b": kb}
+	return s, ka, kb, func(id string, peers map[string]string) *node.Node {
+		cfg := star.Defaults()
+		cfg.StarID = id
+		cfg.Express.Buckets, cfg.Standard.Buckets = s.exp, s.std
+		cfg.Standard.FlushDeadline = time.Millisecond
+		n, err := node.Start(context.Background(), node.Config{Star: cfg, Meta: s.meta, Settled: s.settled, Addr: "127.0.0.1:0", NoAuth: true, Peers: peers,
+			Kafka: node.KafkaConfig{Addr: addr[id], Brokers: addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Close)
+		return n
+	}
+}
+
 // TestStoppedStarNamesLeader (ADR 0074): star-a led a partition and
 // stopped serving it (quiesced), and the metastore names star-b now (a
 // takeover written since). A produce to star-a is answered
@@ -24,23 +46,9 @@ import (
 // REQUEST_TIMED_OUT, which producers retry on star-a without a metadata
 // refresh, until their delivery timeout.
 func TestStoppedStarNamesLeader(t *testing.T) {
-	s := newStores()
-	ka, kb := testproc.FreeAddr(t), testproc.FreeAddr(t)
-	start := func(id, kafkaAddr string) *node.Node {
-		cfg := star.Defaults()
-		cfg.StarID = id
-		cfg.Express.Buckets, cfg.Standard.Buckets = s.exp, s.std
-		cfg.Standard.FlushDeadline = time.Millisecond
-		n, err := node.Start(context.Background(), node.Config{Star: cfg, Meta: s.meta, Settled: s.settled, Addr: "127.0.0.1:0", NoAuth: true,
-			Kafka: node.KafkaConfig{Addr: kafkaAddr, Brokers: map[string]string{"star-a": ka, "star-b": kb}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.Close)
-		return n
-	}
-	na := start("star-a", ka)
-	start("star-b", kb)
+	s, ka, kb, start := twoBrokers(t)
+	na := start("star-a", nil)
+	start("star-b", nil)
 	createTopic(t, ka, "gone", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

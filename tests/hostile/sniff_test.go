@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/rawjson"
@@ -17,6 +18,20 @@ import (
 // allocate whatever its size: the 64 KiB read before the stream check
 // (inflated, for gzip), a gzip reader, the answer and the HTTP plumbing.
 const beforeBodyBound = 1 << 20
+
+// largestEncoded is largestHeaders(stream) and its protobuf and JSON.
+func largestEncoded(t *testing.T, stream string) (big *strandv1.AppendRequest, pb, js []byte) {
+	big = largestHeaders(stream)
+	pb, err := proto.Marshal(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err = protojson.Marshal(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return big, pb, js
+}
 
 func gzipped(t *testing.T, b []byte) []byte {
 	var buf bytes.Buffer
@@ -44,15 +59,7 @@ func TestForeignAppendRefusedBeforeBody(t *testing.T) {
 	stream := e.w.Streams[0].Name
 	foreign := e.api.Issue(t, 22, "elsewhere/", auth.Append)
 	reader := e.api.Issue(t, 23, "", auth.Read)
-	big := largestHeaders(stream)
-	pb, err := proto.Marshal(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := protojson.Marshal(big)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pb, js := largestEncoded(t, stream)
 	for _, tc := range []struct {
 		name, ctype string
 		body        []byte
