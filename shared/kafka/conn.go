@@ -107,7 +107,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		at := s.clk.Now()
-		resolve, err := cn.handle(req)
+		resolve, err := cn.handle(&req)
 		if err != nil {
 			s.held.put(req.tenant, req.held)
 			s.meters.refused.Inc()
@@ -317,7 +317,7 @@ var versions = map[int16]struct{ min, max int16 }{
 
 // handle serves one request and returns its answer to come; an error
 // closes the connection.
-func (cn *conn) handle(req request) (func() kmsg.Response, error) {
+func (cn *conn) handle(req *request) (func() kmsg.Response, error) {
 	if p, ok := req.kreq.(*kmsg.ProduceRequest); ok && cn.authed {
 		if err := cn.recheck(); err != nil {
 			return nil, err
@@ -332,7 +332,7 @@ func (cn *conn) handle(req request) (func() kmsg.Response, error) {
 }
 
 // handleNow answers every request but Produce.
-func (cn *conn) handleNow(req request) (kmsg.Response, error) {
+func (cn *conn) handleNow(req *request) (kmsg.Response, error) {
 	switch r := req.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return handleApiVersions(r), nil
@@ -353,7 +353,16 @@ func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, r), nil
 	case *kmsg.FetchRequest:
+		// The answer is held until written: its bound is taken from the
+		// held budget first, and what it did not fill is given back.
+		bound := s.held.charge(int64(fetchBudget(r, s.lim.MaxFetchBytes)))
+		if err := s.held.take(cn.stop, req.tenant, bound); err != nil {
+			return nil, err
+		}
 		resp := s.fetch(ctx, r)
+		keep := min(bound, fetchedBytes(resp))
+		s.held.put(req.tenant, bound-keep)
+		req.held += keep
 		if ctx.Err() != nil {
 			// Cut by Close (a drain): its partitions may carry the cut's
 			// errors, which a client would act on (kgo: a metadata

@@ -353,10 +353,10 @@ func TestCloseHangsUpFetch(t *testing.T) {
 	rp.PartitionMaxBytes = 1 << 20
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	cn := &conn{s: s, remote: "test", ctx: s.ctx, authed: true}
+	cn := &conn{s: s, remote: "test", ctx: s.ctx, stop: s.ctx, authed: true}
 	got := make(chan kmsg.Response, 1)
 	go func() {
-		resp, err := cn.handleNow(request{kreq: req})
+		resp, err := cn.handleNow(&request{kreq: req})
 		if err != nil {
 			t.Error(err)
 		}

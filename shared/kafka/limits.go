@@ -30,6 +30,10 @@ type Limits struct {
 	// that reads none of an answer this long (a write deadline; default
 	// 10 min, Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// MaxFetchBytes caps a Fetch's answer, whatever its MaxBytes asks
+	// (default 55 MiB, as Kafka's broker setting fetch.max.bytes); the
+	// answer's bytes are held in MaxHeldBytes until it is written.
+	MaxFetchBytes int
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
 	// MaxOffsetRecords bounds the offsets stream's replay: past this many
@@ -46,6 +50,7 @@ const (
 	DefaultMaxDecompressedBytes = 16 << 20
 	DefaultMaxConns             = 1024
 	DefaultMaxHeldBytes         = 256 << 20
+	DefaultMaxFetchBytes        = 55 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
 	DefaultMaxWait              = 30 * time.Second
 	DefaultMaxOffsetRecords     = 10_000
@@ -63,6 +68,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
 	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
+	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
