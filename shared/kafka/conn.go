@@ -22,6 +22,9 @@ type conn struct {
 	remote string
 	ctx    context.Context // carries the grant once authenticated
 	stop   context.Context // ends with the connection: a wait for the held budget gives up
+	// authBy is when a connection not yet authenticated is closed
+	// (Limits.AuthDeadline).
+	authBy time.Time
 	authed bool
 	mech   string // the SASL mechanism the handshake chose
 	token  string // the SASL password, a strand token (rechecked per request)
@@ -33,7 +36,7 @@ func (s *Server) serveConn(c net.Conn) {
 	defer s.meters.conns.Add(-1)
 	stop, end := context.WithCancel(s.ctx)
 	defer end()
-	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx, stop: stop}
+	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx, stop: stop, authBy: time.Now().Add(s.lim.AuthDeadline)}
 	if s.cfg.Auth == nil {
 		cn.authed = true // no authentication anywhere (tests)
 	} else if s.cfg.AnonymousLoopback && isLoopback(c.RemoteAddr()) {
@@ -173,11 +176,21 @@ func (cn *conn) tenant() string {
 	return g.Tenant
 }
 
+// readBy is the read deadline of cn's next bytes: the idle timeout from
+// now, or the authentication deadline while it has not authenticated.
+func (cn *conn) readBy() time.Time {
+	by := time.Now().Add(cn.s.lim.IdleTimeout)
+	if !cn.authed && cn.authBy.Before(by) {
+		by = cn.authBy
+	}
+	return by
+}
+
 // readRequest reads one request, bounding it by its API key before its
 // body is read (see Limits), and waits for room in the held budget
 // before it reads the body (held.go).
 func (cn *conn) readRequest() (request, error) {
-	cn.c.SetReadDeadline(time.Now().Add(cn.s.lim.IdleTimeout))
+	cn.c.SetReadDeadline(cn.readBy())
 	var hdr [6]byte
 	if _, err := io.ReadFull(cn.c, hdr[:]); err != nil {
 		return request{}, err
@@ -199,7 +212,7 @@ func (cn *conn) readRequest() (request, error) {
 	copy(body, hdr[4:])
 	// The body may come slowly; it still must come within the idle time
 	// (from now: the wait for the budget does not count).
-	cn.c.SetReadDeadline(time.Now().Add(cn.s.lim.IdleTimeout))
+	cn.c.SetReadDeadline(cn.readBy())
 	if _, err := io.ReadFull(cn.c, body[2:]); err != nil {
 		cn.s.held.put(tenant, held)
 		return request{}, err

@@ -34,6 +34,11 @@ type Limits struct {
 	// (default 55 MiB, as Kafka's broker setting fetch.max.bytes); the
 	// answer's bytes are held in MaxHeldBytes until it is written.
 	MaxFetchBytes int
+	// AuthDeadline closes a connection that has not authenticated (SASL)
+	// this long after it was accepted (default 10 s, as the API's
+	// server.ConnLimits.AuthDeadline): strangers hold connections, of
+	// MaxConns, no longer than that. Without Config.Auth it does not apply.
+	AuthDeadline time.Duration
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
 	// MaxOffsetRecords bounds the offsets stream's replay: past this many
@@ -52,6 +57,7 @@ const (
 	DefaultMaxHeldBytes         = 256 << 20
 	DefaultMaxFetchBytes        = 55 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
+	DefaultAuthDeadline         = 10 * time.Second
 	DefaultMaxWait              = 30 * time.Second
 	DefaultMaxOffsetRecords     = 10_000
 )
@@ -72,6 +78,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.AuthDeadline <= 0 {
+		l.AuthDeadline = DefaultAuthDeadline
 	}
 	if l.MaxWait <= 0 {
 		l.MaxWait = DefaultMaxWait
