@@ -220,7 +220,8 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, _ := auth.FromContext(r.Context())
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			sb := &streamBudget{ReadCloser: r.Body, share: share{b: budget, tenant: g.Tenant, wait: l.DecodeWait}, max: int64(l.MaxMessageBytes)}
+			sb := &streamBudget{ReadCloser: r.Body, share: share{b: budget, tenant: g.Tenant, wait: l.DecodeWait}, max: int64(l.MaxMessageBytes),
+				sniff: sessionSniffer(r)} // each message's stream before its rest (sniff.go)
 			defer sb.done()
 			r.Body = sb
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(sb))))

@@ -32,7 +32,9 @@ import (
 // and strand's clients write it); the handler refuses an append whose
 // decoded stream is not the one named first (authorizeAppend), so the
 // stream authorized before the body is the stream appended to. A message
-// that fits in the prefix is checked as before, from the stash.
+// that fits in the prefix is checked as before, from the stash. Each
+// AppendSession message is read so too, at its envelope's prefix
+// (streamBudget.sniffMessage).
 
 // sniffPrefix is the most of an Append's message, decompressed, read
 // before its stream is authorized.
@@ -46,10 +48,37 @@ var ErrStreamNotFirst = errors.New("server: an append over 64 KiB must name its 
 // first (sniffAppend), when it was read before the body.
 type sniffedKey struct{}
 
-// sniffedStream is the stream ctx's Append named first, if read so.
+// sniffedStream is the stream ctx's Append, or the AppendSession message
+// just received, named first, if read so.
 func sniffedStream(ctx context.Context) (string, bool) {
+	if sb, ok := ctx.Value(budgetKey{}).(*streamBudget); ok {
+		return sb.sniffedStream()
+	}
 	s, ok := ctx.Value(sniffedKey{}).(string)
 	return s, ok
+}
+
+// sessionSniffer is a streamBudget's sniff for the AppendSession r (nil
+// when its codec is not one the server decodes): each message over
+// sniffPrefix is authorized on the stream it names first before the rest
+// of it is read.
+func sessionSniffer(r *http.Request) func(msg []byte, compressed, complete bool) (string, bool, error) {
+	codec, encoding, _ := appendCoding(r.Header)
+	if codec == "" {
+		return nil
+	}
+	ctx := r.Context()
+	return func(msg []byte, compressed, complete bool) (string, bool, error) {
+		enc := ""
+		if compressed {
+			enc = encoding
+		}
+		name, ok, err := sniffMessage(codec, enc, msg, complete)
+		if err == nil && ok {
+			err = allowSniffed(ctx, name)
+		}
+		return name, ok, err
+	}
 }
 
 // authorizeSniffed reads the first bytes of an Append's body and
@@ -60,41 +89,49 @@ func sniffedStream(ctx context.Context) (string, bool) {
 // they are.
 func authorizeSniffed(r *http.Request) (*http.Request, error) {
 	name, ok, err := sniffAppend(r)
-	if err != nil {
-		return r, connect.NewError(connect.CodeInvalidArgument, err)
+	if err == nil && ok {
+		err = allowSniffed(r.Context(), name)
 	}
-	if !ok {
-		return r, nil
-	}
-	if g, authed := auth.FromContext(r.Context()); authed {
-		if err := checkName(name); err != nil {
-			return r, err
-		}
-		if err := g.Allow(auth.Append, name); err != nil {
-			return r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w on stream %q", err, name))
-		}
+	if err != nil || !ok {
+		return r, err
 	}
 	return r.WithContext(context.WithValue(r.Context(), sniffedKey{}, name)), nil
 }
 
-// sniffAppend reads up to sniffPrefix bytes of r's message (its body; with
-// gRPC, the first envelope's), inflates them when gzipped, and returns
-// the stream the message names first; ok is false when the whole message
-// fit (the stash's check does) or when it is not one the server decodes.
-// r.Body is given back whole.
-func sniffAppend(r *http.Request) (name string, ok bool, err error) {
-	ct := r.Header.Get("Content-Type")
+// allowSniffed authorizes ctx's grant (if any) to append to name, read
+// before the message was: a Connect error, or nil.
+func allowSniffed(ctx context.Context, name string) error {
+	g, authed := auth.FromContext(ctx)
+	if !authed {
+		return nil
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := g.Allow(auth.Append, name); err != nil {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%w on stream %q", err, name))
+	}
+	return nil
+}
+
+// appendCoding is an append call's codec ("proto" or "json"; "": one the
+// server does not decode) and message encoding, and whether its messages
+// are enveloped (gRPC, gRPC-Web, Connect streaming), from its headers.
+func appendCoding(h http.Header) (codec, encoding string, enveloped bool) {
+	ct := h.Get("Content-Type")
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
 	ct = strings.TrimSpace(strings.ToLower(ct))
-	enveloped, codec, encoding := false, "", r.Header.Get("Content-Encoding")
+	encoding = h.Get("Content-Encoding")
 	switch {
 	case strings.HasPrefix(ct, "application/grpc"):
-		enveloped, codec, encoding = true, "proto", r.Header.Get("Grpc-Encoding")
+		enveloped, codec, encoding = true, "proto", h.Get("Grpc-Encoding")
 		if i := strings.IndexByte(ct, '+'); i >= 0 {
 			codec = ct[i+1:]
 		}
+	case strings.HasPrefix(ct, "application/connect+"):
+		enveloped, codec, encoding = true, strings.TrimPrefix(ct, "application/connect+"), h.Get("Connect-Content-Encoding")
 	case strings.HasPrefix(ct, "application/"):
 		codec = strings.TrimPrefix(ct, "application/")
 	}
@@ -102,6 +139,17 @@ func sniffAppend(r *http.Request) (name string, ok bool, err error) {
 		codec = "json"
 	}
 	if codec != "proto" && codec != "json" {
+		codec = ""
+	}
+	return codec, encoding, enveloped
+}
+
+// sniffAppend reads up to sniffPrefix bytes of r's message (its body; with
+// gRPC, the first envelope's), and returns the stream the message names
+// first (sniffMessage). r.Body is given back whole.
+func sniffAppend(r *http.Request) (name string, ok bool, err error) {
+	codec, encoding, enveloped := appendCoding(r.Header)
+	if codec == "" {
 		return "", false, nil
 	}
 	head := 0
@@ -135,6 +183,15 @@ func sniffAppend(r *http.Request) (name string, ok bool, err error) {
 			msg, complete = msg[:size], true
 		}
 	}
+	return sniffMessage(codec, encoding, msg, complete)
+}
+
+// sniffMessage is the stream an append message names first, read from
+// msg, its first bytes as sent (complete: all of them), inflated up to
+// sniffPrefix when gzipped; ok is false when the whole message fits in
+// sniffPrefix (the stash's check does) or when its encoding is not one the
+// server reads (Connect refuses it).
+func sniffMessage(codec, encoding string, msg []byte, complete bool) (name string, ok bool, err error) {
 	switch encoding {
 	case "", "identity":
 	case "gzip":
@@ -164,7 +221,10 @@ func sniffAppend(r *http.Request) (name string, ok bool, err error) {
 	} else {
 		name, err = jsonFirstStream(msg)
 	}
-	return name, err == nil, err
+	if err != nil {
+		return "", false, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return name, true, nil
 }
 
 // protoFirstStream is the stream of an encoded AppendRequest prefix whose

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -171,4 +173,71 @@ func FuzzFirstStream(f *testing.F) {
 			t.Fatalf("%q: %v, want ErrStreamNotFirst or ErrMalformedAppend", b, err)
 		}
 	})
+}
+
+// TestAppendSessionStreamFirst (ADR 0074): an AppendSession message over
+// 64 KiB is authorized on the stream it names first before the rest of it
+// is read: the client's messages of 100 KiB land, and a session whose
+// JSON message names its stream after its records ends invalid_argument.
+func TestAppendSessionStreamFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := newNode(t, newMeta(t), "star-0", true, nil)
+	_, err := newClient(t, n, adminTok).CreateStream(ctx, "logs/s", client.CreateOptions{})
+	must(t, err)
+	s, err := newClient(t, n, appendTok).OpenAppendSession(ctx, "logs/s")
+	must(t, err)
+	defer s.Close()
+	rs := make([]client.Record, 100)
+	for i := range rs {
+		rs[i] = client.Record{Body: bytes.Repeat([]byte("s"), 1<<10)}
+	}
+	for range 3 {
+		must(t, s.Submit(rs, client.AppendOptions{}))
+	}
+	for range 3 {
+		if a := <-s.Acks(); a.Err != nil {
+			t.Fatalf("a 100 KiB session message naming its stream first: %v", a.Err)
+		}
+	}
+	body := bigJSON("logs/s", false, "")
+	env := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
+	code := sessionCode(t, n, appendTok, append(env, body...))
+	if code != "invalid_argument" {
+		t.Fatalf("a session message naming its stream after 100 KiB of records: %q, want invalid_argument", code)
+	}
+}
+
+// sessionCode posts body (enveloped JSON messages) as an AppendSession
+// over Connect and returns its end's error code ("" for none).
+func sessionCode(t *testing.T, n *node, token string, body []byte) string {
+	t.Helper()
+	req, err := http.NewRequest("POST", n.ts.URL+"/strand.v1.StrandService/AppendSession", bytes.NewReader(body))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	tr := &http.Transport{Protocols: new(http.Protocols)} // h2c: a bidi stream needs HTTP/2
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	must(t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	for len(raw) >= 5 {
+		size := int(binary.BigEndian.Uint32(raw[1:5]))
+		if 5+size > len(raw) {
+			break
+		}
+		if raw[0]&2 != 0 { // end of stream
+			var end struct{ Error *struct{ Code string } }
+			must(t, json.Unmarshal(raw[5:5+size], &end))
+			if end.Error == nil {
+				return ""
+			}
+			return end.Error.Code
+		}
+		raw = raw[5+size:]
+	}
+	t.Fatalf("no end of stream in the answer (status %d)", res.StatusCode)
+	return ""
 }
