@@ -211,14 +211,7 @@ func TestFetchAnswerHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.MaxBytes = 4, 100<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "t"
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.PartitionMaxBytes = 100 << 20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := fetchT(100<<20, 100<<20)
 	cn := &conn{s: s, remote: "test", ctx: s.ctx, stop: s.ctx, authed: true}
 	r := &request{kreq: req, tenant: "a"}
 	resp, err := cn.handleNow(r)
