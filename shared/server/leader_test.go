@@ -49,6 +49,13 @@ func TestRefusalAfterTakeoverNamesLeader(t *testing.T) {
 	_, err := c.Append(ctx, "logs/t", recs(3, "x"), client.AppendOptions{})
 	must(t, err)
 	must(t, a.star.Quiesce(ctx))
+	// While the metastore still names star-0 (and no drain runs): no
+	// Leader detail, which the Kafka front end would take for the
+	// drain's and hold the produce (ADR 0071).
+	_, err = a.srv.Submit(ctx, &strandv1.AppendRequest{Stream: "logs/t", Records: []*strandv1.AppendRecord{{Body: []byte("z")}}})
+	if l, ok := client.LeaderOf(err); connect.CodeOf(err) != connect.CodeUnavailable || ok {
+		t.Fatalf("Submit to the quiesced star still named leader: %v; leader %+v, want unavailable without a Leader detail", err, l)
+	}
 	must(t, meta.MoveStream(ctx, "logs/t", st.ID, "star-0", "star-1"))
 
 	// Submit, the Kafka front end's path, names star-1 first.

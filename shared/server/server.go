@@ -416,22 +416,25 @@ func (s *Server) notLeader(leader string, err error) error {
 }
 
 // starGone reports whether err is the star's refusal because it no
-// longer serves: closed or quiesced, its lease lost to a successor, or
-// its epoch halted. Nothing of the refused call was written.
+// longer serves: closed or quiesced, or its lease lost. Nothing of the
+// refused call was written. (A halted epoch is not: the star recovers it,
+// or its successor, of the same id, does.)
 func starGone(err error) bool {
-	return errors.Is(err, star.ErrClosed) || errors.Is(err, star.ErrNotLeader) || errors.Is(err, star.ErrHalted)
+	return errors.Is(err, star.ErrClosed) || errors.Is(err, star.ErrNotLeader)
 }
 
 // leaderNow is err, the star's refusal of a call on stream name, as
 // toConnect answers it; but a refusal because the star no longer serves
-// (starGone) is unavailable with a Leader detail, as every other such
-// answer is: the metastore's leader of the stream now. Another star (a
-// move or a takeover written since; the server forgets it led the
-// stream) sends the client there; this star's own id means its successor
-// takes the same id over, as the drain says (drainErr), and a client
-// retries here. Without the detail a client retried the old star until
-// its deadline, and the Kafka front end answered REQUEST_TIMED_OUT, which
-// a producer retries on the same broker without a metadata refresh.
+// (starGone) while the metastore names another star (a move or a
+// takeover written since) is unavailable with a Leader detail naming it,
+// as every other such answer is, and the server forgets it led the
+// stream; during a drain it is the drain's answer (drainErr, naming this
+// star, whose successor takes the same id over). Without the detail a
+// client retried the old star until its deadline, and the Kafka front end
+// answered REQUEST_TIMED_OUT, which a producer retries on the same broker
+// without a metadata refresh. A refusal naming this star otherwise is
+// answered as before, without a detail: the Kafka front end takes one
+// naming this star for the drain's and holds the produce (ADR 0071).
 func (s *Server) leaderNow(ctx context.Context, name string, err error) error {
 	if !starGone(err) {
 		return toConnect(err)
@@ -445,7 +448,7 @@ func (s *Server) leaderNow(ctx context.Context, name string, err error) error {
 		if s.shutdown.refusing.Load() {
 			return s.drainErr()
 		}
-		return s.notLeader(self, fmt.Errorf("star %s no longer serves stream %q (its successor takes it over); retry: %w", self, name, err))
+		return toConnect(err)
 	}
 	s.mu.Lock()
 	delete(s.led, name)
