@@ -131,11 +131,13 @@ func TestStalledHTTP1ReaderCut(t *testing.T) {
 }
 
 // TestSlowHTTP1ReaderNotCut: a client that reads slowly but steadily (32
-// KiB every 100 ms, about half a 64 KiB chunk per write timeout of 1 s at
-// the least) keeps its session: after 3 s its handler still runs and
-// bytes keep coming.
+// KiB every 100 ms, a 64 KiB chunk in about 0.2 s) keeps its session
+// under a write timeout of 2 s: after 3 s its handler still runs and
+// bytes keep coming. Without TCP_NOTSENT_LOWAT a write stayed blocked
+// over 3 s at that rate (Linux wakes a writer once a third of the send
+// buffer is free), and this failed.
 func TestSlowHTTP1ReaderNotCut(t *testing.T) {
-	addr, returned := boundedNode(t, time.Second)
+	addr, returned := boundedNode(t, 2*time.Second)
 	c := dialSmall(t, addr)
 	rawReadSession(t, c)
 	buf := make([]byte, 32<<10)
