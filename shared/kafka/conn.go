@@ -21,6 +21,10 @@ type conn struct {
 	c      net.Conn
 	remote string
 	ctx    context.Context // carries the grant once authenticated
+	stop   context.Context // ends with the connection: a wait for the held budget gives up
+	// authBy is when a connection not yet authenticated is closed
+	// (Limits.AuthDeadline).
+	authBy time.Time
 	authed bool
 	mech   string // the SASL mechanism the handshake chose
 	token  string // the SASL password, a strand token (rechecked per request)
@@ -30,7 +34,9 @@ func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
 	s.meters.conns.Add(1)
 	defer s.meters.conns.Add(-1)
-	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx}
+	stop, end := context.WithCancel(s.ctx)
+	defer end()
+	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx, stop: stop, authBy: time.Now().Add(s.lim.AuthDeadline)}
 	if s.cfg.Auth == nil {
 		cn.authed = true // no authentication anywhere (tests)
 	} else if s.cfg.AnonymousLoopback && isLoopback(c.RemoteAddr()) {
@@ -49,19 +55,23 @@ func (s *Server) serveConn(c net.Conn) {
 		defer close(done)
 		var buf []byte
 		abandon := func() {
+			end()
 			c.Close() // the reader stops too
 			for a := range out {
 				a.resolve() // still wait: an admitted append's ack is not abandoned early
+				s.held.put(a.tenant, a.held)
 			}
 		}
 		for a := range out {
 			resp := a.resolve()
 			s.meters.served(a.key, s.clk.Now().Sub(a.at))
 			if resp == nil {
+				s.held.put(a.tenant, a.held)
 				continue // acks=0 produce: no response
 			}
 			if resp == hangUp {
 				s.log.Debug("kafka: produce refused by the drain; closing the connection", "remote", cn.remote)
+				s.held.put(a.tenant, a.held)
 				abandon()
 				return
 			}
@@ -76,7 +86,9 @@ func (s *Server) serveConn(c net.Conn) {
 			// blocked here, the writer would stop the reader too (its
 			// queue full), so the read deadline would never fire.
 			c.SetWriteDeadline(time.Now().Add(s.lim.IdleTimeout))
-			if _, err := c.Write(buf); err != nil {
+			_, err := c.Write(buf)
+			s.held.put(a.tenant, a.held) // answered (or the connection is done)
+			if err != nil {
 				abandon()
 				return
 			}
@@ -98,13 +110,14 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		at := s.clk.Now()
-		resolve, err := cn.handle(req)
+		resolve, err := cn.handle(&req)
 		if err != nil {
+			s.held.put(req.tenant, req.held)
 			s.meters.refused.Inc()
 			s.log.Info("kafka: request refused; closing the connection", "remote", cn.remote, "key", req.kreq.Key(), "err", err.Error())
 			return
 		}
-		out <- answer{corr: req.corr, key: req.kreq.Key(), at: at, resolve: resolve}
+		out <- answer{corr: req.corr, key: req.kreq.Key(), at: at, resolve: resolve, tenant: req.tenant, held: req.held}
 	}
 }
 
@@ -119,6 +132,10 @@ type answer struct {
 	key     int16
 	at      time.Time // when the request was read
 	resolve func() kmsg.Response
+	// tenant and held: the request's bytes in the held budget, put back
+	// once the answer is written.
+	tenant string
+	held   int64
 }
 
 // hangUp is the answer that closes the connection instead of a response:
@@ -139,16 +156,41 @@ type request struct {
 	kreq     kmsg.Request
 	corr     int32
 	clientID string
+	tenant   string // whose share of the held budget holds it
+	held     int64  // its bytes there
 }
 
 // ErrRequest: a request the front end cannot decode or will not read; the
 // connection is closed.
 var ErrRequest = errors.New("kafka: bad request")
 
+// unauthenticated is the held budget's tenant of connections before SASL.
+const unauthenticated = "\x00unauthenticated"
+
+// tenant is whose share of the held budget cn's requests take.
+func (cn *conn) tenant() string {
+	if !cn.authed {
+		return unauthenticated
+	}
+	g, _ := auth.FromContext(cn.ctx)
+	return g.Tenant
+}
+
+// readBy is the read deadline of cn's next bytes: the idle timeout from
+// now, or the authentication deadline while it has not authenticated.
+func (cn *conn) readBy() time.Time {
+	by := time.Now().Add(cn.s.lim.IdleTimeout)
+	if !cn.authed && cn.authBy.Before(by) {
+		by = cn.authBy
+	}
+	return by
+}
+
 // readRequest reads one request, bounding it by its API key before its
-// body is read (see Limits).
+// body is read (see Limits), and waits for room in the held budget
+// before it reads the body (held.go).
 func (cn *conn) readRequest() (request, error) {
-	cn.c.SetReadDeadline(time.Now().Add(cn.s.lim.IdleTimeout))
+	cn.c.SetReadDeadline(cn.readBy())
 	var hdr [6]byte
 	if _, err := io.ReadFull(cn.c, hdr[:]); err != nil {
 		return request{}, err
@@ -156,19 +198,32 @@ func (cn *conn) readRequest() (request, error) {
 	size := int64(binary.BigEndian.Uint32(hdr[:4]))
 	key := int16(binary.BigEndian.Uint16(hdr[4:]))
 	max := cn.s.lim.MaxRequestBytes
-	if key == 0 {
-		max = cn.s.lim.MaxProduceBytes
+	if key == 0 && cn.authed {
+		max = cn.s.lim.MaxProduceBytes // a produce before SASL is refused: no more than any request
 	}
 	if size < 2 || size > int64(max) {
 		return request{}, fmt.Errorf("%w: %d bytes for key %d (at most %d)", ErrRequest, size, key, max)
 	}
-	body := make([]byte, size)
-	copy(body, hdr[4:])
-	// The body may come slowly; it still must come within the idle time.
-	if _, err := io.ReadFull(cn.c, body[2:]); err != nil {
+	tenant, held := cn.tenant(), cn.s.held.charge(size)
+	if err := cn.s.held.take(cn.stop, tenant, held); err != nil {
 		return request{}, err
 	}
-	return ParseRequest(body)
+	body := make([]byte, size)
+	copy(body, hdr[4:])
+	// The body may come slowly; it still must come within the idle time
+	// (from now: the wait for the budget does not count).
+	cn.c.SetReadDeadline(cn.readBy())
+	if _, err := io.ReadFull(cn.c, body[2:]); err != nil {
+		cn.s.held.put(tenant, held)
+		return request{}, err
+	}
+	req, err := ParseRequest(body)
+	if err != nil {
+		cn.s.held.put(tenant, held)
+		return request{}, err
+	}
+	req.tenant, req.held = tenant, held
+	return req, nil
 }
 
 // ParseRequest decodes a request's header and body (a frame without its
@@ -275,7 +330,7 @@ var versions = map[int16]struct{ min, max int16 }{
 
 // handle serves one request and returns its answer to come; an error
 // closes the connection.
-func (cn *conn) handle(req request) (func() kmsg.Response, error) {
+func (cn *conn) handle(req *request) (func() kmsg.Response, error) {
 	if p, ok := req.kreq.(*kmsg.ProduceRequest); ok && cn.authed {
 		if err := cn.recheck(); err != nil {
 			return nil, err
@@ -290,7 +345,7 @@ func (cn *conn) handle(req request) (func() kmsg.Response, error) {
 }
 
 // handleNow answers every request but Produce.
-func (cn *conn) handleNow(req request) (kmsg.Response, error) {
+func (cn *conn) handleNow(req *request) (kmsg.Response, error) {
 	switch r := req.kreq.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return handleApiVersions(r), nil
@@ -311,7 +366,16 @@ func (cn *conn) handleNow(req request) (kmsg.Response, error) {
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, r), nil
 	case *kmsg.FetchRequest:
+		// The answer is held until written: its bound is taken from the
+		// held budget first, and what it did not fill is given back.
+		bound := s.held.charge(int64(fetchBudget(r, s.lim.MaxFetchBytes)))
+		if err := s.held.take(cn.stop, req.tenant, bound); err != nil {
+			return nil, err
+		}
 		resp := s.fetch(ctx, r)
+		keep := min(bound, fetchedBytes(resp))
+		s.held.put(req.tenant, bound-keep)
+		req.held += keep
 		if ctx.Err() != nil {
 			// Cut by Close (a drain): its partitions may carry the cut's
 			// errors, which a client would act on (kgo: a metadata

@@ -12,7 +12,10 @@
 // are acknowledged (durable in object storage), an idempotent batch is an
 // exactly-once append, a token's prefix and operations bound what a
 // client may touch, and every request is bounded before work is spent on
-// it (Limits).
+// it (Limits): the bytes of requests read and not yet answered are taken
+// from one budget across connections, half of it at most per tenant, and
+// a connection whose request does not fit is not read until answers free
+// room (held.go).
 //
 // # Topics
 //

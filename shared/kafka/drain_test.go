@@ -339,24 +339,31 @@ func TestDrainHandoverKgoDefaults(t *testing.T) {
 	}
 }
 
+// fetchT is a Fetch (version 4) of partition 0 of "t" from offset 0.
+func fetchT(maxBytes, partMax int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes = 4, maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = partMax
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // TestCloseHangsUpFetch: a fetch that Close cut short (its long poll,
 // or its reads, ended by the front end's context) gets no answer, so a
 // client does not act on the cut's errors and fetches again after a
 // reconnect (ADR 0071; before, it was answered, and this failed).
 func TestCloseHangsUpFetch(t *testing.T) {
 	s, _ := serveFront(t, newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), "")
-	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 4, 10_000, 1, 1<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "t"
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.PartitionMaxBytes = 1 << 20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	cn := &conn{s: s, remote: "test", ctx: s.ctx, authed: true}
+	req := fetchT(1<<20, 1<<20)
+	req.MaxWaitMillis, req.MinBytes = 10_000, 1
+	cn := &conn{s: s, remote: "test", ctx: s.ctx, stop: s.ctx, authed: true}
 	got := make(chan kmsg.Response, 1)
 	go func() {
-		resp, err := cn.handleNow(request{kreq: req})
+		resp, err := cn.handleNow(&request{kreq: req})
 		if err != nil {
 			t.Error(err)
 		}

@@ -35,6 +35,31 @@ type fetchPart struct {
 	stream           string // the partition's stream, once read
 }
 
+// fetchBudget is the most a Fetch's answer holds: its MaxBytes (0:
+// Kafka's consumer default, 50 MiB), at most maxFetch (Limits).
+func fetchBudget(r *kmsg.FetchRequest, maxFetch int) int {
+	budget := int(r.MaxBytes)
+	if budget <= 0 {
+		budget = 52428800 // Kafka's fetch.max.bytes default
+	}
+	return min(budget, maxFetch)
+}
+
+// fetchedBytes is the record bytes a Fetch's answer holds.
+func fetchedBytes(resp kmsg.Response) int64 {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	var n int64
+	for _, t := range fr.Topics {
+		for _, p := range t.Partitions {
+			n += int64(len(p.RecordBatches))
+		}
+	}
+	return n
+}
+
 // fetch answers Fetch: records from each partition's offset, at most its
 // max bytes (but at least one batch), the whole at most MaxBytes; with
 // fewer than MinBytes it waits for more up to MaxWaitMillis (capped by
@@ -62,10 +87,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 	}
 	wait := min(time.Duration(max(r.MaxWaitMillis, 0))*time.Millisecond, s.lim.MaxWait)
 	deadline := s.clk.Now().Add(wait)
-	budget := int(r.MaxBytes)
-	if budget <= 0 {
-		budget = 52428800 // Kafka's fetch.max.bytes default
-	}
+	budget := fetchBudget(r, s.lim.MaxFetchBytes)
 	total, first := 0, true
 	for {
 		for _, p := range parts {

@@ -21,10 +21,24 @@ type Limits struct {
 	MaxDecompressedBytes int
 	// MaxConns bounds the open connections (default 1024).
 	MaxConns int
+	// MaxHeldBytes bounds the request bytes the front end holds across
+	// connections, read and not yet answered (default 256 MiB); one tenant
+	// holds at most half. A connection whose next request does not fit
+	// stops being read until answers free room (held.go).
+	MaxHeldBytes int
 	// IdleTimeout closes a connection that sends nothing this long, or
 	// that reads none of an answer this long (a write deadline; default
 	// 10 min, Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// MaxFetchBytes caps a Fetch's answer, whatever its MaxBytes asks
+	// (default 55 MiB, as Kafka's broker setting fetch.max.bytes); the
+	// answer's bytes are held in MaxHeldBytes until it is written.
+	MaxFetchBytes int
+	// AuthDeadline closes a connection that has not authenticated (SASL)
+	// this long after it was accepted (default 10 s, as the API's
+	// server.ConnLimits.AuthDeadline): strangers hold connections, of
+	// MaxConns, no longer than that. Without Config.Auth it does not apply.
+	AuthDeadline time.Duration
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
 	// MaxOffsetRecords bounds the offsets stream's replay: past this many
@@ -40,7 +54,10 @@ const (
 	DefaultMaxBatchRecords      = 1 << 16
 	DefaultMaxDecompressedBytes = 16 << 20
 	DefaultMaxConns             = 1024
+	DefaultMaxHeldBytes         = 256 << 20
+	DefaultMaxFetchBytes        = 55 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
+	DefaultAuthDeadline         = 10 * time.Second
 	DefaultMaxWait              = 30 * time.Second
 	DefaultMaxOffsetRecords     = 10_000
 )
@@ -56,9 +73,14 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxBatchRecords, DefaultMaxBatchRecords)
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
+	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.AuthDeadline <= 0 {
+		l.AuthDeadline = DefaultAuthDeadline
 	}
 	if l.MaxWait <= 0 {
 		l.MaxWait = DefaultMaxWait

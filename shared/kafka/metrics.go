@@ -12,6 +12,7 @@ import (
 // operations.md, "Kafka front end"). Created once; read-only after.
 type meters struct {
 	conns    *metrics.Gauge
+	held     *metrics.Gauge
 	refused  *metrics.Counter
 	requests map[int16]*metrics.Counter
 	seconds  map[int16]*metrics.Histogram
@@ -23,6 +24,7 @@ func newMeters(reg *metrics.Registry) *meters {
 	}
 	m := &meters{
 		conns:    reg.Gauge("strand_kafka_connections", "open Kafka client connections"),
+		held:     reg.Gauge("strand_kafka_held_request_bytes", "bytes of Kafka requests read and not yet answered (Limits.MaxHeldBytes)"),
 		refused:  reg.Counter("strand_kafka_refused_total", "Kafka connections closed for a request past its bounds, undecodable, unserved or before SASL"),
 		requests: map[int16]*metrics.Counter{},
 		seconds:  map[int16]*metrics.Histogram{},

@@ -12,9 +12,6 @@ import (
 
 	"github.com/strandlog/strand/shared/client"
 	"github.com/strandlog/strand/shared/kafka"
-	"github.com/strandlog/strand/shared/node"
-	"github.com/strandlog/strand/shared/star"
-	"github.com/strandlog/strand/tests/testproc"
 )
 
 // TestMovedPartitionFollowsItsLeader: two stars on shared bucket sets,
@@ -24,23 +21,9 @@ import (
 // retriable NOT_LEADER_OR_FOLLOWER, the client finds the partition on
 // star-b from Metadata, and every record lands once, in order.
 func TestMovedPartitionFollowsItsLeader(t *testing.T) {
-	s := newStores()
-	ka, kb := testproc.FreeAddr(t), testproc.FreeAddr(t)
+	_, ka, kb, start := twoBrokers(t)
 	peers := map[string]map[string]string{"star-a": {}, "star-b": {}}
-	start := func(id, kafkaAddr string) *node.Node {
-		cfg := star.Defaults()
-		cfg.StarID = id
-		cfg.Express.Buckets, cfg.Standard.Buckets = s.exp, s.std
-		cfg.Standard.FlushDeadline = time.Millisecond
-		n, err := node.Start(context.Background(), node.Config{Star: cfg, Meta: s.meta, Settled: s.settled, Addr: "127.0.0.1:0", NoAuth: true, Peers: peers[id],
-			Kafka: node.KafkaConfig{Addr: kafkaAddr, Brokers: map[string]string{"star-a": ka, "star-b": kb}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.Close)
-		return n
-	}
-	na, nb := start("star-a", ka), start("star-b", kb)
+	na, nb := start("star-a", peers["star-a"]), start("star-b", peers["star-b"])
 	peers["star-a"]["star-b"], peers["star-b"]["star-a"] = nb.Endpoint(), na.Endpoint()
 	createTopic(t, ka, "moving", 1, nil)
 

@@ -99,6 +99,7 @@ type Server struct {
 	closed    bool
 	wg        sync.WaitGroup
 	advertise string
+	held      *heldBudget // request bytes read and not yet answered (held.go)
 }
 
 // New builds a front end; Serve runs it on a listener.
@@ -119,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 		conns: map[net.Conn]struct{}{}, pids: newProducers()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.meters = newMeters(cfg.Metrics)
+	s.held = newHeldBudget(int64(s.lim.MaxHeldBytes), s.meters.held)
 	s.topics = &topicCache{core: cfg.Core, clk: s.clk}
 	s.groups = newCoordinator(s)
 	return s, nil

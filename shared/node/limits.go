@@ -21,6 +21,7 @@ import (
 //	--max-streams-per-tenant            0   Limits.MaxStreamsPerTenant (0: unlimited)
 //	--append-bytes-per-sec-per-tenant   0   Limits.AppendBytesPerSecPerTenant (0: unlimited)
 //	--append-burst-bytes-per-tenant     0   Limits.AppendBurstBytesPerTenant
+//	--write-timeout                   30s   Limits.WriteTimeout
 //
 // Zero fields of c are set to those defaults first. CheckLimits says
 // what is wrong with a value given.
@@ -30,6 +31,9 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = server.DefaultMaxConns
+	}
+	if c.Limits.WriteTimeout == 0 {
+		c.Limits.WriteTimeout = server.DefaultWriteTimeout
 	}
 	if c.SourceRate == (auth.Rate{}) {
 		c.SourceRate = auth.DefaultSourceRate
@@ -45,6 +49,7 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.GlobalRate.Burst, "token-lookup-burst", c.GlobalRate.Burst, "burst of --token-lookups")
 	fs.IntVar(&c.Limits.MaxStreamsPerTenant, "max-streams-per-tenant", c.Limits.MaxStreamsPerTenant, "streams one tenant (a root token and the tokens minted under it) may have, counted under its root token's prefix; past it CreateStream is resource_exhausted, not retriable (0: unlimited)")
 	fs.Int64Var(&c.Limits.AppendBytesPerSecPerTenant, "append-bytes-per-sec-per-tenant", c.Limits.AppendBytesPerSecPerTenant, "metered bytes one tenant may append a second on this star; past it an append is resource_exhausted, retriable later (0: unlimited)")
+	fs.DurationVar(&c.Limits.WriteTimeout, "write-timeout", c.Limits.WriteTimeout, "a call whose client takes none of a response write (64 KiB) or flush for this long is ended and its resources released (a reader that stopped reading)")
 	fs.Int64Var(&c.Limits.AppendBurstBytesPerTenant, "append-burst-bytes-per-tenant", c.Limits.AppendBurstBytesPerTenant, "burst of --append-bytes-per-sec-per-tenant (at least a second's rate and 1 MiB)")
 }
 
@@ -57,6 +62,8 @@ func (c *Config) CheckLimits() error {
 		return fmt.Errorf("node: --max-sessions-per-token must be positive, got %d", c.Limits.MaxSessionsPerToken)
 	case c.MaxConns < 0:
 		return fmt.Errorf("node: --max-conns must be positive, got %d", c.MaxConns)
+	case c.Limits.WriteTimeout < 0:
+		return fmt.Errorf("node: --write-timeout must be positive, got %s", c.Limits.WriteTimeout)
 	case c.Limits.MaxStreamsPerTenant < 0, c.Limits.AppendBytesPerSecPerTenant < 0, c.Limits.AppendBurstBytesPerTenant < 0:
 		return fmt.Errorf("node: --max-streams-per-tenant, --append-bytes-per-sec-per-tenant and --append-burst-bytes-per-tenant must not be negative (0: unlimited), got %d, %d and %d",
 			c.Limits.MaxStreamsPerTenant, c.Limits.AppendBytesPerSecPerTenant, c.Limits.AppendBurstBytesPerTenant)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -45,7 +46,8 @@ func TestLimitFlags(t *testing.T) {
 	d.BindLimitFlags(flag.NewFlagSet("dev", flag.ContinueOnError))
 	if d.Limits.MaxSessionsPerToken != 1000 || d.MaxConns != 1024 || d.SourceRate != (auth.Rate{PerSecond: 50, Burst: 200}) ||
 		d.GlobalRate != (auth.Rate{PerSecond: 500, Burst: 2000}) ||
-		d.Limits.MaxStreamsPerTenant != 0 || d.Limits.AppendBytesPerSecPerTenant != 0 { // quotas: unlimited
+		d.Limits.MaxStreamsPerTenant != 0 || d.Limits.AppendBytesPerSecPerTenant != 0 || // quotas: unlimited
+		d.Limits.WriteTimeout != server.DefaultWriteTimeout {
 		t.Fatalf("defaults changed: %+v %d %+v %+v", d.Limits, d.MaxConns, d.SourceRate, d.GlobalRate)
 	}
 	for _, bad := range []func(*Config){
@@ -53,6 +55,7 @@ func TestLimitFlags(t *testing.T) {
 		func(c *Config) { c.GlobalRate = auth.Rate{PerSecond: 1, Burst: 0} },
 		func(c *Config) { c.Limits.MaxSessionsPerToken = -1 },
 		func(c *Config) { c.MaxConns = -3 },
+		func(c *Config) { c.Limits.WriteTimeout = -time.Second },
 		func(c *Config) { c.Limits.MaxStreamsPerTenant = -1 },
 		func(c *Config) { c.Limits.AppendBytesPerSecPerTenant = -1 },
 		func(c *Config) { c.Limits.AppendBurstBytesPerTenant = -1 },

@@ -38,6 +38,10 @@ func (s *Server) authorizeAppend(ctx context.Context, m *strandv1.AppendRequest)
 	if err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	if first, ok := sniffedStream(ctx); ok && name != first {
+		// Authorized on the first before the body was read (sniff.go).
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: it names stream %q first and %q after", ErrStreamNotFirst, first, name))
+	}
 	return s.authorize(ctx, auth.Append, name)
 }
 

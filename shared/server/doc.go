@@ -121,7 +121,11 @@
 // once (64 MiB of encoded bytes and, for an append, an upper bound of what
 // it decodes to, taken before it is decoded; AppendSession messages
 // included: stream_budget.go, decode_budget.go), and the sessions one
-// tenant holds open (1000). NewHTTPServer bounds headers (10 s, 64 KiB),
+// tenant holds open (1000), and each response write: 64 KiB at a time
+// under a write deadline (30 s; writebound.go), so a client that stops
+// reading is cut off and its call's resources released. An Append's
+// stream is authorized from the first 64 KiB of its message before the
+// rest of its body is read (sniff.go). NewHTTPServer bounds headers (10 s, 64 KiB),
 // idle connections (2 min) and HTTP/2 streams per connection (100);
 // NewListener (conns.go) bounds connections (1024, 256 per source, 10 s
 // to authenticate; the oldest stranger, else the longest idle, is shed for

@@ -8,3 +8,15 @@ func StreamsHeld(s *Server) int {
 	defer s.mu.Unlock()
 	return len(s.led) + len(s.opened) + len(s.opening) + len(s.draining)
 }
+
+// SetLimits replaces s's limits: Handler builds its bounds from them.
+func SetLimits(s *Server, l Limits) { s.cfg.Limits = l }
+
+// FirstStream is the stream an encoded append's prefix names first (JSON
+// or protobuf; sniff.go).
+func FirstStream(isJSON bool, b []byte) (string, error) {
+	if isJSON {
+		return jsonFirstStream(b)
+	}
+	return protoFirstStream(b)
+}

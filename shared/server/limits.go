@@ -38,6 +38,13 @@ type Limits struct {
 	// from the end of its headers (0: DefaultBodyTimeout). A body that
 	// trickles in slower is cut off.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds each write of a response, at most writeChunk
+	// bytes (64 KiB), and each flush (0: DefaultWriteTimeout): a client
+	// that takes none of a chunk for this long (a full socket, an HTTP/2
+	// window it does not grant) is cut off, its call ended and what it
+	// held released (writebound.go). A reader that keeps taking bytes is
+	// never cut off: the deadline is renewed before every chunk.
+	WriteTimeout time.Duration
 	// MaxSmallMessageBytes bounds one request message of every procedure
 	// but Append and AppendSession, whose largest legal message is tens of
 	// bytes to a few KiB (0: DefaultMaxSmallMessageBytes).
@@ -87,6 +94,7 @@ const (
 	DefaultMaxDecodingBytes     = 64 << 20
 	DefaultDecodeWait           = 5 * time.Second
 	DefaultBodyTimeout          = 30 * time.Second
+	DefaultWriteTimeout         = 30 * time.Second
 	DefaultMaxSessionsPerToken  = 1000
 	DefaultSessionRecheck       = time.Second
 	// DefaultReadHeaderTimeout bounds reading a request's headers.
@@ -109,6 +117,7 @@ func (l Limits) withDefaults() Limits {
 	l.DecodeWait = positiveOr(l.DecodeWait, DefaultDecodeWait)
 	l.MaxBodyBytes = positiveOr(l.MaxBodyBytes, int64(l.MaxMessageBytes)+64<<10)
 	l.BodyTimeout = positiveOr(l.BodyTimeout, DefaultBodyTimeout)
+	l.WriteTimeout = positiveOr(l.WriteTimeout, DefaultWriteTimeout)
 	l.SessionRecheck = positiveOr(l.SessionRecheck, DefaultSessionRecheck)
 	l.MaxSessionsPerToken = positiveOr(l.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
 	return l
@@ -211,7 +220,8 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, _ := auth.FromContext(r.Context())
 		if r.URL.Path == strandv1connect.StrandServiceAppendSessionProcedure {
-			sb := &streamBudget{ReadCloser: r.Body, share: share{b: budget, tenant: g.Tenant, wait: l.DecodeWait}, max: int64(l.MaxMessageBytes)}
+			sb := &streamBudget{ReadCloser: r.Body, share: share{b: budget, tenant: g.Tenant, wait: l.DecodeWait}, max: int64(l.MaxMessageBytes),
+				sniff: sessionSniffer(r)} // each message's stream before its rest (sniff.go)
 			defer sb.done()
 			r.Body = sb
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(sb))))
@@ -241,6 +251,17 @@ func (l Limits) limitBody(next http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(l.BodyTimeout))
 		r.Body = &deadlineBody{ReadCloser: http.MaxBytesReader(w, r.Body, max), rc: rc, r: r}
+		if r.URL.Path == strandv1connect.StrandServiceAppendProcedure {
+			// The stream before the rest of the body (sniff.go).
+			var err error
+			if r, err = authorizeSniffed(r); err != nil {
+				if r.ProtoMajor == 1 {
+					w.Header().Set("Connection", "close") // do not drain the body
+				}
+				_ = ew.Write(w, r, err)
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), budgetKey{}, held(hb))))
 	})
 }
@@ -378,7 +399,9 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 
 // NewHTTPServer returns the API's HTTP server (HTTP/1.1 and HTTP/2, with
 // and without TLS) with bounded headers, idle connections and streams per
-// connection. Bodies are bounded by the handler (Limits).
+// connection, and an HTTP/2 connection closed when no byte of it can be
+// written for DefaultWriteTimeout. Bodies and response writes are bounded
+// by the handler (Limits).
 func NewHTTPServer(h http.Handler) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
@@ -386,8 +409,8 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		Protocols:         new(http.Protocols),
-		ConnContext:       withConn, // the call's connection, marked once a call authenticates (conns.go)
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams},
+		ConnContext:       connContext, // the call's connection, marked once a call authenticates (conns.go); its unsent bytes bounded (writebound.go)
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams, WriteByteTimeout: DefaultWriteTimeout},
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)

@@ -133,7 +133,7 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 		// Drained by a move or a delete that finished meanwhile.
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream %q is being moved or deleted by another call; look it up again: %w", name, err))
 	case err != nil:
-		return nil, toConnect(fmt.Errorf("seal stream %q for star %s: %w", name, to, err))
+		return nil, s.leaderNow(ctx, name, fmt.Errorf("seal stream %q for star %s: %w", name, to, err))
 	}
 	if err := s.finishMove(ctx, st, id, to); err != nil {
 		return nil, err

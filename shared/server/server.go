@@ -182,7 +182,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.Handle("/"+strandv1connect.StrandServiceName+"/", small) // unknown methods: Unimplemented
 	s.mountTooling(mux, l.handlerOptions(l.MaxSmallMessageBytes)...)
-	return s.guard(mux, calls)
+	return boundWrites(l.WriteTimeout, s.guard(mux, calls)) // writebound.go
 }
 
 // AdminHandler serves /metrics (the star's registry) and /healthz: 200 and
@@ -413,6 +413,47 @@ func (s *Server) notLeader(leader string, err error) error {
 		ce.AddDetail(d)
 	}
 	return ce
+}
+
+// starGone reports whether err is the star's refusal because it no
+// longer serves: closed or quiesced, or its lease lost. Nothing of the
+// refused call was written. (A halted epoch is not: the star recovers it,
+// or its successor, of the same id, does.)
+func starGone(err error) bool {
+	return errors.Is(err, star.ErrClosed) || errors.Is(err, star.ErrNotLeader)
+}
+
+// leaderNow is err, the star's refusal of a call on stream name, as
+// toConnect answers it; but a refusal because the star no longer serves
+// (starGone) while the metastore names another star (a move or a
+// takeover written since) is unavailable with a Leader detail naming it,
+// as every other such answer is, and the server forgets it led the
+// stream; during a drain it is the drain's answer (drainErr, naming this
+// star, whose successor takes the same id over). Without the detail a
+// client retried the old star until its deadline, and the Kafka front end
+// answered REQUEST_TIMED_OUT, which a producer retries on the same broker
+// without a metadata refresh. A refusal naming this star otherwise is
+// answered as before, without a detail: the Kafka front end takes one
+// naming this star for the drain's and holds the produce (ADR 0071).
+func (s *Server) leaderNow(ctx context.Context, name string, err error) error {
+	if !starGone(err) {
+		return toConnect(err)
+	}
+	st, gerr := s.cfg.Meta.GetStream(ctx, name)
+	if gerr != nil || st.Star == "" {
+		return toConnect(err)
+	}
+	self := s.cfg.Star.ID()
+	if st.Star == self {
+		if s.shutdown.refusing.Load() {
+			return s.drainErr()
+		}
+		return toConnect(err)
+	}
+	s.mu.Lock()
+	delete(s.led, name)
+	s.mu.Unlock()
+	return s.notLeader(st.Star, fmt.Errorf("star %s no longer serves stream %q, led by %s now: %w", self, name, st.Star, err))
 }
 
 // toConnect maps an error to its Connect code (see the package doc).
@@ -733,7 +774,7 @@ func (s *Server) Append(ctx context.Context, req *connect.Request[strandv1.Appen
 	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 	messageDone(ctx) // the pool bounds the batch now: the body's share of the decoding budget goes back
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, s.leaderNow(ctx, a.Stream, err)
 	}
 	ack, err := p.Wait(ctx)
 	if err != nil {
@@ -796,6 +837,9 @@ func (s *Server) AppendSession(ctx context.Context, bs *connect.BidiStream[stran
 			}
 			p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 			messageDone(ctx) // the pool bounds the batch now (or it was refused)
+			if err != nil {
+				err = s.leaderNow(ctx, a.Stream, err)
+			}
 			if !push(pending{p: p, err: err}) {
 				return
 			}

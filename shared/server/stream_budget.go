@@ -28,10 +28,20 @@ type streamBudget struct {
 	hdr  [5]byte
 	nhdr int   // prefix bytes read of the next message
 	left int64 // bytes of the current message still to read
+
+	// sniff, when set, reads the stream a message names first from its
+	// first bytes as sent (compressed or not; complete: all of them) and
+	// authorizes it (sniff.go); ahead are those bytes, read ahead and not
+	// yet given to the caller; first is the stream the current message
+	// named first, when sniffed.
+	sniff   func(msg []byte, compressed, complete bool) (name string, ok bool, err error)
+	ahead   []byte
+	first   string
+	sniffed bool
 }
 
 func (s *streamBudget) Read(p []byte) (int, error) {
-	if s.left == 0 && s.nhdr == 5 {
+	if s.left == 0 && len(s.ahead) == 0 && s.nhdr == 5 {
 		s.nhdr = 0 // the message is read: the next prefix starts
 	}
 	if s.nhdr < 5 {
@@ -53,8 +63,16 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 					return n - 1, connect.NewError(connect.CodeResourceExhausted, err)
 				}
 			}
+			if err := s.sniffMessage(); err != nil {
+				return n - 1, err // the prefix's last byte withheld, as above
+			}
 		}
 		return n, err
+	}
+	if len(s.ahead) > 0 {
+		n := copy(p, s.ahead)
+		s.ahead = s.ahead[n:]
+		return n, nil
 	}
 	if int64(len(p)) > s.left {
 		p = p[:s.left]
@@ -63,6 +81,31 @@ func (s *streamBudget) Read(p []byte) (int, error) {
 	s.left -= int64(n)
 	return n, err
 }
+
+// sniffMessage reads ahead the first bytes of the message whose prefix
+// was just read, when it may pass sniffPrefix, and authorizes the stream
+// it names first (sniff.go) before the rest is read.
+func (s *streamBudget) sniffMessage() error {
+	s.first, s.sniffed = "", false
+	compressed := s.hdr[0]&1 != 0
+	if s.sniff == nil || !compressed && s.left <= sniffPrefix || s.left > s.max {
+		return nil
+	}
+	buf := make([]byte, min(s.left, sniffPrefix+1))
+	m, err := io.ReadFull(s.ReadCloser, buf)
+	s.left -= int64(m)
+	s.ahead = buf[:m]
+	if err != nil {
+		return err
+	}
+	name, ok, err := s.sniff(s.ahead, compressed, s.left == 0)
+	s.first, s.sniffed = name, ok
+	return err
+}
+
+// sniffedStream is the stream the message being read named first, when
+// it was read before the message.
+func (s *streamBudget) sniffedStream() (string, bool) { return s.first, s.sniffed }
 
 func (s *streamBudget) Close() error {
 	s.done()

@@ -30,7 +30,7 @@ func (s *Server) Submit(ctx context.Context, m *strandv1.AppendRequest) (wait fu
 	}
 	p, err := s.cfg.Star.Submit(ctx, id, a.Records, s.appendOptions(ctx, a))
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, s.leaderNow(ctx, a.Stream, err)
 	}
 	return func(ctx context.Context) (*strandv1.AppendResponse, error) {
 		ack, err := ackOrWait(ctx, p)

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/strandlog/strand/shared/api/strandv1/strandv1connect"
 	"github.com/strandlog/strand/shared/auth"
@@ -32,15 +30,7 @@ func TestForeignScopeAppendNotDecoded(t *testing.T) {
 	e := newEnv(t, nil)
 	stream := e.w.Streams[0].Name
 	foreign := e.api.Issue(t, 21, "elsewhere/", auth.Append)
-	big := largestHeaders(stream)
-	pb, err := proto.Marshal(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := protojson.Marshal(big)
-	if err != nil {
-		t.Fatal(err)
-	}
+	big, pb, js := largestEncoded(t, stream)
 	for _, tc := range []struct {
 		name, ctype string
 		body        []byte
