@@ -1,0 +1,144 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/shared/absorb"
+	"github.com/strandlog/strand/shared/chain"
+	"github.com/strandlog/strand/shared/client"
+	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/objstore"
+	"github.com/strandlog/strand/shared/passindex"
+	"github.com/strandlog/strand/shared/settle"
+)
+
+// TestReview3OneWindowSettled (ADR 0065 two windows, attack, pass index):
+// a stream moved from star-0 to star-1, each chain settled on its own
+// and in either order, with settle's default merging on (a flush may
+// merge the previous small ref, which another chain wrote). After each
+// step, a read from every seq through either star returns the stream
+// from there to its tail once each, in order, each record the body it
+// was acknowledged with; the next append lands at the tail.
+func TestReview3OneWindowSettled(t *testing.T) {
+	for _, order := range [][]string{{"star-1", "star-0"}, {"star-0", "star-1"}} {
+		t.Run(order[0]+"-first", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			settled := objstore.NewMem("settled")
+			meta, a, b, c, st := moveOne(t, "logs/o", settled)
+			cb := appendAndMove(ctx, t, c, b, "logs/o", 6) // 0-5 "old-i", then the seal: 6
+			want := map[uint64]string{}
+			for i := range 6 {
+				want[uint64(i)] = fmt.Sprintf("old-%d", i)
+			}
+			want[6] = "" // the seal, a command record
+			appendAt := func(tag string, n int) {
+				t.Helper()
+				ack, err := cb.Append(ctx, "logs/o", recs(n, tag), client.AppendOptions{})
+				must(t, err)
+				for i := range n {
+					want[ack.StartSeq+uint64(i)] = fmt.Sprintf("%s-%d", tag, i)
+				}
+				if ack.StartSeq != uint64(len(want)-n) {
+					t.Fatalf("%s appended at %d, want the tail %d", tag, ack.StartSeq, len(want)-n)
+				}
+			}
+			appendAt("b1", 3) // 7-9
+			mst := metastore.Stream{ID: st.ID, Name: "logs/o", Class: metastore.Express, Star: "star-1", From: "star-0"}
+			for i, chainStar := range order {
+				settleOneChain(ctx, t, meta, a, settled, mst, chainStar, uint64(len(want)-1))
+				checkMovedReads(ctx, t, fmt.Sprintf("after settling %s", chainStar), []*client.Client{c, cb}, "logs/o", want)
+				appendAt(fmt.Sprintf("b%d", i+2), 2)
+				checkMovedReads(ctx, t, fmt.Sprintf("after settling %s and an append", chainStar), []*client.Client{c, cb}, "logs/o", want)
+			}
+			refs, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+			must(t, err)
+			// star-0 first: star-1's flush merged star-0's small ref
+			// across the seal; the case the attack is after.
+			spans := false
+			for _, r := range refs {
+				spans = spans || r.FirstSeq <= 6 && r.LastSeq > 6
+			}
+			if order[0] == "star-0" && !spans {
+				t.Fatalf("refs %d, none merged across the seal at 6: the cross-chain merge was not exercised", len(refs))
+			}
+		})
+	}
+}
+
+// settleOneChain waits until the windows and refs of st reach upTo
+// (absorb runs in the background), then runs settle on chainStar's
+// Express chain only, with default merging, until its window holds no
+// part of st.
+func settleOneChain(ctx context.Context, t *testing.T, meta metastore.Store, a *node, settled objstore.Bucket, st metastore.Stream, chainStar string, upTo uint64) {
+	t.Helper()
+	settler := &settle.Settler{Meta: meta, Settled: settled, PassIndex: true, FlushBytes: 1, FlushAge: time.Nanosecond, Log: slog.New(slog.DiscardHandler),
+		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	win := &passindex.Window{Meta: meta, Bucket: settled}
+	reach := func() uint64 {
+		var top uint64
+		parts, err := win.StreamParts(ctx, st, 0)
+		must(t, err)
+		for _, p := range parts {
+			top = max(top, p.LastSeq)
+		}
+		if last, err := meta.LastRef(ctx, st.ID); err == nil {
+			top = max(top, last.LastSeq)
+		}
+		return top
+	}
+	one := st
+	one.Star, one.From = chainStar, ""
+	for attempt := 0; ; attempt++ {
+		if reach() >= upTo {
+			_, err := settler.Run(ctx, metastore.ChainID{Star: chainStar, Class: metastore.Express})
+			must(t, err)
+			parts, err := win.StreamParts(ctx, one, 0)
+			must(t, err)
+			if len(parts) == 0 {
+				return
+			}
+		}
+		if attempt > 200 {
+			t.Fatalf("%s's window never let go of %s's parts (reach %d, want %d)", chainStar, st.Name, reach(), upTo)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkMovedReads reads name from every seq through every client and
+// checks the records against want (seq -> body; "" for a command record
+// whose body is not checked): from seq k, every seq from k to the tail
+// once, in order, and the tail len(want).
+func checkMovedReads(ctx context.Context, t *testing.T, what string, cs []*client.Client, name string, want map[uint64]string) {
+	t.Helper()
+	tail := uint64(len(want))
+	for ci, rc := range cs {
+		for from := range tail + 1 {
+			res, err := rc.Read(ctx, name, client.FromSeq(from), client.Limits{Count: 1000})
+			must(t, err)
+			if res.NextSeq != tail {
+				t.Fatalf("%s: client %d, read from %d: tail %d, want %d", what, ci, from, res.NextSeq, tail)
+			}
+			if len(res.Records) != int(tail-from) {
+				var got []uint64
+				for _, r := range res.Records {
+					got = append(got, r.Seq)
+				}
+				t.Fatalf("%s: client %d, read from %d: seqs %v, want %d to %d once each", what, ci, from, got, from, tail-1)
+			}
+			for i, r := range res.Records {
+				if r.Seq != from+uint64(i) {
+					t.Fatalf("%s: client %d, read from %d: record %d has seq %d", what, ci, from, i, r.Seq)
+				}
+				if w := want[r.Seq]; w != "" && string(r.Body) != w {
+					t.Fatalf("%s: client %d, read from %d: seq %d reads %q, want %q", what, ci, from, r.Seq, r.Body, w)
+				}
+			}
+		}
+	}
+}
