@@ -97,6 +97,9 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	if err := s.targetHasClass(ctx, st, to); err != nil {
 		return nil, err
 	}
+	if err := s.targetServing(ctx, name, to); err != nil {
+		return nil, err
+	}
 	// One move of a stream at a time: a second one would find the stream
 	// drained (Drain returns at once for a stream not open) and write the
 	// new leader before the first one's seal is absorbed.

@@ -2,10 +2,14 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/strandlog/strand/shared/absorb"
 	"github.com/strandlog/strand/shared/chain"
@@ -13,6 +17,7 @@ import (
 	"github.com/strandlog/strand/shared/metastore"
 	"github.com/strandlog/strand/shared/objstore"
 	"github.com/strandlog/strand/shared/passindex"
+	"github.com/strandlog/strand/shared/server"
 	"github.com/strandlog/strand/shared/settle"
 )
 
@@ -140,5 +145,36 @@ func checkMovedReads(ctx context.Context, t *testing.T, what string, cs []*clien
 				}
 			}
 		}
+	}
+}
+
+// TestReview3MoveToADownStar (ADR 0065, attack): star-1 started once (it
+// has its chains) and is down now. A move of star-0's stream there would
+// strand it: its appends go to a star nobody serves, and no move can
+// bring it back, since only a stream's leader serves MoveStream. The move
+// is refused (failed_precondition, naming the star) and nothing is written: the stream is still
+// star-0's, unsealed, and takes the next append at its tail.
+func TestReview3MoveToADownStar(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, _, b, c, _ := moveOne(t, "logs/down")
+	_, err := c.Append(ctx, "logs/down", recs(3, "x"), client.AppendOptions{}) // 0-2
+	must(t, err)
+	b.ts.Close()
+	b.star.Close()
+	_, _, err = c.MoveStream(ctx, "logs/down", "star-1")
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || !errors.Is(err, server.ErrTargetDown) && !strings.Contains(err.Error(), "star star-1") {
+		st, _ := meta.GetStream(ctx, "logs/down")
+		t.Fatalf("a move to a star that is down: %v; the stream is led by %s now", err, st.Star)
+	}
+	st, err := meta.GetStream(ctx, "logs/down")
+	must(t, err)
+	if st.Star != "star-0" || st.From != "" {
+		t.Fatalf("after the refused move the stream is %+v, want led by star-0, never moved", st)
+	}
+	ack, err := c.Append(ctx, "logs/down", recs(1, "y"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 3 {
+		t.Fatalf("the append after the refused move is at %d, want 3 (no seal)", ack.StartSeq)
 	}
 }

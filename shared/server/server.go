@@ -69,6 +69,10 @@ type Config struct {
 	// pass indexes: a stream's tail and producers are recovered from its
 	// parts there as well as from its refs. nil: refs only.
 	Window *passindex.Window
+	// PeerUp reports whether star id, at its Peers URL, serves: MoveStream
+	// refuses a target for which it returns an error, before anything is
+	// written (ADR 0076). nil: the gRPC health check of the URL (PeerHealth).
+	PeerUp func(ctx context.Context, id, url string) error
 }
 
 // Server implements strandv1connect.StrandServiceHandler.

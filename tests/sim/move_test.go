@@ -231,6 +231,14 @@ func (m *moveSim) restart(id string) {
 	}
 	sc := m.w.ServerConfig(n, false)
 	sc.Peers = map[string]string{moveStars[0]: "", moveStars[1]: ""}
+	sc.PeerUp = func(_ context.Context, id, _ string) error { // no HTTP here: up while it runs
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.nodes[id] == nil {
+			return fmt.Errorf("sim: star %s is down", id)
+		}
+		return nil
+	}
 	sc.DrainTimeout = 5 * time.Second
 	srv, err := server.New(sc)
 	if err != nil {
