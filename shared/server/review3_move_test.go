@@ -178,3 +178,52 @@ func TestReview3MoveToADownStar(t *testing.T) {
 		t.Fatalf("the append after the refused move is at %d, want 3 (no seal)", ack.StartSeq)
 	}
 }
+
+// TestReview3MoveAgainBeforeSettle (ADR 0065 two windows, attack, pass
+// index, three stars): a stream moved star-0 -> star-1 is moved on to
+// star-2 at once, while star-0's window still holds its first parts. The
+// window reads only the leader's chain and From's, so after a second move
+// star-0's parts would be read by nobody: the move is refused
+// (failed_precondition, nothing written, the stream still star-1's). Once
+// settle has flushed star-0's parts into refs, the move goes, and star-2
+// reads the whole stream once, in order: star-0's records from refs,
+// star-1's from its window (From), its own after them.
+func TestReview3MoveAgainBeforeSettle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	settled := objstore.NewMem("settled")
+	meta, a, b, c, st := moveOne(t, "logs/again", settled)
+	s2 := newNodeOn(t, meta, "star-2", nil, map[string]string{"star-0": a.ts.URL, "star-1": b.ts.URL}, nil, a.std, a.exp, settled)
+	a.peers["star-2"], b.peers["star-2"] = s2.ts.URL, s2.ts.URL
+	cb := appendAndMove(ctx, t, c, b, "logs/again", 4) // 0-3 "old-i", then the seal: 4
+	want := map[uint64]string{4: "", 7: ""}            // the seals
+	for i := range 4 {
+		want[uint64(i)] = fmt.Sprintf("old-%d", i)
+	}
+	ack, err := cb.Append(ctx, "logs/again", recs(2, "mid"), client.AppendOptions{}) // 5-6
+	must(t, err)
+	if ack.StartSeq != 5 {
+		t.Fatalf("star-1's append at %d, want 5", ack.StartSeq)
+	}
+	want[5], want[6] = "mid-0", "mid-1"
+	_, _, err = cb.MoveStream(ctx, "logs/again", "star-2")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	got, err := meta.GetStream(ctx, "logs/again")
+	must(t, err)
+	if got.Star != "star-1" || got.From != "star-0" {
+		t.Fatalf("after the refused second move: %+v, want led by star-1 from star-0", got)
+	}
+	mst := metastore.Stream{ID: st.ID, Name: "logs/again", Class: metastore.Express, Star: "star-1", From: "star-0"}
+	settleOneChain(ctx, t, meta, a, settled, mst, "star-0", 6)
+	if _, _, err := cb.MoveStream(ctx, "logs/again", "star-2"); err != nil { // the seal: 7
+		t.Fatalf("the second move once star-0 settled: %v", err)
+	}
+	c2 := newClient(t, s2, adminTok)
+	ack, err = c2.Append(ctx, "logs/again", recs(2, "new"), client.AppendOptions{}) // 8-9
+	must(t, err)
+	if ack.StartSeq != 8 {
+		t.Fatalf("star-2's append at %d, want 8", ack.StartSeq)
+	}
+	want[8], want[9] = "new-0", "new-1"
+	checkMovedReads(ctx, t, "after the second move", []*client.Client{c2, cb, c}, "logs/again", want)
+}
