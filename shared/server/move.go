@@ -22,7 +22,10 @@ import (
 // The server then remembers the move (moved), so an open of the stream
 // that read the metastore before the write never reopens it here; an open
 // that finds the stream sealed to another star while the metastore still
-// names this one rolls the move forward (rollForward).
+// names this one rolls the move forward (rollForward). A move that
+// failed after its seal while this process lives is finished by the
+// stream's next call here (finishUnfinished, ADR 0076); a target that
+// does not serve is refused before the seal (targetServing).
 
 // ErrMoveRefused prefixes a MoveStream the server refuses outright:
 // nothing was written.
@@ -138,6 +141,9 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	case err != nil:
 		return nil, toConnect(fmt.Errorf("seal stream %q for star %s: %w", name, to, err))
 	}
+	s.mu.Lock()
+	s.unfinished[id] = to // until finishMove's write: a later call finishes it
+	s.mu.Unlock()
 	if err := s.finishMove(ctx, st, id, to); err != nil {
 		return nil, err
 	}
@@ -161,9 +167,49 @@ func (s *Server) finishMove(ctx context.Context, st metastore.Stream, id format.
 	s.moved[id] = movedTo{to: to, gen: s.moves}
 	delete(s.opened, id)
 	delete(s.led, st.Name)
+	delete(s.unfinished, id)
 	s.mu.Unlock()
 	s.log.Info("stream moved", "stream", st.Name, "id", st.ID, "to", to)
 	return nil
+}
+
+// finishUnfinished finishes the move of a stream sealed here whose
+// MoveStream failed after the seal (the drain or the leader write), so
+// that the stream does not wait for an operator's retry (ADR 0076): the
+// seal decided the move, and the leader it names is derived state any
+// call may write. It runs one at a time per stream with MoveStream (the
+// moving mark; a call that finds one running is sent to the target). It
+// returns nil for a stream with no unfinished move, else the new leader
+// (unavailable with a Leader detail) or why finishing failed; a stream
+// deleted or recreated meanwhile has nothing left to finish.
+func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id format.StreamID) error {
+	s.mu.Lock()
+	to, ok := s.unfinished[id]
+	if !ok {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.moving[id] {
+		s.mu.Unlock()
+		return s.notLeader(to, fmt.Errorf("stream %q is being moved to %s", st.Name, to))
+	}
+	s.moving[id] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.moving, id)
+		s.mu.Unlock()
+	}()
+	err := s.finishMove(ctx, st, id, to)
+	if errors.Is(err, metastore.ErrNotFound) || errors.Is(err, metastore.ErrConflict) {
+		s.mu.Lock()
+		delete(s.unfinished, id)
+		s.mu.Unlock()
+	}
+	if err != nil {
+		return err
+	}
+	return s.notLeader(to, fmt.Errorf("stream %q moved to %s", st.Name, to))
 }
 
 // rollForward finishes a move found sealed in the stream's durable state

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +227,69 @@ func TestReview3MoveAgainBeforeSettle(t *testing.T) {
 	}
 	want[8], want[9] = "new-0", "new-1"
 	checkMovedReads(ctx, t, "after the second move", []*client.Client{c2, cb, c}, "logs/again", want)
+}
+
+// failingMoves is a metastore whose MoveStream fails, unavailable, while
+// down is set.
+type failingMoves struct {
+	metastore.Store
+	down atomic.Bool
+}
+
+func (f *failingMoves) MoveStream(ctx context.Context, name, id, from, to string) error {
+	if f.down.Load() {
+		return fmt.Errorf("review3: injected: %w", metastore.ErrUnavailable)
+	}
+	return f.Store.MoveStream(ctx, name, id, from, to)
+}
+
+// TestReview3SealedMoveFinishesItself (ADR 0065 crash points, attack):
+// the metastore refuses the move's leader write for longer than the
+// operator's MoveStream call retries, so the call fails with the stream
+// sealed and drained on star-0 and the metastore still naming star-0. The
+// old star lives on (no successor opens the stream, so no roll forward),
+// and nobody calls MoveStream again. Once the metastore is back, the
+// writer's next append must land at star-1 after the seal: the star
+// holding the seal finishes the move when it refuses a call for the
+// sealed stream. Before, star-0 sent the writer to star-1 and star-1 sent
+// it back to star-0 until an operator retried the move.
+func TestReview3SealedMoveFinishesItself(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw := newMeta(t)
+	meta := &failingMoves{Store: raw}
+	std, exp := []objstore.Bucket{objstore.NewMem("std-0")}, []objstore.Bucket{objstore.NewMem("exp-0"), objstore.NewMem("exp-1"), objstore.NewMem("exp-2")}
+	pa, pb := map[string]string{}, map[string]string{}
+	a := newNodeOn(t, meta, "star-0", nil, pa, nil, std, exp)
+	b := newNodeOn(t, raw, "star-1", nil, pb, nil, std, exp)
+	pa["star-1"], pb["star-0"] = b.ts.URL, a.ts.URL
+	c := newClient(t, a, adminTok)
+	_, err := c.CreateStream(ctx, "logs/p", client.CreateOptions{Class: "express"})
+	must(t, err)
+	_, err = c.Append(ctx, "logs/p", recs(3, "x"), client.AppendOptions{}) // 0-2
+	must(t, err)
+	meta.down.Store(true)
+	mctx, mcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _, err = c.MoveStream(mctx, "logs/p", "star-1") // the seal: 3
+	mcancel()
+	if err == nil {
+		t.Fatal("the move succeeded with the metastore refusing its write")
+	}
+	if st, err := raw.GetStream(ctx, "logs/p"); err != nil || st.Star != "star-0" {
+		t.Fatalf("after the failed move: %+v %v, want still led by star-0", st, err)
+	}
+	meta.down.Store(false)
+	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+	defer acancel()
+	ack, err := c.Append(actx, "logs/p", recs(1, "y"), client.AppendOptions{})
+	if err != nil {
+		st, _ := raw.GetStream(ctx, "logs/p")
+		t.Fatalf("the writer's append after the metastore came back, no operator retry: %v (stream %+v)", err, st)
+	}
+	if ack.StartSeq != 4 {
+		t.Fatalf("the append landed at %d, want 4 (after the seal at 3)", ack.StartSeq)
+	}
+	if st, err := raw.GetStream(ctx, "logs/p"); err != nil || st.Star != "star-1" || st.From != "star-0" {
+		t.Fatalf("after the append: %+v %v, want led by star-1 from star-0", st, err)
+	}
 }

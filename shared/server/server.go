@@ -92,6 +92,10 @@ type Server struct {
 	moved  map[format.StreamID]movedTo
 	moves  uint64
 	moving map[format.StreamID]bool // MoveStream in progress
+	// unfinished are the streams sealed here for a move whose leader
+	// write has not succeeded yet, by target: the next call for one
+	// finishes it (finishUnfinished, ADR 0076).
+	unfinished map[format.StreamID]string
 	// Streams deleted are not remembered here: an open reads the stream
 	// again from the metastore before the star opens it (stillActive).
 
@@ -133,7 +137,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
+		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{},
+		unfinished: map[format.StreamID]string{}, quota: newQuotas(cfg.Limits)}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
@@ -294,7 +299,10 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 	if err != nil {
 		return st, id, connect.NewError(connect.CodeInternal, fmt.Errorf("stream %q has a malformed id: %w", name, err))
 	}
-	return st, id, s.open(ctx, st, id)
+	if err := s.open(ctx, st, id); err != nil {
+		return st, id, err
+	}
+	return st, id, s.finishUnfinished(ctx, st, id)
 }
 
 // open opens the stream on the star unless it is open, recovering its tail
