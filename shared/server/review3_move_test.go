@@ -293,3 +293,41 @@ func TestReview3SealedMoveFinishesItself(t *testing.T) {
 		t.Fatalf("after the append: %+v %v, want led by star-1 from star-0", st, err)
 	}
 }
+
+// TestReview3DeposedStarCannotMove (ADR 0065 against a standby takeover,
+// attack): star-0's process p1 has the stream open when a successor p2 of
+// star-0 takes its chains over (a standby taking the lease while p1 still
+// runs). A MoveStream sent to p1 must not move the stream: its seal
+// cannot commit in a chain p2 fenced, so the metastore still names star-0
+// and p2 appends right after the records p1 acknowledged, with no seal
+// between.
+func TestReview3DeposedStarCannotMove(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, a, b, c, _ := moveOne(t, "logs/dep")
+	_, err := c.Append(ctx, "logs/dep", recs(3, "x"), client.AppendOptions{}) // 0-2, through p1
+	must(t, err)
+	p2 := newNodeOn(t, meta, "star-0", nil, map[string]string{"star-1": b.ts.URL}, nil, a.std, a.exp)
+	mctx, mcancel := context.WithTimeout(ctx, 300*time.Millisecond) // the client retries unavailable
+	_, _, err = c.MoveStream(mctx, "logs/dep", "star-1")
+	mcancel()
+	if code := connect.CodeOf(err); code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded {
+		t.Fatalf("the deposed process's move: %v, want unavailable (its seal fenced)", err)
+	}
+	st, err := meta.GetStream(ctx, "logs/dep")
+	must(t, err)
+	if st.Star != "star-0" || st.From != "" {
+		t.Fatalf("after the deposed process's move: %+v, want led by star-0, never moved", st)
+	}
+	c2 := newClient(t, p2, adminTok)
+	ack, err := c2.Append(ctx, "logs/dep", recs(1, "y"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 3 {
+		t.Fatalf("the successor appended at %d, want 3 (no seal from the deposed process)", ack.StartSeq)
+	}
+	res, err := c2.Read(ctx, "logs/dep", client.FromSeq(0), client.Limits{Count: 10})
+	must(t, err)
+	if len(res.Records) != 4 || string(res.Records[3].Body) != "y-0" {
+		t.Fatalf("the successor reads %d records, want the 3 acknowledged by p1 and its own", len(res.Records))
+	}
+}
