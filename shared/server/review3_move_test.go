@@ -331,3 +331,41 @@ func TestReview3DeposedStarCannotMove(t *testing.T) {
 		t.Fatalf("the successor reads %d records, want the 3 acknowledged by p1 and its own", len(res.Records))
 	}
 }
+
+// TestReview3MoveBackAtOnce (ADR 0065 two windows, attack, pass index): a
+// stream moved star-0 -> star-1 by mistake is moved back at once, before
+// settle flushed star-0's parts. The window reads the leader's chain and
+// the one the stream last left, so after the move back it reads star-0's
+// (the leader's again) and star-1's (From): nothing is left unread, and
+// the move back is not refused. (The check that refuses a second move
+// before settle is for a third star: TestReview3MoveAgainBeforeSettle.)
+// Every read through either star is the stream once, in order, and the
+// next append lands after the second seal.
+func TestReview3MoveBackAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, _, b, c, _ := moveOne(t, "logs/back", objstore.NewMem("settled"))
+	cb := appendAndMove(ctx, t, c, b, "logs/back", 3) // 0-2 "old-i", then the seal: 3
+	want := map[uint64]string{3: "", 6: ""}           // the seals
+	for i := range 3 {
+		want[uint64(i)] = fmt.Sprintf("old-%d", i)
+	}
+	_, err := cb.Append(ctx, "logs/back", recs(2, "mid"), client.AppendOptions{}) // 4-5
+	must(t, err)
+	want[4], want[5] = "mid-0", "mid-1"
+	if _, _, err := cb.MoveStream(ctx, "logs/back", "star-0"); err != nil { // the seal: 6
+		t.Fatalf("the move back before settle: %v", err)
+	}
+	st, err := meta.GetStream(ctx, "logs/back")
+	must(t, err)
+	if st.Star != "star-0" || st.From != "star-1" {
+		t.Fatalf("after the move back: %+v, want led by star-0 from star-1", st)
+	}
+	ack, err := c.Append(ctx, "logs/back", recs(2, "new"), client.AppendOptions{}) // 7-8
+	must(t, err)
+	if ack.StartSeq != 7 {
+		t.Fatalf("the append after the move back at %d, want 7", ack.StartSeq)
+	}
+	want[7], want[8] = "new-0", "new-1"
+	checkMovedReads(ctx, t, "after the move back", []*client.Client{c, cb}, "logs/back", want)
+}
