@@ -189,7 +189,7 @@ func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id f
 		s.mu.Unlock()
 		return nil
 	}
-	if s.moving[id] {
+	if busy := s.moving[id]; busy { // a MoveStream of it runs
 		s.mu.Unlock()
 		return s.notLeader(to, fmt.Errorf("stream %q is being moved to %s", st.Name, to))
 	}

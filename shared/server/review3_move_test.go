@@ -369,3 +369,42 @@ func TestReview3MoveBackAtOnce(t *testing.T) {
 	want[7], want[8] = "new-0", "new-1"
 	checkMovedReads(ctx, t, "after the move back", []*client.Client{c, cb}, "logs/back", want)
 }
+
+// TestReview3ReopenAfterOneChainSettled (ADR 0065 I4, attack, pass
+// index): after a move, settle flushed the new leader's parts into refs
+// while star-0's older parts are still in its window. A successor of
+// star-1 (a takeover) reopens the stream: its tail is after star-1's
+// last append, read from the refs, not from star-0's window part (which
+// is older). The next append lands there, and a read from 0 is the
+// stream once. Before this test only TestSimMoves' schedules (seed 6,
+// then 48 of 60) saw the mutant moved-window-last-part-wins.
+func TestReview3ReopenAfterOneChainSettled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	settled := objstore.NewMem("settled")
+	meta, a, b, c, st := moveOne(t, "logs/re", settled)
+	cb := appendAndMove(ctx, t, c, b, "logs/re", 6) // 0-5, then the seal: 6
+	want := map[uint64]string{6: ""}
+	for i := range 6 {
+		want[uint64(i)] = fmt.Sprintf("old-%d", i)
+	}
+	_, err := cb.Append(ctx, "logs/re", recs(3, "b1"), client.AppendOptions{}) // 7-9
+	must(t, err)
+	for i := range 3 {
+		want[uint64(7+i)] = fmt.Sprintf("b1-%d", i)
+	}
+	mst := metastore.Stream{ID: st.ID, Name: "logs/re", Class: metastore.Express, Star: "star-1", From: "star-0"}
+	settleOneChain(ctx, t, meta, a, settled, mst, "star-1", 9)
+	b.ts.Close()
+	b.star.Close()
+	b2 := newNodeOn(t, meta, "star-1", nil, map[string]string{"star-0": a.ts.URL}, nil, b.std, b.exp, settled)
+	a.peers["star-1"] = b2.ts.URL
+	c2 := newClient(t, b2, adminTok)
+	ack, err := c2.Append(ctx, "logs/re", recs(1, "b2"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 10 {
+		t.Fatalf("star-1's successor appended at %d, want 10 (after the refs' 9; star-0's window part ends at 6)", ack.StartSeq)
+	}
+	want[10] = "b2-0"
+	checkMovedReads(ctx, t, "after the successor's append", []*client.Client{c2, c}, "logs/re", want)
+}

@@ -20,7 +20,7 @@ import (
 	"github.com/strandlog/strand/shared/star"
 )
 
-var moveSeeds = flag.Int("move-seeds", 12, "seeds of TestSimMoves (seeds 1..n)")
+var moveSeeds = flag.Int("move-seeds", 60, "seeds of TestSimMoves (seeds 1..n)")
 
 // moveStars are the two stars of the move workload; s0 starts on the
 // first.
