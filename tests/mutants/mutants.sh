@@ -131,6 +131,16 @@ mutant seal-drops-fencing-token shared/star/move.go "./shared/star" \
 mutant target-class-not-checked shared/server/move.go "./shared/server" \
   's/if errors.Is\(err, metastore.ErrNotFound\) \{\n\t\treturn connect.NewError\(connect.CodeFailedPrecondition, fmt.Errorf\("%w: stream %q is of class/if false \&\& errors.Is(err, metastore.ErrNotFound) {\n\t\treturn connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is of class/' \
   "the simulation's two stars have both classes' bucket sets"
+# Review 3 (ADR 0076): a move to a star that does not serve let through,
+# and a move that failed after its seal left for an operator's retry.
+# The simulation's mover retries an interrupted move itself and restarts
+# every star before its checks, so only the server's tests see them.
+mutant move-target-not-probed shared/server/move_target.go "./shared/server -run ^TestReview3MoveToADownStar\$" \
+  's/if err := up\(ctx, to, s.cfg.Peers\[to\]\); err != nil \{/if err := up(ctx, to, s.cfg.Peers[to]); err != nil \&\& false {/' \
+  "the simulation restarts every star before its checks and its mover finishes an interrupted move"
+mutant unfinished-move-waits shared/server/move.go "./shared/server -run ^TestReview3SealedMoveFinishesItself\$" \
+  's/\ts.unfinished\[id\] = to /\t_ = to /' \
+  "the simulation's mover retries an interrupted move itself"
 
 # Issue 36 (ADR 0069): an append session's send loop that holds an ack's
 # flush while the next queued ack is still to come (the client waits for
