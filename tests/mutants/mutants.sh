@@ -138,6 +138,12 @@ mutant target-class-not-checked shared/server/move.go "./shared/server" \
 mutant move-target-not-probed shared/server/move_target.go "./shared/server -run ^TestReview3MoveToADownStar\$" \
   's/if err := up\(ctx, to, s.cfg.Peers\[to\]\); err != nil \{/if err := up(ctx, to, s.cfg.Peers[to]); err != nil \&\& false {/' \
   "the simulation restarts every star before its checks and its mover finishes an interrupted move"
+mutant move-back-waits-for-settle shared/server/move.go "./shared/server -run ^TestReview3MoveBackAtOnce\$" \
+  's/ \|\| st.From == to \{/ {/' \
+  "a refused move changes no record; the simulation's mover only retries it"
+mutant kafka-producer-flood-clears-all shared/kafka/produce.go "./shared/kafka -run ^TestReview3ProducerStatesPerPrincipal\$" \
+  's/\t\tps.dropLargest\(\)\n/\t\tclear(ps.next)\n\t\tps.total = 0\n/' \
+  "the simulation runs no Kafka front end"
 mutant unfinished-move-waits shared/server/move.go "./shared/server -run ^TestReview3SealedMoveFinishesItself\$" \
   's/\ts.unfinished\[id\] = to /\t_ = to /' \
   "the simulation's mover retries an interrupted move itself"
