@@ -408,3 +408,81 @@ func TestReview3ReopenAfterOneChainSettled(t *testing.T) {
 	want[10] = "b2-0"
 	checkMovedReads(ctx, t, "after the successor's append", []*client.Client{c2, c}, "logs/re", want)
 }
+
+// TestReview3LostAckAcrossMoveAndTakeovers (ADR 0062 carried tables
+// against ADR 0065, attack): a producer's batch is acknowledged on star-0
+// and its ack lost; the stream moves to star-1, which writes more than
+// 16 parts of other producers' batches (past what a recovery reads
+// without a carried table), and star-1 is then taken over by a successor
+// twice. The producer's resend to the last successor is answered with
+// the original ack and writes nothing: star-1 carried the table it
+// recovered from star-0's parts, and each successor recovered it.
+func TestReview3LostAckAcrossMoveAndTakeovers(t *testing.T) {
+	t.Run("refs", func(t *testing.T) { lostAckAcrossTakeovers(t) })
+	t.Run("pass-index", func(t *testing.T) { lostAckAcrossTakeovers(t, objstore.NewMem("settled")) })
+}
+
+func lostAckAcrossTakeovers(t *testing.T, settled ...objstore.Bucket) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, a, b, c, st := moveOne(t, "logs/lt", settled...)
+	p := client.NewProducerID()
+	opt := client.AppendOptions{Producer: &p, BatchSeq: 0}
+	orig, err := c.Append(ctx, "logs/lt", recs(3, "p"), opt) // 0-2; its ack "lost"
+	must(t, err)
+	cb := appendAndMove(ctx, t, c, b, "logs/lt", 1)
+	mst := metastore.Stream{ID: st.ID, Name: "logs/lt", Class: metastore.Express, Star: "star-1", From: "star-0"}
+	var win *passindex.Window
+	if len(settled) > 0 {
+		win = &passindex.Window{Meta: meta, Bucket: settled[0]}
+	}
+	parts := func() int { // star-1's parts of the stream, refs or window
+		if win != nil {
+			one := mst
+			one.From = ""
+			ps, err := win.StreamParts(ctx, one, 0)
+			must(t, err)
+			return len(ps)
+		}
+		refs, err := meta.QueryRefs(ctx, st.ID, orig.EndSeq+2, 1000)
+		must(t, err)
+		return len(refs)
+	}
+	for k := 0; parts() <= 20; k++ {
+		q := client.NewProducerID()
+		_, err := cb.Append(ctx, "logs/lt", recs(1, fmt.Sprintf("q%d", k)), client.AppendOptions{Producer: &q})
+		must(t, err)
+		if k > 2000 {
+			t.Fatalf("%d parts of star-1 after %d appends", parts(), k)
+		}
+		time.Sleep(2 * time.Millisecond) // a release event (10 ms) now and then: parts
+	}
+	cur := b
+	for range 2 { // two takeovers of star-1
+		cur.ts.Close()
+		cur.star.Close()
+		cur = newNodeOn(t, meta, "star-1", nil, map[string]string{"star-0": a.ts.URL}, nil, b.std, b.exp, settled...)
+	}
+	cs := newClient(t, cur, adminTok)
+	again, err := cs.Append(ctx, "logs/lt", recs(3, "p"), opt)
+	must(t, err)
+	if again.StartSeq != orig.StartSeq || again.EndSeq != orig.EndSeq {
+		t.Fatalf("the resend after the move and two takeovers was acknowledged at %d-%d, the original at %d-%d: written twice", again.StartSeq, again.EndSeq, orig.StartSeq, orig.EndSeq)
+	}
+	tail, err := cs.CheckTail(ctx, "logs/lt")
+	must(t, err)
+	res, err := cs.Read(ctx, "logs/lt", client.FromSeq(0), client.Limits{Count: 1000})
+	must(t, err)
+	if uint64(len(res.Records)) != tail.NextSeq {
+		t.Fatalf("%d records read, tail %d", len(res.Records), tail.NextSeq)
+	}
+	n := 0
+	for _, r := range res.Records {
+		if string(r.Body) == "p-0" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the producer's batch is in the stream %d times", n)
+	}
+}
