@@ -106,18 +106,10 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	// One move of a stream at a time: a second one would find the stream
 	// drained (Drain returns at once for a stream not open) and write the
 	// new leader before the first one's seal is absorbed.
-	s.mu.Lock()
-	if s.moving[id] {
-		s.mu.Unlock()
+	if !s.startMoving(id) {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream %q: another MoveStream of it is in progress on this star; retry", name))
 	}
-	s.moving[id] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.moving, id)
-		s.mu.Unlock()
-	}()
+	defer s.endMoving(id)
 	if err := s.open(ctx, st, id); err != nil {
 		if now, ferr := s.fresh(ctx, name); ferr == nil && now.Star == to {
 			// The open found the stream sealed for this very move and
@@ -185,21 +177,14 @@ func (s *Server) finishMove(ctx context.Context, st metastore.Stream, id format.
 func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id format.StreamID) error {
 	s.mu.Lock()
 	to, ok := s.unfinished[id]
+	s.mu.Unlock()
 	if !ok {
-		s.mu.Unlock()
 		return nil
 	}
-	if busy := s.moving[id]; busy { // a MoveStream of it runs
-		s.mu.Unlock()
+	if !s.startMoving(id) { // a MoveStream of it runs
 		return s.notLeader(to, fmt.Errorf("stream %q is being moved to %s", st.Name, to))
 	}
-	s.moving[id] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.moving, id)
-		s.mu.Unlock()
-	}()
+	defer s.endMoving(id)
 	err := s.finishMove(ctx, st, id, to)
 	if errors.Is(err, metastore.ErrNotFound) || errors.Is(err, metastore.ErrConflict) {
 		s.mu.Lock()
@@ -210,6 +195,24 @@ func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id f
 		return err
 	}
 	return s.notLeader(to, fmt.Errorf("stream %q moved to %s", st.Name, to))
+}
+
+// startMoving marks a move of stream id in progress (MoveStream,
+// finishUnfinished), false when one is already; endMoving clears it.
+func (s *Server) startMoving(id format.StreamID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.moving[id] {
+		return false
+	}
+	s.moving[id] = true
+	return true
+}
+
+func (s *Server) endMoving(id format.StreamID) {
+	s.mu.Lock()
+	delete(s.moving, id)
+	s.mu.Unlock()
 }
 
 // rollForward finishes a move found sealed in the stream's durable state

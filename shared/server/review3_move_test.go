@@ -37,11 +37,8 @@ func TestReview3OneWindowSettled(t *testing.T) {
 			settled := objstore.NewMem("settled")
 			meta, a, b, c, st := moveOne(t, "logs/o", settled)
 			cb := appendAndMove(ctx, t, c, b, "logs/o", 6) // 0-5 "old-i", then the seal: 6
-			want := map[uint64]string{}
-			for i := range 6 {
-				want[uint64(i)] = fmt.Sprintf("old-%d", i)
-			}
-			want[6] = "" // the seal, a command record
+			// 0-5, the seal at 6.
+			want := tagged("old", 0, 6, 6)
 			appendAt := func(tag string, n int) {
 				t.Helper()
 				ack, err := cb.Append(ctx, "logs/o", recs(n, tag), client.AppendOptions{})
@@ -168,16 +165,37 @@ func TestReview3MoveToADownStar(t *testing.T) {
 		st, _ := meta.GetStream(ctx, "logs/down")
 		t.Fatalf("a move to a star that is down: %v; the stream is led by %s now", err, st.Star)
 	}
-	st, err := meta.GetStream(ctx, "logs/down")
+	wantUnmoved(ctx, t, meta, c, "logs/down", 3)
+}
+
+// wantUnmoved checks that a refused move wrote nothing: the stream is
+// led by star-0 and never moved, and its next append through c lands at
+// next (no seal before it).
+func wantUnmoved(ctx context.Context, t *testing.T, meta metastore.Store, c *client.Client, name string, next uint64) {
+	t.Helper()
+	st, err := meta.GetStream(ctx, name)
 	must(t, err)
 	if st.Star != "star-0" || st.From != "" {
 		t.Fatalf("after the refused move the stream is %+v, want led by star-0, never moved", st)
 	}
-	ack, err := c.Append(ctx, "logs/down", recs(1, "y"), client.AppendOptions{})
+	ack, err := c.Append(ctx, name, recs(1, "y"), client.AppendOptions{})
 	must(t, err)
-	if ack.StartSeq != 3 {
-		t.Fatalf("the append after the refused move is at %d, want 3 (no seal)", ack.StartSeq)
+	if ack.StartSeq != next {
+		t.Fatalf("the append after the refused move is at %d, want %d (no seal)", ack.StartSeq, next)
 	}
+}
+
+// tagged is the want map of records tag-0.. at seqs first to first+n-1
+// (as recs writes them) and command records ("": not compared) at seals.
+func tagged(tag string, first uint64, n int, seals ...uint64) map[uint64]string {
+	want := map[uint64]string{}
+	for i := range n {
+		want[first+uint64(i)] = fmt.Sprintf("%s-%d", tag, i)
+	}
+	for _, s := range seals {
+		want[s] = ""
+	}
+	return want
 }
 
 // TestReview3MoveAgainBeforeSettle (ADR 0065 two windows, attack, pass
@@ -197,10 +215,8 @@ func TestReview3MoveAgainBeforeSettle(t *testing.T) {
 	s2 := newNodeOn(t, meta, "star-2", nil, map[string]string{"star-0": a.ts.URL, "star-1": b.ts.URL}, nil, a.std, a.exp, settled)
 	a.peers["star-2"], b.peers["star-2"] = s2.ts.URL, s2.ts.URL
 	cb := appendAndMove(ctx, t, c, b, "logs/again", 4) // 0-3 "old-i", then the seal: 4
-	want := map[uint64]string{4: "", 7: ""}            // the seals
-	for i := range 4 {
-		want[uint64(i)] = fmt.Sprintf("old-%d", i)
-	}
+	// 0-3, the seals at 4 and 7.
+	want := tagged("old", 0, 4, 4, 7)
 	ack, err := cb.Append(ctx, "logs/again", recs(2, "mid"), client.AppendOptions{}) // 5-6
 	must(t, err)
 	if ack.StartSeq != 5 {
@@ -314,17 +330,8 @@ func TestReview3DeposedStarCannotMove(t *testing.T) {
 	if code := connect.CodeOf(err); code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded {
 		t.Fatalf("the deposed process's move: %v, want unavailable (its seal fenced)", err)
 	}
-	st, err := meta.GetStream(ctx, "logs/dep")
-	must(t, err)
-	if st.Star != "star-0" || st.From != "" {
-		t.Fatalf("after the deposed process's move: %+v, want led by star-0, never moved", st)
-	}
 	c2 := newClient(t, p2, adminTok)
-	ack, err := c2.Append(ctx, "logs/dep", recs(1, "y"), client.AppendOptions{})
-	must(t, err)
-	if ack.StartSeq != 3 {
-		t.Fatalf("the successor appended at %d, want 3 (no seal from the deposed process)", ack.StartSeq)
-	}
+	wantUnmoved(ctx, t, meta, c2, "logs/dep", 3) // the successor's append
 	res, err := c2.Read(ctx, "logs/dep", client.FromSeq(0), client.Limits{Count: 10})
 	must(t, err)
 	if len(res.Records) != 4 || string(res.Records[3].Body) != "y-0" {
@@ -346,10 +353,8 @@ func TestReview3MoveBackAtOnce(t *testing.T) {
 	defer cancel()
 	meta, _, b, c, _ := moveOne(t, "logs/back", objstore.NewMem("settled"))
 	cb := appendAndMove(ctx, t, c, b, "logs/back", 3) // 0-2 "old-i", then the seal: 3
-	want := map[uint64]string{3: "", 6: ""}           // the seals
-	for i := range 3 {
-		want[uint64(i)] = fmt.Sprintf("old-%d", i)
-	}
+	// 0-2, the seals at 3 and 6.
+	want := tagged("old", 0, 3, 3, 6)
 	_, err := cb.Append(ctx, "logs/back", recs(2, "mid"), client.AppendOptions{}) // 4-5
 	must(t, err)
 	want[4], want[5] = "mid-0", "mid-1"
@@ -384,10 +389,8 @@ func TestReview3ReopenAfterOneChainSettled(t *testing.T) {
 	settled := objstore.NewMem("settled")
 	meta, a, b, c, st := moveOne(t, "logs/re", settled)
 	cb := appendAndMove(ctx, t, c, b, "logs/re", 6) // 0-5, then the seal: 6
-	want := map[uint64]string{6: ""}
-	for i := range 6 {
-		want[uint64(i)] = fmt.Sprintf("old-%d", i)
-	}
+	// 0-5, the seal at 6.
+	want := tagged("old", 0, 6, 6)
 	_, err := cb.Append(ctx, "logs/re", recs(3, "b1"), client.AppendOptions{}) // 7-9
 	must(t, err)
 	for i := range 3 {
@@ -418,11 +421,18 @@ func TestReview3ReopenAfterOneChainSettled(t *testing.T) {
 // the original ack and writes nothing: star-1 carried the table it
 // recovered from star-0's parts, and each successor recovered it.
 func TestReview3LostAckAcrossMoveAndTakeovers(t *testing.T) {
-	t.Run("refs", func(t *testing.T) { lostAckAcrossTakeovers(t) })
-	t.Run("pass-index", func(t *testing.T) { lostAckAcrossTakeovers(t, objstore.NewMem("settled")) })
+	for _, mode := range []string{"refs", "pass-index"} {
+		t.Run(mode, func(t *testing.T) {
+			var settled []objstore.Bucket
+			if mode == "pass-index" {
+				settled = append(settled, objstore.NewMem("settled"))
+			}
+			lostAckAcrossTakeovers(t, settled)
+		})
+	}
 }
 
-func lostAckAcrossTakeovers(t *testing.T, settled ...objstore.Bucket) {
+func lostAckAcrossTakeovers(t *testing.T, settled []objstore.Bucket) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	meta, a, b, c, st := moveOne(t, "logs/lt", settled...)
