@@ -151,6 +151,9 @@ func (s *Server) finishMove(ctx context.Context, st metastore.Stream, id format.
 	if err := s.cfg.Star.Drain(dctx, id); err != nil {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("move stream %q to %s: it is sealed, but its last appends are not yet absorbed; retry MoveStream to finish: %w", st.Name, to, err))
 	}
+	if err := s.stillSealed(ctx, st, to); err != nil {
+		return err
+	}
 	if err := s.cfg.Meta.MoveStream(ctx, st.Name, st.ID, s.cfg.Star.ID(), to); err != nil {
 		return toConnect(fmt.Errorf("move stream %q to %s: it is sealed and drained, but writing its new leader failed; retry MoveStream to finish: %w", st.Name, to, err))
 	}
@@ -162,6 +165,45 @@ func (s *Server) finishMove(ctx context.Context, st metastore.Stream, id format.
 	delete(s.unfinished, id)
 	s.mu.Unlock()
 	s.log.Info("stream moved", "stream", st.Name, "id", st.ID, "to", to)
+	return nil
+}
+
+// ErrMoveOvertaken refuses to finish a move whose seal is no longer the
+// stream's durable state (nothing written): the stream moved on, and
+// came back to this star, since this process sealed it.
+var ErrMoveOvertaken = errors.New("server: move overtaken")
+
+// stillSealed derives the move's leader write from durable state, not
+// from this process's memory (ADR 0076): the write is conditioned on the
+// metastore naming this star, which it does again after the stream moved
+// on and came back, so a process that sealed it long ago (a zombie
+// deposed by its successor, which finished that move) must not write the
+// old seal's target again: that star would open the stream at the tail
+// this star's successor appends at. So the stream's last part, read as
+// recovery reads it (both windows, with the stream as the metastore has
+// it now), must be the seal for to. A stream the metastore already names
+// to needs no check (the write is a no-op). ErrMoveOvertaken (and
+// metastore.ErrConflict) otherwise.
+func (s *Server) stillSealed(ctx context.Context, st metastore.Stream, to string) error {
+	now, err := s.cfg.Meta.GetStream(ctx, st.Name)
+	if errors.Is(err, metastore.ErrNotFound) || err == nil && (now.ID != st.ID || now.Star == to) {
+		return nil // gone, recreated or moved already: MoveStream's write says so
+	}
+	if err != nil {
+		return toConnect(fmt.Errorf("move stream %q to %s: look it up: %w", st.Name, to, err))
+	}
+	var refs star.RefReader = s.cfg.Meta
+	if s.cfg.Window != nil {
+		refs = s.cfg.Window.ForStream(now)
+	}
+	last, err := refs.LastRef(ctx, st.ID)
+	if err != nil {
+		return toConnect(fmt.Errorf("move stream %q to %s: read its last part: %w", st.Name, to, err))
+	}
+	if got, ok := star.Sealed(last.Commands); !ok || got != to {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q: its last part (seqs %d-%d) is not the seal for %s this process wrote; the stream moved on since, nothing written: %w",
+			ErrMoveOvertaken, st.Name, last.FirstSeq, last.LastSeq, to, metastore.ErrConflict))
+	}
 	return nil
 }
 

@@ -496,3 +496,68 @@ func lostAckAcrossTakeovers(t *testing.T, settled []objstore.Bucket) {
 		t.Fatalf("the producer's batch is in the stream %d times", n)
 	}
 }
+
+// TestReview3ZombieSealNeverMovesAgain (ADR 0065 against a standby
+// takeover, attack): process p1 of star-0 seals a stream for star-1 and
+// its leader write fails. A successor p2 of star-0 takes over, rolls the
+// move forward, star-1 appends and moves the stream back to star-0 (p2),
+// which appends. p1 still runs (a zombie that has not noticed it was
+// deposed) and remembers its unfinished move. Neither a call for the
+// stream reaching p1 nor an operator retrying the move there may write
+// star-1 as the leader again: that write is conditioned on the metastore
+// naming star-0, which it does again, but the seal it would finish is
+// history. It would make star-1 open the stream at the same tail p2 is
+// appending at: two leaders. The stream stays star-0's (p2's), whose next
+// append lands after its last.
+func TestReview3ZombieSealNeverMovesAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw := newMeta(t)
+	meta := &failingMoves{Store: raw}
+	std, exp := []objstore.Bucket{objstore.NewMem("std-0")}, []objstore.Bucket{objstore.NewMem("exp-0"), objstore.NewMem("exp-1"), objstore.NewMem("exp-2")}
+	p1peers, bpeers := map[string]string{}, map[string]string{}
+	p1 := newNodeOn(t, meta, "star-0", nil, p1peers, nil, std, exp)
+	b := newNodeOn(t, raw, "star-1", nil, bpeers, nil, std, exp)
+	p1peers["star-1"] = b.ts.URL
+	c1 := newClient(t, p1, adminTok)
+	_, err := c1.CreateStream(ctx, "logs/z", client.CreateOptions{Class: "express"})
+	must(t, err)
+	_, err = c1.Append(ctx, "logs/z", recs(3, "x"), client.AppendOptions{}) // 0-2
+	must(t, err)
+	meta.down.Store(true)
+	mctx, mcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _, err = c1.MoveStream(mctx, "logs/z", "star-1") // the seal: 3; the leader write fails
+	mcancel()
+	if err == nil {
+		t.Fatal("the move succeeded with the metastore refusing its write")
+	}
+	meta.down.Store(false)
+	p2 := newNodeOn(t, raw, "star-0", nil, map[string]string{"star-1": b.ts.URL}, nil, std, exp) // takes star-0 over
+	bpeers["star-0"] = p2.ts.URL
+	c2, cb := newClient(t, p2, adminTok), newClient(t, b, adminTok)
+	_, err = c2.Append(ctx, "logs/z", recs(1, "y"), client.AppendOptions{}) // p2 rolls the move forward; star-1 appends: 4
+	must(t, err)
+	if _, _, err := cb.MoveStream(ctx, "logs/z", "star-0"); err != nil { // the seal back: 5
+		t.Fatal(err)
+	}
+	ack, err := c2.Append(ctx, "logs/z", recs(1, "w"), client.AppendOptions{}) // p2: 6
+	must(t, err)
+	if ack.StartSeq != 6 {
+		t.Fatalf("p2's append after the move back at %d, want 6", ack.StartSeq)
+	}
+	// The zombie: a call for the stream, then an operator's retry.
+	zctx, zcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, _ = c1.Append(zctx, "logs/z", recs(1, "z"), client.AppendOptions{})
+	_, _, _ = c1.MoveStream(zctx, "logs/z", "star-1")
+	zcancel()
+	st, err := raw.GetStream(ctx, "logs/z")
+	must(t, err)
+	if st.Star != "star-0" {
+		t.Fatalf("after the zombie's calls the stream is led by %s (from %s), while p2 leads it: two leaders", st.Star, st.From)
+	}
+	ack, err = c2.Append(ctx, "logs/z", recs(1, "v"), client.AppendOptions{})
+	must(t, err)
+	if ack.StartSeq != 7 {
+		t.Fatalf("p2's next append at %d, want 7", ack.StartSeq)
+	}
+}

@@ -144,6 +144,9 @@ mutant move-back-waits-for-settle shared/server/move.go "./shared/server -run ^T
 mutant kafka-producer-flood-clears-all shared/kafka/produce.go "./shared/kafka -run ^TestReview3ProducerStatesPerPrincipal\$" \
   's/\t\tps.dropLargest\(\)\n/\t\tclear(ps.next)\n\t\tps.total = 0\n/' \
   "the simulation runs no Kafka front end"
+mutant move-finish-trusts-memory shared/server/move.go "./shared/server -run ^TestReview3ZombieSealNeverMovesAgain\$" \
+  's/if got, ok := star.Sealed\(last.Commands\); !ok \|\| got != to \{/if got, ok := star.Sealed(last.Commands); false \&\& (!ok || got != to) {/' \
+  "the simulation's old star never outlives its successor with the stream moved back"
 mutant unfinished-move-waits shared/server/move.go "./shared/server -run ^TestReview3SealedMoveFinishesItself\$" \
   's/\ts.unfinished\[id\] = to /\t_ = to /' \
   "the simulation's mover retries an interrupted move itself"
