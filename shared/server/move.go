@@ -233,7 +233,10 @@ func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id f
 		delete(s.unfinished, id)
 		s.mu.Unlock()
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrMoveOvertaken):
+		return nil // the call goes on as if this process had never sealed it
+	case err != nil:
 		return err
 	}
 	return s.notLeader(to, fmt.Errorf("stream %q moved to %s", st.Name, to))
