@@ -106,10 +106,10 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	// One move of a stream at a time: a second one would find the stream
 	// drained (Drain returns at once for a stream not open) and write the
 	// new leader before the first one's seal is absorbed.
-	if !s.startMoving(id) {
+	if !s.startOne(s.moving, id) {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream %q: another MoveStream of it is in progress on this star; retry", name))
 	}
-	defer s.endMoving(id)
+	defer s.endOne(s.moving, id)
 	if err := s.open(ctx, st, id); err != nil {
 		if now, ferr := s.fresh(ctx, name); ferr == nil && now.Star == to {
 			// The open found the stream sealed for this very move and
@@ -223,10 +223,10 @@ func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id f
 	if !ok {
 		return nil
 	}
-	if !s.startMoving(id) { // a MoveStream of it runs
+	if !s.startOne(s.moving, id) { // a MoveStream of it runs
 		return s.notLeader(to, fmt.Errorf("stream %q is being moved to %s", st.Name, to))
 	}
-	defer s.endMoving(id)
+	defer s.endOne(s.moving, id)
 	err := s.finishMove(ctx, st, id, to)
 	if errors.Is(err, metastore.ErrNotFound) || errors.Is(err, metastore.ErrConflict) {
 		s.mu.Lock()
@@ -242,21 +242,22 @@ func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id f
 	return s.notLeader(to, fmt.Errorf("stream %q moved to %s", st.Name, to))
 }
 
-// startMoving marks a move of stream id in progress (MoveStream,
-// finishUnfinished), false when one is already; endMoving clears it.
-func (s *Server) startMoving(id format.StreamID) bool {
+// startOne marks a call of stream id in progress in busy (moving:
+// MoveStream and finishUnfinished; configuring: ReconfigureStream), false
+// when one is already; endOne clears it.
+func (s *Server) startOne(busy map[format.StreamID]bool, id format.StreamID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.moving[id] {
+	if busy[id] {
 		return false
 	}
-	s.moving[id] = true
+	busy[id] = true
 	return true
 }
 
-func (s *Server) endMoving(id format.StreamID) {
+func (s *Server) endOne(busy map[format.StreamID]bool, id format.StreamID) {
 	s.mu.Lock()
-	delete(s.moving, id)
+	delete(busy, id)
 	s.mu.Unlock()
 }
 

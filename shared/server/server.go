@@ -92,6 +92,9 @@ type Server struct {
 	moved  map[format.StreamID]movedTo
 	moves  uint64
 	moving map[format.StreamID]bool // MoveStream in progress
+	// configuring: ReconfigureStream in progress, one per stream, so that
+	// the metadata writes land in the order of the config commands.
+	configuring map[format.StreamID]bool
 	// unfinished are the streams sealed here for a move whose leader
 	// write has not succeeded yet, by target: the next call for one
 	// finishes it (finishUnfinished, ADR 0076).
@@ -137,7 +140,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{},
+		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{}, configuring: map[format.StreamID]bool{},
 		unfinished: map[format.StreamID]string{}, quota: newQuotas(cfg.Limits)}, nil
 }
 

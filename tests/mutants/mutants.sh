@@ -119,7 +119,7 @@ mutant seal-not-checked shared/star/commands.go "./shared/star" \
   's/if to, ok := MoveTarget\(cur\); ok \{/if to, ok := MoveTarget(cur); ok \&\& false {/' \
   "the server drains the stream right after its seal: no batch reaches admission in between"
 mutant concurrent-moves shared/server/move.go "./shared/server" \
-  's/if s.moving\[id\] \{/if false \&\& s.moving[id] {/' \
+  's/if busy\[id\] \{/if false \&\& busy[id] {/' \
   "the simulation's mover runs one move at a time"
 # A fenced stream's token lost across a move (the new star unseals it to
 # no token: the writer's appends are refused, a stale one accepted):
