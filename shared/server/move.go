@@ -94,7 +94,7 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("stream %q has a malformed id: %w", name, err))
 	}
-	if err := s.priorSettled(ctx, st, to); err != nil {
+	if err := s.priorSettled(ctx, st); err != nil {
 		return nil, err
 	}
 	if err := s.targetHasClass(ctx, st, to); err != nil {
@@ -282,10 +282,12 @@ func (s *Server) rollForward(ctx context.Context, st metastore.Stream, id format
 // of it: the window reads the stream's parts in two chains only, its
 // leader's and that one, so those parts must be in refs (settle flushes
 // them, at most its flush age after they were absorbed) before From
-// changes. A move back to From needs no wait: that chain becomes the
-// leader's, which the window reads too, and the star left becomes From.
-func (s *Server) priorSettled(ctx context.Context, st metastore.Stream, to string) error {
-	if s.cfg.Window == nil || st.From == "" || st.From == st.Star || st.From == to {
+// changes. A move back to From waits too (ADR 0076): that chain's window
+// would then hold two runs of the stream's parts with another star's
+// seqs between them, which settle's flush of the chain does not take
+// (the move simulation's third star found settle stuck on it).
+func (s *Server) priorSettled(ctx context.Context, st metastore.Stream) error {
+	if s.cfg.Window == nil || st.From == "" || st.From == st.Star {
 		return nil
 	}
 	prev := st

@@ -339,32 +339,40 @@ func TestReview3DeposedStarCannotMove(t *testing.T) {
 	}
 }
 
-// TestReview3MoveBackAtOnce (ADR 0065 two windows, attack, pass index): a
-// stream moved star-0 -> star-1 by mistake is moved back at once, before
-// settle flushed star-0's parts. The window reads the leader's chain and
-// the one the stream last left, so after the move back it reads star-0's
-// (the leader's again) and star-1's (From): nothing is left unread, and
-// the move back is not refused. (The check that refuses a second move
-// before settle is for a third star: TestReview3MoveAgainBeforeSettle.)
-// Every read through either star is the stream once, in order, and the
-// next append lands after the second seal.
-func TestReview3MoveBackAtOnce(t *testing.T) {
+// TestReview3MoveBackWaitsForSettle (ADR 0065 two windows, attack, pass
+// index): a stream moved star-0 -> star-1 by mistake is moved back at
+// once, before settle flushed star-0's parts. Moving back looks safe for
+// reads (the window reads the leader's chain and From's, and a move back
+// swaps them), but star-0's window would then hold two runs of the
+// stream's parts with star-1's seqs between them, and settle's flush of
+// star-0's chain stops on that for good (the move simulation's third
+// star found it when this review let a move back go at once: "segment
+// of the stream at 7, want at 6"). So the move back is refused
+// (failed_precondition, nothing written) until star-0 has settled; then
+// it goes, and every read through either star is the stream once, in
+// order, and the next append lands after the second seal.
+func TestReview3MoveBackWaitsForSettle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	meta, _, b, c, _ := moveOne(t, "logs/back", objstore.NewMem("settled"))
+	settled := objstore.NewMem("settled")
+	meta, a, b, c, st := moveOne(t, "logs/back", settled)
 	cb := appendAndMove(ctx, t, c, b, "logs/back", 3) // 0-2 "old-i", then the seal: 3
 	// 0-2, the seals at 3 and 6.
 	want := tagged("old", 0, 3, 3, 6)
 	_, err := cb.Append(ctx, "logs/back", recs(2, "mid"), client.AppendOptions{}) // 4-5
 	must(t, err)
 	want[4], want[5] = "mid-0", "mid-1"
-	if _, _, err := cb.MoveStream(ctx, "logs/back", "star-0"); err != nil { // the seal: 6
-		t.Fatalf("the move back before settle: %v", err)
-	}
-	st, err := meta.GetStream(ctx, "logs/back")
+	_, _, err = cb.MoveStream(ctx, "logs/back", "star-0")
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	got, err := meta.GetStream(ctx, "logs/back")
 	must(t, err)
-	if st.Star != "star-0" || st.From != "star-1" {
-		t.Fatalf("after the move back: %+v, want led by star-0 from star-1", st)
+	if got.Star != "star-1" || got.From != "star-0" {
+		t.Fatalf("after the refused move back: %+v, want led by star-1 from star-0", got)
+	}
+	mst := metastore.Stream{ID: st.ID, Name: "logs/back", Class: metastore.Express, Star: "star-1", From: "star-0"}
+	settleOneChain(ctx, t, meta, a, settled, mst, "star-0", 5)
+	if _, _, err := cb.MoveStream(ctx, "logs/back", "star-0"); err != nil { // the seal: 6
+		t.Fatalf("the move back once star-0 settled: %v", err)
 	}
 	ack, err := c.Append(ctx, "logs/back", recs(2, "new"), client.AppendOptions{}) // 7-8
 	must(t, err)
