@@ -574,3 +574,73 @@ func TestReview3ZombieSealNeverMovesAgain(t *testing.T) {
 		t.Fatalf("p2's next append at %d, want its tail %d", ack.StartSeq, tail.NextSeq)
 	}
 }
+
+// TestReview3RefsSettleAfterMoveBack (ADR 0065 against settle, attack,
+// refs mode): a stream moved star-0 -> star-1 -> star-0 (in refs mode a
+// move back does not wait for settle), star-1 at a later epoch than
+// star-0 (two takeovers). star-0's chain then holds the stream's parts
+// from two periods, with star-1's seqs between them, and a settle step of
+// star-0's chain spans them all. Settle of each chain must settle its own
+// parts only and make progress: before, star-0's step took star-1's refs
+// for its own, compared their slots (epoch 3) with its checkpoint (epoch
+// 1) and failed at every step ("ref points past the checkpoint"), stuck
+// for good; the move simulation's settle check found it (seed 81). Both
+// chains' settle then covers the stream once, every ref settled.
+func TestReview3RefsSettleAfterMoveBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	meta, a, b, c, st := moveOne(t, "logs/rb")
+	for range 2 { // star-1 at epoch 3
+		b.ts.Close()
+		b.star.Close()
+		b = newNodeOn(t, meta, "star-1", nil, map[string]string{"star-0": a.ts.URL}, nil, a.std, a.exp)
+		a.peers["star-1"] = b.ts.URL
+	}
+	cb := appendAndMove(ctx, t, c, b, "logs/rb", 3)                             // 0-2, the seal: 3
+	_, err := cb.Append(ctx, "logs/rb", recs(2, "mid"), client.AppendOptions{}) // 4-5
+	must(t, err)
+	if _, _, err := cb.MoveStream(ctx, "logs/rb", "star-0"); err != nil { // the seal: 6
+		t.Fatal(err)
+	}
+	_, err = c.Append(ctx, "logs/rb", recs(2, "new"), client.AppendOptions{}) // 7-8
+	must(t, err)
+	settler := &settle.Settler{Meta: meta, Settled: objstore.NewMem("settled-objects"), Log: slog.New(slog.DiscardHandler),
+		Sets: absorb.Sets{Standard: chain.Set{Buckets: a.std, W: 1}, Express: chain.Set{Buckets: a.exp, W: 2}}}
+	settledAll := func() bool {
+		refs, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+		must(t, err)
+		for _, r := range refs {
+			for _, l := range r.Locations {
+				if !l.Settled {
+					return false
+				}
+			}
+		}
+		return len(refs) > 0 && refs[len(refs)-1].LastSeq == 8
+	}
+	for attempt := 0; !settledAll(); attempt++ {
+		for _, id := range []string{"star-0", "star-1"} {
+			if _, err := settler.Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express}); err != nil {
+				t.Fatalf("settle of %s: %v", id, err)
+			}
+		}
+		if attempt > 200 {
+			t.Fatal("the stream's refs never all settled")
+		}
+		time.Sleep(10 * time.Millisecond) // absorb runs in the background
+	}
+	// (This harness's readers read no settled objects in refs mode: the
+	// refs, each settled once, cover the stream without gap or overlap.)
+	refs, err := meta.QueryRefs(ctx, st.ID, 0, 100)
+	must(t, err)
+	next := uint64(0)
+	for _, r := range refs {
+		if r.FirstSeq != next {
+			t.Fatalf("settled refs %v: a ref at %d, want %d", refs, r.FirstSeq, next)
+		}
+		next = r.LastSeq + 1
+	}
+	if next != 9 {
+		t.Fatalf("settled refs end at %d, want 9", next)
+	}
+}

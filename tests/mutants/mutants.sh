@@ -137,6 +137,11 @@ mutant target-class-not-checked shared/server/move.go "./shared/server" \
 mutant move-target-not-probed shared/server/move_target.go "./shared/server -run ^TestReview3MoveToADownStar\$" \
   's/if err := up\(ctx, to, s.cfg.Peers\[to\]\); err != nil \{/if err := up(ctx, to, s.cfg.Peers[to]); err != nil \&\& false {/' \
   "the simulation restarts every star before its checks and its mover finishes an interrupted move"
+# A refs-mode settle step that takes another chain's refs of a stream
+# moved away and back for its own (stuck for good once that chain's epoch
+# passes this one's): TestSimMoves seed 81 (its settle check).
+mutant settle-takes-foreign-refs shared/settle/settle.go "./shared/server -run ^TestReview3RefsSettleAfterMoveBack\$" \
+  's/ \|\| !inChain\(r, set.Star\) \{/ {/'
 mutant kafka-producer-flood-clears-all shared/kafka/produce.go "./shared/kafka -run ^TestReview3ProducerStatesPerPrincipal\$" \
   's/\t\tps.dropLargest\(\)\n/\t\tclear(ps.next)\n\t\tps.total = 0\n/' \
   "the simulation runs no Kafka front end"
