@@ -73,6 +73,26 @@ func TestReview3OneWindowSettled(t *testing.T) {
 	}
 }
 
+// moveOnceSettled moves stream name (id), led by star-1 after a move
+// from star-0, on to star to through cb: refused (failed_precondition,
+// nothing written) while star-0's window holds its parts, then, once
+// settle flushed star-0's chain up to seq upTo, moved.
+func moveOnceSettled(ctx context.Context, t *testing.T, meta metastore.Store, a *node, settled objstore.Bucket, cb *client.Client, id, name, to string, upTo uint64) {
+	t.Helper()
+	_, _, err := cb.MoveStream(ctx, name, to)
+	wantCode(t, err, connect.CodeFailedPrecondition)
+	got, err := meta.GetStream(ctx, name)
+	must(t, err)
+	if got.Star != "star-1" || got.From != "star-0" {
+		t.Fatalf("after the refused move to %s: %+v, want led by star-1 from star-0", to, got)
+	}
+	mst := metastore.Stream{ID: id, Name: name, Class: metastore.Express, Star: "star-1", From: "star-0"}
+	settleOneChain(ctx, t, meta, a, settled, mst, "star-0", upTo)
+	if _, _, err := cb.MoveStream(ctx, name, to); err != nil {
+		t.Fatalf("the move to %s once star-0 settled: %v", to, err)
+	}
+}
+
 // settleOneChain waits until the windows and refs of st reach upTo
 // (absorb runs in the background), then runs settle on chainStar's
 // Express chain only, with default merging, until its window holds no
@@ -223,18 +243,7 @@ func TestReview3MoveAgainBeforeSettle(t *testing.T) {
 		t.Fatalf("star-1's append at %d, want 5", ack.StartSeq)
 	}
 	want[5], want[6] = "mid-0", "mid-1"
-	_, _, err = cb.MoveStream(ctx, "logs/again", "star-2")
-	wantCode(t, err, connect.CodeFailedPrecondition)
-	got, err := meta.GetStream(ctx, "logs/again")
-	must(t, err)
-	if got.Star != "star-1" || got.From != "star-0" {
-		t.Fatalf("after the refused second move: %+v, want led by star-1 from star-0", got)
-	}
-	mst := metastore.Stream{ID: st.ID, Name: "logs/again", Class: metastore.Express, Star: "star-1", From: "star-0"}
-	settleOneChain(ctx, t, meta, a, settled, mst, "star-0", 6)
-	if _, _, err := cb.MoveStream(ctx, "logs/again", "star-2"); err != nil { // the seal: 7
-		t.Fatalf("the second move once star-0 settled: %v", err)
-	}
+	moveOnceSettled(ctx, t, meta, a, settled, cb, st.ID, "logs/again", "star-2", 6) // the seal: 7
 	c2 := newClient(t, s2, adminTok)
 	ack, err = c2.Append(ctx, "logs/again", recs(2, "new"), client.AppendOptions{}) // 8-9
 	must(t, err)
@@ -362,18 +371,7 @@ func TestReview3MoveBackWaitsForSettle(t *testing.T) {
 	_, err := cb.Append(ctx, "logs/back", recs(2, "mid"), client.AppendOptions{}) // 4-5
 	must(t, err)
 	want[4], want[5] = "mid-0", "mid-1"
-	_, _, err = cb.MoveStream(ctx, "logs/back", "star-0")
-	wantCode(t, err, connect.CodeFailedPrecondition)
-	got, err := meta.GetStream(ctx, "logs/back")
-	must(t, err)
-	if got.Star != "star-1" || got.From != "star-0" {
-		t.Fatalf("after the refused move back: %+v, want led by star-1 from star-0", got)
-	}
-	mst := metastore.Stream{ID: st.ID, Name: "logs/back", Class: metastore.Express, Star: "star-1", From: "star-0"}
-	settleOneChain(ctx, t, meta, a, settled, mst, "star-0", 5)
-	if _, _, err := cb.MoveStream(ctx, "logs/back", "star-0"); err != nil { // the seal: 6
-		t.Fatalf("the move back once star-0 settled: %v", err)
-	}
+	moveOnceSettled(ctx, t, meta, a, settled, cb, st.ID, "logs/back", "star-0", 5) // the seal: 6
 	ack, err := c.Append(ctx, "logs/back", recs(2, "new"), client.AppendOptions{}) // 7-8
 	must(t, err)
 	if ack.StartSeq != 7 {
