@@ -281,10 +281,12 @@ func chunkProducer(pid int64, epoch int16, seq int64) format.ProducerID {
 // in memory: a batch that skips ahead of a known producer's next is
 // refused OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka does. A producer not
 // known (new, or known by another star before a takeover) is taken at
-// its sequence.
+// its sequence. The states are kept per principal, so that the bound
+// costs the principal holding the most of them, not the others.
 type producers struct {
-	mu   sync.Mutex
-	next map[pkey]int64
+	mu    sync.Mutex
+	next  map[string]map[pkey]int64 // by principal
+	total int                       // states in next
 }
 
 // pkey is a producer's key: its id and epoch on a stream, as sent by one
@@ -299,11 +301,21 @@ type pkey struct {
 	epoch     int16
 }
 
-// maxProducerStates bounds the table; past it, it is cleared (the
-// producers are then taken at their sequence, as after a restart).
+// maxProducerStates bounds the states of all principals together; a new
+// state past it first drops every state of the principal that holds the
+// most (its producers are then taken at their sequence, as after a
+// restart), so that a principal flooding producer ids gives up its own
+// states, never another's (review3).
 const maxProducerStates = 1 << 16
 
-func newProducers() *producers { return &producers{next: map[pkey]int64{}} }
+func newProducers() *producers { return &producers{next: map[string]map[pkey]int64{}} }
+
+// size is the number of producer states kept.
+func (ps *producers) size() int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.total
+}
 
 // ErrSequence: an idempotent batch ahead of its producer's next sequence.
 var ErrSequence = fmt.Errorf("kafka: producer sequence skips ahead")
@@ -315,15 +327,41 @@ func (ps *producers) admit(principal, stream string, b Batch) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	k := pkey{principal, stream, b.ProducerID, b.ProducerEpoch}
-	next, ok := ps.next[k]
+	next, ok := ps.next[principal][k]
 	if ok && int64(b.BaseSequence) > next {
 		return fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d", ErrSequence, b.ProducerID, b.ProducerEpoch, b.BaseSequence, next)
 	}
-	if len(ps.next) >= maxProducerStates {
-		clear(ps.next)
+	end := int64(b.BaseSequence) + int64(len(b.Records))
+	if ok && end <= next {
+		return nil
 	}
-	if end := int64(b.BaseSequence) + int64(len(b.Records)); end > next {
-		ps.next[k] = end
+	if !ok && ps.total >= maxProducerStates {
+		ps.dropLargest()
 	}
+	m := ps.next[principal]
+	if m == nil {
+		m = map[pkey]int64{}
+		ps.next[principal] = m
+	}
+	if !ok {
+		ps.total++
+	}
+	m[k] = max(end, next)
 	return nil
+}
+
+// dropLargest drops every state of the principal that holds the most.
+// Called with ps.mu.
+func (ps *producers) dropLargest() {
+	var top string
+	n := -1
+	for p, m := range ps.next {
+		if len(m) > n {
+			top, n = p, len(m)
+		}
+	}
+	if n >= 0 {
+		ps.total -= n
+		delete(ps.next, top)
+	}
 }

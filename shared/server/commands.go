@@ -168,6 +168,13 @@ func (s *Server) ReconfigureStream(ctx context.Context, req *connect.Request[str
 	if err != nil {
 		return nil, err
 	}
+	// One at a time per stream: the metadata mirrors the config command
+	// sequenced last only if the writes land in the commands' order
+	// (review3; trim applies the longer of the two retentions).
+	if !s.startOne(s.configuring, id) {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream %q: another ReconfigureStream of it is in progress on this star; retry", a.Name))
+	}
+	defer s.endOne(s.configuring, id)
 	ack, cfg, err := s.cfg.Star.Reconfigure(ctx, id, a.Patch)
 	if err != nil {
 		return nil, toConnect(err)

@@ -22,7 +22,10 @@ import (
 // The server then remembers the move (moved), so an open of the stream
 // that read the metastore before the write never reopens it here; an open
 // that finds the stream sealed to another star while the metastore still
-// names this one rolls the move forward (rollForward).
+// names this one rolls the move forward (rollForward). A move that
+// failed after its seal while this process lives is finished by the
+// stream's next call here (finishUnfinished, ADR 0076); a target that
+// does not serve is refused before the seal (targetServing).
 
 // ErrMoveRefused prefixes a MoveStream the server refuses outright:
 // nothing was written.
@@ -97,21 +100,16 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	if err := s.targetHasClass(ctx, st, to); err != nil {
 		return nil, err
 	}
+	if err := s.targetServing(ctx, name, to); err != nil {
+		return nil, err
+	}
 	// One move of a stream at a time: a second one would find the stream
 	// drained (Drain returns at once for a stream not open) and write the
 	// new leader before the first one's seal is absorbed.
-	s.mu.Lock()
-	if s.moving[id] {
-		s.mu.Unlock()
+	if !s.startOne(s.moving, id) {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream %q: another MoveStream of it is in progress on this star; retry", name))
 	}
-	s.moving[id] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.moving, id)
-		s.mu.Unlock()
-	}()
+	defer s.endOne(s.moving, id)
 	if err := s.open(ctx, st, id); err != nil {
 		if now, ferr := s.fresh(ctx, name); ferr == nil && now.Star == to {
 			// The open found the stream sealed for this very move and
@@ -135,6 +133,9 @@ func (s *Server) MoveStream(ctx context.Context, req *connect.Request[strandv1.M
 	case err != nil:
 		return nil, s.leaderNow(ctx, name, fmt.Errorf("seal stream %q for star %s: %w", name, to, err))
 	}
+	s.mu.Lock()
+	s.unfinished[id] = to // until finishMove's write: a later call finishes it
+	s.mu.Unlock()
 	if err := s.finishMove(ctx, st, id, to); err != nil {
 		return nil, err
 	}
@@ -150,6 +151,9 @@ func (s *Server) finishMove(ctx context.Context, st metastore.Stream, id format.
 	if err := s.cfg.Star.Drain(dctx, id); err != nil {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("move stream %q to %s: it is sealed, but its last appends are not yet absorbed; retry MoveStream to finish: %w", st.Name, to, err))
 	}
+	if err := s.stillSealed(ctx, st, to); err != nil {
+		return err
+	}
 	if err := s.cfg.Meta.MoveStream(ctx, st.Name, st.ID, s.cfg.Star.ID(), to); err != nil {
 		return toConnect(fmt.Errorf("move stream %q to %s: it is sealed and drained, but writing its new leader failed; retry MoveStream to finish: %w", st.Name, to, err))
 	}
@@ -158,9 +162,103 @@ func (s *Server) finishMove(ctx context.Context, st metastore.Stream, id format.
 	s.moved[id] = movedTo{to: to, gen: s.moves}
 	delete(s.opened, id)
 	delete(s.led, st.Name)
+	delete(s.unfinished, id)
 	s.mu.Unlock()
 	s.log.Info("stream moved", "stream", st.Name, "id", st.ID, "to", to)
 	return nil
+}
+
+// ErrMoveOvertaken refuses to finish a move whose seal is no longer the
+// stream's durable state (nothing written): the stream moved on, and
+// came back to this star, since this process sealed it.
+var ErrMoveOvertaken = errors.New("server: move overtaken")
+
+// stillSealed derives the move's leader write from durable state, not
+// from this process's memory (ADR 0076): the write is conditioned on the
+// metastore naming this star, which it does again after the stream moved
+// on and came back, so a process that sealed it long ago (a zombie
+// deposed by its successor, which finished that move) must not write the
+// old seal's target again: that star would open the stream at the tail
+// this star's successor appends at. So the stream's last part, read as
+// recovery reads it (both windows, with the stream as the metastore has
+// it now), must be the seal for to. A stream the metastore already names
+// to needs no check (the write is a no-op). ErrMoveOvertaken (and
+// metastore.ErrConflict) otherwise.
+func (s *Server) stillSealed(ctx context.Context, st metastore.Stream, to string) error {
+	now, err := s.cfg.Meta.GetStream(ctx, st.Name)
+	if errors.Is(err, metastore.ErrNotFound) || err == nil && (now.ID != st.ID || now.Star == to) {
+		return nil // gone, recreated or moved already: MoveStream's write says so
+	}
+	if err != nil {
+		return toConnect(fmt.Errorf("move stream %q to %s: look it up: %w", st.Name, to, err))
+	}
+	var refs star.RefReader = s.cfg.Meta
+	if s.cfg.Window != nil {
+		refs = s.cfg.Window.ForStream(now)
+	}
+	last, err := refs.LastRef(ctx, st.ID)
+	if err != nil {
+		return toConnect(fmt.Errorf("move stream %q to %s: read its last part: %w", st.Name, to, err))
+	}
+	if got, ok := star.Sealed(last.Commands); !ok || got != to {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q: its last part (seqs %d-%d) is not the seal for %s this process wrote; the stream moved on since, nothing written: %w",
+			ErrMoveOvertaken, st.Name, last.FirstSeq, last.LastSeq, to, metastore.ErrConflict))
+	}
+	return nil
+}
+
+// finishUnfinished finishes the move of a stream sealed here whose
+// MoveStream failed after the seal (the drain or the leader write), so
+// that the stream does not wait for an operator's retry (ADR 0076): the
+// seal decided the move, and the leader it names is derived state any
+// call may write. It runs one at a time per stream with MoveStream (the
+// moving mark; a call that finds one running is sent to the target). It
+// returns nil for a stream with no unfinished move, else the new leader
+// (unavailable with a Leader detail) or why finishing failed; a stream
+// deleted or recreated meanwhile has nothing left to finish.
+func (s *Server) finishUnfinished(ctx context.Context, st metastore.Stream, id format.StreamID) error {
+	s.mu.Lock()
+	to, ok := s.unfinished[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if !s.startOne(s.moving, id) { // a MoveStream of it runs
+		return s.notLeader(to, fmt.Errorf("stream %q is being moved to %s", st.Name, to))
+	}
+	defer s.endOne(s.moving, id)
+	err := s.finishMove(ctx, st, id, to)
+	if errors.Is(err, metastore.ErrNotFound) || errors.Is(err, metastore.ErrConflict) {
+		s.mu.Lock()
+		delete(s.unfinished, id)
+		s.mu.Unlock()
+	}
+	switch {
+	case errors.Is(err, ErrMoveOvertaken):
+		return nil // the call goes on as if this process had never sealed it
+	case err != nil:
+		return err
+	}
+	return s.notLeader(to, fmt.Errorf("stream %q moved to %s", st.Name, to))
+}
+
+// startOne marks a call of stream id in progress in busy (moving:
+// MoveStream and finishUnfinished; configuring: ReconfigureStream), false
+// when one is already; endOne clears it.
+func (s *Server) startOne(busy map[format.StreamID]bool, id format.StreamID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if busy[id] {
+		return false
+	}
+	busy[id] = true
+	return true
+}
+
+func (s *Server) endOne(busy map[format.StreamID]bool, id format.StreamID) {
+	s.mu.Lock()
+	delete(busy, id)
+	s.mu.Unlock()
 }
 
 // rollForward finishes a move found sealed in the stream's durable state
@@ -184,7 +282,10 @@ func (s *Server) rollForward(ctx context.Context, st metastore.Stream, id format
 // of it: the window reads the stream's parts in two chains only, its
 // leader's and that one, so those parts must be in refs (settle flushes
 // them, at most its flush age after they were absorbed) before From
-// changes.
+// changes. A move back to From waits too (ADR 0076): that chain's window
+// would then hold two runs of the stream's parts with another star's
+// seqs between them, which settle's flush of the chain does not take
+// (the move simulation's third star found settle stuck on it).
 func (s *Server) priorSettled(ctx context.Context, st metastore.Stream) error {
 	if s.cfg.Window == nil || st.From == "" || st.From == st.Star {
 		return nil

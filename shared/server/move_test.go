@@ -303,8 +303,9 @@ func TestMoveFencedStream(t *testing.T) {
 // written; a stream of the class it has moves there.
 func TestMoveToStarWithoutTheClass(t *testing.T) {
 	ctx := context.Background()
-	meta, a, _, c, _ := moveOne(t, "logs/e")                // express
-	newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, nil) // standard only
+	meta, a, _, c, _ := moveOne(t, "logs/e")                      // express
+	s2 := newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, nil) // standard only
+	a.peers["star-2"] = s2.ts.URL                                 // serving (ADR 0076)
 	_, _, err := c.MoveStream(ctx, "logs/e", "star-2")
 	wantCode(t, err, connect.CodeFailedPrecondition)
 	if !strings.Contains(err.Error(), "no express chain") {
@@ -505,7 +506,8 @@ func TestConcurrentMovesOneAtATime(t *testing.T) {
 func TestMoveToAnotherStarWhileSealed(t *testing.T) {
 	ctx := context.Background()
 	meta, a, _, c, st := moveOne(t, "logs/s")
-	newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, a.exp) // has both classes' chains
+	s2 := newNodeOn(t, meta, "star-2", nil, nil, nil, a.std, a.exp) // has both classes' chains
+	a.peers["star-2"] = s2.ts.URL                                   // serving (ADR 0076)
 	id, err := format.ParseStreamID(st.ID)
 	must(t, err)
 	_, err = c.CheckTail(ctx, "logs/s") // opens it

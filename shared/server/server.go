@@ -69,6 +69,10 @@ type Config struct {
 	// pass indexes: a stream's tail and producers are recovered from its
 	// parts there as well as from its refs. nil: refs only.
 	Window *passindex.Window
+	// PeerUp reports whether star id, at its Peers URL, serves: MoveStream
+	// refuses a target for which it returns an error, before anything is
+	// written (ADR 0076). nil: the gRPC health check of the URL (PeerHealth).
+	PeerUp func(ctx context.Context, id, url string) error
 }
 
 // Server implements strandv1connect.StrandServiceHandler.
@@ -88,6 +92,13 @@ type Server struct {
 	moved  map[format.StreamID]movedTo
 	moves  uint64
 	moving map[format.StreamID]bool // MoveStream in progress
+	// configuring: ReconfigureStream in progress, one per stream, so that
+	// the metadata writes land in the order of the config commands.
+	configuring map[format.StreamID]bool
+	// unfinished are the streams sealed here for a move whose leader
+	// write has not succeeded yet, by target: the next call for one
+	// finishes it (finishUnfinished, ADR 0076).
+	unfinished map[format.StreamID]string
 	// Streams deleted are not remembered here: an open reads the stream
 	// again from the metastore before the star opens it (stillActive).
 
@@ -129,7 +140,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{cfg: cfg, clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		led: map[string]metastore.Stream{}, opened: map[format.StreamID]bool{}, opening: map[format.StreamID]*opening{},
-		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{}, quota: newQuotas(cfg.Limits)}, nil
+		draining: map[format.StreamID]bool{}, moved: map[format.StreamID]movedTo{}, moving: map[format.StreamID]bool{}, configuring: map[format.StreamID]bool{},
+		unfinished: map[format.StreamID]string{}, quota: newQuotas(cfg.Limits)}, nil
 }
 
 // Handler returns the API's HTTP handler: the Connect service, behind
@@ -290,7 +302,10 @@ func (s *Server) leading(ctx context.Context, op auth.Op, name string) (metastor
 	if err != nil {
 		return st, id, connect.NewError(connect.CodeInternal, fmt.Errorf("stream %q has a malformed id: %w", name, err))
 	}
-	return st, id, s.open(ctx, st, id)
+	if err := s.open(ctx, st, id); err != nil {
+		return st, id, err
+	}
+	return st, id, s.finishUnfinished(ctx, st, id)
 }
 
 // open opens the stream on the star unless it is open, recovering its tail

@@ -39,6 +39,7 @@ type node struct {
 	stopAbsorb func()
 	std, exp   []objstore.Bucket
 	settled    []objstore.Bucket // on the pass index: its settled bucket
+	peers      map[string]string // its server's Peers (a test may add one before a call)
 }
 
 // tokens used by the tests.
@@ -133,7 +134,7 @@ func newNodeOn(t testing.TB, meta metastore.Store, id string, chk *auth.Checker,
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop, std: std, exp: exp, settled: settled}
+	return &node{star: st, srv: srv, ts: ts, abs: abs, stopAbsorb: stop, std: std, exp: exp, settled: settled, peers: peers}
 }
 
 func newMeta(t testing.TB) metastore.Store {

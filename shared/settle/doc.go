@@ -14,9 +14,12 @@
 // each stream, in stream id order:
 //
 //  1. QueryRefs from the span's first seq - 1: the stream's unsettled refs
-//     in the span (every transit location must be a slot below the
-//     checkpoint read at the start of the step, else ErrNotAbsorbed: refs
-//     past the checkpoint belong to a pass that may still be rewritten),
+//     in the span whose transit locations are this chain's slots (a
+//     stream moved away and back has another chain's refs inside its
+//     span: that chain settles them; ADR 0076), every such location a
+//     slot below the checkpoint read at the start of the step, else
+//     ErrNotAbsorbed (refs past the checkpoint belong to a pass that may
+//     still be rewritten),
 //     grouped into runs of adjacent refs, each with the settled ref just
 //     before it.
 //  2. Each run splits into groups of at most MaxSwapRefs-1 refs and

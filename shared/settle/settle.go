@@ -512,7 +512,7 @@ func (s *Settler) stream(ctx context.Context, set chain.Set, id format.StreamID,
 		var runs []run
 		lastIn := -2 // index in refs of the last ref put in a run
 		for i, r := range refs {
-			if r.LastSeq < first || r.FirstSeq > last || settledOnly(r) {
+			if r.LastSeq < first || r.FirstSeq > last || settledOnly(r) || !inChain(r, set.Star) {
 				continue
 			}
 			if err := absorbed(r, ck); err != nil {
@@ -581,6 +581,26 @@ func (s *Settler) refs(ctx context.Context, id format.StreamID, first, last uint
 func settledOnly(r metastore.Ref) bool {
 	for _, l := range r.Locations {
 		if !l.Settled {
+			return false
+		}
+	}
+	return true
+}
+
+// inChain reports whether r's transit locations are slots of star's
+// chain. A stream moved away and back (ADR 0065; in refs mode a move back
+// does not wait for settle) has parts in this chain from two periods, and
+// a step's seq span of it then holds the refs of the star it was moved
+// to as well: those are that chain's to settle, against its own
+// checkpoint (review3: taking them here failed every step of this
+// chain, "ref points past the checkpoint", once that star's epoch passed
+// this one's).
+func inChain(r metastore.Ref, star string) bool {
+	for _, l := range r.Locations {
+		if l.Settled {
+			continue
+		}
+		if s, _, _, ok := chain.ParseSlotKey(l.Key); ok && s != star {
 			return false
 		}
 	}

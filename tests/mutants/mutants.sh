@@ -106,18 +106,19 @@ mutant settle-merge-drops-marks shared/settle/mergeresume.go "./shared/settle" \
   's/\tif len\(marks\) > 0 \{\n\t\tfor _, m := range metastore.TrimMarks\(marks\) \{/\tif false \&\& len(marks) > 0 {\n\t\tfor _, m := range metastore.TrimMarks(marks) {/'
 # Issue 32, stream moves (ADR 0065): a moved stream's last part taken from
 # the windows even when its refs are newer (the new leader reopens the
-# stream at a stale tail: TestSimMoves seed 6); the seal not checked at
+# stream at a stale tail: TestSimMoves seed 6;
+# server.TestReview3ReopenAfterOneChainSettled every time); the seal not checked at
 # admission (the old star would sequence batches after its seal; the
 # server drains at once after the seal, so only the star's tests see
 # it); two moves of one stream at once (the simulation moves one at a
 # time).
-mutant moved-window-last-part-wins shared/passindex/window.go "./tests/sim -run ^TestSimMoves\$ -seed=6" \
+mutant moved-window-last-part-wins shared/passindex/window.go "./shared/server -run ^TestReview3ReopenAfterOneChainSettled\$" \
   's/if len\(parts\) > 0 && !moved\(st\) \{/if len(parts) > 0 {/'
 mutant seal-not-checked shared/star/commands.go "./shared/star" \
   's/if to, ok := MoveTarget\(cur\); ok \{/if to, ok := MoveTarget(cur); ok \&\& false {/' \
   "the server drains the stream right after its seal: no batch reaches admission in between"
 mutant concurrent-moves shared/server/move.go "./shared/server" \
-  's/if s.moving\[id\] \{/if false \&\& s.moving[id] {/' \
+  's/if busy\[id\] \{/if false \&\& busy[id] {/' \
   "the simulation's mover runs one move at a time"
 # A fenced stream's token lost across a move (the new star unseals it to
 # no token: the writer's appends are refused, a stale one accepted):
@@ -129,6 +130,27 @@ mutant seal-drops-fencing-token shared/star/move.go "./shared/star" \
 mutant target-class-not-checked shared/server/move.go "./shared/server" \
   's/if errors.Is\(err, metastore.ErrNotFound\) \{\n\t\treturn connect.NewError\(connect.CodeFailedPrecondition, fmt.Errorf\("%w: stream %q is of class/if false \&\& errors.Is(err, metastore.ErrNotFound) {\n\t\treturn connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: stream %q is of class/' \
   "the simulation's two stars have both classes' bucket sets"
+# Review 3 (ADR 0076): a move to a star that does not serve let through,
+# and a move that failed after its seal left for an operator's retry.
+# The simulation's mover retries an interrupted move itself and restarts
+# every star before its checks, so only the server's tests see them.
+mutant move-target-not-probed shared/server/move_target.go "./shared/server -run ^TestReview3MoveToADownStar\$" \
+  's/if err := up\(ctx, to, s.cfg.Peers\[to\]\); err != nil \{/if err := up(ctx, to, s.cfg.Peers[to]); err != nil \&\& false {/' \
+  "the simulation restarts every star before its checks and its mover finishes an interrupted move"
+# A refs-mode settle step that takes another chain's refs of a stream
+# moved away and back for its own (stuck for good once that chain's epoch
+# passes this one's): TestSimMoves seed 81 (its settle check).
+mutant settle-takes-foreign-refs shared/settle/settle.go "./shared/server -run ^TestReview3RefsSettleAfterMoveBack\$" \
+  's/ \|\| !inChain\(r, set.Star\) \{/ {/'
+mutant kafka-producer-flood-clears-all shared/kafka/produce.go "./shared/kafka -run ^TestReview3ProducerStatesPerPrincipal\$" \
+  's/\t\tps.dropLargest\(\)\n/\t\tclear(ps.next)\n\t\tps.total = 0\n/' \
+  "the simulation runs no Kafka front end"
+mutant move-finish-trusts-memory shared/server/move.go "./shared/server -run ^TestReview3ZombieSealNeverMovesAgain\$" \
+  's/if got, ok := star.Sealed\(last.Commands\); !ok \|\| got != to \{/if got, ok := star.Sealed(last.Commands); false \&\& (!ok || got != to) {/' \
+  "the simulation's old star never outlives its successor with the stream moved back"
+mutant unfinished-move-waits shared/server/move.go "./shared/server -run ^TestReview3SealedMoveFinishesItself\$" \
+  's/\ts.unfinished\[id\] = to /\t_ = to /' \
+  "the simulation's mover retries an interrupted move itself"
 
 # Issue 36 (ADR 0069): an append session's send loop that holds an ack's
 # flush while the next queued ack is still to come (the client waits for

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,11 +21,13 @@ import (
 	"github.com/strandlog/strand/shared/star"
 )
 
-var moveSeeds = flag.Int("move-seeds", 12, "seeds of TestSimMoves (seeds 1..n)")
+var moveSeeds = flag.Int("move-seeds", 90, "seeds of TestSimMoves (seeds 1..n)")
 
 // moveStars are the two stars of the move workload; s0 starts on the
-// first.
+// first. Seeds divisible by 5 add thirdStar (moves to either other star).
 var moveStars = []string{StarID, "star-1"}
+
+const thirdStar = "star-2"
 
 // TestSimMoves: stream moves between two stars (ADR 0065) racing appends,
 // takeovers (kill -9 of either star, a successor with a fresh server) and
@@ -48,6 +51,13 @@ var moveStars = []string{StarID, "star-1"}
 //     producer carries it): no append with a stale token is ever
 //     acknowledged, and after the last move the writer's token still
 //     appends on the leader while a stale one is refused.
+//
+// Seeds 5, 10, 15, ... run a third star: a move goes to either other
+// star, so a stream leaves a star whose window still holds its parts for
+// a third one (on the pass index refused until settle flushed them, ADR
+// 0065; a move back goes at once, ADR 0076), and every invariant above
+// holds with the stream's parts in three chains. On every seed, settle
+// must make progress on every chain once the faults are cleared.
 func TestSimMoves(t *testing.T) {
 	seeds := []int64{*seedFlag}
 	if *seedFlag == 0 {
@@ -102,6 +112,8 @@ type moveSim struct {
 	w    *World
 	gen  int
 
+	stars []string // moveStars, and thirdStar on seeds divisible by 5
+
 	mu     sync.Mutex
 	nodes  map[string]*Node
 	srvs   map[string]*server.Server
@@ -124,7 +136,10 @@ func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 		t.Fatal(err)
 	}
 	m := &moveSim{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0x40be)),
-		nodes: map[string]*Node{}, srvs: map[string]*server.Server{}, acks: map[string]moveAck{}}
+		nodes: map[string]*Node{}, srvs: map[string]*server.Server{}, acks: map[string]moveAck{}, stars: moveStars}
+	if seed%5 == 0 {
+		m.stars = append(slices.Clone(moveStars), thirdStar)
+	}
 	for i := range 3 {
 		p := &moveProducer{}
 		p.id[0], p.id[15] = 0x40, byte(i+1)
@@ -136,7 +151,7 @@ func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 			n.Kill()
 		}
 	}()
-	for _, id := range moveStars {
+	for _, id := range m.stars {
 		m.restart(id)
 	}
 	if seed%3 == 1 {
@@ -151,12 +166,12 @@ func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 			m.move()
 		case k < 15:
 			m.wg.Wait()
-			m.restart(moveStars[m.rng.IntN(2)])
+			m.restart(m.stars[m.rng.IntN(len(m.stars))])
 		case k < 16:
 			m.appendBurst()
-			m.restart(moveStars[m.rng.IntN(2)]) // kill with appends and maybe a move in flight
+			m.restart(m.stars[m.rng.IntN(len(m.stars))]) // kill with appends and maybe a move in flight
 		default:
-			ch := metastore.ChainID{Star: moveStars[m.rng.IntN(2)], Class: metastore.Express}
+			ch := metastore.ChainID{Star: m.stars[m.rng.IntN(len(m.stars))], Class: metastore.Express}
 			go func() { _, _ = w.Settler().Run(context.Background(), ch) }()
 		}
 		time.Sleep(time.Duration(1+m.rng.IntN(30)) * time.Millisecond)
@@ -165,13 +180,14 @@ func runMoves(t *testing.T, seed int64, steps int) (moveCounts, Tally) {
 	}
 	m.wg.Wait()
 	w.ClearFaults()
-	for _, id := range moveStars {
+	for _, id := range m.stars {
 		if m.nodes[id] == nil {
 			m.restart(id)
 		}
 	}
 	m.finish()
 	m.fencedAfterMoves()
+	m.settles()
 	m.check()
 	return m.counts, m.tally
 }
@@ -230,7 +246,18 @@ func (m *moveSim) restart(id string) {
 		return
 	}
 	sc := m.w.ServerConfig(n, false)
-	sc.Peers = map[string]string{moveStars[0]: "", moveStars[1]: ""}
+	sc.Peers = map[string]string{}
+	for _, s := range m.stars {
+		sc.Peers[s] = ""
+	}
+	sc.PeerUp = func(_ context.Context, id, _ string) error { // no HTTP here: up while it runs
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.nodes[id] == nil {
+			return fmt.Errorf("sim: star %s is down", id)
+		}
+		return nil
+	}
 	sc.DrainTimeout = 5 * time.Second
 	srv, err := server.New(sc)
 	if err != nil {
@@ -267,7 +294,7 @@ func (m *moveSim) appendBurst() {
 		}
 		to := m.leader()
 		if m.rng.IntN(4) == 0 {
-			to = other(to)
+			to = m.other(to)
 		}
 		srv, body, seq, retry := m.srvs[to], p.body, p.seq, p.sent
 		p.sent = true
@@ -332,11 +359,19 @@ func (m *moveSim) appendWith(srv *server.Server, p format.ProducerID, seq uint64
 	return moveAck{first: res.Msg.StartSeqNum, last: res.Msg.EndSeqNum - 1}, nil
 }
 
-func other(id string) string {
-	if id == moveStars[0] {
-		return moveStars[1]
+// other is a star of the workload other than id: the other one of two,
+// a random one of the others of three. Called with m.mu.
+func (m *moveSim) other(id string) string {
+	var others []string
+	for _, s := range m.stars {
+		if s != id {
+			others = append(others, s)
+		}
 	}
-	return moveStars[0]
+	if len(others) == 1 {
+		return others[0]
+	}
+	return others[m.rng.IntN(len(others))]
 }
 
 // move moves s0 to the other star (or finishes an interrupted move) in
@@ -350,7 +385,7 @@ func (m *moveSim) move() {
 	from := m.leader()
 	to := m.target
 	if to == "" || to == from {
-		to = other(from)
+		to = m.other(from)
 	}
 	srv := m.srvs[from]
 	if srv == nil {
@@ -395,10 +430,31 @@ func (m *moveSim) finish() {
 		if attempt > 50 {
 			m.t.Fatalf("seed=%d: s0 does not open on its leader %s with faults cleared: %v", m.seed, m.leader(), err)
 		}
-		for _, id := range moveStars { // an interrupted move may wait for settle
+		for _, id := range m.stars { // an interrupted move may wait for settle
 			_, _ = m.w.Settler().Run(ctx, metastore.ChainID{Star: id, Class: metastore.Express})
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// settles checks that settle makes progress on every chain with the
+// faults cleared: a chain whose settle fails at every step (a window it
+// cannot flush) stops its refs, and a stream moved from it, for good.
+func (m *moveSim) settles() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, id := range m.stars {
+		ch := metastore.ChainID{Star: id, Class: metastore.Express}
+		var err error
+		for range 20 {
+			if _, err = m.w.Settler().Run(ctx, ch); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			m.t.Fatalf("seed=%d: settle of %s fails at every step with the faults cleared: %v", m.seed, ch, err)
+		}
 	}
 }
 

@@ -26,13 +26,7 @@ func TestLandedWriteRetried(t *testing.T) {
 	e1, e2 := metastore.Cursor{Epoch: 1}, metastore.Cursor{Epoch: 1, Slot: 3}
 	str := metastore.Stream{Name: "s", ID: sid(1), Class: metastore.Standard, Star: "star-0", State: metastore.StreamActive}
 	mint := func(st *Store) error { return st.MintEpoch(ctx, chain, 0, epoch(1)) }
-	for _, tc := range []struct {
-		name   string
-		lostOp string
-		setup  func(st *Store) error
-		write  func(st *Store) error
-		check  func(st *Store) error
-	}{
+	runLanded(t, []landedCase{
 		{"MintEpoch first", "TransactWriteItems", nil, mint, func(st *Store) error {
 			return wantHead(st, chain, func(h metastore.Head) bool { return h.Epoch == 1 })
 		}},
@@ -124,7 +118,23 @@ func TestLandedWriteRetried(t *testing.T) {
 			}
 			return err
 		}},
-	} {
+	})
+}
+
+// landedCase is a write whose answer to the request lostOp is lost once
+// (the SDK sends it again), after setup; check reads what it stored.
+type landedCase struct {
+	name   string
+	lostOp string
+	setup  func(st *Store) error
+	write  func(st *Store) error
+	check  func(st *Store) error
+}
+
+// runLanded runs each case on a table of its own: the write, landed and
+// retried, must succeed and store what check wants.
+func runLanded(t *testing.T, cases []landedCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, table := newTable(t)
 			var armed atomic.Bool
