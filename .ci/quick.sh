@@ -8,9 +8,18 @@ cd "$(dirname "$0")/.."
 base="${QUICK_BASE:-main}"
 pkgs="${QUICK_PKGS:-}"
 if [ -z "$pkgs" ]; then
-  pkgs=$({ git diff --name-only "$base"... 2>/dev/null || true; git diff --name-only HEAD; git ls-files --others --exclude-standard; } |
-    grep '\.go$' | grep -v '^infra/' | xargs -r -n1 dirname | sort -u |
-    while read -r d; do [ -d "$d" ] && ls "$d"/*.go >/dev/null 2>&1 && echo "./$d"; done | tr '\n' ' ')
+  # A clone of a branch has origin/main but no local main.
+  if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
+    if git rev-parse -q --verify "origin/$base^{commit}" >/dev/null; then
+      base="origin/$base"
+    else
+      echo "quick: no branch $base (nor origin/$base) to compare with: set QUICK_BASE, or name packages with QUICK_PKGS" >&2
+      exit 1
+    fi
+  fi
+  pkgs=$({ git diff --name-only "$base"...; git diff --name-only HEAD; git ls-files --others --exclude-standard; } |
+    { grep '\.go$' || true; } | { grep -v '^infra/' || true; } | xargs -r -n1 dirname | sort -u |
+    while read -r d; do if [ -d "$d" ] && ls "$d"/*.go >/dev/null 2>&1; then echo "./$d"; fi; done | tr '\n' ' ')
 fi
 if [ -z "${pkgs// /}" ]; then
   echo "quick: no Go package changed since $base; name some: make quick QUICK_PKGS='./shared/star ./cmd/strand'"

@@ -204,8 +204,8 @@ func checkOutput(t *testing.T, line, got, want string) {
 	}
 }
 
-// TestAPIDocExamples runs every curl (and, where installed, grpcurl)
-// example of docs/api.md in order against a strand dev whose streams are
+// TestAPIDocExamples runs every curl (and, where installed, grpcurl; in
+// CI it must be) example of docs/api.md in order against a strand dev whose streams are
 // in the state the doc assumes (hello after the README walkthrough's first
 // five records, orders with 41 records), and checks what each prints
 // against the doc's "# ..." line after it (issue 34: api.md showed
@@ -220,6 +220,9 @@ func TestAPIDocExamples(t *testing.T) {
 		}
 	}
 	_, grpcErr := exec.LookPath("grpcurl")
+	if grpcErr != nil && os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and grpcurl is not installed (.ci/run installs it): %v", grpcErr)
+	}
 	doc, err := os.ReadFile(filepath.Join(testproc.RepoRoot(t), "docs", "api.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -32,9 +33,17 @@ func tinyConfig(t *testing.T) Config {
 // flowed, every percentile is ordered, the floor never exceeds the ack
 // latency it is part of, PUTs per GiB match K copies of the flights, the
 // metastore was used only by the absorb, the baseline ran, the cost is
-// positive, and plots and JSON come out.
+// positive, and plots and JSON come out. The absorb writes its refs
+// after release events (star.Config.ReleaseEventInterval), so on a loaded
+// machine the nominal window may end before the first: the window's end
+// waits for a PutRefs, up to a generous deadline, rather than assuming one
+// lands in time.
 func TestTinyInProcRun(t *testing.T) {
 	cfg := tinyConfig(t)
+	deadline := time.Now().Add(30 * time.Second)
+	cfg.endWhen = func(w metacount.Counts) bool {
+		return w.Of(metacount.PutRefs) > 0 || time.Now().After(deadline)
+	}
 	var log bytes.Buffer
 	rs, err := Run(context.Background(), cfg, &log)
 	if err != nil {

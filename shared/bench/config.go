@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metastore/metacount"
 	"github.com/strandlog/strand/shared/star"
 )
 
@@ -131,6 +132,13 @@ type Config struct {
 	PlotDir string // "" writes no plots
 	Seed    int64
 	Sample  time.Duration // timeline resolution
+
+	// endWhen, if set (tests), holds a measured window's end until it
+	// reports true of the metastore calls counted since the window began:
+	// a test waits for what it asserts instead of assuming the window is
+	// long enough for it on a loaded machine. It is not a run's figure:
+	// the rates still divide by the nominal window.
+	endWhen func(window metacount.Counts) bool
 }
 
 // Defaults are the documented defaults. The latency models are

@@ -418,6 +418,11 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 			s0 = settleNow()
 		}
 		d.onEnd = func() {
+			if cfg.endWhen != nil {
+				for !cfg.endWhen(e.meta.Snapshot().Sub(c0)) && ctx.Err() == nil {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
 			cpu1 = cpuTime()
 			c1 = e.meta.Snapshot()
 			p1, b1, o1, i1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()

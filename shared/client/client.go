@@ -395,7 +395,10 @@ func (c *Client) CreateStream(ctx context.Context, name string, opt CreateOption
 	if mode != strandv1.TimestampingMode_TIMESTAMPING_MODE_UNSPECIFIED || opt.Uncapped {
 		req.Timestamping = &strandv1.Timestamping{Mode: mode, Uncapped: opt.Uncapped}
 	}
-	res, err := c.api(c.eps.home()).CreateStream(ctx, connect.NewRequest(req))
+	// Not idempotent: a retry after a lost answer would be AlreadyExists.
+	res, err := retrying(ctx, c, false, func() (*connect.Response[strandv1.CreateStreamResponse], error) {
+		return c.api(c.eps.home()).CreateStream(ctx, connect.NewRequest(req))
+	})
 	if err != nil {
 		return Stream{}, err
 	}
@@ -417,7 +420,9 @@ func (c *Client) DeleteStream(ctx context.Context, name string) error {
 // ListStreams lists one page of streams whose names start with prefix,
 // after startAfter; next is "" on the last page.
 func (c *Client) ListStreams(ctx context.Context, prefix, startAfter string, limit int) (streams []Stream, next string, err error) {
-	res, err := c.api(c.eps.home()).ListStreams(ctx, connect.NewRequest(&strandv1.ListStreamsRequest{Prefix: prefix, StartAfter: startAfter, Limit: int32(limit)}))
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.ListStreamsResponse], error) {
+		return c.api(c.eps.home()).ListStreams(ctx, connect.NewRequest(&strandv1.ListStreamsRequest{Prefix: prefix, StartAfter: startAfter, Limit: int32(limit)}))
+	})
 	if err != nil {
 		return nil, "", err
 	}
@@ -429,7 +434,9 @@ func (c *Client) ListStreams(ctx context.Context, prefix, startAfter string, lim
 
 // GetStream describes a stream.
 func (c *Client) GetStream(ctx context.Context, name string) (Stream, error) {
-	res, err := c.api(c.eps.home()).GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: name}))
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.GetStreamResponse], error) {
+		return c.api(c.eps.home()).GetStream(ctx, connect.NewRequest(&strandv1.GetStreamRequest{Name: name}))
+	})
 	if err != nil {
 		return Stream{}, err
 	}
@@ -456,8 +463,10 @@ type State struct {
 // State returns the stream's tail, trim point and fence state (one
 // CheckTail call).
 func (c *Client) State(ctx context.Context, name string) (State, error) {
-	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.CheckTailResponse], error) {
-		return a.CheckTail(ctx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: name}))
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.CheckTailResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.CheckTailResponse], error) {
+			return a.CheckTail(ctx, connect.NewRequest(&strandv1.CheckTailRequest{Stream: name}))
+		})
 	})
 	if err != nil {
 		return State{}, err
@@ -582,8 +591,10 @@ func (c *Client) Read(ctx context.Context, name string, start Start, lim Limits)
 	case 2:
 		req.Start = &strandv1.ReadRequest_TailOffset{TailOffset: start.v}
 	}
-	res, err := withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReadResponse], error) {
-		return a.Read(ctx, connect.NewRequest(req))
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.ReadResponse], error) {
+		return withLeader(c, name, func(a strandv1connect.StrandServiceClient) (*connect.Response[strandv1.ReadResponse], error) {
+			return a.Read(ctx, connect.NewRequest(req))
+		})
 	})
 	if err != nil {
 		return ReadResult{}, err
@@ -636,8 +647,12 @@ type TokenSpec struct {
 // CreateToken issues a token (the caller needs admin over spec.Prefix) and
 // returns its secret, shown only this once, and its info.
 func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string, info TokenInfo, err error) {
-	res, err := c.api(c.eps.home()).CreateToken(ctx, connect.NewRequest(&strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs,
-		Tenant: spec.Tenant, MaxStreams: spec.MaxStreams, AppendBytesPerSec: spec.AppendBytesPerSec}))
+	req := &strandv1.CreateTokenRequest{Prefix: spec.Prefix, Ops: spec.Ops, Description: spec.Description, ExpiresMs: spec.ExpiresMs,
+		Tenant: spec.Tenant, MaxStreams: spec.MaxStreams, AppendBytesPerSec: spec.AppendBytesPerSec}
+	// Not idempotent: a retry after a lost answer would mint a second token.
+	res, err := retrying(ctx, c, false, func() (*connect.Response[strandv1.CreateTokenResponse], error) {
+		return c.api(c.eps.home()).CreateToken(ctx, connect.NewRequest(req))
+	})
 	if err != nil {
 		return "", TokenInfo{}, err
 	}
@@ -647,14 +662,18 @@ func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (secret string
 // RevokeToken revokes the token with this hash (TokenInfo.Hash). Servers
 // that cached its grant may accept it for up to 10 s more.
 func (c *Client) RevokeToken(ctx context.Context, hash string) error {
-	_, err := c.api(c.eps.home()).RevokeToken(ctx, connect.NewRequest(&strandv1.RevokeTokenRequest{Hash: hash}))
+	_, err := retrying(ctx, c, false, func() (*connect.Response[strandv1.RevokeTokenResponse], error) {
+		return c.api(c.eps.home()).RevokeToken(ctx, connect.NewRequest(&strandv1.RevokeTokenRequest{Hash: hash}))
+	})
 	return err
 }
 
 // ListTokens lists the tokens whose prefix starts with prefix, within the
 // calling token's prefix, in hash order.
 func (c *Client) ListTokens(ctx context.Context, prefix string) ([]TokenInfo, error) {
-	res, err := c.api(c.eps.home()).ListTokens(ctx, connect.NewRequest(&strandv1.ListTokensRequest{Prefix: prefix}))
+	res, err := retrying(ctx, c, true, func() (*connect.Response[strandv1.ListTokensResponse], error) {
+		return c.api(c.eps.home()).ListTokens(ctx, connect.NewRequest(&strandv1.ListTokensRequest{Prefix: prefix}))
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -66,12 +66,19 @@
 // docs/adr/0050). Every listed host is trusted.
 //
 // Retriable errors (Retriable: Unavailable, and Aborted for exactly-once
-// appends) are retried with backoff within the client's Retry budget. A
-// client on the default budget that has never reached its server does not
-// retry a refused dial: at first contact that is a wrong endpoint or a
-// stopped server, and the call fails at once. A client given a budget
-// (WithRetry) retries from its first call, waiting for a server that is
-// starting.
+// appends) are retried with backoff within the client's Retry budget, by
+// every call but DeleteStream (its server already waits up to 30 s for
+// the stream's last appends; the caller decides whether to ask again).
+// Calls that are not idempotent (CreateStream, CreateToken, RevokeToken,
+// an append without a producer id) are not retried after a connection
+// lost mid-call, whose outcome is unknown; no call is retried when a
+// Leader detail names a host the client will not follow
+// (ErrUntrustedLeader: it would be named again). A client on the default
+// budget that has never reached its server does not retry a refused dial:
+// at first contact that is a wrong endpoint or a stopped server, and the
+// call fails at once (with several endpoints, after trying each once). A
+// client given a budget (WithRetry) retries from its first call, waiting
+// for a server that is starting.
 //
 // A response message larger than MaxResponseBytes (4 MiB) is refused with
 // ResourceExhausted rather than read into memory.

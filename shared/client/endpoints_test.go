@@ -23,9 +23,8 @@ func deadEndpoint(t *testing.T) string {
 }
 
 // TestEndpointsFailover: with the serving endpoint second in the list, a
-// call refused at the first moves the client on (CheckTail is not retried,
-// so it fails), the next call reaches the serving one, and later calls
-// start there.
+// call refused at the first moves the client on and its retry reaches the
+// serving one, and later calls start there.
 func TestEndpointsFailover(t *testing.T) {
 	live := serve(t, &fakeStar{}, false)
 	dead := deadEndpoint(t)
@@ -36,15 +35,14 @@ func TestEndpointsFailover(t *testing.T) {
 	if c.Endpoint() != dead {
 		t.Fatalf("starts at %s, want the first endpoint %s", c.Endpoint(), dead)
 	}
-	if _, err := c.CheckTail(context.Background(), "s"); err == nil {
-		t.Fatal("CheckTail at a refused endpoint succeeded")
-	}
-	tail, err := c.CheckTail(context.Background(), "s")
-	if err != nil || tail.NextSeq != 7 {
-		t.Fatalf("CheckTail = %+v, %v; want the live endpoint's tail 7", tail, err)
-	}
-	if c.Endpoint() != live.URL {
-		t.Errorf("endpoint %s after the failover, want %s", c.Endpoint(), live.URL)
+	for i := 0; i < 2; i++ {
+		tail, err := c.CheckTail(context.Background(), "s")
+		if err != nil || tail.NextSeq != 7 {
+			t.Fatalf("CheckTail %d = %+v, %v; want the live endpoint's tail 7", i, tail, err)
+		}
+		if c.Endpoint() != live.URL {
+			t.Errorf("endpoint %s after call %d, want %s", c.Endpoint(), i, live.URL)
+		}
 	}
 	// One endpoint: a refused call fails after its retries, and the
 	// client stays there.
@@ -105,6 +103,54 @@ func TestParseEndpoints(t *testing.T) {
 	for _, bad := range []string{"", ",", " , ", "ftp://a:1", "http://a:1,https://b:2"} {
 		if _, err := New(bad); err == nil {
 			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+}
+
+// TestEveryCallMovesOnToTheStandby: with the leader's endpoint refused
+// and its standby second in the list, every call a CLI command opens with
+// reaches the standby on a new client (one process, one call: the first
+// walk of the README's standby found `strand ls`, `read`, `check-tail`,
+// `describe`, `create` and `token ls` failing at once with the first
+// endpoint's dial error; only appends moved on). Each gets the live
+// fake's answer: CheckTail its tail, the others Unimplemented.
+func TestEveryCallMovesOnToTheStandby(t *testing.T) {
+	live := serve(t, &fakeStar{}, false)
+	dead := deadEndpoint(t)
+	ctx := context.Background()
+	calls := map[string]func(c *Client) error{
+		"CheckTail": func(c *Client) error {
+			tail, err := c.CheckTail(ctx, "s")
+			if err == nil && tail.NextSeq != 7 {
+				t.Errorf("CheckTail: tail %+v, want the live fake's 7", tail)
+			}
+			return err
+		},
+		"Read": func(c *Client) error { _, err := c.Read(ctx, "s", FromSeq(0), Limits{}); return err },
+		"ListStreams": func(c *Client) error {
+			_, _, err := c.ListStreams(ctx, "", "", 0)
+			return err
+		},
+		"GetStream":    func(c *Client) error { _, err := c.GetStream(ctx, "s"); return err },
+		"CreateStream": func(c *Client) error { _, err := c.CreateStream(ctx, "s", CreateOptions{}); return err },
+		"ListTokens":   func(c *Client) error { _, err := c.ListTokens(ctx, ""); return err },
+		"CreateToken": func(c *Client) error {
+			_, _, err := c.CreateToken(ctx, TokenSpec{Prefix: "a/", Ops: []string{"read"}})
+			return err
+		},
+		"RevokeToken": func(c *Client) error { return c.RevokeToken(ctx, "00") },
+	}
+	for name, call := range calls {
+		c, err := New(dead+","+live.URL, WithHTTPClient(http.DefaultClient))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = call(c)
+		if name == "CheckTail" && err != nil || name != "CheckTail" && connect.CodeOf(err) != connect.CodeUnimplemented {
+			t.Errorf("%s: %v, want the live endpoint's answer", name, err)
+		}
+		if c.Endpoint() != live.URL {
+			t.Errorf("%s: endpoint %s after the call, want %s", name, c.Endpoint(), live.URL)
 		}
 	}
 }

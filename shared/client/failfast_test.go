@@ -59,6 +59,20 @@ func TestStoppedServerFailsFast(t *testing.T) {
 			_, err := c.Trim(ctx, "s", 1, client.TrimOptions{})
 			return err
 		},
+		// Retried since the first walk (TestEveryCallMovesOnToTheStandby):
+		// still prompt at first contact.
+		"CheckTail": func() error {
+			_, err := c.CheckTail(ctx, "s")
+			return err
+		},
+		"ListStreams": func() error {
+			_, _, err := c.ListStreams(ctx, "", "", 0)
+			return err
+		},
+		"CreateStream": func() error {
+			_, err := c.CreateStream(ctx, "s", client.CreateOptions{})
+			return err
+		},
 	}
 	for name, call := range calls {
 		start := time.Now()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -74,9 +75,14 @@ func TestLeaderOnlyToTrustedHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	_, err = c.CheckTail(ctx, "s")
 	if connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "not trusted") {
 		t.Errorf("following an untrusted leader: %v, want unavailable saying the host is not trusted", err)
+	}
+	// Not retried: the same leader would be named again.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the untrusted leader's refusal took %v, want it at once (no retries)", d)
 	}
 	if got := evil.seen(); len(got) != 0 {
 		t.Fatalf("the token was sent to an untrusted leader: %q", got)
@@ -129,13 +135,14 @@ func TestLeaderNoDowngrade(t *testing.T) {
 }
 
 // TestLeaderForgottenOnFailure: a cached leader that fails is forgotten;
-// the next call starts at the endpoint again.
+// the next call starts at the endpoint again. (Without retries: within
+// one call's retries the entry keeps naming the dead leader.)
 func TestLeaderForgottenOnFailure(t *testing.T) {
 	leader := &fakeStar{}
 	leaderTS := serve(t, leader, false)
 	entry := &fakeStar{leaderURL: leaderTS.URL}
 	entryTS := serve(t, entry, false)
-	c, _ := New(entryTS.URL, WithToken(secret), WithHTTPClient(http.DefaultClient))
+	c, _ := New(entryTS.URL, WithToken(secret), WithHTTPClient(http.DefaultClient), WithRetry(Retry{MaxAttempts: 1}))
 	ctx := context.Background()
 	if _, err := c.CheckTail(ctx, "s"); err != nil {
 		t.Fatal(err)

@@ -188,6 +188,8 @@ func retrying[T any](ctx context.Context, c *Client, idempotent bool, call func(
 		code := connect.CodeOf(err)
 		ok := (code == connect.CodeUnavailable && (idempotent || !errors.Is(err, ErrConnectionLost))) || (idempotent && code == connect.CodeAborted) ||
 			(code == connect.CodeResourceExhausted && !tooLarge(err)) // refused before anything was done
+		// A leader the client will not follow answers the same way again.
+		ok = ok && !errors.Is(err, ErrUntrustedLeader)
 		if !ok || n+1 >= max(r.MaxAttempts, 1) || time.Since(start) >= r.MaxElapsed {
 			return res, err
 		}
