@@ -400,9 +400,10 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // NewHTTPServer returns the API's HTTP server (HTTP/1.1 and HTTP/2, with
 // and without TLS) with bounded headers, idle connections and streams per
 // connection, and an HTTP/2 connection closed when no byte of it can be
-// written for DefaultWriteTimeout. Bodies and response writes are bounded
-// by the handler (Limits).
-func NewHTTPServer(h http.Handler) *http.Server {
+// written for l.WriteTimeout (WriteByteTimeout: a client that takes no
+// frame; the handler's chunks are bounded by it too). Bodies and response
+// writes are bounded by the handler (Limits); l is the Server's Limits.
+func NewHTTPServer(h http.Handler, l Limits) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
@@ -410,7 +411,7 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		Protocols:         new(http.Protocols),
 		ConnContext:       connContext, // the call's connection, marked once a call authenticates (conns.go); its unsent bytes bounded (writebound.go)
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams, WriteByteTimeout: DefaultWriteTimeout},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams, WriteByteTimeout: l.withDefaults().WriteTimeout},
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)

@@ -28,6 +28,14 @@ const readSessionPath = "/strand.v1.StrandService/ReadSession"
 // stream logs/w holds about 8 MiB from seq 0.
 func boundedNode(t *testing.T, d time.Duration) (addr string, returned <-chan string) {
 	t.Helper()
+	addr, returned, _ = boundedServer(t, d)
+	return addr, returned
+}
+
+// boundedServer is boundedNode that also reports on closed each
+// connection the HTTP server closes.
+func boundedServer(t *testing.T, d time.Duration) (addr string, returned <-chan string, closed <-chan struct{}) {
+	t.Helper()
 	n := newNode(t, newMeta(t), "star-0", false, nil)
 	c := newClient(t, n, adminTok)
 	ctx := context.Background()
@@ -50,10 +58,16 @@ func boundedNode(t *testing.T, d time.Duration) (addr string, returned <-chan st
 	ts.Config = server.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		ch <- r.URL.Path
-	}))
+	}), server.Limits{WriteTimeout: d})
+	cl := make(chan struct{}, 16)
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			cl <- struct{}{}
+		}
+	}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return strings.TrimPrefix(ts.URL, "http://"), ch
+	return strings.TrimPrefix(ts.URL, "http://"), ch, cl
 }
 
 // readSessionBody is a Connect streaming request body (one JSON message)
@@ -210,5 +224,38 @@ func TestStalledHTTP2ReaderCut(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestStalledHTTP2ConnCut: an HTTP/2 client grants a window of 1 GiB,
+// opens a read session of 8 MiB and then reads nothing from its socket.
+// The handler's stream is cut at the write timeout, but the connection's
+// frame writer stays blocked on the full socket: HTTP/2's WriteByteTimeout
+// closes the connection, and it is the write timeout (300 ms here). Before
+// it was wired to the setting, it was the 30 s default and the connection
+// was still open after 10 s.
+func TestStalledHTTP2ConnCut(t *testing.T) {
+	addr, _, closed := boundedServer(t, 300*time.Millisecond)
+	c := dialSmall(t, addr)
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	must(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}))
+	must(t, fr.WriteWindowUpdate(0, 1<<30))
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "strand"}, {":path", readSessionPath},
+		{"content-type", "application/connect+json"}, {"connect-protocol-version", "1"}} {
+		must(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}))
+	must(t, fr.WriteData(1, true, readSessionBody()))
+	start := time.Now()
+	select {
+	case <-closed:
+		t.Logf("connection closed %s after the request", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the connection of a client that reads nothing is still open after %s (write timeout 300 ms)", time.Since(start))
 	}
 }
