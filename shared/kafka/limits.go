@@ -19,8 +19,13 @@ type Limits struct {
 	// MaxDecompressedBytes bounds one partition's record set once
 	// decompressed (default 16 MiB).
 	MaxDecompressedBytes int
-	// MaxConns bounds the open connections (default 1024).
+	// MaxConns bounds the open connections (default 1024, as the API's).
+	// A new connection past it closes the oldest one that has not
+	// authenticated; when every one has, it is refused (conns.go).
 	MaxConns int
+	// MaxConnsPerSource bounds the open connections of one source address
+	// (default 256, as the API's); past it a new one is closed at once.
+	MaxConnsPerSource int
 	// MaxHeldBytes bounds the request bytes the front end holds across
 	// connections, read and not yet answered (default 256 MiB); one tenant
 	// holds at most half. A connection whose next request does not fit
@@ -54,6 +59,7 @@ const (
 	DefaultMaxBatchRecords      = 1 << 16
 	DefaultMaxDecompressedBytes = 16 << 20
 	DefaultMaxConns             = 1024
+	DefaultMaxConnsPerSource    = 256
 	DefaultMaxHeldBytes         = 256 << 20
 	DefaultMaxFetchBytes        = 55 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
@@ -73,6 +79,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxBatchRecords, DefaultMaxBatchRecords)
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxConnsPerSource, DefaultMaxConnsPerSource)
 	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
 	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
