@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/shared/auth"
 )
 
 // Group states (Kafka's names, as DescribeGroups and ListGroups show them).
@@ -21,7 +23,6 @@ const (
 	minSessionMs     = 1_000
 	maxSessionMs     = 30 * 60_000
 	maxGroupMembers  = 1_000
-	maxGroups        = 100_000
 	janitorEvery     = 100 * time.Millisecond
 	pendingMemberTTL = 5 * time.Minute
 )
@@ -36,14 +37,20 @@ type coordinator struct {
 	offsets *offsetStore
 	mu      sync.Mutex
 	groups  map[string]*group
-	pending map[string]time.Time // member ids handed out by MEMBER_ID_REQUIRED, until
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// byTenant and members bound the groups and the members (of every
+	// group) in all and per tenant (Limits.MaxGroups, MaxGroupsPerTenant,
+	// MaxMembers, MaxMembersPerTenant); a group is counted to the tenant
+	// whose join created it, a member to the tenant that joined.
+	byTenant, members *shares
+	pending           map[string]time.Time // member ids handed out by MEMBER_ID_REQUIRED, until
+	stop              chan struct{}
+	wg                sync.WaitGroup
 }
 
 func newCoordinator(s *Server) *coordinator {
 	c := &coordinator{s: s, offsets: &offsetStore{core: s.cfg.Core, max: s.lim.MaxOffsetRecords}, groups: map[string]*group{},
-		pending: map[string]time.Time{}, stop: make(chan struct{})}
+		pending: map[string]time.Time{}, stop: make(chan struct{}),
+		byTenant: newShares(s.lim.MaxGroups, s.lim.MaxGroupsPerTenant), members: newShares(s.lim.MaxMembers, s.lim.MaxMembersPerTenant)}
 	c.wg.Add(1)
 	go c.janitor()
 	return c
@@ -58,8 +65,9 @@ func (c *coordinator) close() {
 	c.wg.Wait()
 }
 
-// janitor expires members past their session and ends rebalances past
-// their deadline.
+// janitor expires members past their session, ends rebalances past
+// their deadline and forgets groups left empty (their committed offsets
+// are kept in the offsets stream: ListGroups still names them).
 func (c *coordinator) janitor() {
 	defer c.wg.Done()
 	for {
@@ -80,7 +88,12 @@ func (c *coordinator) tick(now time.Time) {
 			delete(c.pending, id)
 		}
 	}
-	for _, g := range c.groups {
+	for name, g := range c.groups {
+		if g.state == stateEmpty && len(g.members) == 0 {
+			delete(c.groups, name)
+			c.byTenant.put(g.tenant)
+			continue
+		}
 		for _, m := range g.members {
 			if m.join == nil && now.Sub(m.lastSeen) > m.session {
 				c.s.log.Info("kafka: group member expired", "group", g.name, "member", m.id)
@@ -122,14 +135,18 @@ func (c *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest, client
 		rebalance = r.SessionTimeoutMillis
 	}
 	now := c.s.clk.Now()
+	gr, _ := auth.FromContext(ctx)
+	tenant := gr.Tenant // "": no authentication
 	c.mu.Lock()
 	g := c.groups[r.Group]
 	if g == nil {
-		if len(c.groups) >= maxGroups {
+		if !c.byTenant.take(tenant) {
 			c.mu.Unlock()
-			return fail(kerr.CoordinatorNotAvailable.Code)
+			c.s.log.Info("kafka: group refused: the groups of its tenant, or of all, are at their limit", "group", r.Group,
+				"tenant", shortTenant(tenant), "max", c.byTenant.max, "per_tenant", c.byTenant.per)
+			return fail(kerr.GroupMaxSizeReached.Code)
 		}
-		g = &group{name: r.Group, state: stateEmpty, members: map[string]*member{}}
+		g = &group{name: r.Group, state: stateEmpty, members: map[string]*member{}, tenant: tenant, quota: c.members}
 		c.groups[r.Group] = g
 	}
 	if g.state != stateEmpty && g.protocolType != r.ProtocolType || !g.supports(r.Protocols) {
@@ -155,11 +172,13 @@ func (c *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest, client
 		delete(c.pending, id)
 	}
 	if m == nil {
-		if len(g.members) >= maxGroupMembers {
+		if len(g.members) >= maxGroupMembers || !c.members.take(tenant) {
 			c.mu.Unlock()
+			c.s.log.Info("kafka: member refused: its group, or the members of its tenant or of all, are at their limit", "group", r.Group,
+				"tenant", shortTenant(tenant), "per_group", maxGroupMembers, "max", c.members.max, "per_tenant", c.members.per)
 			return fail(kerr.GroupMaxSizeReached.Code)
 		}
-		m = &member{id: id, clientID: clientID, host: host}
+		m = &member{id: id, clientID: clientID, host: host, tenant: tenant}
 		g.members[id] = m
 		g.order = append(g.order, id)
 	}

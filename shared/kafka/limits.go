@@ -44,6 +44,17 @@ type Limits struct {
 	// server.ConnLimits.AuthDeadline): strangers hold connections, of
 	// MaxConns, no longer than that. Without Config.Auth it does not apply.
 	AuthDeadline time.Duration
+	// MaxGroups bounds the consumer groups the coordinator holds (default
+	// 100,000), MaxGroupsPerTenant one tenant's (a root token and every
+	// token minted under it; default 10,000, at most half of MaxGroups).
+	// Past them a JoinGroup creating a group is GROUP_MAX_SIZE_REACHED.
+	// A group left empty is forgotten (its offsets are kept).
+	MaxGroups, MaxGroupsPerTenant int
+	// MaxMembers bounds the members of every group together (default
+	// 100,000), MaxMembersPerTenant one tenant's (default 10,000, at most
+	// half of MaxMembers); one group has at most 1,000. Past them a
+	// JoinGroup adding a member is GROUP_MAX_SIZE_REACHED.
+	MaxMembers, MaxMembersPerTenant int
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
 	// MaxOffsetRecords bounds the offsets stream's replay: past this many
@@ -65,6 +76,10 @@ const (
 	DefaultIdleTimeout          = 10 * time.Minute
 	DefaultAuthDeadline         = 10 * time.Second
 	DefaultMaxWait              = 30 * time.Second
+	DefaultMaxGroups            = 100_000
+	DefaultMaxGroupsPerTenant   = 10_000
+	DefaultMaxMembers           = 100_000
+	DefaultMaxMembersPerTenant  = 10_000
 	DefaultMaxOffsetRecords     = 10_000
 )
 
@@ -83,6 +98,10 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
 	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
+	def(&l.MaxGroups, DefaultMaxGroups)
+	def(&l.MaxGroupsPerTenant, DefaultMaxGroupsPerTenant)
+	def(&l.MaxMembers, DefaultMaxMembers)
+	def(&l.MaxMembersPerTenant, DefaultMaxMembersPerTenant)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
 	}
