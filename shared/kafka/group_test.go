@@ -15,7 +15,9 @@ import (
 
 // testCoordinator is a coordinator on a manual clock and seeded ids, its
 // timers driven by the test (tick), no janitor.
-func testCoordinator(t *testing.T) (*coordinator, *clock.Manual) { return testCoordinatorWith(t, Limits{}) }
+func testCoordinator(t *testing.T) (*coordinator, *clock.Manual) {
+	return testCoordinatorWith(t, Limits{})
+}
 
 // testCoordinatorWith is testCoordinator under limits l.
 func testCoordinatorWith(t *testing.T, l Limits) (*coordinator, *clock.Manual) {

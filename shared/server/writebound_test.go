@@ -173,19 +173,19 @@ func TestSlowHTTP1ReaderNotCut(t *testing.T) {
 	t.Logf("read %d bytes in 3 s", got)
 }
 
-// TestStalledHTTP2ReaderCut: an HTTP/2 client opens a read session and
-// grants no window (SETTINGS_INITIAL_WINDOW_SIZE 0), reading frames but
-// never taking data. The server's first DATA frame blocks; with a write
-// timeout of 300 ms the stream is reset and the handler returns. Before
-// the write bound, no reset came in 10 s.
-func TestStalledHTTP2ReaderCut(t *testing.T) {
-	addr, returned := boundedNode(t, 300*time.Millisecond)
-	c := dialSmall(t, addr)
+// h2ReadSession opens a read session of logs/w on c as an HTTP/2 client
+// whose streams' window is window (and, when it is not 0, its connection's
+// too), and returns c's framer.
+func h2ReadSession(t *testing.T, c net.Conn, window uint32) *http2.Framer {
+	t.Helper()
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(c, c)
-	must(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
+	must(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}))
+	if window > 0 {
+		must(t, fr.WriteWindowUpdate(0, window))
+	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "strand"}, {":path", readSessionPath},
@@ -194,6 +194,18 @@ func TestStalledHTTP2ReaderCut(t *testing.T) {
 	}
 	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}))
 	must(t, fr.WriteData(1, true, readSessionBody()))
+	return fr
+}
+
+// TestStalledHTTP2ReaderCut: an HTTP/2 client opens a read session and
+// grants no window (SETTINGS_INITIAL_WINDOW_SIZE 0), reading frames but
+// never taking data. The server's first DATA frame blocks; with a write
+// timeout of 300 ms the stream is reset and the handler returns. Before
+// the write bound, no reset came in 10 s.
+func TestStalledHTTP2ReaderCut(t *testing.T) {
+	addr, returned := boundedNode(t, 300*time.Millisecond)
+	c := dialSmall(t, addr)
+	fr := h2ReadSession(t, c, 0)
 	start := time.Now()
 	_ = c.SetReadDeadline(start.Add(10 * time.Second))
 	for {
@@ -237,20 +249,7 @@ func TestStalledHTTP2ReaderCut(t *testing.T) {
 func TestStalledHTTP2ConnCut(t *testing.T) {
 	addr, _, closed := boundedServer(t, 300*time.Millisecond)
 	c := dialSmall(t, addr)
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	must(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}))
-	must(t, fr.WriteWindowUpdate(0, 1<<30))
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "strand"}, {":path", readSessionPath},
-		{"content-type", "application/connect+json"}, {"connect-protocol-version", "1"}} {
-		must(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
-	}
-	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}))
-	must(t, fr.WriteData(1, true, readSessionBody()))
+	h2ReadSession(t, c, 1<<30)
 	start := time.Now()
 	select {
 	case <-closed:
