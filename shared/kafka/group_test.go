@@ -25,7 +25,7 @@ func testCoordinatorWith(t *testing.T, l Limits) (*coordinator, *clock.Manual) {
 	l = l.withDefaults()
 	s := &Server{cfg: Config{Rand: rand.New(rand.NewSource(1)), GroupRebalanceDelay: 100 * time.Millisecond},
 		clk: clk, log: slog.New(slog.DiscardHandler), lim: l}
-	c := &coordinator{s: s, groups: map[string]*group{}, pending: map[string]time.Time{}, stop: make(chan struct{}),
+	c := &coordinator{s: s, groups: map[string]*group{}, pending: map[string]pendingID{}, stop: make(chan struct{}),
 		byTenant: newShares(l.MaxGroups, l.MaxGroupsPerTenant), members: newShares(l.MaxMembers, l.MaxMembersPerTenant)}
 	t.Cleanup(func() { close(c.stop) })
 	return c, clk

@@ -42,14 +42,14 @@ type coordinator struct {
 	// MaxMembers, MaxMembersPerTenant); a group is counted to the tenant
 	// whose join created it, a member to the tenant that joined.
 	byTenant, members *shares
-	pending           map[string]time.Time // member ids handed out by MEMBER_ID_REQUIRED, until
+	pending           map[string]pendingID // member ids handed out by MEMBER_ID_REQUIRED
 	stop              chan struct{}
 	wg                sync.WaitGroup
 }
 
 func newCoordinator(s *Server) *coordinator {
 	c := &coordinator{s: s, offsets: &offsetStore{core: s.cfg.Core, max: s.lim.MaxOffsetRecords}, groups: map[string]*group{},
-		pending: map[string]time.Time{}, stop: make(chan struct{}),
+		pending: map[string]pendingID{}, stop: make(chan struct{}),
 		byTenant: newShares(s.lim.MaxGroups, s.lim.MaxGroupsPerTenant), members: newShares(s.lim.MaxMembers, s.lim.MaxMembersPerTenant)}
 	c.wg.Add(1)
 	go c.janitor()
@@ -83,9 +83,10 @@ func (c *coordinator) janitor() {
 func (c *coordinator) tick(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id, until := range c.pending {
-		if now.After(until) {
+	for id, p := range c.pending {
+		if now.After(p.until) {
 			delete(c.pending, id)
+			c.members.put(p.tenant)
 		}
 	}
 	for name, g := range c.groups {
@@ -107,6 +108,13 @@ func (c *coordinator) tick(now time.Time) {
 			g.complete()
 		}
 	}
+}
+
+// pendingID is a member id handed out by MEMBER_ID_REQUIRED (KIP-394):
+// kept until, counted in tenant's members meanwhile.
+type pendingID struct {
+	until  time.Time
+	tenant string
 }
 
 func (c *coordinator) newMemberID(clientID string) string {
@@ -158,18 +166,28 @@ func (c *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest, client
 	switch {
 	case id == "" && r.Version >= 4:
 		// KIP-394: hand out the id; the member joins again with it.
+		// It counts as a member of its tenant until it joins or expires:
+		// ids asked for and never used would otherwise pile up.
+		if !c.members.take(tenant) {
+			c.mu.Unlock()
+			c.s.log.Info("kafka: member id refused: the members of its tenant, or of all, are at their limit", "group", r.Group,
+				"tenant", shortTenant(tenant), "max", c.members.max, "per_tenant", c.members.per)
+			return fail(kerr.GroupMaxSizeReached.Code)
+		}
 		resp.MemberID = c.newMemberID(clientID)
-		c.pending[resp.MemberID] = now.Add(pendingMemberTTL)
+		c.pending[resp.MemberID] = pendingID{until: now.Add(pendingMemberTTL), tenant: tenant}
 		c.mu.Unlock()
 		return fail(kerr.MemberIDRequired.Code)
 	case id == "":
 		id = c.newMemberID(clientID)
 	case m == nil:
-		if _, ok := c.pending[id]; !ok {
+		p, ok := c.pending[id]
+		if !ok {
 			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID.Code)
 		}
 		delete(c.pending, id)
+		c.members.put(p.tenant) // the member takes its place below
 	}
 	if m == nil {
 		if len(g.members) >= maxGroupMembers || !c.members.take(tenant) {

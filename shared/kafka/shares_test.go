@@ -54,3 +54,39 @@ func TestGroupSharePerTenant(t *testing.T) {
 	c.tick(clk.Now()) // the empty group is forgotten
 	want(joinAs(a, "a/3"), 0, "a's group after one of its groups emptied")
 }
+
+// TestPendingMemberIDsCounted: a member id handed out by MEMBER_ID_REQUIRED
+// counts in its tenant's members until it joins or expires. With a share
+// of 2, a's third id is refused GROUP_MAX_SIZE_REACHED (before, every
+// JoinGroup without an id kept one for 5 minutes, unbounded); joining
+// with an id it holds still works, and ids expired give their place back.
+func TestPendingMemberIDsCounted(t *testing.T) {
+	c, clk := testCoordinatorWith(t, Limits{MaxMembers: 4})
+	a := auth.WithGrant(context.Background(), auth.Grant{Tenant: "tenant-a", Ops: []auth.Op{auth.Read}})
+	askID := func() *kmsg.JoinGroupResponse {
+		return c.join(a, joinReq(""), "cl", "h").(*kmsg.JoinGroupResponse)
+	}
+	var ids []string
+	for range 2 {
+		r := askID()
+		if r.ErrorCode != kerr.MemberIDRequired.Code {
+			t.Fatalf("asking a member id: error %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
+		}
+		ids = append(ids, r.MemberID)
+	}
+	if r := askID(); r.ErrorCode != kerr.GroupMaxSizeReached.Code {
+		t.Fatalf("a's third member id, past its share of 2: error %d, want GROUP_MAX_SIZE_REACHED", r.ErrorCode)
+	}
+	ch := make(chan *kmsg.JoinGroupResponse, 1)
+	go func() { ch <- c.join(a, joinReq(ids[0]), "cl", "h").(*kmsg.JoinGroupResponse) }()
+	if r := settle(t, c, clk, ch, 50*time.Millisecond); r.ErrorCode != 0 {
+		t.Fatalf("joining with a member id a holds: error %d", r.ErrorCode)
+	}
+	clk.Sleep(pendingMemberTTL + time.Second) // the other id expires, and the member (no heartbeats)
+	c.tick(clk.Now())
+	for i := range 2 {
+		if r := askID(); r.ErrorCode != kerr.MemberIDRequired.Code {
+			t.Fatalf("member id %d after the others expired: error %d, want MEMBER_ID_REQUIRED", i+1, r.ErrorCode)
+		}
+	}
+}
