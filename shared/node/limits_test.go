@@ -71,7 +71,8 @@ func TestLimitFlags(t *testing.T) {
 
 // TestLookupLimitsReachTheServer: a node started with a global lookup
 // burst of 3 refuses the fourth unknown token with resource_exhausted,
-// without a metastore read; and Start refuses a rate that cannot work.
+// without a metastore read, and serves HTTP/2 with its write timeout as
+// the connection write bound; Start refuses a rate that cannot work.
 func TestLookupLimitsReachTheServer(t *testing.T) {
 	ctx := context.Background()
 	cfg := star.Defaults()
@@ -84,11 +85,17 @@ func TestLookupLimitsReachTheServer(t *testing.T) {
 	}
 	good := base
 	good.GlobalRate = auth.Rate{PerSecond: 0.001, Burst: 3}
+	good.Limits.WriteTimeout = 7 * time.Second
 	n, err := Start(ctx, good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	// --write-timeout reaches HTTP/2's connection write bound too (it was
+	// the 30 s default whatever the setting).
+	if got := n.api.HTTP2.WriteByteTimeout; got != good.Limits.WriteTimeout {
+		t.Fatalf("HTTP/2 WriteByteTimeout %s, want the write timeout %s", got, good.Limits.WriteTimeout)
+	}
 	var codes []connect.Code
 	for i := 0; i < 5; i++ {
 		tok, err := auth.NewToken(crand.Reader)
