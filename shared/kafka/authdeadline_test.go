@@ -1,16 +1,11 @@
 package kafka
 
 import (
-	"context"
-	crand "crypto/rand"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/strandlog/strand/shared/auth"
-	"github.com/strandlog/strand/shared/metastore"
 )
 
 // closedWithin reports whether c is closed by the server within d (a read
@@ -31,27 +26,7 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 // authenticated stays. Strangers held Kafka connections (of 1024) for the
 // idle timeout, 10 minutes, before: it failed then (still open after 2 s).
 func TestStrangerClosedAtAuthDeadline(t *testing.T) {
-	meta := metastore.NewMem()
-	tok, err := auth.NewToken(crand.Reader)
-	if err == nil {
-		err = auth.Issue(context.Background(), meta, tok, "t/", []auth.Op{auth.Read})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Core: newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), Star: "s1", Auth: &auth.Checker{Meta: meta},
-		Limits: Limits{AuthDeadline: 300 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
-	addr := ln.Addr().String()
-
+	addr, tok := connsServer(t, Limits{AuthDeadline: 300 * time.Millisecond}, true)
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -26,17 +26,18 @@ type conn struct {
 	// (Limits.AuthDeadline).
 	authBy time.Time
 	authed bool
-	mech   string // the SASL mechanism the handshake chose
-	token  string // the SASL password, a strand token (rechecked per request)
+	slot   *connSlot // its place in Server.conns: authed there too, so it is not shed
+	mech   string    // the SASL mechanism the handshake chose
+	token  string    // the SASL password, a strand token (rechecked per request)
 }
 
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, sl *connSlot) {
 	defer c.Close()
 	s.meters.conns.Add(1)
 	defer s.meters.conns.Add(-1)
 	stop, end := context.WithCancel(s.ctx)
 	defer end()
-	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx, stop: stop, authBy: time.Now().Add(s.lim.AuthDeadline)}
+	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: s.ctx, stop: stop, authBy: time.Now().Add(s.lim.AuthDeadline), slot: sl}
 	if s.cfg.Auth == nil {
 		cn.authed = true // no authentication anywhere (tests)
 	} else if s.cfg.AnonymousLoopback && isLoopback(c.RemoteAddr()) {

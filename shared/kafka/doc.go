@@ -15,7 +15,8 @@
 // it (Limits): the bytes of requests read and not yet answered are taken
 // from one budget across connections, half of it at most per tenant, and
 // a connection whose request does not fit is not read until answers free
-// room (held.go).
+// room (held.go). Connections are bounded per source address and in all,
+// strangers (not authenticated) shed first for a new one (conns.go).
 //
 // # Topics
 //
@@ -78,5 +79,6 @@
 // protocol runs in memory there (coordinator, group); committed offsets
 // are records of OffsetsStream, replayed at the first group request after
 // a start and compacted past Limits.MaxOffsetRecords, and a commit is
-// answered once durable.
+// answered once durable. Groups and members are bounded in all and per
+// tenant (shares.go); a group left empty is forgotten.
 package kafka

@@ -22,11 +22,14 @@ type group struct {
 	members      map[string]*member
 	order        []string // member ids in join order
 	deadline     time.Time
-	initial      bool // the first rebalance of an empty group: wait out the delay
+	initial      bool    // the first rebalance of an empty group: wait out the delay
+	tenant       string  // whose join created it (coordinator.byTenant)
+	quota        *shares // the members' count (coordinator.members)
 }
 
 type member struct {
 	id, clientID, host string
+	tenant             string // whose join added it (coordinator.members)
 	instanceID         *string
 	protocols          []kmsg.JoinGroupRequestProtocol
 	session, rebalance time.Duration
@@ -70,6 +73,7 @@ func (g *group) remove(id string) {
 		m.sync <- &kmsg.SyncGroupResponse{ErrorCode: kerr.UnknownMemberID.Code}
 	}
 	delete(g.members, id)
+	g.quota.put(m.tenant)
 	for i, o := range g.order {
 		if o == id {
 			g.order = append(g.order[:i:i], g.order[i+1:]...)

@@ -16,10 +16,17 @@ import (
 // testCoordinator is a coordinator on a manual clock and seeded ids, its
 // timers driven by the test (tick), no janitor.
 func testCoordinator(t *testing.T) (*coordinator, *clock.Manual) {
+	return testCoordinatorWith(t, Limits{})
+}
+
+// testCoordinatorWith is testCoordinator under limits l.
+func testCoordinatorWith(t *testing.T, l Limits) (*coordinator, *clock.Manual) {
 	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	l = l.withDefaults()
 	s := &Server{cfg: Config{Rand: rand.New(rand.NewSource(1)), GroupRebalanceDelay: 100 * time.Millisecond},
-		clk: clk, log: slog.New(slog.DiscardHandler)}
-	c := &coordinator{s: s, groups: map[string]*group{}, pending: map[string]time.Time{}, stop: make(chan struct{})}
+		clk: clk, log: slog.New(slog.DiscardHandler), lim: l}
+	c := &coordinator{s: s, groups: map[string]*group{}, pending: map[string]pendingID{}, stop: make(chan struct{}),
+		byTenant: newShares(l.MaxGroups, l.MaxGroupsPerTenant), members: newShares(l.MaxMembers, l.MaxMembersPerTenant)}
 	t.Cleanup(func() { close(c.stop) })
 	return c, clk
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/shared/auth"
 )
 
 // Group states (Kafka's names, as DescribeGroups and ListGroups show them).
@@ -21,7 +23,6 @@ const (
 	minSessionMs     = 1_000
 	maxSessionMs     = 30 * 60_000
 	maxGroupMembers  = 1_000
-	maxGroups        = 100_000
 	janitorEvery     = 100 * time.Millisecond
 	pendingMemberTTL = 5 * time.Minute
 )
@@ -36,14 +37,20 @@ type coordinator struct {
 	offsets *offsetStore
 	mu      sync.Mutex
 	groups  map[string]*group
-	pending map[string]time.Time // member ids handed out by MEMBER_ID_REQUIRED, until
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// byTenant and members bound the groups and the members (of every
+	// group) in all and per tenant (Limits.MaxGroups, MaxGroupsPerTenant,
+	// MaxMembers, MaxMembersPerTenant); a group is counted to the tenant
+	// whose join created it, a member to the tenant that joined.
+	byTenant, members *shares
+	pending           map[string]pendingID // member ids handed out by MEMBER_ID_REQUIRED
+	stop              chan struct{}
+	wg                sync.WaitGroup
 }
 
 func newCoordinator(s *Server) *coordinator {
 	c := &coordinator{s: s, offsets: &offsetStore{core: s.cfg.Core, max: s.lim.MaxOffsetRecords}, groups: map[string]*group{},
-		pending: map[string]time.Time{}, stop: make(chan struct{})}
+		pending: map[string]pendingID{}, stop: make(chan struct{}),
+		byTenant: newShares(s.lim.MaxGroups, s.lim.MaxGroupsPerTenant), members: newShares(s.lim.MaxMembers, s.lim.MaxMembersPerTenant)}
 	c.wg.Add(1)
 	go c.janitor()
 	return c
@@ -58,8 +65,9 @@ func (c *coordinator) close() {
 	c.wg.Wait()
 }
 
-// janitor expires members past their session and ends rebalances past
-// their deadline.
+// janitor expires members past their session, ends rebalances past
+// their deadline and forgets groups left empty (their committed offsets
+// are kept in the offsets stream: ListGroups still names them).
 func (c *coordinator) janitor() {
 	defer c.wg.Done()
 	for {
@@ -75,12 +83,18 @@ func (c *coordinator) janitor() {
 func (c *coordinator) tick(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id, until := range c.pending {
-		if now.After(until) {
+	for id, p := range c.pending {
+		if now.After(p.until) {
 			delete(c.pending, id)
+			c.members.put(p.tenant)
 		}
 	}
-	for _, g := range c.groups {
+	for name, g := range c.groups {
+		if g.state == stateEmpty && len(g.members) == 0 {
+			delete(c.groups, name)
+			c.byTenant.put(g.tenant)
+			continue
+		}
 		for _, m := range g.members {
 			if m.join == nil && now.Sub(m.lastSeen) > m.session {
 				c.s.log.Info("kafka: group member expired", "group", g.name, "member", m.id)
@@ -94,6 +108,13 @@ func (c *coordinator) tick(now time.Time) {
 			g.complete()
 		}
 	}
+}
+
+// pendingID is a member id handed out by MEMBER_ID_REQUIRED (KIP-394):
+// kept until, counted in tenant's members meanwhile.
+type pendingID struct {
+	until  time.Time
+	tenant string
 }
 
 func (c *coordinator) newMemberID(clientID string) string {
@@ -122,14 +143,18 @@ func (c *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest, client
 		rebalance = r.SessionTimeoutMillis
 	}
 	now := c.s.clk.Now()
+	gr, _ := auth.FromContext(ctx)
+	tenant := gr.Tenant // "": no authentication
 	c.mu.Lock()
 	g := c.groups[r.Group]
 	if g == nil {
-		if len(c.groups) >= maxGroups {
+		if !c.byTenant.take(tenant) {
 			c.mu.Unlock()
-			return fail(kerr.CoordinatorNotAvailable.Code)
+			c.s.log.Info("kafka: group refused: the groups of its tenant, or of all, are at their limit", "group", r.Group,
+				"tenant", shortTenant(tenant), "max", c.byTenant.max, "per_tenant", c.byTenant.per)
+			return fail(kerr.GroupMaxSizeReached.Code)
 		}
-		g = &group{name: r.Group, state: stateEmpty, members: map[string]*member{}}
+		g = &group{name: r.Group, state: stateEmpty, members: map[string]*member{}, tenant: tenant, quota: c.members}
 		c.groups[r.Group] = g
 	}
 	if g.state != stateEmpty && g.protocolType != r.ProtocolType || !g.supports(r.Protocols) {
@@ -141,25 +166,37 @@ func (c *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest, client
 	switch {
 	case id == "" && r.Version >= 4:
 		// KIP-394: hand out the id; the member joins again with it.
+		// It counts as a member of its tenant until it joins or expires:
+		// ids asked for and never used would otherwise pile up.
+		if !c.members.take(tenant) {
+			c.mu.Unlock()
+			c.s.log.Info("kafka: member id refused: the members of its tenant, or of all, are at their limit", "group", r.Group,
+				"tenant", shortTenant(tenant), "max", c.members.max, "per_tenant", c.members.per)
+			return fail(kerr.GroupMaxSizeReached.Code)
+		}
 		resp.MemberID = c.newMemberID(clientID)
-		c.pending[resp.MemberID] = now.Add(pendingMemberTTL)
+		c.pending[resp.MemberID] = pendingID{until: now.Add(pendingMemberTTL), tenant: tenant}
 		c.mu.Unlock()
 		return fail(kerr.MemberIDRequired.Code)
 	case id == "":
 		id = c.newMemberID(clientID)
 	case m == nil:
-		if _, ok := c.pending[id]; !ok {
+		p, ok := c.pending[id]
+		if !ok {
 			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID.Code)
 		}
 		delete(c.pending, id)
+		c.members.put(p.tenant) // the member takes its place below
 	}
 	if m == nil {
-		if len(g.members) >= maxGroupMembers {
+		if len(g.members) >= maxGroupMembers || !c.members.take(tenant) {
 			c.mu.Unlock()
+			c.s.log.Info("kafka: member refused: its group, or the members of its tenant or of all, are at their limit", "group", r.Group,
+				"tenant", shortTenant(tenant), "per_group", maxGroupMembers, "max", c.members.max, "per_tenant", c.members.per)
 			return fail(kerr.GroupMaxSizeReached.Code)
 		}
-		m = &member{id: id, clientID: clientID, host: host}
+		m = &member{id: id, clientID: clientID, host: host, tenant: tenant}
 		g.members[id] = m
 		g.order = append(g.order, id)
 	}

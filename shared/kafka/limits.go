@@ -19,8 +19,13 @@ type Limits struct {
 	// MaxDecompressedBytes bounds one partition's record set once
 	// decompressed (default 16 MiB).
 	MaxDecompressedBytes int
-	// MaxConns bounds the open connections (default 1024).
+	// MaxConns bounds the open connections (default 1024, as the API's).
+	// A new connection past it closes the oldest one that has not
+	// authenticated; when every one has, it is refused (conns.go).
 	MaxConns int
+	// MaxConnsPerSource bounds the open connections of one source address
+	// (default 256, as the API's); past it a new one is closed at once.
+	MaxConnsPerSource int
 	// MaxHeldBytes bounds the request bytes the front end holds across
 	// connections, read and not yet answered (default 256 MiB); one tenant
 	// holds at most half. A connection whose next request does not fit
@@ -39,6 +44,17 @@ type Limits struct {
 	// server.ConnLimits.AuthDeadline): strangers hold connections, of
 	// MaxConns, no longer than that. Without Config.Auth it does not apply.
 	AuthDeadline time.Duration
+	// MaxGroups bounds the consumer groups the coordinator holds (default
+	// 100,000), MaxGroupsPerTenant one tenant's (a root token and every
+	// token minted under it; default 10,000, at most half of MaxGroups).
+	// Past them a JoinGroup creating a group is GROUP_MAX_SIZE_REACHED.
+	// A group left empty is forgotten (its offsets are kept).
+	MaxGroups, MaxGroupsPerTenant int
+	// MaxMembers bounds the members of every group together (default
+	// 100,000), MaxMembersPerTenant one tenant's (default 10,000, at most
+	// half of MaxMembers); one group has at most 1,000. Past them a
+	// JoinGroup adding a member is GROUP_MAX_SIZE_REACHED.
+	MaxMembers, MaxMembersPerTenant int
 	// MaxWait caps a Fetch's long poll (default 30 s).
 	MaxWait time.Duration
 	// MaxOffsetRecords bounds the offsets stream's replay: past this many
@@ -54,11 +70,16 @@ const (
 	DefaultMaxBatchRecords      = 1 << 16
 	DefaultMaxDecompressedBytes = 16 << 20
 	DefaultMaxConns             = 1024
+	DefaultMaxConnsPerSource    = 256
 	DefaultMaxHeldBytes         = 256 << 20
 	DefaultMaxFetchBytes        = 55 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
 	DefaultAuthDeadline         = 10 * time.Second
 	DefaultMaxWait              = 30 * time.Second
+	DefaultMaxGroups            = 100_000
+	DefaultMaxGroupsPerTenant   = 10_000
+	DefaultMaxMembers           = 100_000
+	DefaultMaxMembersPerTenant  = 10_000
 	DefaultMaxOffsetRecords     = 10_000
 )
 
@@ -73,9 +94,14 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxBatchRecords, DefaultMaxBatchRecords)
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxConnsPerSource, DefaultMaxConnsPerSource)
 	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
 	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
+	def(&l.MaxGroups, DefaultMaxGroups)
+	def(&l.MaxGroupsPerTenant, DefaultMaxGroupsPerTenant)
+	def(&l.MaxMembers, DefaultMaxMembers)
+	def(&l.MaxMembersPerTenant, DefaultMaxMembersPerTenant)
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
 	}

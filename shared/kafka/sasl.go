@@ -59,6 +59,7 @@ func (cn *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response
 	}
 	if cn.s.cfg.Auth == nil {
 		cn.authed = true
+		cn.slot.authed.Store(true)
 		return resp, nil
 	}
 	g, err := cn.s.cfg.Auth.CheckFrom(cn.s.ctx, password, auth.Source(cn.remote))
@@ -66,6 +67,7 @@ func (cn *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response
 		return fail(fmt.Errorf("user %q: %w", user, err))
 	}
 	cn.ctx, cn.authed, cn.token = auth.WithGrant(cn.s.ctx, g), true, password
+	cn.slot.authed.Store(true)
 	return resp, nil
 }
 

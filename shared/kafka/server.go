@@ -95,7 +95,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	ln        net.Listener
-	conns     map[net.Conn]struct{}
+	conns     map[net.Conn]*connSlot // open connections (conns.go)
+	sources   map[string]int         // open connections by source address
 	closed    bool
 	wg        sync.WaitGroup
 	advertise string
@@ -117,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.GroupRebalanceDelay = 100 * time.Millisecond
 	}
 	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
-		conns: map[net.Conn]struct{}{}, pids: newProducers()}
+		conns: map[net.Conn]*connSlot{}, sources: map[string]int{}, pids: newProducers()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.meters = newMeters(cfg.Metrics)
 	s.held = newHeldBudget(int64(s.lim.MaxHeldBytes), s.meters.held)
@@ -139,7 +140,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.advertise = ln.Addr().String()
 	}
 	s.mu.Unlock()
-	sem := make(chan struct{}, s.lim.MaxConns)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -151,31 +151,33 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("kafka: accept: %w", err)
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			s.log.Warn("kafka: connection refused: at the connection limit", "remote", c.RemoteAddr().String(), "max", s.lim.MaxConns)
-			c.Close()
-			continue
-		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return nil
 		}
-		s.conns[c] = struct{}{}
+		sl, victim, why := s.admit(c)
+		if sl == nil {
+			s.mu.Unlock()
+			s.log.Warn("kafka: connection refused: "+why, "remote", c.RemoteAddr().String(), "max", s.lim.MaxConns, "max_per_source", s.lim.MaxConnsPerSource)
+			c.Close()
+			continue
+		}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		if victim != nil {
+			s.log.Info("kafka: at the connection limit: closing the oldest connection not authenticated", "remote", victim.RemoteAddr().String())
+			victim.Close()
+		}
 		go func() {
 			defer func() {
 				s.mu.Lock()
-				delete(s.conns, c)
+				s.forget(c)
 				s.mu.Unlock()
-				<-sem
 				s.wg.Done()
 			}()
-			s.serveConn(c)
+			s.serveConn(c, sl)
 		}()
 	}
 }

@@ -13,6 +13,7 @@ import (
 // upper-cased, through star.ApplyEnv), with the defaults as today:
 //
 //	--max-sessions-per-token          1000  Limits.MaxSessionsPerToken
+//	--max-sessions                   10000  Limits.MaxSessions
 //	--max-conns                       1024  MaxConns
 //	--token-lookups-per-source         50   SourceRate.PerSecond (per s)
 //	--token-lookup-burst-per-source   200   SourceRate.Burst
@@ -29,6 +30,9 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	if c.Limits.MaxSessionsPerToken == 0 {
 		c.Limits.MaxSessionsPerToken = server.DefaultMaxSessionsPerToken
 	}
+	if c.Limits.MaxSessions == 0 {
+		c.Limits.MaxSessions = server.DefaultMaxSessions
+	}
 	if c.MaxConns == 0 {
 		c.MaxConns = server.DefaultMaxConns
 	}
@@ -42,6 +46,7 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 		c.GlobalRate = auth.DefaultGlobalRate
 	}
 	fs.IntVar(&c.Limits.MaxSessionsPerToken, "max-sessions-per-token", c.Limits.MaxSessionsPerToken, "sessions (AppendSession + ReadSession) one tenant (a root token and the tokens minted under it) may hold open on this star; past it resource_exhausted")
+	fs.IntVar(&c.Limits.MaxSessions, "max-sessions", c.Limits.MaxSessions, "sessions (AppendSession + ReadSession) open on this star, all tenants together (one tenant holds at most half); past it resource_exhausted")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "open API connections; past it the oldest unauthenticated (else the longest idle) is shed for a new one")
 	fs.Float64Var(&c.SourceRate.PerSecond, "token-lookups-per-source", c.SourceRate.PerSecond, "metastore lookups per second of tokens not known valid, per source address (past it and its burst: resource_exhausted, no lookup)")
 	fs.IntVar(&c.SourceRate.Burst, "token-lookup-burst-per-source", c.SourceRate.Burst, "burst of --token-lookups-per-source")
@@ -60,6 +65,8 @@ func (c *Config) CheckLimits() error {
 	switch {
 	case c.Limits.MaxSessionsPerToken < 0:
 		return fmt.Errorf("node: --max-sessions-per-token must be positive, got %d", c.Limits.MaxSessionsPerToken)
+	case c.Limits.MaxSessions < 0:
+		return fmt.Errorf("node: --max-sessions must be positive, got %d", c.Limits.MaxSessions)
 	case c.MaxConns < 0:
 		return fmt.Errorf("node: --max-conns must be positive, got %d", c.MaxConns)
 	case c.Limits.WriteTimeout < 0:

@@ -28,7 +28,7 @@ func TestLimitFlags(t *testing.T) {
 	t.Setenv("STRAND_TOKEN_LOOKUP_BURST", "9")
 	t.Setenv("STRAND_MAX_SESSIONS_PER_TOKEN", "8") // the flag wins
 	t.Setenv("STRAND_APPEND_BYTES_PER_SEC_PER_TENANT", "4096")
-	if err := fs.Parse([]string{"--max-sessions-per-token=7", "--token-lookups=2.5", "--max-streams-per-tenant=5"}); err != nil {
+	if err := fs.Parse([]string{"--max-sessions-per-token=7", "--token-lookups=2.5", "--max-streams-per-tenant=5", "--max-sessions=40"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := star.ApplyEnv(fs); err != nil {
@@ -36,7 +36,7 @@ func TestLimitFlags(t *testing.T) {
 	}
 	if c.Limits.MaxSessionsPerToken != 7 || c.GlobalRate != (auth.Rate{PerSecond: 2.5, Burst: 9}) ||
 		c.SourceRate != auth.DefaultSourceRate || c.MaxConns != server.DefaultMaxConns ||
-		c.Limits.MaxStreamsPerTenant != 5 || c.Limits.AppendBytesPerSecPerTenant != 4096 || c.Limits.AppendBurstBytesPerTenant != 0 {
+		c.Limits.MaxStreamsPerTenant != 5 || c.Limits.AppendBytesPerSecPerTenant != 4096 || c.Limits.AppendBurstBytesPerTenant != 0 || c.Limits.MaxSessions != 40 {
 		t.Fatalf("limits %+v %d %+v %+v", c.Limits, c.MaxConns, c.GlobalRate, c.SourceRate)
 	}
 	if err := c.CheckLimits(); err != nil {
@@ -47,7 +47,7 @@ func TestLimitFlags(t *testing.T) {
 	if d.Limits.MaxSessionsPerToken != 1000 || d.MaxConns != 1024 || d.SourceRate != (auth.Rate{PerSecond: 50, Burst: 200}) ||
 		d.GlobalRate != (auth.Rate{PerSecond: 500, Burst: 2000}) ||
 		d.Limits.MaxStreamsPerTenant != 0 || d.Limits.AppendBytesPerSecPerTenant != 0 || // quotas: unlimited
-		d.Limits.WriteTimeout != server.DefaultWriteTimeout {
+		d.Limits.WriteTimeout != server.DefaultWriteTimeout || d.Limits.MaxSessions != 10_000 {
 		t.Fatalf("defaults changed: %+v %d %+v %+v", d.Limits, d.MaxConns, d.SourceRate, d.GlobalRate)
 	}
 	for _, bad := range []func(*Config){
@@ -55,6 +55,7 @@ func TestLimitFlags(t *testing.T) {
 		func(c *Config) { c.GlobalRate = auth.Rate{PerSecond: 1, Burst: 0} },
 		func(c *Config) { c.Limits.MaxSessionsPerToken = -1 },
 		func(c *Config) { c.MaxConns = -3 },
+		func(c *Config) { c.Limits.MaxSessions = -1 },
 		func(c *Config) { c.Limits.WriteTimeout = -time.Second },
 		func(c *Config) { c.Limits.MaxStreamsPerTenant = -1 },
 		func(c *Config) { c.Limits.AppendBytesPerSecPerTenant = -1 },
@@ -70,7 +71,8 @@ func TestLimitFlags(t *testing.T) {
 
 // TestLookupLimitsReachTheServer: a node started with a global lookup
 // burst of 3 refuses the fourth unknown token with resource_exhausted,
-// without a metastore read; and Start refuses a rate that cannot work.
+// without a metastore read, and serves HTTP/2 with its write timeout as
+// the connection write bound; Start refuses a rate that cannot work.
 func TestLookupLimitsReachTheServer(t *testing.T) {
 	ctx := context.Background()
 	cfg := star.Defaults()
@@ -83,11 +85,17 @@ func TestLookupLimitsReachTheServer(t *testing.T) {
 	}
 	good := base
 	good.GlobalRate = auth.Rate{PerSecond: 0.001, Burst: 3}
+	good.Limits.WriteTimeout = 7 * time.Second
 	n, err := Start(ctx, good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	// --write-timeout reaches HTTP/2's connection write bound too (it was
+	// the 30 s default whatever the setting).
+	if got := n.api.HTTP2.WriteByteTimeout; got != good.Limits.WriteTimeout {
+		t.Fatalf("HTTP/2 WriteByteTimeout %s, want the write timeout %s", got, good.Limits.WriteTimeout)
+	}
 	var codes []connect.Code
 	for i := 0; i < 5; i++ {
 		tok, err := auth.NewToken(crand.Reader)

@@ -320,7 +320,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(fmt.Errorf("listen on %s: %w (is another server running there? pick another address)", cfg.Addr, err))
 	}
 	ln = server.LimitListener(ln, cfg.MaxConns)
-	n.api = server.NewHTTPServer(srv.Handler())
+	n.api = server.NewHTTPServer(srv.Handler(), cfg.Limits)
 	scheme := "http"
 	if cfg.TLSCert != "" {
 		scheme = "https"

@@ -73,8 +73,14 @@ type Limits struct {
 	// ReadSession) one tenant (a root token and every token minted under
 	// it; the name is older) holds open on this server (0:
 	// DefaultMaxSessionsPerToken); past it a session is ResourceExhausted.
-	// It applies with authentication only.
+	// It applies with authentication only, and is at most half of
+	// MaxSessions.
 	MaxSessionsPerToken int
+	// MaxSessions bounds the sessions open on this server, all tenants
+	// (and, without authentication, all callers) together (0:
+	// DefaultMaxSessions); past it a session is ResourceExhausted. The
+	// connections and their HTTP/2 streams would allow 102,400.
+	MaxSessions int
 	// MaxStreamsPerTenant bounds the active streams of one tenant, counted
 	// under its root token's prefix when it creates one (quota.go; 0:
 	// unlimited, the default). With authentication only.
@@ -96,6 +102,7 @@ const (
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultWriteTimeout         = 30 * time.Second
 	DefaultMaxSessionsPerToken  = 1000
+	DefaultMaxSessions          = 10_000
 	DefaultSessionRecheck       = time.Second
 	// DefaultReadHeaderTimeout bounds reading a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
@@ -120,6 +127,7 @@ func (l Limits) withDefaults() Limits {
 	l.WriteTimeout = positiveOr(l.WriteTimeout, DefaultWriteTimeout)
 	l.SessionRecheck = positiveOr(l.SessionRecheck, DefaultSessionRecheck)
 	l.MaxSessionsPerToken = positiveOr(l.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
+	l.MaxSessions = positiveOr(l.MaxSessions, DefaultMaxSessions)
 	return l
 }
 
@@ -137,7 +145,8 @@ var (
 	ErrTooLarge = errors.New("server: request too large")
 	// ErrBusy: the server's decoding budget is spent; a retry may pass.
 	ErrBusy = errors.New("server: busy")
-	// ErrTooMany: a tenant over its session limit.
+	// ErrTooMany: a tenant over its session limit, or the server at its
+	// own.
 	ErrTooMany = errors.New("server: too many sessions")
 )
 
@@ -195,7 +204,7 @@ func (s *Server) guard(next http.Handler, calls *callMetrics) http.Handler {
 			authed.ServeHTTP(w, r)
 		})
 	} else {
-		next = authenticated(next) // every call may do everything
+		next = authenticated(l.limitSessions(next)) // every call may do everything; sessions counted
 	}
 	return requireAPIRequest(next)
 }
@@ -400,9 +409,10 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // NewHTTPServer returns the API's HTTP server (HTTP/1.1 and HTTP/2, with
 // and without TLS) with bounded headers, idle connections and streams per
 // connection, and an HTTP/2 connection closed when no byte of it can be
-// written for DefaultWriteTimeout. Bodies and response writes are bounded
-// by the handler (Limits).
-func NewHTTPServer(h http.Handler) *http.Server {
+// written for l.WriteTimeout (WriteByteTimeout: a client that takes no
+// frame; the handler's chunks are bounded by it too). Bodies and response
+// writes are bounded by the handler (Limits); l is the Server's Limits.
+func NewHTTPServer(h http.Handler, l Limits) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
@@ -410,7 +420,7 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		Protocols:         new(http.Protocols),
 		ConnContext:       connContext, // the call's connection, marked once a call authenticates (conns.go); its unsent bytes bounded (writebound.go)
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams, WriteByteTimeout: DefaultWriteTimeout},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams, WriteByteTimeout: l.withDefaults().WriteTimeout},
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)
@@ -418,29 +428,50 @@ func NewHTTPServer(h http.Handler) *http.Server {
 	return srv
 }
 
-// sessions counts the open sessions (AppendSession, ReadSession) of each
-// tenant and refuses one past Limits.MaxSessionsPerToken.
+// sessions counts the open sessions (AppendSession, ReadSession): all of
+// them, refused past Limits.MaxSessions, and each tenant's, refused past
+// its share (perTenant).
 type sessions struct {
-	max  int
-	mu   sync.Mutex
-	open map[string]int
+	max, perTenant int
+	mu             sync.Mutex
+	total          int
+	open           map[string]int
 }
 
-func (ss *sessions) admit(key string) bool {
+// newSessions counts sessions under l: a tenant's share is
+// MaxSessionsPerToken, and at most half of MaxSessions (as the Kafka
+// front end's held budget), so that one tenant never fills the server.
+func newSessions(l Limits) *sessions {
+	return &sessions{max: l.MaxSessions, perTenant: min(l.MaxSessionsPerToken, max(l.MaxSessions/2, 1)), open: map[string]int{}}
+}
+
+// admit counts one more session of tenant ("": no authentication, counted
+// in the total only), or says why it is refused (ErrTooMany).
+func (ss *sessions) admit(tenant string) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.open[key] >= ss.max {
-		return false
+	if tenant != "" && ss.open[tenant] >= ss.perTenant {
+		return fmt.Errorf("%w: tenant %.8s... (the tokens under one root token) already has %d sessions open on this server (the limit); close one", ErrTooMany, tenant, ss.perTenant)
 	}
-	ss.open[key]++
-	return true
+	if ss.total >= ss.max {
+		return fmt.Errorf("%w: this server already has %d sessions open, all tenants together (the limit); retry later or on another star", ErrTooMany, ss.max)
+	}
+	ss.total++
+	if tenant != "" {
+		ss.open[tenant]++
+	}
+	return nil
 }
 
-func (ss *sessions) release(key string) {
+func (ss *sessions) release(tenant string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.open[key]--; ss.open[key] <= 0 {
-		delete(ss.open, key)
+	ss.total--
+	if tenant == "" {
+		return
+	}
+	if ss.open[tenant]--; ss.open[tenant] <= 0 {
+		delete(ss.open, tenant)
 	}
 }
 
@@ -448,22 +479,21 @@ func isSession(path string) bool {
 	return path == strandv1connect.StrandServiceAppendSessionProcedure || path == strandv1connect.StrandServiceReadSessionProcedure
 }
 
-// limitSessions wraps next (inside authentication, which stored the grant)
-// with the per-tenant session limit: a tenant is a root token and every
-// token minted under it (auth.Grant.Tenant), so minting tokens does not
-// multiply it.
+// limitSessions wraps next (inside authentication, which stored the grant,
+// when there is one) with the session limits: the server's, and each
+// tenant's share. A tenant is a root token and every token minted under it
+// (auth.Grant.Tenant), so minting tokens does not multiply it.
 func (l Limits) limitSessions(next http.Handler) http.Handler {
-	ss := &sessions{max: l.MaxSessionsPerToken, open: map[string]int{}}
+	ss := newSessions(l)
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g, ok := auth.FromContext(r.Context())
-		if !ok || !isSession(r.URL.Path) {
+		if !isSession(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !ss.admit(g.Tenant) {
-			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("%w: tenant %.8s... (the tokens under one root token) already has %d sessions open on this server (the limit); close one", ErrTooMany, g.Tenant, l.MaxSessionsPerToken)))
+		g, _ := auth.FromContext(r.Context())
+		if err := ss.admit(g.Tenant); err != nil {
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, err))
 			return
 		}
 		defer ss.release(g.Tenant)

@@ -28,6 +28,14 @@ const readSessionPath = "/strand.v1.StrandService/ReadSession"
 // stream logs/w holds about 8 MiB from seq 0.
 func boundedNode(t *testing.T, d time.Duration) (addr string, returned <-chan string) {
 	t.Helper()
+	addr, returned, _ = boundedServer(t, d)
+	return addr, returned
+}
+
+// boundedServer is boundedNode that also reports on closed each
+// connection the HTTP server closes.
+func boundedServer(t *testing.T, d time.Duration) (addr string, returned <-chan string, closed <-chan struct{}) {
+	t.Helper()
 	n := newNode(t, newMeta(t), "star-0", false, nil)
 	c := newClient(t, n, adminTok)
 	ctx := context.Background()
@@ -50,10 +58,16 @@ func boundedNode(t *testing.T, d time.Duration) (addr string, returned <-chan st
 	ts.Config = server.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		ch <- r.URL.Path
-	}))
+	}), server.Limits{WriteTimeout: d})
+	cl := make(chan struct{}, 16)
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			cl <- struct{}{}
+		}
+	}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return strings.TrimPrefix(ts.URL, "http://"), ch
+	return strings.TrimPrefix(ts.URL, "http://"), ch, cl
 }
 
 // readSessionBody is a Connect streaming request body (one JSON message)
@@ -159,19 +173,19 @@ func TestSlowHTTP1ReaderNotCut(t *testing.T) {
 	t.Logf("read %d bytes in 3 s", got)
 }
 
-// TestStalledHTTP2ReaderCut: an HTTP/2 client opens a read session and
-// grants no window (SETTINGS_INITIAL_WINDOW_SIZE 0), reading frames but
-// never taking data. The server's first DATA frame blocks; with a write
-// timeout of 300 ms the stream is reset and the handler returns. Before
-// the write bound, no reset came in 10 s.
-func TestStalledHTTP2ReaderCut(t *testing.T) {
-	addr, returned := boundedNode(t, 300*time.Millisecond)
-	c := dialSmall(t, addr)
+// h2ReadSession opens a read session of logs/w on c as an HTTP/2 client
+// whose streams' window is window (and, when it is not 0, its connection's
+// too), and returns c's framer.
+func h2ReadSession(t *testing.T, c net.Conn, window uint32) *http2.Framer {
+	t.Helper()
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(c, c)
-	must(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
+	must(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}))
+	if window > 0 {
+		must(t, fr.WriteWindowUpdate(0, window))
+	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "strand"}, {":path", readSessionPath},
@@ -180,6 +194,18 @@ func TestStalledHTTP2ReaderCut(t *testing.T) {
 	}
 	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}))
 	must(t, fr.WriteData(1, true, readSessionBody()))
+	return fr
+}
+
+// TestStalledHTTP2ReaderCut: an HTTP/2 client opens a read session and
+// grants no window (SETTINGS_INITIAL_WINDOW_SIZE 0), reading frames but
+// never taking data. The server's first DATA frame blocks; with a write
+// timeout of 300 ms the stream is reset and the handler returns. Before
+// the write bound, no reset came in 10 s.
+func TestStalledHTTP2ReaderCut(t *testing.T) {
+	addr, returned := boundedNode(t, 300*time.Millisecond)
+	c := dialSmall(t, addr)
+	fr := h2ReadSession(t, c, 0)
 	start := time.Now()
 	_ = c.SetReadDeadline(start.Add(10 * time.Second))
 	for {
@@ -210,5 +236,25 @@ func TestStalledHTTP2ReaderCut(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestStalledHTTP2ConnCut: an HTTP/2 client grants a window of 1 GiB,
+// opens a read session of 8 MiB and then reads nothing from its socket.
+// The handler's stream is cut at the write timeout, but the connection's
+// frame writer stays blocked on the full socket: HTTP/2's WriteByteTimeout
+// closes the connection, and it is the write timeout (300 ms here). Before
+// it was wired to the setting, it was the 30 s default and the connection
+// was still open after 10 s.
+func TestStalledHTTP2ConnCut(t *testing.T) {
+	addr, _, closed := boundedServer(t, 300*time.Millisecond)
+	c := dialSmall(t, addr)
+	h2ReadSession(t, c, 1<<30)
+	start := time.Now()
+	select {
+	case <-closed:
+		t.Logf("connection closed %s after the request", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the connection of a client that reads nothing is still open after %s (write timeout 300 ms)", time.Since(start))
 	}
 }

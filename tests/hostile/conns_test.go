@@ -24,7 +24,7 @@ func TestStrangersCannotHoldConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	const max = 16
-	hs := server.NewHTTPServer(e.ts.Config.Handler)
+	hs := server.NewHTTPServer(e.ts.Config.Handler, server.Limits{})
 	go func() {
 		_ = hs.Serve(server.NewListener(raw, server.ConnLimits{MaxConns: max, AuthDeadline: 2 * time.Second}))
 	}()

@@ -58,7 +58,7 @@ func StartWorld(t testing.TB, seed int64, withAuth bool, mod func(*server.Config
 		t.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Config = server.NewHTTPServer(srv.Handler())
+	ts.Config = server.NewHTTPServer(srv.Handler(), sc.Limits)
 	if httpMod != nil {
 		httpMod(ts.Config)
 	}

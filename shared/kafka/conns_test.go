@@ -1,0 +1,116 @@
+package kafka
+
+import (
+	"context"
+	crand "crypto/rand"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/shared/auth"
+	"github.com/strandlog/strand/shared/metastore"
+)
+
+// connsServer serves a front end with limits l (and SASL against a
+// metastore holding tok's grant, when withAuth) on a loopback listener.
+func connsServer(t *testing.T, l Limits, withAuth bool) (addr, tok string) {
+	t.Helper()
+	cfg := Config{Core: newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), Star: "s1", Limits: l}
+	if withAuth {
+		meta := metastore.NewMem()
+		var err error
+		tok, err = auth.NewToken(crand.Reader)
+		if err == nil {
+			err = auth.Issue(context.Background(), meta, tok, "t/", []auth.Op{auth.Read})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Auth = &auth.Checker{Meta: meta}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().String(), tok
+}
+
+// dialFrom dials addr from the loopback address src (all of 127/8 is
+// this host's).
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestConnsPerSource: one source address opens 4 connections to a front
+// end of 4 with 2 per source: its last 2 are closed at once, and another
+// source's 2 connections are served. Before MaxConnsPerSource the first
+// source took the whole table and the other's were refused.
+func TestConnsPerSource(t *testing.T) {
+	addr, _ := connsServer(t, Limits{MaxConns: 4, MaxConnsPerSource: 2}, false)
+	var mine []net.Conn
+	for i := range 4 {
+		c := dialFrom(t, "127.0.0.1", addr)
+		if i < 2 {
+			exchange(t, c, 1, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+		}
+		mine = append(mine, c)
+	}
+	for i, c := range mine[2:] {
+		if !closedWithin(c, 2*time.Second) {
+			t.Fatalf("connection %d of one source is open past its limit of 2", i+3)
+		}
+	}
+	for range 2 {
+		c := dialFrom(t, "127.0.0.2", addr)
+		exchange(t, c, 1, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+	}
+	for i, c := range mine[:2] {
+		if closedWithin(c, 100*time.Millisecond) {
+			t.Fatalf("connection %d of the first source, within its limit, was closed", i+1)
+		}
+	}
+}
+
+// TestStrangersShedForTenant: with SASL required and a table of 4, a
+// tenant's authenticated connection and 3 strangers fill it; a flood of
+// 8 more strangers sheds the oldest strangers one by one, never the
+// tenant's; and the tenant's next connection is admitted (a stranger
+// shed for it) and authenticates. Before, the table full refused every
+// new connection: the flood and the tenant's new one were closed at once.
+func TestStrangersShedForTenant(t *testing.T) {
+	addr, tok := connsServer(t, Limits{MaxConns: 4}, true)
+	tenant := saslDial(t, addr, tok)
+	var strangers []net.Conn
+	for range 3 + 8 {
+		c := dialFrom(t, "127.0.0.1", addr)
+		// ApiVersions answered: the stranger is in the table.
+		exchange(t, c, 1, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+		strangers = append(strangers, c)
+	}
+	for i, c := range strangers[:8] {
+		if !closedWithin(c, 2*time.Second) {
+			t.Fatalf("stranger %d, of the oldest, was not shed for the newer ones", i+1)
+		}
+	}
+	again := saslDial(t, addr, tok)
+	exchange(t, again, 3, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+	exchange(t, tenant, 3, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+	if !closedWithin(strangers[8], 2*time.Second) {
+		t.Fatal("the oldest stranger left was not shed for the tenant's connection")
+	}
+}
