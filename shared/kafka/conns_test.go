@@ -114,3 +114,81 @@ func TestStrangersShedForTenant(t *testing.T) {
 		t.Fatal("the oldest stranger left was not shed for the tenant's connection")
 	}
 }
+
+// saslCode runs SASL/PLAIN with token on a new connection from 127.0.0.1
+// and returns the connection and SaslAuthenticate's error code.
+func saslCode(t *testing.T, addr, token string) (net.Conn, int16) {
+	t.Helper()
+	c := dialFrom(t, "127.0.0.1", addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, mechPlain
+	exchange(t, c, 1, hs, kmsg.NewPtrSASLHandshakeResponse())
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 1, []byte("\x00u\x00"+token)
+	ar := kmsg.NewPtrSASLAuthenticateResponse()
+	exchange(t, c, 2, au, ar)
+	return c, ar.ErrorCode
+}
+
+// TestRelayedTenantConnsServed (ADR 0074): a standby relays its clients'
+// connections to the leader from its own address (ADR 0051). 300
+// connections that authenticate by SASL from one source are all served
+// (they count in their tenant's share, 512, not the source's 256); 300
+// strangers from that source are still held to 256. Before, the 257th
+// authenticated connection was closed at accept.
+func TestRelayedTenantConnsServed(t *testing.T) {
+	addr, tok := connsServer(t, Limits{}, true)
+	var tenant []net.Conn
+	for i := range 300 {
+		c, code := saslCode(t, addr, tok)
+		if code != 0 {
+			t.Fatalf("relayed connection %d: SASL error %d", i+1, code)
+		}
+		tenant = append(tenant, c)
+	}
+	for _, c := range tenant {
+		exchange(t, c, 3, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+	}
+	var strangers []net.Conn
+	for range 300 {
+		strangers = append(strangers, dialFrom(t, "127.0.0.1", addr))
+	}
+	for _, c := range strangers[:DefaultMaxConnsPerSource] {
+		exchange(t, c, 1, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+	}
+	for i, c := range strangers[DefaultMaxConnsPerSource:] {
+		if !closedWithin(c, 2*time.Second) {
+			t.Fatalf("stranger %d of one source is open past its limit of %d", DefaultMaxConnsPerSource+i+1, DefaultMaxConnsPerSource)
+		}
+	}
+}
+
+// TestTenantConnShare: with a table of 4, a tenant's connections take at
+// most half (2): its third SASL exchange fails and that connection stays
+// a stranger, closed at the AuthDeadline; once one of its connections
+// closes, a new one authenticates. Before, SASL charged no tenant: the
+// third authenticated.
+func TestTenantConnShare(t *testing.T) {
+	addr, tok := connsServer(t, Limits{MaxConns: 4, MaxConnsPerTenant: 3, AuthDeadline: 300 * time.Millisecond}, true)
+	first, _ := saslCode(t, addr, tok)
+	saslCode(t, addr, tok)
+	third, code := saslCode(t, addr, tok)
+	if code == 0 {
+		t.Fatal("a tenant's third connection authenticated past its share of 2 (half of 4)")
+	}
+	if !closedWithin(third, 2*time.Second) {
+		t.Fatal("the connection refused its tenant's share is open past the auth deadline")
+	}
+	first.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, code := saslCode(t, addr, tok)
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenant's share was not given back when its connection closed (SASL error %d)", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
