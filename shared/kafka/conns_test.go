@@ -17,6 +17,13 @@ import (
 // metastore holding tok's grant, when withAuth) on a loopback listener.
 func connsServer(t *testing.T, l Limits, withAuth bool) (addr, tok string) {
 	t.Helper()
+	_, addr, tok = connsServe(t, l, withAuth)
+	return addr, tok
+}
+
+// connsServe is connsServer that also returns the front end.
+func connsServe(t *testing.T, l Limits, withAuth bool) (s *Server, addr, tok string) {
+	t.Helper()
 	cfg := Config{Core: newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), Star: "s1", Limits: l}
 	if withAuth {
 		meta := metastore.NewMem()
@@ -34,13 +41,13 @@ func connsServer(t *testing.T, l Limits, withAuth bool) (addr, tok string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg)
+	s, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
-	return ln.Addr().String(), tok
+	return s, ln.Addr().String(), tok
 }
 
 // dialFrom dials addr from the loopback address src (all of 127/8 is
@@ -190,5 +197,54 @@ func TestTenantConnShare(t *testing.T) {
 			t.Fatalf("the tenant's share was not given back when its connection closed (SASL error %d)", code)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConnCountsMatchTable: the source and tenant counts add up to the
+// open connections (a stranger counts in its source, a connection that
+// authenticated in its tenant, one refused its tenant's share stays in
+// its source) and are all given back once the connections close.
+func TestConnCountsMatchTable(t *testing.T) {
+	s, addr, tok := connsServe(t, Limits{MaxConns: 8, MaxConnsPerTenant: 2}, true)
+	counted := func() (sources, tenants, open int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, n := range s.sources {
+			sources += n
+		}
+		return sources, s.tenants.total, len(s.conns)
+	}
+	var clients []net.Conn
+	for i := range 3 {
+		c, code := saslCode(t, addr, tok)
+		if (code == 0) != (i < 2) {
+			t.Fatalf("tenant's connection %d (share 2): SASL error %d", i+1, code)
+		}
+		clients = append(clients, c)
+	}
+	stranger := dialFrom(t, "127.0.0.2", addr)
+	exchange(t, stranger, 1, kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse())
+	clients = append(clients, stranger)
+	if src, ten, open := counted(); src != 2 || ten != 2 || open != 4 {
+		t.Fatalf("counted %d by source and %d by tenant of %d open, want 2 and 2", src, ten, open)
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		src, ten, open := counted()
+		if src == 0 && ten == 0 && open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after every connection closed: %d by source, %d by tenant, %d open", src, ten, open)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tenants.by) != 0 {
+		t.Fatalf("tenants left counted: %v", s.tenants.by)
 	}
 }
