@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
@@ -8,14 +10,20 @@ import (
 	"github.com/strandlog/strand/shared/auth"
 )
 
+// ErrTooManyConns: a tenant's SASL exchange would take more than its
+// share of the front end's connections.
+var ErrTooManyConns = errors.New("kafka: too many connections")
+
 // connSlot is an open connection's place in the front end's table
-// (Server.conns): its source, when it was accepted, and whether it has
+// (Server.conns): its source, when it was accepted, whether it has
 // authenticated (set once; the SASL exchange, or at accept when no
-// authentication applies to it).
+// authentication applies to it), and the tenant it is charged to once
+// its SASL exchange named one ("": charged to its source; under s.mu).
 type connSlot struct {
 	src    string
 	at     time.Time
 	authed atomic.Bool
+	tenant string
 }
 
 // admit takes a place for c, just accepted, or says why not (the
@@ -54,6 +62,26 @@ func (s *Server) admit(c net.Conn) (sl *connSlot, victim net.Conn, why string) {
 	return sl, victim, ""
 }
 
+// charge moves sl, whose SASL exchange has just proved tenant's token,
+// from its source's count to tenant's share of the table
+// (Limits.MaxConnsPerTenant, at most half of MaxConns). A tenant at its
+// share gets ErrTooManyConns and sl stays a stranger, closed at the
+// AuthDeadline; a connection charged already (a second SASL exchange)
+// stays where it is.
+func (s *Server) charge(sl *connSlot, tenant string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sl.tenant != "" {
+		return nil
+	}
+	if !s.tenants.take(tenant) {
+		return fmt.Errorf("%w: tenant %s already has %d connections to this front end (its share of %d)", ErrTooManyConns, shortTenant(tenant), s.tenants.per, s.lim.MaxConns)
+	}
+	s.unsource(sl.src)
+	sl.tenant = tenant
+	return nil
+}
+
 // forget gives c's place back (once: a connection shed for another is
 // forgotten when it is shed, not when its goroutine ends). Called with
 // s.mu.
@@ -63,7 +91,16 @@ func (s *Server) forget(c net.Conn) {
 		return
 	}
 	delete(s.conns, c)
-	if s.sources[sl.src]--; s.sources[sl.src] <= 0 {
-		delete(s.sources, sl.src)
+	if sl.tenant != "" {
+		s.tenants.put(sl.tenant)
+		return
+	}
+	s.unsource(sl.src)
+}
+
+// unsource takes one connection off src's count. Called with s.mu.
+func (s *Server) unsource(src string) {
+	if s.sources[src]--; s.sources[src] <= 0 {
+		delete(s.sources, src)
 	}
 }

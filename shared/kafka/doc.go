@@ -15,8 +15,10 @@
 // it (Limits): the bytes of requests read and not yet answered are taken
 // from one budget across connections, half of it at most per tenant, and
 // a connection whose request does not fit is not read until answers free
-// room (held.go). Connections are bounded per source address and in all,
-// strangers (not authenticated) shed first for a new one (conns.go).
+// room (held.go). Connections are bounded in all, per source address while
+// they have not authenticated, then per tenant (so a standby relaying its
+// clients is not held to one address's share), strangers shed first for a
+// new one (conns.go).
 //
 // # Topics
 //

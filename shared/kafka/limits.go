@@ -24,8 +24,16 @@ type Limits struct {
 	// authenticated; when every one has, it is refused (conns.go).
 	MaxConns int
 	// MaxConnsPerSource bounds the open connections of one source address
-	// (default 256, as the API's); past it a new one is closed at once.
+	// that have not authenticated by SASL (default 256, as the API's):
+	// past it a new one is closed at once. Without Config.Auth every
+	// connection counts.
 	MaxConnsPerSource int
+	// MaxConnsPerTenant bounds the connections one tenant has
+	// authenticated by SASL (default 512, at most half of MaxConns): they
+	// count here, not in their source's, so that a standby relaying
+	// clients to the leader (ADR 0051) is not held to one source's 256.
+	// Past it the SASL exchange fails.
+	MaxConnsPerTenant int
 	// MaxHeldBytes bounds the request bytes the front end holds across
 	// connections, read and not yet answered (default 256 MiB); one tenant
 	// holds at most half. A connection whose next request does not fit
@@ -71,6 +79,7 @@ const (
 	DefaultMaxDecompressedBytes = 16 << 20
 	DefaultMaxConns             = 1024
 	DefaultMaxConnsPerSource    = 256
+	DefaultMaxConnsPerTenant    = DefaultMaxConns / 2
 	DefaultMaxHeldBytes         = 256 << 20
 	DefaultMaxFetchBytes        = 55 << 20
 	DefaultIdleTimeout          = 10 * time.Minute
@@ -95,6 +104,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
 	def(&l.MaxConnsPerSource, DefaultMaxConnsPerSource)
+	def(&l.MaxConnsPerTenant, DefaultMaxConnsPerTenant)
 	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
 	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)

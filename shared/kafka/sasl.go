@@ -66,6 +66,9 @@ func (cn *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response
 	if err != nil {
 		return fail(fmt.Errorf("user %q: %w", user, err))
 	}
+	if err := cn.s.charge(cn.slot, g.Tenant); err != nil {
+		return fail(err)
+	}
 	cn.ctx, cn.authed, cn.token = auth.WithGrant(cn.s.ctx, g), true, password
 	cn.slot.authed.Store(true)
 	return resp, nil

@@ -96,7 +96,8 @@ type Server struct {
 	mu        sync.Mutex
 	ln        net.Listener
 	conns     map[net.Conn]*connSlot // open connections (conns.go)
-	sources   map[string]int         // open connections by source address
+	sources   map[string]int         // open connections by source address, not charged to a tenant
+	tenants   *shares                // open connections charged to a tenant (conns.go)
 	closed    bool
 	wg        sync.WaitGroup
 	advertise string
@@ -119,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		conns: map[net.Conn]*connSlot{}, sources: map[string]int{}, pids: newProducers()}
+	s.tenants = newShares(s.lim.MaxConns, s.lim.MaxConnsPerTenant)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.meters = newMeters(cfg.Metrics)
 	s.held = newHeldBudget(int64(s.lim.MaxHeldBytes), s.meters.held)

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,8 +18,17 @@ type ConnLimits struct {
 	// one is busy, waits in the listen backlog.
 	MaxConns int
 	// MaxConnsPerSource bounds the open connections of one source address
-	// (0: DefaultMaxConnsPerSource); past it a new one is closed at once.
+	// that have made no call with a tenant's valid token (0:
+	// DefaultMaxConnsPerSource); past it a new one is closed at once.
 	MaxConnsPerSource int
+	// MaxConnsPerTenant bounds the connections charged to one tenant (0:
+	// DefaultMaxConnsPerTenant; at most half of MaxConns): a connection
+	// is charged to the tenant of its first call with a valid token, and
+	// then no longer counts in its source's (a standby relaying clients,
+	// ADR 0051, is not held to one source's share). A call that would
+	// charge a tenant past it is refused (ErrTooManyConns) and leaves
+	// its connection a stranger.
+	MaxConnsPerTenant int
 	// AuthDeadline closes a connection that has made no call with a valid
 	// token this long after it was accepted (0: DefaultAuthDeadline).
 	// Calls of health and reflection, which need no token, do not count.
@@ -30,6 +41,7 @@ type ConnLimits struct {
 // Defaults of ConnLimits.
 const (
 	DefaultMaxConnsPerSource = 256
+	DefaultMaxConnsPerTenant = 512
 	DefaultAuthDeadline      = 10 * time.Second
 	DefaultIdleShed          = time.Second
 )
@@ -37,6 +49,7 @@ const (
 func (l ConnLimits) withDefaults() ConnLimits {
 	l.MaxConns = positiveOr(l.MaxConns, DefaultMaxConns)
 	l.MaxConnsPerSource = positiveOr(l.MaxConnsPerSource, DefaultMaxConnsPerSource)
+	l.MaxConnsPerTenant = min(positiveOr(l.MaxConnsPerTenant, DefaultMaxConnsPerTenant), max(l.MaxConns/2, 1))
 	l.AuthDeadline = positiveOr(l.AuthDeadline, DefaultAuthDeadline)
 	l.IdleShed = positiveOr(l.IdleShed, DefaultIdleShed)
 	return l
@@ -50,8 +63,10 @@ func LimitListener(ln net.Listener, n int) net.Listener {
 
 // NewListener returns a listener that bounds its connections by l:
 //
-//   - a source address holds at most MaxConnsPerSource: a connection past
-//     it is closed as it is accepted;
+//   - a source address holds at most MaxConnsPerSource connections not
+//     charged to a tenant: a connection past it is closed as it is
+//     accepted; a connection's first call with a tenant's valid token
+//     moves it to that tenant's count (MaxConnsPerTenant);
 //   - a connection that has not made a call with a valid token within
 //     AuthDeadline of its accept is closed (the server marks it through
 //     NewHTTPServer's ConnContext when a call authenticates), so a
@@ -65,7 +80,7 @@ func LimitListener(ln net.Listener, n int) net.Listener {
 // caller out for longer than AuthDeadline (issue 31).
 func NewListener(ln net.Listener, l ConnLimits) net.Listener {
 	l = l.withDefaults()
-	cl := &connListener{Listener: ln, l: l, conns: map[*limitConn]struct{}{}, sources: map[string]int{}}
+	cl := &connListener{Listener: ln, l: l, conns: map[*limitConn]struct{}{}, sources: map[string]int{}, tenants: map[string]int{}}
 	cl.cond = sync.NewCond(&cl.mu)
 	return cl
 }
@@ -76,7 +91,8 @@ type connListener struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // a connection closed
 	conns   map[*limitConn]struct{}
-	sources map[string]int
+	sources map[string]int // connections not charged to a tenant, by source
+	tenants map[string]int // connections charged to a tenant (charge)
 }
 
 func (cl *connListener) Accept() (net.Conn, error) {
@@ -154,12 +170,39 @@ func (cl *connListener) release(c *limitConn) {
 	c.timer.Stop() // set under cl.mu before c was counted
 	if _, ok := cl.conns[c]; ok {
 		delete(cl.conns, c)
-		if cl.sources[c.src]--; cl.sources[c.src] <= 0 {
-			delete(cl.sources, c.src)
+		if c.tenant != "" {
+			uncount(cl.tenants, c.tenant)
+		} else {
+			uncount(cl.sources, c.src)
 		}
 	}
 	cl.mu.Unlock()
 	cl.cond.Broadcast()
+}
+
+// charge moves c from its source's count to tenant's, or refuses with
+// ErrTooManyConns when tenant has its share. A connection charged
+// already, or closed, is left as it is.
+func (cl *connListener) charge(c *limitConn, tenant string) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if _, open := cl.conns[c]; !open || c.tenant != "" {
+		return nil
+	}
+	if cl.tenants[tenant] >= cl.l.MaxConnsPerTenant {
+		return fmt.Errorf("%w: tenant %.8s... (the tokens under one root token) already has %d connections to this server (its share); close one", ErrTooManyConns, tenant, cl.l.MaxConnsPerTenant)
+	}
+	cl.tenants[tenant]++
+	uncount(cl.sources, c.src)
+	c.tenant = tenant
+	return nil
+}
+
+// uncount takes one off m[k], forgetting k at zero.
+func uncount(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
 }
 
 func sourceOf(a net.Addr) string {
@@ -181,6 +224,7 @@ type limitConn struct {
 	accepted time.Time
 	timer    *time.Timer
 	authed   atomic.Bool
+	tenant   string       // charged to ("": to src; under cl.mu)
 	last     atomic.Int64 // Unix ns of the last byte read or written
 	once     sync.Once
 }
@@ -224,11 +268,25 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 }
 
 // markAuthenticated records that a call on ctx's connection presented a
-// valid token: the connection is no longer closed at its AuthDeadline
-// nor shed first.
-func markAuthenticated(ctx context.Context) {
-	if lc, ok := ctx.Value(connKey{}).(*limitConn); ok && !lc.authed.Load() {
-		lc.authed.Store(true)
-		lc.timer.Stop()
+// valid token of tenant ("": authentication is off): the connection is
+// charged to tenant rather than its source, and no longer closed at its
+// AuthDeadline nor shed first. ErrTooManyConns: tenant has its share of
+// connections; the connection stays a stranger.
+func markAuthenticated(ctx context.Context, tenant string) error {
+	lc, ok := ctx.Value(connKey{}).(*limitConn)
+	if !ok || lc.authed.Load() {
+		return nil
 	}
+	if tenant != "" {
+		if err := lc.cl.charge(lc, tenant); err != nil {
+			return err
+		}
+	}
+	lc.authed.Store(true)
+	lc.timer.Stop()
+	return nil
 }
+
+// ErrTooManyConns: a call would charge its tenant past its share of the
+// server's connections (ConnLimits.MaxConnsPerTenant).
+var ErrTooManyConns = errors.New("server: too many connections")

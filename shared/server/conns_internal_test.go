@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -134,5 +136,65 @@ func TestEveryProcedureNeedsAnOperation(t *testing.T) {
 		if len(procedureOps[p]) == 0 {
 			t.Errorf("%s has no operation in procedureOps: its body would be read before any permission check", p)
 		}
+	}
+}
+
+// TestListenerChargesTenants: a connection marked by a call with a
+// tenant's token leaves its source's count for the tenant's, so one
+// source holds more than MaxConnsPerSource authenticated connections; a
+// tenant's connection past its share (half of MaxConns) is refused
+// ErrTooManyConns, stays a stranger and is closed at the deadline; every
+// count is given back when the connections close (sources and tenants
+// count exactly the open connections).
+func TestListenerChargesTenants(t *testing.T) {
+	ln, addr, ch := listen(t, ConnLimits{MaxConns: 8, MaxConnsPerSource: 2, AuthDeadline: 300 * time.Millisecond})
+	cl := ln.(*connListener)
+	counted := func() (sources, tenants, open int) {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		for _, n := range cl.sources {
+			sources += n
+		}
+		for _, n := range cl.tenants {
+			tenants += n
+		}
+		return sources, tenants, len(cl.conns)
+	}
+	var clients []net.Conn
+	var served []*limitConn
+	for i := range 5 {
+		clients = append(clients, dial(t, addr))
+		lc := accept(t, ch).(*limitConn)
+		served = append(served, lc)
+		err := markAuthenticated(context.WithValue(context.Background(), connKey{}, lc), "a")
+		if i < 4 && err != nil {
+			t.Fatalf("connection %d of tenant a (share 4): %v", i+1, err)
+		}
+		if i == 4 && !errors.Is(err, ErrTooManyConns) {
+			t.Fatalf("tenant a's fifth connection (share 4): %v, want ErrTooManyConns", err)
+		}
+	}
+	if s, n, open := counted(); s != 1 || n != 4 || open != 5 {
+		t.Fatalf("counted %d by source and %d by tenant of %d open, want 1 and 4", s, n, open)
+	}
+	if !closed(clients[4], 2*time.Second) {
+		t.Error("the connection refused its tenant's share was kept past the deadline")
+	}
+	for i, c := range clients[:4] {
+		if closed(c, time.Millisecond) {
+			t.Errorf("tenant a's connection %d, within its share, was closed", i+1)
+		}
+		served[i].Close() // as the HTTP server does when its client goes
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		s, n, open := counted()
+		if s == 0 && n == 0 && open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after every connection closed: %d by source, %d by tenant, %d open", s, n, open)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -127,7 +127,8 @@
 // stream is authorized from the first 64 KiB of its message before the
 // rest of its body is read (sniff.go). NewHTTPServer bounds headers (10 s, 64 KiB),
 // idle connections (2 min) and HTTP/2 streams per connection (100);
-// NewListener (conns.go) bounds connections (1024, 256 per source, 10 s
+// NewListener (conns.go) bounds connections (1024, 256 per source until a
+// call with a valid token charges one to its tenant, 512 per tenant, 10 s
 // to authenticate; the oldest stranger, else the longest idle, is shed for
 // a new one). Internal and DataLoss answers carry a log id, not their text
 // (redact.go). docs/reliability.md lists each limit with the test that

@@ -209,11 +209,21 @@ func (s *Server) guard(next http.Handler, calls *callMetrics) http.Handler {
 	return requireAPIRequest(next)
 }
 
-// authenticated marks the call's connection as authenticated (conns.go):
-// auth.Middleware let the call through.
+// authenticated marks the call's connection as authenticated and charges
+// it to the call's tenant (conns.go): auth.Middleware let the call
+// through. A tenant at its share of connections has the call refused
+// (resource_exhausted) before its body is read.
 func authenticated(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		markAuthenticated(r.Context())
+		g, _ := auth.FromContext(r.Context())
+		if err := markAuthenticated(r.Context(), g.Tenant); err != nil {
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close") // do not drain the body
+			}
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, err))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
