@@ -100,10 +100,7 @@ func BenchmarkParseEnvelope(b *testing.B) {
 // pass over it for the CRC (the builder's way before issue 36's last
 // change).
 func BenchmarkSettledBuilder(b *testing.B) {
-	chunks := settledBenchChunks()
-	n := len(chunks) * len(chunks[0])
-	buf := make([]byte, 0, SettledBufferSize(n))
-	b.SetBytes(int64(n))
+	chunks, n, buf := settledBenchSetup(b)
 	for b.Loop() {
 		sb := NewSettledBuilderIn(buf, sid(1), 0, n)
 		for _, c := range chunks {
@@ -118,10 +115,7 @@ func BenchmarkSettledBuilder(b *testing.B) {
 }
 
 func BenchmarkAppendSettled(b *testing.B) {
-	chunks := settledBenchChunks()
-	n := len(chunks) * len(chunks[0])
-	buf := make([]byte, 0, SettledBufferSize(n))
-	b.SetBytes(int64(n))
+	chunks, _, buf := settledBenchSetup(b)
 	for b.Loop() {
 		if _, err := AppendSettled(buf[:0], SettledHeader{Stream: sid(1), LastSeq: 64*64 - 1}, chunks...); err != nil {
 			b.Fatal(err)
@@ -129,9 +123,10 @@ func BenchmarkAppendSettled(b *testing.B) {
 	}
 }
 
-// settledBenchChunks: 64 chunks of 64 records of 1 KiB, each chunk its
-// own memory (as segments read from different slots are).
-func settledBenchChunks() [][]byte {
+// settledBenchSetup: 64 chunks of 64 records of 1 KiB, each chunk its
+// own memory (as segments read from different slots are), their record
+// bytes, and a buffer for the object; it sets b's bytes per op.
+func settledBenchSetup(b *testing.B) ([][]byte, int, []byte) {
 	var chunks [][]byte
 	for range 64 {
 		var c []byte
@@ -140,5 +135,7 @@ func settledBenchChunks() [][]byte {
 		}
 		chunks = append(chunks, c)
 	}
-	return chunks
+	n := len(chunks) * len(chunks[0])
+	b.SetBytes(int64(n))
+	return chunks, n, make([]byte, 0, SettledBufferSize(n))
 }
