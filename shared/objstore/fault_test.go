@@ -59,6 +59,18 @@ func TestFaultsConformanceWithLatency(t *testing.T) {
 	})
 }
 
+// A put's latency covering its call (SetPutLatencyCoversCall) changes no
+// outcome either.
+func TestFaultsConformancePutLatencyCoversCall(t *testing.T) {
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
+		inj := objstore.NewInjector(3)
+		inj.SetSleep((&recorder{}).sleep)
+		inj.SetPutLatencyCoversCall(time.Now)
+		must(t, inj.SetLatency(5*time.Millisecond, 50*time.Millisecond))
+		return objstore.WithFaults(objstore.NewMem("mem"), inj)
+	})
+}
+
 func quantile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
