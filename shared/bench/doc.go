@@ -52,7 +52,10 @@
 //
 // Every PutIfAbsent of a chain slot is timed by the recording wrapper
 // (start and end, around the fault wrapper, so the modelled latency is
-// inside). Config.Trace on the star reports each flight's cut time, slot
+// inside). The modelled latency is the whole S3 PUT: the memory bucket's
+// copy of the body runs inside it, not after it
+// (objstore.Injector.SetPutLatencyCoversCall), so a copy into new memory
+// (the default mode's growing heap) is not S3 latency (issue 36). Config.Trace on the star reports each flight's cut time, slot
 // and batches, and its release time. For a batch submitted at s, cut into
 // slot k at c(k), whose slot's W-th fastest PUT took L_W(k), acked to the
 // producer at a and released by the star at r(k):

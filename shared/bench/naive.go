@@ -65,6 +65,7 @@ func runNaive(ctx context.Context, cfg Config, pt point, r *Result) (*Baseline, 
 	}
 	inj := objstore.NewInjector(cfg.Seed*100 + 99)
 	_ = inj.SetLatency(lat.P50, lat.P99, objstore.OpPut)
+	inj.SetPutLatencyCoversCall(time.Now) // as the star's buckets (inproc.go)
 	log := newPutLog(cfg.Prices.ExpressUploadFreeB)
 	n := &naive{ids: streamIDs(cfg.Seed, pt.streams), next: make([]atomic.Uint64, pt.streams), log: log,
 		bucket: &recording{Bucket: objstore.WithFaults(objstore.NewMem("naive"), inj), log: log},

@@ -128,7 +128,8 @@ func (c *countingPuts) List(ctx context.Context, prefix string) ([]string, error
 // isChain: every PUT but the star's start-up conditional-write probe.
 func isChain(key string) bool { return !strings.HasPrefix(key, "probes/") }
 
-// PutIfAbsent times the call (the fault wrapper's latency is inside).
+// PutIfAbsent times the call (the fault wrapper's latency is inside, and
+// the memory bucket's copy inside that: SetPutLatencyCoversCall).
 func (r *recording) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	start := time.Now()
 	err := r.Bucket.PutIfAbsent(ctx, key, body)

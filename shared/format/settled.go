@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 )
 
@@ -55,11 +56,25 @@ func appendSettledHeader(b []byte, h SettledHeader) []byte {
 // SettledBuilder renders one settled object while its records arrive, in
 // one buffer: building it takes the object's size in memory, not a copy of
 // every input besides. The result is byte for byte AppendSettled's.
+//
+// Each byte is written once and read once more, while it is in cache: Add
+// copies its records in pieces of settledChunk bytes and extends the CRC
+// of the records over each piece just written; Finish computes the
+// segment's CRC from that and its header's (CRCCombine), not in a second
+// pass over the whole object (issue 36). The CRC is of the bytes in the
+// object, as before: a copy that went wrong is not hidden by it.
 type SettledBuilder struct {
 	buf   []byte
 	h     SettledHeader
 	count uint64
+	crc   uint32 // CRC-32C of the records added so far
 }
+
+// settledChunk is the bytes Add copies and checksums at a time: well
+// inside a core's L2 cache, and a bounded stretch of copying the runtime
+// cannot preempt (runtime.memmove is not a preemption point, and a
+// stop-the-world waits for it).
+const settledChunk = 64 << 10
 
 // NewSettledBuilder starts the object of stream from seq first; sizeHint
 // is the expected record bytes (capacity only).
@@ -104,7 +119,12 @@ func (b *SettledBuilder) Add(encoded []byte, count int, firstTs, lastTs int64) e
 	}
 	b.h.LastTsMs = lastTs
 	b.count += uint64(count)
-	b.buf = append(b.buf, encoded...)
+	for len(encoded) > 0 {
+		n, at := min(len(encoded), settledChunk), len(b.buf)
+		b.buf = append(b.buf, encoded[:n]...)
+		b.crc = crc32.Update(b.crc, castagnoli, b.buf[at:])
+		encoded = encoded[n:]
+	}
 	return nil
 }
 
@@ -124,7 +144,7 @@ func (b *SettledBuilder) Finish() ([]byte, SettledHeader, error) {
 	binary.BigEndian.PutUint64(seg[16:24], h.FirstSeq)
 	binary.BigEndian.PutUint32(seg[24:28], uint32(b.count))
 	binary.BigEndian.PutUint32(seg[28:32], uint32(rl))
-	b.buf = binary.BigEndian.AppendUint32(b.buf, CRC(seg))
+	b.buf = binary.BigEndian.AppendUint32(b.buf, CRCCombine(CRC(seg[:segmentHeader]), b.crc, rl))
 	return b.buf, h, nil
 }
 

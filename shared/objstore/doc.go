@@ -59,7 +59,9 @@
 // run time and seeded (NewInjector(seed)), so a failing simulation replays
 // from its seed. It can add latency drawn from a log-normal distribution
 // given by its p50 and p99 (through an injectable sleep, so simulations keep
-// their own clock), fail calls with ErrUnavailable at a rate or all of them
+// their own clock; SetPutLatencyCoversCall makes a put's latency cover the
+// wrapped call instead of preceding it, for a model whose latency is the
+// whole remote put), fail calls with ErrUnavailable at a rate or all of them
 // while the bucket is down, answer PutIfAbsent with ErrAmbiguous after the
 // write landed or without it, and corrupt reads (one bit flipped, or
 // truncated). Faults can be random or forced for the next n calls. It

@@ -78,6 +78,7 @@ type Injector struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	sleep    func(context.Context, time.Duration) error
+	putNow   func() time.Time // non-nil: a put's latency covers its call (SetPutLatencyCoversCall)
 	onCall   func(op Op, key string)
 	lat      [numOps]latency
 	errRate  [numOps]float64
@@ -165,6 +166,23 @@ func checkProb(what string, p float64) error {
 		return fmt.Errorf("objstore: fault injector: %s probability %v not in [0, 1]", what, p)
 	}
 	return nil
+}
+
+// SetPutLatencyCoversCall makes a delayed PutIfAbsent that no fault
+// fails run the wrapped bucket's call first and then wait only what is
+// left of its delay, read on now: the call takes max(delay, the wrapped
+// call's time), not their sum. The object lands before the answer, as an
+// S3 put may be visible before its response arrives; a ctx that ends
+// while the rest is waited answers ErrAmbiguous (the put landed). For a
+// model whose latency is the whole of a remote put (the in-process bench,
+// ADR 0068): a memory bucket's copy of the body is the model's keeping of
+// bytes S3 holds, not time the caller waits on top of S3's. Failures,
+// ambiguous answers and other operations keep their order (the delay,
+// then the call). nil turns it off (the default).
+func (in *Injector) SetPutLatencyCoversCall(now func() time.Time) {
+	in.mu.Lock()
+	in.putNow = now
+	in.mu.Unlock()
 }
 
 // SetLatency makes ops (all operations if none are given) wait a random
@@ -318,8 +336,9 @@ const (
 type plan struct {
 	delay   time.Duration
 	sleep   func(context.Context, time.Duration) error
-	down    bool   // fail at once with ErrUnavailable
-	fail    string // non-empty: fail with ErrUnavailable for this reason
+	now     func() time.Time // SetPutLatencyCoversCall's clock, for puts
+	down    bool             // fail at once with ErrUnavailable
+	fail    string           // non-empty: fail with ErrUnavailable for this reason
 	amb     ambiguity
 	corrupt Corruption
 	pick    uint64 // randomness for the corruption's position
@@ -333,6 +352,9 @@ func (in *Injector) decide(op Op, key string) plan {
 	in.mu.Lock()
 	hook := in.onCall
 	p := plan{sleep: in.sleep}
+	if op == OpPut {
+		p.now = in.putNow
+	}
 	switch {
 	case in.down:
 		p.down, p.fail = true, "bucket down"
@@ -410,29 +432,52 @@ var (
 
 func (f *faultBucket) Name() string { return f.b.Name() }
 
-// before applies the plan's failure and latency; a non-nil error means the
-// call must return it without reaching the bucket.
+// before decides a call's plan and applies its failure and latency; a
+// non-nil error means the call must return it without reaching the
+// bucket.
 func (f *faultBucket) before(ctx context.Context, op Op, key string) (plan, error) {
 	p := f.inj.decide(op, key)
+	return p, f.apply(ctx, op, key, p)
+}
+
+// putCovered is a put whose delay covers the wrapped call
+// (SetPutLatencyCoversCall): the call, then the rest of the delay.
+func (f *faultBucket) putCovered(ctx context.Context, key string, body []byte, p plan) error {
+	start := p.now()
+	err := f.b.PutIfAbsent(ctx, key, body)
+	if left := p.delay - p.now().Sub(start); left > 0 {
+		if serr := p.sleep(ctx, left); serr != nil && err == nil {
+			return fmt.Errorf("put %s/%s: landed, then during injected latency: %w: %w", f.b.Name(), key, ErrAmbiguous, serr)
+		}
+	}
+	return err
+}
+
+// apply applies plan p's failure and latency to a call of op; a non-nil
+// error means the call must return it without reaching the bucket.
+func (f *faultBucket) apply(ctx context.Context, op Op, key string, p plan) error {
 	if p.down {
 		f.inj.faults.Add(1)
-		return p, fmt.Errorf("%s %s/%s: injected fault (%s): %w", op, f.b.Name(), key, p.fail, ErrUnavailable)
+		return fmt.Errorf("%s %s/%s: injected fault (%s): %w", op, f.b.Name(), key, p.fail, ErrUnavailable)
 	}
 	if p.delay > 0 {
 		if err := p.sleep(ctx, p.delay); err != nil {
-			return p, fmt.Errorf("%s %s/%s: during injected latency: %w", op, f.b.Name(), key, err)
+			return fmt.Errorf("%s %s/%s: during injected latency: %w", op, f.b.Name(), key, err)
 		}
 	}
 	if p.fail != "" {
 		f.inj.faults.Add(1)
-		return p, fmt.Errorf("%s %s/%s: injected fault (%s): %w", op, f.b.Name(), key, p.fail, ErrUnavailable)
+		return fmt.Errorf("%s %s/%s: injected fault (%s): %w", op, f.b.Name(), key, p.fail, ErrUnavailable)
 	}
-	return p, nil
+	return nil
 }
 
 func (f *faultBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
-	p, err := f.before(ctx, OpPut, key)
-	if err != nil {
+	p := f.inj.decide(OpPut, key)
+	if p.now != nil && p.delay > 0 && !p.down && p.fail == "" && p.amb == ambNone {
+		return f.putCovered(ctx, key, body, p)
+	}
+	if err := f.apply(ctx, OpPut, key, p); err != nil {
 		return err
 	}
 	switch p.amb {

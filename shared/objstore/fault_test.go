@@ -59,6 +59,18 @@ func TestFaultsConformanceWithLatency(t *testing.T) {
 	})
 }
 
+// A put's latency covering its call (SetPutLatencyCoversCall) changes no
+// outcome either.
+func TestFaultsConformancePutLatencyCoversCall(t *testing.T) {
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
+		inj := objstore.NewInjector(3)
+		inj.SetSleep((&recorder{}).sleep)
+		inj.SetPutLatencyCoversCall(time.Now)
+		must(t, inj.SetLatency(5*time.Millisecond, 50*time.Millisecond))
+		return objstore.WithFaults(objstore.NewMem("mem"), inj)
+	})
+}
+
 func quantile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -533,5 +545,80 @@ func TestCorruptViewKeepsTheStoredBytes(t *testing.T) {
 	}
 	if got, err := objstore.View(ctx, b, "k", 0, -1); err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("view after the forced corruption: %q, %v", got, err)
+	}
+}
+
+// advancingBucket's puts take took on the test's clock.
+type advancingBucket struct {
+	objstore.Bucket
+	clock *time.Time
+	took  time.Duration
+}
+
+func (a *advancingBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	*a.clock = a.clock.Add(a.took)
+	return a.Bucket.PutIfAbsent(ctx, key, body)
+}
+
+// SetPutLatencyCoversCall: a put's delay covers the wrapped call (the
+// call first, then the rest of the delay), where without it the delay
+// comes first and the call after; a call longer than the delay waits no
+// more; a ctx that ends in the rest answers ErrAmbiguous, the put landed;
+// an injected failure still comes first and writes nothing.
+func TestPutLatencyCoversCall(t *testing.T) {
+	const delay = 10 * time.Millisecond
+	for _, tc := range []struct {
+		name          string
+		cover, fail   bool
+		took          time.Duration
+		cancelInSleep bool
+		wantSleep     time.Duration // 0: no sleep
+		landedAtSleep bool
+		wantErr       error
+		wantLanded    bool
+	}{
+		{name: "off", took: 3 * time.Millisecond, wantSleep: delay, wantLanded: true},
+		{name: "covers", cover: true, took: 3 * time.Millisecond, wantSleep: delay - 3*time.Millisecond, landedAtSleep: true, wantLanded: true},
+		{name: "call longer than the delay", cover: true, took: 15 * time.Millisecond, wantLanded: true},
+		{name: "ctx ends in the rest", cover: true, took: 3 * time.Millisecond, cancelInSleep: true, wantSleep: delay - 3*time.Millisecond, landedAtSleep: true, wantErr: objstore.ErrAmbiguous, wantLanded: true},
+		{name: "failure first", cover: true, fail: true, took: 3 * time.Millisecond, wantSleep: delay, wantErr: objstore.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := time.Unix(1700000000, 0)
+			mem := objstore.NewMem("m")
+			inj := objstore.NewInjector(1)
+			must(t, inj.SetLatency(delay, delay, objstore.OpPut))
+			if tc.fail {
+				must(t, inj.SetErrorRate(1, objstore.OpPut))
+			}
+			if tc.cover {
+				inj.SetPutLatencyCoversCall(func() time.Time { return clock })
+			}
+			var slept []time.Duration
+			landed := false
+			inj.SetSleep(func(ctx context.Context, d time.Duration) error {
+				slept = append(slept, d)
+				_, err := mem.Head(ctx, "k")
+				landed = err == nil
+				if tc.cancelInSleep {
+					return context.Canceled
+				}
+				return nil
+			})
+			b := objstore.WithFaults(&advancingBucket{Bucket: mem, clock: &clock, took: tc.took}, inj)
+			err := b.PutIfAbsent(context.Background(), "k", []byte("x"))
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("put: %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantSleep == 0 && len(slept) != 0 || tc.wantSleep != 0 && (len(slept) != 1 || slept[0] != tc.wantSleep) {
+				t.Fatalf("slept %v, want %v", slept, tc.wantSleep)
+			}
+			if len(slept) == 1 && landed != tc.landedAtSleep {
+				t.Fatalf("landed before the wait: %v, want %v", landed, tc.landedAtSleep)
+			}
+			if _, err := mem.Head(context.Background(), "k"); (err == nil) != tc.wantLanded {
+				t.Fatalf("landed: %v, want %v", err == nil, tc.wantLanded)
+			}
+		})
 	}
 }

@@ -71,23 +71,41 @@ type bodyPool struct {
 }
 
 type pooled struct {
-	b []byte
-	n int // the buckets holding b at its key
+	b     []byte        // set, under the pool's mu, before ready closes
+	n     int           // the buckets holding b at its key
+	ready chan struct{} // closed once b is set
 }
 
 // share returns the pooled body of key when it holds body's bytes (one
-// more holder), else a copy of body, pooled when the key has none.
+// more holder), else a copy of body, pooled when the key has none. The
+// first put of a key claims its entry before it copies, so puts of the
+// same bytes arriving meanwhile wait for that one copy and share it (the
+// K copies of a flight arrive together): one copy, not one per put.
 func (p *bodyPool) share(key string, body []byte) []byte {
 	p.mu.Lock()
 	e := p.m[key]
-	p.mu.Unlock()
-	if e != nil && bytes.Equal(e.b, body) { // compared outside the lock: e.b is never written
+	if e == nil {
+		e = &pooled{n: 1, ready: make(chan struct{})}
+		p.m[key] = e
+		p.mu.Unlock()
+		obj := make([]byte, len(body))
+		copy(obj, body)
 		p.mu.Lock()
-		defer p.mu.Unlock()
+		e.b = obj
+		p.mu.Unlock()
+		close(e.ready)
+		return obj
+	}
+	p.mu.Unlock()
+	<-e.ready
+	if bytes.Equal(e.b, body) { // compared outside the lock: e.b is never written once ready
+		p.mu.Lock()
 		if p.m[key] == e {
 			e.n++
+			p.mu.Unlock()
 			return e.b
 		}
+		p.mu.Unlock()
 		// Released meanwhile: copy, below.
 	}
 	obj := make([]byte, len(body))
@@ -95,7 +113,9 @@ func (p *bodyPool) share(key string, body []byte) []byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m[key] == nil {
-		p.m[key] = &pooled{b: obj, n: 1}
+		ready := make(chan struct{})
+		close(ready)
+		p.m[key] = &pooled{b: obj, n: 1, ready: ready}
 	}
 	return obj
 }

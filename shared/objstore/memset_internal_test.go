@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -72,6 +74,40 @@ func TestMemSetSharesBodies(t *testing.T) {
 	_ = set[1].Delete(ctx, "j") // not the pooled body: the pool's stays
 	if e := set[0].bodies.m["j"]; e == nil || e.n != 1 {
 		t.Fatalf("deleting an unpooled body released the pooled one: %+v", e)
+	}
+}
+
+// TestMemSetSharesConcurrentPuts: the K copies of a slot put at the same
+// moment (the in-process bench's PUT latency covers the call, so the K
+// puts of a flight arrive together) still make one body, copied once,
+// not one copy per put that found the pool empty.
+func TestMemSetSharesConcurrentPuts(t *testing.T) {
+	ctx := context.Background()
+	set := NewMemSet("a", "b", "c")
+	body := bytes.Repeat([]byte("flight bytes "), 1<<16) // 832 KiB: a copy takes a while
+	for i := range 50 {
+		key := fmt.Sprintf("slot-%d", i)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, m := range set {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if err := m.PutIfAbsent(ctx, key, body); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		a, b, c := set[0].storedSlice(key), set[1].storedSlice(key), set[2].storedSlice(key)
+		if !sameBody(a, b) || !sameBody(a, c) || !bytes.Equal(a, body) {
+			t.Fatalf("put %d: three concurrent puts of one body stored separate copies", i)
+		}
+		if n := set[0].bodies.m[key].n; n != 3 {
+			t.Fatalf("put %d: pooled body held by %d buckets, want 3", i, n)
+		}
 	}
 }
 
