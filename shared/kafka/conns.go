@@ -18,12 +18,14 @@ var ErrTooManyConns = errors.New("kafka: too many connections")
 // (Server.conns): its source, when it was accepted, whether it has
 // authenticated (set once; the SASL exchange, or at accept when no
 // authentication applies to it), and the tenant it is charged to once
-// its SASL exchange named one ("": charged to its source; under s.mu).
+// its SASL exchange named one ("": charged to its source; under s.mu);
+// gone once forgotten (under s.mu).
 type connSlot struct {
 	src    string
 	at     time.Time
 	authed atomic.Bool
 	tenant string
+	gone   bool
 }
 
 // admit takes a place for c, just accepted, or says why not (the
@@ -66,12 +68,13 @@ func (s *Server) admit(c net.Conn) (sl *connSlot, victim net.Conn, why string) {
 // from its source's count to tenant's share of the table
 // (Limits.MaxConnsPerTenant, at most half of MaxConns). A tenant at its
 // share gets ErrTooManyConns and sl stays a stranger, closed at the
-// AuthDeadline; a connection charged already (a second SASL exchange)
-// stays where it is.
+// AuthDeadline; a connection charged already (a second SASL exchange),
+// or forgotten already (shed for another while its exchange was being
+// checked), stays where it is.
 func (s *Server) charge(sl *connSlot, tenant string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sl.tenant != "" {
+	if sl.tenant != "" || sl.gone {
 		return nil
 	}
 	if !s.tenants.take(tenant) {
@@ -91,6 +94,7 @@ func (s *Server) forget(c net.Conn) {
 		return
 	}
 	delete(s.conns, c)
+	sl.gone = true
 	if sl.tenant != "" {
 		s.tenants.put(sl.tenant)
 		return

@@ -1,0 +1,62 @@
+package kafka
+
+import (
+	"net"
+	"testing"
+)
+
+// review4: a connection shed for a new one (admit at MaxConns) while its
+// SASL exchange is being checked must not be charged to its tenant after
+// it was forgotten: the tenant's share would keep it for good (its
+// goroutine's forget finds nothing to give back) and its source would be
+// taken off twice.
+func TestReview4ShedConnNotChargedAfter(t *testing.T) {
+	s, err := New(Config{Core: newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), Star: "s1",
+		Limits: Limits{MaxConns: 2, MaxConnsPerSource: 3, MaxConnsPerTenant: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe := func(port int) net.Conn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return &addrConn{Conn: a, remote: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: port}}
+	}
+	s.mu.Lock()
+	// Auth is nil here, so admit marks each authed; unmark to make strangers.
+	mid := pipe(1)
+	first, _, _ := s.admit(mid)
+	first.authed.Store(false)
+	other, _, _ := s.admit(pipe(2))
+	other.authed.Store(false)
+	// A third connection sheds the oldest stranger: mid, whose SASL
+	// exchange is still being checked.
+	third, victim, why := s.admit(pipe(3))
+	s.mu.Unlock()
+	if third == nil || victim != mid {
+		t.Fatalf("admit at the limit: slot %v victim %v (%s), want mid shed", third, victim, why)
+	}
+	// mid's SASL exchange ends after it was shed.
+	_ = s.charge(first, "tenant-a")
+	s.mu.Lock()
+	s.forget(mid) // its goroutine ends
+	sources, tenants := s.sources["10.0.0.1"], s.tenants.total
+	s.mu.Unlock()
+	if tenants != 0 || sources != 2 {
+		t.Fatalf("after the shed connection's SASL: tenants hold %d (want 0), source counts %d (want 2, the two open)", tenants, sources)
+	}
+	// The tenant's one share is still free for its next connection.
+	s.mu.Lock()
+	s.forget(victim)
+	s.mu.Unlock()
+	if err := s.charge(third, "tenant-a"); err != nil {
+		t.Fatalf("the tenant's next connection: %v", err)
+	}
+}
+
+// addrConn is a net.Conn with a chosen remote address.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c *addrConn) RemoteAddr() net.Addr { return c.remote }
