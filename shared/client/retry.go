@@ -96,7 +96,9 @@ var ErrConnectionLost = errors.New("client: connection lost")
 // mid-response: connect-go reports a truncated message as InvalidArgument
 // ("protocol error: incomplete envelope: unexpected EOF"), which would say
 // "your input is wrong, do not retry". It is Unavailable: the server went
-// away. Other errors are returned as they are.
+// away. A connection that closed before the answer began (connect-go's
+// Unavailable from the HTTP client) is ErrConnectionLost too. Other
+// errors are returned as they are.
 func transportError(err error) error {
 	var ce *connect.Error
 	if err == nil || !errors.As(err, &ce) {
@@ -105,7 +107,11 @@ func transportError(err error) error {
 	if ce.Code() == connect.CodeInvalidArgument && (errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(ce.Message(), "incomplete envelope")) {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w mid-message: %s", ErrConnectionLost, ce.Message()))
 	}
-	if (ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeInternal) && connectionLost(err) {
+	// connect-go reports the HTTP client's own failure (the connection
+	// closed before any answer: the server may have read and done the
+	// call) as Unavailable: lost too, not a refusal.
+	transport := ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeInternal || ce.Code() == connect.CodeUnavailable && !connect.IsWireError(ce)
+	if transport && connectionLost(err) {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %s", ErrConnectionLost, ce.Message()))
 	}
 	return err
