@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"context"
 	"net"
 	"testing"
+	"time"
 )
 
 // review4: a connection shed for a new one (admit at MaxConns) while its
@@ -60,3 +62,30 @@ type addrConn struct {
 }
 
 func (c *addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// review4: a Fetch whose bound is a tenant's whole share (MaxFetchBytes
+// at least half of MaxHeldBytes) waited for good for room its own request
+// bytes held: the answer that would free them could never be made. It is
+// answered, and its request and answer together hold at most the share.
+func TestReview4FetchAtShareAnswered(t *testing.T) {
+	s, err := New(Config{Core: recordsCore{newHandoverCore("s1", &handoverLog{next: map[string]uint64{}})}, Star: "s1",
+		Limits: Limits{MaxHeldBytes: 4 << 20, MaxFetchBytes: 8 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	cn := &conn{s: s, remote: "test", ctx: s.ctx, stop: ctx, authed: true}
+	r := &request{kreq: fetchT(100<<20, 100<<20), tenant: "a", held: 100}
+	if err := s.held.take(ctx, r.tenant, r.held); err != nil { // as readRequest does
+		t.Fatal(err)
+	}
+	resp, err := cn.handleNow(r)
+	if err != nil {
+		t.Fatalf("a fetch of a tenant holding only its own request: %v", err)
+	}
+	if got := fetchedBytes(resp); got == 0 || r.held > s.held.max/2 {
+		t.Fatalf("answered %d bytes holding %d, want an answer within the share %d", got, r.held, s.held.max/2)
+	}
+}
