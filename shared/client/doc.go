@@ -71,7 +71,8 @@
 // the stream's last appends; the caller decides whether to ask again).
 // Calls that are not idempotent (CreateStream, CreateToken, RevokeToken,
 // an append without a producer id) are not retried after a connection
-// lost mid-call, whose outcome is unknown; no call is retried when a
+// lost mid-call, whose outcome is unknown (closed before the answer
+// began, or cut mid-answer: ErrConnectionLost); no call is retried when a
 // Leader detail names a host the client will not follow
 // (ErrUntrustedLeader: it would be named again). A client on the default
 // budget that has never reached its server does not retry a refused dial:
