@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -87,5 +88,34 @@ func TestReview4FetchAtShareAnswered(t *testing.T) {
 	}
 	if got := fetchedBytes(resp); got == 0 || r.held > s.held.max/2 {
 		t.Fatalf("answered %d bytes holding %d, want an answer within the share %d", got, r.held, s.held.max/2)
+	}
+}
+
+// review4: a connection charged to tenant a that authenticates again
+// (SASL re-authentication) with tenant b's token would serve b while a's
+// share pays for it, so b could hold more than its share. A second
+// exchange keeps the tenant (as Kafka's KIP-368 keeps the principal).
+func TestReview4ReauthKeepsTenant(t *testing.T) {
+	s, err := New(Config{Core: newHandoverCore("s1", &handoverLog{next: map[string]uint64{}}), Star: "s1",
+		Limits: Limits{MaxConns: 8, MaxConnsPerTenant: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &connSlot{src: "10.0.0.1"}, &connSlot{src: "10.0.0.1"}
+	s.sources["10.0.0.1"] = 2
+	if err := s.charge(a, "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.charge(a, "tenant-a"); err != nil {
+		t.Fatalf("re-authentication as the same tenant: %v", err)
+	}
+	if err := s.charge(a, "tenant-b"); !errors.Is(err, ErrTenantChanged) {
+		t.Fatalf("re-authentication as another tenant: %v, want ErrTenantChanged", err)
+	}
+	if err := s.charge(b, "tenant-b"); err != nil {
+		t.Fatalf("tenant b's own connection: %v", err)
+	}
+	if s.tenants.by["tenant-a"] != 1 || s.tenants.by["tenant-b"] != 1 {
+		t.Fatalf("shares %v, want one each", s.tenants.by)
 	}
 }
