@@ -10,7 +10,9 @@
 // that resolves when the batch is durable; up to ProducerWindow batches
 // are in flight. Every batch carries the session's producer id and a
 // batch seq, so after a restart, a takeover or a dropped connection the
-// session reconnects and resends what is unacknowledged, and the server
+// session reconnects (at once after a session that made progress, else
+// after the client's Retry backoff, as a server refusing sessions at its
+// cap would be asked again) and resends what is unacknowledged, and the server
 // answers batches it already has with their original acks: each batch is
 // written exactly once. The session's own goroutine resolves the futures:
 // nothing has to be read for it to go on. Flush waits for every batch so
