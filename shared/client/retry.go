@@ -110,7 +110,9 @@ func transportError(err error) error {
 	// connect-go reports the HTTP client's own failure (the connection
 	// closed before any answer: the server may have read and done the
 	// call) as Unavailable: lost too, not a refusal.
-	transport := ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeInternal || ce.Code() == connect.CodeUnavailable && !connect.IsWireError(ce)
+	// An error the server sent (a wire error) is its own, whatever its
+	// message quotes.
+	transport := !connect.IsWireError(ce) && (ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeInternal || ce.Code() == connect.CodeUnavailable)
 	if transport && connectionLost(err) {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %s", ErrConnectionLost, ce.Message()))
 	}
@@ -120,7 +122,8 @@ func transportError(err error) error {
 // connectionLost recognises the transport's own failures that connect-go
 // passes through as Unknown or Internal: an HTTP/2 stream reset by the
 // peer (the server aborted or is going away), a lost or reset connection.
-// A server's own Internal error never reads like these.
+// Only errors that did not come from the server (not wire errors) are
+// read so: a server's message may quote anything a caller sent.
 func connectionLost(err error) bool {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -107,5 +108,39 @@ func TestReview4ProducerReconnectBacksOff(t *testing.T) {
 	// With backoff from 20 ms doubling to 100 ms: about 8 in 500 ms.
 	if n := f.sessions.Load(); n > 15 {
 		t.Fatalf("%d sessions opened in 500 ms against a server refusing them, want the client's backoff (about 8)", n)
+	}
+}
+
+// echoingStar answers CheckTail with a server error that quotes the
+// stream's name, counting the calls.
+type echoingStar struct {
+	fakeStar
+	calls atomic.Int32
+}
+
+func (f *echoingStar) CheckTail(_ context.Context, req *connect.Request[strandv1.CheckTailRequest]) (*connect.Response[strandv1.CheckTailResponse], error) {
+	f.calls.Add(1)
+	return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("check tail of stream %q: the metastore's answer is malformed", req.Msg.Stream))
+}
+
+// review4: the server's own error is never taken for a lost connection
+// because its message, which may quote a name the caller chose, reads
+// like one ("connection reset by peer" as a stream name): an internal
+// error is not retried.
+func TestReview4ServerErrorNotALostConnection(t *testing.T) {
+	f := &echoingStar{}
+	_, h := strandv1connect.NewStrandServiceHandler(f)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c, err := New(srv.URL, WithHTTPClient(srv.Client()), WithRetry(Retry{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxElapsed: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CheckTail(context.Background(), "a/connection reset by peer")
+	if connect.CodeOf(err) != connect.CodeInternal || errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("a server's internal error quoting the stream: %v, want internal", err)
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("a server's internal error was sent %d times, want once (not retriable)", n)
 	}
 }
