@@ -10,7 +10,9 @@
 // that resolves when the batch is durable; up to ProducerWindow batches
 // are in flight. Every batch carries the session's producer id and a
 // batch seq, so after a restart, a takeover or a dropped connection the
-// session reconnects and resends what is unacknowledged, and the server
+// session reconnects (at once after a session that made progress, else
+// after the client's Retry backoff, as a server refusing sessions at its
+// cap would be asked again) and resends what is unacknowledged, and the server
 // answers batches it already has with their original acks: each batch is
 // written exactly once. The session's own goroutine resolves the futures:
 // nothing has to be read for it to go on. Flush waits for every batch so
@@ -71,7 +73,8 @@
 // the stream's last appends; the caller decides whether to ask again).
 // Calls that are not idempotent (CreateStream, CreateToken, RevokeToken,
 // an append without a producer id) are not retried after a connection
-// lost mid-call, whose outcome is unknown; no call is retried when a
+// lost mid-call, whose outcome is unknown (closed before the answer
+// began, or cut mid-answer: ErrConnectionLost); no call is retried when a
 // Leader detail names a host the client will not follow
 // (ErrUntrustedLeader: it would be named again). A client on the default
 // budget that has never reached its server does not retry a refused dial:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // ProducerWindow is how many batches a ProducerSession keeps unacknowledged:
@@ -300,6 +301,11 @@ func (p *ProducerSession) read(sess *AppendSession) {
 		p.queued.Broadcast()
 		p.mu.Unlock()
 	}()
+	// idle counts the sessions in a row that ended without an ack: a
+	// reconnect after one waits the client's backoff, so a server that
+	// refuses sessions (resource_exhausted at its cap) is not asked again
+	// as fast as the round trip.
+	idle := 0
 	for {
 		var cause error
 		for a := range sess.Acks() {
@@ -307,6 +313,7 @@ func (p *ProducerSession) read(sess *AppendSession) {
 				cause = a.Err
 				break
 			}
+			idle = -1
 			p.mu.Lock()
 			if len(p.pending) == 0 {
 				p.mu.Unlock()
@@ -341,6 +348,10 @@ func (p *ProducerSession) read(sess *AppendSession) {
 			p.opt.OnReconnect(cause)
 		}
 		sess.Close()
+		if idle++; idle > 0 && !p.pause(idle-1) {
+			p.fail(cause)
+			return
+		}
 		next, err := p.open()
 		if err != nil {
 			p.fail(fmt.Errorf("client: reconnect after %v: %w", cause, err))
@@ -355,6 +366,19 @@ func (p *ProducerSession) read(sess *AppendSession) {
 			_ = sess.CloseSend()
 		}
 		p.mu.Unlock()
+	}
+}
+
+// pause waits the client's backoff before reconnect n (0-based) of
+// sessions ending without an ack; false: the session's context ended.
+func (p *ProducerSession) pause(n int) bool {
+	t := time.NewTimer(p.c.retryPolicy().backoff(n))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.ctx.Done():
+		return false
 	}
 }
 

@@ -96,7 +96,9 @@ var ErrConnectionLost = errors.New("client: connection lost")
 // mid-response: connect-go reports a truncated message as InvalidArgument
 // ("protocol error: incomplete envelope: unexpected EOF"), which would say
 // "your input is wrong, do not retry". It is Unavailable: the server went
-// away. Other errors are returned as they are.
+// away. A connection that closed before the answer began (connect-go's
+// Unavailable from the HTTP client) is ErrConnectionLost too. Other
+// errors are returned as they are.
 func transportError(err error) error {
 	var ce *connect.Error
 	if err == nil || !errors.As(err, &ce) {
@@ -105,7 +107,13 @@ func transportError(err error) error {
 	if ce.Code() == connect.CodeInvalidArgument && (errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(ce.Message(), "incomplete envelope")) {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w mid-message: %s", ErrConnectionLost, ce.Message()))
 	}
-	if (ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeInternal) && connectionLost(err) {
+	// connect-go reports the HTTP client's own failure (the connection
+	// closed before any answer: the server may have read and done the
+	// call) as Unavailable: lost too, not a refusal.
+	// An error the server sent (a wire error) is its own, whatever its
+	// message quotes.
+	transport := !connect.IsWireError(ce) && (ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeInternal || ce.Code() == connect.CodeUnavailable)
+	if transport && connectionLost(err) {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %s", ErrConnectionLost, ce.Message()))
 	}
 	return err
@@ -114,7 +122,8 @@ func transportError(err error) error {
 // connectionLost recognises the transport's own failures that connect-go
 // passes through as Unknown or Internal: an HTTP/2 stream reset by the
 // peer (the server aborted or is going away), a lost or reset connection.
-// A server's own Internal error never reads like these.
+// Only errors that did not come from the server (not wire errors) are
+// read so: a server's message may quote anything a caller sent.
 func connectionLost(err error) bool {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true

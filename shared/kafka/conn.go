@@ -369,7 +369,9 @@ func (cn *conn) handleNow(req *request) (kmsg.Response, error) {
 	case *kmsg.FetchRequest:
 		// The answer is held until written: its bound is taken from the
 		// held budget first, and what it did not fill is given back.
-		bound := s.held.charge(int64(fetchBudget(r, s.lim.MaxFetchBytes)))
+		// The request's own bytes count in the tenant's share: a bound
+		// of the whole share would wait for them for good.
+		bound := max(s.held.charge(int64(fetchBudget(r, s.lim.MaxFetchBytes))+req.held)-req.held, 0)
 		if err := s.held.take(cn.stop, req.tenant, bound); err != nil {
 			return nil, err
 		}

@@ -14,16 +14,23 @@ import (
 // share of the front end's connections.
 var ErrTooManyConns = errors.New("kafka: too many connections")
 
+// ErrTenantChanged: a connection's second SASL exchange proved another
+// tenant's token than its first (KIP-368 re-authentication keeps the
+// principal): the connection stays its first tenant's.
+var ErrTenantChanged = errors.New("kafka: a connection cannot change tenant")
+
 // connSlot is an open connection's place in the front end's table
 // (Server.conns): its source, when it was accepted, whether it has
 // authenticated (set once; the SASL exchange, or at accept when no
 // authentication applies to it), and the tenant it is charged to once
-// its SASL exchange named one ("": charged to its source; under s.mu).
+// its SASL exchange named one ("": charged to its source; under s.mu);
+// gone once forgotten (under s.mu).
 type connSlot struct {
 	src    string
 	at     time.Time
 	authed atomic.Bool
 	tenant string
+	gone   bool
 }
 
 // admit takes a place for c, just accepted, or says why not (the
@@ -66,12 +73,17 @@ func (s *Server) admit(c net.Conn) (sl *connSlot, victim net.Conn, why string) {
 // from its source's count to tenant's share of the table
 // (Limits.MaxConnsPerTenant, at most half of MaxConns). A tenant at its
 // share gets ErrTooManyConns and sl stays a stranger, closed at the
-// AuthDeadline; a connection charged already (a second SASL exchange)
-// stays where it is.
+// AuthDeadline; a connection charged already (a second SASL exchange
+// of the same tenant; another tenant's is ErrTenantChanged), or
+// forgotten already (shed for another while its exchange was being
+// checked), stays where it is.
 func (s *Server) charge(sl *connSlot, tenant string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sl.tenant != "" {
+	if sl.tenant != "" && sl.tenant != tenant {
+		return fmt.Errorf("%w: it authenticated as tenant %s first, now %s", ErrTenantChanged, shortTenant(sl.tenant), shortTenant(tenant))
+	}
+	if sl.tenant != "" || sl.gone {
 		return nil
 	}
 	if !s.tenants.take(tenant) {
@@ -91,6 +103,7 @@ func (s *Server) forget(c net.Conn) {
 		return
 	}
 	delete(s.conns, c)
+	sl.gone = true
 	if sl.tenant != "" {
 		s.tenants.put(sl.tenant)
 		return

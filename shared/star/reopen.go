@@ -110,8 +110,27 @@ func RecoverStream(ctx context.Context, refs RefReader, id format.StreamID, clas
 			continue // a window part and the ref it was flushed to: one range twice
 		}
 		if p.LastSeq+1 < r.FirstSeq {
-			if slices.ContainsFunc(page, func(q metastore.Ref) bool { return q.LastSeq+1 >= r.FirstSeq }) {
-				continue // a window part a ref starting before it covers (a flush raced the read)
+			// A window part a ref starting before it covers (a flush
+			// raced the read) is skipped; the ref may be on a later
+			// page, so pages are read on until one covers r's start or
+			// none is left: only then is it a hole (trimmed below).
+			covers := func(q metastore.Ref) bool { return q.LastSeq+1 >= r.FirstSeq }
+			for !slices.ContainsFunc(page, covers) && len(chain)+len(page) < MaxRecoverRefs {
+				oldest := p.FirstSeq
+				if len(page) > 0 {
+					oldest = page[len(page)-1].FirstSeq
+				}
+				got, err := refs.RefsBefore(ctx, id.String(), oldest, max(min(limit, MaxRecoverRefs-len(chain)-len(page)), 1))
+				if err != nil {
+					return info, fmt.Errorf("star: recover stream %s: refs before seq %d: %w", id, oldest, err)
+				}
+				if len(got) == 0 {
+					break
+				}
+				page = append(page, got...)
+			}
+			if slices.ContainsFunc(page, covers) {
+				continue
 			}
 			break // a hole before r (trimmed below)
 		}
