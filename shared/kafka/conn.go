@@ -205,7 +205,8 @@ func (cn *conn) readRequest() (request, error) {
 	if size < 2 || size > int64(max) {
 		return request{}, fmt.Errorf("%w: %d bytes for key %d (at most %d)", ErrRequest, size, key, max)
 	}
-	tenant, held := cn.tenant(), cn.s.held.charge(size)
+	tenant := cn.tenant()
+	held := cn.s.held.charge(tenant, size)
 	if err := cn.s.held.take(cn.stop, tenant, held); err != nil {
 		return request{}, err
 	}
@@ -371,7 +372,7 @@ func (cn *conn) handleNow(req *request) (kmsg.Response, error) {
 		// held budget first, and what it did not fill is given back.
 		// The request's own bytes count in the tenant's share: a bound
 		// of the whole share would wait for them for good.
-		bound := max(s.held.charge(int64(fetchBudget(r, s.lim.MaxFetchBytes))+req.held)-req.held, 0)
+		bound := max(s.held.charge(req.tenant, int64(fetchBudget(r, s.lim.MaxFetchBytes))+req.held)-req.held, 0)
 		if err := s.held.take(cn.stop, req.tenant, bound); err != nil {
 			return nil, err
 		}

@@ -14,7 +14,10 @@ import (
 // from one budget of Limits.MaxHeldBytes before its body is read and put
 // back once its answer is written; one tenant (a root token and every
 // token minted under it; before SASL, every unauthenticated connection
-// together) holds at most half of it. A connection whose request does not
+// together) holds at most half of it, except the unauthenticated, who
+// together hold at most a sixteenth (never less than one largest request
+// before SASL): with half, one tenant and a flood of strangers would hold
+// the whole budget between them, and every other tenant would wait. A connection whose request does not
 // fit stops reading until answers free room: the client sees a slow
 // broker (TCP backpressure, then its request timeout), as with Kafka's
 // own queued.max.request.bytes, and every Kafka client handles that; a
@@ -23,30 +26,41 @@ import (
 
 // heldBudget counts the request bytes held, in all and by tenant.
 type heldBudget struct {
-	mu    sync.Mutex
-	max   int64
-	cur   int64
-	by    map[string]int64
-	wake  chan struct{} // closed (and replaced) when bytes are put back
-	gauge *metrics.Gauge
-	peak  int64 // the most held at once (tests)
+	mu        sync.Mutex
+	max       int64
+	strangers int64 // the unauthenticated connections' share
+	cur       int64
+	by        map[string]int64
+	wake      chan struct{} // closed (and replaced) when bytes are put back
+	gauge     *metrics.Gauge
+	peak      int64 // the most held at once (tests)
 }
 
-func newHeldBudget(max int64, gauge *metrics.Gauge) *heldBudget {
-	return &heldBudget{max: max, by: map[string]int64{}, wake: make(chan struct{}), gauge: gauge}
+// newHeldBudget: a budget of total bytes, where a request before SASL is
+// at most preAuth bytes.
+func newHeldBudget(total, preAuth int64, gauge *metrics.Gauge) *heldBudget {
+	return &heldBudget{max: total, strangers: max(total/16, min(preAuth, total/2)), by: map[string]int64{}, wake: make(chan struct{}), gauge: gauge}
 }
 
-// charge is what a request of n bytes is charged: at most a tenant's
-// share (half the budget), so the largest request fits a tenant that
-// holds nothing else.
-func (b *heldBudget) charge(n int64) int64 { return min(n, b.max/2) }
+// share is the most tenant may hold: half the budget, or the
+// unauthenticated connections' sixteenth.
+func (b *heldBudget) share(tenant string) int64 {
+	if tenant == unauthenticated {
+		return b.strangers
+	}
+	return b.max / 2
+}
+
+// charge is what tenant's request of n bytes is charged: at most its
+// share, so the largest request fits a tenant that holds nothing else.
+func (b *heldBudget) charge(tenant string, n int64) int64 { return min(n, b.share(tenant)) }
 
 // take waits until tenant may hold n more bytes and takes them, or
 // returns ctx's error when it ends first.
 func (b *heldBudget) take(ctx context.Context, tenant string, n int64) error {
 	for {
 		b.mu.Lock()
-		if b.cur+n <= b.max && b.by[tenant]+n <= b.max/2 {
+		if b.cur+n <= b.max && b.by[tenant]+n <= b.share(tenant) {
 			b.cur += n
 			b.by[tenant] += n
 			b.peak = max(b.peak, b.cur)

@@ -17,6 +17,7 @@ import (
 	"github.com/strandlog/strand/shared/api/strandv1"
 	"github.com/strandlog/strand/shared/auth"
 	"github.com/strandlog/strand/shared/metastore"
+	"github.com/strandlog/strand/shared/metrics"
 )
 
 // holdCore is a handoverCore whose appends to t/0 are acknowledged only
@@ -220,5 +221,43 @@ func TestFetchAnswerHeld(t *testing.T) {
 	s.held.put(r.tenant, r.held) // as the writer does once it is written
 	if s.held.cur != 0 {
 		t.Fatalf("the budget holds %d after the answer is written", s.held.cur)
+	}
+}
+
+// TestStrangersCannotCrowdOutTenants (ADR 0074): one tenant holding its
+// half and a flood of unauthenticated connections holding all they may
+// leave room for another tenant's request. Before, the unauthenticated
+// connections together had half as well, so the two held the whole budget
+// and tenant B waited.
+func TestStrangersCannotCrowdOutTenants(t *testing.T) {
+	const budget, preAuth = 256 << 20, 1 << 20
+	gauge := func() *metrics.Gauge { return metrics.NewRegistry().Gauge("held", "test") }
+	b := newHeldBudget(budget, preAuth, gauge())
+	try := func(tenant string, n int64) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		return b.take(ctx, tenant, b.charge(tenant, n)) == nil
+	}
+	for try("a", 1<<20) {
+	}
+	strangers := 0
+	for try(unauthenticated, preAuth) {
+		strangers++
+	}
+	if strangers == 0 {
+		t.Fatal("the unauthenticated connections cannot hold one largest request before SASL")
+	}
+	if !try("b", 8<<20) {
+		t.Fatalf("tenant b cannot take 8 MiB of a %d-byte budget: a holds %d, the unauthenticated %d", budget, b.by["a"], b.by[unauthenticated])
+	}
+	if got := b.by[unauthenticated]; got > budget/16 {
+		t.Fatalf("the unauthenticated hold %d bytes, over their sixteenth (%d)", got, budget/16)
+	}
+	// A tiny budget still admits one pre-auth request.
+	small := newHeldBudget(1<<20, preAuth, gauge())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := small.take(ctx, unauthenticated, small.charge(unauthenticated, preAuth)); err != nil {
+		t.Fatalf("a 1 MiB budget refuses one pre-auth request: %v", err)
 	}
 }

@@ -123,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 	s.tenants = newShares(s.lim.MaxConns, s.lim.MaxConnsPerTenant)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.meters = newMeters(cfg.Metrics)
-	s.held = newHeldBudget(int64(s.lim.MaxHeldBytes), s.meters.held)
+	s.held = newHeldBudget(int64(s.lim.MaxHeldBytes), int64(s.lim.MaxRequestBytes), s.meters.held)
 	s.topics = &topicCache{core: cfg.Core, clk: s.clk}
 	s.groups = newCoordinator(s)
 	return s, nil
