@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 
 	"connectrpc.com/connect"
 )
@@ -33,12 +34,21 @@ func Middleware(c *Checker, next http.Handler) http.Handler {
 }
 
 // Source is the address a request came from, without its port: the key of
-// the per-source limit on lookups of unknown tokens.
+// the per-source limits (lookups of unknown tokens, connections not yet
+// authenticated). An IPv6 address counts as its /64, the smallest block
+// a host is usually given: one host holds a /64 and could otherwise be
+// as many sources as it likes.
 func Source(remoteAddr string) string {
-	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		return host
+	host := remoteAddr
+	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		host = h
 	}
-	return remoteAddr
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() && !ip.Is4In6() {
+		if p, err := ip.WithZone("").Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return host
 }
 
 // authenticate checks the Authorization header value h and returns ctx with

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/strandlog/strand/shared/auth"
 )
 
 // ConnLimits bound the API's connections (NewListener).
@@ -205,16 +207,9 @@ func uncount(m map[string]int, k string) {
 	}
 }
 
-func sourceOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
-}
+// sourceOf is a's per-source key (auth.Source: an IPv6 address counts
+// as its /64).
+func sourceOf(a net.Addr) string { return auth.Source(a.String()) }
 
 // limitConn is one connection of a connListener.
 type limitConn struct {
