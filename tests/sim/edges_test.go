@@ -122,9 +122,14 @@ type edgeStream struct {
 	maxTail uint64
 	maxGen  int    // the star incarnation that reported maxTail
 	opened  string // what the last incarnation to open it recovered
-	batches int
-	cur     *edgeBatch // the batch being (re)tried
-	expect  uint64     // match mode: the tail the producer expects
+	// killedTail: the acknowledged tail of the incarnation killedGen
+	// when it was killed; killedLow: the lowest seq its flight index held
+	// then (edges_recovery_test.go).
+	killedTail, killedLow uint64
+	killedGen             int
+	batches               int
+	cur                   *edgeBatch // the batch being (re)tried
+	expect                uint64     // match mode: the tail the producer expects
 }
 
 type edges struct {
@@ -145,6 +150,7 @@ type edges struct {
 	settleMeta, trimMeta, probeMeta *MetaFaults
 	win                             *passindex.Window // the checks' (nil in refs mode)
 	errs                            chan error
+	probes                          int // recoveries probeRecovery checked
 }
 
 func (e *edges) fail(err error) {
@@ -218,6 +224,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	for i := range e.slots {
 		bg.Go(func() { e.produce(ctx, i) })
 	}
+	bg.Go(func() { e.probeRecovery(ctx, seed) })
 	for e.step = 0; e.step < steps; e.step++ {
 		e.act(ctx)
 		if e.rng.IntN(8) == 0 {
@@ -245,7 +252,10 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	e.check(ctx)
 	edgeTotals.seeds.Add(1)
 	writes, maxRef, maxTx := e.guard.Stats()
-	t.Logf("seed=%d: %d metastore writes, largest ref %d bytes, largest PutRefs %d bytes", seed, writes, maxRef, maxTx)
+	e.mu.Lock()
+	probes := e.probes
+	e.mu.Unlock()
+	t.Logf("seed=%d: %d metastore writes, largest ref %d bytes, largest PutRefs %d bytes, %d tail recoveries probed", seed, writes, maxRef, maxTx, probes)
 }
 
 // create creates es's stream (a new id under its name) and makes it the
@@ -311,6 +321,9 @@ func (e *edges) kill() bool {
 	e.mu.Unlock()
 	if n != nil {
 		n.Kill()
+		e.mu.Lock()
+		e.killedTails(n)
+		e.mu.Unlock()
 	}
 	return n != nil
 }
@@ -328,6 +341,7 @@ func (e *edges) restart(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.node = n
+	e.checkOpened(ctx, n)
 	e.mu.Unlock()
 	return nil
 }
