@@ -49,8 +49,8 @@ func (e *edges) checkOpened(ctx context.Context, n *Node) {
 		if err != nil || tail >= es.killedTail {
 			continue
 		}
-		e.fail(fmt.Errorf("%s.%d: incarnation %d opened it at next seq %d, below the tail %d incarnation %d acknowledged before it was killed (its flight index then held seqs from %d); %s",
-			es.name, es.gen, n.Gen, tail, es.killedTail, es.killedGen, es.killedLow, e.describe(ctx, es)))
+		e.fail(fmt.Errorf("%s.%d: incarnation %d opened it at next seq %d, below the tail %d incarnation %d acknowledged before it was killed (%s; its flight index then held seqs from %d); %s",
+			es.name, es.gen, n.Gen, tail, es.killedTail, es.killedGen, e.killedAt, es.killedLow, e.describe(ctx, es)))
 	}
 }
 

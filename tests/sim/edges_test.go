@@ -76,9 +76,10 @@ func TestSimEdges(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { runEdges(t, seed, *edgeStepsFlag) })
 		})
 	}
-	t.Logf("SUMMARY edges: seeds=%d batches_acked=%d outcome_unknown=%d closed_not_written=%d restarts=%d deletions=%d recreations=%d read_only_spells=%d trimmed_records_checked=%d",
+	t.Logf("SUMMARY edges: seeds=%d batches_acked=%d outcome_unknown=%d closed_not_written=%d restarts=%d deletions=%d recreations=%d read_only_spells=%d trimmed_records_checked=%d kills_at_a_write=%d/%d/%d/%d (slot put, pass index put, absorb metastore write, star metastore write)",
 		edgeTotals.seeds.Load(), edgeTotals.acked.Load(), edgeTotals.unknown.Load(), edgeTotals.closed.Load(), edgeTotals.restarts.Load(), edgeTotals.deletions.Load(),
-		edgeTotals.recreations.Load(), edgeTotals.readOnly.Load(), edgeTotals.trimmedChecked.Load())
+		edgeTotals.recreations.Load(), edgeTotals.readOnly.Load(), edgeTotals.trimmedChecked.Load(),
+		edgeKills[killSlot].Load(), edgeKills[killPass].Load(), edgeKills[killAbsorbMeta].Load(), edgeKills[killStarMeta].Load())
 	// The workload must do what it is for.
 	if len(seeds) > 1 && !t.Failed() && (edgeTotals.restarts.Load() == 0 || edgeTotals.deletions.Load() == 0 ||
 		edgeTotals.recreations.Load() == 0 || edgeTotals.readOnly.Load() == 0 || edgeTotals.trimmedChecked.Load() == 0 || edgeTotals.unknown.Load() == 0) {
@@ -151,6 +152,13 @@ type edges struct {
 	win                             *passindex.Window // the checks' (nil in refs mode)
 	errs                            chan error
 	probes                          int // recoveries probeRecovery checked
+	// life serializes the star's kills and starts (the steps', the
+	// killer's); a channel, not a mutex, so that a goroutine waiting on
+	// it is durably blocked (testing/synctest).
+	life     chan struct{}
+	killer   *killer
+	killRng  *rand.Rand // arms the kills at a write
+	killedAt string     // what the last kill struck
 }
 
 func (e *edges) fail(err error) {
@@ -176,7 +184,8 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &edges{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xed9e)), errs: make(chan error, 16)}
+	e := &edges{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xed9e)), errs: make(chan error, 16),
+		life: make(chan struct{}, 1), killer: newKiller(seed), killRng: rand.New(rand.NewPCG(uint64(seed), 0x4b12))}
 	w.OnRecover = e.recovered
 	e.win = w.Window(w.Meta, w.SettledMem)
 	// Every writer sees the metastore through the size guard.
@@ -189,6 +198,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	for _, m := range []*MetaFaults{w.StarMeta, e.settleMeta, e.trimMeta, e.probeMeta, w.SettleMeta} {
 		m.SetShortPages(0.3) // as NewWorld: pages of refs end short
 	}
+	e.killer.install(e)
 	// Calls take time and some answers are lost (the put landed or not;
 	// the star reads back), so a Close finds flights in the air, some
 	// already at W copies.
@@ -225,8 +235,14 @@ func runEdges(t *testing.T, seed int64, steps int) {
 		bg.Go(func() { e.produce(ctx, i) })
 	}
 	bg.Go(func() { e.probeRecovery(ctx, seed) })
+	bg.Go(func() { e.killer.run(ctx, e) })
 	for e.step = 0; e.step < steps; e.step++ {
+		e.life <- struct{}{}
 		e.act(ctx)
+		<-e.life
+		if k := 1 + e.killRng.IntN(killKinds-1); e.killRng.IntN(10) == 0 {
+			e.killer.armed.Store(int32(k)) // the next such write kills
+		}
 		if e.rng.IntN(8) == 0 {
 			time.Sleep(time.Duration(200+e.rng.IntN(1200)) * time.Millisecond) // retention fires
 		} else {
@@ -241,6 +257,9 @@ func runEdges(t *testing.T, seed int64, steps int) {
 		e.check(ctx)
 	}
 	// Writable again, the star up: everything acknowledged is still there.
+	e.killer.armed.Store(killNone)
+	e.life <- struct{}{}
+	defer func() { <-e.life }()
 	e.setReadOnly(false)
 	if e.node == nil {
 		if err := e.restartRetrying(ctx); err != nil {
@@ -318,7 +337,9 @@ func (e *edges) kill() bool {
 	e.mu.Lock()
 	n := e.node
 	e.node = nil
+	e.killedAt = "between steps"
 	e.mu.Unlock()
+	e.killer.running.Store(false)
 	if n != nil {
 		n.Kill()
 		e.mu.Lock()
@@ -335,6 +356,7 @@ func (e *edges) restart(ctx context.Context) error {
 	gen := e.gen
 	e.syncWorld()
 	e.mu.Unlock()
+	e.killer.running.Store(false) // a start's writes run on ctx, which no kill ends
 	n, err := e.w.StartNode(ctx, gen, 20*time.Millisecond)
 	if err != nil {
 		return err
@@ -343,6 +365,7 @@ func (e *edges) restart(ctx context.Context) error {
 	e.node = n
 	e.checkOpened(ctx, n)
 	e.mu.Unlock()
+	e.killer.running.Store(true)
 	return nil
 }
 
