@@ -237,9 +237,11 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	bg.Go(func() { e.probeRecovery(ctx, seed) })
 	bg.Go(func() { e.killer.run(ctx, e) })
 	for e.step = 0; e.step < steps; e.step++ {
-		e.life <- struct{}{}
-		e.act(ctx)
-		<-e.life
+		func() {
+			e.life <- struct{}{}
+			defer func() { <-e.life }() // on a failure too: the killer waits on it
+			e.act(ctx)
+		}()
 		if k := 1 + e.killRng.IntN(killKinds-1); e.killRng.IntN(10) == 0 {
 			e.killer.armed.Store(int32(k)) // the next such write kills
 		}
