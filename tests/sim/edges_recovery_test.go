@@ -153,6 +153,9 @@ func (e *edges) describe(ctx context.Context, es *edgeStream) string {
 		fmt.Fprintf(&b, "; window LastRef %d..%d (%v)", last.FirstSeq, last.LastSeq, err)
 	}
 	fmt.Fprintf(&b, "; last start: %s", es.opened)
+	if es.killedGen > 0 {
+		fmt.Fprintf(&b, "; incarnation %d was killed (%s) at tail %d, its flight index holding seqs from %d", es.killedGen, e.killedAt, es.killedTail, es.killedLow)
+	}
 	return b.String()
 }
 

@@ -646,12 +646,12 @@ func (e *edges) check(ctx context.Context) {
 		// so it never moves backward, across incarnations too. The book
 		// first: an acknowledged record lost is the more specific finding.
 		if lost := firstAtOrAbove(es.book, tail); lost != nil {
-			e.fatalf("%s.%d: next seq %d (star incarnation %d), but seq %d was acknowledged; %s", es.name, es.gen, tail, e.node.Gen, *lost, es.opened)
+			e.fatalf("%s.%d: next seq %d (star incarnation %d), but seq %d was acknowledged; %s", es.name, es.gen, tail, e.node.Gen, *lost, e.describe(ctx, es))
 		}
 		if tail < es.maxTail {
 			e.fatalf("%s.%d: next seq moved backward from %d (star incarnation %d) to %d (incarnation %d); seqs %d..%d acknowledged to this producer: %d, read: %d; %s",
 				es.name, es.gen, es.maxTail, es.maxGen, tail, e.node.Gen, tail, es.maxTail-1,
-				countIn(es.book, tail, es.maxTail), countIn(es.seen, tail, es.maxTail), es.opened)
+				countIn(es.book, tail, es.maxTail), countIn(es.seen, tail, es.maxTail), e.describe(ctx, es))
 		}
 		es.maxTail, es.maxGen = tail, e.node.Gen
 		recs, _, err := ReadAll(ctx, rd, es.meta)
