@@ -23,10 +23,7 @@ import (
 // lowest seq its flight index still held (below it, everything was
 // absorbed). Called with e.mu held.
 func (e *edges) killedTails(n *Node) {
-	for _, es := range e.slots {
-		if es.state != live {
-			continue
-		}
+	for _, es := range e.liveStreams() {
 		tail, _, err := n.Star.Tail(es.id)
 		if err != nil {
 			continue
@@ -41,8 +38,8 @@ func (e *edges) killedTails(n *Node) {
 // was durable when it was acknowledged). Called with e.mu held, once n
 // has opened the streams.
 func (e *edges) checkOpened(ctx context.Context, n *Node) {
-	for _, es := range e.slots {
-		if es.state != live || es.killedGen == 0 {
+	for _, es := range e.liveStreams() {
+		if es.killedGen == 0 {
 			continue
 		}
 		tail, _, err := n.Star.Tail(es.id)
@@ -69,13 +66,7 @@ func (e *edges) probeRecovery(ctx context.Context, seed int64) {
 	for ctx.Err() == nil {
 		time.Sleep(time.Duration(2+rng.IntN(20)) * time.Millisecond)
 		e.mu.Lock()
-		n := e.node
-		var cands []*edgeStream
-		for _, es := range e.slots {
-			if es.state == live {
-				cands = append(cands, es)
-			}
-		}
+		n, cands := e.node, e.liveStreams()
 		if n == nil || len(cands) == 0 {
 			e.mu.Unlock()
 			continue

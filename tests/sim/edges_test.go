@@ -559,13 +559,7 @@ func (e *edges) setReadOnly(ro bool) {
 // removes its refs, objects and metadata.
 func (e *edges) deleteStream(ctx context.Context) {
 	e.mu.Lock()
-	n := e.node
-	var cands []*edgeStream
-	for _, es := range e.slots {
-		if es.state == live {
-			cands = append(cands, es)
-		}
-	}
+	n, cands := e.node, e.liveStreams()
 	if n == nil || len(cands) < 2 {
 		e.mu.Unlock()
 		return
@@ -590,6 +584,17 @@ func (e *edges) deleteStream(ctx context.Context) {
 	e.old = append(e.old, es)
 	e.syncWorld()
 	edgeTotals.deletions.Add(1)
+}
+
+// liveStreams is the slots' live incarnations. Called with e.mu held.
+func (e *edges) liveStreams() []*edgeStream {
+	var out []*edgeStream
+	for _, es := range e.slots {
+		if es.state == live {
+			out = append(out, es)
+		}
+	}
+	return out
 }
 
 // recreate re-creates, under the same name, a deleted stream whose
