@@ -147,6 +147,17 @@ func (e *edges) describe(ctx context.Context, es *edgeStream) string {
 	if es.killedGen > 0 {
 		fmt.Fprintf(&b, "; incarnation %d was killed (%s) at tail %d, its flight index holding seqs from %d", es.killedGen, e.killedAt, es.killedTail, es.killedLow)
 	}
+	// The star's latest epoch events (starts, fences, halts, recoveries).
+	var events []string
+	lines := e.w.Logs.Lines()
+	for _, l := range lines {
+		for _, m := range []string{"star started", "leading chain", "fenced epoch", "epoch halted", "epoch recovered", "leadership lost"} {
+			if strings.HasPrefix(l, m) {
+				events = append(events, l)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "; the star's last epoch events of %d log lines:\n\t%s", len(lines), strings.Join(events[max(0, len(events)-12):], "\n\t"))
 	return b.String()
 }
 
