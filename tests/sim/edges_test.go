@@ -25,6 +25,7 @@ import (
 var (
 	edgeSeedsFlag = flag.Int("edge-seeds", 6, "seeds of TestSimEdges (seeds 1..n; -seed replays one)")
 	edgeStepsFlag = flag.Int("edge-steps", 150, "steps per seed of TestSimEdges")
+	edgeKillFlag  = flag.Int("edge-kill-every", 10, "TestSimEdges arms a kill at a write one step in this many (0: never)")
 )
 
 var edgeTotals struct {
@@ -242,7 +243,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 			defer func() { <-e.life }() // on a failure too: the killer waits on it
 			e.act(ctx)
 		}()
-		if k := 1 + e.killRng.IntN(killKinds-1); e.killRng.IntN(10) == 0 {
+		if k := 1 + e.killRng.IntN(killKinds-1); *edgeKillFlag > 0 && e.killRng.IntN(*edgeKillFlag) == 0 {
 			e.killer.armed.Store(int32(k)) // the next such write kills
 		}
 		if e.rng.IntN(8) == 0 {
