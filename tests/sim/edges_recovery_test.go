@@ -96,6 +96,7 @@ func (e *edges) probeRecovery(ctx context.Context, seed int64) {
 				es.name, es.gen, info.Next, st.Floor, low, n.Gen, e.describe(ctx, es)))
 		}
 		e.probes++
+		edgeTotals.probes.Add(1)
 		e.mu.Unlock()
 	}
 }

@@ -29,7 +29,7 @@ var (
 )
 
 var edgeTotals struct {
-	seeds, acked, unknown, closed, restarts, deletions, recreations, readOnly, trimmedChecked atomic.Int64
+	seeds, acked, unknown, closed, restarts, deletions, recreations, readOnly, trimmedChecked, probes atomic.Int64
 }
 
 // TestSimEdges is issue 13's workload: what production runs at once, at the
@@ -77,13 +77,14 @@ func TestSimEdges(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { runEdges(t, seed, *edgeStepsFlag) })
 		})
 	}
-	t.Logf("SUMMARY edges: seeds=%d batches_acked=%d outcome_unknown=%d closed_not_written=%d restarts=%d deletions=%d recreations=%d read_only_spells=%d trimmed_records_checked=%d kills_at_a_write=%d/%d/%d/%d (slot put, pass index put, absorb metastore write, star metastore write)",
+	t.Logf("SUMMARY edges: seeds=%d batches_acked=%d outcome_unknown=%d closed_not_written=%d restarts=%d deletions=%d recreations=%d read_only_spells=%d trimmed_records_checked=%d recoveries_probed=%d kills_at_a_write=%d/%d/%d/%d (slot put, pass index put, absorb metastore write, star metastore write)",
 		edgeTotals.seeds.Load(), edgeTotals.acked.Load(), edgeTotals.unknown.Load(), edgeTotals.closed.Load(), edgeTotals.restarts.Load(), edgeTotals.deletions.Load(),
-		edgeTotals.recreations.Load(), edgeTotals.readOnly.Load(), edgeTotals.trimmedChecked.Load(),
+		edgeTotals.recreations.Load(), edgeTotals.readOnly.Load(), edgeTotals.trimmedChecked.Load(), edgeTotals.probes.Load(),
 		edgeKills[killSlot].Load(), edgeKills[killPass].Load(), edgeKills[killAbsorbMeta].Load(), edgeKills[killStarMeta].Load())
 	// The workload must do what it is for.
 	if len(seeds) > 1 && !t.Failed() && (edgeTotals.restarts.Load() == 0 || edgeTotals.deletions.Load() == 0 ||
-		edgeTotals.recreations.Load() == 0 || edgeTotals.readOnly.Load() == 0 || edgeTotals.trimmedChecked.Load() == 0 || edgeTotals.unknown.Load() == 0) {
+		edgeTotals.recreations.Load() == 0 || edgeTotals.readOnly.Load() == 0 || edgeTotals.trimmedChecked.Load() == 0 || edgeTotals.unknown.Load() == 0 ||
+		edgeTotals.probes.Load() == 0 || *edgeKillFlag > 0 && edgeKills[killSlot].Load()+edgeKills[killPass].Load()+edgeKills[killAbsorbMeta].Load() == 0) {
 		t.Fatalf("%d seeds and the workload missed an edge (a zero in the summary above)", len(seeds))
 	}
 }
