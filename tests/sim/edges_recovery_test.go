@@ -15,8 +15,9 @@ import (
 // The tail recovery's checks in TestSimEdges (the hunt for "next seq
 // moved backward", design 014 notes): a restart recovers each stream's
 // tail from its last part or ref (star.RecoverStream through the window,
-// World.RefReader) and its floor. A restart is one step in 13, so these
-// checks do what a restart does far more often, and at the kill itself.
+// World.RefReader) and its floor. A start comes about one step in ten;
+// the probe recovers a tail every few virtual milliseconds, and each
+// start is checked against what the killed incarnation acknowledged.
 
 // killedTails notes, at a kill, each live stream's acknowledged tail in
 // the closed incarnation (its final one: Close acks nothing more) and the
