@@ -39,8 +39,10 @@ var edgeTotals struct {
 // racing each other and the absorb with seeded delays on their metastore
 // calls, the star closed and restarted at random steps, producers that
 // retry ambiguous appends (half the streams with match_seq_num, half
-// without), and every bucket going read-only for a while. One seed drives
-// the workload, the faults and the timing; time is virtual.
+// without), every bucket going read-only for a while, and the star killed
+// in the middle of one of its or its absorb's writes (edges_kill_test.go).
+// One seed drives the workload, the faults and the timing; time is
+// virtual.
 //
 // A seed does not replay exactly: it picks the same actions and draws,
 // but not in the same order. The bubble (testing/synctest) makes time
@@ -60,7 +62,10 @@ var edgeTotals struct {
 // (never the system's state):
 //
 //   - a stream's next seq never decreases, and is never below a seq it
-//     acknowledged;
+//     acknowledged; a start opens it at or above the tail the killed
+//     incarnation acknowledged, and a successor's recovery, probed every
+//     few virtual ms, at or above every seq absorbed
+//     (edges_recovery_test.go);
 //   - no seq is ever read with two different records;
 //   - every acknowledged record is readable, with its body, until
 //     retention removes it (its timestamp is older than the retention) or
