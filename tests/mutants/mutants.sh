@@ -114,6 +114,14 @@ mutant settle-merge-drops-marks shared/settle/mergeresume.go "./shared/settle" \
 # time).
 mutant moved-window-last-part-wins shared/passindex/window.go "./shared/server -run ^TestReview3ReopenAfterOneChainSettled\$" \
   's/if len\(parts\) > 0 && !moved\(st\) \{/if len(parts) > 0 {/'
+# A stream's tail recovered from its last ref alone when it has one
+# (passindex.Window.LastRef ignoring its newest parts, still in the
+# window's passes and runs): a successor reopens the stream below seqs it
+# acknowledged. TestSimEdges' recovery probe (a successor's recovery at
+# every few virtual ms, against the star's flight index) sees it at once;
+# trim's TestWindowCommandsApply the stale command state.
+mutant successor-tail-from-refs-only shared/passindex/window.go "./shared/trim" \
+  's/if len\(parts\) > 0 && !moved\(st\) \{\n\t\treturn parts\[len\(parts\)-1\], nil\n\t\}\n\tlast, err := w.Meta.LastRef\(ctx, st.ID\)\n/if len(parts) > 0 \&\& !moved(st) \&\& false {\n\t\treturn parts[len(parts)-1], nil\n\t}\n\tlast, err := w.Meta.LastRef(ctx, st.ID)\n\tif err == nil {\n\t\treturn last, nil\n\t}\n/'
 mutant seal-not-checked shared/star/commands.go "./shared/star" \
   's/if to, ok := MoveTarget\(cur\); ok \{/if to, ok := MoveTarget(cur); ok \&\& false {/' \
   "the server drains the stream right after its seal: no batch reaches admission in between"

@@ -25,10 +25,11 @@ import (
 var (
 	edgeSeedsFlag = flag.Int("edge-seeds", 6, "seeds of TestSimEdges (seeds 1..n; -seed replays one)")
 	edgeStepsFlag = flag.Int("edge-steps", 150, "steps per seed of TestSimEdges")
+	edgeKillFlag  = flag.Int("edge-kill-every", 10, "TestSimEdges arms a kill at a write one step in this many (0: never)")
 )
 
 var edgeTotals struct {
-	seeds, acked, unknown, closed, restarts, deletions, recreations, readOnly, trimmedChecked atomic.Int64
+	seeds, acked, unknown, closed, restarts, deletions, recreations, readOnly, trimmedChecked, probes atomic.Int64
 }
 
 // TestSimEdges is issue 13's workload: what production runs at once, at the
@@ -38,8 +39,10 @@ var edgeTotals struct {
 // racing each other and the absorb with seeded delays on their metastore
 // calls, the star closed and restarted at random steps, producers that
 // retry ambiguous appends (half the streams with match_seq_num, half
-// without), and every bucket going read-only for a while. One seed drives
-// the workload, the faults and the timing; time is virtual.
+// without), every bucket going read-only for a while, and the star killed
+// in the middle of one of its or its absorb's writes (edges_kill_test.go).
+// One seed drives the workload, the faults and the timing; time is
+// virtual.
 //
 // A seed does not replay exactly: it picks the same actions and draws,
 // but not in the same order. The bubble (testing/synctest) makes time
@@ -59,7 +62,10 @@ var edgeTotals struct {
 // (never the system's state):
 //
 //   - a stream's next seq never decreases, and is never below a seq it
-//     acknowledged;
+//     acknowledged; a start opens it at or above the tail the killed
+//     incarnation acknowledged, and a successor's recovery, probed every
+//     few virtual ms, at or above every seq absorbed
+//     (edges_recovery_test.go);
 //   - no seq is ever read with two different records;
 //   - every acknowledged record is readable, with its body, until
 //     retention removes it (its timestamp is older than the retention) or
@@ -76,12 +82,14 @@ func TestSimEdges(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { runEdges(t, seed, *edgeStepsFlag) })
 		})
 	}
-	t.Logf("SUMMARY edges: seeds=%d batches_acked=%d outcome_unknown=%d closed_not_written=%d restarts=%d deletions=%d recreations=%d read_only_spells=%d trimmed_records_checked=%d",
+	t.Logf("SUMMARY edges: seeds=%d batches_acked=%d outcome_unknown=%d closed_not_written=%d restarts=%d deletions=%d recreations=%d read_only_spells=%d trimmed_records_checked=%d recoveries_probed=%d kills_at_a_write=%d/%d/%d/%d (slot put, pass index put, absorb metastore write, star metastore write)",
 		edgeTotals.seeds.Load(), edgeTotals.acked.Load(), edgeTotals.unknown.Load(), edgeTotals.closed.Load(), edgeTotals.restarts.Load(), edgeTotals.deletions.Load(),
-		edgeTotals.recreations.Load(), edgeTotals.readOnly.Load(), edgeTotals.trimmedChecked.Load())
+		edgeTotals.recreations.Load(), edgeTotals.readOnly.Load(), edgeTotals.trimmedChecked.Load(), edgeTotals.probes.Load(),
+		edgeKills[killSlot].Load(), edgeKills[killPass].Load(), edgeKills[killAbsorbMeta].Load(), edgeKills[killStarMeta].Load())
 	// The workload must do what it is for.
 	if len(seeds) > 1 && !t.Failed() && (edgeTotals.restarts.Load() == 0 || edgeTotals.deletions.Load() == 0 ||
-		edgeTotals.recreations.Load() == 0 || edgeTotals.readOnly.Load() == 0 || edgeTotals.trimmedChecked.Load() == 0 || edgeTotals.unknown.Load() == 0) {
+		edgeTotals.recreations.Load() == 0 || edgeTotals.readOnly.Load() == 0 || edgeTotals.trimmedChecked.Load() == 0 || edgeTotals.unknown.Load() == 0 ||
+		edgeTotals.probes.Load() == 0 || *edgeKillFlag > 0 && edgeKills[killSlot].Load()+edgeKills[killPass].Load()+edgeKills[killAbsorbMeta].Load() == 0) {
 		t.Fatalf("%d seeds and the workload missed an edge (a zero in the summary above)", len(seeds))
 	}
 }
@@ -122,9 +130,14 @@ type edgeStream struct {
 	maxTail uint64
 	maxGen  int    // the star incarnation that reported maxTail
 	opened  string // what the last incarnation to open it recovered
-	batches int
-	cur     *edgeBatch // the batch being (re)tried
-	expect  uint64     // match mode: the tail the producer expects
+	// killedTail: the acknowledged tail of the incarnation killedGen
+	// when it was killed; killedLow: the lowest seq its flight index held
+	// then (edges_recovery_test.go).
+	killedTail, killedLow uint64
+	killedGen             int
+	batches               int
+	cur                   *edgeBatch // the batch being (re)tried
+	expect                uint64     // match mode: the tail the producer expects
 }
 
 type edges struct {
@@ -145,6 +158,14 @@ type edges struct {
 	settleMeta, trimMeta, probeMeta *MetaFaults
 	win                             *passindex.Window // the checks' (nil in refs mode)
 	errs                            chan error
+	probes                          int // recoveries probeRecovery checked
+	// life serializes the star's kills and starts (the steps', the
+	// killer's); a channel, not a mutex, so that a goroutine waiting on
+	// it is durably blocked (testing/synctest).
+	life     chan struct{}
+	killer   *killer
+	killRng  *rand.Rand // arms the kills at a write
+	killedAt string     // what the last kill struck
 }
 
 func (e *edges) fail(err error) {
@@ -170,7 +191,8 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &edges{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xed9e)), errs: make(chan error, 16)}
+	e := &edges{t: t, seed: seed, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xed9e)), errs: make(chan error, 16),
+		life: make(chan struct{}, 1), killer: newKiller(seed), killRng: rand.New(rand.NewPCG(uint64(seed), 0x4b12))}
 	w.OnRecover = e.recovered
 	e.win = w.Window(w.Meta, w.SettledMem)
 	// Every writer sees the metastore through the size guard.
@@ -183,6 +205,7 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	for _, m := range []*MetaFaults{w.StarMeta, e.settleMeta, e.trimMeta, e.probeMeta, w.SettleMeta} {
 		m.SetShortPages(0.3) // as NewWorld: pages of refs end short
 	}
+	e.killer.install(e)
 	// Calls take time and some answers are lost (the put landed or not;
 	// the star reads back), so a Close finds flights in the air, some
 	// already at W copies.
@@ -218,8 +241,17 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	for i := range e.slots {
 		bg.Go(func() { e.produce(ctx, i) })
 	}
+	bg.Go(func() { e.probeRecovery(ctx, seed) })
+	bg.Go(func() { e.killer.run(ctx, e) })
 	for e.step = 0; e.step < steps; e.step++ {
-		e.act(ctx)
+		func() {
+			e.life <- struct{}{}
+			defer func() { <-e.life }() // on a failure too: the killer waits on it
+			e.act(ctx)
+		}()
+		if k := 1 + e.killRng.IntN(killKinds-1); *edgeKillFlag > 0 && e.killRng.IntN(*edgeKillFlag) == 0 {
+			e.killer.armed.Store(int32(k)) // the next such write kills
+		}
 		if e.rng.IntN(8) == 0 {
 			time.Sleep(time.Duration(200+e.rng.IntN(1200)) * time.Millisecond) // retention fires
 		} else {
@@ -234,6 +266,9 @@ func runEdges(t *testing.T, seed int64, steps int) {
 		e.check(ctx)
 	}
 	// Writable again, the star up: everything acknowledged is still there.
+	e.killer.armed.Store(killNone)
+	e.life <- struct{}{}
+	defer func() { <-e.life }()
 	e.setReadOnly(false)
 	if e.node == nil {
 		if err := e.restartRetrying(ctx); err != nil {
@@ -245,7 +280,10 @@ func runEdges(t *testing.T, seed int64, steps int) {
 	e.check(ctx)
 	edgeTotals.seeds.Add(1)
 	writes, maxRef, maxTx := e.guard.Stats()
-	t.Logf("seed=%d: %d metastore writes, largest ref %d bytes, largest PutRefs %d bytes", seed, writes, maxRef, maxTx)
+	e.mu.Lock()
+	probes := e.probes
+	e.mu.Unlock()
+	t.Logf("seed=%d: %d metastore writes, largest ref %d bytes, largest PutRefs %d bytes, %d tail recoveries probed", seed, writes, maxRef, maxTx, probes)
 }
 
 // create creates es's stream (a new id under its name) and makes it the
@@ -308,9 +346,14 @@ func (e *edges) kill() bool {
 	e.mu.Lock()
 	n := e.node
 	e.node = nil
+	e.killedAt = "between steps"
 	e.mu.Unlock()
+	e.killer.running.Store(false)
 	if n != nil {
 		n.Kill()
+		e.mu.Lock()
+		e.killedTails(n)
+		e.mu.Unlock()
 	}
 	return n != nil
 }
@@ -322,13 +365,16 @@ func (e *edges) restart(ctx context.Context) error {
 	gen := e.gen
 	e.syncWorld()
 	e.mu.Unlock()
+	e.killer.running.Store(false) // a start's writes run on ctx, which no kill ends
 	n, err := e.w.StartNode(ctx, gen, 20*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	e.node = n
+	e.checkOpened(ctx, n)
 	e.mu.Unlock()
+	e.killer.running.Store(true)
 	return nil
 }
 
@@ -520,13 +566,7 @@ func (e *edges) setReadOnly(ro bool) {
 // removes its refs, objects and metadata.
 func (e *edges) deleteStream(ctx context.Context) {
 	e.mu.Lock()
-	n := e.node
-	var cands []*edgeStream
-	for _, es := range e.slots {
-		if es.state == live {
-			cands = append(cands, es)
-		}
-	}
+	n, cands := e.node, e.liveStreams()
 	if n == nil || len(cands) < 2 {
 		e.mu.Unlock()
 		return
@@ -551,6 +591,17 @@ func (e *edges) deleteStream(ctx context.Context) {
 	e.old = append(e.old, es)
 	e.syncWorld()
 	edgeTotals.deletions.Add(1)
+}
+
+// liveStreams is the slots' live incarnations. Called with e.mu held.
+func (e *edges) liveStreams() []*edgeStream {
+	var out []*edgeStream
+	for _, es := range e.slots {
+		if es.state == live {
+			out = append(out, es)
+		}
+	}
+	return out
 }
 
 // recreate re-creates, under the same name, a deleted stream whose
@@ -607,12 +658,12 @@ func (e *edges) check(ctx context.Context) {
 		// so it never moves backward, across incarnations too. The book
 		// first: an acknowledged record lost is the more specific finding.
 		if lost := firstAtOrAbove(es.book, tail); lost != nil {
-			e.fatalf("%s.%d: next seq %d (star incarnation %d), but seq %d was acknowledged; %s", es.name, es.gen, tail, e.node.Gen, *lost, es.opened)
+			e.fatalf("%s.%d: next seq %d (star incarnation %d), but seq %d was acknowledged; %s", es.name, es.gen, tail, e.node.Gen, *lost, e.describe(ctx, es))
 		}
 		if tail < es.maxTail {
 			e.fatalf("%s.%d: next seq moved backward from %d (star incarnation %d) to %d (incarnation %d); seqs %d..%d acknowledged to this producer: %d, read: %d; %s",
 				es.name, es.gen, es.maxTail, es.maxGen, tail, e.node.Gen, tail, es.maxTail-1,
-				countIn(es.book, tail, es.maxTail), countIn(es.seen, tail, es.maxTail), es.opened)
+				countIn(es.book, tail, es.maxTail), countIn(es.seen, tail, es.maxTail), e.describe(ctx, es))
 		}
 		es.maxTail, es.maxGen = tail, e.node.Gen
 		recs, _, err := ReadAll(ctx, rd, es.meta)

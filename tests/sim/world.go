@@ -114,6 +114,10 @@ type World struct {
 	// star.RecoverStream read (refs, and the window with PassIndex) and
 	// the stream's floor. A checker reports it when a tail goes wrong.
 	OnRecover func(i int, recovered star.StreamInfo, floor uint64)
+	// WrapAbsorbIndex, if set, wraps the settled bucket as absorb copies
+	// made from now on write their pass indexes to it (a kill at those
+	// writes: TestSimEdges).
+	WrapAbsorbIndex func(objstore.Bucket) objstore.Bucket
 
 	Log  *slog.Logger
 	Logs *LogCapture
@@ -233,6 +237,9 @@ func (w *World) Absorber() *absorb.Absorber {
 	a := &absorb.Absorber{Meta: w.SettleMeta, Sets: w.Sets(), Log: w.Log}
 	if w.AbsorbIndexed() {
 		a.Index = w.Settled
+		if w.WrapAbsorbIndex != nil {
+			a.Index = w.WrapAbsorbIndex(a.Index)
+		}
 	}
 	return a
 }
