@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,7 @@ func newBench(cf *clientFlags) *cobra.Command {
 	cfg := bench.Defaults()
 	var classes []string
 	var api, asJSON bool
-	var jsonOut, cpuProfile, readProfile string
+	var jsonOut, cpuProfile, readProfile, traceOut string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure ack and end-to-end latency, write and read throughput, requests per GB, metastore ops and cost",
@@ -90,6 +91,24 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 						active = pprof.StartCPUProfile(f) == nil
 					case !begin && active:
 						pprof.StopCPUProfile()
+						active = false
+					}
+				}
+			}
+			if traceOut != "" {
+				f, err := os.Create(traceOut)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				var started, active bool // the first window only: one trace per file
+				cfg.WriteWindow = func(begin bool) {
+					switch {
+					case begin && !started:
+						started = true
+						active = trace.Start(f) == nil
+					case !begin && active:
+						trace.Stop()
 						active = false
 					}
 				}
@@ -171,6 +190,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of text")
 	f.StringVar(&jsonOut, "json-out", "", "also write the results as JSON to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.StringVar(&traceOut, "trace", "", "write a Go execution trace of the first in-process write window to this file (go tool trace): which goroutines held the processors while an ack waited")
 	f.StringVar(&readProfile, "cpuprofile-read", "", "write a CPU profile of the catch-up read windows alone (the first, when there are several) to this file")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the latency draws, nonces and stream ids")
 	p := &cfg.Prices

@@ -415,9 +415,14 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	}
 	var behindSlots, behindBytes int64
 	var cpu0, cpu1 time.Duration
+	var sch0, sch1 schedSnap
 	if e != nil {
 		d.store = e.log.held.Load
 		d.onWindow = func() {
+			if cfg.WriteWindow != nil {
+				cfg.WriteWindow(true)
+			}
+			sch0 = takeSched()
 			cpu0 = cpuTime()
 			c0 = e.meta.Snapshot()
 			p0, b0, o0, i0 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
@@ -430,6 +435,10 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 				}
 			}
 			cpu1 = cpuTime()
+			sch1 = takeSched()
+			if cfg.WriteWindow != nil {
+				cfg.WriteWindow(false)
+			}
 			c1 = e.meta.Snapshot()
 			p1, b1, o1, i1 = e.log.puts.Load(), e.log.bytes.Load(), e.log.overFree.Load(), e.indexPuts.Load()
 			s1 = settleNow()
@@ -490,6 +499,7 @@ func measureAt(ctx context.Context, cfg Config, pt point, e *env, tgt target, st
 	}
 	e.floors(d, &r)
 	r.CPUSeconds, r.LoadAvg = (cpu1 - cpu0).Seconds(), loadAvg()
+	r.SchedWait, r.GCPause = schedWait(sch0, sch1)
 	if bodyBytes > 0 {
 		r.CPUSecondsPerGB = r.CPUSeconds / (float64(bodyBytes) / (1 << 30))
 	}

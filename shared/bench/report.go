@@ -91,6 +91,10 @@ func WriteText(w io.Writer, rs []Result) error {
 		if r.CPUSeconds > 0 {
 			fmt.Fprintf(&b, "  CPU                        %.1f s in the window, %.2f CPU-s per GiB acked (the whole process); machine load average %.2f\n", r.CPUSeconds, r.CPUSecondsPerGB, r.LoadAvg)
 		}
+		if w := r.SchedWait; w.N > 0 {
+			fmt.Fprintf(&b, "  waits for a processor      p50 %.3f p99 %.3f p999 %.3f max %.3f ms (%d sampled); GC stop-the-world p99 %.3f max %.3f ms (%d)\n",
+				w.P50, w.P99, w.P999, w.Max, w.N, r.GCPause.P99, r.GCPause.Max, r.GCPause.N)
+		}
 		if h := r.Heap; h != nil {
 			fmt.Fprintf(&b, "  heap in use after GC       %.0f MiB before the star, %.0f MiB with the streams open (%.0f bytes per stream), %.0f MiB at the end\n", h.BaseMiB, h.OpenMiB, h.PerStream, h.EndMiB)
 		}

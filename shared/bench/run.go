@@ -74,7 +74,14 @@ type Result struct {
 	// machine a run's throughput depends on it.
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
 	CPUSecondsPerGB float64 `json:"cpu_seconds_per_gb,omitempty"`
-	LoadAvg         float64 `json:"load_avg,omitempty"`
+	// SchedWait is how long the process's goroutines waited runnable for
+	// a processor over the window (the runtime's sampled histogram,
+	// /sched/latencies:seconds), GCPause its stop-the-world pauses:
+	// in-process, where the star shares its processors with the
+	// producers, absorb, settle and trim (issue 36).
+	SchedWait Percentiles `json:"sched_wait,omitzero"`
+	GCPause   Percentiles `json:"gc_pause,omitzero"`
+	LoadAvg   float64     `json:"load_avg,omitempty"`
 
 	PeakHeapMiB  float64 `json:"peak_heap_mib"`
 	PeakTotalMiB float64 `json:"peak_total_mib"`

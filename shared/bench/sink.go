@@ -43,6 +43,7 @@ type settledSink struct {
 var (
 	_ objstore.Bucket     = (*settledSink)(nil)
 	_ objstore.ReaderInto = (*settledSink)(nil)
+	_ objstore.Viewer     = (*settledSink)(nil)
 )
 
 func sunk(key string, size int) bool {
@@ -82,6 +83,17 @@ func (s *settledSink) Get(ctx context.Context, key string, off, n int64) ([]byte
 		return nil, fmt.Errorf("get %s: %w", key, errNotKept)
 	}
 	return s.Bucket.Get(ctx, key, off, n)
+}
+
+// View is Get without the copy when the bucket below has View (a flush
+// reads a pack back only to copy its entries out): a Get copied every
+// pack settle read back into new memory, a tenth of the default mode's
+// page faults at 100 MB/s (issue 36).
+func (s *settledSink) View(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if _, ok := s.size(key); ok {
+		return nil, fmt.Errorf("get %s: %w", key, errNotKept)
+	}
+	return objstore.View(ctx, s.Bucket, key, off, n)
 }
 
 func (s *settledSink) GetInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {

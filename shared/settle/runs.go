@@ -623,6 +623,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.FirstSeq, Count: g.Count,
 			Offset: uint32(len(buf)), Length: g.Length, CRC: g.CRC})
 		buf = append(buf, seg...)
+		yieldAfter(len(seg))
 		copied += int64(len(seg))
 		return nil
 	}

@@ -754,6 +754,7 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 			if err := cur.Add(recs[off:end], int(j-i), ts0, ts1); err != nil {
 				return err
 			}
+			yieldAfter(end - off)
 			left -= int64(end - off)
 			off, i = end, j
 			if i != n {
@@ -823,7 +824,10 @@ func checkSegment(b []byte) error {
 
 // parseSegment is format.ParseSegment, the one place settle checks a
 // segment's CRC (a variable so that tests count the checks).
-var parseSegment = format.ParseSegment
+var parseSegment = func(b []byte) (format.SegmentInfo, []byte, error) {
+	defer yieldAfter(len(b))
+	return format.ParseSegment(b)
+}
 
 // checked is a segment whose CRC parseSegment checked: its header and
 // its records.

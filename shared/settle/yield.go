@@ -1,0 +1,33 @@
+package settle
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// yieldBytes is how much of settle's CPU work (a CRC checked, bytes
+// copied into an object) runs between two yields of the processor.
+const yieldBytes = 256 << 10
+
+// cpuWork counts settle's CPU work in bytes, across Settlers.
+var cpuWork atomic.Int64
+
+// yieldAfter counts n bytes of CPU work done and yields the processor
+// (runtime.Gosched) at every yieldBytes. Settle beside a star in one
+// process (`strand bench`, `strand dev`) shares its processors: a step
+// checks and copies about a second of the star's ingest in one burst on
+// every processor, and Go's scheduler lets a running goroutine keep its
+// processor for up to 10 ms before it preempts it, so the star's
+// goroutines woken meanwhile (an ack) waited behind settle's. Yielding
+// every 256 KiB (tens of microseconds of work) lets them run first. In a
+// Lambda settle runs alone, and a yield with nothing else to run costs
+// well under a microsecond.
+func yieldAfter(n int) {
+	if n <= 0 {
+		return
+	}
+	v := cpuWork.Add(int64(n))
+	if v/yieldBytes != (v-int64(n))/yieldBytes {
+		runtime.Gosched()
+	}
+}
