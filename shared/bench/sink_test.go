@@ -34,6 +34,19 @@ func TestSettledSink(t *testing.T) {
 			t.Fatalf("get %s: %d bytes, %v; want the %d put", key, len(got), err, len(want))
 		}
 	}
+	// View serves a kept object's bytes without a copy (a flush reads a
+	// pack back to copy its entries out) and refuses a sunk one.
+	if v, err := objstore.View(ctx, s, "index/x/runs/pack", 10, 100); err != nil || !bytes.Equal(v, large[10:110]) {
+		t.Fatalf("view of a kept object: %d bytes, %v", len(v), err)
+	}
+	v1, _ := s.View(ctx, "index/x/runs/pack", 0, 1)
+	v2, _ := s.View(ctx, "index/x/runs/pack", 0, 1)
+	if len(v1) != 1 || &v1[0] != &v2[0] {
+		t.Fatalf("two views of one object are different memory: a view copied")
+	}
+	if _, err := s.View(ctx, "streams/a/large", 0, -1); !errors.Is(err, errNotKept) {
+		t.Fatalf("view of a sunk object: %v, want errNotKept", err)
+	}
 	if _, err := s.Get(ctx, "streams/a/large", 0, -1); !errors.Is(err, errNotKept) {
 		t.Fatalf("get of a sunk object: %v, want errNotKept", err)
 	}
