@@ -140,15 +140,16 @@ func sameBody(a, b []byte) bool {
 
 // copyPiece is how much of a body Mem copies between two yields of the
 // processor.
-const copyPiece = 256 << 10
+const copyPiece = 64 << 10
 
 // copyYielding copies src into dst (as copy) a piece at a time, yielding
 // the processor (runtime.Gosched) between pieces. A copy into memory not
-// touched before takes about 7 us a page on the virtual machines the
-// bench's figures come from (page faults), so a settled object's 8 MiB
-// took over 10 ms in one memmove, which Go's scheduler cannot preempt:
-// the star's goroutines in the same process (`strand bench`) waited
-// behind it for a processor (issue 36).
+// touched before costs a page fault a page, about 1 us alone and up to
+// 50 us when several threads fault at once on the virtual machines the
+// bench's figures come from, so a pack's 8 MiB took milliseconds in one
+// memmove, which Go's scheduler cannot preempt (nor stop the world for a
+// GC meanwhile): the star's goroutines in the same process (`strand
+// bench`) waited behind it for a processor (issue 36).
 func copyYielding(dst, src []byte) int {
 	n := 0
 	for n < len(src) && n < len(dst) {

@@ -7,7 +7,7 @@ import (
 
 // yieldBytes is how much of settle's CPU work (a CRC checked, bytes
 // copied into an object) runs between two yields of the processor.
-const yieldBytes = 256 << 10
+const yieldBytes = 64 << 10
 
 // cpuWork counts settle's CPU work in bytes, across Settlers.
 var cpuWork atomic.Int64
@@ -19,7 +19,10 @@ var cpuWork atomic.Int64
 // every processor, and Go's scheduler lets a running goroutine keep its
 // processor for up to 10 ms before it preempts it, so the star's
 // goroutines woken meanwhile (an ack) waited behind settle's. Yielding
-// every 256 KiB (tens of microseconds of work) lets them run first. In a
+// every 64 KiB (microseconds of work, or about a millisecond when it
+// first touches memory while other threads do: page faults) lets them run
+// first; 256 KiB left more of the star's ordered overhead p99 at 100 MB/s
+// over 1 ms (docs/performance/ingest.md). In a
 // Lambda settle runs alone, and a yield with nothing else to run costs
 // well under a microsecond.
 func yieldAfter(n int) {

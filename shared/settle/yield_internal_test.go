@@ -15,18 +15,18 @@ func TestYieldAfterEveryYieldBytes(t *testing.T) {
 	defer func() { gosched = old }()
 	cpuWork.Store(0)
 	for range 10 {
-		yieldAfter(100 << 10)
+		yieldAfter(yieldBytes * 4 / 10)
 	}
-	if yields != 3 { // 1000 KiB of work crosses 256, 512 and 768 KiB
-		t.Fatalf("%d yields after 1000 KiB of work, want 3", yields)
+	if yields != 3 { // 4 yieldBytes of work crosses 1, 2 and 3 (4 is not reached: 10 * 4/10 rounds down)
+		t.Fatalf("%d yields after 4 yieldBytes of work in tenths, want 3", yields)
 	}
 	yieldAfter(0)
 	yieldAfter(-5)
-	yieldAfter(1 << 20) // from 1000 KiB to 2024: crosses 1024 (and 1280..1792), one yield
+	yieldAfter(16 * yieldBytes) // crosses 16 multiples: one yield a piece at most
 	if yields != 4 {
-		t.Fatalf("%d yields after one 1 MiB piece, want 4 (one a piece at most)", yields)
+		t.Fatalf("%d yields after one large piece, want 4", yields)
 	}
-	seg, err := format.AppendSegment(nil, format.SegmentInfo{FirstSeq: 1, Count: 1}, make([]byte, 300<<10))
+	seg, err := format.AppendSegment(nil, format.SegmentInfo{FirstSeq: 1, Count: 1}, make([]byte, yieldBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,6 @@ func TestYieldAfterEveryYieldBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if yields != 5 {
-		t.Fatalf("%d yields after checking a 300 KiB segment, want 5", yields)
+		t.Fatalf("%d yields after checking a segment of yieldBytes, want 5", yields)
 	}
 }
