@@ -177,7 +177,7 @@ func newEnv(cfg Config, pt point) *env {
 	e.chain = metastore.ChainID{Star: sc.StarID, Class: pt.class}
 	if e.settleTick > 0 {
 		sets := node.Sets(sc)
-		e.settle = &settle.Settler{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true,
+		e.settle = &settle.Settler{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true, CPUWorkers: 1,
 			FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout}
 		e.trim = &trim.Trimmer{Meta: e.meta, Sets: sets, Settled: e.settled, Log: quietLog(), PassIndex: true}
 	}

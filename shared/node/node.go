@@ -361,7 +361,9 @@ func (n *Node) goRun(f func()) {
 
 // settlement runs settle, trim and the probe's sweep on timers.
 func (n *Node) settlement(ctx context.Context, cfg Config, passIndex bool, sets absorb.Sets, prober *probe.Handler, chains []metastore.ChainID, window *passindex.Window) {
-	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: passIndex, Clock: clock.OrReal(cfg.Star.Clock),
+	// One goroutine of settle's CPU work at a time: it shares the star's
+	// processors (Settler.CPUWorkers).
+	settler := &settle.Settler{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, PassIndex: passIndex, Clock: clock.OrReal(cfg.Star.Clock), CPUWorkers: 1,
 		FlushBytes: cfg.FlushBytes, FlushAge: cfg.FlushAge, Fanout: cfg.Fanout, Window: window}
 	trimmer := &trim.Trimmer{Meta: cfg.Meta, Sets: sets, Settled: cfg.Settled, Log: n.log, Clock: cfg.Star.Clock, PassIndex: passIndex, Window: window}
 	or := func(d, def time.Duration) time.Duration {

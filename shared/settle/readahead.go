@@ -119,7 +119,7 @@ func (r *spanReader) start(i int, ahead bool) bool {
 			if rd.loc.Settled {
 				rd.body, rd.err = r.s.segment(r.ctx, rd.loc)
 			} else {
-				rd.seg, rd.err = transitSegment(r.ctx, r.set, rd.loc)
+				rd.seg, rd.err = r.s.transitSegment(r.ctx, r.set, rd.loc)
 			}
 			close(rd.done)
 		}()
@@ -146,7 +146,7 @@ func (r *spanReader) next() (format.SegmentInfo, []byte, error) {
 	case transit:
 		return seg.info, seg.recs, nil
 	}
-	return parseSegment(b)
+	return r.s.parse(b)
 }
 
 // read returns the next location's bytes, or its segment as checked

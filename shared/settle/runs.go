@@ -567,7 +567,7 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 				// Only read (copied into the pack): viewed, not copied.
 				body, err := set.ViewRange(ctx, key, lo, hi-lo, func(b []byte) error {
 					for _, g := range segs {
-						if err := checkSegment(b[int64(g.seg.Offset)-lo : int64(g.seg.Offset)-lo+int64(g.seg.Length)]); err != nil {
+						if err := s.checkSegment(b[int64(g.seg.Offset)-lo : int64(g.seg.Offset)-lo+int64(g.seg.Length)]); err != nil {
 							return err
 						}
 					}
@@ -622,8 +622,9 @@ func (s *Settler) pack(ctx context.Context, set chain.Set, c metastore.ChainID, 
 		e := &entries[i]
 		e.Segments = append(e.Segments, format.PassSegment{Slot: run.FirstSlot + n, FirstSeq: g.FirstSeq, Count: g.Count,
 			Offset: uint32(len(buf)), Length: g.Length, CRC: g.CRC})
+		s.cpuBegin()
 		buf = append(buf, seg...)
-		yieldAfter(len(seg))
+		s.cpuEnd(len(seg))
 		copied += int64(len(seg))
 		return nil
 	}

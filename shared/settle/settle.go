@@ -136,9 +136,19 @@ type Settler struct {
 	// live until then. The plans never read it: a run and its packs
 	// depend on the step's inputs only.
 	Clock clock.Clock
+	// CPUWorkers (0: no bound) bounds how many of a step's goroutines do
+	// its CPU work at once: checking segments' CRCs and copying records
+	// into objects and packs (the reads and puts wait outside it). A
+	// settle in the star's process (strand dev, the node's in-process
+	// settlement, `strand bench`) sets 1, so a step's burst never takes
+	// every processor from the star; a settle Lambda runs alone and leaves
+	// it unbounded (issue 36, ADR 0077).
+	CPUWorkers int
 	// Log: nil is slog.Default().
 	Log *slog.Logger
 
+	cpuOnce    sync.Once
+	cpuSem     chan struct{}
 	windowOnce sync.Once
 	// objBufs: the buffers of the objects it writes (bufs.go).
 	bufsOnce sync.Once
@@ -751,10 +761,12 @@ func (s *Settler) build(ctx context.Context, set chain.Set, id format.StreamID, 
 				cur = format.NewSettledBuilderIn(s.bufs().get(format.SettledBufferSize(hint)), id, seq+uint64(i), hint)
 			}
 			ts0, ts1 := format.RecordTimestamp(recs[off:]), lastTimestamp(recs[off:end])
-			if err := cur.Add(recs[off:end], int(j-i), ts0, ts1); err != nil {
+			s.cpuBegin()
+			err := cur.Add(recs[off:end], int(j-i), ts0, ts1)
+			s.cpuEnd(end - off)
+			if err != nil {
 				return err
 			}
-			yieldAfter(end - off)
 			left -= int64(end - off)
 			off, i = end, j
 			if i != n {
@@ -817,16 +829,20 @@ func lastTimestamp(b []byte) int64 {
 	}
 }
 
-func checkSegment(b []byte) error {
-	_, _, err := parseSegment(b)
+func (s *Settler) checkSegment(b []byte) error {
+	_, _, err := s.parse(b)
 	return err
 }
 
 // parseSegment is format.ParseSegment, the one place settle checks a
 // segment's CRC (a variable so that tests count the checks).
-var parseSegment = func(b []byte) (format.SegmentInfo, []byte, error) {
-	defer yieldAfter(len(b))
-	return format.ParseSegment(b)
+var parseSegment = format.ParseSegment
+
+// parse is parseSegment as CPU work (cpuBegin, cpuEnd).
+func (s *Settler) parse(b []byte) (format.SegmentInfo, []byte, error) {
+	s.cpuBegin()
+	defer s.cpuEnd(len(b))
+	return parseSegment(b)
 }
 
 // checked is a segment whose CRC parseSegment checked: its header and
@@ -841,7 +857,7 @@ type checked struct {
 // segment's CRC is computed once (issue 36: build parsed it a second
 // time). The bytes are only read (copied into the settled object), so
 // they are viewed (chain.Set.ViewRange), not copied.
-func transitSegment(ctx context.Context, set chain.Set, l metastore.Location) (checked, error) {
+func (s *Settler) transitSegment(ctx context.Context, set chain.Set, l metastore.Location) (checked, error) {
 	var mu sync.Mutex
 	type pass struct {
 		body []byte
@@ -849,7 +865,7 @@ func transitSegment(ctx context.Context, set chain.Set, l metastore.Location) (c
 	}
 	var passed []pass // the copies that passed (a hedged loser's too)
 	body, err := set.ViewRange(ctx, l.Key, l.Offset, l.Length, func(b []byte) error {
-		info, recs, err := parseSegment(b)
+		info, recs, err := s.parse(b)
 		if err == nil {
 			mu.Lock()
 			passed = append(passed, pass{b, checked{info, recs}})

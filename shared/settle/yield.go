@@ -37,3 +37,24 @@ func yieldAfter(n int) {
 
 // gosched is runtime.Gosched (a variable so that a test counts yields).
 var gosched = runtime.Gosched
+
+// cpuBegin waits for one of s's CPUWorkers slots (none without a bound).
+func (s *Settler) cpuBegin() {
+	s.cpuOnce.Do(func() {
+		if s.CPUWorkers > 0 {
+			s.cpuSem = make(chan struct{}, s.CPUWorkers)
+		}
+	})
+	if s.cpuSem != nil {
+		s.cpuSem <- struct{}{}
+	}
+}
+
+// cpuEnd gives cpuBegin's slot back after n bytes of work, and yields
+// (yieldAfter) outside it.
+func (s *Settler) cpuEnd(n int) {
+	if s.cpuSem != nil {
+		<-s.cpuSem
+	}
+	yieldAfter(n)
+}

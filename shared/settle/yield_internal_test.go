@@ -1,7 +1,9 @@
 package settle
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/shared/format"
 )
@@ -31,10 +33,49 @@ func TestYieldAfterEveryYieldBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpuWork.Store(yieldBytes - 1)
-	if err := checkSegment(seg); err != nil {
+	if err := (&Settler{}).checkSegment(seg); err != nil {
 		t.Fatal(err)
 	}
 	if yields != 5 {
 		t.Fatalf("%d yields after checking a segment of yieldBytes, want 5", yields)
+	}
+}
+
+// With CPUWorkers n, at most n goroutines are inside cpuBegin..cpuEnd at
+// once; without it, any number; each cpuEnd counts its work toward a yield.
+func TestCPUWorkersBound(t *testing.T) {
+	for _, workers := range []int{1, 2, 0} {
+		s := &Settler{CPUWorkers: workers}
+		var mu sync.Mutex
+		in, most := 0, 0
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range 50 {
+					s.cpuBegin()
+					mu.Lock()
+					in++
+					most = max(most, in)
+					mu.Unlock()
+					time.Sleep(50 * time.Microsecond)
+					mu.Lock()
+					in--
+					mu.Unlock()
+					s.cpuEnd(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		switch {
+		case workers > 0 && most > workers:
+			t.Fatalf("CPUWorkers %d: %d at once", workers, most)
+		case workers == 0 && most < 2:
+			t.Fatalf("no bound: at most %d at once, want several", most)
+		}
 	}
 }
