@@ -46,7 +46,15 @@
 // Every in-process and api write run reports the whole process's CPU time
 // over the window, per GiB acked, and the machine's load average
 // (Result.CPUSeconds, CPUSecondsPerGB, LoadAvg): on a shared machine a
-// run's throughput follows its CPU per GiB (ADR 0068).
+// run's throughput follows its CPU per GiB (ADR 0068). An in-process
+// write run also reports how long goroutines waited runnable for a
+// processor over the window and the GC's stop-the-world pauses
+// (Result.SchedWait, GCPause: the runtime's sampled histograms, sched.go),
+// and Config.WriteWindow (`strand bench --trace`) brackets the window for
+// an execution trace: where the star's overhead goes when settle, trim
+// and the producers share its processors (ADR 0077). The in-process
+// settle runs its CPU work in one goroutine at a time, as the node's
+// (settle.Settler.CPUWorkers).
 //
 // # The floor and the overhead
 //
