@@ -264,6 +264,10 @@ func (w *World) settler(other bool) *settle.Settler {
 	s := &settle.Settler{Meta: w.SettleMeta, Sets: w.Sets(), Settled: w.Settled, Log: w.Log, MergeBelowBytes: 2048, PassIndex: w.SettleIndexed(),
 		FlushBytes: w.Opt.FlushBytes, FlushAge: w.Opt.FlushAge, Fanout: w.Opt.Fanout,
 		Clock: clock.OrReal(w.Opt.SettleClock)} // quiet chains flush (ADR 0057)
+	// Copies bound their CPU work differently (0: unbounded, 1, 2; ADR
+	// 0077): racing copies must still write the same objects, and a bound
+	// must not wedge a step under the world's faults and kills.
+	s.CPUWorkers = int(w.copies.Load() % 3)
 	if other {
 		s.FlushBytes, s.PackBufferBytes, s.MaxObjectBytes = 2*w.Opt.FlushBytes, -1, 4096
 		s.MergeBelowBytes = -1 // its flushes never merge the previous ref: refs start elsewhere (checkRefsApart)
