@@ -92,7 +92,9 @@ const (
 	DefaultMaxOffsetRecords     = 10_000
 )
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults is l with its zero (or negative) fields set to the
+// defaults, the limits the front end enforces.
+func (l Limits) WithDefaults() Limits {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
