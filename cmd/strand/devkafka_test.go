@@ -17,32 +17,14 @@ import (
 // the first two are answered and the third is closed at once (the
 // default allows 256). Before the flag existed strand dev refused it.
 func TestDevKafkaLimitFlag(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuf
-	cmd := newDev()
-	cmd.SetArgs([]string{"--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", "", "--kafka-addr", "127.0.0.1:0",
-		"--log-level", "error", "--exit-with-parent=false", "--kafka-max-conns-per-source", "2"})
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
+	m := runDevUntil(t, `Kafka clients: bootstrap server (\S+) `, func(ctx context.Context, out io.Writer) error {
+		cmd := newDev()
+		cmd.SetArgs([]string{"--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", "", "--kafka-addr", "127.0.0.1:0",
+			"--log-level", "error", "--exit-with-parent=false", "--kafka-max-conns-per-source", "2"})
+		cmd.SetOut(out)
+		cmd.SetErr(io.Discard)
+		return cmd.ExecuteContext(ctx)
 	})
-	re := regexp.MustCompile(`Kafka clients: bootstrap server (\S+) `)
-	var m []string
-	for deadline := time.Now().Add(15 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("strand dev ended: %v (%s)", err, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("strand dev did not print its Kafka address: %q", out.String())
-		}
-		m = re.FindStringSubmatch(out.String())
-	}
 	var conns []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", m[1])
@@ -61,6 +43,35 @@ func TestDevKafkaLimitFlag(t *testing.T) {
 		t.Fatal("a third connection of one source was answered past --kafka-max-conns-per-source 2")
 	} else if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("the third connection is open, unanswered: %v", err)
+	}
+}
+
+// runDevUntil runs strand dev in this process (run, writing to out)
+// until the test ends, and returns the submatches of pattern once its
+// output holds it (within 15 s).
+func runDevUntil(t *testing.T, pattern string, run func(ctx context.Context, out io.Writer) error) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, &out) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	re := regexp.MustCompile(pattern)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("strand dev ended: %v (%s)", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strand dev did not print %s: %q", pattern, out.String())
+		}
 	}
 }
 
