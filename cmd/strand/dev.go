@@ -42,7 +42,8 @@ type devFlags struct {
 	passIndex bool
 	// windowCache: node.Config.WindowCacheMiB.
 	windowCache int
-	// limits holds the API's abuse limits (node.BindLimitFlags).
+	// limits holds the API's abuse limits and the Kafka front end's
+	// (node.BindLimitFlags).
 	limits node.Config
 	// exitWithParent: exit when the parent process dies (default: under
 	// go run; see parent.go).
@@ -294,7 +295,7 @@ func runDev(ctx context.Context, f devFlags, out interface{ Write([]byte) (int, 
 	if err != nil {
 		return err
 	}
-	kafkaCfg := node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, AutoCreateTopics: true, Optional: !f.kafkaSet}
+	kafkaCfg := node.KafkaConfig{Addr: f.kafkaAddr, AnonymousLoopback: true, AutoCreateTopics: true, Optional: !f.kafkaSet, Limits: f.limits.Kafka.Limits}
 	if f.standby {
 		kafkaCfg.BindWait = standbyKafkaBindWait
 	}

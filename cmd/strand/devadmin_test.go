@@ -4,38 +4,16 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestDevServesMetrics: strand dev prints where its metrics are, and
 // serves the star's series and the Go runtime's there.
 func TestDevServesMetrics(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuf
-	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, devFlags{dataDir: t.TempDir(), addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", starID: "star-0", logLevel: "error"}, &out)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
+	m := runDevUntil(t, `Metrics: (http://\S+/metrics) `, func(ctx context.Context, out io.Writer) error {
+		return runDev(ctx, devFlags{dataDir: t.TempDir(), addr: "127.0.0.1:0", adminAddr: "127.0.0.1:0", starID: "star-0", logLevel: "error"}, out)
 	})
-	re := regexp.MustCompile(`Metrics: (http://\S+/metrics) `)
-	var m []string
-	for deadline := time.Now().Add(15 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("strand dev ended: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("strand dev did not print where its metrics are: %q", out.String())
-		}
-		m = re.FindStringSubmatch(out.String())
-	}
 	res, err := http.Get(m[1])
 	if err != nil {
 		t.Fatal(err)

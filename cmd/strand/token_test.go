@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"regexp"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -49,30 +49,9 @@ func run(t *testing.T, args ...string) (string, string, error) {
 // TestTokenCommandsEndToEnd runs strand dev in-process and drives the token
 // commands against it: create a scoped token, use it, list, revoke, refused.
 func TestTokenCommandsEndToEnd(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuf
-	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, devFlags{dataDir: t.TempDir(), addr: "127.0.0.1:0", starID: "star-0", logLevel: "error"}, &out)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
+	m := runDevUntil(t, `STRAND_ENDPOINT=(\S+)\n\s*export STRAND_TOKEN=(\S+)`, func(ctx context.Context, out io.Writer) error {
+		return runDev(ctx, devFlags{dataDir: t.TempDir(), addr: "127.0.0.1:0", starID: "star-0", logLevel: "error"}, out)
 	})
-	re := regexp.MustCompile(`STRAND_ENDPOINT=(\S+)\n\s*export STRAND_TOKEN=(\S+)`)
-	var m []string
-	for deadline := time.Now().Add(15 * time.Second); m == nil; {
-		select {
-		case err := <-done:
-			t.Fatalf("strand dev ended: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("strand dev did not print its endpoint: %q", out.String())
-		}
-		m = re.FindStringSubmatch(out.String())
-		time.Sleep(20 * time.Millisecond)
-	}
 	endpoint, admin := m[1], m[2]
 	as := func(tok string, args ...string) (string, string, error) {
 		return run(t, append([]string{"--endpoint", endpoint, "--token", tok}, args...)...)

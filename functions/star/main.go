@@ -59,7 +59,7 @@ func run(args []string) error {
 	cfg := star.Defaults()
 	fs := flag.NewFlagSet("star", flag.ContinueOnError)
 	cfg.BindFlags(fs)
-	var limits node.Config // the API's abuse limits only
+	var limits node.Config // the API's abuse limits and the Kafka front end's only
 	limits.BindLimitFlags(fs)
 	var (
 		table, settled, releaseQ, fenceQ string
@@ -178,7 +178,7 @@ func run(args []string) error {
 		DrainBudget: drainBudget,
 		Limits:      limits.Limits, MaxConns: limits.MaxConns, SourceRate: limits.SourceRate, GlobalRate: limits.GlobalRate,
 		NoPassIndex: !passIndex, ReadAheadMiB: readAheadMiB, WindowCacheMiB: windowCacheMiB,
-		Kafka: node.KafkaConfig{Addr: kafkaAddr, Advertise: kafkaAdv, Brokers: kafkaBrokers},
+		Kafka: node.KafkaConfig{Addr: kafkaAddr, Advertise: kafkaAdv, Brokers: kafkaBrokers, Limits: limits.Kafka.Limits},
 	}
 	if standby {
 		return runStandby(ctx, ncfg, meta, leaseTTL, advertise, log)

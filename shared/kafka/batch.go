@@ -52,7 +52,7 @@ func (b Batch) Idempotent() bool { return b.ProducerID >= 0 }
 // once decompressed, over all batches; it is checked before each
 // allocation, so a hostile set costs at most the bounds.
 func DecodeBatches(set []byte, lim Limits) ([]Batch, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	var out []Batch
 	records, bytes := 0, 0
 	for len(set) > 0 {

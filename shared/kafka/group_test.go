@@ -22,7 +22,7 @@ func testCoordinator(t *testing.T) (*coordinator, *clock.Manual) {
 // testCoordinatorWith is testCoordinator under limits l.
 func testCoordinatorWith(t *testing.T, l Limits) (*coordinator, *clock.Manual) {
 	clk := clock.NewManual(time.Unix(1_000_000, 0))
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	s := &Server{cfg: Config{Rand: rand.New(rand.NewSource(1)), GroupRebalanceDelay: 100 * time.Millisecond},
 		clk: clk, log: slog.New(slog.DiscardHandler), lim: l}
 	c := &coordinator{s: s, groups: map[string]*group{}, pending: map[string]pendingID{}, stop: make(chan struct{}),

@@ -6,7 +6,9 @@ import "time"
 // before the work they bound (the strand API's rules, limits.go there):
 // a request's size before its body is read, a record set's records and
 // decompressed bytes before they are allocated. Zero fields take the
-// defaults below.
+// defaults below. The star's command and strand dev set most of them by
+// flag (--kafka-max-conns and so on: node.BindLimitFlags), and node.Start
+// refuses a set that cannot work (node.ErrKafkaLimit).
 type Limits struct {
 	// MaxProduceBytes bounds a Produce request (default 8 MiB; Kafka
 	// producers send at most 1 MiB by default, max.request.size).
@@ -92,7 +94,9 @@ const (
 	DefaultMaxOffsetRecords     = 10_000
 )
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults is l with its zero (or negative) fields set to the
+// defaults, the limits the front end enforces.
+func (l Limits) WithDefaults() Limits {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d

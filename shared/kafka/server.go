@@ -118,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.GroupRebalanceDelay <= 0 {
 		cfg.GroupRebalanceDelay = 100 * time.Millisecond
 	}
-	s := &Server{cfg: cfg, lim: cfg.Limits.withDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
+	s := &Server{cfg: cfg, lim: cfg.Limits.WithDefaults(), clk: clock.OrReal(cfg.Clock), log: cfg.Logger,
 		conns: map[net.Conn]*connSlot{}, sources: map[string]int{}, pids: newProducers()}
 	s.tenants = newShares(s.lim.MaxConns, s.lim.MaxConnsPerTenant)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -37,7 +37,10 @@ type KafkaConfig struct {
 	// leader's socket held until the kernel released it (strand dev
 	// --standby). Zero: one try.
 	BindWait time.Duration
-	Limits   kafka.Limits
+	// Limits bound what clients make the front end hold (zero fields:
+	// kafka's defaults); BindLimitFlags binds them to --kafka-* flags,
+	// and Start refuses a set that cannot work (ErrKafkaLimit).
+	Limits kafka.Limits
 }
 
 // kafkaBindRetry is how often a taken Kafka address is tried again within

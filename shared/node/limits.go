@@ -24,7 +24,8 @@ import (
 //	--append-burst-bytes-per-tenant     0   Limits.AppendBurstBytesPerTenant
 //	--write-timeout                   30s   Limits.WriteTimeout
 //
-// Zero fields of c are set to those defaults first. CheckLimits says
+// and the Kafka front end's (Kafka.Limits; bindKafkaLimitFlags in
+// kafkalimits.go lists them). Zero fields of c are set to those defaults first. CheckLimits says
 // what is wrong with a value given.
 func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	if c.Limits.MaxSessionsPerToken == 0 {
@@ -56,11 +57,13 @@ func (c *Config) BindLimitFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Limits.AppendBytesPerSecPerTenant, "append-bytes-per-sec-per-tenant", c.Limits.AppendBytesPerSecPerTenant, "metered bytes one tenant may append a second on this star; past it an append is resource_exhausted, retriable later (0: unlimited)")
 	fs.DurationVar(&c.Limits.WriteTimeout, "write-timeout", c.Limits.WriteTimeout, "a call whose client takes none of a response write (64 KiB) or flush for this long is ended and its resources released (a reader that stopped reading)")
 	fs.Int64Var(&c.Limits.AppendBurstBytesPerTenant, "append-burst-bytes-per-tenant", c.Limits.AppendBurstBytesPerTenant, "burst of --append-bytes-per-sec-per-tenant (at least a second's rate and 1 MiB)")
+	c.bindKafkaLimitFlags(fs)
 }
 
 // CheckLimits reports a limit that cannot work: each must be positive
 // (zero fields mean the defaults). A rate below 1 per second with a burst
-// of at least 1 is allowed (a lookup every few seconds).
+// of at least 1 is allowed (a lookup every few seconds). The Kafka
+// limits are checked too (checkKafkaLimits: ErrKafkaLimit).
 func (c *Config) CheckLimits() error {
 	switch {
 	case c.Limits.MaxSessionsPerToken < 0:
@@ -86,5 +89,5 @@ func (c *Config) CheckLimits() error {
 			return fmt.Errorf("node: %s must be positive and %s at least 1, got %v and %d", r.rate, r.burst, r.r.PerSecond, r.r.Burst)
 		}
 	}
-	return nil
+	return checkKafkaLimits(c.Kafka.Limits)
 }
