@@ -31,7 +31,8 @@ type Limits struct {
 	// connection counts.
 	MaxConnsPerSource int
 	// MaxConnsPerTenant bounds the connections one tenant has
-	// authenticated by SASL (default 512, at most half of MaxConns): they
+	// authenticated by SASL (default 512, or half of MaxConns when that
+	// is less; at most half of MaxConns in any case): they
 	// count here, not in their source's, so that a standby relaying
 	// clients to the leader (ADR 0051) is not held to one source's 256.
 	// Past it the SASL exchange fails.
@@ -56,13 +57,15 @@ type Limits struct {
 	AuthDeadline time.Duration
 	// MaxGroups bounds the consumer groups the coordinator holds (default
 	// 100,000), MaxGroupsPerTenant one tenant's (a root token and every
-	// token minted under it; default 10,000, at most half of MaxGroups).
+	// token minted under it; default 10,000, or half of MaxGroups when
+	// that is less; at most half of MaxGroups in any case).
 	// Past them a JoinGroup creating a group is GROUP_MAX_SIZE_REACHED.
 	// A group left empty is forgotten (its offsets are kept).
 	MaxGroups, MaxGroupsPerTenant int
 	// MaxMembers bounds the members of every group together (default
-	// 100,000), MaxMembersPerTenant one tenant's (default 10,000, at most
-	// half of MaxMembers); one group has at most 1,000. Past them a
+	// 100,000), MaxMembersPerTenant one tenant's (default 10,000, or half
+	// of MaxMembers when that is less; at most half of it in any case);
+	// one group has at most 1,000. Past them a
 	// JoinGroup adding a member is GROUP_MAX_SIZE_REACHED.
 	MaxMembers, MaxMembersPerTenant int
 	// MaxWait caps a Fetch's long poll (default 30 s).
@@ -108,14 +111,14 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxDecompressedBytes, DefaultMaxDecompressedBytes)
 	def(&l.MaxConns, DefaultMaxConns)
 	def(&l.MaxConnsPerSource, DefaultMaxConnsPerSource)
-	def(&l.MaxConnsPerTenant, DefaultMaxConnsPerTenant)
+	def(&l.MaxConnsPerTenant, min(DefaultMaxConnsPerTenant, max(l.MaxConns/2, 1)))
 	def(&l.MaxHeldBytes, DefaultMaxHeldBytes)
 	def(&l.MaxFetchBytes, DefaultMaxFetchBytes)
 	def(&l.MaxOffsetRecords, DefaultMaxOffsetRecords)
 	def(&l.MaxGroups, DefaultMaxGroups)
-	def(&l.MaxGroupsPerTenant, DefaultMaxGroupsPerTenant)
+	def(&l.MaxGroupsPerTenant, min(DefaultMaxGroupsPerTenant, max(l.MaxGroups/2, 1)))
 	def(&l.MaxMembers, DefaultMaxMembers)
-	def(&l.MaxMembersPerTenant, DefaultMaxMembersPerTenant)
+	def(&l.MaxMembersPerTenant, min(DefaultMaxMembersPerTenant, max(l.MaxMembers/2, 1)))
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = DefaultIdleTimeout
 	}

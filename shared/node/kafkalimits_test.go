@@ -75,10 +75,13 @@ func TestKafkaLimitFlags(t *testing.T) {
 	})
 	var d Config
 	d.BindLimitFlags(flag.NewFlagSet("dev", flag.ContinueOnError))
-	if want := (kafka.Limits{}).WithDefaults(); d.Kafka.Limits != want {
-		t.Fatalf("defaults %+v, want kafka's %+v", d.Kafka.Limits, want)
+	if l := d.Kafka.Limits; l.MaxConnsPerTenant != 0 || l.MaxGroupsPerTenant != 0 || l.MaxMembersPerTenant != 0 {
+		t.Fatalf("the tenants' shares are bound as %d, %d, %d: want 0 (their default follows the total)", l.MaxConnsPerTenant, l.MaxGroupsPerTenant, l.MaxMembersPerTenant)
 	}
-	if l := d.Kafka.Limits; l.MaxConns != 1024 || l.MaxConnsPerSource != 256 || l.MaxConnsPerTenant != 512 || l.MaxHeldBytes != 256<<20 ||
+	if want := (kafka.Limits{}).WithDefaults(); d.Kafka.Limits.WithDefaults() != want {
+		t.Fatalf("defaults %+v, want kafka's %+v", d.Kafka.Limits.WithDefaults(), want)
+	}
+	if l := d.Kafka.Limits.WithDefaults(); l.MaxConns != 1024 || l.MaxConnsPerSource != 256 || l.MaxConnsPerTenant != 512 || l.MaxHeldBytes != 256<<20 ||
 		l.MaxFetchBytes != 55<<20 || l.MaxProduceBytes != 8<<20 || l.IdleTimeout != 10*time.Minute || l.AuthDeadline != 10*time.Second ||
 		l.MaxGroups != 100_000 || l.MaxGroupsPerTenant != 10_000 || l.MaxMembers != 100_000 || l.MaxMembersPerTenant != 10_000 {
 		t.Fatalf("defaults changed: %+v", l)
@@ -105,10 +108,10 @@ func TestKafkaLimitsRefused(t *testing.T) {
 		{[]string{"--kafka-max-groups-per-tenant=-1"}, "--kafka-max-groups-per-tenant must not be negative"},
 		{[]string{"--kafka-max-members=-1"}, "--kafka-max-members must not be negative"},
 		{[]string{"--kafka-max-members-per-tenant=-1"}, "--kafka-max-members-per-tenant must not be negative"},
-		// The default share of 512 is more than a table of 100.
-		{[]string{"--kafka-max-conns=100"}, "--kafka-max-conns-per-tenant 512 is more than --kafka-max-conns 100 (one tenant holds at most half of it: give at most 50)"},
+		// A share given above its total (a share left out follows it).
+		{[]string{"--kafka-max-conns=100", "--kafka-max-conns-per-tenant=512"}, "--kafka-max-conns-per-tenant 512 is more than --kafka-max-conns 100 (one tenant holds at most half of it: give at most 50)"},
 		{[]string{"--kafka-max-groups=10", "--kafka-max-groups-per-tenant=11"}, "--kafka-max-groups-per-tenant 11 is more than --kafka-max-groups 10"},
-		{[]string{"--kafka-max-members=9000"}, "--kafka-max-members-per-tenant 10000 is more than --kafka-max-members 9000"},
+		{[]string{"--kafka-max-members=9000", "--kafka-max-members-per-tenant=10000"}, "--kafka-max-members-per-tenant 10000 is more than --kafka-max-members 9000"},
 		{[]string{"--kafka-max-held-bytes=1000", "--kafka-max-fetch-bytes=1001", "--kafka-max-produce-bytes=100"}, "--kafka-max-fetch-bytes 1001 is more than --kafka-max-held-bytes 1000"},
 		{[]string{"--kafka-max-held-bytes=1000", "--kafka-max-fetch-bytes=1000", "--kafka-max-produce-bytes=501"}, "--kafka-max-produce-bytes 501 is more than half of --kafka-max-held-bytes 1000"},
 		// The default fetch cap (55 MiB) is more than a 32 MiB budget.
@@ -138,13 +141,36 @@ func TestKafkaLimitsRefused(t *testing.T) {
 	if err := c.CheckLimits(); err != nil {
 		t.Fatalf("limits at their bounds refused: %v", err)
 	}
-	// A Go caller's zero fields are the defaults: a table of 100 with
-	// the default share of 512 is refused, with a share of 50 accepted.
-	if err := (&Config{Kafka: KafkaConfig{Limits: kafka.Limits{MaxConns: 100}}}).CheckLimits(); !errors.Is(err, ErrKafkaLimit) {
+	// A total lowered alone is accepted: the shares left out follow it
+	// (half of it, when that is less than their default), flag or Go.
+	for _, tc := range []struct {
+		args  []string
+		share func(kafka.Limits) int
+		want  int
+	}{
+		{[]string{"--kafka-max-conns=100"}, func(l kafka.Limits) int { return l.MaxConnsPerTenant }, 50},
+		{[]string{"--kafka-max-groups=3"}, func(l kafka.Limits) int { return l.MaxGroupsPerTenant }, 1},
+		{[]string{"--kafka-max-members=9000"}, func(l kafka.Limits) int { return l.MaxMembersPerTenant }, 4500},
+		{[]string{"--kafka-max-conns=4096"}, func(l kafka.Limits) int { return l.MaxConnsPerTenant }, 512},
+	} {
+		var c Config
+		fs := flag.NewFlagSet("star", flag.ContinueOnError)
+		c.BindLimitFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckLimits(); err != nil {
+			t.Fatalf("%v alone refused: %v", tc.args, err)
+		}
+		if got := tc.share(c.Kafka.Limits.WithDefaults()); got != tc.want {
+			t.Fatalf("%v: the tenant's share is %d, want %d", tc.args, got, tc.want)
+		}
+	}
+	if err := (&Config{Kafka: KafkaConfig{Limits: kafka.Limits{MaxConns: 100}}}).CheckLimits(); err != nil {
 		t.Fatalf("MaxConns 100 with the default share: %v", err)
 	}
-	if err := (&Config{Kafka: KafkaConfig{Limits: kafka.Limits{MaxConns: 100, MaxConnsPerTenant: 50}}}).CheckLimits(); err != nil {
-		t.Fatal(err)
+	if err := (&Config{Kafka: KafkaConfig{Limits: kafka.Limits{MaxConns: 100, MaxConnsPerTenant: 101}}}).CheckLimits(); !errors.Is(err, ErrKafkaLimit) {
+		t.Fatalf("MaxConns 100 with a share of 101: %v", err)
 	}
 }
 
