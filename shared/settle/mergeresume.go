@@ -263,7 +263,7 @@ func (o *mergedOut) add(ctx context.Context, id format.StreamID, ms *mergedStrea
 			return fmt.Errorf("merged pack %s: %d bytes stored, stream %s laid out to %d: %w", o.key(o.n), len(o.stored), id, o.fill, ErrForeign)
 		}
 		seg := o.stored[at:o.fill]
-		info, _, err := format.ParseSegment(seg)
+		info, _, err := o.s.parse(seg)
 		if err != nil {
 			return fmt.Errorf("merged pack %s at %d: %w: %w", o.key(o.n), at, ErrForeign, err)
 		}
@@ -286,7 +286,7 @@ func (o *mergedOut) add(ctx context.Context, id format.StreamID, ms *mergedStrea
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", id, err)
 			}
-			info, body, err := format.ParseSegment(seg)
+			info, body, err := o.s.parse(seg)
 			if err != nil {
 				return fmt.Errorf("stream %s: segment at seq %d of run %d: %w", id, g.FirstSeq, in[ms.runs[i]].g.first, err)
 			}
@@ -308,7 +308,10 @@ func (o *mergedOut) add(ctx context.Context, id format.StreamID, ms *mergedStrea
 		return fmt.Errorf("stream %s: at %d of merged pack %d, laid out at %d: %w", id, len(o.buf), o.n, at, ErrMismatch)
 	}
 	var err error
-	if o.buf, err = format.AppendSegment(o.buf, format.SegmentInfo{Stream: id, FirstSeq: e.FirstSeq, Count: uint32(count)}, recs...); err != nil {
+	o.s.cpuBegin()
+	o.buf, err = format.AppendSegment(o.buf, format.SegmentInfo{Stream: id, FirstSeq: e.FirstSeq, Count: uint32(count)}, recs...)
+	o.s.cpuEnd(int(size))
+	if err != nil {
 		return fmt.Errorf("stream %s: %w", id, err)
 	}
 	seg := o.buf[at:]
