@@ -83,37 +83,24 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 					return err
 				}
 				defer f.Close()
-				var started, active bool // the first window only: one profile per file
-				cfg.ReadWindow = func(begin bool) {
-					switch {
-					case begin && !started && cpuProfile == "":
-						started = true
-						active = pprof.StartCPUProfile(f) == nil
-					case !begin && active:
-						pprof.StopCPUProfile()
-						active = false
-					}
+				if cpuProfile == "" { // one CPU profile at a time
+					cfg.ReadWindow = (&window{cmd: cmd, flag: "--cpuprofile-read", start: func() error { return pprof.StartCPUProfile(f) }, stop: pprof.StopCPUProfile}).hook
 				}
 			}
+			var traced *window
 			if traceOut != "" {
 				f, err := os.Create(traceOut)
 				if err != nil {
 					return err
 				}
 				defer f.Close()
-				var started, active bool // the first window only: one trace per file
-				cfg.WriteWindow = func(begin bool) {
-					switch {
-					case begin && !started:
-						started = true
-						active = trace.Start(f) == nil
-					case !begin && active:
-						trace.Stop()
-						active = false
-					}
-				}
+				traced = &window{cmd: cmd, flag: "--trace", start: func() error { return trace.Start(f) }, stop: trace.Stop}
+				cfg.WriteWindow = traced.hook
 			}
 			rs, err := bench.Run(cmd.Context(), cfg, cmd.ErrOrStderr())
+			if traced != nil && !traced.started {
+				fmt.Fprintf(cmd.ErrOrStderr(), "strand bench: --trace: no write window ran in this process (--endpoint and the read workloads have none); %s is empty\n", traceOut)
+			}
 			if jsonOut != "" && len(rs) > 0 {
 				f, ferr := os.Create(jsonOut)
 				if ferr != nil {
@@ -190,7 +177,7 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of text")
 	f.StringVar(&jsonOut, "json-out", "", "also write the results as JSON to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	f.StringVar(&traceOut, "trace", "", "write a Go execution trace of the first in-process write window to this file (go tool trace): which goroutines held the processors while an ack waited")
+	f.StringVar(&traceOut, "trace", "", "write a Go execution trace of the first write window run in this process (in-process or --api) to this file (go tool trace): which goroutines held the processors while an ack waited")
 	f.StringVar(&readProfile, "cpuprofile-read", "", "write a CPU profile of the catch-up read windows alone (the first, when there are several) to this file")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the latency draws, nonces and stream ids")
 	p := &cfg.Prices
@@ -211,4 +198,31 @@ in-process or with --api; GETs follow the --*-get-* models.`,
 	f.Float64Var(&p.SettledObjectMiB, "settled-object-mib", p.SettledObjectMiB, "modelled settled object size (settle PUTs per GB)")
 	f.DurationVar(&p.TransitWindow, "transit-window", p.TransitWindow, "modelled life of a chain slot before trim (transit storage)")
 	return cmd
+}
+
+// window profiles or traces the first of the bench's windows (one per
+// file; its hook is a Config.ReadWindow or WriteWindow): start at its
+// begin, stop at its end. A start that fails is said on stderr, not
+// dropped (the file stays empty).
+type window struct {
+	cmd             *cobra.Command
+	flag            string
+	start           func() error
+	stop            func()
+	started, active bool
+}
+
+func (w *window) hook(begin bool) {
+	switch {
+	case begin && !w.started:
+		w.started = true
+		if err := w.start(); err != nil {
+			fmt.Fprintf(w.cmd.ErrOrStderr(), "strand bench: %s: %v\n", w.flag, err)
+			return
+		}
+		w.active = true
+	case !begin && w.active:
+		w.stop()
+		w.active = false
+	}
 }

@@ -95,9 +95,9 @@ type Config struct {
 	// (true) and ends (false): strand bench --cpuprofile-read profiles the
 	// reads alone, not the backlog's writing and settling.
 	ReadWindow func(begin bool) `json:"-"`
-	// WriteWindow, if set, is called as each in-process write window
-	// begins (true) and ends (false): `strand bench --trace` traces the
-	// first.
+	// WriteWindow, if set, is called as each write window of a star in
+	// this process (in-process or ModeAPI) begins (true) and ends
+	// (false): `strand bench --trace` traces the first.
 	WriteWindow func(begin bool) `json:"-"`
 	// Offered rate of the tail and fan-out producers, MB/s in all.
 	TailRateMBps float64
